@@ -1,0 +1,5 @@
+"""``python -m mstop``: the same as the ``mstop`` command."""
+
+from .cli import run
+
+run()

@@ -1,0 +1,26 @@
+"""mstop's in-job writer: per-rank metric CSVs and event files from a training job.
+
+``import mstop_writer`` uses the standard library only. ``MstopCallback``
+(a MindSpore ``Callback``) is loaded on first use, so a job that only calls
+``MetricsWriter.log`` never imports MindSpore through us.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__version__ = "0.1.0"
+
+from .metrics import MetricsWriter  # noqa: E402
+from .schema import COLUMNS, EVENT_KINDS, SCHEMA_VERSION, UNITS  # noqa: E402
+
+__all__ = ["COLUMNS", "EVENT_KINDS", "SCHEMA_VERSION", "UNITS", "MetricsWriter", "MstopCallback",
+           "GradNormTrainOneStepCell", "__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("MstopCallback", "GradNormTrainOneStepCell"):
+        from . import callback
+
+        return getattr(callback, name)
+    raise AttributeError(f"module 'mstop_writer' has no attribute {name!r}")

@@ -1,0 +1,158 @@
+"""Append-only line files that survive the faults of a long training job.
+
+Every line reaches its file in one ``os.write`` on a descriptor opened with
+``O_APPEND``, so a reader never sees two writers' bytes interleaved and sees a
+line either whole or (after a partial write on a full disk) cut, never
+reordered. Errors are never raised to the caller: they are counted, reported
+once through :mod:`logging`, and writing is retried later.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import stat
+import time
+from typing import Callable
+
+log = logging.getLogger("mstop_writer")
+
+#: Seconds between two checks that the file we hold is still the one at its path.
+CHECK_INTERVAL = 1.0
+#: Seconds between two attempts to write again after an error.
+RETRY_INTERVAL = 5.0
+
+
+class LineFile:
+    """One append-only text file that is written a whole line at a time.
+
+    ``on_new_file`` is called with the file's current header line (or None for
+    a new, empty file) each time the file is (re)opened, and returns the bytes
+    to write first (a header for a new file), so a file recreated after its
+    directory was removed starts with a header again.
+    """
+
+    def __init__(
+        self,
+        path: str,
+        on_open: Callable[[bytes | None], bytes],
+        warn: Callable[[str], None],
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.path = path
+        self._on_open = on_open
+        self._warn = warn
+        self._clock = clock
+        self._fd: int | None = None
+        self._ino: tuple[int, int] | None = None
+        self._next_check = 0.0
+        self._next_retry = 0.0
+        self._cut_tail = False
+        self._unverified = 0
+        #: lines not written since the last successful write
+        self.dropped = 0
+
+    def write(self, line: bytes) -> bool:
+        """Append ``line`` (ending in a newline); return False if it was dropped."""
+        now = self._clock()
+        if self._fd is None:
+            if now < self._next_retry or not self._open():
+                self.dropped += 1
+                return False
+        elif now >= self._next_check:
+            self._next_check = now + CHECK_INTERVAL
+            if self._still_ours():
+                self._unverified = 0
+            else:
+                # Lines written since the last check went to a file nobody can read any more.
+                self.dropped += self._unverified
+                self._unverified = 0
+                if not self._open():
+                    self.dropped += 1
+                    return False
+        if self._cut_tail:
+            line = b"\n" + line
+        try:
+            n = os.write(self._fd, line)  # type: ignore[arg-type]
+        except OSError as e:
+            self._fail(f"cannot write {self.path}: {e}")
+            self.dropped += 1
+            return False
+        self._cut_tail = False
+        self._unverified += 1
+        if n < len(line):
+            # A full disk cut the line: the next line starts on a new one, so the
+            # cut line is one bad row for readers, not a corrupted good one.
+            self._cut_tail = True
+            self.dropped += 1
+            return False
+        return True
+
+    def take_dropped(self) -> int:
+        """Return the count of dropped lines and start counting again."""
+        n, self.dropped = self.dropped, 0
+        return n
+
+    def close(self) -> None:
+        """Close the descriptor; a later write opens the file again."""
+        if self._fd is not None:
+            try:
+                os.close(self._fd)
+            except OSError:
+                pass
+            self._fd = None
+
+    # -- internals ---------------------------------------------------------
+
+    def _open(self) -> bool:
+        self.close()
+        try:
+            os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+        except OSError as e:
+            self._fail(f"cannot open {self.path}: {e}")
+            return False
+        try:
+            st = os.fstat(fd)
+            header, ends_cut = self._inspect(st)
+            self._cut_tail = ends_cut
+            first = self._on_open(header)
+            if first:
+                if self._cut_tail:
+                    first = b"\n" + first
+                os.write(fd, first)
+                self._cut_tail = False
+        except OSError as e:
+            os.close(fd)
+            self._fail(f"cannot write {self.path}: {e}")
+            return False
+        self._fd = fd
+        self._ino = (st.st_dev, st.st_ino)
+        self._next_check = self._clock() + CHECK_INTERVAL
+        return True
+
+    def _inspect(self, st: os.stat_result) -> tuple[bytes | None, bool]:
+        """Return the file's first line (None if empty) and whether it ends mid-line."""
+        if not stat.S_ISREG(st.st_mode) or st.st_size == 0:
+            return None, False
+        with open(self.path, "rb") as f:
+            first = f.readline(1 << 20)
+            f.seek(st.st_size - 1)
+            ends_cut = f.read(1) != b"\n"
+        return first, ends_cut
+
+    def _still_ours(self) -> bool:
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            self._warn(f"{self.path} disappeared (run directory removed?): writing it again")
+            return False
+        if (st.st_dev, st.st_ino) != self._ino:
+            self._warn(f"{self.path} was replaced: writing to the new file")
+            return False
+        return True
+
+    def _fail(self, message: str) -> None:
+        self.close()
+        self._next_retry = self._clock() + RETRY_INTERVAL
+        self._warn(message)

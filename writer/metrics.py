@@ -1,0 +1,506 @@
+"""``MetricsWriter``: one rank's metric rows and events, written as plain files.
+
+Standard library only. MindSpore is used when the job has already imported it
+(rank, device and device memory), never imported here.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import socket
+import sys
+import threading
+import time
+import uuid
+from typing import Any, Callable, Iterable, Mapping
+
+from . import __version__
+from ._files import LineFile
+from .hardware import flops_per_token as _flops_formula
+from .hardware import host_memory_limit, host_peak_rss, host_rss, lookup_peak
+from .schema import COLUMNS, HEARTBEAT_INTERVAL, SCHEMA_VERSION, csv_name, events_name
+
+log = logging.getLogger("mstop_writer")
+
+_BASE = set(COLUMNS)
+_NEEDS_QUOTES = frozenset(',"\r\n')
+
+
+def _cell(v: Any) -> str:
+    """Format one CSV cell: empty for unknown, ``nan``/``inf``/``-inf`` kept, text quoted."""
+    if v is None:
+        return ""
+    t = type(v)
+    if t is float:
+        return repr(v)
+    if t is int:
+        return str(v)
+    if t is bool:
+        return "1" if v else "0"
+    if t is str:
+        if _NEEDS_QUOTES.isdisjoint(v):
+            return v
+        return '"' + v.replace('"', '""') + '"'
+    try:
+        return repr(float(v))  # numpy scalars, 0-d MindSpore Tensors
+    except (TypeError, ValueError):
+        return _cell(str(v))
+
+
+def _num(v: Any) -> float | None:
+    """``v`` as a float, or None when it is unknown or not a number."""
+    if v is None:
+        return None
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return None
+
+
+def _jsonable(v: Any) -> Any:
+    """Make ``v`` strict JSON: non-finite floats become the strings ``nan``/``inf``/``-inf``."""
+    if isinstance(v, bool) or v is None or isinstance(v, (int, str)):
+        return v
+    if isinstance(v, float):
+        return v if math.isfinite(v) else repr(v)
+    if isinstance(v, Mapping):
+        return {str(k): _jsonable(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_jsonable(x) for x in v]
+    f = _num(v)
+    return _jsonable(f) if f is not None else str(v)
+
+
+def _check_name(name: str) -> str:
+    if not isinstance(name, str) or not name or name != name.strip() or _NEEDS_QUOTES.intersection(name):
+        raise ValueError(f"extra column name {name!r}: use a non-empty name without commas, quotes or line breaks")
+    if name in _BASE:
+        raise ValueError(f"extra column {name!r} is a base column: log it through its own argument")
+    return name
+
+
+def _positive(name: str, v: Any, *, integer: bool = False, allow_zero: bool = False) -> Any:
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or (integer and not isinstance(v, int)):
+        raise ValueError(f"{name} must be a {'whole ' if integer else ''}number, got {v!r}")
+    if not math.isfinite(v) or v < 0 or (v == 0 and not allow_zero):
+        raise ValueError(f"{name} must be {'zero or more' if allow_zero else 'positive'}, got {v!r}")
+    return v
+
+
+def _mindspore() -> Any:
+    """The mindspore module if the job imported it, else None (never imports it)."""
+    return sys.modules.get("mindspore")
+
+
+def _resolve_rank(rank: int | None, world_size: int | None) -> tuple[int, int, str]:
+    if rank is not None and world_size is not None:
+        return rank, world_size, "given"
+    ms = _mindspore()
+    if ms is not None:
+        try:
+            from mindspore.communication import get_group_size, get_rank
+            from mindspore.communication.management import GlobalComm
+
+            if GlobalComm.INITED:
+                return (get_rank() if rank is None else rank,
+                        get_group_size() if world_size is None else world_size, "mindspore.communication")
+        except Exception:  # noqa: BLE001 - any failure means: not initialised
+            pass
+    env_rank, env_size = os.environ.get("RANK_ID"), os.environ.get("RANK_SIZE")
+    try:
+        r = int(env_rank) if rank is None and env_rank is not None else rank
+        w = int(env_size) if world_size is None and env_size is not None else world_size
+    except ValueError:
+        raise ValueError(f"RANK_ID={env_rank!r} / RANK_SIZE={env_size!r} are not whole numbers") from None
+    source = "environment" if (env_rank is not None or env_size is not None) else "default"
+    return (0 if r is None else r), (1 if w is None else w), source
+
+
+def _detect_device() -> tuple[str | None, str | None]:
+    """(device name, device target) from MindSpore's context when it is imported."""
+    ms = _mindspore()
+    if ms is None:
+        return None, None
+    try:
+        target = ms.get_context("device_target")
+    except Exception:  # noqa: BLE001
+        return None, None
+    if target == "CPU":
+        return "CPU", target
+    try:
+        import mindspore.hal as hal
+
+        return str(hal.get_device_name(int(os.environ.get("DEVICE_ID", "0")))), target
+    except Exception:  # noqa: BLE001
+        return target, target
+
+
+def _git_commit(start: str) -> str | None:
+    """The commit checked out in the working directory's repository, read from ``.git`` directly."""
+    d = os.path.abspath(start)
+    while True:
+        git = os.path.join(d, ".git")
+        if os.path.isdir(git):
+            break
+        parent = os.path.dirname(d)
+        if parent == d:
+            return None
+        d = parent
+    try:
+        with open(os.path.join(git, "HEAD")) as f:
+            head = f.read().strip()
+        if not head.startswith("ref: "):
+            return head or None
+        ref = head[5:]
+        try:
+            with open(os.path.join(git, ref)) as f:
+                return f.read().strip() or None
+        except OSError:
+            with open(os.path.join(git, "packed-refs")) as f:
+                for line in f:
+                    if line.rstrip().endswith(" " + ref):
+                        return line.split()[0]
+    except OSError:
+        return None
+    return None
+
+
+class MetricsWriter:
+    """Write one rank's metric rows (``rank<R>.csv``) and events (``rank<R>.events.jsonl``).
+
+    Never raises into the training job once constructed: I/O errors are logged
+    once (``logging`` logger ``mstop_writer``), rows are counted as dropped and
+    a ``dropped`` event is written when writing works again. Wrong options raise
+    ``ValueError`` at construction, before training starts.
+
+    ``clock`` gives the unix time written in ``time`` columns (injectable for
+    tests); durations always come from ``time.perf_counter``.
+    """
+
+    def __init__(
+        self,
+        run_dir: str | os.PathLike[str],
+        *,
+        rank: int | None = None,
+        world_size: int | None = None,
+        run_name: str | None = None,
+        note: str | None = None,
+        tokens_per_step: float | None = None,
+        samples_per_step: float | None = None,
+        flops_per_token: float | None = None,
+        n_params: int | None = None,
+        n_layers: int | None = None,
+        n_heads: int | None = None,
+        head_dim: int | None = None,
+        seq_len: int | None = None,
+        peak_flops: float | None = None,
+        device: str | None = None,
+        extra_columns: Iterable[str] = (),
+        step_offset: int = 0,
+        total_steps: int | None = None,
+        parallel_mode: str | None = None,
+        heartbeat_interval: float = HEARTBEAT_INTERVAL,
+        memory_interval: float = 1.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        _positive("tokens_per_step", tokens_per_step, allow_zero=True)
+        _positive("samples_per_step", samples_per_step, allow_zero=True)
+        _positive("flops_per_token", flops_per_token)
+        _positive("peak_flops", peak_flops)
+        for name, v in (("n_params", n_params), ("n_layers", n_layers), ("n_heads", n_heads),
+                        ("head_dim", head_dim), ("seq_len", seq_len), ("total_steps", total_steps)):
+            _positive(name, v, integer=True)
+        _positive("heartbeat_interval", heartbeat_interval)
+        _positive("memory_interval", memory_interval, allow_zero=True)
+        if isinstance(step_offset, bool) or not isinstance(step_offset, int) or step_offset < 0:
+            raise ValueError(f"step_offset must be a whole number >= 0, got {step_offset!r}")
+        self.rank, self.world_size, rank_source = _resolve_rank(rank, world_size)
+        if self.rank < 0 or self.world_size < 1 or self.rank >= self.world_size:
+            raise ValueError(f"rank {self.rank} is not in a world of {self.world_size}")
+        extras = [_check_name(c) for c in extra_columns]
+        if len(set(extras)) != len(extras):
+            raise ValueError(f"extra_columns has duplicates: {extras}")
+
+        self.run_dir = os.fspath(run_dir)
+        self.session = uuid.uuid4().hex[:12]
+        self.tokens_per_step = tokens_per_step
+        self.samples_per_step = samples_per_step
+        self.step_offset = step_offset
+        self._clock = clock
+        self._warned: set[str] = set()
+        self._lock = threading.Lock()
+        self._closed = False
+        self._last_step: int | None = None
+
+        fpt, fpt_source = (flops_per_token, "given") if flops_per_token else _flops_formula(
+            n_params=n_params, n_layers=n_layers, n_heads=n_heads, head_dim=head_dim, seq_len=seq_len)
+        self.flops_per_token: float | None = fpt
+        detected, self._target = _detect_device()
+        self.device = device or detected
+        if peak_flops:
+            self.peak_flops: float | None = float(peak_flops)
+            peak_source = "given"
+        else:
+            peak = lookup_peak(self.device)
+            self.peak_flops, peak_source = (peak.flops, peak.source) if peak else (None, None)
+            if peak is None and device is not None and device.upper() != "CPU":
+                self._warn(f"unknown device {device!r}: no MFU is written; pass peak_flops=FLOP/s of one device")
+        self._mfu_scale = (fpt / (self.world_size * self.peak_flops)) if fpt and self.peak_flops else None
+
+        self._mem_device = self._target in ("Ascend", "GPU")
+        self._mem_total, mem_detail = self._memory_total()
+        self._mem_interval = memory_interval
+        self._mem_next = 0.0
+        self._mem_cache: tuple[Any, Any, Any] = (None, None, self._mem_total)
+
+        self._extra = extras
+        self._extra_set = frozenset(extras)
+        self._columns_fixed = False
+        self._row_count = 0
+        self._t_prev = time.perf_counter()
+        self.csv_path = os.path.join(self.run_dir, csv_name(self.rank))
+        self.events_path = os.path.join(self.run_dir, events_name(self.rank))
+        self._csv = LineFile(self.csv_path, self._csv_opened, self._warn)
+        self._events = LineFile(self.events_path, lambda _h: b"", self._warn)
+
+        ms = _mindspore()
+        self.event(
+            "start",
+            schema=SCHEMA_VERSION,
+            session=self.session,
+            run_name=run_name,
+            note=note,
+            host=socket.gethostname(),
+            pid=os.getpid(),
+            rank=self.rank,
+            world_size=self.world_size,
+            rank_source=rank_source,
+            device=self.device,
+            peak_flops=self.peak_flops,
+            peak_flops_source=peak_source,
+            flops_per_token=fpt,
+            flops_per_token_source=fpt_source,
+            n_params=n_params,
+            tokens_per_step=tokens_per_step,
+            samples_per_step=samples_per_step,
+            memory_source="device" if self._mem_device else "host",
+            memory_detail=mem_detail,
+            mindspore_version=getattr(ms, "__version__", None) if ms else None,
+            mstop_version=__version__,
+            parallel_mode=parallel_mode,
+            total_steps=total_steps,
+            step_offset=step_offset,
+            argv=list(sys.argv),
+            env={k: v for k, v in os.environ.items() if k.startswith(("MS_", "RANK_"))},
+            git_commit=_git_commit(os.getcwd()),
+            cwd=os.getcwd(),
+        )
+        self._hb_stop = threading.Event()
+        self._hb = threading.Thread(target=self._heartbeat, args=(heartbeat_interval,),
+                                    name=f"mstop-heartbeat-{self.rank}", daemon=True)
+        self._hb.start()
+
+    # -- public API ----------------------------------------------------------
+
+    def log(
+        self,
+        step: int,
+        *,
+        epoch: int | None = None,
+        loss: float | None = None,
+        lr: float | None = None,
+        grad_norm: float | None = None,
+        step_time: float | None = None,
+        data_wait: float | None = None,
+        queue_depth: float | None = None,
+        tokens: float | None = None,
+        samples: float | None = None,
+        overflow: bool | int | None = None,
+        loss_scale: float | None = None,
+        **extra: Any,
+    ) -> None:
+        """Write one row for optimizer step ``step`` (plus ``step_offset``).
+
+        ``step_time`` is the whole wall time of the step in seconds, data wait
+        included; by default the time since the previous ``log()`` (or since the
+        writer was made). ``tokens``/``samples`` default to the per-step
+        configuration and are global counts for the step (all ranks together).
+        Extra keyword arguments fill the declared extra columns; a key neither
+        declared nor present in the first ``log()`` is dropped with one warning.
+        """
+        try:
+            now = time.perf_counter()
+            if step_time is None:
+                step_time = now - self._t_prev
+            self._t_prev = now
+            self._row(step + self.step_offset, epoch, loss, lr, grad_norm, step_time, data_wait, queue_depth,
+                      tokens, samples, overflow, loss_scale, extra)
+        except Exception as e:  # noqa: BLE001 - the job must never die of its monitor
+            self._warn(f"row for step {step} not written: {type(e).__name__}: {e}")
+
+    def checkpoint(self, step: int, path: str | os.PathLike[str]) -> None:
+        """Record that a checkpoint of step ``step`` (plus ``step_offset``) was saved at ``path``."""
+        self.event("checkpoint", step=step + self.step_offset, path=os.fspath(path))
+
+    def event(self, kind: str, **fields: Any) -> None:
+        """Append one event line ``{"time", "kind", **fields}`` (e.g. ``eval`` with ``step`` and ``metrics``)."""
+        try:
+            obj = {"time": self._clock(), "kind": str(kind)}
+            obj.update(fields)
+            line = (json.dumps(_jsonable(obj), ensure_ascii=False, separators=(",", ":")) + "\n").encode()
+            with self._lock:
+                if self._events.write(line):
+                    self._report_dropped()
+        except Exception as e:  # noqa: BLE001
+            self._warn(f"event {kind!r} not written: {type(e).__name__}: {e}")
+
+    def close(self, *, clean: bool = True) -> None:
+        """Stop the heartbeat, write an ``end`` event (when ``clean``) and close the files."""
+        if self._closed:
+            return
+        self._closed = True
+        self._hb_stop.set()
+        if self._hb is not threading.current_thread():
+            self._hb.join(timeout=5)
+        if clean:
+            self.event("end", step=self._last_step, rows=self._row_count)
+        with self._lock:
+            self._csv.close()
+            self._events.close()
+
+    def __enter__(self) -> MetricsWriter:
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if exc_type is not None:
+            self.event("abort", step=self._last_step, error=f"{exc_type.__name__}: {exc}")
+        self.close(clean=exc_type is None)
+
+    @property
+    def last_step(self) -> int | None:
+        """The step of the last row written (offset included), or None."""
+        return self._last_step
+
+    # -- internals -----------------------------------------------------------
+
+    def _row(self, step, epoch, loss, lr, grad_norm, step_time, data_wait, queue_depth,  # noqa: PLR0913
+             tokens, samples, overflow, loss_scale, extra) -> None:
+        if not self._columns_fixed:
+            self._extra += [_check_name(k) for k in extra if k not in self._extra]
+            self._extra_set = frozenset(self._extra)
+            self._columns_fixed = True
+        if tokens is None:
+            tokens = self.tokens_per_step
+        if samples is None:
+            samples = self.samples_per_step
+        tps = mfu = None
+        if tokens is not None and step_time:
+            tps = tokens / step_time
+            if self._mfu_scale is not None:
+                mfu = tps * self._mfu_scale
+        now = time.perf_counter()
+        if now >= self._mem_next:
+            self._mem_next = now + self._mem_interval
+            self._mem_cache = self._memory_sample()
+        used, peak, total = self._mem_cache
+        cells = [
+            repr(self._clock()), _cell(step), _cell(epoch), _cell(loss), _cell(lr), _cell(grad_norm),
+            _cell(step_time), _cell(data_wait), _cell(queue_depth), _cell(tokens), _cell(samples), _cell(tps),
+            _cell(mfu), _cell(used), _cell(peak), _cell(total), _cell(overflow), _cell(loss_scale), self.session,
+        ]
+        if self._extra:
+            cells += [_cell(extra.get(k)) for k in self._extra]
+        if extra:
+            for k in extra.keys() - self._extra_set:
+                self._warn(f"column {k!r} was not declared in extra_columns nor in the first log(): dropped",
+                           key=f"column:{k}")
+        line = (",".join(cells) + "\n").encode()
+        with self._lock:
+            if self._csv.write(line) and (self._csv.dropped or self._events.dropped):
+                self._report_dropped()
+        self._last_step = step
+        self._row_count += 1
+
+    def _report_dropped(self) -> None:
+        """After a successful write, tell readers how many lines were lost before it (caller holds the lock)."""
+        rows, events = self._csv.dropped, self._events.dropped
+        if not rows and not events:
+            return
+        line = json.dumps({"time": self._clock(), "kind": "dropped", "rows": rows, "events": events,
+                           "session": self.session}) + "\n"
+        if self._events.write(line.encode()):
+            self._csv.take_dropped()
+            self._events.take_dropped()
+            log.warning("mstop_writer: writing works again; %d rows and %d events were lost", rows, events)
+
+    def _csv_opened(self, header: bytes | None) -> bytes:
+        """Decide the columns of ``rank<R>.csv`` when it is (re)opened; return the header to write, if any."""
+        ours = list(COLUMNS) + self._extra
+        if header is None:
+            return (",".join(ours) + "\n").encode()
+        theirs = header.decode("utf-8", "replace").lstrip("\ufeff").rstrip("\r\n").split(",")
+        if theirs == ours:
+            return b""
+        if theirs[: len(COLUMNS)] != list(COLUMNS):
+            raise OSError(f"{self.csv_path} has another header ({header[:200]!r}): not appending to it")
+        missing = [c for c in self._extra if c not in theirs]
+        if missing:
+            self._warn(f"{self.csv_path} was started with extra columns {theirs[len(COLUMNS):]}: "
+                       f"the file keeps them; {missing} are not written")
+        self._extra = theirs[len(COLUMNS):]
+        self._extra_set = frozenset(self._extra)
+        return b""
+
+    def _memory_total(self) -> tuple[int | None, str]:
+        if not self._mem_device:
+            total, source = host_memory_limit()
+            return total, f"host RSS of this process; total = {source} of host {socket.gethostname()}"
+        ms = _mindspore()
+        total = None
+        try:
+            import mindspore.hal as hal
+
+            props = hal.get_device_properties(int(os.environ.get("DEVICE_ID", "0")))
+            total = int(getattr(props, "total_memory", 0)) or None
+        except Exception:  # noqa: BLE001
+            pass
+        try:
+            limit = float(ms.get_context("max_device_memory")) * (1 << 30)
+            if limit > 0 and (total is None or limit < total):
+                return int(limit), "device pool; total = max_device_memory"
+        except Exception:  # noqa: BLE001
+            pass
+        return total, "device pool; total = device memory"
+
+    def _memory_sample(self) -> tuple[Any, Any, Any]:
+        """(used, peak since the previous sample, total) in bytes; None where unknown."""
+        if self._mem_device:
+            try:
+                rt = _mindspore().runtime
+                used, peak = rt.memory_allocated(), rt.max_memory_allocated()
+                rt.reset_peak_memory_stats()
+                return used, peak, self._mem_total
+            except Exception:  # noqa: BLE001
+                self._mem_device = False
+        rss = host_rss()
+        peak = host_peak_rss(reset=True)
+        if peak is not None and rss is not None and peak < rss:
+            peak = rss
+        return rss, peak, self._mem_total
+
+    def _heartbeat(self, interval: float) -> None:
+        while not self._hb_stop.wait(interval):
+            self.event("heartbeat", step=self._last_step, session=self.session)
+
+    def _warn(self, message: str, key: str = "io") -> None:
+        """Log ``message`` as a warning the first time ``key`` is seen, at debug level after."""
+        if key in self._warned:
+            log.debug("mstop_writer: %s", message)
+            return
+        self._warned.add(key)
+        log.warning("mstop_writer: %s (training continues; further such messages at debug level)", message)

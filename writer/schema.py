@@ -1,0 +1,88 @@
+"""The file contract shared by the writer and every reader.
+
+Both halves of mstop import this module (the viewer reads the same column
+names and units), so the contract is written down once. Units: seconds for
+every duration and for ``time`` (unix seconds), bytes for memory, FLOP/s for
+peaks, fractions (0-1) for ``mfu``.
+
+Changing the meaning of a column or an event field bumps ``SCHEMA_VERSION``
+and the README in the same commit; adding a column or an event kind does not.
+"""
+
+from __future__ import annotations
+
+SCHEMA_VERSION = 1
+
+#: The base columns of ``rank<R>.csv``, always present and in this order.
+#: Declared extra columns follow them.
+COLUMNS: tuple[str, ...] = (
+    "time",
+    "step",
+    "epoch",
+    "loss",
+    "lr",
+    "grad_norm",
+    "step_time",
+    "data_wait",
+    "queue_depth",
+    "tokens",
+    "samples",
+    "tokens_per_s",
+    "mfu",
+    "mem_used",
+    "mem_peak",
+    "mem_total",
+    "overflow",
+    "loss_scale",
+    "session",
+)
+
+#: Unit of each base column, as shown by readers ("" for plain numbers).
+UNITS: dict[str, str] = {
+    "time": "s (unix)",
+    "step": "",
+    "epoch": "",
+    "loss": "",
+    "lr": "",
+    "grad_norm": "",
+    "step_time": "s",
+    "data_wait": "s",
+    "queue_depth": "batches",
+    "tokens": "tokens",
+    "samples": "samples",
+    "tokens_per_s": "tokens/s",
+    "mfu": "fraction",
+    "mem_used": "bytes",
+    "mem_peak": "bytes",
+    "mem_total": "bytes",
+    "overflow": "0/1",
+    "loss_scale": "",
+    "session": "",
+}
+
+#: Event kinds written to ``rank<R>.events.jsonl``.
+EVENT_KINDS: tuple[str, ...] = (
+    "start",
+    "heartbeat",
+    "checkpoint",
+    "eval",
+    "dropped",
+    "end",
+    "abort",
+)
+
+#: Seconds between two ``heartbeat`` events of a live process.
+HEARTBEAT_INTERVAL = 30.0
+
+#: Where the memory columns come from, as written in the ``start`` event.
+MEMORY_SOURCES: tuple[str, ...] = ("device", "host", "none")
+
+
+def csv_name(rank: int) -> str:
+    """Return the metrics file name of ``rank``."""
+    return f"rank{rank}.csv"
+
+
+def events_name(rank: int) -> str:
+    """Return the events file name of ``rank``."""
+    return f"rank{rank}.events.jsonl"
