@@ -15,7 +15,8 @@ import sys
 import threading
 import time
 import uuid
-from typing import Any, Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any, Callable
 
 from . import __version__
 from ._files import LineFile
@@ -170,6 +171,43 @@ def _git_commit(start: str) -> str | None:
     return None
 
 
+def validate_options(
+    *,
+    tokens_per_step: Any = None,
+    samples_per_step: Any = None,
+    flops_per_token: Any = None,
+    peak_flops: Any = None,
+    n_params: Any = None,
+    n_layers: Any = None,
+    n_heads: Any = None,
+    head_dim: Any = None,
+    seq_len: Any = None,
+    total_steps: Any = None,
+    heartbeat_interval: Any = HEARTBEAT_INTERVAL,
+    memory_interval: Any = 1.0,
+    step_offset: Any = 0,
+    extra_columns: Iterable[str] = (),
+    **_others: Any,
+) -> None:
+    """Raise ``ValueError`` for options that cannot describe a training job (before it starts)."""
+    _positive("tokens_per_step", tokens_per_step, allow_zero=True)
+    _positive("samples_per_step", samples_per_step, allow_zero=True)
+    _positive("flops_per_token", flops_per_token)
+    _positive("peak_flops", peak_flops)
+    for name, v in (("n_params", n_params), ("n_layers", n_layers), ("n_heads", n_heads),
+                    ("head_dim", head_dim), ("seq_len", seq_len), ("total_steps", total_steps)):
+        _positive(name, v, integer=True)
+    _positive("heartbeat_interval", heartbeat_interval)
+    _positive("memory_interval", memory_interval, allow_zero=True)
+    if isinstance(step_offset, bool) or not isinstance(step_offset, int) or step_offset < 0:
+        raise ValueError(f"step_offset must be a whole number >= 0, got {step_offset!r}")
+    if isinstance(extra_columns, str):
+        raise ValueError(f"extra_columns must be a list of names, got the string {extra_columns!r}")
+    extras = [_check_name(c) for c in extra_columns]
+    if len(set(extras)) != len(extras):
+        raise ValueError(f"extra_columns has duplicates: {extras}")
+
+
 class MetricsWriter:
     """Write one rank's metric rows (``rank<R>.csv``) and events (``rank<R>.events.jsonl``).
 
@@ -208,23 +246,15 @@ class MetricsWriter:
         memory_interval: float = 1.0,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        _positive("tokens_per_step", tokens_per_step, allow_zero=True)
-        _positive("samples_per_step", samples_per_step, allow_zero=True)
-        _positive("flops_per_token", flops_per_token)
-        _positive("peak_flops", peak_flops)
-        for name, v in (("n_params", n_params), ("n_layers", n_layers), ("n_heads", n_heads),
-                        ("head_dim", head_dim), ("seq_len", seq_len), ("total_steps", total_steps)):
-            _positive(name, v, integer=True)
-        _positive("heartbeat_interval", heartbeat_interval)
-        _positive("memory_interval", memory_interval, allow_zero=True)
-        if isinstance(step_offset, bool) or not isinstance(step_offset, int) or step_offset < 0:
-            raise ValueError(f"step_offset must be a whole number >= 0, got {step_offset!r}")
+        validate_options(
+            tokens_per_step=tokens_per_step, samples_per_step=samples_per_step, flops_per_token=flops_per_token,
+            peak_flops=peak_flops, n_params=n_params, n_layers=n_layers, n_heads=n_heads, head_dim=head_dim,
+            seq_len=seq_len, total_steps=total_steps, heartbeat_interval=heartbeat_interval,
+            memory_interval=memory_interval, step_offset=step_offset, extra_columns=extra_columns)
         self.rank, self.world_size, rank_source = _resolve_rank(rank, world_size)
         if self.rank < 0 or self.world_size < 1 or self.rank >= self.world_size:
             raise ValueError(f"rank {self.rank} is not in a world of {self.world_size}")
-        extras = [_check_name(c) for c in extra_columns]
-        if len(set(extras)) != len(extras):
-            raise ValueError(f"extra_columns has duplicates: {extras}")
+        extras = list(extra_columns)
 
         self.run_dir = os.fspath(run_dir)
         self.session = uuid.uuid4().hex[:12]
@@ -236,6 +266,7 @@ class MetricsWriter:
         self._lock = threading.Lock()
         self._closed = False
         self._last_step: int | None = None
+        self._ended_at = -1
 
         fpt, fpt_source = (flops_per_token, "given") if flops_per_token else _flops_formula(
             n_params=n_params, n_layers=n_layers, n_heads=n_heads, head_dim=head_dim, seq_len=seq_len)
@@ -368,10 +399,16 @@ class MetricsWriter:
         if self._hb is not threading.current_thread():
             self._hb.join(timeout=5)
         if clean:
-            self.event("end", step=self._last_step, rows=self._row_count)
+            self.end()
         with self._lock:
             self._csv.close()
             self._events.close()
+
+    def end(self) -> None:
+        """Write an ``end`` event (a clean finish) unless one was written since the last row."""
+        if self._ended_at != self._row_count:
+            self._ended_at = self._row_count
+            self.event("end", step=self._last_step, rows=self._row_count, session=self.session)
 
     def __enter__(self) -> MetricsWriter:
         return self
