@@ -21,6 +21,8 @@ from .metrics import MetricsWriter, validate_options
 log = logging.getLogger("mstop_writer")
 
 _LOSS_SCALE_OUTPUTS = ("loss", "overflow", "loss_scale")
+#: Largest share of the step time spent reading a learning rate that is not a list schedule.
+LR_BUDGET = 0.01
 
 
 def _scalar(v: Any) -> Any:
@@ -93,6 +95,9 @@ class MstopCallback(Callback):
         self._lr: Any = None
         self._lr_kind = "none"
         self._lr_list: Any = None
+        self._lr_skip = 0
+        self._lr_static = True
+        self._step_ema = 0.0
         self._gstep = 0
         self._opt: Any = None
         self._ckpt: list[ModelCheckpoint] = []
@@ -149,6 +154,7 @@ class MstopCallback(Callback):
             self._prev_cur = cur
             raw = cur + self._base
             step_time = (t_end - self._t_prev) / n
+            self._step_ema = step_time if not self._step_ema else 0.9 * self._step_ema + 0.1 * step_time
             data_wait = max(0.0, self._t_begin - self._t_prev) / n
             queue_depth = None
             if cb.get("dataset_sink_mode") and cb.get("dataset_helper") is not None:
@@ -163,18 +169,12 @@ class MstopCallback(Callback):
                 overflow = bool(overflow)
             if self._lr_kind == "list" and not overflow:
                 self._gstep += n
-            self.writer.log(  # type: ignore[union-attr]
-                raw,
-                epoch=cb.cur_epoch_num,
-                loss=values.pop("loss", None),
-                lr=self._lr,
-                grad_norm=values.pop("grad_norm", None),
-                step_time=step_time,
-                data_wait=data_wait,
-                queue_depth=queue_depth,
-                overflow=overflow,
-                loss_scale=values.pop("loss_scale", None),
-                **values,
+            # The row goes straight to the writer's row builder: log()'s keyword handling and
+            # default step time are for hand-written loops and cost microseconds per step here.
+            self.writer._row(  # type: ignore[union-attr]
+                raw + self.writer.step_offset, cb.cur_epoch_num, values.pop("loss", None), self._lr,  # type: ignore[union-attr]
+                values.pop("grad_norm", None), step_time, data_wait, queue_depth, None, None, overflow,
+                values.pop("loss_scale", None), values,
             )
             self._last_raw = raw
             self._check_checkpoints(raw)
@@ -285,17 +285,28 @@ class MstopCallback(Callback):
                 self._lr_kind = "list"
                 return
         self._lr_kind = "call"
+        self._lr_skip = 0
+        self._lr_static = not getattr(opt, "dynamic_lr", False)
 
     def _read_lr(self) -> Any:
         if self._lr_kind == "list":
             lst = self._lr_list
             return float(lst[min(self._gstep, len(lst) - 1)])
-        if self._lr_kind == "call":
-            lr = self._opt.get_lr()
-            if isinstance(lr, tuple):
-                lr = lr[0]  # group learning rates: the first group's
-            return float(lr.asnumpy().reshape(-1)[0])
-        return None
+        if self._lr_kind != "call":
+            return None
+        # Reading a Parameter or running a LearningRateSchedule cell costs 25-250 us on
+        # CPU: read it every k-th step so that reads take at most 1 % of the step time.
+        self._lr_skip -= 1
+        if self._lr_skip > 0:
+            return self._lr if self._lr_static else None
+        t0 = time.perf_counter()
+        lr = self._opt.get_lr()
+        if isinstance(lr, tuple):
+            lr = lr[0]  # group learning rates: the first group's
+        value = float(lr.asnumpy().reshape(-1)[0])
+        cost = time.perf_counter() - t0
+        self._lr_skip = max(1, math.ceil(cost / (LR_BUDGET * self._step_ema))) if self._step_ema else 1
+        return value
 
     def _outputs(self, out: Any) -> dict[str, Any]:
         if isinstance(out, (tuple, list)):

@@ -445,11 +445,10 @@ class MetricsWriter:
             self._mem_next = now + self._mem_interval
             self._mem_cache = self._memory_sample()
         used, peak, total = self._mem_cache
-        cells = [
-            repr(self._clock()), _cell(step), _cell(epoch), _cell(loss), _cell(lr), _cell(grad_norm),
-            _cell(step_time), _cell(data_wait), _cell(queue_depth), _cell(tokens), _cell(samples), _cell(tps),
-            _cell(mfu), _cell(used), _cell(peak), _cell(total), _cell(overflow), _cell(loss_scale), self.session,
-        ]
+        cells = [repr(self._clock())]
+        cells += map(_cell, (step, epoch, loss, lr, grad_norm, step_time, data_wait, queue_depth, tokens, samples,
+                             tps, mfu, used, peak, total, overflow, loss_scale))
+        cells.append(self.session)
         if self._extra:
             cells += [_cell(extra.get(k)) for k in self._extra]
         if extra:
