@@ -54,6 +54,14 @@ class LineFile:
 
     def write(self, line: bytes) -> bool:
         """Append ``line`` (ending in a newline); return False if it was dropped."""
+        return self.ready() and self.append(line)
+
+    def ready(self) -> bool:
+        """Make sure the file is open and still the one at its path; count a dropped line if not.
+
+        Call it before building a line whose layout depends on the file's header
+        (``on_open`` may change it), then :meth:`append` the line.
+        """
         now = self._clock()
         if self._fd is None:
             if now < self._next_retry or not self._open():
@@ -70,6 +78,10 @@ class LineFile:
                 if not self._open():
                     self.dropped += 1
                     return False
+        return True
+
+    def append(self, line: bytes) -> bool:
+        """Write ``line`` in one ``os.write`` to the file :meth:`ready` opened."""
         if self._cut_tail:
             line = b"\n" + line
         try:

@@ -445,20 +445,22 @@ class MetricsWriter:
             self._mem_next = now + self._mem_interval
             self._mem_cache = self._memory_sample()
         used, peak, total = self._mem_cache
-        cells = [repr(self._clock())]
-        cells += map(_cell, (step, epoch, loss, lr, grad_norm, step_time, data_wait, queue_depth, tokens, samples,
-                             tps, mfu, used, peak, total, overflow, loss_scale))
-        cells.append(self.session)
-        if self._extra:
-            cells += [_cell(extra.get(k)) for k in self._extra]
+        with self._lock:
+            csv = self._csv
+            if not csv.ready():  # opening may adopt an existing file's extra columns
+                return
+            cells = [repr(self._clock())]
+            cells += map(_cell, (step, epoch, loss, lr, grad_norm, step_time, data_wait, queue_depth, tokens,
+                                 samples, tps, mfu, used, peak, total, overflow, loss_scale))
+            cells.append(self.session)
+            if self._extra:
+                cells += [_cell(extra.get(k)) for k in self._extra]
+            if csv.append((",".join(cells) + "\n").encode()) and (csv.dropped or self._events.dropped):
+                self._report_dropped()
         if extra:
             for k in extra.keys() - self._extra_set:
                 self._warn(f"column {k!r} was not declared in extra_columns nor in the first log(): dropped",
                            key=f"column:{k}")
-        line = (",".join(cells) + "\n").encode()
-        with self._lock:
-            if self._csv.write(line) and (self._csv.dropped or self._events.dropped):
-                self._report_dropped()
         self._last_step = step
         self._row_count += 1
 
@@ -472,7 +474,7 @@ class MetricsWriter:
         if self._events.write(line.encode()):
             self._csv.take_dropped()
             self._events.take_dropped()
-            log.warning("mstop_writer: writing works again; %d rows and %d events were lost", rows, events)
+            log.info("mstop_writer: writing works again; %d rows and %d events were lost", rows, events)
 
     def _csv_opened(self, header: bytes | None) -> bytes:
         """Decide the columns of ``rank<R>.csv`` when it is (re)opened; return the header to write, if any."""
