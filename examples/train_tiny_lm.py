@@ -153,6 +153,7 @@ def train(args: argparse.Namespace) -> int:
                        key=lambda f: os.path.getmtime(os.path.join(ckpt_dir, f)))
         if files:
             params = ms.load_checkpoint(os.path.join(ckpt_dir, files[-1]))
+            params.pop("learning_rate", None)  # the schedule is rebuilt for the new step count
             ms.load_param_into_net(model.train_network, params)
             initial_epoch = int(params["global_step"].asnumpy().reshape(-1)[0]) // steps_per_epoch
     callbacks = []
