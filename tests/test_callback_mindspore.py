@@ -19,6 +19,7 @@ np = pytest.importorskip("numpy")
 from mindspore import dataset as ds  # noqa: E402
 from mindspore import nn, ops  # noqa: E402
 from mindspore.train import (  # noqa: E402
+    Callback,
     CheckpointConfig,
     LossMonitor,
     Model,
@@ -294,3 +295,32 @@ def test_restarted_job_resumes_steps_from_its_checkpoint(tmp_path):
     assert len({r["session"] for r in rows[:10]}) == 1 and rows[10]["session"] != rows[9]["session"]
     kinds = [e["kind"] for e in read_events(run / "rank0.events.jsonl")]
     assert kinds.count("start") == 2 and kinds.count("end") == 2 and kinds.count("checkpoint") == 4
+
+
+class ReplaceFullDisk(Callback):
+    """At a given step, frees the "disk": the rank file stops pointing at /dev/full."""
+
+    def __init__(self, path, at_step: int) -> None:
+        self.path, self.at_step = path, at_step
+
+    def on_train_step_end(self, run_context):
+        if run_context.original_args().cur_step_num == self.at_step:
+            self.path.unlink()
+
+
+def test_training_through_a_full_disk_reports_dropped_rows(tmp_path, graph, caplog, monkeypatch):
+    import mstop_writer._files as files
+
+    monkeypatch.setattr(files, "RETRY_INTERVAL", 0.0)
+    (tmp_path / "rank0.csv").symlink_to("/dev/full")
+    net = nn.Dense(4, 1)
+    cb = MstopCallback(tmp_path)
+    Model(net, nn.MSELoss(), nn.SGD(net.trainable_params(), 0.01)).train(
+        2, dataset(), callbacks=[ReplaceFullDisk(tmp_path / "rank0.csv", 3), cb])
+    cb.close()
+    _, rows = read_rows(tmp_path / "rank0.csv")
+    assert [int(r["step"]) for r in rows] == [3, 4, 5, 6, 7, 8]  # freed before step 3 was written
+    dropped = [e for e in read_events(tmp_path / "rank0.events.jsonl") if e["kind"] == "dropped"]
+    assert [d["rows"] for d in dropped] == [2]
+    warnings = [r for r in caplog.records if r.name == "mstop_writer" and r.levelno >= logging.WARNING]
+    assert len(warnings) == 1 and "No space left on device" in warnings[0].getMessage()
