@@ -134,10 +134,11 @@ def test_extra_columns_declared_first_log_and_late_keys(tmp_path, caplog):
     with MetricsWriter(tmp_path, extra_columns=["val_acc"]) as w:
         w.log(1, moe_aux_loss=0.01, tag='has, comma and "quotes"')
         w.log(2, val_acc=0.9, late_key=1.0)
-        w.log(3, late_key=2.0)
+        w.log(3, late_key=2.0, tag="two\nlines")
     header, rows = read_rows(tmp_path / "rank0.csv")
     assert header == list(COLUMNS) + ["val_acc", "moe_aux_loss", "tag"]
     assert rows[0]["tag"] == 'has, comma and "quotes"' and rows[1]["val_acc"] == "0.9"
+    assert rows[2]["tag"] == "two lines" and len((tmp_path / "rank0.csv").read_text().splitlines()) == 4
     assert [m for m in warnings_of(caplog) if "late_key" in m] == [
         "mstop_writer: column 'late_key' was not declared in extra_columns nor in the first log(): dropped "
         "(training continues; further such messages at debug level)"]

@@ -44,6 +44,8 @@ def _cell(v: Any) -> str:
     if t is str:
         if _NEEDS_QUOTES.isdisjoint(v):
             return v
+        # One row is one line (readers follow files line by line): line breaks become spaces.
+        v = v.replace("\r\n", " ").replace("\n", " ").replace("\r", " ")
         return '"' + v.replace('"', '""') + '"'
     try:
         return repr(float(v))  # numpy scalars, 0-d MindSpore Tensors
