@@ -88,31 +88,25 @@ class FileTail:
         self._skipping = False
 
     def _split(self, data: bytes, out: Chunk) -> None:
-        start = 0
-        while True:
-            nl = data.find(b"\n", start)
-            if nl < 0:
-                break
+        parts = data.split(b"\n")
+        tail = parts.pop()  # after the last newline: a line still being written
+        if parts:
             if self._skipping:
+                del parts[0]  # the end of an overlong line
                 self._skipping = False
             elif self._partial:
-                self._partial += data[start:nl]
-                if len(self._partial) > MAX_LINE:
-                    out.overlong += 1
-                else:
-                    out.lines.append(bytes(self._partial))
+                parts[0] = bytes(self._partial) + parts[0]
                 self._partial.clear()
-            elif nl - start > MAX_LINE:
-                out.overlong += 1
-            else:
-                out.lines.append(data[start:nl])
-            start = nl + 1
-        rest = len(data) - start
+            if max(map(len, parts)) > MAX_LINE:
+                kept = [p for p in parts if len(p) <= MAX_LINE]
+                out.overlong += len(parts) - len(kept)
+                parts = kept
+            out.lines.extend(parts)
         if self._skipping:
             return
-        if len(self._partial) + rest > MAX_LINE:
+        if len(self._partial) + len(tail) > MAX_LINE:
             self._partial.clear()
             self._skipping = True
             out.overlong += 1
         else:
-            self._partial += data[start:]
+            self._partial += tail

@@ -1,0 +1,225 @@
+"""Turning lines of ``rank<R>.csv`` and ``rank<R>.events.jsonl`` into numbers and events.
+
+Small increments (the usual case while following: a few rows per file) go
+through the ``csv`` module, which costs microseconds; large reads (opening a
+long run) go through one ``pandas.read_csv`` call per chunk. Both paths give
+the same result for the same lines: a test feeds both.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from mstop_writer.schema import COLUMNS
+
+#: Numeric base columns kept by the store (``session`` is kept as an index).
+NUMERIC = tuple(c for c in COLUMNS if c != "session")
+#: Columns whose literal NaN/Inf cells are remembered (an empty cell is missing, not NaN).
+WATCH_NONFINITE = ("loss", "grad_norm")
+#: Chunks with at least this many lines are parsed with pandas.
+PANDAS_MIN_LINES = 2000
+
+
+@dataclass
+class Rows:
+    """Parsed rows of one rank file: columns as float arrays (NaN = missing), sessions, counts."""
+
+    columns: dict[str, np.ndarray]
+    sessions: list[str]
+    nonfinite: list[tuple[int, str, float]] = field(default_factory=list)  # (row in this batch, column, value)
+    bad: int = 0
+
+    def __len__(self) -> int:
+        return len(self.sessions)
+
+
+class CsvParser:
+    """Parse one rank file's lines: the first line is its header."""
+
+    def __init__(self) -> None:
+        self.header: list[str] | None = None
+        self.extra: list[str] = []  # numeric columns beyond the base ones, in file order
+        self._index: dict[str, int] = {}
+
+    def reset(self) -> None:
+        """The file is read again from its start: its header comes again."""
+        self.header = None
+        self._index = {}
+
+    def parse(self, lines: list[bytes]) -> Rows:
+        """Parse complete lines (without their newlines)."""
+        bad = 0
+        if self.header is None:
+            while lines and self.header is None:
+                first, lines = lines[0], lines[1:]
+                text = first.decode("utf-8", "replace").lstrip("\ufeff").rstrip("\r")
+                cols = next(csv.reader([text]), [])
+                if "time" in cols and "step" in cols:
+                    self.header = cols
+                    self._index = {c: i for i, c in enumerate(cols)}
+                    self.extra = [c for c in cols if c not in COLUMNS]
+                else:
+                    bad += 1  # garbage before a header: counted, and the next line may be the header
+        if self.header is None or not lines:
+            return _empty(self.extra, bad)
+        if len(lines) >= PANDAS_MIN_LINES:
+            rows = self._parse_pandas(lines)
+        else:
+            rows = self._parse_csv(lines)
+        rows.bad += bad
+        return rows
+
+    # -- the two paths ---------------------------------------------------------
+
+    def _parse_csv(self, lines: list[bytes]) -> Rows:
+        assert self.header is not None
+        width = len(self.header)
+        names = NUMERIC + tuple(self.extra)
+        idx = [self._index.get(c, -1) for c in names]
+        s_idx = self._index.get("session", -1)
+        out: list[list[float]] = [[] for _ in names]
+        sessions: list[str] = []
+        nonfinite: list[tuple[int, str, float]] = []
+        watch = [(names.index(c), c) for c in WATCH_NONFINITE]
+        bad = 0
+        texts = []
+        for raw in lines:
+            if b"\x00" in raw:
+                bad += 1
+                continue
+            try:
+                texts.append(raw.decode("utf-8").rstrip("\r"))
+            except UnicodeDecodeError:
+                bad += 1
+        for cells in csv.reader(texts):
+            if len(cells) != width:
+                bad += 1
+                continue
+            vals = [_num(cells[i]) if i >= 0 else math.nan for i in idx]
+            t, s = vals[0], vals[1]
+            if not (math.isfinite(t) and math.isfinite(s)):
+                bad += 1
+                continue
+            row = len(sessions)
+            for j, c in watch:
+                if not math.isfinite(vals[j]):
+                    f = _literal_nonfinite(cells[idx[j]])
+                    if f is not None:
+                        nonfinite.append((row, c, f))
+            for col, v in zip(out, vals):
+                col.append(v)
+            sessions.append(cells[s_idx] if s_idx >= 0 else "")
+        columns = {n: np.asarray(col, dtype=np.float64) for n, col in zip(names, out)}
+        return Rows(columns, sessions, nonfinite, bad)
+
+    def _parse_pandas(self, lines: list[bytes]) -> Rows:
+        import pandas as pd
+
+        assert self.header is not None
+        blob = b"\n".join(lines)
+        if b'"' in blob or b"\x00" in blob or b"\r" in blob:
+            return self._parse_csv(lines)  # rare: quoting and odd bytes go the careful way
+        try:
+            blob.decode("utf-8")
+        except UnicodeDecodeError:
+            return self._parse_csv(lines)
+        width = len(self.header)
+        # Rows with another number of fields are bad: count commas per line, vectorised.
+        counts = np.fromiter(map(bytes.count, lines, [b","] * len(lines)), dtype=np.int64, count=len(lines))
+        good = counts == width - 1
+        bad = int((~good).sum())
+        if bad:
+            lines = [ln for ln, ok in zip(lines, good) if ok]
+            blob = b"\n".join(lines)
+        if not lines:
+            return _empty(self.extra, bad)
+        df = pd.read_csv(io.BytesIO(blob), header=None, names=self.header, dtype=str, keep_default_na=False,
+                         na_filter=False, skip_blank_lines=False, engine="c")
+        names = NUMERIC + tuple(self.extra)
+        columns: dict[str, np.ndarray] = {}
+        for n in names:
+            if n in self._index:
+                columns[n] = pd.to_numeric(df.iloc[:, self._index[n]].replace("", "nan"),
+                                           errors="coerce").to_numpy(dtype=np.float64)
+            else:
+                columns[n] = np.full(len(df), np.nan)
+        ok = np.isfinite(columns["time"]) & np.isfinite(columns["step"])
+        sessions = (df.iloc[:, self._index["session"]].tolist() if "session" in self._index
+                    else [""] * len(df))
+        nonfinite: list[tuple[int, str, float]] = []
+        if not ok.all():
+            bad += int((~ok).sum())
+            columns = {n: a[ok] for n, a in columns.items()}
+            sessions = [s for s, k in zip(sessions, ok) if k]
+            df = df[ok]
+        for c in WATCH_NONFINITE:
+            if c not in self._index:
+                continue
+            v = columns[c]
+            where = np.flatnonzero(~np.isfinite(v))
+            if len(where):
+                raw = df.iloc[:, self._index[c]].to_numpy()
+                for r in where:
+                    f = _literal_nonfinite(str(raw[r]))
+                    if f is not None:
+                        nonfinite.append((int(r), c, f))
+        return Rows(columns, sessions, nonfinite, bad)
+
+
+def _num(text: str) -> float:
+    """A cell as a float; NaN for empty or non-numeric text."""
+    if not text:
+        return math.nan
+    try:
+        return float(text)
+    except ValueError:
+        return math.nan
+
+
+def _literal_nonfinite(text: str) -> float | None:
+    """The value of a cell that literally says NaN or ±Inf; None for numbers, empty or other text."""
+    try:
+        f = float(text)
+    except ValueError:
+        return None
+    return None if math.isfinite(f) else f
+
+
+def _empty(extra: list[str], bad: int) -> Rows:
+    return Rows({n: np.empty(0) for n in NUMERIC + tuple(extra)}, [], [], bad)
+
+
+@dataclass
+class Events:
+    """Events parsed from lines of one events file."""
+
+    items: list[dict[str, Any]]
+    bad: int = 0
+
+
+def parse_events(lines: list[bytes]) -> Events:
+    """Parse JSON lines; a line that is not a JSON object with ``time`` and ``kind`` is bad."""
+    items: list[dict[str, Any]] = []
+    bad = 0
+    for raw in lines:
+        raw = raw.rstrip(b"\r")
+        if not raw.strip():
+            continue
+        try:
+            obj = json.loads(raw)
+        except (ValueError, UnicodeDecodeError):
+            bad += 1
+            continue
+        if not isinstance(obj, dict) or not isinstance(obj.get("kind"), str) or not isinstance(
+                obj.get("time"), (int, float)) or isinstance(obj.get("time"), bool):
+            bad += 1
+            continue
+        items.append(obj)
+    return Events(items, bad)

@@ -1,0 +1,242 @@
+"""Following a run directory on this machine: discovery, file events, polling, reading.
+
+A :class:`LocalSource` finds ``rank<R>.csv`` and ``rank<R>.events.jsonl`` files,
+reads their new bytes (:class:`~mstop.tail.FileTail`), parses them and feeds a
+:class:`~mstop.store.Store`. ``follow()`` does that in a background thread,
+woken by watchdog's native observer (inotify on Linux), with a check every few
+seconds that switches to watchdog's polling observer when files grow without
+events (NFS, Lustre and GPFS do not report writes made on other nodes).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from .parse import CsvParser, parse_events
+from .store import Store
+from .tail import FileTail
+
+log = logging.getLogger("mstop")
+
+CSV_RE = re.compile(r"rank(0|[1-9][0-9]{0,6})\.csv")
+EVENTS_RE = re.compile(r"rank(0|[1-9][0-9]{0,6})\.events\.jsonl")
+#: Seconds between checks that files did not grow unseen by native events.
+CHECK_EVERY = 2.0
+
+
+@dataclass
+class _Followed:
+    rank: int
+    kind: str  # "csv" or "events"
+    tail: FileTail
+    parser: CsvParser | None = None
+    size: int = -1
+    mtime: float = -1.0
+
+
+@dataclass
+class SourceState:
+    """What the source knows about itself, for the header and ``summary``."""
+
+    mode: str = "idle"  # "inotify", "poll", "once"
+    poll_interval: float | None = None
+    fell_back: bool = False
+    missing: bool = False
+    last_read: float | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+class LocalSource:
+    """Feed ``store`` from the files in ``run_dir``."""
+
+    def __init__(self, run_dir: str, store: Store, *, poll: float | None = None,
+                 on_update: Callable[[], None] | None = None) -> None:
+        self.run_dir = os.fspath(run_dir)
+        self.store = store
+        self.poll = poll
+        self.on_update = on_update
+        self.state = SourceState(mode="once", poll_interval=poll)
+        self._files: dict[str, _Followed] = {}
+        self._dirty: set[str] = set()
+        self._dirty_lock = threading.Lock()
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._observer = None
+        self._events_seen = 0
+
+    # -- one-shot ------------------------------------------------------------------
+
+    def read_all(self) -> int:
+        """Discover files and read everything new in all of them; return the rows added."""
+        self._discover()
+        before = self.store.rows
+        for name in list(self._files):
+            self._read(name)
+        self.state.last_read = time.time()
+        return self.store.rows - before
+
+    # -- following -------------------------------------------------------------------
+
+    def follow(self) -> None:
+        """Start following in a background thread (stop with :meth:`stop`)."""
+        self._thread = threading.Thread(target=self._run, name="mstop-source", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop the thread and the observer; return when both are gone."""
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        self._stop_observer()
+
+    def _run(self) -> None:
+        self._start_observer(polling=self.poll is not None)
+        next_check = time.monotonic() + CHECK_EVERY
+        while not self._stop.is_set():
+            try:
+                if not os.path.isdir(self.run_dir):
+                    self.state.missing = True
+                else:
+                    if self.state.missing or self._observer is None:
+                        self.state.missing = False
+                        self._start_observer(polling=self.poll is not None or self.state.fell_back)
+                    with self._dirty_lock:
+                        dirty, self._dirty = self._dirty, set()
+                    changed = self._discover()
+                    for name in sorted(dirty | changed):
+                        if name in self._files:
+                            self._read(name)
+                    now = time.monotonic()
+                    if now >= next_check:
+                        next_check = now + CHECK_EVERY
+                        self._check_unseen_growth()
+                    self.state.last_read = time.time()
+                if self.on_update is not None:
+                    self.on_update()
+            except Exception:  # noqa: BLE001 - a bad file must not stop following the others
+                log.exception("mstop: error while reading %s", self.run_dir)
+            self._wake.wait(self.poll if self.poll else CHECK_EVERY)
+            self._wake.clear()
+
+    def _start_observer(self, polling: bool) -> None:
+        from watchdog.events import FileSystemEventHandler
+        from watchdog.observers import Observer
+        from watchdog.observers.polling import PollingObserver
+
+        self._stop_observer()
+        source = self
+
+        class Handler(FileSystemEventHandler):
+            def on_any_event(self, event) -> None:  # noqa: ANN001 - watchdog's signature
+                name = os.path.basename(os.fsdecode(getattr(event, "dest_path", "") or event.src_path))
+                if CSV_RE.fullmatch(name) or EVENTS_RE.fullmatch(name) or event.is_directory:
+                    source._events_seen += 1
+                    with source._dirty_lock:
+                        source._dirty.add(name)
+                    source._wake.set()
+
+        try:
+            obs = PollingObserver(timeout=self.poll or 1.0) if polling else Observer()
+            obs.schedule(Handler(), self.run_dir, recursive=False)
+            obs.name = "mstop-watch"
+            obs.start()
+        except OSError as e:  # e.g. out of inotify watches: poll instead
+            if polling:
+                self.state.notes.append(f"cannot watch {self.run_dir}: {e}")
+                return
+            self.state.notes.append(f"native file events unavailable ({e}): polling")
+            self.state.fell_back = True
+            return self._start_observer(polling=True)
+        self._observer = obs
+        self.state.mode = "poll" if polling else "inotify"
+
+    def _stop_observer(self) -> None:
+        obs, self._observer = self._observer, None
+        if obs is not None:
+            obs.stop()
+            obs.join(timeout=10)
+
+    def _check_unseen_growth(self) -> None:
+        """Files that grew although no event said so: native events do not work here."""
+        grew = []
+        for name, f in self._files.items():
+            try:
+                st = os.stat(os.path.join(self.run_dir, name))
+            except OSError:
+                continue
+            if st.st_size != f.tail.offset and st.st_size != f.size:
+                grew.append(name)
+        if grew:
+            with self._dirty_lock:
+                self._dirty.update(grew)
+            self._wake.set()
+            if self.state.mode == "inotify" and self._events_seen == 0:
+                self.state.fell_back = True
+                self.state.notes.append("files grow without file events (network filesystem?): polling")
+                self._start_observer(polling=True)
+
+    # -- files -----------------------------------------------------------------------
+
+    def _discover(self) -> set[str]:
+        """Add new rank files; return the names of files that appeared."""
+        try:
+            names = os.listdir(self.run_dir)
+        except OSError:
+            return set()
+        new = set()
+        for name in names:
+            if name in self._files:
+                continue
+            m = CSV_RE.fullmatch(name)
+            kind = "csv"
+            if m is None:
+                m = EVENTS_RE.fullmatch(name)
+                kind = "events"
+            if m is None:
+                if name.startswith("rank") and (name.endswith(".csv") or name.endswith(".jsonl")):
+                    self.store.ignored_files.add(name)
+                continue
+            f = _Followed(int(m.group(1)), kind, FileTail(os.path.join(self.run_dir, name)))
+            if kind == "csv":
+                f.parser = CsvParser()
+                with self.store.lock:
+                    self.store.rank(f.rank)
+                    self.store.rank_files.add(f.rank)
+            self._files[name] = f
+            new.add(name)
+        return new
+
+    def _read(self, name: str) -> None:
+        f = self._files[name]
+        while True:
+            chunk = f.tail.read()
+            if chunk.reset:
+                if f.kind == "csv":
+                    assert f.parser is not None
+                    f.parser.reset()
+                    self.store.reset_rank(f.rank)
+                else:
+                    self.store.reset_events(f.rank)
+            if f.kind == "csv":
+                assert f.parser is not None
+                rows = f.parser.parse(chunk.lines)
+                rows.bad += chunk.overlong
+                self.store.ingest_rows(f.rank, rows)
+            else:
+                ev = parse_events(chunk.lines)
+                self.store.ingest_events(f.rank, ev.items, ev.bad + chunk.overlong)
+            if not chunk.lines and not chunk.overlong:
+                break
+        try:
+            st = os.stat(f.tail.path)
+            f.size, f.mtime = st.st_size, st.st_mtime
+        except OSError:
+            pass

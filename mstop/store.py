@@ -1,0 +1,311 @@
+"""Every row of a run, by rank, in compact growable columns; plus what the events say.
+
+The store knows nothing of files or widgets: sources feed it parsed rows and
+events (``ingest_rows``, ``ingest_events``), figures and charts read it. All
+access goes through one lock, so a source thread can feed it while the screen
+reads.
+
+Memory: ``time`` and ``step`` are float64 (exact for unix times and steps up
+to 2**53), every other numeric column float32, plus a 4-byte session index:
+80 bytes per row for the base columns, 4 more per numeric extra column.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .parse import NUMERIC, Rows
+
+EXACT = ("time", "step")
+
+
+class Column:
+    """A growable numpy array: appends amortised O(1), views stay valid after growth."""
+
+    __slots__ = ("data", "n")
+
+    def __init__(self, dtype: Any, capacity: int = 64) -> None:
+        self.data = np.empty(capacity, dtype=dtype)
+        self.n = 0
+
+    def extend(self, values: np.ndarray) -> None:
+        k = len(values)
+        if self.n + k > len(self.data):
+            grown = np.empty(max(2 * len(self.data), self.n + k), dtype=self.data.dtype)
+            grown[: self.n] = self.data[: self.n]
+            self.data = grown
+        self.data[self.n: self.n + k] = values
+        self.n += k
+
+    def view(self) -> np.ndarray:
+        return self.data[: self.n]
+
+    def clear(self) -> None:
+        self.n = 0
+
+    @property
+    def nbytes(self) -> int:
+        return self.n * self.data.itemsize
+
+
+@dataclass
+class Segment:
+    """One process start of one rank (a session): where its rows begin and its first step."""
+
+    session: str
+    first_row: int
+    first_step: float
+
+
+@dataclass
+class RankData:
+    """All rows and events of one rank."""
+
+    rank: int
+    columns: dict[str, Column] = field(default_factory=dict)
+    session_idx: Column = field(default_factory=lambda: Column(np.int32))
+    segments: list[Segment] = field(default_factory=list)
+    nonfinite: list[tuple[int, str, float]] = field(default_factory=list)  # (row, column, value)
+    starts: dict[str, dict[str, Any]] = field(default_factory=dict)  # session -> start event
+    ends: dict[str, float] = field(default_factory=dict)  # session -> time of its end event
+    last_start: dict[str, Any] | None = None
+    last_heartbeat: float | None = None
+    last_event_time: float | None = None
+    checkpoints: list[dict[str, Any]] = field(default_factory=list)
+    evals: list[dict[str, Any]] = field(default_factory=list)
+    dropped: int = 0
+    aborts: list[dict[str, Any]] = field(default_factory=list)
+    _effective: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        for name in NUMERIC:
+            self.columns[name] = Column(np.float64 if name in EXACT else np.float32)
+
+    @property
+    def rows(self) -> int:
+        return self.session_idx.n
+
+    def col(self, name: str) -> np.ndarray:
+        """All rows of a column (NaN = missing); an unknown column is all NaN."""
+        c = self.columns.get(name)
+        return c.view() if c is not None else np.full(self.rows, np.nan, np.float32)
+
+    def effective(self) -> np.ndarray:
+        """Boolean mask of the rows on the run's current timeline.
+
+        After a resume from an earlier checkpoint, a later session's first step
+        cuts every older session's rows at that step and beyond: those rows were
+        run again (or abandoned) and are kept only for ``repeated_steps``.
+        """
+        if self._effective is not None and len(self._effective) == self.rows:
+            return self._effective
+        n = self.rows
+        mask = np.ones(n, dtype=bool)
+        if len(self.segments) > 1:
+            sess = self.session_idx.view()
+            step = self.col("step")
+            cut = np.full(len(self.segments), np.inf)
+            later = np.inf
+            for k in range(len(self.segments) - 1, -1, -1):
+                cut[k] = later
+                later = min(later, self.segments[k].first_step)
+            mask = step < cut[sess]
+        self._effective = mask
+        return mask
+
+    def repeated_steps(self) -> int:
+        """Rows of older sessions whose steps a later session ran again."""
+        if len(self.segments) < 2:
+            return 0
+        eff = self.effective()
+        step = self.col("step")
+        last = step[eff][-1] if eff.any() else -np.inf
+        return int(((~eff) & (step <= last)).sum())
+
+
+class Store:
+    """The rows and events of every rank of one run (thread-safe)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self.ranks: dict[int, RankData] = {}
+        self.bad_rows = 0
+        self.bad_events = 0
+        self.resets = 0
+        self.ignored_files: set[str] = set()
+        self.rank_files: set[int] = set()  # ranks whose rank<R>.csv exists
+        self.extra_columns: list[str] = []
+        self.version = 0  # bumps on every change: a cheap "anything new?" for readers
+
+    def rank(self, r: int) -> RankData:
+        data = self.ranks.get(r)
+        if data is None:
+            data = self.ranks[r] = RankData(r)
+        return data
+
+    # -- feeding -----------------------------------------------------------------
+
+    def ingest_rows(self, r: int, rows: Rows) -> None:
+        """Append parsed rows of rank ``r`` (in file order)."""
+        with self.lock:
+            self.bad_rows += rows.bad
+            if not len(rows):
+                if rows.bad:
+                    self.version += 1
+                return
+            d = self.rank(r)
+            base = d.rows
+            for name, values in rows.columns.items():
+                col = d.columns.get(name)
+                if col is None:  # a numeric extra column: earlier rows had none
+                    col = d.columns[name] = Column(np.float32, max(64, base))
+                    col.extend(np.full(base, np.nan, np.float32))
+                    if name not in self.extra_columns:
+                        self.extra_columns.append(name)
+                col.extend(values)
+            for col in d.columns.values():
+                if col.n < base + len(rows):  # a column this file does not have
+                    col.extend(np.full(base + len(rows) - col.n, np.nan, col.data.dtype))
+            idx = np.empty(len(rows), dtype=np.int32)
+            known = {s.session: i for i, s in enumerate(d.segments)}
+            steps = rows.columns["step"]
+            for i, s in enumerate(rows.sessions):
+                k = known.get(s)
+                if k is None:
+                    k = known[s] = len(d.segments)
+                    d.segments.append(Segment(s, base + i, float(steps[i])))
+                idx[i] = k
+            d.session_idx.extend(idx)
+            d.nonfinite.extend((base + i, c, v) for i, c, v in rows.nonfinite)
+            self.version += 1
+
+    def reset_rank(self, r: int) -> None:
+        """Forget rank ``r``'s rows: its file is being read again from the start."""
+        with self.lock:
+            self.resets += 1
+            d = self.ranks.get(r)
+            if d is not None:
+                for col in d.columns.values():
+                    col.clear()
+                d.session_idx.clear()
+                d.segments.clear()
+                d.nonfinite.clear()
+                d._effective = None
+            self.version += 1
+
+    def reset_events(self, r: int) -> None:
+        """Forget rank ``r``'s events: its events file is being read again from the start."""
+        with self.lock:
+            self.resets += 1
+            old = self.ranks.get(r)
+            if old is not None:
+                fresh = RankData(r)
+                fresh.columns, fresh.session_idx, fresh.segments, fresh.nonfinite = (
+                    old.columns, old.session_idx, old.segments, old.nonfinite)
+                self.ranks[r] = fresh
+            self.version += 1
+
+    def ingest_events(self, r: int, items: list[dict[str, Any]], bad: int = 0) -> None:
+        """Record events of rank ``r``."""
+        with self.lock:
+            self.bad_events += bad
+            d = self.rank(r)
+            for e in items:
+                kind, t = e["kind"], float(e["time"])
+                d.last_event_time = t if d.last_event_time is None else max(d.last_event_time, t)
+                if kind == "start":
+                    d.starts[str(e.get("session"))] = e
+                    d.last_start = e
+                elif kind == "heartbeat":
+                    d.last_heartbeat = t
+                elif kind == "checkpoint":
+                    d.checkpoints.append({"step": e.get("step"), "time": t, "path": e.get("path")})
+                elif kind == "eval":
+                    d.evals.append(e)
+                elif kind == "end":
+                    d.ends[str(e.get("session"))] = t
+                elif kind == "dropped":
+                    d.dropped += int(e.get("rows") or 0)
+                elif kind == "abort":
+                    d.aborts.append(e)
+            self.version += 1
+
+    # -- reading -----------------------------------------------------------------
+
+    @property
+    def rows(self) -> int:
+        return sum(d.rows for d in self.ranks.values())
+
+    def nbytes(self) -> int:
+        """Bytes held by the row columns."""
+        return sum(c.nbytes for d in self.ranks.values() for c in [*d.columns.values(), d.session_idx])
+
+    def series(self, r: int, column: str, points: int, *, steps: tuple[float, float] | None = None,
+               x: str = "step") -> tuple[np.ndarray, np.ndarray]:
+        """At most ``points`` (x, y) pairs of a column on rank ``r``'s timeline, for drawing.
+
+        Rows are grouped into buckets along x; each bucket gives its minimum, its
+        maximum and its first NaN/Inf, in x order, so no extreme and no NaN is
+        ever dropped, however many rows there are.
+        """
+        with self.lock:
+            d = self.ranks.get(r)
+            if d is None or d.rows == 0:
+                return np.empty(0), np.empty(0)
+            eff = d.effective()
+            xs = d.col(x).astype(np.float64)[eff]
+            ys = d.col(column).astype(np.float64)[eff]
+            st = d.col("step")[eff]
+        if steps is not None:
+            keep = (st >= steps[0]) & (st <= steps[1])
+            xs, ys = xs[keep], ys[keep]
+        present = ~np.isnan(ys)
+        nonfinite_rows = self._nonfinite_mask(d, column, eff)
+        if steps is not None and nonfinite_rows is not None:
+            nonfinite_rows = nonfinite_rows[keep]
+        if nonfinite_rows is not None:
+            present |= nonfinite_rows
+        xs, ys = xs[present], ys[present]
+        n = len(xs)
+        if n <= points:
+            return xs, ys
+        buckets = max(1, points // 3)
+        edges = np.linspace(0, n, buckets + 1).astype(np.int64)
+        out_i: list[int] = []
+        for a, b in zip(edges[:-1], edges[1:]):
+            if a == b:
+                continue
+            seg = ys[a:b]
+            fin = np.isfinite(seg)
+            pick = set()
+            if fin.any():
+                vals = np.where(fin, seg, np.nan)
+                pick.add(a + int(np.nanargmin(vals)))
+                pick.add(a + int(np.nanargmax(vals)))
+            if not fin.all():
+                pick.add(a + int(np.flatnonzero(~fin)[0]))
+            out_i.extend(sorted(pick))
+        idx = np.asarray(out_i, dtype=np.int64)
+        return xs[idx], ys[idx]
+
+    @staticmethod
+    def _nonfinite_mask(d: RankData, column: str, eff: np.ndarray) -> np.ndarray | None:
+        rows = [i for i, c, _ in d.nonfinite if c == column]
+        if not rows:
+            return None
+        m = np.zeros(d.rows, dtype=bool)
+        m[rows] = True
+        return m[eff]
+
+
+def finite_or_none(v: Any) -> float | None:
+    """A float for JSON and tables: None for missing values."""
+    if v is None:
+        return None
+    f = float(v)
+    return None if math.isnan(f) else f

@@ -1,0 +1,103 @@
+"""``mstop summary``: the run's figures once, as a table for people or JSON for scripts."""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import Any
+
+from . import figures
+from .figures import Options
+from .store import Store
+
+#: The keys of ``summary --json``, in order (public: never renamed or dropped).
+KEYS = ("run_dir", "ranks", "step", "rows", "bad_rows", "resets", "segments", "repeated_steps", "loss",
+        "loss_ema", "tokens_per_s", "mfu", "mem_headroom", "data_wait_frac", "status", "last_checkpoint",
+        "alerts", "stragglers")
+
+
+def _json_number(v: float | None) -> Any:
+    """None stays None (unknown); NaN and ±Inf become the strings ``nan``/``inf``/``-inf`` (strict JSON)."""
+    if v is None:
+        return None
+    if math.isfinite(v):
+        return v
+    return "nan" if math.isnan(v) else ("inf" if v > 0 else "-inf")
+
+
+def summarize(store: Store, run_dir: str, opts: Options) -> dict[str, Any]:
+    """The summary object: exactly :data:`KEYS`."""
+    with store.lock:
+        out = {
+            "run_dir": run_dir,
+            "ranks": len(store.rank_files),
+            "step": figures.step(store),
+            "rows": store.rows,
+            "bad_rows": store.bad_rows,
+            "resets": store.resets,
+            "segments": figures.segments(store),
+            "repeated_steps": figures.repeated_steps(store),
+            "loss": _json_number(figures.loss(store)),
+            "loss_ema": _json_number(figures.loss_ema(store, opts)),
+            "tokens_per_s": _json_number(figures.tokens_per_s(store)),
+            "mfu": _json_number(figures.mfu(store, opts)),
+            "mem_headroom": _json_number(figures.mem_headroom(store)),
+            "data_wait_frac": _json_number(figures.data_wait_frac(store)),
+            "status": figures.status(store, opts),
+            "last_checkpoint": figures.last_checkpoint(store),
+            "alerts": [],
+            "stragglers": [],
+        }
+    assert tuple(out) == KEYS
+    return out
+
+
+def render_table(summary: dict[str, Any], store: Store) -> Any:
+    """A rich table of the summary for people (units shown, unknowns as n/a)."""
+    from rich.table import Table
+    from rich.text import Text
+
+    def num(v: Any, fmt: str = "{:,.4g}", unit: str = "") -> str:
+        if v is None:
+            return "n/a"
+        if isinstance(v, str):
+            return v
+        return fmt.format(v) + unit
+
+    def pct(v: Any) -> str:
+        return "n/a" if v is None else (v if isinstance(v, str) else f"{100 * v:.1f} %")
+
+    ck = summary["last_checkpoint"]
+    rows = [
+        ("run", summary["run_dir"]),
+        ("status", summary["status"]),
+        ("ranks", str(summary["ranks"])),
+        ("step", num(summary["step"], "{:,}")),
+        ("loss (smoothed)", f"{num(summary['loss'])} ({num(summary['loss_ema'])})"),
+        ("tokens/s", num(summary["tokens_per_s"], "{:,.0f}")),
+        ("MFU", pct(summary["mfu"])),
+        ("memory headroom (worst)", pct(summary["mem_headroom"])),
+        ("data wait (worst rank)", pct(summary["data_wait_frac"])),
+        ("last checkpoint", "none" if ck is None else f"step {ck['step']}: {ck['path']}"),
+        ("rows read", f"{summary['rows']:,}" + (f", {summary['bad_rows']:,} bad" if summary["bad_rows"] else "")),
+        ("segments", f"{summary['segments']}" + (f", {summary['repeated_steps']} repeated steps"
+                                                  if summary["repeated_steps"] else "")),
+    ]
+    if summary["resets"]:
+        rows.append(("files read again", str(summary["resets"])))
+    if store.ignored_files:
+        rows.append(("ignored files", ", ".join(sorted(store.ignored_files)[:5])))
+    if store.bad_events:
+        rows.append(("bad event lines", str(store.bad_events)))
+    table = Table(show_header=False, box=None, pad_edge=False)
+    table.add_column(style="bold")
+    table.add_column()
+    for k, v in rows:
+        table.add_row(Text(k), Text(str(v)))  # Text: names from files are shown literally, never as markup
+    return table
+
+
+def missing_message(run_dir: str) -> str:
+    parent = os.path.dirname(os.path.abspath(run_dir))
+    hint = "" if os.path.isdir(parent) else f" (nor does {parent})"
+    return f"mstop: {run_dir}: no such directory{hint}; use --wait to wait for it"
