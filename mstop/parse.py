@@ -117,6 +117,7 @@ class CsvParser:
                 col.append(v)
             sessions.append(cells[s_idx] if s_idx >= 0 else "")
         columns = {n: np.asarray(col, dtype=np.float64) for n, col in zip(names, out)}
+        nonfinite.sort()
         return Rows(columns, sessions, nonfinite, bad)
 
     def _parse_pandas(self, lines: list[bytes]) -> Rows:
@@ -140,36 +141,44 @@ class CsvParser:
             blob = b"\n".join(lines)
         if not lines:
             return _empty(self.extra, bad)
-        df = pd.read_csv(io.BytesIO(blob), header=None, names=self.header, dtype=str, keep_default_na=False,
-                         na_filter=False, skip_blank_lines=False, engine="c")
+        df = pd.read_csv(io.BytesIO(blob), header=None, names=range(width), keep_default_na=False, na_values=[""],
+                         float_precision="round_trip", skip_blank_lines=False, engine="c",
+                         dtype={self._index["session"]: str} if "session" in self._index else None)
         names = NUMERIC + tuple(self.extra)
         columns: dict[str, np.ndarray] = {}
+        text_cols: dict[str, np.ndarray] = {}
         for n in names:
-            if n in self._index:
-                columns[n] = pd.to_numeric(df.iloc[:, self._index[n]].replace("", "nan"),
-                                           errors="coerce").to_numpy(dtype=np.float64)
-            else:
+            i = self._index.get(n)
+            if i is None:
                 columns[n] = np.full(len(df), np.nan)
+                continue
+            col = df[i]
+            if pd.api.types.is_numeric_dtype(col.dtype):
+                columns[n] = col.to_numpy(dtype=np.float64, na_value=np.nan)
+            else:  # text in the column (a literal "nan" does this too): convert exactly, cell by cell
+                raw = col.to_numpy(dtype=object)
+                text_cols[n] = raw
+                columns[n] = np.array([_num(x) if isinstance(x, str) else math.nan for x in raw], dtype=np.float64)
         ok = np.isfinite(columns["time"]) & np.isfinite(columns["step"])
-        sessions = (df.iloc[:, self._index["session"]].tolist() if "session" in self._index
-                    else [""] * len(df))
-        nonfinite: list[tuple[int, str, float]] = []
+        s_idx = self._index.get("session")
+        sessions = ([x if isinstance(x, str) else ("" if x != x else str(x)) for x in df[s_idx].tolist()]
+                    if s_idx is not None else [""] * len(df))
         if not ok.all():
             bad += int((~ok).sum())
             columns = {n: a[ok] for n, a in columns.items()}
+            text_cols = {n: a[ok] for n, a in text_cols.items()}
             sessions = [s for s, k in zip(sessions, ok) if k]
-            df = df[ok]
+        nonfinite: list[tuple[int, str, float]] = []
         for c in WATCH_NONFINITE:
-            if c not in self._index:
-                continue
             v = columns[c]
-            where = np.flatnonzero(~np.isfinite(v))
-            if len(where):
-                raw = df.iloc[:, self._index[c]].to_numpy()
-                for r in where:
-                    f = _literal_nonfinite(str(raw[r]))
-                    if f is not None:
-                        nonfinite.append((int(r), c, f))
+            for r in np.flatnonzero(~np.isfinite(v)):
+                if c in text_cols:
+                    f = _literal_nonfinite(text_cols[c][r]) if isinstance(text_cols[c][r], str) else None
+                else:
+                    f = None if np.isnan(v[r]) else float(v[r])  # numeric column: NaN only from empty cells
+                if f is not None:
+                    nonfinite.append((int(r), c, f))
+        nonfinite.sort()
         return Rows(columns, sessions, nonfinite, bad)
 
 

@@ -1,0 +1,159 @@
+"""FileTail and the parsers on real files: splits, bad bytes, truncation, replacement."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import mstop.parse as parse
+import mstop.tail as tail
+from mstop.parse import CsvParser, parse_events
+from mstop.tail import FileTail
+from mstop_writer import COLUMNS
+
+HEADER = ",".join(COLUMNS)
+
+
+def row(step: int, loss: str = "", session: str = "s1", t: float | None = None) -> str:
+    cells = [""] * len(COLUMNS)
+    cells[0] = repr(1000.0 + step if t is None else t)
+    cells[1] = str(step)
+    cells[3] = loss
+    cells[6] = "0.5"
+    cells[-1] = session
+    return ",".join(cells)
+
+
+GOOD = [row(i, loss=str(1.0 / i), session="0123") for i in range(1, 30)]  # a session id that looks numeric
+MESSY = (
+    "\ufeff" + HEADER + "\r\n"
+    + row(1, "2.5") + "\r\n"
+    + "not,a,row\n"
+    + row(2, "nan") + "\n"
+    + "\x00\x00garbage\x00\n"
+    + row(3, "abc") + "\n"  # non-numeric loss: a missing value, the row is kept
+    + row(4, "-inf") + "\n"
+    + ",".join(["x"] * len(COLUMNS)) + "\n"  # time and step not numbers: bad
+    + row(5, "1e-3") + ",\n"  # an extra field: bad
+    + "\n"  # an empty line: bad
+    + "\xff\xfe bad utf8 " + "\n"
+    + row(6, '"1.5"') + "\n"
+).encode("utf-8", "surrogateescape").replace(b"\xc3\xbf\xc3\xbe", b"\xff\xfe")
+
+
+def parse_in_pieces(data: bytes, cuts: list[int], path) -> tuple[list, int, list, list]:
+    """Append ``data`` to a file in pieces, reading after each; return steps, bad count, sessions, nonfinite."""
+    f = FileTail(str(path))
+    p = CsvParser()
+    steps, sessions, nonfinite, bad = [], [], [], 0
+    path.write_bytes(b"")
+    pos = 0
+    for cut in sorted(set(cuts)) + [len(data)]:
+        with open(path, "ab") as fh:
+            fh.write(data[pos:cut])
+        pos = max(pos, cut)
+        chunk = f.read()
+        rows = p.parse(chunk.lines)
+        bad += rows.bad + chunk.overlong
+        base = len(steps)
+        steps += rows.columns["step"].tolist()
+        sessions += rows.sessions
+        nonfinite += [(base + i, c, str(v)) for i, c, v in rows.nonfinite]
+    return steps, bad, sessions, nonfinite
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(min_value=0, max_value=len(MESSY)), max_size=12))
+def test_rows_do_not_depend_on_how_bytes_were_split(tmp_path_factory, cuts):
+    path = tmp_path_factory.mktemp("split") / "rank0.csv"
+    whole = parse_in_pieces(MESSY, [], path)
+    assert parse_in_pieces(MESSY, cuts, path) == whole
+    steps, bad, _, nonfinite = whole
+    assert steps == [1.0, 2.0, 3.0, 4.0, 6.0]
+    assert bad == 6  # "not,a,row", NUL garbage, x-row, extra field, empty line, bad UTF-8
+    assert nonfinite == [(1, "loss", "nan"), (3, "loss", "-inf")]
+
+
+def test_pandas_path_equals_csv_path(monkeypatch):
+    lines = [HEADER.encode()] + [r.encode() for r in GOOD] * 100 + [b"1,2", row(7, "inf").encode(),
+                                                                     row(8, "nan").encode(), b"x" * 10]
+    results = []
+    for threshold in (10**9, 1):
+        monkeypatch.setattr(parse, "PANDAS_MIN_LINES", threshold)
+        r = CsvParser().parse(lines)
+        results.append(r)
+    a, b = results
+    assert a.bad == b.bad == 2 and a.sessions == b.sessions and len(a) == 29 * 100 + 2
+    assert a.sessions[0] == "0123"
+    def shown(r):
+        return [(i, c, str(v)) for i, c, v in r.nonfinite]
+
+    assert shown(a) == shown(b) == [(2900, "loss", "inf"), (2901, "loss", "nan")]
+    for name in a.columns:
+        np.testing.assert_array_equal(a.columns[name], b.columns[name])
+
+
+def test_half_line_waits_for_its_newline(tmp_path):
+    path = tmp_path / "rank0.csv"
+    path.write_text(HEADER + "\n" + row(1) + "\n" + row(2)[:10])
+    f = FileTail(str(path))
+    assert len(f.read().lines) == 2 and f.pending == 10
+    with open(path, "a") as fh:
+        fh.write(row(2)[10:] + "\n")
+    assert [ln.decode() for ln in f.read().lines] == [row(2)]
+
+
+def test_megabyte_line_is_dropped_without_holding_it(tmp_path, monkeypatch):
+    monkeypatch.setattr(tail, "MAX_LINE", 1000)
+    path = tmp_path / "rank0.csv"
+    path.write_text(HEADER + "\n" + "9" * 1500)
+    f = FileTail(str(path))
+    c = f.read()
+    assert len(c.lines) == 1 and c.overlong == 1 and f.pending == 0
+    with open(path, "a") as fh:
+        fh.write("9" * 1500 + "\n" + row(1) + "\n")
+    c = f.read()
+    assert [ln.decode() for ln in c.lines] == [row(1)] and c.overlong == 0
+
+
+def test_truncation_reads_again_from_start(tmp_path):
+    path = tmp_path / "rank0.csv"
+    path.write_text(HEADER + "\n" + "\n".join(GOOD[:10]) + "\n")
+    f = FileTail(str(path))
+    assert len(f.read().lines) == 11
+    path.write_text(HEADER + "\n" + row(1, session="new") + "\n")  # truncated and rewritten
+    c = f.read()
+    assert c.reset and f.resets == 1 and len(c.lines) == 2
+
+
+def test_rsync_style_replacement_continues_from_the_offset(tmp_path):
+    path = tmp_path / "rank0.csv"
+    path.write_text(HEADER + "\n" + "\n".join(GOOD[:10]) + "\n")
+    f = FileTail(str(path))
+    f.read()
+    tmp = tmp_path / ".rank0.csv.XyZ"
+    tmp.write_text(HEADER + "\n" + "\n".join(GOOD[:12]) + "\n")
+    os.replace(tmp, path)  # new inode, same first bytes, longer
+    c = f.read()
+    assert not c.reset and [ln.decode() for ln in c.lines] == GOOD[10:12]
+
+
+def test_replacement_with_other_content_is_a_reset(tmp_path):
+    path = tmp_path / "rank0.csv"
+    path.write_text(HEADER + "\n" + "\n".join(GOOD[:10]) + "\n")
+    f = FileTail(str(path))
+    f.read()
+    tmp = tmp_path / "other"
+    tmp.write_text(HEADER + "\n" + row(1, "9.0", session="other") + "\n" * 400)
+    os.replace(tmp, path)
+    c = f.read()
+    assert c.reset and c.lines[1].decode() == row(1, "9.0", session="other")
+
+
+def test_events_with_broken_lines():
+    ev = parse_events([b'{"time": 1, "kind": "start", "session": "a"}', b'{"time": 2, "kind": "heart',
+                       b"[1, 2]", b'{"kind": "end"}', b"", b'{"time": 3, "kind": "end", "note": "<b>x</b>"}\r'])
+    assert [e["kind"] for e in ev.items] == ["start", "end"] and ev.bad == 3
