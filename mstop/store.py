@@ -6,8 +6,11 @@ access goes through one lock, so a source thread can feed it while the screen
 reads.
 
 Memory: ``time`` and ``step`` are float64 (exact for unix times and steps up
-to 2**53), every other numeric column float32, plus a 4-byte session index:
-80 bytes per row for the base columns, 4 more per numeric extra column.
+to 2**53), the 16 other numeric base columns float32 (7 significant digits:
+plenty for losses, rates and byte counts), plus a 4-byte session index: 84
+bytes per row, 4 more per numeric extra column, and at most 25 % slack while
+columns grow. Every row is kept at full resolution: no downsampling at rest,
+so an exact value at any step can always be shown.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ class Column:
     def extend(self, values: np.ndarray) -> None:
         k = len(values)
         if self.n + k > len(self.data):
-            grown = np.empty(max(2 * len(self.data), self.n + k), dtype=self.data.dtype)
+            grown = np.empty(max(len(self.data) + len(self.data) // 4 + 64, self.n + k), dtype=self.data.dtype)
             grown[: self.n] = self.data[: self.n]
             self.data = grown
         self.data[self.n: self.n + k] = values
@@ -50,7 +53,8 @@ class Column:
 
     @property
     def nbytes(self) -> int:
-        return self.n * self.data.itemsize
+        """Bytes allocated (growth by a quarter keeps the slack under 25 %)."""
+        return self.data.nbytes
 
 
 @dataclass
@@ -242,7 +246,7 @@ class Store:
         return sum(d.rows for d in self.ranks.values())
 
     def nbytes(self) -> int:
-        """Bytes held by the row columns."""
+        """Bytes allocated for the row columns."""
         return sum(c.nbytes for d in self.ranks.values() for c in [*d.columns.values(), d.session_idx])
 
     def series(self, r: int, column: str, points: int, *, steps: tuple[float, float] | None = None,
