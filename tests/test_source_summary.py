@@ -1,0 +1,157 @@
+"""Following a live run directory, and ``mstop summary`` end to end as a user runs it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from mstop.source import LocalSource
+from mstop.store import Store
+from mstop.summary import KEYS
+from mstop_writer import MetricsWriter
+from tests.conftest import ROOT
+from tests.runs import start, steps, write_events, write_rank
+
+
+def wait_for(cond, timeout=15.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return True
+        time.sleep(0.01)
+    return cond()
+
+
+def summary(*args, cwd=ROOT, timeout=120):
+    return subprocess.run([sys.executable, "-m", "mstop", "summary", *map(str, args)], cwd=cwd,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.mark.parametrize("poll", [None, 0.05])
+def test_follows_a_run_as_it_is_written(tmp_path, poll):
+    store = Store()
+    updates = threading.Event()
+    src = LocalSource(str(tmp_path), store, poll=poll, on_update=updates.set)
+    src.follow()
+    try:
+        writers = [MetricsWriter(tmp_path, rank=r, world_size=4, heartbeat_interval=3600) for r in range(4)]
+        for s in range(1, 51):
+            for w in writers:
+                w.log(s, loss=1.0 / s, step_time=0.1)
+        assert wait_for(lambda: store.rows == 200)
+        assert sorted(store.ranks) == [0, 1, 2, 3] and all(store.ranks[r].rows == 50 for r in range(4))
+        assert all(store.ranks[r].last_start is not None for r in range(4))
+        assert src.state.mode == ("poll" if poll else "inotify")
+        for w in writers:
+            w.close()
+        assert wait_for(lambda: all(store.ranks[r].ends for r in range(4)))
+    finally:
+        src.stop()
+
+
+def test_live_truncation_and_replacement(tmp_path):
+    write_rank(tmp_path, 0, steps(1, 10, loss=1.0))
+    store = Store()
+    src = LocalSource(str(tmp_path), store, poll=0.05)
+    src.follow()
+    try:
+        assert wait_for(lambda: store.rows == 10)
+        data = (tmp_path / "rank0.csv").read_bytes()
+        tmp = tmp_path / ".rank0.csv.tmp"
+        with open(tmp, "wb") as f:  # rsync: a longer copy with the same start replaces the file
+            f.write(data)
+        write_rank(tmp_path / "x", 0, steps(11, 12, loss=1.0), header=False)
+        with open(tmp, "ab") as f:
+            f.write((tmp_path / "x" / "rank0.csv").read_bytes())
+        os.replace(tmp, tmp_path / "rank0.csv")
+        assert wait_for(lambda: store.rows == 12)
+        assert store.resets == 0
+        write_rank(tmp_path, 0, steps(1, 3, loss=2.0, session="new"), mode="w")  # truncated and rewritten
+        assert wait_for(lambda: store.resets == 1 and store.rows == 3)
+        assert store.ranks[0].col("loss").tolist() == [2.0, 2.0, 2.0]
+    finally:
+        src.stop()
+
+
+def test_sixty_four_ranks_and_hostile_names(tmp_path):
+    for r in range(64):
+        write_rank(tmp_path, r, steps(1, 30, loss=1.0, step_time=0.5, tokens=100))
+    for name in ("rankfoo.csv", "rank007.csv", "rank1.csv.bak", "notes.txt", "rank-1.csv"):
+        (tmp_path / name).write_text("time,step\n1,1\n")
+    proc = summary(tmp_path, "--json")
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["ranks"] == 64 and out["rows"] == 64 * 30 and out["step"] == 30 and out["bad_rows"] == 0
+    assert out["tokens_per_s"] == 200.0
+
+
+def test_summary_json_has_exactly_the_documented_keys(tmp_path):
+    write_events(tmp_path, 0, [start("A", t=1000.0, flops_per_token=6.0, world_size=1, peak_flops=1000.0),
+                               {"time": 1010.0, "kind": "checkpoint", "step": 10, "path": "ck/10.ckpt"},
+                               {"time": 1200.0, "kind": "end", "session": "A"}])
+    write_rank(tmp_path, 0, steps(1, 10, session="A", loss=lambda s: 10.0 / s, step_time=2.0, data_wait=0.5,
+                                  tokens=100, mem_peak=2e9, mem_total=8e9))
+    with open(tmp_path / "rank0.csv", "a") as f:
+        f.write("garbage line\n1,2,3\n")
+    proc = summary(tmp_path, "--json", "--smoothing", "0")
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert tuple(out) == KEYS
+    assert out == {
+        "run_dir": str(tmp_path), "ranks": 1, "step": 10, "rows": 10, "bad_rows": 2, "resets": 0,
+        "segments": 1, "repeated_steps": 0, "loss": 1.0, "loss_ema": 1.0, "tokens_per_s": 50.0,
+        "mfu": pytest.approx(6.0 * 50.0 / 1000.0), "mem_headroom": 0.75, "data_wait_frac": 0.25,
+        "status": "finished", "last_checkpoint": {"step": 10, "time": 1010.0, "path": "ck/10.ckpt"},
+        "alerts": [], "stragglers": [],
+    }
+
+
+def test_summary_table_for_people_shows_markup_literally(tmp_path):
+    write_rank(tmp_path, 0, steps(1, 3, loss=0.5))
+    (tmp_path / "rank[bold red]x.csv").write_text("x")
+    proc = summary(tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "tokens/s" in proc.stdout and "0.5" in proc.stdout and "rows read" in proc.stdout
+    assert "rank[bold red]x.csv" in proc.stdout  # listed as ignored, shown literally
+
+
+def test_summary_missing_directory_exits_2(tmp_path):
+    proc = summary(tmp_path / "nope", "--json")
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert "no such directory" in proc.stderr and "--wait" in proc.stderr
+
+
+def test_summary_wait_waits_for_the_directory(tmp_path):
+    run = tmp_path / "later"
+    p = subprocess.Popen([sys.executable, "-m", "mstop", "summary", str(run), "--json", "--wait", "--poll", "0.05"],
+                         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(0.5)
+    assert p.poll() is None
+    write_rank(run, 0, steps(1, 2, loss=1.0))
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 0, err and json.loads(out)["rows"] == 2
+
+
+def test_summary_usage_errors_exit_2(tmp_path):
+    proc = summary(tmp_path, "--poll", "-1")
+    assert proc.returncode == 2 and "must be positive" in proc.stderr
+
+
+@pytest.mark.slow
+def test_real_mindspore_run_summarised(tmp_path):
+    pytest.importorskip("mindspore", reason="mindspore not installed: pip install -e '.[mindspore]'")
+    run = tmp_path / "run"
+    subprocess.run([sys.executable, "examples/train_tiny_lm.py", "--run-dir", str(run), "--ranks", "2", "--steps",
+                    "20", "--dim", "16", "--layers", "1", "--seq-len", "8", "--batch", "2", "--ckpt-every", "10"],
+                   cwd=ROOT, check=True, capture_output=True, timeout=600)
+    out = json.loads(summary(run, "--json").stdout)
+    last = (run / "rank0.csv").read_text().splitlines()[-1].split(",")
+    assert out["status"] == "finished" and out["ranks"] == 2 and out["rows"] == 40 and out["step"] == 20
+    assert out["loss"] == float(last[3]) and out["tokens_per_s"] > 0 and out["mfu"] is None
+    assert 0 < out["mem_headroom"] < 1 and out["last_checkpoint"]["step"] == 20
