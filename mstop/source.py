@@ -227,13 +227,13 @@ class LocalSource:
                     self.store.reset_events(f.rank)
             if f.kind == "csv":
                 assert f.parser is not None
-                rows = f.parser.parse(chunk.lines)
+                rows = f.parser.parse(chunk.blob)
                 rows.bad += chunk.overlong
                 self.store.ingest_rows(f.rank, rows)
             else:
-                ev = parse_events(chunk.lines)
+                ev = parse_events(chunk.blob)
                 self.store.ingest_events(f.rank, ev.items, ev.bad + chunk.overlong)
-            if not chunk.lines and not chunk.overlong:
+            if not chunk.blob and not chunk.overlong:
                 break
         try:
             st = os.stat(f.tail.path)

@@ -175,15 +175,17 @@ class Store:
             for col in d.columns.values():
                 if col.n < base + len(rows):  # a column this file does not have
                     col.extend(np.full(base + len(rows) - col.n, np.nan, col.data.dtype))
-            idx = np.empty(len(rows), dtype=np.int32)
-            known = {s.session: i for i, s in enumerate(d.segments)}
+            known = {seg.session: i for i, seg in enumerate(d.segments)}
             steps = rows.columns["step"]
-            for i, s in enumerate(rows.sessions):
-                k = known.get(s)
+            to_segment = np.empty(len(rows.session_names), dtype=np.int32)
+            for code, name in enumerate(rows.session_names):
+                k = known.get(name)
                 if k is None:
-                    k = known[s] = len(d.segments)
-                    d.segments.append(Segment(s, base + i, float(steps[i])))
-                idx[i] = k
+                    first = int(np.argmax(rows.session_codes == code))
+                    k = known[name] = len(d.segments)
+                    d.segments.append(Segment(name, base + first, float(steps[first])))
+                to_segment[code] = k
+            idx = to_segment[rows.session_codes]
             d.session_idx.extend(idx)
             d.nonfinite.extend((base + i, c, v) for i, c, v in rows.nonfinite)
             self.version += 1

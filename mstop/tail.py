@@ -7,11 +7,14 @@ that the local source (and, later, the remote follower) drive.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-#: Bytes read from a file in one call (more arrives on the next call).
+#: Bytes read from a file in one call once it has been read (more arrives on the next call).
 CHUNK = 8 << 20
-#: A line longer than this is dropped (counted bad) without being held in memory.
+#: Bytes read in the first call: a whole long run at once when it fits, so it is parsed in one go.
+FIRST_CHUNK = 512 << 20
+#: A line still waiting for its newline is dropped (counted bad) once it is longer than this, so a
+#: runaway line is never held in memory. Complete lines of any length go to the parsers.
 MAX_LINE = 1 << 20
 #: Bytes remembered from a file's start to recognise it after an rsync-style replacement.
 SIGNATURE = 256
@@ -19,11 +22,19 @@ SIGNATURE = 256
 
 @dataclass
 class Chunk:
-    """What one read of a file gave: complete lines, and what happened on the way."""
+    """What one read of a file gave: complete lines, and what happened on the way.
 
-    lines: list[bytes] = field(default_factory=list)
+    ``blob`` holds the complete lines, each ending with its newline; parsers of
+    large reads use it whole, ``lines`` splits it for small ones.
+    """
+
+    blob: bytes = b""
     reset: bool = False  # the file was read again from its start: drop what came from it before
     overlong: int = 0  # lines dropped for being longer than MAX_LINE
+
+    @property
+    def lines(self) -> list[bytes]:
+        return self.blob.split(b"\n")[:-1] if self.blob else []
 
 
 class FileTail:
@@ -60,7 +71,8 @@ class FileTail:
                 if st.st_size <= self.offset:
                     return out
                 f.seek(self.offset)
-                data = f.read(min(CHUNK, st.st_size - self.offset))
+                limit = FIRST_CHUNK if self.offset == 0 else CHUNK
+                data = f.read(min(limit, st.st_size - self.offset))
         except OSError:
             return out  # gone or unreadable for now: try again next time
         if len(self._signature) < SIGNATURE and self.offset < SIGNATURE:
@@ -88,24 +100,25 @@ class FileTail:
         self._skipping = False
 
     def _split(self, data: bytes, out: Chunk) -> None:
-        parts = data.split(b"\n")
-        tail = parts.pop()  # after the last newline: a line still being written
-        if parts:
-            if self._skipping:
-                del parts[0]  # the end of an overlong line
-                self._skipping = False
-            elif self._partial:
-                parts[0] = bytes(self._partial) + parts[0]
-                self._partial.clear()
-            if max(map(len, parts)) > MAX_LINE:
-                kept = [p for p in parts if len(p) <= MAX_LINE]
-                out.overlong += len(parts) - len(kept)
-                parts = kept
-            out.lines.extend(parts)
-        if self._skipping:
+        last = data.rfind(b"\n")
+        if last < 0:  # no line ends here
+            if not self._skipping:
+                if len(self._partial) + len(data) > MAX_LINE:
+                    self._partial.clear()
+                    self._skipping = True
+                    out.overlong += 1
+                else:
+                    self._partial += data
             return
-        if len(self._partial) + len(tail) > MAX_LINE:
+        complete, tail = data[: last + 1], data[last + 1:]
+        if self._skipping:
+            complete = complete[complete.find(b"\n") + 1:]  # the end of an overlong line
+            self._skipping = False
+        elif self._partial:
+            complete = bytes(self._partial) + complete
             self._partial.clear()
+        out.blob = complete
+        if len(tail) > MAX_LINE:
             self._skipping = True
             out.overlong += 1
         else:

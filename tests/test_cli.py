@@ -11,7 +11,7 @@ from tests.conftest import ROOT
 def test_python_m_mstop_says_the_viewer_is_not_built_yet():
     proc = subprocess.run([sys.executable, "-m", "mstop", "runs/x"], cwd=ROOT, capture_output=True, text=True)
     assert proc.returncode == 2
-    assert "the viewer is not built yet" in proc.stderr and "MstopCallback" in proc.stderr
+    assert "the live monitor is not built yet" in proc.stderr and "mstop summary RUN_DIR" in proc.stderr
 
 
 def test_version():
