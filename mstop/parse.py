@@ -31,12 +31,15 @@ PANDAS_MIN_LINES = 2000
 
 @dataclass
 class Rows:
-    """Parsed rows of one rank file: columns as float arrays (NaN = missing), sessions, counts.
+    """Parsed rows of one rank file, in file order.
 
-    ``session_codes[i]`` indexes ``session_names``: row ``i``'s session.
+    ``values`` holds the numeric base columns (:data:`NUMERIC`, in that order)
+    as a 2-D float64 array, NaN for missing; ``extra`` the file's numeric extra
+    columns. ``session_codes[i]`` indexes ``session_names``: row ``i``'s session.
     """
 
-    columns: dict[str, np.ndarray]
+    values: np.ndarray
+    extra: dict[str, np.ndarray]
     session_codes: np.ndarray
     session_names: list[str]
     nonfinite: list[tuple[int, str, float]] = field(default_factory=list)  # (row in this batch, column, value)
@@ -44,6 +47,13 @@ class Rows:
 
     def __len__(self) -> int:
         return len(self.session_codes)
+
+    @property
+    def columns(self) -> dict[str, np.ndarray]:
+        """Every column by name (views of ``values``, then the extras)."""
+        out = {n: self.values[:, j] for j, n in enumerate(NUMERIC)}
+        out.update(self.extra)
+        return out
 
     @property
     def sessions(self) -> list[str]:
@@ -101,7 +111,7 @@ class CsvParser:
         names = NUMERIC + tuple(self.extra)
         idx = [self._index.get(c, -1) for c in names]
         s_idx = self._index.get("session", -1)
-        out: list[list[float]] = [[] for _ in names]
+        out: list[list[float]] = []
         sessions: list[str] = []
         nonfinite: list[tuple[int, str, float]] = []
         watch = [(names.index(c), c) for c in WATCH_NONFINITE]
@@ -130,12 +140,11 @@ class CsvParser:
                     f = _literal_nonfinite(cells[idx[j]])
                     if f is not None:
                         nonfinite.append((row, c, f))
-            for col, v in zip(out, vals):
-                col.append(v)
+            out.append(vals)
             sessions.append(cells[s_idx] if s_idx >= 0 else "")
-        columns = {n: np.asarray(col, dtype=np.float64) for n, col in zip(names, out)}
         nonfinite.sort()
-        return Rows(columns, *_codes(sessions), nonfinite, bad)
+        return _rows(np.array(out, dtype=np.float64).reshape(len(out), len(names)), self.extra, sessions,
+                     nonfinite, bad)
 
     def _parse_pandas(self, blob: bytes) -> Rows:
         import pandas as pd
@@ -201,7 +210,8 @@ class CsvParser:
                 if f is not None:
                     nonfinite.append((int(r), c, f))
         nonfinite.sort()
-        return Rows(columns, codes, session_names, nonfinite, bad)
+        values = np.column_stack([columns[n] for n in NUMERIC]) if len(codes) else np.empty((0, len(NUMERIC)))
+        return Rows(values, {n: columns[n] for n in self.extra}, codes, session_names, nonfinite, bad)
 
 
 def _commas_per_line(blob: bytes) -> np.ndarray:
@@ -230,8 +240,15 @@ def _literal_nonfinite(text: str) -> float | None:
     return None if math.isfinite(f) else f
 
 
+def _rows(table: np.ndarray, extra: list[str], sessions: list[str], nonfinite: list, bad: int) -> Rows:
+    """Rows from a table whose columns are NUMERIC then the extras."""
+    k = len(NUMERIC)
+    codes, names = _codes(sessions)
+    return Rows(table[:, :k], {n: table[:, k + j] for j, n in enumerate(extra)}, codes, names, nonfinite, bad)
+
+
 def _empty(extra: list[str], bad: int) -> Rows:
-    return Rows({n: np.empty(0) for n in NUMERIC + tuple(extra)}, np.empty(0, np.int32), [], [], bad)
+    return Rows(np.empty((0, len(NUMERIC))), {n: np.empty(0) for n in extra}, np.empty(0, np.int32), [], [], bad)
 
 
 @dataclass

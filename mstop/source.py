@@ -28,6 +28,10 @@ CSV_RE = re.compile(r"rank(0|[1-9][0-9]{0,6})\.csv")
 EVENTS_RE = re.compile(r"rank(0|[1-9][0-9]{0,6})\.events\.jsonl")
 #: Seconds between checks that files did not grow unseen by native events.
 CHECK_EVERY = 2.0
+#: After a file event, seconds to wait for more before reading: a burst of writes over many
+#: ranks costs one round of reading and one update, not one per write.
+BATCH_DELAY = 0.05
+CHANGE_EVENTS = frozenset({"modified", "created", "moved", "deleted"})
 
 
 @dataclass
@@ -70,6 +74,7 @@ class LocalSource:
         self._thread: threading.Thread | None = None
         self._observer = None
         self._events_seen = 0
+        self._listing_changed = True
 
     # -- one-shot ------------------------------------------------------------------
 
@@ -108,9 +113,11 @@ class LocalSource:
                     if self.state.missing or self._observer is None:
                         self.state.missing = False
                         self._start_observer(polling=self.poll is not None or self.state.fell_back)
+                    now = time.monotonic()
                     with self._dirty_lock:
                         dirty, self._dirty = self._dirty, set()
-                    changed = self._discover()
+                        listing, self._listing_changed = self._listing_changed, False
+                    changed = self._discover() if listing or now >= next_check else set()
                     for name in sorted(dirty | changed):
                         if name in self._files:
                             self._read(name)
@@ -123,11 +130,18 @@ class LocalSource:
                     self.on_update()
             except Exception:  # noqa: BLE001 - a bad file must not stop following the others
                 log.exception("mstop: error while reading %s", self.run_dir)
-            self._wake.wait(self.poll if self.poll else CHECK_EVERY)
+            if self._wake.wait(self.poll if self.poll else CHECK_EVERY) and not self._stop.is_set():
+                time.sleep(BATCH_DELAY)
             self._wake.clear()
 
     def _start_observer(self, polling: bool) -> None:
-        from watchdog.events import FileSystemEventHandler
+        from watchdog.events import (
+            FileCreatedEvent,
+            FileDeletedEvent,
+            FileModifiedEvent,
+            FileMovedEvent,
+            FileSystemEventHandler,
+        )
         from watchdog.observers import Observer
         from watchdog.observers.polling import PollingObserver
 
@@ -136,16 +150,24 @@ class LocalSource:
 
         class Handler(FileSystemEventHandler):
             def on_any_event(self, event) -> None:  # noqa: ANN001 - watchdog's signature
+                # Only changes: our own reads make "opened" and "closed_no_write" events.
+                if event.event_type not in CHANGE_EVENTS:
+                    return
                 name = os.path.basename(os.fsdecode(getattr(event, "dest_path", "") or event.src_path))
-                if CSV_RE.fullmatch(name) or EVENTS_RE.fullmatch(name) or event.is_directory:
+                if CSV_RE.fullmatch(name) or EVENTS_RE.fullmatch(name):
                     source._events_seen += 1
                     with source._dirty_lock:
                         source._dirty.add(name)
+                        if event.event_type != "modified":
+                            source._listing_changed = True
                     source._wake.set()
 
         try:
             obs = PollingObserver(timeout=self.poll or 1.0) if polling else Observer()
-            obs.schedule(Handler(), self.run_dir, recursive=False)
+            # The filter also narrows the inotify mask, so our own opens and reads of the
+            # files never come back as events (they would wake us for every read).
+            obs.schedule(Handler(), self.run_dir, recursive=False,
+                         event_filter=[FileModifiedEvent, FileCreatedEvent, FileMovedEvent, FileDeletedEvent])
             obs.name = "mstop-watch"
             obs.start()
         except OSError as e:  # e.g. out of inotify watches: poll instead
@@ -233,7 +255,7 @@ class LocalSource:
             else:
                 ev = parse_events(chunk.blob)
                 self.store.ingest_events(f.rank, ev.items, ev.bad + chunk.overlong)
-            if not chunk.blob and not chunk.overlong:
+            if not chunk.more:
                 break
         try:
             st = os.stat(f.tail.path)

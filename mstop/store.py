@@ -25,6 +25,11 @@ import numpy as np
 from .parse import NUMERIC, Rows
 
 EXACT = ("time", "step")
+FLOAT_COLS = tuple(c for c in NUMERIC if c not in EXACT)
+EXACT_INDEX = {c: i for i, c in enumerate(EXACT)}
+FLOAT_INDEX = {c: i for i, c in enumerate(FLOAT_COLS)}
+_EXACT_POS = [NUMERIC.index(c) for c in EXACT]
+_FLOAT_POS = [NUMERIC.index(c) for c in FLOAT_COLS]
 
 
 class Column:
@@ -57,6 +62,36 @@ class Column:
         return self.data.nbytes
 
 
+class Block:
+    """Several same-typed columns stored row by row: one copy per append, however many columns."""
+
+    __slots__ = ("data", "n")
+
+    def __init__(self, dtype: Any, width: int, capacity: int = 64) -> None:
+        self.data = np.empty((capacity, width), dtype=dtype)
+        self.n = 0
+
+    def extend(self, values: np.ndarray) -> None:
+        k = len(values)
+        if self.n + k > len(self.data):
+            cap = max(len(self.data) + len(self.data) // 4 + 64, self.n + k)
+            grown = np.empty((cap, self.data.shape[1]), dtype=self.data.dtype)
+            grown[: self.n] = self.data[: self.n]
+            self.data = grown
+        self.data[self.n: self.n + k] = values
+        self.n += k
+
+    def view(self) -> np.ndarray:
+        return self.data[: self.n]
+
+    def clear(self) -> None:
+        self.n = 0
+
+    @property
+    def nbytes(self) -> int:
+        return self.data.nbytes
+
+
 @dataclass
 class Segment:
     """One process start of one rank (a session): where its rows begin and its first step."""
@@ -71,7 +106,9 @@ class RankData:
     """All rows and events of one rank."""
 
     rank: int
-    columns: dict[str, Column] = field(default_factory=dict)
+    exact: Block = field(default_factory=lambda: Block(np.float64, len(EXACT)))
+    floats: Block = field(default_factory=lambda: Block(np.float32, len(FLOAT_COLS)))
+    extras: dict[str, Column] = field(default_factory=dict)
     session_idx: Column = field(default_factory=lambda: Column(np.int32))
     segments: list[Segment] = field(default_factory=list)
     nonfinite: list[tuple[int, str, float]] = field(default_factory=list)  # (row, column, value)
@@ -86,18 +123,23 @@ class RankData:
     aborts: list[dict[str, Any]] = field(default_factory=list)
     _effective: np.ndarray | None = None
 
-    def __post_init__(self) -> None:
-        for name in NUMERIC:
-            self.columns[name] = Column(np.float64 if name in EXACT else np.float32)
-
     @property
     def rows(self) -> int:
         return self.session_idx.n
 
     def col(self, name: str) -> np.ndarray:
         """All rows of a column (NaN = missing); an unknown column is all NaN."""
-        c = self.columns.get(name)
+        j = EXACT_INDEX.get(name)
+        if j is not None:
+            return self.exact.view()[:, j]
+        j = FLOAT_INDEX.get(name)
+        if j is not None:
+            return self.floats.view()[:, j]
+        c = self.extras.get(name)
         return c.view() if c is not None else np.full(self.rows, np.nan, np.float32)
+
+    def blocks(self) -> list[Any]:
+        return [self.exact, self.floats, self.session_idx, *self.extras.values()]
 
     def effective(self) -> np.ndarray:
         """Boolean mask of the rows on the run's current timeline.
@@ -164,19 +206,21 @@ class Store:
                 return
             d = self.rank(r)
             base = d.rows
-            for name, values in rows.columns.items():
-                col = d.columns.get(name)
+            d.exact.extend(rows.values[:, _EXACT_POS])
+            d.floats.extend(rows.values[:, _FLOAT_POS])
+            for name, values in rows.extra.items():
+                col = d.extras.get(name)
                 if col is None:  # a numeric extra column: earlier rows had none
-                    col = d.columns[name] = Column(np.float32, max(64, base))
+                    col = d.extras[name] = Column(np.float32, max(64, base))
                     col.extend(np.full(base, np.nan, np.float32))
                     if name not in self.extra_columns:
                         self.extra_columns.append(name)
                 col.extend(values)
-            for col in d.columns.values():
+            for col in d.extras.values():
                 if col.n < base + len(rows):  # a column this file does not have
-                    col.extend(np.full(base + len(rows) - col.n, np.nan, col.data.dtype))
+                    col.extend(np.full(base + len(rows) - col.n, np.nan, np.float32))
             known = {seg.session: i for i, seg in enumerate(d.segments)}
-            steps = rows.columns["step"]
+            steps = rows.values[:, NUMERIC.index("step")]
             to_segment = np.empty(len(rows.session_names), dtype=np.int32)
             for code, name in enumerate(rows.session_names):
                 k = known.get(name)
@@ -196,9 +240,8 @@ class Store:
             self.resets += 1
             d = self.ranks.get(r)
             if d is not None:
-                for col in d.columns.values():
-                    col.clear()
-                d.session_idx.clear()
+                for b in d.blocks():
+                    b.clear()
                 d.segments.clear()
                 d.nonfinite.clear()
                 d._effective = None
@@ -211,8 +254,9 @@ class Store:
             old = self.ranks.get(r)
             if old is not None:
                 fresh = RankData(r)
-                fresh.columns, fresh.session_idx, fresh.segments, fresh.nonfinite = (
-                    old.columns, old.session_idx, old.segments, old.nonfinite)
+                fresh.exact, fresh.floats, fresh.extras, fresh.session_idx = (
+                    old.exact, old.floats, old.extras, old.session_idx)
+                fresh.segments, fresh.nonfinite = old.segments, old.nonfinite
                 self.ranks[r] = fresh
             self.version += 1
 
@@ -249,7 +293,7 @@ class Store:
 
     def nbytes(self) -> int:
         """Bytes allocated for the row columns."""
-        return sum(c.nbytes for d in self.ranks.values() for c in [*d.columns.values(), d.session_idx])
+        return sum(b.nbytes for d in self.ranks.values() for b in d.blocks())
 
     def series(self, r: int, column: str, points: int, *, steps: tuple[float, float] | None = None,
                x: str = "step") -> tuple[np.ndarray, np.ndarray]:

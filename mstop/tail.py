@@ -30,6 +30,7 @@ class Chunk:
 
     blob: bytes = b""
     reset: bool = False  # the file was read again from its start: drop what came from it before
+    more: bool = False  # the read stopped at its size limit: read again for the rest
     overlong: int = 0  # lines dropped for being longer than MAX_LINE
 
     @property
@@ -73,6 +74,7 @@ class FileTail:
                 f.seek(self.offset)
                 limit = FIRST_CHUNK if self.offset == 0 else CHUNK
                 data = f.read(min(limit, st.st_size - self.offset))
+                out.more = st.st_size - self.offset > limit
         except OSError:
             return out  # gone or unreadable for now: try again next time
         if len(self._signature) < SIGNATURE and self.offset < SIGNATURE:
