@@ -23,6 +23,9 @@ from mstop_writer.schema import COLUMNS
 
 #: Numeric base columns kept by the store (``session`` is kept as an index).
 NUMERIC = tuple(c for c in COLUMNS if c != "session")
+#: ``time`` and ``step`` come first and are kept in float64; the rest in float32.
+N_EXACT = 2
+assert NUMERIC[:N_EXACT] == ("time", "step")
 #: Columns whose literal NaN/Inf cells are remembered (an empty cell is missing, not NaN).
 WATCH_NONFINITE = ("loss", "grad_norm")
 #: Chunks with at least this many lines are parsed with pandas.
@@ -33,12 +36,15 @@ PANDAS_MIN_LINES = 2000
 class Rows:
     """Parsed rows of one rank file, in file order.
 
-    ``values`` holds the numeric base columns (:data:`NUMERIC`, in that order)
-    as a 2-D float64 array, NaN for missing; ``extra`` the file's numeric extra
-    columns. ``session_codes[i]`` indexes ``session_names``: row ``i``'s session.
+    ``exact`` holds ``time`` and ``step`` (float64), ``floats`` the other
+    numeric base columns (:data:`NUMERIC` order, float32), NaN for missing: the
+    store's own layout, so a large read is adopted without a copy. ``extra``
+    holds the file's numeric extra columns. ``session_codes[i]`` indexes
+    ``session_names``: row ``i``'s session.
     """
 
-    values: np.ndarray
+    exact: np.ndarray
+    floats: np.ndarray
     extra: dict[str, np.ndarray]
     session_codes: np.ndarray
     session_names: list[str]
@@ -51,7 +57,8 @@ class Rows:
     @property
     def columns(self) -> dict[str, np.ndarray]:
         """Every column by name (views of ``values``, then the extras)."""
-        out = {n: self.values[:, j] for j, n in enumerate(NUMERIC)}
+        out = {n: self.exact[:, j] for j, n in enumerate(NUMERIC[:N_EXACT])}
+        out.update({n: self.floats[:, j] for j, n in enumerate(NUMERIC[N_EXACT:])})
         out.update(self.extra)
         return out
 
@@ -83,10 +90,12 @@ class CsvParser:
     def parse(self, blob: bytes) -> Rows:
         """Parse complete lines, each ending with a newline (a :class:`~mstop.tail.Chunk`'s ``blob``)."""
         bad = 0
-        while self.header is None and blob:
-            nl = blob.find(b"\n")
-            first, blob = (blob, b"") if nl < 0 else (blob[:nl], blob[nl + 1:])
-            text = first.decode("utf-8", "replace").lstrip("\ufeff").rstrip("\r")
+        start = 0  # where the rows begin: after a header line, without copying the blob
+        while self.header is None and start < len(blob):
+            nl = blob.find(b"\n", start)
+            end = len(blob) if nl < 0 else nl
+            text = blob[start:end].decode("utf-8", "replace").lstrip("\ufeff").rstrip("\r")
+            start = end + 1
             cols = next(csv.reader([text]), [])
             if "time" in cols and "step" in cols:
                 self.header = cols
@@ -94,12 +103,13 @@ class CsvParser:
                 self.extra = [c for c in cols if c not in COLUMNS]
             else:
                 bad += 1  # garbage before a header: counted, and the next line may be the header
-        if self.header is None or not blob:
+        if self.header is None or start >= len(blob):
             return _empty(self.extra, bad)
-        if blob.count(b"\n") >= PANDAS_MIN_LINES:
-            rows = self._parse_pandas(blob)
+        n_lines = blob.count(b"\n", start)
+        if n_lines >= PANDAS_MIN_LINES:
+            rows = self._parse_pandas(blob, start, n_lines)
         else:
-            rows = self._parse_csv(blob.split(b"\n")[:-1])
+            rows = self._parse_csv(blob[start:].split(b"\n")[:-1])
         rows.bad += bad
         return rows
 
@@ -146,19 +156,20 @@ class CsvParser:
         return _rows(np.array(out, dtype=np.float64).reshape(len(out), len(names)), self.extra, sessions,
                      nonfinite, bad)
 
-    def _parse_pandas(self, blob: bytes) -> Rows:
+    def _parse_pandas(self, blob: bytes, start: int, n_lines: int) -> Rows:
+        """Parse the lines of ``blob`` from offset ``start`` (the blob is not copied)."""
         import pandas as pd
 
         assert self.header is not None
-        if b'"' in blob or b"\x00" in blob or b"\r" in blob:
-            return self._parse_csv(blob.split(b"\n")[:-1])  # rare: quoting and odd bytes go the careful way
+        if blob.find(b'"', start) >= 0 or blob.find(b"\x00", start) >= 0 or blob.find(b"\r", start) >= 0:
+            return self._parse_csv(blob[start:].split(b"\n")[:-1])  # rare: quoting and odd bytes, the careful way
         width = len(self.header)
         # A row with another number of fields than the header is bad. When the blob holds exactly
         # width-1 commas per line on average, the only way a line can be short is if another is
         # long, and pandas refuses long lines: so the counts alone prove every line is good.
         bad = 0
-        n_lines = blob.count(b"\n")
-        if blob.count(b",") != n_lines * (width - 1):
+        if blob.count(b",", start) != n_lines * (width - 1):
+            blob, start = blob[start:], 0
             good = _commas_per_line(blob) == width - 1
             bad = int(len(good) - good.sum())
             if bad:
@@ -167,12 +178,14 @@ class CsvParser:
                     return _empty(self.extra, bad)
                 blob = b"\n".join(kept) + b"\n"
         s_idx = self._index.get("session")
+        source = io.BytesIO(blob)  # shares the bytes, no copy
+        source.seek(start)
         try:
-            df = pd.read_csv(io.BytesIO(blob), header=None, names=range(width), keep_default_na=False,
+            df = pd.read_csv(source, header=None, names=range(width), keep_default_na=False,
                              na_values=[""], skip_blank_lines=False, engine="c", encoding_errors="strict",
                              dtype={s_idx: str} if s_idx is not None else None)
         except (UnicodeDecodeError, ValueError):  # pandas' ParserError is a ValueError: a long line
-            return self._parse_csv(blob.split(b"\n")[:-1])
+            return self._parse_csv(blob[start:].split(b"\n")[:-1])
         names = NUMERIC + tuple(self.extra)
         columns: dict[str, np.ndarray] = {}
         text_cols: dict[str, np.ndarray] = {}
@@ -210,8 +223,14 @@ class CsvParser:
                 if f is not None:
                     nonfinite.append((int(r), c, f))
         nonfinite.sort()
-        values = np.column_stack([columns[n] for n in NUMERIC]) if len(codes) else np.empty((0, len(NUMERIC)))
-        return Rows(values, {n: columns[n] for n in self.extra}, codes, session_names, nonfinite, bad)
+        exact = np.empty((len(codes), N_EXACT))
+        floats = np.empty((len(codes), len(NUMERIC) - N_EXACT), dtype=np.float32)
+        for j, n in enumerate(NUMERIC):
+            if j < N_EXACT:
+                exact[:, j] = columns[n]
+            else:
+                floats[:, j - N_EXACT] = columns[n]
+        return Rows(exact, floats, {n: columns[n] for n in self.extra}, codes, session_names, nonfinite, bad)
 
 
 def _commas_per_line(blob: bytes) -> np.ndarray:
@@ -244,11 +263,13 @@ def _rows(table: np.ndarray, extra: list[str], sessions: list[str], nonfinite: l
     """Rows from a table whose columns are NUMERIC then the extras."""
     k = len(NUMERIC)
     codes, names = _codes(sessions)
-    return Rows(table[:, :k], {n: table[:, k + j] for j, n in enumerate(extra)}, codes, names, nonfinite, bad)
+    return Rows(table[:, :N_EXACT], table[:, N_EXACT:k].astype(np.float32),
+                {n: table[:, k + j] for j, n in enumerate(extra)}, codes, names, nonfinite, bad)
 
 
 def _empty(extra: list[str], bad: int) -> Rows:
-    return Rows(np.empty((0, len(NUMERIC))), {n: np.empty(0) for n in extra}, np.empty(0, np.int32), [], [], bad)
+    return Rows(np.empty((0, N_EXACT)), np.empty((0, len(NUMERIC) - N_EXACT), np.float32),
+                {n: np.empty(0) for n in extra}, np.empty(0, np.int32), [], [], bad)
 
 
 @dataclass

@@ -28,8 +28,7 @@ EXACT = ("time", "step")
 FLOAT_COLS = tuple(c for c in NUMERIC if c not in EXACT)
 EXACT_INDEX = {c: i for i, c in enumerate(EXACT)}
 FLOAT_INDEX = {c: i for i, c in enumerate(FLOAT_COLS)}
-_EXACT_POS = [NUMERIC.index(c) for c in EXACT]
-_FLOAT_POS = [NUMERIC.index(c) for c in FLOAT_COLS]
+
 
 
 class Column:
@@ -73,6 +72,9 @@ class Block:
 
     def extend(self, values: np.ndarray) -> None:
         k = len(values)
+        if self.n == 0 and k > len(self.data) and values.dtype == self.data.dtype and values.flags.c_contiguous:
+            self.data, self.n = values, k  # a large first read: adopt it, no copy
+            return
         if self.n + k > len(self.data):
             cap = max(len(self.data) + len(self.data) // 4 + 64, self.n + k)
             grown = np.empty((cap, self.data.shape[1]), dtype=self.data.dtype)
@@ -206,8 +208,8 @@ class Store:
                 return
             d = self.rank(r)
             base = d.rows
-            d.exact.extend(rows.values[:, _EXACT_POS])
-            d.floats.extend(rows.values[:, _FLOAT_POS])
+            d.exact.extend(rows.exact)
+            d.floats.extend(rows.floats)
             for name, values in rows.extra.items():
                 col = d.extras.get(name)
                 if col is None:  # a numeric extra column: earlier rows had none
@@ -220,7 +222,7 @@ class Store:
                 if col.n < base + len(rows):  # a column this file does not have
                     col.extend(np.full(base + len(rows) - col.n, np.nan, np.float32))
             known = {seg.session: i for i, seg in enumerate(d.segments)}
-            steps = rows.values[:, NUMERIC.index("step")]
+            steps = rows.exact[:, 1]
             to_segment = np.empty(len(rows.session_names), dtype=np.int32)
             for code, name in enumerate(rows.session_names):
                 k = known.get(name)
