@@ -22,12 +22,13 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
 
-from .store import RankData, Store
+from .store import FLOAT_INDEX, RankData, Store
 
 WINDOW = 20
 EMA_WEIGHT = 0.9
@@ -43,91 +44,121 @@ class Options:
     clock: Callable[[], float] = time.time
 
 
-def _window(d: RankData) -> np.ndarray:
-    """Row indices of the rank's recent window."""
-    eff = np.flatnonzero(d.effective())
-    return eff[-WINDOW:]
+@dataclass
+class Window:
+    """Every rank's recent window as (ranks x WINDOW) tables, NaN-padded: figures over 1,024
+    ranks are a few vectorised reductions instead of thousands of small ones."""
+
+    ranks: list[int]
+    cols: dict[str, np.ndarray]
+    starts: list[dict[str, Any]]
 
 
-def _nanmedian(values: list[float]) -> float | None:
-    vals = [v for v in values if v is not None and not math.isnan(v)]
-    return float(np.median(vals)) if vals else None
+_COLS = ("time", "step_time", "data_wait", "tokens", "mfu", "mem_peak", "mem_total")
 
 
-def rank_tokens_per_s(d: RankData) -> float | None:
-    w = _window(d)
-    tok, st = d.col("tokens")[w].astype(np.float64), d.col("step_time")[w].astype(np.float64)
-    ok = ~np.isnan(tok) & ~np.isnan(st)
-    den = st[ok].sum()
-    return float(tok[ok].sum() / den) if ok.any() and den > 0 else None
+def window(store: Store) -> Window:
+    """The recent windows of all ranks with rows (cached until the store changes)."""
+    cached = getattr(store, "_window_cache", None)
+    if cached is not None and cached[0] == store.version:
+        return cached[1]
+    ranks = [r for r in sorted(store.ranks) if store.ranks[r].rows]
+    cols = {c: np.full((len(ranks), WINDOW), np.nan) for c in _COLS}
+    for i, r in enumerate(ranks):
+        d = store.ranks[r]
+        if len(d.segments) > 1:
+            idx = np.flatnonzero(d.effective())[-WINDOW:]
+            exact, floats = d.exact.view()[idx], d.floats.view()[idx]
+        else:
+            exact, floats = d.exact.view()[-WINDOW:], d.floats.view()[-WINDOW:]
+        k = len(exact)
+        cols["time"][i, WINDOW - k:] = exact[:, 0]
+        for c in _COLS[1:]:
+            cols[c][i, WINDOW - k:] = floats[:, FLOAT_INDEX[c]]
+    win = Window(ranks, cols, [store.ranks[r].last_start or {} for r in ranks])
+    store._window_cache = (store.version, win)  # type: ignore[attr-defined]
+    return win
+
+
+def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
+    """Per rank Σnum / Σden over rows where both are known; NaN where nothing is."""
+    ok = ~np.isnan(num) & ~np.isnan(den)
+    n, d = np.where(ok, num, 0.0).sum(axis=1), np.where(ok, den, 0.0).sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(ok.any(axis=1) & (d > 0), n / np.where(d > 0, d, 1.0), np.nan)
+
+
+def _median(values: np.ndarray) -> float | None:
+    v = values[~np.isnan(values)]
+    return float(np.median(v)) if len(v) else None
+
+
+def rank_tokens_per_s(store: Store) -> np.ndarray:
+    """Per rank (in :attr:`Window.ranks` order): Σtokens / Σstep_time over the window."""
+    w = window(store)
+    return _ratio(w.cols["tokens"], w.cols["step_time"])
 
 
 def tokens_per_s(store: Store) -> float | None:
-    return _nanmedian([rank_tokens_per_s(d) for d in store.ranks.values() if d.rows])
+    return _median(rank_tokens_per_s(store))
 
 
-def _mfu_scale(d: RankData, opts: Options) -> float | None:
-    start = d.last_start or {}
+def _mfu_scale(start: dict[str, Any], opts: Options) -> float:
     fpt, world = start.get("flops_per_token"), start.get("world_size")
     peak = opts.peak_flops or start.get("peak_flops")
-    if not (isinstance(fpt, (int, float)) and isinstance(world, int) and world > 0 and peak):
-        return None
+    if not (isinstance(fpt, (int, float)) and isinstance(world, int) and world > 0
+            and isinstance(peak, (int, float)) and peak > 0):
+        return math.nan
     return float(fpt) / (world * float(peak))
 
 
-def rank_mfu(d: RankData, opts: Options) -> float | None:
-    w = _window(d)
-    st = d.col("step_time")[w].astype(np.float64)
-    if opts.peak_flops is None:
-        m = d.col("mfu")[w].astype(np.float64)
-        ok = ~np.isnan(m) & ~np.isnan(st)
-        if ok.any() and st[ok].sum() > 0:
-            return float((m[ok] * st[ok]).sum() / st[ok].sum())
-    scale = _mfu_scale(d, opts)
-    tps = rank_tokens_per_s(d)
-    return tps * scale if scale is not None and tps is not None else None
+def rank_mfu(store: Store, opts: Options) -> np.ndarray:
+    """Per rank: the step_time-weighted mean of ``mfu`` over the window, else derived from tokens/s."""
+    w = window(store)
+    st = w.cols["step_time"]
+    derived = rank_tokens_per_s(store) * np.array([_mfu_scale(s, opts) for s in w.starts])
+    if opts.peak_flops is not None:
+        return derived
+    weighted = _ratio(w.cols["mfu"] * st, np.where(np.isnan(w.cols["mfu"]), np.nan, st))
+    return np.where(np.isnan(weighted), derived, weighted)
 
 
 def mfu(store: Store, opts: Options) -> float | None:
-    return _nanmedian([rank_mfu(d, opts) for d in store.ranks.values() if d.rows])
+    return _median(rank_mfu(store, opts))
 
 
-def rank_data_wait_frac(d: RankData) -> float | None:
-    w = _window(d)
-    dw, st = d.col("data_wait")[w].astype(np.float64), d.col("step_time")[w].astype(np.float64)
-    ok = ~np.isnan(dw) & ~np.isnan(st)
-    den = st[ok].sum()
-    return float(dw[ok].sum() / den) if ok.any() and den > 0 else None
+def rank_data_wait_frac(store: Store) -> np.ndarray:
+    """Per rank: Σdata_wait / Σstep_time over the window."""
+    w = window(store)
+    return _ratio(w.cols["data_wait"], w.cols["step_time"])
 
 
 def data_wait_frac(store: Store) -> float | None:
-    vals = [v for v in (rank_data_wait_frac(d) for d in store.ranks.values() if d.rows) if v is not None]
-    return max(vals) if vals else None
-
-
-def _peak_and_total(d: RankData) -> tuple[float | None, float | None]:
-    w = _window(d)
-    peak, total = d.col("mem_peak")[w].astype(np.float64), d.col("mem_total")[w].astype(np.float64)
-    peak = peak[~np.isnan(peak)]
-    total = total[~np.isnan(total)]
-    return (float(peak.max()) if len(peak) else None), (float(total[-1]) if len(total) else None)
+    v = rank_data_wait_frac(store)
+    v = v[~np.isnan(v)]
+    return float(v.max()) if len(v) else None
 
 
 def headrooms(store: Store) -> dict[str, float]:
     """Headroom per rank (``"rank 3"``) or, with host memory, per host (``"host node1"``)."""
+    w = window(store)
+    peak = w.cols["mem_peak"]
+    has_peak = ~np.isnan(peak).all(axis=1)
+    peaks = np.where(has_peak, np.nanmax(np.where(np.isnan(peak), -np.inf, peak), axis=1), np.nan)
+    total = w.cols["mem_total"]
+    last = np.where(np.isnan(total), -1, np.arange(WINDOW)).max(axis=1)
+    totals = np.where(last >= 0, total[np.arange(len(w.ranks)), np.maximum(last, 0)], np.nan)
     out: dict[str, float] = {}
     hosts: dict[str, list[tuple[float, float]]] = {}
-    for r, d in store.ranks.items():
-        if not d.rows:
+    for i, r in enumerate(w.ranks):
+        p, t = peaks[i], totals[i]
+        if np.isnan(p) or not t > 0:
             continue
-        peak, total = _peak_and_total(d)
-        if peak is None or not total:
-            continue
-        start = d.last_start or {}
+        start = w.starts[i]
         if start.get("memory_source") == "host":
-            hosts.setdefault(str(start.get("host")), []).append((peak, total))
+            hosts.setdefault(str(start.get("host")), []).append((float(p), float(t)))
         else:
-            out[f"rank {r}"] = 1.0 - peak / total
+            out[f"rank {r}"] = 1.0 - float(p) / float(t)
     for host, vals in hosts.items():
         out[f"host {host}"] = 1.0 - sum(p for p, _ in vals) / max(t for _, t in vals)
     return out
@@ -185,24 +216,21 @@ def step(store: Store) -> int | None:
 
 
 def last_row_time(store: Store) -> float | None:
-    ts = [float(np.nanmax(d.col("time"))) for d in store.ranks.values() if d.rows]
-    return max(ts) if ts else None
+    """The newest row's ``time`` over all ranks."""
+    t = window(store).cols["time"][:, -1]  # windows are right-aligned: the last column is each rank's last row
+    t = t[~np.isnan(t)]
+    return float(t.max()) if len(t) else None
 
 
 def stall_after(store: Store) -> float:
-    """Seconds without a new row after which a running job counts as stalled."""
-    step_times, intervals = [], []
-    for d in store.ranks.values():
-        w = _window(d)
-        if len(w):
-            st = d.col("step_time")[w].astype(np.float64)
-            st = st[~np.isnan(st)]
-            if len(st):
-                step_times.append(float(np.median(st)))
-        if len(w) > 1:
-            intervals.append(float(np.median(np.diff(d.col("time")[w]))))
-    med_step = float(np.median(step_times)) if step_times else 0.0
-    med_int = float(np.median(intervals)) if intervals else 0.0
+    """Seconds without a new row after which a running job counts as stalled:
+    max(60 s, 10 x the median step time, 3 x the median interval between rows)."""
+    w = window(store)
+    st = w.cols["step_time"]
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN ranks
+        med_step = _median(np.nanmedian(st, axis=1)) or 0.0
+        med_int = _median(np.nanmedian(np.diff(w.cols["time"], axis=1), axis=1)) or 0.0
     return max(STALL_MIN_S, 10 * med_step, 3 * med_int)
 
 
