@@ -24,6 +24,16 @@ from .tail import FileTail
 
 log = logging.getLogger("mstop")
 
+
+class _QuietRestart(logging.Filter):
+    """watchdog logs an error when an observer we stop on purpose had events in flight."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "called when the thread is inactive" not in record.getMessage()
+
+
+logging.getLogger("watchdog.observers.inotify").addFilter(_QuietRestart())
+
 CSV_RE = re.compile(r"rank(0|[1-9][0-9]{0,6})\.csv")
 EVENTS_RE = re.compile(r"rank(0|[1-9][0-9]{0,6})\.events\.jsonl")
 #: Seconds between checks that files did not grow unseen by native events.
@@ -124,7 +134,8 @@ class LocalSource:
                         dirty, self._dirty = self._dirty, set()
                         listing, self._listing_changed = self._listing_changed, False
                     if self._scanning:
-                        scanned = self._grown()
+                        # metrics files every scan; events files (heartbeats every 30 s) every check
+                        scanned = self._grown(events=now >= next_check)
                         grown += len(scanned)
                         dirty |= scanned
                     changed = self._discover() if listing or now >= next_check else set()
@@ -171,10 +182,12 @@ class LocalSource:
             self._scanning = False
             self._start_observer()
 
-    def _grown(self) -> set[str]:
-        """Files whose size differs from what was read."""
+    def _grown(self, events: bool) -> set[str]:
+        """Files whose size differs from what was read (metrics files, and events files if asked)."""
         out = set()
         for name, f in self._files.items():
+            if f.kind == "events" and not events:
+                continue
             try:
                 if os.stat(f.tail.path).st_size != f.tail.offset:
                     out.add(name)

@@ -113,6 +113,7 @@ class RankData:
     extras: dict[str, Column] = field(default_factory=dict)
     session_idx: Column = field(default_factory=lambda: Column(np.int32))
     segments: list[Segment] = field(default_factory=list)
+    segment_of: dict[str, int] = field(default_factory=dict)  # session -> index in segments
     nonfinite: list[tuple[int, str, float]] = field(default_factory=list)  # (row, column, value)
     starts: dict[str, dict[str, Any]] = field(default_factory=dict)  # session -> start event
     ends: dict[str, float] = field(default_factory=dict)  # session -> time of its end event
@@ -221,18 +222,20 @@ class Store:
             for col in d.extras.values():
                 if col.n < base + len(rows):  # a column this file does not have
                     col.extend(np.full(base + len(rows) - col.n, np.nan, np.float32))
-            known = {seg.session: i for i, seg in enumerate(d.segments)}
-            steps = rows.exact[:, 1]
-            to_segment = np.empty(len(rows.session_names), dtype=np.int32)
-            for code, name in enumerate(rows.session_names):
-                k = known.get(name)
-                if k is None:
-                    first = int(np.argmax(rows.session_codes == code))
-                    k = known[name] = len(d.segments)
-                    d.segments.append(Segment(name, base + first, float(steps[first])))
-                to_segment[code] = k
-            idx = to_segment[rows.session_codes]
-            d.session_idx.extend(idx)
+            known = d.segment_of
+            if len(rows.session_names) == 1 and rows.session_names[0] in known:  # the usual increment
+                d.session_idx.extend(np.full(len(rows), known[rows.session_names[0]], np.int32))
+            else:
+                steps = rows.exact[:, 1]
+                to_segment = np.empty(len(rows.session_names), dtype=np.int32)
+                for code, name in enumerate(rows.session_names):
+                    k = known.get(name)
+                    if k is None:
+                        first = int(np.argmax(rows.session_codes == code))
+                        k = known[name] = len(d.segments)
+                        d.segments.append(Segment(name, base + first, float(steps[first])))
+                    to_segment[code] = k
+                d.session_idx.extend(to_segment[rows.session_codes])
             d.nonfinite.extend((base + i, c, v) for i, c, v in rows.nonfinite)
             self.version += 1
 
@@ -245,6 +248,7 @@ class Store:
                 for b in d.blocks():
                     b.clear()
                 d.segments.clear()
+                d.segment_of.clear()
                 d.nonfinite.clear()
                 d._effective = None
             self.version += 1
@@ -258,7 +262,7 @@ class Store:
                 fresh = RankData(r)
                 fresh.exact, fresh.floats, fresh.extras, fresh.session_idx = (
                     old.exact, old.floats, old.extras, old.session_idx)
-                fresh.segments, fresh.nonfinite = old.segments, old.nonfinite
+                fresh.segments, fresh.segment_of, fresh.nonfinite = old.segments, old.segment_of, old.nonfinite
                 self.ranks[r] = fresh
             self.version += 1
 

@@ -155,3 +155,47 @@ def test_real_mindspore_run_summarised(tmp_path):
     assert out["status"] == "finished" and out["ranks"] == 2 and out["rows"] == 40 and out["step"] == 20
     assert out["loss"] == float(last[3]) and out["tokens_per_s"] > 0 and out["mfu"] is None
     assert 0 < out["mem_headroom"] < 1 and out["last_checkpoint"]["step"] == 20
+
+
+def test_files_growing_without_events_switch_to_polling(tmp_path):
+    """As on NFS: the directory's watch never hears of these writes (the files live elsewhere)."""
+    real, run = tmp_path / "elsewhere", tmp_path / "run"
+    write_rank(real, 0, steps(1, 2, loss=1.0))
+    run.mkdir()
+    (run / "rank0.csv").symlink_to(real / "rank0.csv")
+    store = Store()
+    src = LocalSource(str(run), store)
+    src.follow()
+    try:
+        assert wait_for(lambda: store.rows == 2)
+        write_rank(real, 0, steps(3, 5, loss=1.0))
+        assert wait_for(lambda: store.rows == 5, timeout=20)
+        assert src.state.fell_back and src.state.mode == "poll"
+        assert any("without file events" in n for n in src.state.notes)
+        write_rank(real, 0, steps(6, 6, loss=1.0))
+        assert wait_for(lambda: store.rows == 6)
+    finally:
+        src.stop()
+
+
+def test_busy_runs_are_scanned_and_quiet_ones_evented(tmp_path):
+    for r in range(32):
+        write_rank(tmp_path, r, [])
+    store = Store()
+    src = LocalSource(str(tmp_path), store)
+    src.follow()
+    try:
+        assert wait_for(lambda: src.state.mode == "inotify")
+        n, deadline = 0, time.monotonic() + 6
+        while time.monotonic() < deadline and src.state.mode == "inotify":  # ~ 32 x 20 rows/s
+            n += 1
+            for r in range(32):
+                write_rank(tmp_path, r, steps(n, n, loss=1.0))
+            time.sleep(0.05)
+        assert src.state.mode == "inotify+scan"
+        assert wait_for(lambda: store.rows == 32 * n)
+        assert wait_for(lambda: src.state.mode == "inotify", timeout=10)  # quiet again
+        write_rank(tmp_path, 0, steps(n + 1, n + 1, loss=1.0))
+        assert wait_for(lambda: store.rows == 32 * n + 1)
+    finally:
+        src.stop()
