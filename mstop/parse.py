@@ -69,6 +69,8 @@ class Rows:
 
 
 def _codes(sessions: list[str]) -> tuple[np.ndarray, list[str]]:
+    if sessions and sessions.count(sessions[0]) == len(sessions):  # the usual case: one session
+        return np.zeros(len(sessions), np.int32), [sessions[0]]
     names: dict[str, int] = {}
     codes = np.fromiter((names.setdefault(s, len(names)) for s in sessions), dtype=np.int32, count=len(sessions))
     return codes, list(names)
@@ -81,6 +83,7 @@ class CsvParser:
         self.header: list[str] | None = None
         self.extra: list[str] = []  # numeric columns beyond the base ones, in file order
         self._index: dict[str, int] = {}
+        self._plan: tuple[list[int], list[tuple[int, str]]] = ([], [])
 
     def reset(self) -> None:
         """The file is read again from its start: its header comes again."""
@@ -101,6 +104,10 @@ class CsvParser:
                 self.header = cols
                 self._index = {c: i for i, c in enumerate(cols)}
                 self.extra = [c for c in cols if c not in COLUMNS]
+                names = NUMERIC + tuple(self.extra)
+                # per header, once: where each stored column is in a row, and which to watch for NaN
+                self._plan = ([self._index.get(c, -1) for c in names],
+                              [(names.index(c), c) for c in WATCH_NONFINITE])
             else:
                 bad += 1  # garbage before a header: counted, and the next line may be the header
         if self.header is None or start >= len(blob):
@@ -118,13 +125,11 @@ class CsvParser:
     def _parse_csv(self, lines: list[bytes]) -> Rows:
         assert self.header is not None
         width = len(self.header)
-        names = NUMERIC + tuple(self.extra)
-        idx = [self._index.get(c, -1) for c in names]
+        idx, watch = self._plan
         s_idx = self._index.get("session", -1)
         out: list[list[float]] = []
         sessions: list[str] = []
         nonfinite: list[tuple[int, str, float]] = []
-        watch = [(names.index(c), c) for c in WATCH_NONFINITE]
         bad = 0
         texts = []
         for raw in lines:
@@ -153,7 +158,7 @@ class CsvParser:
             out.append(vals)
             sessions.append(cells[s_idx] if s_idx >= 0 else "")
         nonfinite.sort()
-        return _rows(np.array(out, dtype=np.float64).reshape(len(out), len(names)), self.extra, sessions,
+        return _rows(np.array(out, dtype=np.float64).reshape(len(out), len(idx)), self.extra, sessions,
                      nonfinite, bad)
 
     def _parse_pandas(self, blob: bytes, start: int, n_lines: int) -> Rows:

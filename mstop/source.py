@@ -90,6 +90,7 @@ class LocalSource:
         self._events_seen = 0
         self._listing_changed = True
         self._scanning = False
+        self._errors: set[str] = set()
 
     # -- one-shot ------------------------------------------------------------------
 
@@ -151,8 +152,12 @@ class LocalSource:
                     self.state.last_read = time.time()
                 if self.on_update is not None:
                     self.on_update()
-            except Exception:  # noqa: BLE001 - a bad file must not stop following the others
-                log.exception("mstop: error while reading %s", self.run_dir)
+            except Exception as e:  # noqa: BLE001 - a bad file must not stop following the others
+                key = f"{type(e).__name__}: {e}"
+                if key not in self._errors:  # once each: a persistent fault must not flood the log
+                    self._errors.add(key)
+                    self.state.notes.append(f"error while reading: {key}")
+                    log.exception("mstop: error while reading %s", self.run_dir)
             if self.poll is not None or self.state.fell_back:
                 timeout = self.poll or 1.0
             else:

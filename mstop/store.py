@@ -8,7 +8,7 @@ reads.
 Memory: ``time`` and ``step`` are float64 (exact for unix times and steps up
 to 2**53), the 16 other numeric base columns float32 (7 significant digits:
 plenty for losses, rates and byte counts), plus a 4-byte session index: 84
-bytes per row, 4 more per numeric extra column, and at most 25 % slack while
+bytes per row, 4 more per numeric extra column, and at most 12.5 % slack while
 columns grow. Every row is kept at full resolution: no downsampling at rest,
 so an exact value at any step can always be shown.
 """
@@ -43,7 +43,7 @@ class Column:
     def extend(self, values: np.ndarray) -> None:
         k = len(values)
         if self.n + k > len(self.data):
-            grown = np.empty(max(len(self.data) + len(self.data) // 4 + 64, self.n + k), dtype=self.data.dtype)
+            grown = np.empty(max(len(self.data) + len(self.data) // 8 + 64, self.n + k), dtype=self.data.dtype)
             grown[: self.n] = self.data[: self.n]
             self.data = grown
         self.data[self.n: self.n + k] = values
@@ -57,7 +57,7 @@ class Column:
 
     @property
     def nbytes(self) -> int:
-        """Bytes allocated (growth by a quarter keeps the slack under 25 %)."""
+        """Bytes allocated (growth by an eighth keeps the slack under 12.5 %)."""
         return self.data.nbytes
 
 
@@ -76,7 +76,7 @@ class Block:
             self.data, self.n = values, k  # a large first read: adopt it, no copy
             return
         if self.n + k > len(self.data):
-            cap = max(len(self.data) + len(self.data) // 4 + 64, self.n + k)
+            cap = max(len(self.data) + len(self.data) // 8 + 64, self.n + k)
             grown = np.empty((cap, self.data.shape[1]), dtype=self.data.dtype)
             grown[: self.n] = self.data[: self.n]
             self.data = grown

@@ -39,19 +39,21 @@ def test_follows_a_run_as_it_is_written(tmp_path, poll):
     updates = threading.Event()
     src = LocalSource(str(tmp_path), store, poll=poll, on_update=updates.set)
     src.follow()
+    writers = [MetricsWriter(tmp_path, rank=r, world_size=4, heartbeat_interval=3600) for r in range(4)]
     try:
-        writers = [MetricsWriter(tmp_path, rank=r, world_size=4, heartbeat_interval=3600) for r in range(4)]
         for s in range(1, 51):
             for w in writers:
                 w.log(s, loss=1.0 / s, step_time=0.1)
         assert wait_for(lambda: store.rows == 200)
         assert sorted(store.ranks) == [0, 1, 2, 3] and all(store.ranks[r].rows == 50 for r in range(4))
-        assert all(store.ranks[r].last_start is not None for r in range(4))
+        assert wait_for(lambda: all(store.ranks[r].last_start is not None for r in range(4)))
         assert src.state.mode == ("poll" if poll else "inotify")
         for w in writers:
             w.close()
         assert wait_for(lambda: all(store.ranks[r].ends for r in range(4)))
     finally:
+        for w in writers:
+            w.close()
         src.stop()
 
 

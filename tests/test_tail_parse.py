@@ -159,9 +159,9 @@ def test_replacement_with_other_content_is_a_reset(tmp_path):
 
 
 def test_events_with_broken_lines():
-    ev = parse_events(b"\n".join([b'{"time": 1, "kind": "start", "session": "a"}', b'{"time": 2, "kind": "heart',
-                                   b"[1, 2]", b'{"kind": "end"}', b"", b'{"time": 3, "kind": "end", "note": "<b>x</b>"}\r'])
-                      + b"\n")
+    lines = [b'{"time": 1, "kind": "start", "session": "a"}', b'{"time": 2, "kind": "heart', b"[1, 2]",
+             b'{"kind": "end"}', b"", b'{"time": 3, "kind": "end", "note": "<b>x</b>"}\r']
+    ev = parse_events(b"\n".join(lines) + b"\n")
     assert [e["kind"] for e in ev.items] == ["start", "end"] and ev.bad == 3
 
 
