@@ -31,43 +31,18 @@ FLOAT_INDEX = {c: i for i, c in enumerate(FLOAT_COLS)}
 
 
 
-class Column:
-    """A growable numpy array: appends amortised O(1), views stay valid after growth."""
-
-    __slots__ = ("data", "n")
-
-    def __init__(self, dtype: Any, capacity: int = 64) -> None:
-        self.data = np.empty(capacity, dtype=dtype)
-        self.n = 0
-
-    def extend(self, values: np.ndarray) -> None:
-        k = len(values)
-        if self.n + k > len(self.data):
-            grown = np.empty(max(len(self.data) + len(self.data) // 8 + 64, self.n + k), dtype=self.data.dtype)
-            grown[: self.n] = self.data[: self.n]
-            self.data = grown
-        self.data[self.n: self.n + k] = values
-        self.n += k
-
-    def view(self) -> np.ndarray:
-        return self.data[: self.n]
-
-    def clear(self) -> None:
-        self.n = 0
-
-    @property
-    def nbytes(self) -> int:
-        """Bytes allocated (growth by an eighth keeps the slack under 12.5 %)."""
-        return self.data.nbytes
-
-
 class Block:
-    """Several same-typed columns stored row by row: one copy per append, however many columns."""
+    """A growable numpy array of rows (each a scalar, or ``width`` same-typed columns).
+
+    Appends are amortised O(1) and cost one copy however many columns a row
+    has; views taken earlier stay valid after growth. Growth by an eighth
+    keeps the slack under 12.5 %.
+    """
 
     __slots__ = ("data", "n")
 
-    def __init__(self, dtype: Any, width: int, capacity: int = 64) -> None:
-        self.data = np.empty((capacity, width), dtype=dtype)
+    def __init__(self, dtype: Any, width: int | None = None, capacity: int = 64) -> None:
+        self.data = np.empty((capacity,) if width is None else (capacity, width), dtype=dtype)
         self.n = 0
 
     def extend(self, values: np.ndarray) -> None:
@@ -77,7 +52,7 @@ class Block:
             return
         if self.n + k > len(self.data):
             cap = max(len(self.data) + len(self.data) // 8 + 64, self.n + k)
-            grown = np.empty((cap, self.data.shape[1]), dtype=self.data.dtype)
+            grown = np.empty((cap,) + self.data.shape[1:], dtype=self.data.dtype)
             grown[: self.n] = self.data[: self.n]
             self.data = grown
         self.data[self.n: self.n + k] = values
@@ -91,6 +66,7 @@ class Block:
 
     @property
     def nbytes(self) -> int:
+        """Bytes allocated."""
         return self.data.nbytes
 
 
@@ -110,8 +86,8 @@ class RankData:
     rank: int
     exact: Block = field(default_factory=lambda: Block(np.float64, len(EXACT)))
     floats: Block = field(default_factory=lambda: Block(np.float32, len(FLOAT_COLS)))
-    extras: dict[str, Column] = field(default_factory=dict)
-    session_idx: Column = field(default_factory=lambda: Column(np.int32))
+    extras: dict[str, Block] = field(default_factory=dict)
+    session_idx: Block = field(default_factory=lambda: Block(np.int32))
     segments: list[Segment] = field(default_factory=list)
     segment_of: dict[str, int] = field(default_factory=dict)  # session -> index in segments
     nonfinite: list[tuple[int, str, float]] = field(default_factory=list)  # (row, column, value)
@@ -214,7 +190,7 @@ class Store:
             for name, values in rows.extra.items():
                 col = d.extras.get(name)
                 if col is None:  # a numeric extra column: earlier rows had none
-                    col = d.extras[name] = Column(np.float32, max(64, base))
+                    col = d.extras[name] = Block(np.float32, capacity=max(64, base))
                     col.extend(np.full(base, np.nan, np.float32))
                     if name not in self.extra_columns:
                         self.extra_columns.append(name)
