@@ -54,8 +54,6 @@ class _Followed:
     kind: str  # "csv" or "events"
     tail: FileTail
     parser: CsvParser | None = None
-    size: int = -1
-    mtime: float = -1.0
 
 
 @dataclass
@@ -263,7 +261,7 @@ class LocalSource:
                 st = os.stat(os.path.join(self.run_dir, name))
             except OSError:
                 continue
-            if st.st_size != f.tail.offset and st.st_size != f.size:
+            if st.st_size != f.tail.offset:
                 grew.append(name)
         if grew:
             with self._dirty_lock:
@@ -326,8 +324,3 @@ class LocalSource:
                 self.store.ingest_events(f.rank, ev.items, ev.bad + chunk.overlong)
             if not chunk.more:
                 break
-        try:
-            st = os.stat(f.tail.path)
-            f.size, f.mtime = st.st_size, st.st_mtime
-        except OSError:
-            pass
