@@ -1,0 +1,178 @@
+"""``mstop RUN_DIR``: the live monitor (Textual)."""
+
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+from textual import on
+from textual.app import App, ComposeResult
+from textual.containers import Horizontal, Vertical
+from textual.message import Message
+from textual.widgets import Footer, Static
+
+from ..figures import Options
+from ..source import LocalSource
+from ..store import Store
+from ..view import X_AXES, EmaCache, build_view
+from .panels import DataPanel, Header, LossPanel, MemoryPanel, MfuPanel, RanksTable, ThroughputPanel
+from .screens import GoToStepScreen, HelpScreen
+
+SMOOTHING = (0.0, 0.6, 0.8, 0.9, 0.95, 0.99)
+#: Fewest seconds between two redraws caused by new rows (a burst costs one redraw).
+REDRAW_EVERY = 0.5
+
+
+class StoreChanged(Message):
+    """New rows or events arrived (posted from the source thread; bursts merge into one)."""
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, StoreChanged)
+
+
+class MonitorApp(App[None]):
+    """Follow one run directory and draw its figures."""
+
+    CSS_PATH = "monitor.tcss"
+    TITLE = "mstop"
+    BINDINGS = [
+        ("q", "quit", "quit"),
+        ("p", "pause", "pause"),
+        ("s", "smoothing(-1)", "smooth-"),
+        ("S", "smoothing(1)", "smooth+"),
+        ("x", "xaxis", "x axis"),
+        ("l", "log", "log"),
+        ("w", "window", "window"),
+        ("g", "goto", "go to step"),
+        ("r", "ranks", "ranks"),
+        ("question_mark", "help", "help"),
+    ]
+
+    def __init__(self, run_dir: str, *, poll: float | None = None, peak_tflops: float | None = None,
+                 clock: Callable[[], float] = time.time, follow: bool = True) -> None:
+        super().__init__()
+        self.run_dir = run_dir
+        self.store = Store()
+        self.opts = Options(peak_flops=peak_tflops * 1e12 if peak_tflops else None, clock=clock)
+        self.source = LocalSource(run_dir, self.store, poll=poll, on_update=self._source_updated)
+        self.follow = follow
+        self.paused = False
+        self.log_scale = False
+        self.recent = False
+        self.xaxis = "step"
+        self._ema = EmaCache()
+        self._last_redraw = 0.0
+        self._pending = False
+
+    def compose(self) -> ComposeResult:
+        yield Static(" PAUSED: the display is frozen, reading goes on (p to resume)", id="paused")
+        yield Header(id="header")
+        with Horizontal(id="main"):
+            with Vertical(id="left"):
+                yield LossPanel(id="loss", classes="panel")
+            with Vertical(id="right"):
+                yield ThroughputPanel(id="throughput", classes="panel")
+                yield MfuPanel(id="mfu", classes="panel")
+                yield MemoryPanel(id="memory", classes="panel")
+                yield DataPanel(id="data", classes="panel")
+        yield RanksTable(id="ranks")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#loss").border_title = "loss"
+        self.query_one("#throughput").border_title = "throughput"
+        self.query_one("#mfu").border_title = "MFU"
+        self.query_one("#memory").border_title = "memory"
+        self.query_one("#data").border_title = "input pipeline"
+        self._layout_for(self.size.width, self.size.height)
+        if self.follow:
+            self.source.follow()
+        else:
+            self.source.read_all()
+        self.redraw()
+        self.set_interval(1.0, self._tick)
+
+    def on_unmount(self) -> None:
+        if self.follow:
+            self.source.stop()
+
+    def on_resize(self, event) -> None:  # noqa: ANN001
+        self._layout_for(event.size.width, event.size.height)
+
+    def _layout_for(self, width: int, height: int) -> None:
+        self.screen.set_class(width < 100 or height < 30, "narrow")
+
+    # -- updates -------------------------------------------------------------------
+
+    def _source_updated(self) -> None:
+        self.post_message(StoreChanged())
+
+    @on(StoreChanged)
+    def _store_changed(self) -> None:
+        now = time.monotonic()
+        if now - self._last_redraw >= REDRAW_EVERY:
+            self.redraw()
+        else:
+            self._pending = True
+
+    def _tick(self) -> None:
+        """Once a second: ages move on even without new rows; delayed redraws happen."""
+        self.redraw()
+
+    def redraw(self) -> None:
+        """Draw every visible panel from one view of the store."""
+        if self.paused:
+            return
+        self._last_redraw, self._pending = time.monotonic(), False
+        width = max(40, self.size.width * 2 // 3)
+        v = build_view(self.store, self.opts, points=width, xaxis=self.xaxis, recent=self.recent,
+                       ema_cache=self._ema)
+        with self.batch_update():
+            self.query_one(Header).show(v)
+            if self.screen.has_class("show-ranks"):
+                self.query_one(RanksTable).show(v)
+            else:
+                self.query_one(LossPanel).show(v, log=self.log_scale, smoothing=self.opts.ema_weight)
+                self.query_one(ThroughputPanel).show(v)
+                self.query_one(MfuPanel).show(v)
+                self.query_one(MemoryPanel).show(v)
+                self.query_one(DataPanel).show(v)
+            self.sub_title = f"{self.run_dir}  ({self.source.state.mode})"
+
+    # -- keys ------------------------------------------------------------------------
+
+    def action_pause(self) -> None:
+        self.paused = not self.paused
+        self.screen.set_class(self.paused, "paused")
+        if not self.paused:
+            self.redraw()
+
+    def action_smoothing(self, delta: int) -> None:
+        w = self.opts.ema_weight
+        i = min(range(len(SMOOTHING)), key=lambda k: abs(SMOOTHING[k] - w))
+        self.opts.ema_weight = SMOOTHING[max(0, min(len(SMOOTHING) - 1, i + delta))]
+        self.notify(f"loss smoothing {self.opts.ema_weight:g}", timeout=2)
+        self.redraw()
+
+    def action_xaxis(self) -> None:
+        self.xaxis = X_AXES[(X_AXES.index(self.xaxis) + 1) % len(X_AXES)]
+        self.redraw()
+
+    def action_log(self) -> None:
+        self.log_scale = not self.log_scale
+        self.redraw()
+
+    def action_window(self) -> None:
+        self.recent = not self.recent
+        self.notify("window: recent (last 10 %)" if self.recent else "window: whole run", timeout=2)
+        self.redraw()
+
+    def action_ranks(self) -> None:
+        self.screen.toggle_class("show-ranks")
+        self.redraw()
+
+    def action_goto(self) -> None:
+        self.push_screen(GoToStepScreen())
+
+    def action_help(self) -> None:
+        self.push_screen(HelpScreen())

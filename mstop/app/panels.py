@@ -1,0 +1,227 @@
+"""The monitor's panels: each turns a :class:`~mstop.view.View` into something drawable.
+
+User-controlled text (run names, notes, column names, host names, paths) is
+always wrapped in ``rich.text.Text``, never parsed as markup.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from rich.text import Text
+from textual.containers import Vertical
+from textual.widgets import DataTable, Static
+from textual_plotext import PlotextPlot
+
+from ..view import DATA_WARN, MEM_CRIT, MEM_WARN, Series, View
+from . import fmt
+
+
+def _finite(s: Series | None) -> tuple[list[float], list[float]]:
+    if s is None:
+        return [], []
+    ok = np.isfinite(s.y) & np.isfinite(s.x)
+    return s.x[ok].tolist(), s.y[ok].tolist()
+
+
+class Chart(PlotextPlot):
+    """A line chart of one or more series (one plot object per widget: its own ``self.plt``).
+
+    Lines use half-block "hd" marks rather than braille: block elements are in
+    every monospace font, braille is missing from many (then it is drawn wider
+    and the chart runs past its frame).
+    """
+
+    def show_series(self, title: str, lines: list[tuple[str, Series | None]], *, log: bool = False,
+                    hlines: list[float] = (), vlines: list[float] = (),
+                    points: list[tuple[list[float], list[float], str]] = ()) -> None:
+        plt = self.plt
+        plt.clear_figure()
+        plt.title(title)
+        any_data = False
+        for label, series in lines:
+            xs, ys = _finite(series)
+            if log:
+                pairs = [(x, y) for x, y in zip(xs, ys) if y > 0]
+                xs, ys = [p[0] for p in pairs], [p[1] for p in pairs]
+            if xs:
+                plt.plot(xs, ys, marker="hd", label=label)
+                any_data = True
+
+        for xs, ys, label in points:
+            if xs:
+                plt.scatter(xs, ys, marker="x", label=label)
+        for y in hlines:
+            plt.hline(y)
+        for x in vlines[:20]:
+            plt.vline(x)
+        if log and any_data:
+            plt.yscale("log")
+        self.refresh()
+
+
+class Header(Static):
+    """Run name, device, ranks, progress, times, checkpoint, status."""
+
+    def show(self, v: View) -> None:
+        t = Text()
+        t.append(Text(v.run_name or "(unnamed run)", style="bold"))
+        t.append(f" · {v.device or 'device n/a'} · world {v.world_size or 'n/a'} · ranks seen {v.ranks_seen}")
+        t.append(f"   status {v.status.upper()}")
+        for s in ("waiting", "starting", "running", "stalled", "finished"):
+            self.set_class(v.status == s, f"status-{s}")
+        if v.bad_rows:
+            t.append(f"   ! {v.bad_rows:,} bad rows")
+        t.append("\n")
+        step = "n/a" if v.step is None else f"{v.step:,}"
+        if v.total_steps:
+            frac = (v.step or 0) / v.total_steps
+            t.append(f"step {step} / {v.total_steps:,} {fmt.bar(frac, 16)} {100 * frac:.0f} %"
+                     f"  ETA {fmt.duration(v.eta)}")
+        else:
+            t.append(f"step {step}")
+        t.append(f"   elapsed {fmt.duration(v.elapsed)}   {fmt.num(v.steps_per_s, 3)} steps/s"
+                 f"   tokens seen {fmt.si(v.tokens_seen)}")
+        t.append("\n")
+        t.append(f"last row {fmt.duration(v.since_last_row)} ago   ")
+        ck = v.last_checkpoint
+        if ck is None:
+            t.append("no checkpoint yet")
+        else:
+            t.append(f"checkpoint step {ck.get('step')} ({fmt.duration(v.checkpoint_age)} ago): ")
+            t.append(Text(str(ck.get("path"))[-60:]))
+        self.update(t)
+
+
+class LossPanel(Vertical):
+    """Raw and smoothed loss, NaN marks, eval points; lr and grad norm below."""
+
+    def compose(self):
+        yield Chart(id="loss-chart")
+        yield Chart(id="lr-chart")
+
+    def show(self, v: View, *, log: bool, smoothing: float) -> None:
+        xlabel = {"step": "step", "time": "unix time", "tokens": "tokens seen"}[v.xaxis]
+        title = f"loss {fmt.num(v.loss)}  smoothed({smoothing:g}) {fmt.num(v.loss_ema)}  min {fmt.num(v.loss_min)}"
+        if v.nan_steps:
+            title += f"  !! NaN/Inf at {xlabel} {fmt.num(v.nan_steps[0], 6)}"
+        if v.chart_rank:
+            title += f"  (rank {v.chart_rank})"
+        evals: dict[str, tuple[list[float], list[float]]] = {}
+        for step, name, val in v.evals:
+            if v.xaxis == "step":
+                evals.setdefault(name, ([], []))[0].append(step)
+                evals[name][1].append(val)
+        self.query_one("#loss-chart", Chart).show_series(
+            title, [("raw", v.loss_raw), ("smoothed", v.loss_smooth)], log=log, vlines=v.nan_steps,
+            points=[(xs, ys, f"eval {k}") for k, (xs, ys) in evals.items()])
+        self.query_one("#lr-chart", Chart).show_series(
+            f"lr {fmt.num(v.lr_now)}   grad norm {fmt.num(v.grad_norm_now)}   x: {xlabel}",
+            [("lr", v.lr), ("grad norm", v.grad_norm)])
+
+
+class ThroughputPanel(Vertical):
+    def compose(self):
+        yield Static(id="tp-text")
+        yield Chart(id="tp-chart", classes="small-chart")
+
+    def show(self, v: View) -> None:
+        self.query_one("#tp-text", Static).update(Text(
+            f"tokens/s {fmt.si(v.tokens_per_s)}   samples/s {fmt.num(v.samples_per_s, 4)}\n"
+            f"step time {fmt.ms(v.step_time)}"))
+        self.query_one("#tp-chart", Chart).show_series("tokens/s", [("tokens/s", v.throughput)])
+
+
+class MfuPanel(Vertical):
+    def compose(self):
+        yield Static(id="mfu-text")
+        yield Chart(id="mfu-chart", classes="small-chart")
+
+    def show(self, v: View) -> None:
+        t = Text()
+        if v.peak_flops is None:
+            t.append("MFU n/a: peak unknown, pass --peak-tflops")
+        else:
+            t.append(f"MFU {fmt.pct(v.mfu)}\n")
+            t.append(f"peak {v.peak_flops / 1e12:,.0f} TFLOP/s: ")
+            t.append(Text(str(v.peak_source or "")[:80]))
+        self.query_one("#mfu-text", Static).update(t)
+        series = v.mfu_series
+        chart = self.query_one("#mfu-chart", Chart)
+        chart.display = series is not None
+        if series is not None:
+            chart.show_series("MFU %", [("MFU %", Series(series.x, series.y * 100))])
+
+
+class MemoryPanel(Static):
+    def show(self, v: View) -> None:
+        h = v.mem_headroom
+        t = Text()
+        t.append(f"headroom {fmt.pct(h)} ")
+        t.append(fmt.bar(None if h is None else 1 - h, 20))
+        crit, warn = h is not None and h < MEM_CRIT, h is not None and MEM_CRIT <= h < MEM_WARN
+        if crit:
+            t.append("  !! CRITICAL")
+        elif warn:
+            t.append("  ! warning")
+        self.set_class(crit, "critical")
+        self.set_class(warn, "warning")
+        t.append(f"\nused {fmt.gib(v.mem_used)} / peak {fmt.gib(v.mem_peak)} / total {fmt.gib(v.mem_total)}")
+        if v.mem_source == "host":
+            t.append(" (host RAM)")
+        t.append("\nworst: ")
+        t.append(Text(v.mem_worst or "n/a"))
+        t.append(f" · warn < {MEM_WARN:.0%}, crit < {MEM_CRIT:.0%}")
+        self.update(t)
+
+
+class DataPanel(Static):
+    def show(self, v: View) -> None:
+        t = Text()
+        t.append(f"data wait {fmt.pct(v.data_wait_frac)} of step time")
+        if v.data_worst_rank is not None:
+            t.append(f" (worst: rank {v.data_worst_rank})")
+        starving = v.data_wait_frac is not None and v.data_wait_frac > DATA_WARN
+        if starving:
+            t.append(f"  ! input-bound: above {DATA_WARN:.0%}")
+        self.set_class(starving, "warning")
+        t.append(f"\ndevice queue depth {fmt.num(v.queue_depth, 3)}")
+        self.update(t)
+
+
+RANK_COLUMNS = (("rank", "rank"), ("host", "host"), ("step", "step"), ("step_time", "step time"),
+                ("tokens_per_s", "tokens/s"), ("headroom", "headroom"), ("data_wait", "data wait"),
+                ("age", "last row"))
+
+
+class RanksTable(DataTable):
+    """Every rank, sortable by any column (click a header, or 1-8)."""
+
+    sort_key = "rank"
+    sort_reverse = False
+
+    def on_mount(self) -> None:
+        self.cursor_type = "row"
+        for key, label in RANK_COLUMNS:
+            self.add_column(label, key=key)
+
+    def show(self, v: View) -> None:
+        rows = list(v.ranks)
+
+        def key(r):
+            val = getattr(r, self.sort_key)
+            missing = val is None or (isinstance(val, float) and math.isnan(val))
+            return (missing, val if not missing else 0)
+
+        rows.sort(key=key, reverse=self.sort_reverse)
+        self.clear()
+        for r in rows:
+            self.add_row(str(r.rank), Text(r.host), fmt.num(r.step, 9), fmt.ms(r.step_time), fmt.si(r.tokens_per_s),
+                         fmt.pct(r.headroom), fmt.pct(r.data_wait), fmt.duration(r.age), key=str(r.rank))
+
+    def on_data_table_header_selected(self, event: DataTable.HeaderSelected) -> None:
+        key = str(event.column_key.value)
+        self.sort_reverse = not self.sort_reverse if key == self.sort_key else False
+        self.sort_key = key
+        self.app.redraw()

@@ -1,0 +1,320 @@
+"""What the screen shows, computed from the store without any widget code.
+
+The monitor asks for a :class:`View` each time it redraws; the figures come
+from :mod:`mstop.figures` (no figure is computed twice), the chart series from
+the store's downsampling. Nothing here imports textual, so the same view can
+be tested, printed or drawn by another front end.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from . import figures
+from .figures import Options
+from .store import Store
+
+#: x axes the charts can use (``x`` key).
+X_AXES = ("step", "time", "tokens")
+MEM_WARN, MEM_CRIT = 0.10, 0.05
+DATA_WARN = 0.10
+
+
+@dataclass
+class Series:
+    x: np.ndarray
+    y: np.ndarray
+
+
+@dataclass
+class RankRow:
+    rank: int
+    host: str
+    step: int | None
+    step_time: float | None
+    tokens_per_s: float | None
+    headroom: float | None
+    data_wait: float | None
+    age: float | None
+
+
+@dataclass
+class View:
+    """Everything one frame shows."""
+
+    run_name: str | None = None
+    device: str | None = None
+    world_size: int | None = None
+    ranks_seen: int = 0
+    step: int | None = None
+    total_steps: int | None = None
+    eta: float | None = None
+    elapsed: float | None = None
+    steps_per_s: float | None = None
+    tokens_seen: float | None = None
+    since_last_row: float | None = None
+    last_checkpoint: dict[str, Any] | None = None
+    checkpoint_age: float | None = None
+    status: str = "waiting"
+    bad_rows: int = 0
+    loss: float | None = None
+    loss_ema: float | None = None
+    loss_min: float | None = None
+    loss_raw: Series | None = None
+    loss_smooth: Series | None = None
+    nan_steps: list[float] = field(default_factory=list)
+    evals: list[tuple[float, str, float]] = field(default_factory=list)
+    lr: Series | None = None
+    grad_norm: Series | None = None
+    lr_now: float | None = None
+    grad_norm_now: float | None = None
+    tokens_per_s: float | None = None
+    samples_per_s: float | None = None
+    step_time: float | None = None
+    throughput: Series | None = None
+    mfu: float | None = None
+    mfu_series: Series | None = None
+    peak_flops: float | None = None
+    peak_source: str | None = None
+    mem_headroom: float | None = None
+    mem_worst: str | None = None
+    mem_used: float | None = None
+    mem_peak: float | None = None
+    mem_total: float | None = None
+    mem_source: str | None = None
+    data_wait_frac: float | None = None
+    data_worst_rank: int | None = None
+    queue_depth: float | None = None
+    ranks: list[RankRow] = field(default_factory=list)
+    xaxis: str = "step"
+    chart_rank: int | None = None
+
+
+class EmaCache:
+    """Debiased EMA of each rank's loss series, extended as rows arrive (not recomputed per frame)."""
+
+    def __init__(self) -> None:
+        self._state: dict[tuple[int, float], tuple[int, int, float, float, np.ndarray]] = {}
+
+    def series(self, store: Store, rank: int, weight: float) -> tuple[np.ndarray, np.ndarray]:
+        """(row indices, EMA values) over the rank's effective rows with finite loss."""
+        d = store.ranks[rank]
+        eff = d.effective()
+        loss = d.col("loss")
+        key = (rank, weight)
+        done, segs, acc, norm, out = self._state.get(key, (0, -1, 0.0, 0.0, np.empty(0)))
+        if segs != len(d.segments) or done > d.rows:
+            done, acc, norm, out = 0, 0.0, 0.0, np.empty(0)
+        new = np.arange(done, d.rows)
+        new = new[eff[done:] & np.isfinite(loss[done:])]
+        vals = np.empty(len(new))
+        for i, v in enumerate(loss[new].astype(np.float64)):
+            acc = weight * acc + (1 - weight) * v
+            norm = weight * norm + (1 - weight)
+            vals[i] = acc / norm
+        idx = np.concatenate([out[0], new]) if len(out) else new
+        ema = np.concatenate([out[1], vals]) if len(out) else vals
+        self._state[key] = (d.rows, len(d.segments), acc, norm, np.stack([idx, ema]) if len(idx) else np.empty(0))
+        return idx.astype(np.int64), ema
+
+
+def _f(v: Any) -> float | None:
+    if v is None:
+        return None
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return f
+
+
+def build_view(store: Store, opts: Options, *, points: int = 200, xaxis: str = "step", recent: bool = False,
+               ema_cache: EmaCache | None = None) -> View:
+    """Compute one frame's content. ``points`` is the chart width in points; ``recent`` limits the
+    charts to the last 10 % of the run (at least 200 steps)."""
+    v = View(xaxis=xaxis)
+    now = opts.clock()
+    with store.lock:
+        v.status = figures.status(store, opts)
+        v.bad_rows = store.bad_rows
+        v.ranks_seen = len(store.rank_files)
+        v.step = figures.step(store)
+        # the run's metadata: the lowest rank's latest start event
+        meta = next((store.ranks[r].last_start for r in sorted(store.ranks) if store.ranks[r].last_start), None) or {}
+        v.run_name, v.device = meta.get("run_name"), meta.get("device")
+        v.world_size = meta.get("world_size") if isinstance(meta.get("world_size"), int) else None
+        v.total_steps = meta.get("total_steps") if isinstance(meta.get("total_steps"), int) else None
+        v.peak_flops = opts.peak_flops or _f(meta.get("peak_flops"))
+        v.peak_source = "--peak-tflops" if opts.peak_flops else meta.get("peak_flops_source")
+        v.mem_source = meta.get("memory_source")
+        first_times = [float(e["time"]) for d in store.ranks.values() for e in d.starts.values()]
+        v.elapsed = now - min(first_times) if first_times else None
+        last = figures.last_row_time(store)
+        v.since_last_row = now - last if last is not None else None
+        v.loss, v.loss_ema = figures.loss(store), figures.loss_ema(store, opts)
+        v.tokens_per_s = figures.tokens_per_s(store)
+        v.mfu = figures.mfu(store, opts)
+        v.mem_headroom = figures.mem_headroom(store)
+        heads = figures.headrooms(store)
+        if heads:
+            v.mem_worst = min(heads, key=heads.get)
+        v.data_wait_frac = figures.data_wait_frac(store)
+        v.last_checkpoint = figures.last_checkpoint(store)
+        if v.last_checkpoint is not None:
+            v.checkpoint_age = now - v.last_checkpoint["time"]
+        w = figures.window(store)
+        if w.ranks:
+            st = w.cols["step_time"]
+            with np.errstate(all="ignore"):
+                per_rank = np.array([np.nanmedian(r) if not np.isnan(r).all() else np.nan for r in st])
+            v.step_time = _median(per_rank)
+            if v.step_time:
+                v.steps_per_s = 1.0 / v.step_time
+                if v.total_steps and v.step is not None:
+                    v.eta = max(0, v.total_steps - v.step) * v.step_time
+            dwf = figures.rank_data_wait_frac(store)
+            if not np.isnan(dwf).all():
+                v.data_worst_rank = w.ranks[int(np.nanargmax(dwf))]
+            tps = figures.rank_tokens_per_s(store)
+            v.ranks = _rank_rows(store, w, tps, dwf, heads, now)
+        present = [r for r, d in store.ranks.items() if d.rows]
+        if present:
+            r0 = min(present)
+            v.chart_rank = r0
+            d = store.ranks[r0]
+            eff = d.effective()
+            tok = d.col("tokens")[eff].astype(np.float64)
+            v.tokens_seen = float(np.nansum(tok)) if not np.isnan(tok).all() else None
+            samples = d.col("samples")[eff][-figures.WINDOW:].astype(np.float64)
+            stw = d.col("step_time")[eff][-figures.WINDOW:].astype(np.float64)
+            ok = ~np.isnan(samples) & ~np.isnan(stw)
+            if ok.any() and stw[ok].sum() > 0:
+                v.samples_per_s = float(samples[ok].sum() / stw[ok].sum())
+            qd = d.col("queue_depth")[eff]
+            qd = qd[~np.isnan(qd)]
+            v.queue_depth = float(qd[-1]) if len(qd) else None
+            used, peak, total = (d.col(c)[eff] for c in ("mem_used", "mem_peak", "mem_total"))
+            v.mem_used = _last(used)
+            v.mem_peak = _last(peak)
+            v.mem_total = _last(total)
+            v.lr_now, v.grad_norm_now = _last(d.col("lr")[eff]), _last(d.col("grad_norm")[eff])
+            steps = None
+            if recent and v.step is not None:
+                span = max(200, int(v.step * 0.1))
+                steps = (v.step - span, v.step)
+            v.loss_raw = _series(store, r0, "loss", points, steps, xaxis)
+            v.loss_min = _min(store, r0, "loss")
+            cache = ema_cache or EmaCache()
+            idx, ema = cache.series(store, r0, opts.ema_weight)
+            if len(idx):
+                xs = _x(d, xaxis)[idx]
+                ss = d.col("step")[idx]
+                keep = np.ones(len(idx), bool) if steps is None else (ss >= steps[0]) & (ss <= steps[1])
+                v.loss_smooth = _thin(xs[keep], ema[keep], points)
+            v.nan_steps = [float(_x(d, xaxis)[i]) for i, c, _ in d.nonfinite if c == "loss" and eff[i]]
+            for e in d.evals:
+                for k, val in (e.get("metrics") or {}).items():
+                    f = _f(val)
+                    if f is not None and isinstance(e.get("step"), (int, float)):
+                        v.evals.append((float(e["step"]), str(k), f))
+            v.lr = _series(store, r0, "lr", points, steps, xaxis)
+            v.grad_norm = _series(store, r0, "grad_norm", points, steps, xaxis)
+            v.throughput = _series(store, r0, "tokens_per_s", points, steps, xaxis)
+            v.mfu_series = _series(store, r0, "mfu", points, steps, xaxis)
+    return v
+
+
+def _x(d: Any, xaxis: str) -> np.ndarray:
+    if xaxis == "tokens":
+        tok = d.col("tokens").astype(np.float64)
+        return np.cumsum(np.where(np.isnan(tok), 0.0, tok))
+    return d.col("time" if xaxis == "time" else "step").astype(np.float64)
+
+
+def _series(store: Store, rank: int, col: str, points: int, steps: Any, xaxis: str) -> Series | None:
+    if xaxis == "tokens":
+        xs, ys = store.series(rank, col, points, steps=steps, x="step")
+        d = store.ranks[rank]
+        cum = _x(d, "tokens")
+        step = d.col("step")
+        lookup = dict(zip(step[d.effective()].tolist(), cum[d.effective()].tolist()))
+        xs = np.array([lookup.get(s, np.nan) for s in xs.tolist()])
+    else:
+        xs, ys = store.series(rank, col, points, steps=steps, x=xaxis)
+    if not len(xs) or np.isnan(ys).all() and not np.isinf(ys).any():
+        return None
+    return Series(xs, ys)
+
+
+def _thin(x: np.ndarray, y: np.ndarray, points: int) -> Series | None:
+    if not len(x):
+        return None
+    if len(x) > points:
+        idx = np.linspace(0, len(x) - 1, points).astype(np.int64)
+        x, y = x[idx], y[idx]
+    return Series(x, y)
+
+
+def _last(a: np.ndarray) -> float | None:
+    a = a[~np.isnan(a)]
+    return float(a[-1]) if len(a) else None
+
+
+def _min(store: Store, rank: int, col: str) -> float | None:
+    d = store.ranks[rank]
+    a = d.col(col)[d.effective()]
+    a = a[np.isfinite(a)]
+    return float(a.min()) if len(a) else None
+
+
+def _median(a: np.ndarray) -> float | None:
+    a = a[~np.isnan(a)]
+    return float(np.median(a)) if len(a) else None
+
+
+def _rank_rows(store: Store, w: Any, tps: np.ndarray, dwf: np.ndarray, heads: dict[str, float],
+               now: float) -> list[RankRow]:
+    rows = []
+    last_t = w.cols["time"][:, -1]
+    st = w.cols["step_time"][:, -1]
+    for i, r in enumerate(w.ranks):
+        d = store.ranks[r]
+        start = w.starts[i]
+        host = str(start.get("host") or "?")
+        head = heads.get(f"rank {r}")
+        if head is None:
+            head = heads.get(f"host {host}")
+        rows.append(RankRow(
+            rank=r, host=host, step=int(d.col("step")[-1]) if d.rows else None,
+            step_time=None if math.isnan(st[i]) else float(st[i]),
+            tokens_per_s=None if math.isnan(tps[i]) else float(tps[i]),
+            headroom=head, data_wait=None if math.isnan(dwf[i]) else float(dwf[i]),
+            age=None if math.isnan(last_t[i]) else now - float(last_t[i]),
+        ))
+    return rows
+
+
+def values_at_step(store: Store, step: float) -> dict[int, dict[str, float | None]]:
+    """Every numeric column of every rank at ``step`` (the row on the current timeline), for ``g``."""
+    out: dict[int, dict[str, float | None]] = {}
+    with store.lock:
+        for r, d in sorted(store.ranks.items()):
+            if not d.rows:
+                continue
+            eff = d.effective()
+            idx = np.flatnonzero(eff & (d.col("step") == step))
+            if not len(idx):
+                continue
+            i = int(idx[-1])
+            row = {}
+            for c in ("loss", "lr", "grad_norm", "step_time", "data_wait", "tokens_per_s", "mfu", "mem_used",
+                      "mem_peak", "mem_total", "queue_depth", "overflow", "loss_scale", *store.extra_columns):
+                val = float(d.col(c)[i])
+                row[c] = None if math.isnan(val) and not any(j == i and cc == c for j, cc, _ in d.nonfinite) \
+                    else val
+            out[r] = row
+    return out
