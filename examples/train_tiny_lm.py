@@ -128,17 +128,21 @@ def train(args: argparse.Namespace) -> int:
 
     steps_per_epoch = max(1, args.steps // args.epochs)
 
-    def sequences():
-        rng = np.random.default_rng(args.seed * 1000 + rank)
-        t = np.arange(args.seq_len + 1)
-        for _ in range(steps_per_epoch * args.batch):
+    class Sequences:
+        """Random access (with a length), so MindSpore does not iterate it to count its size."""
+
+        def __len__(self) -> int:
+            return steps_per_epoch * args.batch
+
+        def __getitem__(self, i: int):
+            rng = np.random.default_rng((args.seed * 1000 + rank) * 10_000_019 + i)
             a, b = rng.integers(1, args.vocab), rng.integers(0, args.vocab)
-            seq = ((a * t + b) % args.vocab).astype(np.int32)
+            seq = ((a * np.arange(args.seq_len + 1) + b) % args.vocab).astype(np.int32)
             if args.data_delay:
                 time.sleep(args.data_delay / args.batch)
-            yield seq[:-1], seq[1:]
+            return seq[:-1], seq[1:]
 
-    data = ds.GeneratorDataset(sequences, ["tokens", "targets"], shuffle=False).batch(args.batch)
+    data = ds.GeneratorDataset(Sequences(), ["tokens", "targets"], shuffle=False).batch(args.batch)
     net = TinyLM()
     total = steps_per_epoch * args.epochs
     warm = max(1, total // 10)

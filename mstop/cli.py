@@ -43,7 +43,73 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--smoothing", type=_smoothing, default=0.9, metavar="W",
                    help="weight of the loss EMA, 0 to <1 (default: 0.9)")
     s.add_argument("--wait", action="store_true", help="wait for SOURCE to appear instead of failing")
+    d = sub.add_parser("demo", help="train the tiny MindSpore example in a temporary directory and watch it",
+                       description="Start examples/train_tiny_lm.py (2 ranks as processes) into a temporary run "
+                                   "directory and open the monitor on it; quitting stops the job.")
+    d.add_argument("--ranks", type=int, default=2, help="rank processes (default: 2)")
+    d.add_argument("--steps", type=int, default=3000, help="optimizer steps (default: 3000)")
+    d.add_argument("--keep", metavar="DIR", help="write the run here and keep it, instead of a temporary directory")
     return ap
+
+
+def monitor_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="mstop", description="top for MindSpore training: watch a run directory live. "
+                                 "Other commands: mstop summary, mstop demo (mstop COMMAND --help).")
+    ap.add_argument("source", metavar="RUN_DIR", help="run directory written by mstop_writer")
+    ap.add_argument("--poll", type=_positive_float, metavar="SEC",
+                    help="poll files every SEC seconds instead of file events (network filesystems)")
+    ap.add_argument("--peak-tflops", type=_positive_float, metavar="X",
+                    help="peak dense TFLOP/s of one device, overriding what the run recorded (for MFU)")
+    return ap
+
+
+def cmd_monitor(argv: list[str]) -> int:
+    args = monitor_parser().parse_args(argv)
+    if not os.path.isdir(args.source):
+        print(f"mstop: {args.source}: no such directory (the monitor waits for files in an existing one)",
+              file=sys.stderr)
+        return 2
+    from .app import MonitorApp
+
+    MonitorApp(args.source, poll=args.poll, peak_tflops=args.peak_tflops).run()
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    import importlib.util
+    import shutil
+    import subprocess
+    import tempfile
+
+    if importlib.util.find_spec("mindspore") is None:
+        print("mstop demo trains a real MindSpore model: install it with  pip install 'mstop[mindspore]'",
+              file=sys.stderr)
+        return 2
+    example = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples",
+                           "train_tiny_lm.py")
+    if not os.path.exists(example):
+        print(f"mstop demo: {example} not found (the demo runs from a source checkout)", file=sys.stderr)
+        return 2
+    run_dir = args.keep or tempfile.mkdtemp(prefix="mstop-demo-")
+    job = subprocess.Popen([sys.executable, example, "--run-dir", run_dir, "--ranks", str(args.ranks),
+                            "--steps", str(args.steps), "--ckpt-every", str(max(1, args.steps // 10)),
+                            "--data-delay", "0.02", "--run-name", "mstop-demo"],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        from .app import MonitorApp
+
+        MonitorApp(run_dir).run()
+    finally:
+        if job.poll() is None:
+            os.killpg(job.pid, 15)
+            try:
+                job.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.killpg(job.pid, 9)
+                job.wait()
+        if not args.keep:
+            shutil.rmtree(run_dir, ignore_errors=True)
+    return 0
 
 
 def cmd_summary(args: argparse.Namespace) -> int:
@@ -75,13 +141,13 @@ def main(argv: list[str] | None = None) -> int:
     """Run mstop with ``argv`` (default: ``sys.argv[1:]``); return the exit code."""
     argv = sys.argv[1:] if argv is None else argv
     parser = build_parser()
-    if argv and argv[0] not in ("summary", "-h", "--help", "-V", "--version"):
-        print("mstop: the live monitor is not built yet; `mstop summary RUN_DIR` works. "
-              "The writer: see README.md (`from mstop_writer import MstopCallback`).", file=sys.stderr)
-        return 2
+    if argv and argv[0] not in ("summary", "demo", "-h", "--help", "-V", "--version"):
+        return cmd_monitor(argv)
     args = parser.parse_args(argv)
     if args.command == "summary":
         return cmd_summary(args)
+    if args.command == "demo":
+        return cmd_demo(args)
     parser.print_help()
     return 2
 

@@ -77,20 +77,19 @@ class Header(Static):
         step = "n/a" if v.step is None else f"{v.step:,}"
         if v.total_steps:
             frac = (v.step or 0) / v.total_steps
-            t.append(f"step {step} / {v.total_steps:,} {fmt.bar(frac, 16)} {100 * frac:.0f} %"
-                     f"  ETA {fmt.duration(v.eta)}")
+            t.append(f"step {step} / {v.total_steps:,} {fmt.bar(frac, 10)} {100 * frac:.0f} %"
+                     f" · ETA {fmt.duration(v.eta)}")
         else:
             t.append(f"step {step}")
-        t.append(f"   elapsed {fmt.duration(v.elapsed)}   {fmt.num(v.steps_per_s, 3)} steps/s"
-                 f"   tokens seen {fmt.si(v.tokens_seen)}")
-        t.append("\n")
-        t.append(f"last row {fmt.duration(v.since_last_row)} ago   ")
+        t.append(f" · {fmt.num(v.steps_per_s, 3)} steps/s · tokens seen {fmt.si(v.tokens_seen)}"
+                 f" · elapsed {fmt.duration(v.elapsed)}\n")
+        t.append(f"last row {fmt.duration(v.since_last_row)} ago · ")
         ck = v.last_checkpoint
         if ck is None:
             t.append("no checkpoint yet")
         else:
-            t.append(f"checkpoint step {ck.get('step')} ({fmt.duration(v.checkpoint_age)} ago): ")
-            t.append(Text(str(ck.get("path"))[-60:]))
+            t.append(f"checkpoint step {ck.get('step')}, {fmt.duration(v.checkpoint_age)} ago: ")
+            t.append(Text(str(ck.get("path"))))
         self.update(t)
 
 
@@ -122,6 +121,8 @@ class LossPanel(Vertical):
 
 
 class ThroughputPanel(Vertical):
+    DEFAULT_CSS = "ThroughputPanel > Static { height: auto; }"
+
     def compose(self):
         yield Static(id="tp-text")
         yield Chart(id="tp-chart", classes="small-chart")
