@@ -132,7 +132,8 @@ class MonitorApp(App[None]):
             if self.screen.has_class("show-ranks"):
                 self.query_one(RanksTable).show(v)
             else:
-                self.query_one(LossPanel).show(v, log=self.log_scale, smoothing=self.opts.ema_weight)
+                self.query_one(LossPanel).show(v, log=self.log_scale, smoothing=self.opts.ema_weight,
+                                               recent=self.recent)
                 self.query_one(ThroughputPanel).show(v)
                 self.query_one(MfuPanel).show(v)
                 self.query_one(MemoryPanel).show(v)

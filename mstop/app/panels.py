@@ -46,12 +46,14 @@ class Chart(PlotextPlot):
                 pairs = [(x, y) for x, y in zip(xs, ys) if y > 0]
                 xs, ys = [p[0] for p in pairs], [p[1] for p in pairs]
             if xs:
-                plt.plot(xs, ys, marker="hd", label=label)
+                # plotext's legend reads three marks of a line (label only lines that have them) and
+                # fails on log axes: the title names the lines there
+                plt.plot(xs, ys, marker="hd", label=label if len(xs) >= 3 and not log else None)
                 any_data = True
 
         for xs, ys, label in points:
             if xs:
-                plt.scatter(xs, ys, marker="x", label=label)
+                plt.scatter(xs, ys, marker="x", label=label if len(xs) >= 3 else None)
         for y in hlines:
             plt.hline(y)
         for x in vlines[:20]:
@@ -59,6 +61,13 @@ class Chart(PlotextPlot):
         if log and any_data:
             plt.yscale("log")
         self.refresh()
+
+    def render(self):
+        """Draw the plot; a plotting failure shows its message instead of stopping the monitor."""
+        try:
+            return super().render()
+        except Exception as e:  # noqa: BLE001 - plotext has corner cases; the screen must go on
+            return Text(f"(chart unavailable: {type(e).__name__}: {e})")
 
 
 class Header(Static):
@@ -100,13 +109,17 @@ class LossPanel(Vertical):
         yield Chart(id="loss-chart")
         yield Chart(id="lr-chart")
 
-    def show(self, v: View, *, log: bool, smoothing: float) -> None:
+    def show(self, v: View, *, log: bool, smoothing: float, recent: bool = False) -> None:
         xlabel = {"step": "step", "time": "unix time", "tokens": "tokens seen"}[v.xaxis]
         title = f"loss {fmt.num(v.loss)}  smoothed({smoothing:g}) {fmt.num(v.loss_ema)}  min {fmt.num(v.loss_min)}"
         if v.nan_steps:
             title += f"  !! NaN/Inf at {xlabel} {fmt.num(v.nan_steps[0], 6)}"
         if v.chart_rank:
             title += f"  (rank {v.chart_rank})"
+        if log:
+            title += "  (log)"
+        if recent:
+            title += "  · recent"
         evals: dict[str, tuple[list[float], list[float]]] = {}
         for step, name, val in v.evals:
             if v.xaxis == "step":

@@ -1,0 +1,173 @@
+"""The monitor as a user sees it: rendered text of the header and panels, every key."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from mstop.app import MonitorApp
+from mstop.app.panels import Chart, Header, RanksTable
+from mstop.app.screens import GoToStepScreen, HelpScreen
+from mstop_writer import MetricsWriter
+from tests.runs import start, steps, write_events, write_rank
+
+NOW = 2000.0
+
+
+def make_run(path, *, ranks=2, last=40, name="exp-1", loss=None):
+    for r in range(ranks):
+        write_events(path, r, [start("s1", t=900.0, run_name=name, device="Ascend910B3", world_size=ranks,
+                                     total_steps=100, host=f"node{r}", memory_source="device",
+                                     flops_per_token=6e9, peak_flops=313e12),
+                               {"time": 1500.0, "kind": "checkpoint", "step": 30, "path": "/ck/step30.ckpt"}])
+        write_rank(path, r, steps(1, last, t0=1000.0, dt=24.0, loss=loss or (lambda s: 4.0 / s ** 0.3),
+                                  lr=1e-4, grad_norm=1.5, step_time=24.0, data_wait=0.5 * (r + 1), tokens=2048,
+                                  samples=4, tokens_per_s=2048 / 24.0, mfu=0.41, mem_used=50e9, mem_peak=56e9 + r * 1e9,
+                                  mem_total=64e9))
+    return path
+
+
+def text(widget) -> str:
+    if isinstance(widget, Chart):
+        return re.sub(r"\x1b\[[0-9;]*m", "", widget.plt.build())
+    return str(widget.content)
+
+
+async def settle(pilot, cond=None, tries=200):
+    for _ in range(tries):
+        await pilot.pause(0.02 if cond else 0)
+        if cond is None or cond():
+            return
+    assert cond(), "the screen did not show what was expected in time"
+
+
+@pytest.fixture
+def run(tmp_path):
+    return make_run(tmp_path / "run")
+
+
+def app_for(path, **kw) -> MonitorApp:
+    return MonitorApp(str(path), follow=False, clock=lambda: NOW, **kw)
+
+
+async def test_header_and_panels_show_the_run(run):
+    app = app_for(run)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        head = text(app.query_one(Header))
+        assert "exp-1 · Ascend910B3 · world 2 · ranks seen 2" in head
+        assert "status RUNNING" in head and "step 40 / 100" in head and "40 %" in head
+        assert "last row 40 s ago" in head  # last row at 1000 + 40*24 = 1960
+        assert "checkpoint step 30, 8 m 20 s ago: /ck/step30.ckpt" in head
+        assert "ETA 24 m 00 s" in head  # 60 steps x 24 s
+        loss = text(app.query_one("#loss-chart"))
+        assert "loss 1.323" in loss and "min 1.323" in loss and "smoothed(0.9)" in loss  # 4 / 40 ** 0.3
+        assert "tokens/s 85" in str(app.query_one("#tp-text").content)
+        mfu = str(app.query_one("#mfu-text").content)
+        assert "MFU 41.0 %" in mfu and "peak 313 TFLOP/s" in mfu
+        mem = str(app.query_one("#memory").content)
+        assert "headroom 10.9 %" in mem and "worst: rank 1" in mem and "used 46.6 GiB" in mem
+        data = str(app.query_one("#data").content)
+        assert "data wait 4.2 % of step time (worst: rank 1)" in data
+
+
+async def test_rows_appended_while_running_are_shown(tmp_path):
+    run = tmp_path / "live"
+    run.mkdir()
+    app = MonitorApp(str(run), poll=0.05)
+    w = MetricsWriter(run, rank=0, world_size=1, run_name="live-run", tokens_per_step=100, heartbeat_interval=3600)
+    try:
+        async with app.run_test(size=(120, 40)) as pilot:
+            await settle(pilot, lambda: "live-run" in text(app.query_one(Header)))
+            for s in range(1, 8):
+                w.log(s, loss=1.0 / s, step_time=0.1)
+            await settle(pilot, lambda: "step 7" in text(app.query_one(Header)))
+            assert "loss 0.1429" in text(app.query_one("#loss-chart"))
+            app.action_pause()
+            for s in range(8, 12):
+                w.log(s, loss=1.0 / s, step_time=0.1)
+            await settle(pilot, lambda: app.store.rows == 11)
+            app.redraw()
+            assert "step 7 " in text(app.query_one(Header))  # frozen while paused
+            await pilot.press("p")
+            await settle(pilot, lambda: "step 11" in text(app.query_one(Header)))
+    finally:
+        w.close()
+
+
+async def test_smoothing_keys(run):
+    app = app_for(run)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("s")
+        assert "smoothed(0.8)" in text(app.query_one("#loss-chart"))
+        await pilot.press("S", "S")
+        assert "smoothed(0.95)" in text(app.query_one("#loss-chart"))
+
+
+async def test_x_axis_log_and_window_keys(run):
+    app = app_for(run)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        assert "x: step" in text(app.query_one("#lr-chart"))
+        await pilot.press("x")
+        assert "x: unix time" in text(app.query_one("#lr-chart"))
+        await pilot.press("x")
+        assert "x: tokens seen" in text(app.query_one("#lr-chart"))
+        await pilot.press("l")
+        assert "(log)" in text(app.query_one("#loss-chart"))
+        await pilot.press("w")
+        assert "recent" in text(app.query_one("#loss-chart"))
+
+
+async def test_ranks_view_sorts(run):
+    app = app_for(run)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("r")
+        table = app.query_one(RanksTable)
+        assert table.display and table.row_count == 2
+        assert [str(c) for c in table.get_row_at(0)[:2]] == ["0", "node0"]
+        table.sort_key, table.sort_reverse = "data_wait", True
+        app.redraw()
+        assert str(table.get_row_at(0)[0]) == "1"
+        await pilot.press("r")
+        assert not table.display
+
+
+async def test_help_and_go_to_step(run):
+    app = app_for(run)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("question_mark")
+        assert isinstance(app.screen, HelpScreen)
+        assert "go to a step" in str(app.screen.query_one("Static").content)
+        await pilot.press("escape")
+        await pilot.press("g")
+        assert isinstance(app.screen, GoToStepScreen)
+        await pilot.press("1", "0", "enter")
+        shown = str(app.screen.query_one("#step-values").content)
+        assert "step 10" in shown and "rank 0: " in shown and "loss=" in shown and "grad_norm=1.5" in shown
+        await pilot.press("escape")
+        await pilot.press("q")
+    assert app.return_code in (0, None)
+
+
+async def test_nan_and_markup_are_shown_literally(tmp_path):
+    run = make_run(tmp_path / "run", ranks=1, name="[bold red]boom[/]",
+                   loss=lambda s: "nan" if s == 25 else 1.0)
+    app = app_for(run)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        assert "[bold red]boom[/]" in text(app.query_one(Header))
+        assert "!! NaN/Inf at step 25" in text(app.query_one("#loss-chart"))
+
+
+async def test_small_terminal_layout(run):
+    app = app_for(run)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        assert app.screen.has_class("narrow")
+        assert not app.query_one("#lr-chart").display or app.query_one("#lr-chart").styles.display == "none"
+        assert "headroom" in str(app.query_one("#memory").content)
