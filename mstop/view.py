@@ -197,10 +197,7 @@ def build_view(store: Store, opts: Options, *, points: int = 200, xaxis: str = "
             qd = d.col("queue_depth")[eff]
             qd = qd[~np.isnan(qd)]
             v.queue_depth = float(qd[-1]) if len(qd) else None
-            used, peak, total = (d.col(c)[eff] for c in ("mem_used", "mem_peak", "mem_total"))
-            v.mem_used = _last(used)
-            v.mem_peak = _last(peak)
-            v.mem_total = _last(total)
+            v.mem_used, v.mem_peak, v.mem_total = _memory_of(store, v.mem_worst, r0)
             v.lr_now, v.grad_norm_now = _last(d.col("lr")[eff]), _last(d.col("grad_norm")[eff])
             steps = None
             if recent and v.step is not None:
@@ -226,6 +223,26 @@ def build_view(store: Store, opts: Options, *, points: int = 200, xaxis: str = "
             v.throughput = _series(store, r0, "tokens_per_s", points, steps, xaxis)
             v.mfu_series = _series(store, r0, "mfu", points, steps, xaxis)
     return v
+
+
+def _memory_of(store: Store, worst: str | None, fallback: int) -> tuple[float | None, ...]:
+    """Used, peak and total bytes of the worst rank (or of the worst host, its ranks added up)."""
+    if worst and worst.startswith("rank "):
+        ranks = [int(worst.split()[1])]
+    elif worst and worst.startswith("host "):
+        host = worst[5:]
+        ranks = [r for r, d in store.ranks.items() if d.last_start and str(d.last_start.get("host")) == host]
+    else:
+        ranks = [fallback]
+    used = peak = total = None
+    for r in ranks:
+        d = store.ranks[r]
+        eff = d.effective()
+        u, p, t = (_last(d.col(c)[eff]) for c in ("mem_used", "mem_peak", "mem_total"))
+        used = u if used is None else used + (u or 0)
+        peak = p if peak is None else peak + (p or 0)
+        total = t if total is None else max(total, t or 0)
+    return used, peak, total
 
 
 def _x(d: Any, xaxis: str) -> np.ndarray:

@@ -44,7 +44,7 @@ def duration(seconds: float | None) -> str:
 def ms(seconds: float | None) -> str:
     if seconds is None or math.isnan(seconds):
         return NA
-    return f"{seconds * 1e3:,.1f} ms" if seconds < 10 else f"{seconds:,.1f} s"
+    return f"{seconds * 1e3:,.1f} ms" if seconds < 1 else f"{seconds:,.2f} s"
 
 
 def si(v: float | None) -> str:

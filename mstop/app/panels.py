@@ -34,6 +34,7 @@ class Chart(PlotextPlot):
     """
 
     def show_series(self, title: str, lines: list[tuple[str, Series | None]], *, log: bool = False,
+                    right: tuple[str, Series | None] | None = None,
                     hlines: list[float] = (), vlines: list[float] = (),
                     points: list[tuple[list[float], list[float], str]] = ()) -> None:
         plt = self.plt
@@ -51,6 +52,12 @@ class Chart(PlotextPlot):
                 plt.plot(xs, ys, marker="hd", label=label if len(xs) >= 3 and not log else None)
                 any_data = True
 
+        if right is not None:  # a second quantity on its own axis (lr and grad norm differ by 10^4)
+            xs, ys = _finite(right[1])
+            if xs:
+                plt.plot(xs, ys, marker="hd", label=f"{right[0]} (right axis)" if len(xs) >= 3 else None,
+                         yside="right")
+                any_data = True
         for xs, ys, label in points:
             if xs:
                 plt.scatter(xs, ys, marker="x", label=label if len(xs) >= 3 else None)
@@ -130,7 +137,7 @@ class LossPanel(Vertical):
             points=[(xs, ys, f"eval {k}") for k, (xs, ys) in evals.items()])
         self.query_one("#lr-chart", Chart).show_series(
             f"lr {fmt.num(v.lr_now)}   grad norm {fmt.num(v.grad_norm_now)}   x: {xlabel}",
-            [("lr", v.lr), ("grad norm", v.grad_norm)])
+            [("lr", v.lr)], right=("grad norm", v.grad_norm))
 
 
 class ThroughputPanel(Vertical):
@@ -159,7 +166,7 @@ class MfuPanel(Vertical):
         else:
             t.append(f"MFU {fmt.pct(v.mfu)}\n")
             t.append(f"peak {v.peak_flops / 1e12:,.0f} TFLOP/s: ")
-            t.append(Text(str(v.peak_source or "")[:80]))
+            t.append(Text(str(v.peak_source or "")[:160]))
         self.query_one("#mfu-text", Static).update(t)
         series = v.mfu_series
         chart = self.query_one("#mfu-chart", Chart)
@@ -201,6 +208,8 @@ class DataPanel(Static):
             t.append(f"  ! input-bound: above {DATA_WARN:.0%}")
         self.set_class(starving, "warning")
         t.append(f"\ndevice queue depth {fmt.num(v.queue_depth, 3)}")
+        if v.queue_depth is not None and v.chart_rank is not None:
+            t.append(f" (rank {v.chart_rank})")
         self.update(t)
 
 

@@ -1,0 +1,99 @@
+"""Save the README's screenshots (Textual SVG) from real runs.
+
+    python screenshots/make_screenshots.py            # needs mindspore for the demo run
+
+- demo-120x40.svg, demo-80x24.svg: the demo's real MindSpore job (examples/train_tiny_lm.py, 2 ranks, CPU).
+- ranks.svg, help.svg: the same run, ranks view and help screen.
+- pressure-120x40.svg: a run generated with MetricsWriter (close to OOM, input pipeline starving, device
+  queue empty): conditions a CPU cannot produce, and the caption says so.
+
+Convert to PNG to look at them: rsvg-convert screenshots/demo-120x40.svg -o /tmp/demo.png
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from mstop.app import MonitorApp  # noqa: E402
+from mstop_writer import MetricsWriter  # noqa: E402
+
+
+async def shoot(run: str, out: Path, size: tuple[int, int], keys: tuple[str, ...] = (), now: float | None = None):
+    app = MonitorApp(run, follow=False, **({"clock": lambda: now} if now else {}))
+    async with app.run_test(size=size) as pilot:
+        await pilot.pause()
+        for k in keys:
+            await pilot.press(k)
+        await pilot.pause()
+        app.save_screenshot(str(out))
+    print("wrote", out.relative_to(ROOT))
+
+
+def last_time(run: Path) -> float:
+    rows = (run / "rank0.csv").read_text().splitlines()
+    return float(rows[-1].split(",")[0]) + 2.0
+
+
+def pressure_run(run: Path) -> None:
+    """A 4-rank run near OOM on rank 2, its input pipeline starving on rank 3 (written with MetricsWriter)."""
+    t = [1_800_000_000.0]
+    for r in range(4):
+        t[0] = 1_800_000_000.0
+        w = MetricsWriter(run, rank=r, world_size=4, run_name="moe-1b (generated: OOM pressure, slow input)",
+                          device="Ascend910B3", n_params=1_000_000_000, n_layers=24, n_heads=16, head_dim=128,
+                          seq_len=4096, tokens_per_step=4 * 4 * 4096, total_steps=5000,
+                          clock=lambda: t[0], heartbeat_interval=3600)
+        for s in range(1, 1201):
+            t[0] += 2.0
+            starving = r == 3 and s > 700
+            w.log(s, epoch=1, loss=7.0 * s ** -0.12, lr=2e-4, grad_norm=0.8 + 0.1 * (s % 17) / 17,
+                  step_time=2.0, data_wait=0.55 if starving else 0.03, queue_depth=0 if starving else 4)
+        w.close()
+    # device memory figures (a CPU has none): rewrite the memory cells as an Ascend job would report them
+    for r in range(4):
+        path = run / f"rank{r}.csv"
+        lines = path.read_text().splitlines()
+        head = lines[0].split(",")
+        iu, ip, it = head.index("mem_used"), head.index("mem_peak"), head.index("mem_total")
+        out = [lines[0]]
+        for i, line in enumerate(lines[1:]):
+            cells = line.split(",")
+            peak = 61.2e9 + 0.002e9 * i if r == 2 else 48e9
+            cells[iu], cells[ip], cells[it] = repr(peak - 3e9), repr(peak), repr(64e9)
+            out.append(",".join(cells))
+        path.write_text("\n".join(out) + "\n")
+        ev = run / f"rank{r}.events.jsonl"
+        events = [json.loads(x) for x in ev.read_text().splitlines()]
+        events[0]["memory_source"] = "device"
+        events[0]["host"] = f"node{r // 2}"
+        ev.write_text("".join(json.dumps(e) + "\n" for e in events))
+
+
+def main() -> int:
+    out = ROOT / "screenshots"
+    with tempfile.TemporaryDirectory() as tmp:
+        demo = Path(tmp) / "demo"
+        subprocess.run([sys.executable, str(ROOT / "examples" / "train_tiny_lm.py"), "--run-dir", str(demo),
+                        "--ranks", "2", "--steps", "600", "--ckpt-every", "150", "--run-name", "tiny-lm demo"],
+                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        now = last_time(demo)
+        asyncio.run(shoot(str(demo), out / "demo-120x40.svg", (120, 40), now=now))
+        asyncio.run(shoot(str(demo), out / "demo-80x24.svg", (80, 24), now=now))
+        asyncio.run(shoot(str(demo), out / "ranks.svg", (120, 40), ("r",), now=now))
+        asyncio.run(shoot(str(demo), out / "help.svg", (120, 40), ("question_mark",), now=now))
+        pressure = Path(tmp) / "pressure"
+        pressure_run(pressure)
+        asyncio.run(shoot(str(pressure), out / "pressure-120x40.svg", (120, 40), now=last_time(pressure)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
