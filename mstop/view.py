@@ -92,6 +92,7 @@ class View:
     ranks: list[RankRow] = field(default_factory=list)
     xaxis: str = "step"
     chart_rank: int | None = None
+    custom: dict[str, Series | None] = field(default_factory=dict)
 
 
 class EmaCache:
@@ -133,7 +134,7 @@ def _f(v: Any) -> float | None:
 
 
 def build_view(store: Store, opts: Options, *, points: int = 200, xaxis: str = "step", recent: bool = False,
-               ema_cache: EmaCache | None = None) -> View:
+               ema_cache: EmaCache | None = None, custom: tuple[str, ...] = ()) -> View:
     """Compute one frame's content. ``points`` is the chart width in points; ``recent`` limits the
     charts to the last 10 % of the run (at least 200 steps)."""
     v = View(xaxis=xaxis)
@@ -222,7 +223,20 @@ def build_view(store: Store, opts: Options, *, points: int = 200, xaxis: str = "
             v.grad_norm = _series(store, r0, "grad_norm", points, steps, xaxis)
             v.throughput = _series(store, r0, "tokens_per_s", points, steps, xaxis)
             v.mfu_series = _series(store, r0, "mfu", points, steps, xaxis)
+            v.custom = {c: _series(store, r0, c, points, steps, xaxis) for c in custom}
     return v
+
+
+def numeric_columns(store: Store) -> list[str]:
+    """Columns that hold numbers on some rank (for the custom metrics filter): extras first."""
+    from .parse import NUMERIC
+
+    out = []
+    with store.lock:
+        for c in [*store.extra_columns, *(c for c in NUMERIC if c not in ("time", "step"))]:
+            if any(d.rows and not np.isnan(d.col(c)).all() for d in store.ranks.values()):
+                out.append(c)
+    return out
 
 
 def _memory_of(store: Store, worst: str | None, fallback: int) -> tuple[float | None, ...]:

@@ -171,3 +171,23 @@ async def test_small_terminal_layout(run):
         assert app.screen.has_class("narrow")
         assert not app.query_one("#lr-chart").display or app.query_one("#lr-chart").styles.display == "none"
         assert "headroom" in str(app.query_one("#memory").content)
+
+
+async def test_custom_metrics_filter_and_chart(tmp_path):
+    run = tmp_path / "run"
+    t = [1000.0]
+    with MetricsWriter(run, rank=0, world_size=1, run_name="moe", clock=lambda: t[0], heartbeat_interval=3600,
+                       extra_columns=["moe_aux_loss", "val_acc"]) as w:
+        for s in range(1, 30):
+            t[0] += 1
+            w.log(s, loss=1.0, moe_aux_loss=0.01 * s, val_acc=None, note="text, not a number")
+    app = MonitorApp(str(run), follow=False, clock=lambda: 1040.0)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("slash")
+        await pilot.press("m", "o", "e", "enter")
+        lst = app.screen.query_one("SelectionList")
+        assert lst.option_count == 1  # filtered: only moe_aux_loss (val_acc is empty, note is text)
+        await pilot.press("space", "escape")
+        assert app.custom == ("moe_aux_loss",) and app.screen.has_class("has-custom")
+        assert "moe_aux_loss" in text(app.query_one("#custom-chart"))

@@ -14,9 +14,9 @@ from textual.widgets import Footer, Static
 from ..figures import Options
 from ..source import LocalSource
 from ..store import Store
-from ..view import X_AXES, EmaCache, build_view
+from ..view import X_AXES, EmaCache, build_view, numeric_columns
 from .panels import DataPanel, Header, LossPanel, MemoryPanel, MfuPanel, RanksTable, ThroughputPanel
-from .screens import GoToStepScreen, HelpScreen
+from .screens import GoToStepScreen, HelpScreen, MetricsScreen
 
 SMOOTHING = (0.0, 0.6, 0.8, 0.9, 0.95, 0.99)
 #: Fewest seconds between two redraws caused by new rows (a burst costs one redraw).
@@ -44,6 +44,7 @@ class MonitorApp(App[None]):
         ("l", "log", "log"),
         ("w", "window", "window"),
         ("g", "goto", "go to step"),
+        ("slash", "metrics", "metrics"),
         ("r", "ranks", "ranks"),
         ("question_mark", "help", "help"),
     ]
@@ -63,6 +64,7 @@ class MonitorApp(App[None]):
         self._ema = EmaCache()
         self._last_redraw = 0.0
         self._pending = False
+        self.custom: tuple[str, ...] = ()
 
     def compose(self) -> ComposeResult:
         yield Static(" PAUSED: the display is frozen, reading goes on (p to resume)", id="paused")
@@ -126,7 +128,7 @@ class MonitorApp(App[None]):
         self._last_redraw, self._pending = time.monotonic(), False
         width = max(40, self.size.width * 2 // 3)
         v = build_view(self.store, self.opts, points=width, xaxis=self.xaxis, recent=self.recent,
-                       ema_cache=self._ema)
+                       ema_cache=self._ema, custom=self.custom)
         with self.batch_update():
             self.query_one(Header).show(v)
             if self.screen.has_class("show-ranks"):
@@ -174,6 +176,14 @@ class MonitorApp(App[None]):
 
     def action_goto(self) -> None:
         self.push_screen(GoToStepScreen())
+
+    def action_metrics(self) -> None:
+        def chosen(columns: tuple[str, ...] | None) -> None:
+            self.custom = columns or ()
+            self.screen.set_class(bool(self.custom), "has-custom")
+            self.redraw()
+
+        self.push_screen(MetricsScreen(numeric_columns(self.store), self.custom), chosen)
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen())

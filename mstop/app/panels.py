@@ -114,6 +114,7 @@ class LossPanel(Vertical):
 
     def compose(self):
         yield Chart(id="loss-chart")
+        yield Chart(id="custom-chart")
         yield Chart(id="lr-chart")
 
     def show(self, v: View, *, log: bool, smoothing: float, recent: bool = False) -> None:
@@ -135,6 +136,10 @@ class LossPanel(Vertical):
         self.query_one("#loss-chart", Chart).show_series(
             title, [("raw", v.loss_raw), ("smoothed", v.loss_smooth)], log=log, vlines=v.nan_steps,
             points=[(xs, ys, f"eval {k}") for k, (xs, ys) in evals.items()])
+        if v.custom:
+            names = ", ".join(v.custom)
+            self.query_one("#custom-chart", Chart).show_series(
+                f"{names}   x: {xlabel}", [(name, series) for name, series in v.custom.items()])
         self.query_one("#lr-chart", Chart).show_series(
             f"lr {fmt.num(v.lr_now)}   grad norm {fmt.num(v.grad_norm_now)}   x: {xlabel}",
             [("lr", v.lr)], right=("grad norm", v.grad_norm))

@@ -6,7 +6,7 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.screen import ModalScreen
-from textual.widgets import Input, Static
+from textual.widgets import Input, SelectionList, Static
 
 from . import fmt
 
@@ -18,6 +18,7 @@ KEYS = (
     ("l", "log scale for the loss"),
     ("w", "window: whole run / recent"),
     ("g", "go to a step: every figure at that step"),
+    ("/", "custom metrics: filter the numeric columns, chart the chosen ones"),
     ("r", "ranks table (click a header to sort)"),
     ("?", "this help"),
     ("escape", "close a dialog"),
@@ -66,3 +67,43 @@ class GoToStepScreen(ModalScreen[None]):
         if len(values) > 16:
             t.append(f"... and {len(values) - 16} more ranks\n")
         out.update(t)
+
+
+class MetricsScreen(ModalScreen[tuple[str, ...]]):
+    """Filter every numeric column by name; the chosen ones are charted in their own panel."""
+
+    BINDINGS = [("escape", "done", "done")]
+
+    def __init__(self, columns: list[str], chosen: tuple[str, ...]) -> None:
+        super().__init__()
+        self.columns, self.chosen = columns, set(chosen)
+
+    def compose(self) -> ComposeResult:
+        yield Vertical(Static("custom metrics: type to filter, space to choose, escape when done"),
+                       Input(placeholder="filter", id="metric-filter"), SelectionList[str](id="metric-list"),
+                       id="metrics")
+
+    def on_mount(self) -> None:
+        self._fill("")
+
+    def _fill(self, pattern: str) -> None:
+        sl = self.query_one(SelectionList)
+        sl.clear_options()
+        for c in self.columns:
+            if pattern.lower() in c.lower():
+                sl.add_option((Text(c), c, c in self.chosen))
+        if sl.option_count:
+            sl.highlighted = 0
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        self._fill(event.value)
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        self.query_one(SelectionList).focus()
+
+    def on_selection_list_selection_toggled(self, event: SelectionList.SelectionToggled) -> None:
+        value = event.selection.value
+        self.chosen.symmetric_difference_update({value})
+
+    def action_done(self) -> None:
+        self.dismiss(tuple(c for c in self.columns if c in self.chosen))
