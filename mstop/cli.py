@@ -49,6 +49,10 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--ranks", type=int, default=2, help="rank processes (default: 2)")
     d.add_argument("--steps", type=int, default=3000, help="optimizer steps (default: 3000)")
     d.add_argument("--keep", metavar="DIR", help="write the run here and keep it, instead of a temporary directory")
+    d.add_argument("--replay", action="store_true",
+                   help="play a recorded run of the demo job at real speed (no MindSpore needed)")
+    d.add_argument("--speed", type=_positive_float, default=1.0, metavar="X",
+                   help="with --replay: play X times faster (default: 1)")
     return ap
 
 
@@ -81,9 +85,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
     import subprocess
     import tempfile
 
+    if args.replay:
+        return _replay_demo(args)
     if importlib.util.find_spec("mindspore") is None:
-        print("mstop demo trains a real MindSpore model: install it with  pip install 'mstop[mindspore]'",
-              file=sys.stderr)
+        print("mstop demo trains a real MindSpore model: install it with  pip install 'mstop[mindspore]'\n"
+              "or watch a recorded run of it:  mstop demo --replay", file=sys.stderr)
         return 2
     example = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples",
                            "train_tiny_lm.py")
@@ -134,6 +140,26 @@ def cmd_summary(args: argparse.Namespace) -> int:
         from rich.console import Console
 
         Console().print(render_table(summary, store))
+    return 0
+
+
+def _replay_demo(args: argparse.Namespace) -> int:
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    from .app import MonitorApp
+    from .replay import start_replay
+
+    run_dir = Path(args.keep or tempfile.mkdtemp(prefix="mstop-replay-"))
+    thread, stop = start_replay(run_dir, speed=args.speed)
+    try:
+        MonitorApp(str(run_dir)).run()
+    finally:
+        stop.set()
+        thread.join(timeout=5)
+        if not args.keep:
+            shutil.rmtree(run_dir, ignore_errors=True)
     return 0
 
 

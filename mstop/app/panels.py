@@ -71,6 +71,8 @@ class Chart(PlotextPlot):
 
     def render(self):
         """Draw the plot; a plotting failure shows its message instead of stopping the monitor."""
+        if self.size.height < 6 or self.size.width < 24:
+            return Text("")  # too small to read: an empty panel beats an unreadable one
         try:
             return super().render()
         except Exception as e:  # noqa: BLE001 - plotext has corner cases; the screen must go on
