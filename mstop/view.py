@@ -134,9 +134,9 @@ def _f(v: Any) -> float | None:
 
 
 def build_view(store: Store, opts: Options, *, points: int = 200, xaxis: str = "step", recent: bool = False,
-               ema_cache: EmaCache | None = None, custom: tuple[str, ...] = ()) -> View:
+               ema_cache: EmaCache | None = None, custom: tuple[str, ...] = (), header_only: bool = False) -> View:
     """Compute one frame's content. ``points`` is the chart width in points; ``recent`` limits the
-    charts to the last 10 % of the run (at least 200 steps)."""
+    charts to the last 10 % of the run (at least 200 steps); ``header_only`` skips the charts' series."""
     v = View(xaxis=xaxis)
     now = opts.clock()
     with store.lock:
@@ -190,6 +190,8 @@ def build_view(store: Store, opts: Options, *, points: int = 200, xaxis: str = "
             eff = d.effective()
             tok = d.col("tokens")[eff].astype(np.float64)
             v.tokens_seen = float(np.nansum(tok)) if not np.isnan(tok).all() else None
+            if header_only:
+                return v
             samples = d.col("samples")[eff][-figures.WINDOW:].astype(np.float64)
             stw = d.col("step_time")[eff][-figures.WINDOW:].astype(np.float64)
             ok = ~np.isnan(samples) & ~np.isnan(stw)

@@ -65,6 +65,7 @@ class MonitorApp(App[None]):
         self._last_redraw = 0.0
         self._pending = False
         self.custom: tuple[str, ...] = ()
+        self._drawn_version = -1
 
     def compose(self) -> ComposeResult:
         yield Static(" PAUSED: the display is frozen, reading goes on (p to resume)", id="paused")
@@ -118,14 +119,18 @@ class MonitorApp(App[None]):
             self._pending = True
 
     def _tick(self) -> None:
-        """Once a second: ages move on even without new rows; delayed redraws happen."""
-        self.redraw()
+        """Once a second: a delayed redraw happens, or, with nothing new, only the ages in the header move."""
+        if self._pending or self.store.version != self._drawn_version:
+            self.redraw()
+        elif not self.paused:
+            self.query_one(Header).show(build_view(self.store, self.opts, header_only=True))
 
     def redraw(self) -> None:
         """Draw every visible panel from one view of the store."""
         if self.paused:
             return
         self._last_redraw, self._pending = time.monotonic(), False
+        self._drawn_version = self.store.version
         width = max(40, self.size.width * 2 // 3)
         v = build_view(self.store, self.opts, points=width, xaxis=self.xaxis, recent=self.recent,
                        ema_cache=self._ema, custom=self.custom)

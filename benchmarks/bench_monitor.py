@@ -1,0 +1,159 @@
+"""The monitor: time to the first full frame, redraw time against store size, CPU while following.
+
+    python benchmarks/bench_monitor.py [--part first|redraw|follow|all]
+
+- first: from process start (imports included) to the first frame with every
+  panel showing data, 8 ranks x 200,000 rows, beside a process that only
+  ``pandas.read_csv``-s the same files (the floor). Target <= 1.5 x floor + 1 s.
+- redraw: one full redraw with 10,000 and with 10,000,000 rows in the store
+  (target: equal within noise).
+- follow: CPU of a headless monitor process following 64 ranks x 10 rows/s,
+  minus the engine's own CPU measured alone in the same run (target < 5 % of a core).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+FIRST_FRAME = """
+import asyncio, sys
+from mstop.app import MonitorApp
+async def main():
+    app = MonitorApp(sys.argv[1], follow=False)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        assert app.store.rows > 0 and "loss" in str(app.query_one("#loss-chart").plt.build())
+asyncio.run(main())
+"""
+FLOOR = "import glob, sys, pandas as pd; [pd.read_csv(f) for f in sorted(glob.glob(sys.argv[1] + '/rank*.csv'))]"
+
+
+def timed(cmd: list[str]) -> float:
+    t0 = time.perf_counter()
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    return time.perf_counter() - t0
+
+
+def part_first(repeats: int) -> None:
+    from gen_run import generate
+
+    with tempfile.TemporaryDirectory() as tmp:
+        generate(tmp, 8, 200_000)
+        res: dict[str, list[float]] = {"monitor": [], "floor": []}
+        for _ in range(repeats):
+            res["monitor"].append(timed([sys.executable, "-c", FIRST_FRAME, tmp]))
+            res["floor"].append(timed([sys.executable, "-c", FLOOR, tmp]))
+    m, f = statistics.median(res["monitor"]), statistics.median(res["floor"])
+    print(f"first full frame, 8 ranks x 200,000 rows: {m:.2f} s; pandas.read_csv floor {f:.2f} s; "
+          f"target 1.5 x floor + 1 s = {1.5 * f + 1:.2f} s: {'met' if m <= 1.5 * f + 1 else 'MISSED'}")
+
+
+def synthetic_store(rows: int, ranks: int = 8):
+    import numpy as np
+
+    from mstop.parse import N_EXACT, NUMERIC, Rows
+    from mstop.store import Store
+
+    store = Store()
+    rng = np.random.default_rng(0)
+    per = rows // ranks
+    for r in range(ranks):
+        store.rank_files.add(r)
+        for s0 in range(0, per, 200_000):
+            n = min(200_000, per - s0)
+            exact = np.empty((n, N_EXACT))
+            exact[:, 0] = 1.7e9 + np.arange(s0, s0 + n) * 0.5
+            exact[:, 1] = np.arange(s0 + 1, s0 + n + 1)
+            floats = (rng.random((n, len(NUMERIC) - N_EXACT)) + 0.5).astype(np.float32)
+            store.ingest_rows(r, Rows(exact, floats, {}, np.zeros(n, np.int32), ["s"]))
+    return store
+
+
+async def redraw_time(rows: int, repeats: int) -> float:
+    from mstop.app import MonitorApp
+
+    app = MonitorApp(tempfile.mkdtemp(), follow=False)
+    app.store = synthetic_store(rows)
+    times = []
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        for _ in range(repeats):
+            app.store.version += 1
+            t0 = time.perf_counter()
+            app.redraw()
+            await pilot.pause()
+            times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def part_redraw(repeats: int) -> None:
+    small = asyncio.run(redraw_time(10_000, repeats))
+    big = asyncio.run(redraw_time(10_000_000, repeats))
+    print(f"redraw: {small * 1e3:.1f} ms with 10,000 rows, {big * 1e3:.1f} ms with 10,000,000 rows "
+          f"(ratio {big / small:.2f}; target: equal within noise)")
+
+
+FOLLOW = """
+import asyncio, sys, time, resource
+from mstop.app import MonitorApp
+async def main():
+    app = MonitorApp(sys.argv[1], poll=None)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause(2)
+        r0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.monotonic()
+        await pilot.pause(float(sys.argv[2]))
+        r1, t1 = resource.getrusage(resource.RUSAGE_SELF), time.monotonic()
+        print(100 * (r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime) / (t1 - t0))
+asyncio.run(main())
+"""
+
+
+def part_follow(seconds: float) -> None:
+    import multiprocessing as mp
+
+    from bench_follow import run as engine_run
+    from bench_follow import writer
+
+    with tempfile.TemporaryDirectory() as tmp:
+        ready = mp.Event()
+        w = mp.Process(target=writer, args=(tmp, 64, 10.0, seconds + 4, ready))
+        w.start()
+        while len(os.listdir(tmp)) < 64:
+            time.sleep(0.01)
+        ready.set()
+        out = subprocess.run([sys.executable, "-c", FOLLOW, tmp, str(seconds)], capture_output=True, text=True,
+                             check=True).stdout
+        w.join()
+    app_cpu = float(out.strip().splitlines()[-1])
+    engine = engine_run(64, 10.0, seconds, None)["cpu"]
+    print(f"following 64 ranks x 10 rows/s: monitor process {app_cpu:.1f} % of a core, engine alone "
+          f"{engine:.1f} %: the screen adds {app_cpu - engine:.1f} % (target < 5 %)")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--part", choices=("first", "redraw", "follow", "all"), default="all")
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--seconds", type=float, default=30.0)
+    a = ap.parse_args()
+    print(f"machine: {os.cpu_count()} cores, python {sys.version.split()[0]}")
+    if a.part in ("first", "all"):
+        part_first(a.repeats)
+    if a.part in ("redraw", "all"):
+        part_redraw(a.repeats)
+    if a.part in ("follow", "all"):
+        part_follow(a.seconds)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
