@@ -8,12 +8,22 @@ import sys
 from tests.conftest import ROOT
 
 
-def test_python_m_mstop_says_the_viewer_is_not_built_yet():
-    proc = subprocess.run([sys.executable, "-m", "mstop", "runs/x"], cwd=ROOT, capture_output=True, text=True)
-    assert proc.returncode == 2
-    assert "the live monitor is not built yet" in proc.stderr and "mstop summary RUN_DIR" in proc.stderr
+def mstop(*args):
+    return subprocess.run([sys.executable, "-m", "mstop", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=60)
 
 
-def test_version():
-    proc = subprocess.run([sys.executable, "-m", "mstop", "--version"], cwd=ROOT, capture_output=True, text=True)
-    assert proc.returncode == 0 and proc.stdout.startswith("mstop 0.")
+def test_monitor_of_a_missing_directory_exits_2():
+    proc = mstop("runs/does-not-exist")
+    assert proc.returncode == 2 and "runs/does-not-exist: no such directory" in proc.stderr
+
+
+def test_monitor_usage_errors_exit_2():
+    proc = mstop("tests/fixtures/snap-run", "--poll", "0")
+    assert proc.returncode == 2 and "must be positive" in proc.stderr
+
+
+def test_version_and_help():
+    assert mstop("--version").stdout.startswith("mstop 0.")
+    out = mstop("--help").stdout
+    assert "summary" in out and "demo" in out
