@@ -174,40 +174,77 @@ def _loss_rank(store: Store) -> RankData | None:
     return store.ranks[min(present)] if present else None
 
 
+#: Rows examined at a time when searching a long history backwards.
+_CHUNK = 4096
+
+
+def _tail_rows(d: RankData, keep: Callable[[np.ndarray, np.ndarray], np.ndarray], need: int) -> tuple[np.ndarray, bool]:
+    """The last ``need`` effective row indices where ``keep(rows, values)`` holds, searching backwards in
+    chunks (a figure must not cost O(rows) per frame on a 10-million-row run); and whether the search
+    reached the first row."""
+    eff = d.effective()
+    found: list[np.ndarray] = []
+    total = 0
+    end = d.rows
+    while end > 0 and total < need:
+        start = max(0, end - _CHUNK)
+        rows = np.arange(start, end)
+        sel = rows[eff[start:end] & keep(rows, d.col("loss")[start:end])]
+        found.append(sel)
+        total += len(sel)
+        end = start
+    idx = np.concatenate(found[::-1]) if found else np.empty(0, np.int64)
+    return idx[-need:], end == 0
+
+
 def loss(store: Store) -> float | None:
     """The last non-empty loss of the lowest rank (NaN when that cell said NaN)."""
     d = _loss_rank(store)
     if d is None:
         return None
-    vals = d.col("loss")
-    present = ~np.isnan(vals)
-    for i, c, _ in d.nonfinite:
-        if c == "loss":
-            present[i] = True
-    idx = np.flatnonzero(present & d.effective())
-    return float(vals[idx[-1]]) if len(idx) else None
+    literal = {i for i, c, _ in d.nonfinite if c == "loss"}
+
+    def present(rows: np.ndarray, vals: np.ndarray) -> np.ndarray:
+        ok = ~np.isnan(vals)
+        if literal:
+            ok |= np.isin(rows, list(literal))
+        return ok
+
+    idx, _ = _tail_rows(d, present, 1)
+    return float(d.col("loss")[idx[-1]]) if len(idx) else None
 
 
 def loss_ema(store: Store, opts: Options) -> float | None:
+    """Debiased EMA of the lowest rank's finite losses (only the terms that still weigh are read)."""
     d = _loss_rank(store)
     if d is None:
         return None
-    vals = d.col("loss")[d.effective()].astype(np.float64)
-    vals = vals[np.isfinite(vals)]
-    return ema(vals, opts.ema_weight)
+    need = _ema_terms(opts.ema_weight)
+    idx, everything = _tail_rows(d, lambda rows, vals: np.isfinite(vals), need)
+    vals = d.col("loss")[idx].astype(np.float64)
+    return ema(vals, opts.ema_weight, complete=everything)
 
 
-def ema(values: np.ndarray, weight: float) -> float | None:
-    """The last value of a debiased EMA (TensorBoard's smoothing) of finite values."""
+def _ema_terms(weight: float) -> int:
+    """How many recent terms of an EMA weigh more than 1e-12."""
+    return 1 if weight <= 0 else max(1, int(math.ceil(np.log(1e-12) / np.log(weight))))
+
+
+def ema(values: np.ndarray, weight: float, *, complete: bool = True) -> float | None:
+    """The last value of a debiased EMA (TensorBoard's smoothing) of finite values.
+
+    ``complete``: ``values`` is the whole series (so the debiasing term is
+    exact); otherwise it is a tail long enough that older terms do not count.
+    """
     if not len(values):
         return None
     if weight <= 0:
         return float(values[-1])
-    k = min(len(values), max(1, int(math.ceil(np.log(1e-12) / np.log(weight)))))  # older terms < 1e-12
+    k = min(len(values), _ema_terms(weight))
     tail = values[-k:]
     w = weight ** np.arange(k - 1, -1, -1, dtype=np.float64)
     num = (1 - weight) * float((w * tail).sum())
-    return num / (1 - weight ** len(values))
+    return num / (1 - weight ** len(values)) if complete else num
 
 
 def step(store: Store) -> int | None:

@@ -186,7 +186,7 @@ class CsvParser:
         source = io.BytesIO(blob)  # shares the bytes, no copy
         source.seek(start)
         try:
-            df = pd.read_csv(source, header=None, names=range(width), keep_default_na=False,
+            df = pd.read_csv(source, header=None, low_memory=False, names=range(width), keep_default_na=False,
                              na_values=[""], skip_blank_lines=False, engine="c", encoding_errors="strict",
                              dtype={s_idx: str} if s_idx is not None else None)
         except (UnicodeDecodeError, ValueError):  # pandas' ParserError is a ValueError: a long line
@@ -205,7 +205,7 @@ class CsvParser:
             else:  # text in the column (a literal "nan" does this too): convert cell by cell
                 raw = col.to_numpy(dtype=object)
                 text_cols[n] = raw
-                columns[n] = np.array([_num(x) if isinstance(x, str) else math.nan for x in raw], dtype=np.float64)
+                columns[n] = np.array([_cell_value(x) for x in raw], dtype=np.float64)
         ok = np.isfinite(columns["time"]) & np.isfinite(columns["step"])
         if s_idx is not None:
             codes, uniques = pd.factorize(df[s_idx].fillna(""), sort=False)
@@ -222,7 +222,9 @@ class CsvParser:
             v = columns[c]
             for r in np.flatnonzero(~np.isfinite(v)):
                 if c in text_cols:
-                    f = _literal_nonfinite(text_cols[c][r]) if isinstance(text_cols[c][r], str) else None
+                    cell = text_cols[c][r]
+                    f = _literal_nonfinite(cell) if isinstance(cell, str) else (
+                        float(cell) if isinstance(cell, float) and math.isinf(cell) else None)
                 else:
                     f = None if np.isnan(v[r]) else float(v[r])  # numeric column: NaN only from empty cells
                 if f is not None:
@@ -243,6 +245,15 @@ def _commas_per_line(blob: bytes) -> np.ndarray:
     arr = np.frombuffer(blob, dtype=np.uint8)
     ends = np.flatnonzero(arr == 10)
     return np.bincount(np.searchsorted(ends, np.flatnonzero(arr == 44)), minlength=len(ends))[: len(ends)]
+
+
+def _cell_value(x: Any) -> float:
+    """A cell of a column pandas could not make numeric: numbers kept, text parsed, empty = NaN."""
+    if isinstance(x, str):
+        return _num(x)
+    if isinstance(x, (int, float)) and not isinstance(x, bool):
+        return float(x)
+    return math.nan
 
 
 def _num(text: str) -> float:

@@ -134,3 +134,19 @@ def test_memory_per_row_is_under_100_bytes(tmp_path):
     write_rank(tmp_path, 0, steps(1, 50_000, loss=1.0))
     store = load(tmp_path)
     assert store.rows == 50_000 and store.nbytes() / store.rows < 100
+
+
+def test_long_series_from_block_summaries_keep_extremes_and_nans(tmp_path):
+    def loss(s):
+        return "nan" if s == 50_000 else "inf" if s == 60_001 else 90.0 if s == 77_777 else -5.0 if s == 1234 \
+            else 1.0 + (s % 13) / 10
+    write_rank(tmp_path, 0, steps(1, 100_000, loss=loss))
+    store = load(tmp_path)
+    assert store.ranks[0].monotonic and store.rows == 100_000
+    xs, ys = store.series(0, "loss", 90)
+    assert len(xs) <= 90 and np.all(np.diff(xs) > 0)
+    assert 90.0 in ys and -5.0 in ys and np.isinf(ys).sum() == 1 and np.isnan(ys).sum() == 1
+    assert xs[np.isnan(ys)][0] == 50_000 and xs[np.isinf(ys)][0] == 60_001
+    xs, ys = store.series(0, "loss", 90, steps=(40_000, 70_000))
+    assert xs.min() >= 40_000 and xs.max() <= 70_000 and np.isnan(ys).sum() == 1 and np.isinf(ys).sum() == 1
+    assert -5.0 not in ys and 90.0 not in ys  # outside the range
