@@ -16,7 +16,7 @@ import numpy as np
 
 from . import figures
 from .figures import Options
-from .store import Store
+from .store import BLOCK, Block, Store
 
 #: x axes the charts can use (``x`` key).
 X_AXES = ("step", "time", "tokens")
@@ -96,31 +96,73 @@ class View:
 
 
 class EmaCache:
-    """Debiased EMA of each rank's loss series, extended as rows arrive (not recomputed per frame)."""
+    """Per-frame state kept between frames, so a frame costs the same on a long run as on a short one:
+    the debiased EMA of each rank's loss (extended as rows arrive, never recomputed) and the tokens seen."""
+
+    _CHUNK = 128
 
     def __init__(self) -> None:
-        self._state: dict[tuple[int, float], tuple[int, int, float, float, np.ndarray]] = {}
+        self._state: dict[tuple[int, float], dict[str, Any]] = {}
+        self._tokens: dict[int, tuple[int, int, float]] = {}
 
     def series(self, store: Store, rank: int, weight: float) -> tuple[np.ndarray, np.ndarray]:
         """(row indices, EMA values) over the rank's effective rows with finite loss."""
         d = store.ranks[rank]
-        eff = d.effective()
-        loss = d.col("loss")
-        key = (rank, weight)
-        done, segs, acc, norm, out = self._state.get(key, (0, -1, 0.0, 0.0, np.empty(0)))
+        st = self._state.get((rank, weight))
+        if st is None or st["segments"] != len(d.segments) or st["done"] > d.rows:
+            st = self._state[(rank, weight)] = {"segments": len(d.segments), "done": 0, "acc": 0.0, "norm": 0.0,
+                                                "idx": Block(np.int64), "ema": Block(np.float64)}
+        done = st["done"]
+        if d.rows > done:
+            new = np.arange(done, d.rows)
+            loss = d.col("loss")[done:]
+            new = new[d.effective()[done:] & np.isfinite(loss)]
+            vals = d.col("loss")[new].astype(np.float64)
+            out = np.empty(len(vals))
+            acc, norm = st["acc"], st["norm"]
+            for a in range(0, len(vals), self._CHUNK):  # the recursion, vectorised a chunk at a time
+                x = vals[a:a + self._CHUNK]
+                if weight <= 0:
+                    out[a:a + len(x)] = x
+                    continue
+                k = np.arange(len(x))
+                scaled = np.cumsum(x * weight ** -k) * weight ** k  # sum_j<=i w^(i-j) x_j
+                accs = weight ** (k + 1) * acc + (1 - weight) * scaled
+                norms = weight ** (k + 1) * norm + (1 - weight) * (1 - weight ** (k + 1)) / (1 - weight)
+                out[a:a + len(x)] = accs / norms
+                acc, norm = float(accs[-1]), float(norms[-1])
+            st["idx"].extend(new)
+            st["ema"].extend(out)
+            st.update(done=d.rows, acc=acc, norm=norm)
+        return st["idx"].view(), st["ema"].view()
+
+    def tokens_seen(self, store: Store, rank: int) -> float | None:
+        """Σtokens over the rank's timeline, added up as rows arrive."""
+        d = store.ranks[rank]
+        done, segs, total = self._tokens.get(rank, (0, -1, 0.0))
         if segs != len(d.segments) or done > d.rows:
-            done, acc, norm, out = 0, 0.0, 0.0, np.empty(0)
-        new = np.arange(done, d.rows)
-        new = new[eff[done:] & np.isfinite(loss[done:])]
-        vals = np.empty(len(new))
-        for i, v in enumerate(loss[new].astype(np.float64)):
-            acc = weight * acc + (1 - weight) * v
-            norm = weight * norm + (1 - weight)
-            vals[i] = acc / norm
-        idx = np.concatenate([out[0], new]) if len(out) else new
-        ema = np.concatenate([out[1], vals]) if len(out) else vals
-        self._state[key] = (d.rows, len(d.segments), acc, norm, np.stack([idx, ema]) if len(idx) else np.empty(0))
-        return idx.astype(np.int64), ema
+            done, total = 0, 0.0
+        if d.rows > done:
+            tok = d.col("tokens")[done:].astype(np.float64)
+            tok = tok[d.effective()[done:]]
+            total += float(np.nansum(tok))
+            self._tokens[rank] = (d.rows, len(d.segments), total)
+        return total or None
+
+
+def _last_value(d: Any, column: str) -> float | None:
+    """The column's last value on the rank's timeline, reading backwards a chunk at a time."""
+    eff = d.effective()
+    col = d.col(column)
+    end = d.rows
+    while end > 0:
+        start = max(0, end - 4096)
+        vals = col[start:end]
+        ok = np.flatnonzero(eff[start:end] & ~np.isnan(vals))
+        if len(ok):
+            return float(vals[ok[-1]])
+        end = start
+    return None
 
 
 def _f(v: Any) -> float | None:
@@ -187,35 +229,43 @@ def build_view(store: Store, opts: Options, *, points: int = 200, xaxis: str = "
             r0 = min(present)
             v.chart_rank = r0
             d = store.ranks[r0]
-            eff = d.effective()
-            tok = d.col("tokens")[eff].astype(np.float64)
-            v.tokens_seen = float(np.nansum(tok)) if not np.isnan(tok).all() else None
+            cache = ema_cache or EmaCache()
+            v.tokens_seen = cache.tokens_seen(store, r0)
             if header_only:
                 return v
-            samples = d.col("samples")[eff][-figures.WINDOW:].astype(np.float64)
-            stw = d.col("step_time")[eff][-figures.WINDOW:].astype(np.float64)
+            win = np.flatnonzero(d.effective()[-4 * figures.WINDOW:])[-figures.WINDOW:] + max(0, d.rows - 4 *
+                                                                                                figures.WINDOW)
+            samples = d.col("samples")[win].astype(np.float64)
+            stw = d.col("step_time")[win].astype(np.float64)
             ok = ~np.isnan(samples) & ~np.isnan(stw)
             if ok.any() and stw[ok].sum() > 0:
                 v.samples_per_s = float(samples[ok].sum() / stw[ok].sum())
-            qd = d.col("queue_depth")[eff]
-            qd = qd[~np.isnan(qd)]
-            v.queue_depth = float(qd[-1]) if len(qd) else None
+            v.queue_depth = _last_value(d, "queue_depth")
             v.mem_used, v.mem_peak, v.mem_total = _memory_of(store, v.mem_worst, r0)
-            v.lr_now, v.grad_norm_now = _last(d.col("lr")[eff]), _last(d.col("grad_norm")[eff])
+            v.lr_now, v.grad_norm_now = _last_value(d, "lr"), _last_value(d, "grad_norm")
             steps = None
             if recent and v.step is not None:
                 span = max(200, int(v.step * 0.1))
                 steps = (v.step - span, v.step)
             v.loss_raw = _series(store, r0, "loss", points, steps, xaxis)
             v.loss_min = _min(store, r0, "loss")
-            cache = ema_cache or EmaCache()
             idx, ema = cache.series(store, r0, opts.ema_weight)
+            if steps is not None and len(idx):
+                if d.monotonic and len(d.segments) <= 1:  # rows in the step range, by binary search
+                    st = d.col("step")
+                    lo, hi = np.searchsorted(st, steps[0], "left"), np.searchsorted(st, steps[1], "right")
+                    a, b = np.searchsorted(idx, lo), np.searchsorted(idx, hi)
+                    idx, ema = idx[a:b], ema[a:b]
+                else:
+                    ss = d.col("step")[idx]
+                    keep = (ss >= steps[0]) & (ss <= steps[1])
+                    idx, ema = idx[keep], ema[keep]
             if len(idx):
-                xs = _x(d, xaxis)[idx]
-                ss = d.col("step")[idx]
-                keep = np.ones(len(idx), bool) if steps is None else (ss >= steps[0]) & (ss <= steps[1])
-                v.loss_smooth = _thin(xs[keep], ema[keep], points)
-            v.nan_steps = [float(_x(d, xaxis)[i]) for i, c, _ in d.nonfinite if c == "loss" and eff[i]]
+                sel = np.unique(np.linspace(0, len(idx) - 1, min(points, len(idx))).astype(np.int64))
+                v.loss_smooth = Series(_x_at(d, xaxis, idx[sel]), ema[sel])
+            eff = d.effective()
+            bad = [i for i, c, _ in d.nonfinite if c == "loss" and eff[i]]
+            v.nan_steps = _x_at(d, xaxis, np.asarray(bad, dtype=np.int64)).tolist() if bad else []
             for e in d.evals:
                 for k, val in (e.get("metrics") or {}).items():
                     f = _f(val)
@@ -253,12 +303,18 @@ def _memory_of(store: Store, worst: str | None, fallback: int) -> tuple[float | 
     used = peak = total = None
     for r in ranks:
         d = store.ranks[r]
-        eff = d.effective()
-        u, p, t = (_last(d.col(c)[eff]) for c in ("mem_used", "mem_peak", "mem_total"))
+        u, p, t = (_last_value(d, c) for c in ("mem_used", "mem_peak", "mem_total"))
         used = u if used is None else used + (u or 0)
         peak = p if peak is None else peak + (p or 0)
         total = t if total is None else max(total, t or 0)
     return used, peak, total
+
+
+def _x_at(d: Any, xaxis: str, rows: np.ndarray) -> np.ndarray:
+    """The x values of some rows (only the tokens axis needs the whole column: a running sum)."""
+    if xaxis == "tokens":
+        return _x(d, "tokens")[rows]
+    return d.col("time" if xaxis == "time" else "step")[rows].astype(np.float64)
 
 
 def _x(d: Any, xaxis: str) -> np.ndarray:
@@ -283,22 +339,14 @@ def _series(store: Store, rank: int, col: str, points: int, steps: Any, xaxis: s
     return Series(xs, ys)
 
 
-def _thin(x: np.ndarray, y: np.ndarray, points: int) -> Series | None:
-    if not len(x):
-        return None
-    if len(x) > points:
-        idx = np.linspace(0, len(x) - 1, points).astype(np.int64)
-        x, y = x[idx], y[idx]
-    return Series(x, y)
-
-
-def _last(a: np.ndarray) -> float | None:
-    a = a[~np.isnan(a)]
-    return float(a[-1]) if len(a) else None
-
-
 def _min(store: Store, rank: int, col: str) -> float | None:
+    """The column's smallest finite value on the rank's timeline (block summaries on long runs)."""
     d = store.ranks[rank]
+    if len(d.segments) <= 1 and d.rows >= 8 * BLOCK:
+        summ = d.summary(col)
+        tail = d.col(col)[summ.blocks * BLOCK:].astype(np.float64)
+        cands = np.concatenate([summ.mins[~np.isnan(summ.mins)], tail[np.isfinite(tail)]])
+        return float(cands.min()) if len(cands) else None
     a = d.col(col)[d.effective()]
     a = a[np.isfinite(a)]
     return float(a.min()) if len(a) else None
