@@ -9,6 +9,7 @@ be tested, printed or drawn by another front end.
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -212,8 +213,9 @@ def build_view(store: Store, opts: Options, *, points: int = 200, xaxis: str = "
         w = figures.window(store)
         if w.ranks:
             st = w.cols["step_time"]
-            with np.errstate(all="ignore"):
-                per_rank = np.array([np.nanmedian(r) if not np.isnan(r).all() else np.nan for r in st])
+            with np.errstate(all="ignore"), warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)  # ranks with no step time yet
+                per_rank = np.nanmedian(st, axis=1)
             v.step_time = _median(per_rank)
             if v.step_time:
                 v.steps_per_s = 1.0 / v.step_time

@@ -191,3 +191,20 @@ async def test_custom_metrics_filter_and_chart(tmp_path):
         await pilot.press("space", "escape")
         assert app.custom == ("moe_aux_loss",) and app.screen.has_class("has-custom")
         assert "moe_aux_loss" in text(app.query_one("#custom-chart"))
+
+
+async def test_ranks_view_pages_through_many_ranks(tmp_path):
+    run = tmp_path / "many"
+    for r in range(300):
+        write_rank(run, r, steps(1, 3, t0=1000.0 + r, step_time=1.0 + r / 1000, data_wait=0.01, tokens=10))
+    app = MonitorApp(str(run), follow=False, clock=lambda: 1100.0)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("r")
+        table = app.query_one(RanksTable)
+        assert table.row_count < 40 and table.border_title.startswith("ranks 1-") and "of 300" in table.border_title
+        await pilot.press("end")
+        assert str(table.get_row_at(table.row_count - 1)[0]) == "299"
+        await pilot.press("home", "pagedown")
+        first = int(str(table.get_row_at(0)[0]))
+        assert first == table.page_size and table.border_title.startswith(f"ranks {first + 1}-")

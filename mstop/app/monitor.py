@@ -20,7 +20,7 @@ from .screens import GoToStepScreen, HelpScreen, MetricsScreen
 
 SMOOTHING = (0.0, 0.6, 0.8, 0.9, 0.95, 0.99)
 #: Fewest seconds between two redraws caused by new rows (a burst costs one redraw).
-REDRAW_EVERY = 0.5
+REDRAW_EVERY = 1.0
 
 
 class StoreChanged(Message):
@@ -177,7 +177,7 @@ class MonitorApp(App[None]):
 
     def action_ranks(self) -> None:
         self.screen.toggle_class("show-ranks")
-        self.redraw()
+        self.call_after_refresh(self.redraw)  # after layout: the ranks page fills the table's height
 
     def action_goto(self) -> None:
         self.push_screen(GoToStepScreen())
