@@ -66,6 +66,7 @@ class MonitorApp(App[None]):
         self._pending = False
         self.custom: tuple[str, ...] = ()
         self._drawn_version = -1
+        self._drawn_rows = 0
 
     def compose(self) -> ComposeResult:
         yield Static(" PAUSED: the display is frozen, reading goes on (p to resume)", id="paused")
@@ -88,10 +89,11 @@ class MonitorApp(App[None]):
         self.query_one("#memory").border_title = "memory"
         self.query_one("#data").border_title = "input pipeline"
         self._layout_for(self.size.width, self.size.height)
+        # What is already written is read here, at full speed (a reading thread competing with the
+        # event loop for the GIL took half as long again); new rows then come from the source's thread.
+        self.source.read_all()
         if self.follow:
             self.source.follow()
-        else:
-            self.source.read_all()
         self.redraw()
         self.set_interval(1.0, self._tick)
 
@@ -113,7 +115,7 @@ class MonitorApp(App[None]):
     @on(StoreChanged)
     def _store_changed(self) -> None:
         now = time.monotonic()
-        if now - self._last_redraw >= REDRAW_EVERY:
+        if now - self._last_redraw >= REDRAW_EVERY or self._drawn_rows == 0:  # the first data: draw at once
             self.redraw()
         else:
             self._pending = True
@@ -131,6 +133,7 @@ class MonitorApp(App[None]):
             return
         self._last_redraw, self._pending = time.monotonic(), False
         self._drawn_version = self.store.version
+        self._drawn_rows = self.store.rows
         width = max(40, self.size.width * 2 // 3)
         v = build_view(self.store, self.opts, points=width, xaxis=self.xaxis, recent=self.recent,
                        ema_cache=self._ema, custom=self.custom)
