@@ -89,6 +89,7 @@ class MonitorApp(App[None]):
         self.query_one("#memory").border_title = "memory"
         self.query_one("#data").border_title = "input pipeline"
         self._layout_for(self.size.width, self.size.height)
+        self.set_focus(None)  # the ranks table takes the keys only while it is shown
         # What is already written is read here, at full speed (a reading thread competing with the
         # event loop for the GIL took half as long again); new rows then come from the source's thread.
         self.source.read_all()
@@ -180,6 +181,11 @@ class MonitorApp(App[None]):
 
     def action_ranks(self) -> None:
         self.screen.toggle_class("show-ranks")
+        table = self.query_one(RanksTable)
+        if self.screen.has_class("show-ranks"):
+            table.focus()
+        else:
+            self.set_focus(None)
         self.call_after_refresh(self.redraw)  # after layout: the ranks page fills the table's height
 
     def action_goto(self) -> None:

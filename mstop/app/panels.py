@@ -10,6 +10,7 @@ import math
 
 import numpy as np
 from rich.text import Text
+from textual.binding import Binding
 from textual.containers import Vertical
 from textual.widgets import DataTable, Static
 from textual_plotext import PlotextPlot
@@ -177,7 +178,7 @@ class MfuPanel(Vertical):
         self.query_one("#mfu-text", Static).update(t)
         series = v.mfu_series
         chart = self.query_one("#mfu-chart", Chart)
-        chart.display = series is not None
+        chart.set_class(series is None, "empty")  # CSS hides it (and in small terminals anyway)
         if series is not None:
             chart.show_series("MFU %", [("MFU %", Series(series.x, series.y * 100))])
 
@@ -230,8 +231,9 @@ class RanksTable(DataTable):
     built (pgup/pgdn, home/end, arrows past the edge move the page): a frame costs the same with
     8 ranks or 1,024."""
 
-    BINDINGS = [("pagedown", "page(1)", "page down"), ("pageup", "page(-1)", "page up"),
-                ("home", "edge(0)", "first"), ("end", "edge(1)", "last")]
+    BINDINGS = [Binding("pagedown", "page(1)", "page down", show=False),
+                Binding("pageup", "page(-1)", "page up", show=False),
+                Binding("home", "edge(0)", "first", show=False), Binding("end", "edge(1)", "last", show=False)]
     sort_key = "rank"
     sort_reverse = False
     offset = 0
