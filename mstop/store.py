@@ -347,11 +347,18 @@ class Store:
             d = self.ranks.get(r)
             if d is None or d.rows == 0:
                 return np.empty(0), np.empty(0)
-            if len(d.segments) <= 1 and d.monotonic and d.rows >= 8 * BLOCK:
-                rows = self._summary_rows(d, column, points, steps)
-            else:
-                rows = self._scan_rows(d, column, points, steps)
+            rows = self.series_rows(r, column, points, steps=steps)
             return d.col(x)[rows].astype(np.float64), d.col(column)[rows].astype(np.float64)
+
+    def series_rows(self, r: int, column: str, points: int, *, steps: tuple[float, float] | None = None) -> np.ndarray:
+        """The rows :meth:`series` draws (to read other columns of the same rows)."""
+        with self.lock:
+            d = self.ranks.get(r)
+            if d is None or d.rows == 0:
+                return np.empty(0, np.int64)
+            if len(d.segments) <= 1 and d.monotonic and d.rows >= 8 * BLOCK:
+                return self._summary_rows(d, column, points, steps)
+            return self._scan_rows(d, column, points, steps)
 
     def _present(self, d: RankData, column: str, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
         """Rows in [lo, hi) whose cell holds a value (a number, or a literal NaN/Inf), and those values."""

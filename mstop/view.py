@@ -87,6 +87,7 @@ class View:
     mem_peak: float | None = None
     mem_total: float | None = None
     mem_source: str | None = None
+    headroom: Series | None = None  # of the worst rank (device memory) over the run
     data_wait_frac: float | None = None
     data_worst_rank: int | None = None
     queue_depth: float | None = None
@@ -278,6 +279,7 @@ def build_view(store: Store, opts: Options, *, points: int = 200, xaxis: str = "
             v.throughput = _series(store, r0, "tokens_per_s", points, steps, xaxis)
             v.mfu_series = _series(store, r0, "mfu", points, steps, xaxis)
             v.custom = {c: _series(store, r0, c, points, steps, xaxis) for c in custom}
+            v.headroom = _headroom_series(store, v.mem_worst, r0, points, steps, xaxis)
     return v
 
 
@@ -310,6 +312,20 @@ def _memory_of(store: Store, worst: str | None, fallback: int) -> tuple[float | 
         peak = p if peak is None else peak + (p or 0)
         total = t if total is None else max(total, t or 0)
     return used, peak, total
+
+
+def _headroom_series(store: Store, worst: str | None, fallback: int, points: int, steps: Any,
+                     xaxis: str) -> Series | None:
+    """1 - mem_peak / mem_total over the run for the worst rank (the chart rank when memory is per host)."""
+    r = int(worst.split()[1]) if worst and worst.startswith("rank ") else fallback
+    rows = store.series_rows(r, "mem_peak", points, steps=steps)
+    if not len(rows):
+        return None
+    d = store.ranks[r]
+    with np.errstate(all="ignore"):
+        head = 1.0 - d.col("mem_peak")[rows].astype(np.float64) / d.col("mem_total")[rows].astype(np.float64)
+    ok = np.isfinite(head)
+    return Series(_x_at(d, xaxis, rows[ok]), head[ok]) if ok.any() else None
 
 
 def _x_at(d: Any, xaxis: str, rows: np.ndarray) -> np.ndarray:

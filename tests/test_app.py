@@ -65,9 +65,11 @@ async def test_header_and_panels_show_the_run(run):
         assert "loss 1.323" in loss and "min 1.323" in loss and "smoothed(0.9)" in loss  # 4 / 40 ** 0.3
         assert "tokens/s 85" in str(app.query_one("#tp-text").content)
         mfu = str(app.query_one("#mfu-text").content)
-        assert "MFU 41.0 %" in mfu and "peak 313 TFLOP/s" in mfu
-        mem = str(app.query_one("#memory").content)
-        assert "headroom 10.9 %" in mem and "worst: rank 1" in mem and "used 46.6 GiB" in mem
+        assert "MFU 41.0 % · peak 313 TFLOP/s" in mfu
+        mem = str(app.query_one("#mem-text").content)
+        assert "headroom 10.9 %" in mem and "rank 1: used 46.6 GiB" in mem
+        chart = text(app.query_one("#mem-chart"))
+        assert "headroom %, rank 1" in chart and "├─────" in chart  # a warning/critical line is drawn
         data = str(app.query_one("#data").content)
         assert "data wait 4.2 % of step time (worst: rank 1)" in data
 
@@ -170,7 +172,7 @@ async def test_small_terminal_layout(run):
         await settle(pilot)
         assert app.screen.has_class("narrow")
         assert not app.query_one("#lr-chart").display or app.query_one("#lr-chart").styles.display == "none"
-        assert "headroom" in str(app.query_one("#memory").content)
+        assert "headroom" in str(app.query_one("#mem-text").content)
 
 
 async def test_custom_metrics_filter_and_chart(tmp_path):

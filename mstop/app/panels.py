@@ -72,7 +72,7 @@ class Chart(PlotextPlot):
 
     def render(self):
         """Draw the plot; a plotting failure shows its message instead of stopping the monitor."""
-        if self.size.height < 6 or self.size.width < 24:
+        if self.size.height < 5 or self.size.width < 24:
             return Text("")  # too small to read: an empty panel beats an unreadable one
         try:
             return super().render()
@@ -163,6 +163,8 @@ class ThroughputPanel(Vertical):
 
 
 class MfuPanel(Vertical):
+    DEFAULT_CSS = "MfuPanel > Static { height: auto; max-height: 2; }"
+
     def compose(self):
         yield Static(id="mfu-text")
         yield Chart(id="mfu-chart", classes="small-chart")
@@ -172,9 +174,8 @@ class MfuPanel(Vertical):
         if v.peak_flops is None:
             t.append("MFU n/a: peak unknown, pass --peak-tflops")
         else:
-            t.append(f"MFU {fmt.pct(v.mfu)}\n")
-            t.append(f"peak {v.peak_flops / 1e12:,.0f} TFLOP/s: ")
-            t.append(Text(str(v.peak_source or "")[:160]))
+            t.append(f"MFU {fmt.pct(v.mfu)} · peak {v.peak_flops / 1e12:,.0f} TFLOP/s\n")
+            t.append(Text(str(v.peak_source or "")))
         self.query_one("#mfu-text", Static).update(t)
         series = v.mfu_series
         chart = self.query_one("#mfu-chart", Chart)
@@ -183,26 +184,38 @@ class MfuPanel(Vertical):
             chart.show_series("MFU %", [("MFU %", Series(series.x, series.y * 100))])
 
 
-class MemoryPanel(Static):
+class MemoryPanel(Vertical):
+    DEFAULT_CSS = "MemoryPanel > Static { height: auto; }"
+
+    def compose(self):
+        yield Static(id="mem-text")
+        yield Chart(id="mem-chart", classes="small-chart")
+
     def show(self, v: View) -> None:
         h = v.mem_headroom
         t = Text()
-        t.append(f"headroom {fmt.pct(h)} ")
-        t.append(fmt.bar(None if h is None else 1 - h, 20))
         crit, warn = h is not None and h < MEM_CRIT, h is not None and MEM_CRIT <= h < MEM_WARN
         if crit:
-            t.append("  !! CRITICAL")
+            t.append("!! CRITICAL ")
         elif warn:
-            t.append("  ! warning")
+            t.append("! warning ")
+        t.append(f"headroom {fmt.pct(h)} ")
+        t.append(fmt.bar(None if h is None else 1 - h, 8))
         self.set_class(crit, "critical")
         self.set_class(warn, "warning")
-        t.append(f"\nused {fmt.gib(v.mem_used)} / peak {fmt.gib(v.mem_peak)} / total {fmt.gib(v.mem_total)}")
+        t.append("\n")
+        t.append(Text(v.mem_worst or "n/a"))
+        t.append(f": used {fmt.gib(v.mem_used)} / peak {fmt.gib(v.mem_peak)} / total {fmt.gib(v.mem_total)}")
         if v.mem_source == "host":
             t.append(" (host RAM)")
-        t.append("\nworst: ")
-        t.append(Text(v.mem_worst or "n/a"))
-        t.append(f" · warn < {MEM_WARN:.0%}, crit < {MEM_CRIT:.0%}")
-        self.update(t)
+        self.query_one("#mem-text", Static).update(t)
+        chart = self.query_one("#mem-chart", Chart)
+        chart.set_class(v.headroom is None, "empty")
+        if v.headroom is not None:
+            who = v.mem_worst if v.mem_worst and v.mem_worst.startswith("rank") else f"rank {v.chart_rank}"
+            chart.show_series(f"headroom %, {who}",
+                              [("headroom %", Series(v.headroom.x, v.headroom.y * 100))],
+                              hlines=[100 * MEM_WARN, 100 * MEM_CRIT])
 
 
 class DataPanel(Static):
