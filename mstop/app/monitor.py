@@ -63,7 +63,6 @@ class MonitorApp(App[None]):
         self.xaxis = "step"
         self._ema = EmaCache()
         self._last_redraw = 0.0
-        self._pending = False
         self.custom: tuple[str, ...] = ()
         self._drawn_version = -1
         self._drawn_rows = 0
@@ -117,13 +116,11 @@ class MonitorApp(App[None]):
     def _store_changed(self) -> None:
         now = time.monotonic()
         if now - self._last_redraw >= REDRAW_EVERY or self._drawn_rows == 0:  # the first data: draw at once
-            self.redraw()
-        else:
-            self._pending = True
+            self.redraw()  # otherwise the next tick draws it: the store's version moved on
 
     def _tick(self) -> None:
         """Once a second: a delayed redraw happens, or, with nothing new, only the ages in the header move."""
-        if self._pending or self.store.version != self._drawn_version:
+        if self.store.version != self._drawn_version:
             self.redraw()
         elif not self.paused:
             self.query_one(Header).show(build_view(self.store, self.opts, header_only=True))
@@ -132,7 +129,7 @@ class MonitorApp(App[None]):
         """Draw every visible panel from one view of the store."""
         if self.paused:
             return
-        self._last_redraw, self._pending = time.monotonic(), False
+        self._last_redraw = time.monotonic()
         self._drawn_version = self.store.version
         self._drawn_rows = self.store.rows
         width = max(40, self.size.width * 2 // 3)
