@@ -20,7 +20,7 @@ from typing import Callable
 
 from .parse import CsvParser, parse_events
 from .store import Store
-from .tail import FileTail
+from .tail import Chunk, FileTail
 
 log = logging.getLogger("mstop")
 
@@ -284,21 +284,11 @@ class LocalSource:
         for name in names:
             if name in self._files:
                 continue
-            m = CSV_RE.fullmatch(name)
-            kind = "csv"
-            if m is None:
-                m = EVENTS_RE.fullmatch(name)
-                kind = "events"
-            if m is None:
+            f = followed(name, os.path.join(self.run_dir, name), self.store)
+            if f is None:
                 if name.startswith("rank") and (name.endswith(".csv") or name.endswith(".jsonl")):
                     self.store.ignored_files.add(name)
                 continue
-            f = _Followed(int(m.group(1)), kind, FileTail(os.path.join(self.run_dir, name)))
-            if kind == "csv":
-                f.parser = CsvParser()
-                with self.store.lock:
-                    self.store.rank(f.rank)
-                    self.store.rank_files.add(f.rank)
             self._files[name] = f
             new.add(name)
         return new
@@ -307,20 +297,43 @@ class LocalSource:
         f = self._files[name]
         while True:
             chunk = f.tail.read()
-            if chunk.reset:
-                if f.kind == "csv":
-                    assert f.parser is not None
-                    f.parser.reset()
-                    self.store.reset_rank(f.rank)
-                else:
-                    self.store.reset_events(f.rank)
-            if f.kind == "csv":
-                assert f.parser is not None
-                rows = f.parser.parse(chunk.blob)
-                rows.bad += chunk.overlong
-                self.store.ingest_rows(f.rank, rows)
-            else:
-                ev = parse_events(chunk.blob)
-                self.store.ingest_events(f.rank, ev.items, ev.bad + chunk.overlong)
+            ingest(self.store, f, chunk)
             if not chunk.more:
                 break
+
+
+def followed(name: str, tail_path: str, store: Store) -> _Followed | None:
+    """The record for a rank file named ``name`` (None for any other name: never used as a path)."""
+    m = CSV_RE.fullmatch(name)
+    kind = "csv"
+    if m is None:
+        m = EVENTS_RE.fullmatch(name)
+        kind = "events"
+    if m is None:
+        return None
+    f = _Followed(int(m.group(1)), kind, FileTail(tail_path))
+    if kind == "csv":
+        f.parser = CsvParser()
+        with store.lock:
+            store.rank(f.rank)
+            store.rank_files.add(f.rank)
+    return f
+
+
+def ingest(store: Store, f: _Followed, chunk: Chunk) -> None:
+    """Parse one chunk of a rank file into the store (local and remote sources alike)."""
+    if chunk.reset:
+        if f.kind == "csv":
+            assert f.parser is not None
+            f.parser.reset()
+            store.reset_rank(f.rank)
+        else:
+            store.reset_events(f.rank)
+    if f.kind == "csv":
+        assert f.parser is not None
+        rows = f.parser.parse(chunk.blob)
+        rows.bad += chunk.overlong
+        store.ingest_rows(f.rank, rows)
+    else:
+        ev = parse_events(chunk.blob)
+        store.ingest_events(f.rank, ev.items, ev.bad + chunk.overlong)

@@ -103,6 +103,15 @@ class FileTail:
         self._split(data, out)
         return out
 
+    def feed(self, data: bytes, *, reset: bool = False) -> Chunk:
+        """Take bytes appended to a file read elsewhere (a remote follower), as :meth:`read` would."""
+        out = Chunk(reset=reset)
+        if reset:
+            self._restart()
+        self.offset += len(data)
+        self._split(data, out)
+        return out
+
     @property
     def pending(self) -> int:
         """Bytes of a line still waiting for its newline."""
