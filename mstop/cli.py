@@ -34,7 +34,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = ap.add_subparsers(dest="command", metavar="COMMAND")
     s = sub.add_parser("summary", help="print a run's figures once (a table, or JSON with --json)",
                        description="Print a run's figures once: a table for people, or JSON for scripts.")
-    s.add_argument("source", metavar="SOURCE", help="run directory")
+    s.add_argument("source", metavar="SOURCE", help="run directory, or [user@]host:/path over ssh")
+    _ssh_arguments(s)
     s.add_argument("--json", action="store_true", help="print one JSON object (keys documented in the README)")
     s.add_argument("--poll", type=_positive_float, metavar="SEC",
                    help="with --wait: seconds between checks for the directory (default: 1)")
@@ -118,20 +119,55 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _ssh_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-F", "--ssh-config", metavar="FILE", help="ssh configuration file (ssh -F)")
+    p.add_argument("-o", "--ssh-option", action="append", default=[], metavar="OPTION",
+                   help="an ssh option, as ssh -o takes it (repeatable), e.g. -o ProxyJump=login1")
+    p.add_argument("--connect-timeout", type=_positive_float, default=10.0, metavar="SEC",
+                   help="seconds to wait for an ssh connection (default: 10)")
+
+
+def _ssh_options(args: argparse.Namespace) -> tuple[str, ...]:
+    opts: list[str] = []
+    if args.ssh_config:
+        opts += ["-F", args.ssh_config]
+    for o in args.ssh_option:
+        opts += ["-o", o]
+    return tuple(opts)
+
+
 def cmd_summary(args: argparse.Namespace) -> int:
     from .figures import Options
+    from .remote import RemoteError, RemoteSource, parse_target
     from .source import LocalSource
     from .store import Store
     from .summary import missing_message, render_table, summarize
 
     run_dir = args.source
-    while not os.path.isdir(run_dir):
-        if not args.wait:
-            print(missing_message(run_dir), file=sys.stderr)
-            return 2
-        time.sleep(args.poll or 1.0)
+    try:
+        target = parse_target(run_dir)
+    except ValueError as e:
+        print(f"mstop: {e}", file=sys.stderr)
+        return 2
     store = Store()
-    LocalSource(run_dir, store).read_all()
+    if target is not None:
+        while True:
+            try:
+                RemoteSource(target, store, ssh_options=_ssh_options(args),
+                             connect_timeout=args.connect_timeout).read_all()
+                break
+            except RemoteError as e:
+                if not (args.wait and "no such directory" in str(e)):
+                    print(f"mstop: {e}", file=sys.stderr)
+                    return 2
+                time.sleep(args.poll or 1.0)
+    else:
+        while not os.path.isdir(run_dir):
+            if not args.wait:
+                print(missing_message(run_dir), file=sys.stderr)
+                return 2
+            time.sleep(args.poll or 1.0)
+        LocalSource(run_dir, store).read_all()
     opts = Options(peak_flops=args.peak_tflops * 1e12 if args.peak_tflops else None, ema_weight=args.smoothing)
     summary = summarize(store, run_dir, opts)
     if args.json:

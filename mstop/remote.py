@@ -1,0 +1,228 @@
+"""Following a run directory on another host over the system's ssh: ``mstop user@host:/path``.
+
+The system OpenSSH client is used, so ``~/.ssh/config``, ProxyJump, agents,
+Kerberos and ControlMaster all apply. The remote side needs ``python3`` and
+nothing else: the follower program (:mod:`mstop.follower`) is sent over the
+channel; the path and offsets follow as data on standard input, so the
+remote login shell never sees user text. Only new bytes travel, compressed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import threading
+import time
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from .source import SourceState, _Followed, followed, ingest
+from .store import Store
+
+#: The remote command: a constant (no user text), which reads the program from standard input.
+BOOTSTRAP = ('python3 -u -c "import sys;n=int(sys.stdin.buffer.readline());'
+             "exec(compile(sys.stdin.buffer.read(n),'mstop-follower','exec'))\"")
+FOLLOWER = (Path(__file__).resolve().parent / "follower.py").read_bytes()
+_HOST = re.compile(r"^(?:[A-Za-z0-9._%+-]+@)?[A-Za-z0-9._-]+$|^(?:[A-Za-z0-9._%+-]+@)?\[[0-9A-Fa-f:.]+\]$")
+
+
+class RemoteError(Exception):
+    """The remote side cannot be followed (ssh's own words included)."""
+
+
+@dataclass
+class Target:
+    host: str
+    path: str
+
+    def __str__(self) -> str:
+        return f"{self.host}:{self.path}"
+
+
+def parse_target(text: str) -> Target | None:
+    """``[user@]host:/path`` as scp names remote paths; None for a local path.
+
+    A colon before any slash makes it remote (``./a:b`` and ``/x:y`` stay local).
+    A host that starts with ``-`` or holds anything but host-name characters is refused.
+    """
+    colon = text.find(":")
+    if text.startswith("-") and colon > 0:
+        raise ValueError(f"not a host name: {text[:colon]!r} (a host may not start with '-')")
+    slash = text.find("/")
+    if colon <= 0 or (slash != -1 and slash < colon):
+        return None
+    host, path = text[:colon], text[colon + 1:]
+    if host.startswith("-") or not _HOST.match(host):
+        raise ValueError(f"not a host name: {host!r}")
+    if not path:
+        raise ValueError(f"{text!r}: no remote path after the colon")
+    return Target(host, path)
+
+
+class RemoteSource:
+    """Feed ``store`` from a run directory on another host (same interface as LocalSource)."""
+
+    def __init__(self, target: Target, store: Store, *, poll: float | None = None,
+                 on_update: Callable[[], None] | None = None, ssh_options: tuple[str, ...] = (),
+                 connect_timeout: float = 10.0, clock: Callable[[], float] = time.time) -> None:
+        self.target = target
+        self.run_dir = str(target)
+        self.store = store
+        self.poll = poll
+        self.on_update = on_update
+        self.ssh_options = tuple(ssh_options)
+        self.connect_timeout = connect_timeout
+        self.state = SourceState(mode="ssh", poll_interval=poll)
+        self.host_state = "connecting"
+        self.clock_skew = 0.0  # remote clock - local clock, measured at connect
+        self.bytes_received = 0
+        self._clock = clock
+        self._files: dict[str, _Followed] = {}
+        self._proc: subprocess.Popen | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # -- one-shot ----------------------------------------------------------------------
+
+    def read_all(self) -> int:
+        """Connect, read everything written so far, disconnect; raise RemoteError when that fails."""
+        before = self.store.rows
+        proc, header = self._connect()
+        try:
+            while not header.get("caught_up"):
+                header = self._frame(proc)
+        finally:
+            self._close(proc)
+        return self.store.rows - before
+
+    # -- following ----------------------------------------------------------------------
+
+    def follow(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="mstop-remote", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._proc is not None:
+            self._close(self._proc)
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+
+    def _run(self) -> None:
+        tries = 0
+        while not self._stop.is_set():
+            try:
+                proc, _ = self._connect()
+                tries = 0
+                self.host_state = "connected"
+                while not self._stop.is_set():
+                    self._frame(proc)
+                    if self.on_update is not None:
+                        self.on_update()
+            except RemoteError as e:
+                if self._stop.is_set():
+                    break
+                tries += 1
+                delay = min(30.0, 2.0 ** (tries - 1))
+                self.host_state = f"reconnecting, try {tries} in {delay:.0f} s: {e}"
+                self.state.notes.append(str(e))
+                if self.on_update is not None:
+                    self.on_update()
+                self._stop.wait(delay)
+            finally:
+                if self._proc is not None:
+                    self._close(self._proc)
+
+    # -- the connection ----------------------------------------------------------------
+
+    def _command(self) -> list[str]:
+        return ["ssh", "-o", "BatchMode=yes", "-o", f"ConnectTimeout={int(self.connect_timeout)}",
+                "-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=3", *self.ssh_options,
+                "--", self.target.host, BOOTSTRAP]
+
+    def _connect(self) -> tuple[subprocess.Popen, dict]:
+        """Start ssh and the follower; return the process and its first frame (already fed to the store)."""
+        proc = subprocess.Popen(self._command(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, start_new_session=True)
+        self._proc = proc
+        offsets = {name: [f.tail.offset, f.tail._signature.hex()] for name, f in self._files.items()}
+        request = json.dumps({"path": self.target.path, "offsets": offsets, "poll": self.poll or 0.5})
+        try:
+            assert proc.stdin is not None
+            proc.stdin.write(f"{len(FOLLOWER)}\n".encode() + FOLLOWER + request.encode() + b"\n")
+            proc.stdin.flush()
+        except OSError:
+            pass  # ssh already failed: its message comes below
+        t0 = self._clock()
+        header = self._frame(proc)
+        self.clock_skew = header["clock"] - (t0 + self._clock()) / 2
+        return proc, header
+
+    def _frame(self, proc: subprocess.Popen) -> dict:
+        """Read one frame and feed its bytes to the store; raise RemoteError on errors or a lost connection."""
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        if not line:
+            raise RemoteError(self._ssh_error(proc))
+        try:
+            header = json.loads(line)
+            payload = proc.stdout.read(int(header.get("n", 0))) if header.get("n") else b""
+        except (ValueError, TypeError) as e:
+            raise RemoteError(f"unexpected output from the remote side: {line[:200]!r} ({e})") from None
+        if "error" in header:
+            raise RemoteError(f"{self.target}: {header['error']}")
+        self.bytes_received += len(line) + len(payload)
+        if payload:
+            payload = zlib.decompress(payload)
+        pos = 0
+        for entry in header.get("files", []):
+            name, offset, length, reset = entry
+            data = payload[pos: pos + int(length)]
+            pos += int(length)
+            f = self._files.get(name)
+            if f is None:
+                f = followed(str(name), str(name), self.store)  # the name is checked; never a local path
+                if f is None:
+                    continue
+                self._files[name] = f
+            if not reset and offset != f.tail.offset:
+                skip = f.tail.offset - int(offset)
+                if skip < 0 or skip > len(data):
+                    continue  # not the bytes we are missing: the next frame brings them again
+                data = data[skip:]  # already had these (a reconnect resent them): no duplicate rows
+            ingest(self.store, f, f.tail.feed(data, reset=bool(reset)))
+        return header
+
+    def _ssh_error(self, proc: subprocess.Popen) -> str:
+        try:
+            proc.wait(timeout=self.connect_timeout + 5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        err = (proc.stderr.read() if proc.stderr else b"").decode("utf-8", "replace").strip()
+        code = proc.returncode
+        if code == 127 or "python3: command not found" in err or "python3: not found" in err:
+            return f"{self.target.host}: no python3 on the remote host (ssh said: {err or code})"
+        return f"ssh {self.target.host} failed (exit {code}): {err or 'connection closed'}"
+
+    def _close(self, proc: subprocess.Popen) -> None:
+        if proc.poll() is None:
+            try:
+                os.killpg(proc.pid, 15)
+            except OSError:
+                pass
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        for stream in (proc.stdin, proc.stdout, proc.stderr):
+            try:
+                if stream is not None:
+                    stream.close()
+            except OSError:
+                pass
+        if self._proc is proc:
+            self._proc = None

@@ -1,0 +1,115 @@
+"""A real OpenSSH server on 127.0.0.1 for the tests: throwaway keys, a temporary client config."""
+
+from __future__ import annotations
+
+import getpass
+import os
+import shutil
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+SSHD = shutil.which("sshd") or ("/usr/sbin/sshd" if os.path.exists("/usr/sbin/sshd") else None)
+
+
+def missing_reason() -> str | None:
+    if SSHD is None:
+        return "OpenSSH server not installed (apt-get install openssh-server; .ci/run installs it)"
+    if shutil.which("ssh") is None or shutil.which("ssh-keygen") is None:
+        return "OpenSSH client not installed"
+    return None
+
+
+@dataclass
+class Server:
+    proc: subprocess.Popen
+    port: int
+    config: Path  # client config: Host "testhost"
+    host: str = "testhost"
+
+    def options(self) -> tuple[str, ...]:
+        return ("-F", str(self.config))
+
+    def session_pids(self) -> list[int]:
+        """The sshd processes serving connections (children of the listening daemon)."""
+        out = []
+        for d in os.listdir("/proc"):
+            if d.isdigit():
+                try:
+                    with open(f"/proc/{d}/stat") as f:
+                        ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+                except (OSError, ValueError, IndexError):
+                    continue
+                if ppid == self.proc.pid:
+                    out.append(int(d))
+        return out
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start(tmp: Path) -> Server:
+    tmp.mkdir(parents=True, exist_ok=True)
+    for name in ("host_key", "client_key"):
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp / name)], check=True)
+    (tmp / "authorized_keys").write_text((tmp / "client_key.pub").read_text())
+    os.chmod(tmp / "authorized_keys", 0o600)
+    port = free_port()
+    user = getpass.getuser()
+    (tmp / "sshd_config").write_text(f"""Port {port}
+ListenAddress 127.0.0.1
+HostKey {tmp / 'host_key'}
+AuthorizedKeysFile {tmp / 'authorized_keys'}
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+PermitRootLogin yes
+StrictModes no
+UsePAM no
+PidFile {tmp / 'sshd.pid'}
+LogLevel ERROR
+MaxStartups 100
+MaxSessions 100
+""")
+    if os.geteuid() == 0:
+        os.makedirs("/run/sshd", exist_ok=True)
+    proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(tmp / "sshd_config")], stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            break
+        except OSError:
+            if proc.poll() is not None:
+                raise RuntimeError(f"sshd did not start: {proc.stderr.read().decode()}") from None
+            time.sleep(0.05)
+    (tmp / "ssh_config").write_text(f"""Host testhost
+    HostName 127.0.0.1
+    Port {port}
+    User {user}
+    IdentityFile {tmp / 'client_key'}
+    IdentitiesOnly yes
+    UserKnownHostsFile {tmp / 'known_hosts'}
+    StrictHostKeyChecking no
+    LogLevel ERROR
+Host deadport
+    HostName 127.0.0.1
+    Port {free_port()}
+    User {user}
+    IdentityFile {tmp / 'client_key'}
+    UserKnownHostsFile {tmp / 'known_hosts'}
+    StrictHostKeyChecking no
+""")
+    return Server(proc, port, tmp / "ssh_config")
+
+
+def stop(server: Server) -> None:
+    server.proc.terminate()
+    try:
+        server.proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        server.proc.kill()

@@ -1,0 +1,131 @@
+"""Watching a run over SSH against a real OpenSSH server on 127.0.0.1."""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from mstop.follower import __file__ as FOLLOWER_PATH
+from mstop.remote import RemoteError, RemoteSource, Target, parse_target
+from mstop.store import Store
+from mstop_writer import MetricsWriter
+from tests import sshd
+from tests.conftest import ROOT
+from tests.runs import steps, write_rank
+
+
+def wait_for(cond, timeout=20.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return True
+        time.sleep(0.02)
+    return cond()
+
+
+def test_follower_is_python36_syntax():
+    source = open(FOLLOWER_PATH).read()
+    ast.parse(source, feature_version=(3, 6))
+
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("node1:/scratch/run", Target("node1", "/scratch/run")),
+    ("alice@login.example.org:runs/exp1", Target("alice@login.example.org", "runs/exp1")),
+    ("./runs/a:b", None), ("/abs/x:y", None), ("runs/exp1", None),
+])
+def test_targets(text, expected):
+    assert parse_target(text) == expected
+
+
+@pytest.mark.parametrize("text", ["-oProxyCommand=touch /tmp/pwned:/x", "-F:/x", "a b:/x", "host;rm:/x", "h$(x):/p"])
+def test_hostile_hosts_are_refused(text):
+    with pytest.raises(ValueError, match="not a host name"):
+        parse_target(text)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    reason = sshd.missing_reason()
+    if reason:
+        pytest.skip(reason)
+    srv = sshd.start(tmp_path_factory.mktemp("sshd"))
+    yield srv
+    sshd.stop(srv)
+
+
+def summary(*args):
+    return subprocess.run([sys.executable, "-m", "mstop", "summary", *map(str, args)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_summary_over_ssh_equals_local(server, tmp_path):
+    run = tmp_path / "run"
+    for r in range(3):
+        write_rank(run, r, steps(1, 50, loss=lambda s: 1.0 / s, step_time=0.5, tokens=100))
+    local = json.loads(summary(run, "--json").stdout)
+    proc = summary(f"testhost:{run}", "--json", "-F", server.config)
+    assert proc.returncode == 0, proc.stderr
+    remote = json.loads(proc.stdout)
+    assert remote.pop("run_dir") == f"testhost:{run}"
+    local.pop("run_dir")
+    assert remote == local
+
+
+def test_follow_live_and_survive_a_killed_connection(server, tmp_path):
+    run = tmp_path / "live"
+    run.mkdir()
+    store = Store()
+    src = RemoteSource(Target("testhost", str(run)), store, poll=0.05, ssh_options=server.options())
+    src.follow()
+    w = MetricsWriter(run, rank=0, world_size=1, heartbeat_interval=3600)
+    try:
+        for s in range(1, 21):
+            w.log(s, loss=float(s), step_time=0.1)
+        assert wait_for(lambda: store.rows == 20)
+        for pid in server.session_pids():  # the network blip: the sshd child serving us dies
+            os.kill(pid, signal.SIGKILL)
+        for s in range(21, 41):
+            w.log(s, loss=float(s), step_time=0.1)
+            time.sleep(0.01)
+        assert wait_for(lambda: store.rows == 40, timeout=40), src.host_state
+        time.sleep(0.5)
+        assert store.ranks[0].col("step").tolist() == [float(s) for s in range(1, 41)]  # none lost, none twice
+        assert store.ranks[0].col("loss").tolist() == [float(s) for s in range(1, 41)]
+        assert any("failed" in n or "closed" in n for n in src.state.notes)
+    finally:
+        w.close()
+        src.stop()
+
+
+@pytest.mark.parametrize("path", ["/tmp/x; touch /tmp/pwned", "$(touch /tmp/pwned)", "`touch /tmp/pwned`",
+                                  "/tmp/'\"; touch /tmp/pwned"])
+def test_injection_is_a_literal_missing_path(server, path):
+    if os.path.exists("/tmp/pwned"):
+        os.unlink("/tmp/pwned")
+    proc = summary(f"testhost:{path}", "--json", "-F", server.config)
+    assert proc.returncode == 2 and "no such directory" in proc.stderr
+    assert not os.path.exists("/tmp/pwned")
+
+
+def test_missing_remote_path_and_unreachable_host(server, tmp_path):
+    proc = summary(f"testhost:{tmp_path}/nope", "--json", "-F", server.config)
+    assert proc.returncode == 2 and f"no such directory: {tmp_path}/nope" in proc.stderr
+    t0 = time.monotonic()
+    proc = summary("deadport:/x", "--json", "-F", server.config, "--connect-timeout", "3")
+    assert proc.returncode == 2 and "Connection refused" in proc.stderr and time.monotonic() - t0 < 30
+
+
+def test_no_python3_on_the_remote(server, tmp_path):
+    store = Store()
+    src = RemoteSource(Target("testhost", str(tmp_path)), store, ssh_options=server.options())
+    src._command = lambda: ["ssh", *server.options(), "--", "testhost", "python3-missing -c x"]  # type: ignore
+    with pytest.raises(RemoteError, match="no python3 on the remote host"):
+        src.read_all()
