@@ -34,7 +34,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = ap.add_subparsers(dest="command", metavar="COMMAND")
     s = sub.add_parser("summary", help="print a run's figures once (a table, or JSON with --json)",
                        description="Print a run's figures once: a table for people, or JSON for scripts.")
-    s.add_argument("source", metavar="SOURCE", help="run directory, or [user@]host:/path over ssh")
+    s.add_argument("source", metavar="SOURCE", nargs="+",
+                   help="run directory, or [user@]host:/path over ssh; several are merged by rank id")
     _ssh_arguments(s)
     s.add_argument("--json", action="store_true", help="print one JSON object (keys documented in the README)")
     s.add_argument("--poll", type=_positive_float, metavar="SEC",
@@ -60,23 +61,34 @@ def build_parser() -> argparse.ArgumentParser:
 def monitor_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="mstop", description="top for MindSpore training: watch a run directory live. "
                                  "Other commands: mstop summary, mstop demo (mstop COMMAND --help).")
-    ap.add_argument("source", metavar="RUN_DIR", help="run directory written by mstop_writer")
+    ap.add_argument("source", metavar="RUN_DIR", nargs="+",
+                    help="run directory written by mstop_writer, or [user@]host:/path over ssh (several: merged)")
     ap.add_argument("--poll", type=_positive_float, metavar="SEC",
                     help="poll files every SEC seconds instead of file events (network filesystems)")
     ap.add_argument("--peak-tflops", type=_positive_float, metavar="X",
                     help="peak dense TFLOP/s of one device, overriding what the run recorded (for MFU)")
+    _ssh_arguments(ap)
     return ap
 
 
 def cmd_monitor(argv: list[str]) -> int:
     args = monitor_parser().parse_args(argv)
-    if not os.path.isdir(args.source):
-        print(f"mstop: {args.source}: no such directory (the monitor waits for files in an existing one)",
-              file=sys.stderr)
-        return 2
+    from .remote import parse_target
+
+    for spec in args.source:
+        try:
+            remote = parse_target(spec)
+        except ValueError as e:
+            print(f"mstop: {e}", file=sys.stderr)
+            return 2
+        if remote is None and not os.path.isdir(spec):
+            print(f"mstop: {spec}: no such directory (the monitor waits for files in an existing one)",
+                  file=sys.stderr)
+            return 2
     from .app import MonitorApp
 
-    MonitorApp(args.source, poll=args.poll, peak_tflops=args.peak_tflops).run()
+    MonitorApp(args.source, poll=args.poll, peak_tflops=args.peak_tflops, ssh_options=_ssh_options(args),
+               connect_timeout=args.connect_timeout).run()
     return 0
 
 
@@ -138,37 +150,37 @@ def _ssh_options(args: argparse.Namespace) -> tuple[str, ...]:
 
 def cmd_summary(args: argparse.Namespace) -> int:
     from .figures import Options
-    from .remote import RemoteError, RemoteSource, parse_target
+    from .remote import RemoteError
     from .source import LocalSource
+    from .sources import Sources
     from .store import Store
     from .summary import missing_message, render_table, summarize
 
-    run_dir = args.source
+    store = Store()
     try:
-        target = parse_target(run_dir)
+        sources = Sources(args.source, store, ssh_options=_ssh_options(args), connect_timeout=args.connect_timeout)
     except ValueError as e:
         print(f"mstop: {e}", file=sys.stderr)
         return 2
-    store = Store()
-    if target is not None:
+    for src in sources.items:
+        if isinstance(src, LocalSource):
+            while not os.path.isdir(src.run_dir):
+                if not args.wait:
+                    print(missing_message(src.run_dir), file=sys.stderr)
+                    return 2
+                time.sleep(args.poll or 1.0)
         while True:
             try:
-                RemoteSource(target, store, ssh_options=_ssh_options(args),
-                             connect_timeout=args.connect_timeout).read_all()
+                src.read_all()
                 break
             except RemoteError as e:
                 if not (args.wait and "no such directory" in str(e)):
                     print(f"mstop: {e}", file=sys.stderr)
                     return 2
                 time.sleep(args.poll or 1.0)
-    else:
-        while not os.path.isdir(run_dir):
-            if not args.wait:
-                print(missing_message(run_dir), file=sys.stderr)
-                return 2
-            time.sleep(args.poll or 1.0)
-        LocalSource(run_dir, store).read_all()
-    opts = Options(peak_flops=args.peak_tflops * 1e12 if args.peak_tflops else None, ema_weight=args.smoothing)
+    run_dir = sources.label
+    opts = Options(peak_flops=args.peak_tflops * 1e12 if args.peak_tflops else None, ema_weight=args.smoothing,
+                   clock=sources.clock)
     summary = summarize(store, run_dir, opts)
     if args.json:
         print(json.dumps(summary, ensure_ascii=False))

@@ -185,7 +185,7 @@ class RemoteSource:
             pos += int(length)
             f = self._files.get(name)
             if f is None:
-                f = followed(str(name), str(name), self.store)  # the name is checked; never a local path
+                f = followed(str(name), str(name), self.store, str(self.target))  # checked; never a local path
                 if f is None:
                     continue
                 self._files[name] = f

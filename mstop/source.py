@@ -79,6 +79,7 @@ class LocalSource:
         self.on_update = on_update
         self.state = SourceState(mode="once", poll_interval=poll)
         self._files: dict[str, _Followed] = {}
+        self._files_refused: set[str] = set()
         self._dirty: set[str] = set()
         self._dirty_lock = threading.Lock()
         self._wake = threading.Event()
@@ -282,11 +283,13 @@ class LocalSource:
             return set()
         new = set()
         for name in names:
-            if name in self._files:
+            if name in self._files or name in self._files_refused:
                 continue
-            f = followed(name, os.path.join(self.run_dir, name), self.store)
+            f = followed(name, os.path.join(self.run_dir, name), self.store, self.run_dir)
             if f is None:
-                if name.startswith("rank") and (name.endswith(".csv") or name.endswith(".jsonl")):
+                if CSV_RE.fullmatch(name) or EVENTS_RE.fullmatch(name):
+                    self._files_refused.add(name)  # another source feeds this rank (reported by the store)
+                elif name.startswith("rank") and (name.endswith(".csv") or name.endswith(".jsonl")):
                     self.store.ignored_files.add(name)
                 continue
             self._files[name] = f
@@ -302,14 +305,15 @@ class LocalSource:
                 break
 
 
-def followed(name: str, tail_path: str, store: Store) -> _Followed | None:
-    """The record for a rank file named ``name`` (None for any other name: never used as a path)."""
+def followed(name: str, tail_path: str, store: Store, source: str) -> _Followed | None:
+    """The record for a rank file named ``name`` of ``source`` (None for any other name: never used as a
+    path; None too for a rank another source already feeds)."""
     m = CSV_RE.fullmatch(name)
     kind = "csv"
     if m is None:
         m = EVENTS_RE.fullmatch(name)
         kind = "events"
-    if m is None:
+    if m is None or not store.claim(int(m.group(1)), source):
         return None
     f = _Followed(int(m.group(1)), kind, FileTail(tail_path))
     if kind == "csv":

@@ -214,8 +214,23 @@ class Store:
         self.resets = 0
         self.ignored_files: set[str] = set()
         self.rank_files: set[int] = set()  # ranks whose rank<R>.csv exists
+        self.owners: dict[int, str] = {}  # rank -> the source its files come from
+        self.duplicates: list[str] = []  # "rank 3 is in A and in B: B's file is not shown"
         self.extra_columns: list[str] = []
         self.version = 0  # bumps on every change: a cheap "anything new?" for readers
+
+    def claim(self, r: int, source: str) -> bool:
+        """Whether ``source`` may feed rank ``r``: the first source that shows a rank owns it; a second
+        one is reported in :attr:`duplicates`, never silently merged."""
+        with self.lock:
+            owner = self.owners.setdefault(r, source)
+            if owner == source:
+                return True
+            note = f"rank {r} is in {owner} and in {source}: the second is not shown"
+            if note not in self.duplicates:
+                self.duplicates.append(note)
+                self.version += 1
+            return False
 
     def rank(self, r: int) -> RankData:
         data = self.ranks.get(r)

@@ -89,6 +89,8 @@ def render_table(summary: dict[str, Any], store: Store) -> Any:
         rows.append(("ignored files", ", ".join(sorted(store.ignored_files)[:5])))
     if store.bad_events:
         rows.append(("bad event lines", str(store.bad_events)))
+    for note in store.duplicates:
+        rows.append(("! not merged", note))
     table = Table(show_header=False, box=None, pad_edge=False)
     table.add_column(style="bold")
     table.add_column()

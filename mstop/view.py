@@ -88,6 +88,7 @@ class View:
     mem_total: float | None = None
     mem_source: str | None = None
     headroom: Series | None = None  # of the worst rank (device memory) over the run
+    notes: list[str] = field(default_factory=list)  # ssh host states, ranks found in two sources
     data_wait_frac: float | None = None
     data_worst_rank: int | None = None
     queue_depth: float | None = None

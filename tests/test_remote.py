@@ -129,3 +129,21 @@ def test_no_python3_on_the_remote(server, tmp_path):
     src._command = lambda: ["ssh", *server.options(), "--", "testhost", "python3-missing -c x"]  # type: ignore
     with pytest.raises(RemoteError, match="no python3 on the remote host"):
         src.read_all()
+
+
+def test_several_sources_local_and_remote_merged_by_rank(server, tmp_path):
+    a, b = tmp_path / "node1", tmp_path / "node2"
+    for r in (0, 1):
+        write_rank(a, r, steps(1, 10, loss=1.0, step_time=1.0, tokens=10))
+    for r in (2, 3):
+        write_rank(b, r, steps(1, 12, loss=2.0, step_time=1.0, tokens=10))
+    write_rank(b, 1, steps(1, 5, loss=9.0))  # rank 1 again, on the other node: reported, not merged
+    proc = summary(f"testhost:{a}", str(b), "--json", "-F", server.config)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["ranks"] == 4 and out["rows"] == 2 * 10 + 2 * 12 and out["step"] == 12
+    assert out["run_dir"] == f"testhost:{a} {b}"
+    table = subprocess.run([sys.executable, "-m", "mstop", "summary", f"testhost:{a}", str(b), "-F",
+                            str(server.config)], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                           env={**os.environ, "COLUMNS": "400"}).stdout
+    assert f"rank 1 is in testhost:{a} and in {b}: the second is not shown" in table

@@ -12,7 +12,8 @@ from textual.message import Message
 from textual.widgets import Footer, Static
 
 from ..figures import Options
-from ..source import LocalSource
+from ..remote import RemoteError
+from ..sources import Sources
 from ..store import Store
 from ..view import X_AXES, EmaCache, build_view, numeric_columns
 from .panels import DataPanel, Header, LossPanel, MemoryPanel, MfuPanel, RanksTable, ThroughputPanel
@@ -49,13 +50,18 @@ class MonitorApp(App[None]):
         ("question_mark", "help", "help"),
     ]
 
-    def __init__(self, run_dir: str, *, poll: float | None = None, peak_tflops: float | None = None,
-                 clock: Callable[[], float] = time.time, follow: bool = True) -> None:
+    def __init__(self, run_dir: str | list[str], *, poll: float | None = None, peak_tflops: float | None = None,
+                 clock: Callable[[], float] | None = None, follow: bool = True, ssh_options: tuple[str, ...] = (),
+                 connect_timeout: float = 10.0) -> None:
         super().__init__()
-        self.run_dir = run_dir
+        specs = [run_dir] if isinstance(run_dir, str) else list(run_dir)
+        self.run_dir = " ".join(specs)
         self.store = Store()
-        self.opts = Options(peak_flops=peak_tflops * 1e12 if peak_tflops else None, clock=clock)
-        self.source = LocalSource(run_dir, self.store, poll=poll, on_update=self._source_updated)
+        self.source = Sources(specs, self.store, poll=poll, on_update=self._source_updated,
+                              ssh_options=ssh_options, connect_timeout=connect_timeout)
+        # ages and "stalled" use the remote host's clock when following over ssh
+        self.opts = Options(peak_flops=peak_tflops * 1e12 if peak_tflops else None,
+                            clock=clock or self.source.clock)
         self.follow = follow
         self.paused = False
         self.log_scale = False
@@ -91,7 +97,10 @@ class MonitorApp(App[None]):
         self.set_focus(None)  # the ranks table takes the keys only while it is shown
         # What is already written is read here, at full speed (a reading thread competing with the
         # event loop for the GIL took half as long again); new rows then come from the source's thread.
-        self.source.read_all()
+        try:
+            self.source.read_all()
+        except RemoteError as e:  # shown, and retried by the source's own loop
+            self.notify(str(e), severity="error", timeout=10)
         if self.follow:
             self.source.follow()
         self.redraw()
@@ -123,7 +132,9 @@ class MonitorApp(App[None]):
         if self.store.version != self._drawn_version:
             self.redraw()
         elif not self.paused:
-            self.query_one(Header).show(build_view(self.store, self.opts, header_only=True))
+            v = build_view(self.store, self.opts, header_only=True)
+            v.notes = self.source.states() + self.store.duplicates
+            self.query_one(Header).show(v)
 
     def redraw(self) -> None:
         """Draw every visible panel from one view of the store."""
@@ -135,6 +146,7 @@ class MonitorApp(App[None]):
         width = max(40, self.size.width * 2 // 3)
         v = build_view(self.store, self.opts, points=width, xaxis=self.xaxis, recent=self.recent,
                        ema_cache=self._ema, custom=self.custom)
+        v.notes = self.source.states() + self.store.duplicates
         with self.batch_update():
             self.query_one(Header).show(v)
             if self.screen.has_class("show-ranks"):
@@ -146,7 +158,7 @@ class MonitorApp(App[None]):
                 self.query_one(MfuPanel).show(v)
                 self.query_one(MemoryPanel).show(v)
                 self.query_one(DataPanel).show(v)
-            self.sub_title = f"{self.run_dir}  ({self.source.state.mode})"
+            self.sub_title = f"{self.run_dir}  ({self.source.mode})"
 
     # -- keys ------------------------------------------------------------------------
 

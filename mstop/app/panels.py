@@ -92,6 +92,9 @@ class Header(Static):
             self.set_class(v.status == s, f"status-{s}")
         if v.bad_rows:
             t.append(f"   ! {v.bad_rows:,} bad rows")
+        for note in v.notes:
+            t.append("   ! ")
+            t.append(Text(note))
         t.append("\n")
         step = "n/a" if v.step is None else f"{v.step:,}"
         if v.total_steps:
