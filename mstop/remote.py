@@ -158,7 +158,11 @@ class RemoteSource:
         except OSError:
             pass  # ssh already failed: its message comes below
         t0 = self._clock()
-        header = self._frame(proc)
+        try:
+            header = self._frame(proc)
+        except RemoteError:
+            self._close(proc)
+            raise
         self.clock_skew = header["clock"] - (t0 + self._clock()) / 2
         return proc, header
 

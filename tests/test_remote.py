@@ -147,3 +147,21 @@ def test_several_sources_local_and_remote_merged_by_rank(server, tmp_path):
                             str(server.config)], cwd=ROOT, capture_output=True, text=True, timeout=120,
                            env={**os.environ, "COLUMNS": "400"}).stdout
     assert f"rank 1 is in testhost:{a} and in {b}: the second is not shown" in table
+
+
+async def test_monitor_over_ssh_shows_rows_and_host_state(server, tmp_path):
+    from mstop.app import MonitorApp
+    from mstop.app.panels import Header
+
+    run = tmp_path / "run"
+    write_rank(run, 0, steps(1, 30, loss=0.5, step_time=1.0))
+    app = MonitorApp([f"testhost:{run}", "deadport:/x"], ssh_options=server.options(), connect_timeout=3)
+    async with app.run_test(size=(120, 40)) as pilot:
+        deadline = time.monotonic() + 30
+        head = ""
+        while time.monotonic() < deadline:
+            await pilot.pause(0.1)
+            head = str(app.query_one(Header).content)
+            if "step 30" in head and "deadport: reconnecting, try" in head:
+                break
+        assert "step 30" in head and "deadport: reconnecting, try" in head and "Connection refused" in head
