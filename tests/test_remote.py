@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -31,7 +32,7 @@ def wait_for(cond, timeout=20.0):
 
 
 def test_follower_is_python36_syntax():
-    source = open(FOLLOWER_PATH).read()
+    source = Path(FOLLOWER_PATH).read_text()
     ast.parse(source, feature_version=(3, 6))
 
 
