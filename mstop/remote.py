@@ -169,13 +169,16 @@ class RemoteSource:
     def _frame(self, proc: subprocess.Popen) -> dict:
         """Read one frame and feed its bytes to the store; raise RemoteError on errors or a lost connection."""
         assert proc.stdout is not None
-        line = proc.stdout.readline()
+        try:
+            line = proc.stdout.readline()
+        except (ValueError, OSError):  # closed under us by stop()
+            raise RemoteError("connection closed") from None
         if not line:
             raise RemoteError(self._ssh_error(proc))
         try:
             header = json.loads(line)
             payload = proc.stdout.read(int(header.get("n", 0))) if header.get("n") else b""
-        except (ValueError, TypeError) as e:
+        except (ValueError, TypeError, OSError) as e:
             raise RemoteError(f"unexpected output from the remote side: {line[:200]!r} ({e})") from None
         if "error" in header:
             raise RemoteError(f"{self.target}: {header['error']}")
@@ -206,7 +209,10 @@ class RemoteSource:
             proc.wait(timeout=self.connect_timeout + 5)
         except subprocess.TimeoutExpired:
             proc.kill()
-        err = (proc.stderr.read() if proc.stderr else b"").decode("utf-8", "replace").strip()
+        try:
+            err = (proc.stderr.read() if proc.stderr else b"").decode("utf-8", "replace").strip()
+        except (ValueError, OSError):
+            err = ""
         code = proc.returncode
         if code == 127 or "python3: command not found" in err or "python3: not found" in err:
             return f"{self.target.host}: no python3 on the remote host (ssh said: {err or code})"
