@@ -30,6 +30,18 @@ FOLLOWER = (Path(__file__).resolve().parent / "follower.py").read_bytes()
 _HOST = re.compile(r"^(?:[A-Za-z0-9._%+-]+@)?[A-Za-z0-9._-]+$|^(?:[A-Za-z0-9._%+-]+@)?\[[0-9A-Fa-f:.]+\]$")
 
 
+_CONTROL: list[str] = []
+
+
+def _control_dir() -> str:
+    """A private directory for this process's ssh control sockets (short: socket paths are limited)."""
+    if not _CONTROL:
+        import tempfile
+
+        _CONTROL.append(tempfile.mkdtemp(prefix="mstop-ssh-"))
+    return _CONTROL[0]
+
+
 class RemoteError(Exception):
     """The remote side cannot be followed (ssh's own words included)."""
 
@@ -140,8 +152,11 @@ class RemoteSource:
     # -- the connection ----------------------------------------------------------------
 
     def _command(self) -> list[str]:
-        return ["ssh", "-o", "BatchMode=yes", "-o", f"ConnectTimeout={int(self.connect_timeout)}",
-                "-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=3", *self.ssh_options,
+        # One multiplexed connection per host: sources on the same host share a master connection
+        # (a user's own ControlMaster settings, given with -o or in ssh_config, win: ssh takes the first).
+        mux = ["-o", "ControlMaster=auto", "-o", f"ControlPath={_control_dir()}/%C", "-o", "ControlPersist=10"]
+        return ["ssh", *self.ssh_options, "-o", "BatchMode=yes", "-o", f"ConnectTimeout={int(self.connect_timeout)}",
+                "-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=3", *mux,
                 "--", self.target.host, BOOTSTRAP]
 
     def _connect(self) -> tuple[subprocess.Popen, dict]:
@@ -150,7 +165,7 @@ class RemoteSource:
                                 stderr=subprocess.PIPE, start_new_session=True)
         self._proc = proc
         offsets = {name: [f.tail.offset, f.tail._signature.hex()] for name, f in self._files.items()}
-        request = json.dumps({"path": self.target.path, "offsets": offsets, "poll": self.poll or 0.5})
+        request = json.dumps({"path": self.target.path, "offsets": offsets, "poll": self.poll or 0.2})
         try:
             assert proc.stdin is not None
             proc.stdin.write(f"{len(FOLLOWER)}\n".encode() + FOLLOWER + request.encode() + b"\n")
