@@ -55,13 +55,19 @@ def writer(run_dir: str, ranks: int, rate: float, seconds: float, ready: mp.Even
         os.close(fd)
 
 
+def start_writer(run_dir: str, ranks: int, rate: float, seconds: float) -> tuple[mp.Process, mp.Event]:
+    """A writer process with its files created, waiting for the returned event to start writing."""
+    ready = mp.Event()
+    w = mp.Process(target=writer, args=(run_dir, ranks, rate, seconds, ready))
+    w.start()
+    while len(os.listdir(run_dir)) < ranks:
+        time.sleep(0.01)
+    return w, ready
+
+
 def run(ranks: int, rate: float, seconds: float, poll: float | None) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as tmp:
-        ready = mp.Event()
-        w = mp.Process(target=writer, args=(tmp, ranks, rate, seconds, ready))
-        w.start()
-        while len(os.listdir(tmp)) < ranks:
-            time.sleep(0.01)
+        w, ready = start_writer(tmp, ranks, rate, seconds)
         store = Store()
         seen: dict[int, int] = {}
         latencies: list[np.ndarray] = []

@@ -124,17 +124,11 @@ asyncio.run(main())
 
 
 def part_follow(seconds: float) -> None:
-    import multiprocessing as mp
-
     from bench_follow import run as engine_run
-    from bench_follow import writer
+    from bench_follow import start_writer
 
     with tempfile.TemporaryDirectory() as tmp:
-        ready = mp.Event()
-        w = mp.Process(target=writer, args=(tmp, 64, 10.0, seconds + 4, ready))
-        w.start()
-        while len(os.listdir(tmp)) < 64:
-            time.sleep(0.01)
+        w, ready = start_writer(tmp, 64, 10.0, seconds + 4)
         ready.set()
         out = subprocess.run([sys.executable, "-c", FOLLOW, tmp, str(seconds)], capture_output=True, text=True,
                              check=True).stdout

@@ -11,7 +11,6 @@ Needs openssh-server (started here with throwaway keys, as the tests do).
 from __future__ import annotations
 
 import argparse
-import multiprocessing as mp
 import os
 import resource
 import sys
@@ -25,7 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from bench_follow import writer  # noqa: E402
+from bench_follow import start_writer  # noqa: E402
 
 from mstop.remote import RemoteSource, Target  # noqa: E402
 from mstop.source import LocalSource  # noqa: E402
@@ -64,11 +63,7 @@ def latencies(store: Store, seen: dict[int, int], into: list) -> None:
 
 def run(server, ranks: int, rate: float, seconds: float, poll: float) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
-        ready = mp.Event()
-        w = mp.Process(target=writer, args=(tmp, ranks, rate, seconds, ready))
-        w.start()
-        while len(os.listdir(tmp)) < ranks:
-            time.sleep(0.01)
+        w, ready = start_writer(tmp, ranks, rate, seconds)
         local, remote = Store(), Store()
         lat_l: list = []
         lat_r: list = []

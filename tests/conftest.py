@@ -6,6 +6,7 @@ import csv
 import json
 import os
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,16 @@ def no_leaked_threads():
         t.join(timeout=2)
     leaked = [t.name for t in leaked if t.is_alive()]
     assert not leaked, f"threads left running: {leaked}"
+
+
+def wait_for(cond, timeout: float = 20.0) -> bool:
+    """Poll ``cond`` until it holds or ``timeout`` seconds pass; return its last value."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return True
+        time.sleep(0.02)
+    return cond()
 
 
 def read_rows(path: str | os.PathLike[str]) -> tuple[list[str], list[dict[str, str]]]:

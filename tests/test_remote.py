@@ -18,17 +18,8 @@ from mstop.remote import RemoteError, RemoteSource, Target, parse_target
 from mstop.store import Store
 from mstop_writer import MetricsWriter
 from tests import sshd
-from tests.conftest import ROOT
+from tests.conftest import ROOT, wait_for
 from tests.runs import steps, write_rank
-
-
-def wait_for(cond, timeout=20.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return True
-        time.sleep(0.02)
-    return cond()
 
 
 def test_follower_is_python36_syntax():

@@ -15,17 +15,8 @@ from mstop.source import LocalSource
 from mstop.store import Store
 from mstop.summary import KEYS
 from mstop_writer import MetricsWriter
-from tests.conftest import ROOT
+from tests.conftest import ROOT, wait_for
 from tests.runs import start, steps, write_events, write_rank
-
-
-def wait_for(cond, timeout=15.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return True
-        time.sleep(0.01)
-    return cond()
 
 
 def summary(*args, cwd=ROOT, timeout=120):
