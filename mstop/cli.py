@@ -45,6 +45,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--smoothing", type=_smoothing, default=0.9, metavar="W",
                    help="weight of the loss EMA, 0 to <1 (default: 0.9)")
     s.add_argument("--wait", action="store_true", help="wait for SOURCE to appear instead of failing")
+    s.add_argument("--fail-on", metavar="alert|KIND[,KIND]",
+                   help="exit 1 when any alert is active (alert), or one of these kinds")
+    _health_arguments(s)
     d = sub.add_parser("demo", help="train the tiny MindSpore example in a temporary directory and watch it",
                        description="Start examples/train_tiny_lm.py (2 ranks as processes) into a temporary run "
                                    "directory and open the monitor on it; quitting stops the job.")
@@ -139,6 +142,24 @@ def _ssh_arguments(p: argparse.ArgumentParser) -> None:
                    help="seconds to wait for an ssh connection (default: 10)")
 
 
+def _health_arguments(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("health rules (defaults in the README; also mstop.toml in the run directory)")
+    g.add_argument("--spike-k", type=_positive_float, metavar="K", help="spike: K standard deviations (default: 6)")
+    g.add_argument("--oom-critical", type=_positive_float, metavar="FRAC",
+                   help="memory headroom alert under FRAC (default: 0.05)")
+    g.add_argument("--data-wait", type=_positive_float, metavar="FRAC",
+                   help="data-wait share alert above FRAC (default: 0.10)")
+    g.add_argument("--no-checkpoint", type=_positive_float, metavar="SEC",
+                   help="alert when no checkpoint for SEC seconds (default: 3 x the usual interval)")
+
+
+def _rules(args: argparse.Namespace, run_dirs: list[str]):
+    from .health import Rules
+
+    return Rules.load(run_dirs, {"spike_k": args.spike_k, "oom_critical": args.oom_critical,
+                                 "data_wait": args.data_wait, "no_checkpoint_s": args.no_checkpoint})
+
+
 def _ssh_options(args: argparse.Namespace) -> tuple[str, ...]:
     opts: list[str] = []
     if args.ssh_config:
@@ -181,13 +202,30 @@ def cmd_summary(args: argparse.Namespace) -> int:
     run_dir = sources.label
     opts = Options(peak_flops=args.peak_tflops * 1e12 if args.peak_tflops else None, ema_weight=args.smoothing,
                    clock=sources.clock)
-    summary = summarize(store, run_dir, opts)
+    from .health import KINDS, Health
+
+    fail_on: set[str] = set()
+    if args.fail_on:
+        fail_on = set(KINDS) if args.fail_on == "alert" else set(args.fail_on.split(","))
+        unknown = fail_on - set(KINDS)
+        if unknown:
+            print(f"mstop: --fail-on: unknown kinds {sorted(unknown)}; known: alert, {', '.join(KINDS)}",
+                  file=sys.stderr)
+            return 2
+    try:
+        rules = _rules(args, args.source)
+    except (ValueError, TypeError) as e:
+        print(f"mstop: {e}", file=sys.stderr)
+        return 2
+    summary = summarize(store, run_dir, opts, Health(rules))
     if args.json:
         print(json.dumps(summary, ensure_ascii=False))
     else:
         from rich.console import Console
 
         Console().print(render_table(summary, store))
+    if fail_on and any(a["kind"] in fail_on for a in summary["alerts"]):
+        return 1
     return 0
 
 

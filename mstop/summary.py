@@ -25,8 +25,11 @@ def _json_number(v: float | None) -> Any:
     return "nan" if math.isnan(v) else ("inf" if v > 0 else "-inf")
 
 
-def summarize(store: Store, run_dir: str, opts: Options) -> dict[str, Any]:
-    """The summary object: exactly :data:`KEYS`."""
+def summarize(store: Store, run_dir: str, opts: Options, health: Any = None) -> dict[str, Any]:
+    """The summary object: exactly :data:`KEYS` (``alerts`` from ``health``, a :class:`~mstop.health.Health`)."""
+    from .health import Health
+
+    alerts = (health or Health()).alerts(store, opts)
     with store.lock:
         out = {
             "run_dir": run_dir,
@@ -45,7 +48,7 @@ def summarize(store: Store, run_dir: str, opts: Options) -> dict[str, Any]:
             "data_wait_frac": _json_number(figures.data_wait_frac(store)),
             "status": figures.status(store, opts),
             "last_checkpoint": figures.last_checkpoint(store),
-            "alerts": [],
+            "alerts": [a.public() for a in alerts],
             "stragglers": [],
         }
     assert tuple(out) == KEYS
@@ -91,6 +94,8 @@ def render_table(summary: dict[str, Any], store: Store) -> Any:
         rows.append(("bad event lines", str(store.bad_events)))
     for note in store.duplicates:
         rows.append(("! not merged", note))
+    for a in summary["alerts"]:
+        rows.append((f"! {a['kind']}", a["message"]))
     table = Table(show_header=False, box=None, pad_edge=False)
     table.add_column(style="bold")
     table.add_column()

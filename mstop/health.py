@@ -1,0 +1,266 @@
+"""Health rules: what a person must see in time, evaluated on the store (never in widgets).
+
+Each rule has a documented default (README, "Health"), configurable by CLI
+flags and a TOML file (``mstop.toml`` in the run directory, then
+``~/.config/mstop/config.toml``; flags win). Job-wide rules watch the job's
+figures and raise one alert with ``rank`` None; per-rank rules raise one alert
+per rank, worst first. An alert stays active while its condition holds and for
+``hold_s`` seconds after (a :class:`Health` object remembers); ``nan_loss``
+stays active for the rest of the run.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+import numpy as np
+
+from . import figures
+from .figures import Options
+from .store import RankData, Store
+
+KINDS = ("nan_loss", "loss_spike", "grad_spike", "overflow", "oom_risk", "data_starvation", "throughput_drop",
+         "stalled", "no_checkpoint")
+
+
+@dataclass
+class Rules:
+    """Thresholds of the health rules (defaults documented in the README)."""
+
+    spike_k: float = 6.0  # a spike: above the running mean by k running standard deviations ...
+    spike_window: int = 100  # ... over this many previous steps
+    warmup_steps: int = 100  # no spike or throughput alert before this many rows
+    recent_rows: int = 20  # a spike among the last rows keeps its alert active
+    overflow_n: int = 5  # overflows in n ...
+    overflow_m: int = 20  # ... of the last m steps
+    oom_critical: float = 0.05  # memory headroom below this fraction
+    data_wait: float = 0.10  # data-wait share of step time above this fraction
+    throughput_fraction: float = 0.7  # recent tokens/s under this fraction of the run's median
+    no_checkpoint_s: float | None = None  # None: 3 x the median interval between checkpoints (at least 10 min)
+    hold_s: float = 60.0  # an alert stays active this long after its condition ends
+
+    @classmethod
+    def load(cls, run_dirs: list[str] = (), overrides: dict[str, Any] | None = None) -> Rules:
+        """Defaults, then ``~/.config/mstop/config.toml``, then ``mstop.toml`` of the run, then ``overrides``."""
+        try:
+            import tomllib
+        except ImportError:  # Python < 3.11
+            import tomli as tomllib
+
+        values: dict[str, Any] = {}
+        paths = [os.path.expanduser("~/.config/mstop/config.toml")]
+        paths += [os.path.join(d, "mstop.toml") for d in run_dirs if os.path.isdir(d)]
+        names = {f.name for f in fields(cls)}
+        for path in paths:
+            try:
+                with open(path, "rb") as f:
+                    data = tomllib.load(f)
+            except FileNotFoundError:
+                continue
+            table = data.get("health", data)
+            unknown = set(table) - names
+            if unknown:
+                raise ValueError(f"{path}: unknown health settings {sorted(unknown)}; known: {sorted(names)}")
+            values.update(table)
+        values.update({k: v for k, v in (overrides or {}).items() if v is not None})
+        return cls(**values)
+
+
+@dataclass
+class Alert:
+    kind: str
+    rank: int | None
+    step: int | None
+    message: str
+    severity: float = 0.0  # orders per-rank alerts, worst first
+
+    def public(self) -> dict[str, Any]:
+        """The alert as ``summary --json`` shows it: ``{kind, rank, step, message}``."""
+        d = asdict(self)
+        d.pop("severity")
+        return d
+
+
+@dataclass
+class Health:
+    """Evaluates the rules; remembers when each alert last held, for the hold time and stickiness."""
+
+    rules: Rules = field(default_factory=Rules)
+    _last: dict[tuple[str, int | None], tuple[float, Alert]] = field(default_factory=dict)
+    _sticky: dict[tuple[str, int | None], Alert] = field(default_factory=dict)
+
+    def alerts(self, store: Store, opts: Options) -> list[Alert]:
+        now = opts.clock()
+        current = evaluate(store, self.rules, opts)
+        for a in current:
+            self._last[(a.kind, a.rank)] = (now, a)
+            if a.kind == "nan_loss":
+                self._sticky.setdefault((a.kind, a.rank), a)
+        out = {k: a for k, a in self._sticky.items()}
+        for key, (t, a) in self._last.items():
+            if now - t <= self.rules.hold_s:
+                out.setdefault(key, a)
+        for a in current:
+            out[(a.kind, a.rank)] = a
+        return sorted(out.values(), key=_order)
+
+
+def evaluate(store: Store, rules: Rules, opts: Options) -> list[Alert]:
+    """Alerts whose condition holds now (no memory: see :class:`Health` for the hold time)."""
+    with store.lock:
+        out: list[Alert] = []
+        out += _nan_loss(store)
+        d = _job_rank(store)
+        if d is not None:
+            out += _spike(d, "loss", "loss_spike", rules)
+            out += _spike(d, "grad_norm", "grad_spike", rules)
+            out += _overflow(d, rules)
+            out += _throughput_drop(store, d, rules)
+        out += _oom(store, rules)
+        out += _starvation(store, rules)
+        status = figures.status(store, opts)
+        if status == "stalled":
+            last = figures.last_row_time(store)
+            age = opts.clock() - last if last is not None else math.nan
+            out.append(Alert("stalled", None, figures.step(store),
+                             f"no new row for {age:.0f} s (limit {figures.stall_after(store):.0f} s)"))
+        if status in ("running", "stalled"):
+            out += _no_checkpoint(store, rules, opts)
+        return sorted(out, key=_order)
+
+
+def _order(a: Alert) -> tuple:
+    """Rules in their documented order; within a per-rank rule, the worst first."""
+    return KINDS.index(a.kind), -a.severity, -1 if a.rank is None else a.rank
+
+
+def _job_rank(store: Store) -> RankData | None:
+    present = [r for r, d in store.ranks.items() if d.rows]
+    return store.ranks[min(present)] if present else None
+
+
+def _nan_loss(store: Store) -> list[Alert]:
+    first: tuple[float, int, float] | None = None  # (step, rank, value)
+    ranks = 0
+    for r, d in store.ranks.items():
+        eff = d.effective()
+        rows = [i for i, c, _ in d.nonfinite if c == "loss" and eff[i]]
+        if rows:
+            ranks += 1
+            i = min(rows)
+            cand = (float(d.col("step")[i]), r, float(d.col("loss")[i]))
+            if first is None or cand[:2] < first[:2]:
+                first = cand
+    if first is None:
+        return []
+    step, rank, value = first
+    more = f" (and on {ranks - 1} more rank{'s' if ranks > 2 else ''})" if ranks > 1 else ""
+    return [Alert("nan_loss", rank, int(step), f"loss {value} at step {int(step)} on rank {rank}{more}")]
+
+
+def _spike(d: RankData, column: str, kind: str, rules: Rules) -> list[Alert]:
+    idx = np.flatnonzero(d.effective())
+    w, recent = rules.spike_window, rules.recent_rows
+    if len(idx) < max(rules.warmup_steps, w) + 1:
+        return []
+    tail = idx[-(w + recent):]
+    vals = d.col(column)[tail].astype(np.float64)
+    steps = d.col("step")[tail]
+    worst = None
+    for j in range(max(w, len(tail) - recent), len(tail)):
+        x = vals[j]
+        hist = vals[j - w: j]
+        hist = hist[np.isfinite(hist)]
+        if not math.isfinite(x) or len(hist) < w // 2:
+            continue
+        mean, std = float(hist.mean()), float(hist.std())
+        if std > 0 and x > mean + rules.spike_k * std:
+            z = (x - mean) / std
+            if worst is None or z > worst[0]:
+                worst = (z, int(steps[j]), x, mean)
+    if worst is None:
+        return []
+    z, step, x, mean = worst
+    name = "loss" if column == "loss" else "grad norm"
+    return [Alert(kind, None, step, f"{name} {x:.4g} at step {step}: {z:.1f} standard deviations above the "
+                                    f"mean {mean:.4g} of the previous {w} steps")]
+
+
+def _overflow(d: RankData, rules: Rules) -> list[Alert]:
+    idx = np.flatnonzero(d.effective())[-rules.overflow_m:]
+    ov = d.col("overflow")[idx]
+    n = int(np.nansum(ov > 0.5))
+    if n < rules.overflow_n:
+        return []
+    scale = d.col("loss_scale")[idx]
+    scale = scale[~np.isnan(scale)]
+    tail = f"; loss scale now {scale[-1]:g}" if len(scale) else ""
+    return [Alert("overflow", None, int(d.col("step")[idx[-1]]),
+                  f"{n} overflows in the last {len(idx)} steps{tail}")]
+
+
+def _throughput_drop(store: Store, d: RankData, rules: Rules) -> list[Alert]:
+    if d.rows < rules.warmup_steps + figures.WINDOW:
+        return []
+    recent = figures.tokens_per_s(store)
+    tok = d.col("tokens").astype(np.float64)
+    st = d.col("step_time").astype(np.float64)
+    eff = d.effective()
+    rate = (tok / st)[eff][rules.warmup_steps:]
+    rate = rate[np.isfinite(rate)]
+    if recent is None or not len(rate):
+        return []
+    median = float(np.median(rate))
+    if recent >= rules.throughput_fraction * median:
+        return []
+    return [Alert("throughput_drop", None, figures.step(store),
+                  f"tokens/s {recent:,.0f} is {recent / median:.0%} of the run's median {median:,.0f}")]
+
+
+def _oom(store: Store, rules: Rules) -> list[Alert]:
+    out = []
+    for who, head in figures.headrooms(store).items():
+        if head < rules.oom_critical:
+            rank = int(who.split()[1]) if who.startswith("rank ") else None
+            out.append(Alert("oom_risk", rank, figures.step(store),
+                             f"{who}: memory headroom {head:.1%} (critical under {rules.oom_critical:.0%})",
+                             severity=-head))
+    return out
+
+
+def _starvation(store: Store, rules: Rules) -> list[Alert]:
+    w = figures.window(store)
+    frac = figures.rank_data_wait_frac(store)
+    out = []
+    for r, f in zip(w.ranks, frac):
+        if np.isfinite(f) and f > rules.data_wait:
+            d = store.ranks[r]
+            out.append(Alert("data_starvation", r, int(d.col("step")[-1]),
+                             f"rank {r} waits on input {f:.0%} of its step time (limit {rules.data_wait:.0%})",
+                             severity=float(f)))
+    return out
+
+
+def _no_checkpoint(store: Store, rules: Rules, opts: Options) -> list[Alert]:
+    cks = sorted({round(c["time"], 3) for d in store.ranks.values() for c in d.checkpoints})
+    limit = rules.no_checkpoint_s
+    if limit is None:
+        if not cks:
+            return []  # the run never saved one and no threshold was set: nothing to expect
+        gaps = np.diff(cks)
+        limit = max(600.0, 3 * float(np.median(gaps))) if len(gaps) else 6 * 3600.0
+    # since the last checkpoint, else since the run started (its first start event, or first row)
+    starts = [float(e["time"]) for d in store.ranks.values() for e in d.starts.values()]
+    starts += [float(d.col("time")[0]) for d in store.ranks.values() if d.rows]
+    last = cks[-1] if cks else min(starts, default=None)
+    if last is None:
+        return []
+    age = opts.clock() - last
+    if age <= limit:
+        return []
+    what = "no checkpoint" if not cks else "no new checkpoint"
+    return [Alert("no_checkpoint", None, figures.step(store),
+                  f"{what} for {age / 3600:.1f} h (limit {limit / 3600:.1f} h)")]
