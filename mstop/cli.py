@@ -70,7 +70,12 @@ def monitor_parser() -> argparse.ArgumentParser:
                     help="poll files every SEC seconds instead of file events (network filesystems)")
     ap.add_argument("--peak-tflops", type=_positive_float, metavar="X",
                     help="peak dense TFLOP/s of one device, overriding what the run recorded (for MFU)")
+    ap.add_argument("--bell", action="store_true", help="ring the terminal bell on each new alert")
+    ap.add_argument("--on-alert", metavar="CMD",
+                    help="run CMD (split like a shell would, never run through one) for each new alert, "
+                         "the alert as JSON on its standard input")
     _ssh_arguments(ap)
+    _health_arguments(ap)
     return ap
 
 
@@ -90,8 +95,13 @@ def cmd_monitor(argv: list[str]) -> int:
             return 2
     from .app import MonitorApp
 
+    try:
+        rules = _rules(args, args.source)
+    except (ValueError, TypeError) as e:
+        print(f"mstop: {e}", file=sys.stderr)
+        return 2
     MonitorApp(args.source, poll=args.poll, peak_tflops=args.peak_tflops, ssh_options=_ssh_options(args),
-               connect_timeout=args.connect_timeout).run()
+               connect_timeout=args.connect_timeout, rules=rules, bell=args.bell, on_alert=args.on_alert).run()
     return 0
 
 

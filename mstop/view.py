@@ -89,6 +89,12 @@ class View:
     mem_source: str | None = None
     headroom: Series | None = None  # of the worst rank (device memory) over the run
     notes: list[str] = field(default_factory=list)  # ssh host states, ranks found in two sources
+    segment_starts: list[float] = field(default_factory=list)  # x of each restart/resume on the chart rank
+    repeated_steps: int = 0
+    repeated_seconds: float = 0.0  # wall time the repeated steps cost
+    checkpoints: list[tuple[float, float]] = field(default_factory=list)  # (x, loss) marks on the loss chart
+    alerts: list[Any] = field(default_factory=list)  # active health alerts (mstop.health.Alert)
+    new_alerts: int = 0  # not yet seen (the a key)
     data_wait_frac: float | None = None
     data_worst_rank: int | None = None
     queue_depth: float | None = None
@@ -281,6 +287,22 @@ def build_view(store: Store, opts: Options, *, points: int = 200, xaxis: str = "
             v.mfu_series = _series(store, r0, "mfu", points, steps, xaxis)
             v.custom = {c: _series(store, r0, c, points, steps, xaxis) for c in custom}
             v.headroom = _headroom_series(store, v.mem_worst, r0, points, steps, xaxis)
+            if len(d.segments) > 1:
+                firsts = np.array([seg.first_row for seg in d.segments[1:]], dtype=np.int64)
+                v.segment_starts = _x_at(d, xaxis, firsts).tolist()
+                rep = ~d.effective()
+                last = d.col("step")[d.effective()][-1] if d.effective().any() else -np.inf
+                rep &= d.col("step") <= last
+                v.repeated_steps = int(rep.sum())
+                v.repeated_seconds = float(np.nansum(d.col("step_time")[rep].astype(np.float64)))
+            st_all = d.col("step")
+            for c in d.checkpoints:
+                if isinstance(c.get("step"), (int, float)):
+                    i = int(np.searchsorted(st_all, c["step"])) if d.monotonic else -1
+                    if 0 <= i < d.rows and st_all[i] == c["step"]:
+                        y = float(d.col("loss")[i])
+                        if math.isfinite(y):
+                            v.checkpoints.append((float(_x_at(d, xaxis, np.array([i]))[0]), y))
     return v
 
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import re
+import sys
 
 import pytest
 
@@ -210,3 +212,41 @@ async def test_ranks_view_pages_through_many_ranks(tmp_path):
         await pilot.press("home", "pagedown")
         first = int(str(table.get_row_at(0)[0]))
         assert first == table.page_size and table.border_title.startswith(f"ranks {first + 1}-")
+
+
+async def test_alerts_panel_badge_acknowledge_and_on_alert(tmp_path):
+    from mstop.app.panels import AlertsPanel
+    from mstop.app.screens import AlertsScreen
+
+    run = make_run(tmp_path / "run", ranks=1, loss=lambda s: "nan" if s == 25 else 1.0)
+    got = tmp_path / "alerts.jsonl"
+    cmd = f"{sys.executable} -c \"import sys; open(sys.argv[1], 'a').write(sys.stdin.read() + chr(10))\" {got}"
+    app = MonitorApp(str(run), follow=False, clock=lambda: NOW, on_alert=cmd)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        head = text(app.query_one(Header))
+        assert "ALERTS 1 (1 new: a)" in head and app.query_one(Header).has_class("new-alerts")
+        assert "!! nan_loss loss nan at step 25 on rank 0" in text(app.query_one(AlertsPanel))
+        await settle(pilot, lambda: got.exists() and got.read_text().strip())
+        sent = [json.loads(line) for line in got.read_text().splitlines()]
+        assert sent == [{"kind": "nan_loss", "rank": 0, "step": 25, "message": "loss nan at step 25 on rank 0"}]
+        await pilot.press("a")
+        assert isinstance(app.screen, AlertsScreen)
+        await pilot.press("escape")
+        app.redraw()
+        assert "ALERTS 1" in text(app.query_one(Header)) and "new" not in text(app.query_one(Header))
+        app.redraw()  # the same alert again: not sent twice
+        await pilot.pause(0.3)
+        assert len(got.read_text().splitlines()) == 1
+
+
+async def test_resume_boundary_and_repeated_steps_shown(tmp_path):
+    run = tmp_path / "run"
+    write_events(run, 0, [start("A", t=900.0), start("B", t=1300.0)])
+    write_rank(run, 0, steps(1, 10, session="A", t0=1000.0, dt=10.0, loss=1.0, step_time=10.0))
+    write_rank(run, 0, steps(6, 12, session="B", t0=1300.0, dt=10.0, loss=1.0, step_time=10.0))
+    app = MonitorApp(str(run), follow=False, clock=lambda: 1375.0)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        assert "5 steps repeated after a resume (50 s)" in text(app.query_one(Header))
+        assert "restarts at 6" in text(app.query_one("#loss-chart"))

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import shlex
+import subprocess
+import threading
 import time
 from typing import Callable
 
@@ -12,12 +16,13 @@ from textual.message import Message
 from textual.widgets import Footer, Static
 
 from ..figures import Options
+from ..health import Health, Rules
 from ..remote import RemoteError
 from ..sources import Sources
 from ..store import Store
 from ..view import X_AXES, EmaCache, build_view, numeric_columns
-from .panels import DataPanel, Header, LossPanel, MemoryPanel, MfuPanel, RanksTable, ThroughputPanel
-from .screens import GoToStepScreen, HelpScreen, MetricsScreen
+from .panels import AlertsPanel, DataPanel, Header, LossPanel, MemoryPanel, MfuPanel, RanksTable, ThroughputPanel
+from .screens import AlertsScreen, GoToStepScreen, HelpScreen, MetricsScreen
 
 SMOOTHING = (0.0, 0.6, 0.8, 0.9, 0.95, 0.99)
 #: Fewest seconds between two redraws caused by new rows (a burst costs one redraw).
@@ -46,13 +51,15 @@ class MonitorApp(App[None]):
         ("w", "window", "window"),
         ("g", "goto", "go to step"),
         ("slash", "metrics", "metrics"),
+        ("a", "alerts", "alerts"),
         ("r", "ranks", "ranks"),
         ("question_mark", "help", "help"),
     ]
 
     def __init__(self, run_dir: str | list[str], *, poll: float | None = None, peak_tflops: float | None = None,
                  clock: Callable[[], float] | None = None, follow: bool = True, ssh_options: tuple[str, ...] = (),
-                 connect_timeout: float = 10.0) -> None:
+                 connect_timeout: float = 10.0, rules: Rules | None = None, bell: bool = False,
+                 on_alert: str | None = None) -> None:
         super().__init__()
         specs = [run_dir] if isinstance(run_dir, str) else list(run_dir)
         self.run_dir = " ".join(specs)
@@ -63,6 +70,11 @@ class MonitorApp(App[None]):
         self.opts = Options(peak_flops=peak_tflops * 1e12 if peak_tflops else None,
                             clock=clock or self.source.clock)
         self.follow = follow
+        self.health = Health(rules or Rules())
+        self.bell_on_alert = bell
+        self.on_alert = shlex.split(on_alert) if on_alert else None
+        self._seen: set[tuple] = set()  # alerts acknowledged with a
+        self._told: set[tuple] = set()  # alerts already rung / sent to --on-alert
         self.paused = False
         self.log_scale = False
         self.recent = False
@@ -76,6 +88,7 @@ class MonitorApp(App[None]):
     def compose(self) -> ComposeResult:
         yield Static(" PAUSED: the display is frozen, reading goes on (p to resume)", id="paused")
         yield Header(id="header")
+        yield AlertsPanel(id="alerts")
         with Horizontal(id="main"):
             with Vertical(id="left"):
                 yield LossPanel(id="loss", classes="panel")
@@ -134,7 +147,9 @@ class MonitorApp(App[None]):
         elif not self.paused:
             v = build_view(self.store, self.opts, header_only=True)
             v.notes = self.source.states() + self.store.duplicates
+            self._alerts(v)
             self.query_one(Header).show(v)
+            self.query_one(AlertsPanel).show(v)
 
     def redraw(self) -> None:
         """Draw every visible panel from one view of the store."""
@@ -147,8 +162,10 @@ class MonitorApp(App[None]):
         v = build_view(self.store, self.opts, points=width, xaxis=self.xaxis, recent=self.recent,
                        ema_cache=self._ema, custom=self.custom)
         v.notes = self.source.states() + self.store.duplicates
+        self._alerts(v)
         with self.batch_update():
             self.query_one(Header).show(v)
+            self.query_one(AlertsPanel).show(v)
             if self.screen.has_class("show-ranks"):
                 self.query_one(RanksTable).show(v)
             else:
@@ -199,6 +216,35 @@ class MonitorApp(App[None]):
 
     def action_goto(self) -> None:
         self.push_screen(GoToStepScreen())
+
+    def _alerts(self, v) -> None:  # noqa: ANN001
+        """Evaluate the health rules; ring and run --on-alert once for each alert that is new."""
+        v.alerts = self.health.alerts(self.store, self.opts)
+        keys = {(a.kind, a.rank, a.step) for a in v.alerts}
+        v.new_alerts = len(keys - self._seen)
+        fresh = [a for a in v.alerts if (a.kind, a.rank, a.step) not in self._told]
+        self._told |= keys
+        if fresh and self.bell_on_alert:
+            self.bell()
+        if fresh and self.on_alert:
+            threading.Thread(target=self._run_on_alert, args=([a.public() for a in fresh],),
+                             name="mstop-on-alert", daemon=True).start()
+
+    def _run_on_alert(self, alerts: list[dict]) -> None:
+        """Run the --on-alert command once per alert, the alert as JSON on its stdin (never through a shell)."""
+        for a in alerts:
+            try:
+                subprocess.run(self.on_alert, input=json.dumps(a).encode(), timeout=60,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+            except (OSError, subprocess.TimeoutExpired) as e:
+                self.call_from_thread(self.notify, f"--on-alert failed: {e}", severity="error")
+
+    def action_alerts(self) -> None:
+        """Show every active alert and mark them seen."""
+        alerts = self.health.alerts(self.store, self.opts)
+        self._seen |= {(a.kind, a.rank, a.step) for a in alerts}
+        self.push_screen(AlertsScreen(alerts))
+        self.redraw()
 
     def action_metrics(self) -> None:
         def chosen(columns: tuple[str, ...] | None) -> None:

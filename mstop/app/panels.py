@@ -92,6 +92,11 @@ class Header(Static):
             self.set_class(v.status == s, f"status-{s}")
         if v.bad_rows:
             t.append(f"   ! {v.bad_rows:,} bad rows")
+        if v.alerts:
+            t.append(f"   ALERTS {len(v.alerts)}")
+            if v.new_alerts:
+                t.append(f" ({v.new_alerts} new: a)")
+        self.set_class(bool(v.new_alerts), "new-alerts")
         for note in v.notes:
             t.append("   ! ")
             t.append(Text(note))
@@ -106,6 +111,8 @@ class Header(Static):
         t.append(f" · {fmt.num(v.steps_per_s, 3)} steps/s · tokens seen {fmt.si(v.tokens_seen)}"
                  f" · elapsed {fmt.duration(v.elapsed)}\n")
         t.append(f"last row {fmt.duration(v.since_last_row)} ago · ")
+        if v.repeated_steps:
+            t.append(f"{v.repeated_steps:,} steps repeated after a resume ({fmt.duration(v.repeated_seconds)}) · ")
         ck = v.last_checkpoint
         if ck is None:
             t.append("no checkpoint yet")
@@ -139,9 +146,14 @@ class LossPanel(Vertical):
             if v.xaxis == "step":
                 evals.setdefault(name, ([], []))[0].append(step)
                 evals[name][1].append(val)
+        if v.segment_starts:
+            title += f"  | restarts at {', '.join(fmt.num(x, 6) for x in v.segment_starts[:3])}"
+        marks = [(xs, ys, f"eval {k}") for k, (xs, ys) in evals.items()]
+        if v.checkpoints:
+            marks.append(([x for x, _ in v.checkpoints], [y for _, y in v.checkpoints], "checkpoint"))
         self.query_one("#loss-chart", Chart).show_series(
-            title, [("raw", v.loss_raw), ("smoothed", v.loss_smooth)], log=log, vlines=v.nan_steps,
-            points=[(xs, ys, f"eval {k}") for k, (xs, ys) in evals.items()])
+            title, [("raw", v.loss_raw), ("smoothed", v.loss_smooth)], log=log,
+            vlines=v.nan_steps + v.segment_starts, points=marks)
         if v.custom:
             names = ", ".join(v.custom)
             self.query_one("#custom-chart", Chart).show_series(
@@ -320,3 +332,21 @@ class RanksTable(DataTable):
         self.sort_key = key
         self.offset = 0
         self.app.redraw()
+
+
+class AlertsPanel(Static):
+    """The active alerts, one line each (shown when there are any)."""
+
+    def show(self, v: View) -> None:
+        self.display = bool(v.alerts)
+        if not v.alerts:
+            return
+        t = Text()
+        for i, a in enumerate(v.alerts[:8]):
+            if i:
+                t.append("\n")
+            t.append(f"!! {a.kind} ")
+            t.append(Text(a.message))
+        if len(v.alerts) > 8:
+            t.append(f"\n... and {len(v.alerts) - 8} more (a: all)")
+        self.update(t)

@@ -20,6 +20,7 @@ KEYS = (
     ("g", "go to a step: every figure at that step"),
     ("/", "custom metrics: filter the numeric columns, chart the chosen ones"),
     ("r", "ranks table (click a header to sort)"),
+    ("a", "every active alert (and mark them seen)"),
     ("?", "this help"),
     ("escape", "close a dialog"),
 )
@@ -107,3 +108,24 @@ class MetricsScreen(ModalScreen[tuple[str, ...]]):
 
     def action_done(self) -> None:
         self.dismiss(tuple(c for c in self.columns if c in self.chosen))
+
+
+class AlertsScreen(ModalScreen[None]):
+    """Every active alert."""
+
+    BINDINGS = [("escape,a,q", "dismiss", "close")]
+
+    def __init__(self, alerts: list) -> None:
+        super().__init__()
+        self.alerts = alerts
+
+    def compose(self) -> ComposeResult:
+        t = Text(f"{len(self.alerts)} active alert{'s' if len(self.alerts) != 1 else ''}\n\n", style="bold")
+        for a in self.alerts:
+            where = "job" if a.rank is None else f"rank {a.rank}"
+            t.append(f"{a.kind:<16} {where:<9} step {a.step if a.step is not None else 'n/a'}: ")
+            t.append(Text(a.message))
+            t.append("\n")
+        if not self.alerts:
+            t.append("none: the run looks healthy\n")
+        yield Vertical(Static(t), id="alert-list")
