@@ -42,6 +42,9 @@ class Options:
     peak_flops: float | None = None  # overrides the start events' peak (e.g. --peak-tflops)
     ema_weight: float = EMA_WEIGHT
     clock: Callable[[], float] = time.time
+    #: live following: "stalled" and ages use when rows *arrived* (our own clock), so hosts whose clocks
+    #: are minutes apart raise no false alarm; a one-shot summary can only use the rows' own times
+    arrival_clock: Callable[[], float] | None = None
 
 
 @dataclass
@@ -284,10 +287,30 @@ def status(store: Store, opts: Options) -> str:
         return "finished"
     if all(_restarting(d) for d in with_rows):
         return "starting"
-    last = last_row_time(store)
-    if last is not None and opts.clock() - last > stall_after(store):
+    if seconds_since_last_row(store, opts) > stall_after(store):
         return "stalled"
     return "running"
+
+
+def seconds_since_last_row(store: Store, opts: Options) -> float:
+    """Age of the newest row: by its arrival on our clock when following live, else by its time column."""
+    if opts.arrival_clock is not None and store.arrival is not None:
+        return opts.arrival_clock() - store.arrival
+    last = last_row_time(store)
+    return opts.clock() - last if last is not None else 0.0
+
+
+def clock_spread(store: Store) -> float | None:
+    """How far apart the ranks' clocks look: the spread of their last rows' times among ranks at the
+    same last step (None with fewer than two such ranks)."""
+    w = window(store)
+    if len(w.ranks) < 2:
+        return None
+    last_t = w.cols["time"][:, -1]
+    steps = np.array([store.ranks[r].col("step")[-1] for r in w.ranks])
+    top = steps == steps.max()
+    t = last_t[top & ~np.isnan(last_t)]
+    return float(t.max() - t.min()) if len(t) >= 2 else None
 
 
 def _last_session(d: RankData) -> str | None:

@@ -123,8 +123,7 @@ def evaluate(store: Store, rules: Rules, opts: Options) -> list[Alert]:
         out += _starvation(store, rules)
         status = figures.status(store, opts)
         if status == "stalled":
-            last = figures.last_row_time(store)
-            age = opts.clock() - last if last is not None else math.nan
+            age = figures.seconds_since_last_row(store, opts)
             out.append(Alert("stalled", None, figures.step(store),
                              f"no new row for {age:.0f} s (limit {figures.stall_after(store):.0f} s)"))
         if status in ("running", "stalled"):

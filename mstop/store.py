@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -218,6 +219,7 @@ class Store:
         self.duplicates: list[str] = []  # "rank 3 is in A and in B: B's file is not shown"
         self.extra_columns: list[str] = []
         self.version = 0  # bumps on every change: a cheap "anything new?" for readers
+        self.arrival: float | None = None  # our clock when the last rows arrived (immune to the hosts' clocks)
 
     def claim(self, r: int, source: str) -> bool:
         """Whether ``source`` may feed rank ``r``: the first source that shows a rank owns it; a second
@@ -281,6 +283,7 @@ class Store:
                     to_segment[code] = k
                 d.session_idx.extend(to_segment[rows.session_codes])
             d.nonfinite.extend((base + i, c, v) for i, c, v in rows.nonfinite)
+            self.arrival = time.time()
             self.version += 1
 
     def reset_rank(self, r: int) -> None:

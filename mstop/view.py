@@ -95,6 +95,7 @@ class View:
     checkpoints: list[tuple[float, float]] = field(default_factory=list)  # (x, loss) marks on the loss chart
     alerts: list[Any] = field(default_factory=list)  # active health alerts (mstop.health.Alert)
     new_alerts: int = 0  # not yet seen (the a key)
+    skew_note: str | None = None
     data_wait_frac: float | None = None
     data_worst_rank: int | None = None
     queue_depth: float | None = None
@@ -205,8 +206,11 @@ def build_view(store: Store, opts: Options, *, points: int = 200, xaxis: str = "
         v.mem_source = meta.get("memory_source")
         first_times = [float(e["time"]) for d in store.ranks.values() for e in d.starts.values()]
         v.elapsed = now - min(first_times) if first_times else None
-        last = figures.last_row_time(store)
-        v.since_last_row = now - last if last is not None else None
+        v.since_last_row = figures.seconds_since_last_row(store, opts) if store.rows else None
+        spread = figures.clock_spread(store)
+        if spread is not None and spread > 60:
+            v.skew_note = (f"clocks differ by {spread:.0f} s between ranks at the same step"
+                           + ("; ages use arrival times" if opts.arrival_clock else ""))
         v.loss, v.loss_ema = figures.loss(store), figures.loss_ema(store, opts)
         v.tokens_per_s = figures.tokens_per_s(store)
         v.mfu = figures.mfu(store, opts)

@@ -250,3 +250,22 @@ async def test_resume_boundary_and_repeated_steps_shown(tmp_path):
         await settle(pilot)
         assert "5 steps repeated after a resume (50 s)" in text(app.query_one(Header))
         assert "restarts at 6" in text(app.query_one("#loss-chart"))
+
+
+async def test_clock_skew_between_hosts_is_noted_not_alerted(tmp_path):
+    import time as _time
+
+    run = tmp_path / "skew"
+    now = _time.time()
+    write_rank(run, 0, steps(1, 30, t0=now - 31, dt=1.0, loss=1.0, step_time=1.0))
+    write_rank(run, 1, steps(1, 30, t0=now - 31 - 600, dt=1.0, loss=1.0, step_time=1.0))  # 10 min behind
+    app = MonitorApp(str(run), poll=0.05)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        write_rank(run, 0, steps(31, 31, t0=_time.time() - 1, loss=1.0, step_time=1.0))
+        write_rank(run, 1, steps(31, 31, t0=_time.time() - 601, loss=1.0, step_time=1.0))
+        await settle(pilot, lambda: app.store.rows == 62 and "step 31" in text(app.query_one(Header)))
+        app.redraw()
+        head = text(app.query_one(Header))
+        assert "status RUNNING" in head and "clocks differ by 600 s between ranks at the same step" in head
+        assert not [a for a in app.health.alerts(app.store, app.opts) if a.kind == "stalled"]

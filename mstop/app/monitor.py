@@ -68,7 +68,7 @@ class MonitorApp(App[None]):
                               ssh_options=ssh_options, connect_timeout=connect_timeout)
         # ages and "stalled" use the remote host's clock when following over ssh
         self.opts = Options(peak_flops=peak_tflops * 1e12 if peak_tflops else None,
-                            clock=clock or self.source.clock)
+                            clock=clock or self.source.clock, arrival_clock=None if clock else time.time)
         self.follow = follow
         self.health = Health(rules or Rules())
         self.bell_on_alert = bell
@@ -114,6 +114,7 @@ class MonitorApp(App[None]):
             self.source.read_all()
         except RemoteError as e:  # shown, and retried by the source's own loop
             self.notify(str(e), severity="error", timeout=10)
+        self.store.arrival = None  # what was already there did not just arrive: its own times tell its age
         if self.follow:
             self.source.follow()
         self.redraw()
@@ -161,7 +162,7 @@ class MonitorApp(App[None]):
         width = max(40, self.size.width * 2 // 3)
         v = build_view(self.store, self.opts, points=width, xaxis=self.xaxis, recent=self.recent,
                        ema_cache=self._ema, custom=self.custom)
-        v.notes = self.source.states() + self.store.duplicates
+        v.notes = self.source.states() + self.store.duplicates + ([v.skew_note] if v.skew_note else [])
         self._alerts(v)
         with self.batch_update():
             self.query_one(Header).show(v)
