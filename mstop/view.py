@@ -300,13 +300,18 @@ def build_view(store: Store, opts: Options, *, points: int = 200, xaxis: str = "
                 v.repeated_steps = int(rep.sum())
                 v.repeated_seconds = float(np.nansum(d.col("step_time")[rep].astype(np.float64)))
             st_all = d.col("step")
-            for c in d.checkpoints:
+            eff_all = d.effective()
+            for c in d.checkpoints[-50:]:  # the loss at each checkpoint's step, on the current timeline
                 if isinstance(c.get("step"), (int, float)):
-                    i = int(np.searchsorted(st_all, c["step"])) if d.monotonic else -1
-                    if 0 <= i < d.rows and st_all[i] == c["step"]:
-                        y = float(d.col("loss")[i])
+                    if d.monotonic and len(d.segments) <= 1:
+                        i = int(np.searchsorted(st_all, c["step"]))
+                        hit = [i] if i < d.rows and st_all[i] == c["step"] else []
+                    else:
+                        hit = np.flatnonzero(eff_all & (st_all == c["step"])).tolist()
+                    if hit:
+                        y = float(d.col("loss")[hit[-1]])
                         if math.isfinite(y):
-                            v.checkpoints.append((float(_x_at(d, xaxis, np.array([i]))[0]), y))
+                            v.checkpoints.append((float(_x_at(d, xaxis, np.array(hit[-1:]))[0]), y))
     return v
 
 

@@ -6,6 +6,8 @@
 - ranks.svg, help.svg: the same run, ranks view and help screen.
 - pressure-120x40.svg: a run generated with MetricsWriter (close to OOM, input pipeline starving, device
   queue empty): conditions a CPU cannot produce, and the caption says so.
+- health-120x40.svg, alerts.svg: a generated run with a resume from an earlier checkpoint and a NaN loss:
+  the alerts panel, the restart boundary and checkpoint marks on the loss chart, the alerts list.
 
 Convert to PNG to look at them: rsvg-convert screenshots/demo-120x40.svg -o /tmp/demo.png
 """
@@ -77,6 +79,29 @@ def pressure_run(run: Path) -> None:
         ev.write_text("".join(json.dumps(e) + "\n" for e in events))
 
 
+def health_run(run: Path) -> None:
+    """Two ranks; checkpoints every 100 steps; a crash after step 300 and a resume from step 200; a NaN loss
+    at step 420 on rank 1 (written with MetricsWriter: a CPU demo cannot be made to do this on cue)."""
+    t = [1_800_000_000.0]
+    for session, (first, last) in enumerate(((1, 300), (201, 450))):
+        for r in range(2):
+            t[0] = 1_800_000_000.0 + (0 if session == 0 else 320 * 3.0)
+            w = MetricsWriter(run, rank=r, world_size=2, run_name="gpt-350m (generated: resume, NaN)",
+                              device="Ascend910B3", flops_per_token=2.1e9, tokens_per_step=8 * 2048, total_steps=1000,
+                              clock=lambda: t[0], heartbeat_interval=3600)
+            for s in range(first, last + 1):
+                t[0] += 3.0
+                loss = float("nan") if (s == 420 and r == 1) else 5.5 * s ** -0.18
+                w.log(s, epoch=1, loss=loss, lr=3e-4, grad_norm=1.0, step_time=3.0, data_wait=0.05)
+                if s % 100 == 0 and r == 0:
+                    w.checkpoint(s, f"/ckpt/step{s}.ckpt")
+            if session == 0:
+                w._hb_stop.set()  # a crash: no end event
+                w._hb.join()
+            else:
+                w.close()
+
+
 def main() -> int:
     out = ROOT / "screenshots"
     with tempfile.TemporaryDirectory() as tmp:
@@ -92,6 +117,10 @@ def main() -> int:
         pressure = Path(tmp) / "pressure"
         pressure_run(pressure)
         asyncio.run(shoot(str(pressure), out / "pressure-120x40.svg", (120, 40), now=last_time(pressure)))
+        health = Path(tmp) / "health"
+        health_run(health)
+        asyncio.run(shoot(str(health), out / "health-120x40.svg", (120, 40), now=last_time(health)))
+        asyncio.run(shoot(str(health), out / "alerts.svg", (120, 40), ("a",), now=last_time(health)))
     return 0
 
 

@@ -60,8 +60,9 @@ class Chart(PlotextPlot):
                          yside="right")
                 any_data = True
         for xs, ys, label in points:
-            if xs:
-                plt.scatter(xs, ys, marker="x", label=label if len(xs) >= 3 else None)
+            if xs:  # checkpoints as "C", evaluations as "x"
+                plt.scatter(xs, ys, marker="C" if label == "checkpoint" else "x",
+                            label=label if len(xs) >= 3 and not log else None)
         for y in hlines:
             plt.hline(y)
         for x in vlines[:20]:
