@@ -269,3 +269,15 @@ async def test_clock_skew_between_hosts_is_noted_not_alerted(tmp_path):
         head = text(app.query_one(Header))
         assert "status RUNNING" in head and "clocks differ by 600 s between ranks at the same step" in head
         assert not [a for a in app.health.alerts(app.store, app.opts) if a.kind == "stalled"]
+
+
+async def test_bell_rings_once_per_new_alert(tmp_path):
+    run = make_run(tmp_path / "run", ranks=1, loss=lambda s: "nan" if s == 25 else 1.0)
+    app = MonitorApp(str(run), follow=False, clock=lambda: NOW, bell=True)
+    rings = []
+    app.bell = lambda: rings.append(1)  # count the bells the app asks the terminal for
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        app.redraw()
+        app.redraw()
+    assert rings == [1]

@@ -205,3 +205,19 @@ def test_no_false_alert_on_a_healthy_noisy_run_of_1024_ranks(tmp_path):
     store = load(tmp_path)
     assert store.rows == 1024 * 130
     assert Health().alerts(store, Options(clock=lambda: t0 + 131)) == []
+
+
+def test_mixed_headers_and_late_ranks_raise_nothing_false(tmp_path):
+    import csv as _csv
+
+    healthy(tmp_path, ranks=2)
+    # rank 2: a different header (no grad_norm, an extra column), late by 300 steps
+    with open(tmp_path / "rank2.csv", "w", newline="") as f:
+        w = _csv.writer(f)
+        w.writerow(["time", "step", "loss", "step_time", "tokens", "session", "val_acc"])
+        for s in range(300, 401):
+            w.writerow([1000.0 + s, s, 3.0 * s ** -0.2, 1.0, 100, "x", 0.5])
+    (tmp_path / "rank3.events.jsonl").write_text('{"time": 900, "kind": "start", "session": "never"}\n')
+    store = load(tmp_path)
+    assert sorted(store.rank_files) == [0, 1, 2]
+    assert Health().alerts(store, Options(clock=lambda: 1405.0)) == []
