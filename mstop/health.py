@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import os
+import warnings
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
@@ -23,7 +24,7 @@ from .figures import Options
 from .store import RankData, Store
 
 KINDS = ("nan_loss", "loss_spike", "grad_spike", "overflow", "oom_risk", "data_starvation", "throughput_drop",
-         "stalled", "no_checkpoint")
+         "stalled", "no_checkpoint", "straggler", "dead_rank", "lagging_rank")
 
 
 @dataclass
@@ -41,6 +42,13 @@ class Rules:
     throughput_fraction: float = 0.7  # recent tokens/s under this fraction of the run's median
     no_checkpoint_s: float | None = None  # None: 3 x the median interval between checkpoints (at least 10 min)
     hold_s: float = 60.0  # an alert stays active this long after its condition ends
+    straggler_m: float = 5.0  # a straggler: data-wait share above the median over ranks by m scaled MADs ...
+    straggler_margin: float = 0.05  # ... and by at least this absolute share ...
+    straggler_k: int = 8  # ... in k ...
+    straggler_n: int = 10  # ... of its last n rows
+    heartbeat_s: float = 30.0  # the writer's heartbeat interval
+    dead_after: float = 3.0  # a rank is dead after this many heartbeat intervals without a sign of life
+    lag_steps: int = 10  # a lagging rank: its latest step this many steps behind the median
 
     @classmethod
     def load(cls, run_dirs: list[str] = (), overrides: dict[str, Any] | None = None) -> Rules:
@@ -121,11 +129,18 @@ def evaluate(store: Store, rules: Rules, opts: Options) -> list[Alert]:
             out += _throughput_drop(store, d, rules)
         out += _oom(store, rules)
         out += _starvation(store, rules)
+        out += _stragglers(store, rules)
+        alive, dead, basis = _liveness(store, rules, opts)
+        out += dead
+        out += _lagging(store, rules, alive)
         status = figures.status(store, opts)
         if status == "stalled":
             age = figures.seconds_since_last_row(store, opts)
+            hint = ""
+            if alive and not dead and basis == "heartbeats":
+                hint = "; all ranks alive: likely waiting in a collective"
             out.append(Alert("stalled", None, figures.step(store),
-                             f"no new row for {age:.0f} s (limit {figures.stall_after(store):.0f} s)"))
+                             f"no new row for {age:.0f} s (limit {figures.stall_after(store):.0f} s){hint}"))
         if status in ("running", "stalled"):
             out += _no_checkpoint(store, rules, opts)
         return sorted(out, key=_order)
@@ -263,3 +278,86 @@ def _no_checkpoint(store: Store, rules: Rules, opts: Options) -> list[Alert]:
     what = "no checkpoint" if not cks else "no new checkpoint"
     return [Alert("no_checkpoint", None, figures.step(store),
                   f"{what} for {age / 3600:.1f} h (limit {limit / 3600:.1f} h)")]
+
+
+def _stragglers(store: Store, rules: Rules) -> list[Alert]:
+    """Ranks whose data-wait share stands out from the median over ranks, persistently.
+
+    With synchronous data parallelism every rank's step time equals the slowest
+    rank's, so step time hides the culprit; the data side shows it. Per row
+    (the ranks' last ``straggler_n`` rows, aligned from the end), a rank is out
+    when its share exceeds the median over ranks by ``straggler_m`` scaled MADs
+    and by ``straggler_margin``; it is a straggler when out in ``straggler_k`` of them.
+    """
+    w = figures.window(store)
+    if len(w.ranks) < 3:
+        return []
+    n = rules.straggler_n
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # ranks or rows without data wait
+        share = w.cols["data_wait"][:, -n:] / w.cols["step_time"][:, -n:]
+        med = np.nanmedian(share, axis=0)
+        mad = 1.4826 * np.nanmedian(np.abs(share - med), axis=0)
+        out_ = (share > med + rules.straggler_m * mad) & (share - med > rules.straggler_margin)
+    count = out_.sum(axis=1)
+    alerts = []
+    for i in np.flatnonzero(count >= rules.straggler_k):
+        r = w.ranks[i]
+        d = store.ranks[r]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            factor = float(np.nanmedian(share[i]) / max(float(np.nanmedian(med)), 1e-9))
+        run = 0  # since which step: the current unbroken run of outlying rows
+        for flag in out_[i][::-1]:
+            if not flag:
+                break
+            run += 1
+        since = int(d.col("step")[-run]) if run else int(d.col("step")[-1])
+        alerts.append(Alert("straggler", r, since,
+                            f"rank {r} waits on input {np.nanmedian(share[i]):.0%} of its step time, "
+                            f"{factor:.1f}x the median rank, in {int(count[i])} of its last {n} rows "
+                            f"(since step {since})", severity=factor))
+    return alerts
+
+
+def _liveness(store: Store, rules: Rules, opts: Options) -> tuple[list[int], list[Alert], str]:
+    """(ranks alive, dead_rank alerts, what was judged): a rank whose last sign of life (heartbeat, event or
+    row) is older than ``dead_after`` heartbeat intervals while another rank's is recent is dead."""
+    limit = rules.dead_after * rules.heartbeat_s
+    now = opts.clock()
+    beats = any(d.last_heartbeat is not None for d in store.ranks.values())
+    basis = "heartbeats" if beats else "rows"
+    life: dict[int, float] = {}
+    for r, d in store.ranks.items():
+        if d.ends and d.last_start and str(d.last_start.get("session")) in d.ends:
+            continue  # finished cleanly: not dead
+        if basis == "rows" and not d.rows:
+            continue  # without heartbeats a rank that never wrote a row cannot be judged
+        times = [t for t in (d.last_heartbeat, d.last_event_time) if t is not None]
+        if d.rows:
+            times.append(float(d.exact.view()[-1, 0]))
+        if times:
+            life[r] = max(times)
+    alive = [r for r, t in life.items() if now - t <= limit]
+    if not alive:
+        return [], [], basis  # nobody is alive: a stalled or finished job, not dead ranks
+    dead = []
+    for r, t in sorted(life.items()):
+        if now - t > limit:
+            d = store.ranks[r]
+            step = int(d.col("step")[-1]) if d.rows else None
+            how = "heartbeat" if basis == "heartbeats" else "row (no heartbeats: judged by rows)"
+            dead.append(Alert("dead_rank", r, step, f"rank {r}: no {how} for {now - t:.0f} s while "
+                                                    f"{len(alive)} other ranks are alive", severity=now - t))
+    return alive, dead, basis
+
+
+def _lagging(store: Store, rules: Rules, alive: list[int]) -> list[Alert]:
+    """Ranks alive but whose latest step trails the median latest step by more than ``lag_steps``."""
+    lasts = {r: float(store.ranks[r].col("step")[-1]) for r in alive if store.ranks[r].rows}
+    if len(lasts) < 3:
+        return []
+    med = float(np.median(list(lasts.values())))
+    return [Alert("lagging_rank", r, int(s), f"rank {r} is at step {int(s)}, {med - s:.0f} steps behind the "
+                                              f"median rank ({int(med)}) and alive", severity=med - s)
+            for r, s in lasts.items() if med - s > rules.lag_steps]

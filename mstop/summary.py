@@ -49,7 +49,7 @@ def summarize(store: Store, run_dir: str, opts: Options, health: Any = None) -> 
             "status": figures.status(store, opts),
             "last_checkpoint": figures.last_checkpoint(store),
             "alerts": [a.public() for a in alerts],
-            "stragglers": [],
+            "stragglers": sorted(a.rank for a in alerts if a.kind == "straggler" and a.rank is not None),
         }
     assert tuple(out) == KEYS
     return out

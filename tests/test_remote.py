@@ -68,6 +68,9 @@ def test_summary_over_ssh_equals_local(server, tmp_path):
     remote = json.loads(proc.stdout)
     assert remote.pop("run_dir") == f"testhost:{run}"
     local.pop("run_dir")
+    # alert messages hold ages in seconds, read a moment apart: compare what and where
+    assert [(a["kind"], a["rank"], a["step"]) for a in remote.pop("alerts")] == \
+        [(a["kind"], a["rank"], a["step"]) for a in local.pop("alerts")]
     assert remote == local
 
 
