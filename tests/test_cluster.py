@@ -1,0 +1,111 @@
+"""Cluster-scale detection: one straggler among 64, a dead rank among 256, a hung job, a lagging rank."""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+import time
+
+from mstop.figures import Options
+from mstop.health import Health
+from mstop.source import LocalSource
+from mstop.store import Store
+from tests.conftest import ROOT
+from tests.runs import start, steps, write_events, write_rank
+
+
+def load(run) -> Store:
+    store = Store()
+    LocalSource(str(run), store).read_all()
+    return store
+
+
+def alerts(run, now):
+    return Health().alerts(load(run), Options(clock=lambda: now))
+
+
+def beats(t_last: float, every: float = 30.0, n: int = 4) -> list[dict]:
+    return [{"time": t_last - every * k, "kind": "heartbeat", "session": "s1"} for k in range(n)][::-1]
+
+
+def cluster(run, ranks, rows=60, t0=10_000.0, data_wait=None, last_step=None, heartbeat_at=None, t0_of=None):
+    base = t0
+    for r in range(ranks):
+        t0 = t0_of(r) if t0_of else base
+        rng = random.Random(r)
+        n = rows if last_step is None else last_step(r)
+        dw = (lambda s, g=rng: abs(g.gauss(0.02, 0.005))) if data_wait is None else \
+            (lambda s, r=r, g=rng: data_wait(r, s, g))
+        write_rank(run, r, steps(1, n, t0=t0, dt=1.0, loss=1.0, step_time=1.0, data_wait=dw, tokens=100))
+        hb = heartbeat_at(r) if heartbeat_at else t0 + n
+        write_events(run, r, [start("s1", t=t0 - 5, host=f"node{r // 8}")] + beats(hb))
+    return base + rows
+
+
+def test_one_straggler_among_64_is_found_and_only_it(tmp_path):
+    def dw(r, s, g):
+        return 0.30 + g.gauss(0, 0.01) if r == 17 and s > 30 else abs(g.gauss(0.02, 0.005))
+
+    last = cluster(tmp_path, 64, data_wait=dw)
+    got = [a for a in alerts(tmp_path, last + 1) if a.kind == "straggler"]
+    assert [a.rank for a in got] == [17]
+    assert got[0].severity > 5 and "x the median rank" in got[0].message
+    assert got[0].step <= 51 and "since step" in got[0].message
+    out = subprocess.run([sys.executable, "-m", "mstop", "summary", str(tmp_path), "--json"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=120)
+    assert json.loads(out.stdout)["stragglers"] == [17]
+
+
+def test_a_noisy_row_or_two_is_not_a_straggler(tmp_path):
+    def dw(r, s, g):
+        return 0.5 if r == 5 and s in (55, 58) else abs(g.gauss(0.02, 0.005))
+
+    last = cluster(tmp_path, 64, data_wait=dw)
+    assert not [a for a in alerts(tmp_path, last + 1) if a.kind == "straggler"]
+
+
+def test_a_dead_rank_among_256(tmp_path):
+    now = 10_000.0 + 60 + 5
+    # rank 99 stopped writing and beating 200 s ago; the others beat 5 s ago
+    last = cluster(tmp_path, 256, last_step=lambda r: 40 if r == 99 else 60,
+                   heartbeat_at=lambda r: now - 200 if r == 99 else now - 5,
+                   t0_of=lambda r: now - 240 - 40 if r == 99 else 10_000.0)  # its last row: 240 s ago
+    got = alerts(tmp_path, now)
+    assert [(a.kind, a.rank) for a in got if a.kind in ("dead_rank", "lagging_rank")] == [("dead_rank", 99)]
+    assert "no heartbeat for 2" in [a for a in got if a.kind == "dead_rank"][0].message
+    assert last
+
+
+def test_a_hung_job_is_stalled_with_the_collective_hint_not_256_dead_ranks(tmp_path):
+    t0 = 10_000.0
+    now = t0 + 60 + 400  # rows stopped 400 s ago; every rank still beats
+    cluster(tmp_path, 256, heartbeat_at=lambda r: now - 10)
+    got = alerts(tmp_path, now)
+    assert [a.kind for a in got] == ["stalled"]
+    assert got[0].message.endswith("all ranks alive: likely waiting in a collective")
+
+
+def test_a_lagging_rank(tmp_path):
+    now = 10_000.0 + 60 + 2
+    cluster(tmp_path, 16, last_step=lambda r: 45 if r == 3 else 60, heartbeat_at=lambda r: now - 3)
+    got = [a for a in alerts(tmp_path, now) if a.kind in ("lagging_rank", "dead_rank")]
+    assert [(a.kind, a.rank) for a in got] == [("lagging_rank", 3)]
+    assert "15 steps behind the median rank (60)" in got[0].message
+
+
+def test_without_events_liveness_falls_back_to_rows_and_says_so(tmp_path):
+    now = 10_000.0 + 60 + 5
+    for r in range(8):
+        n = 20 if r == 6 else 60
+        write_rank(tmp_path, r, steps(1, n, t0=10_000.0 if r != 6 else 9_000.0, dt=1.0, loss=1.0, step_time=1.0))
+    got = [a for a in alerts(tmp_path, now) if a.kind == "dead_rank"]
+    assert [a.rank for a in got] == [6] and "(no heartbeats: judged by rows)" in got[0].message
+
+
+def test_healthy_1024_ranks_with_heartbeats_raise_nothing(tmp_path):
+    t = time.perf_counter()
+    last = cluster(tmp_path, 1024, rows=40)
+    assert alerts(tmp_path, last + 1) == []
+    assert time.perf_counter() - t < 120
