@@ -21,10 +21,23 @@ from ..remote import RemoteError
 from ..sources import Sources
 from ..store import Store
 from ..view import X_AXES, EmaCache, build_view, numeric_columns
-from .panels import AlertsPanel, DataPanel, Header, LossPanel, MemoryPanel, MfuPanel, RanksTable, ThroughputPanel
+from .panels import (
+    HEAT_METRICS,
+    AlertsPanel,
+    DataPanel,
+    Header,
+    HeatStrip,
+    LossPanel,
+    MemoryPanel,
+    MfuPanel,
+    RanksTable,
+    ThroughputPanel,
+)
 from .screens import AlertsScreen, GoToStepScreen, HelpScreen, MetricsScreen
 
 SMOOTHING = (0.0, 0.6, 0.8, 0.9, 0.95, 0.99)
+#: letters the heat strip shows for ranks with a per-rank alert
+MARKS = {"dead_rank": "D", "straggler": "S", "lagging_rank": "L", "oom_risk": "M", "data_starvation": "W"}
 #: Fewest seconds between two redraws caused by new rows (a burst costs one redraw).
 REDRAW_EVERY = 1.0
 
@@ -52,6 +65,7 @@ class MonitorApp(App[None]):
         ("g", "goto", "go to step"),
         ("slash", "metrics", "metrics"),
         ("a", "alerts", "alerts"),
+        ("m", "heat_metric", "heat metric"),
         ("r", "ranks", "ranks"),
         ("question_mark", "help", "help"),
     ]
@@ -84,6 +98,7 @@ class MonitorApp(App[None]):
         self.custom: tuple[str, ...] = ()
         self._drawn_version = -1
         self._drawn_rows = 0
+        self._last_view = None
 
     def compose(self) -> ComposeResult:
         yield Static(" PAUSED: the display is frozen, reading goes on (p to resume)", id="paused")
@@ -97,7 +112,10 @@ class MonitorApp(App[None]):
                 yield MfuPanel(id="mfu", classes="panel")
                 yield MemoryPanel(id="memory", classes="panel")
                 yield DataPanel(id="data", classes="panel")
-        yield RanksTable(id="ranks")
+        with Vertical(id="ranks-view"):
+            yield HeatStrip(id="heat")
+            yield Static(id="rank-detail")
+            yield RanksTable(id="ranks")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -164,11 +182,15 @@ class MonitorApp(App[None]):
                        ema_cache=self._ema, custom=self.custom)
         v.notes = self.source.states() + self.store.duplicates + ([v.skew_note] if v.skew_note else [])
         self._alerts(v)
+        self._last_view = v
         with self.batch_update():
             self.query_one(Header).show(v)
             self.query_one(AlertsPanel).show(v)
             if self.screen.has_class("show-ranks"):
+                marks = {a.rank: MARKS[a.kind] for a in reversed(v.alerts) if a.rank is not None and a.kind in MARKS}
+                self.query_one(HeatStrip).show(v, marks)
                 self.query_one(RanksTable).show(v)
+                self._show_detail(v)
             else:
                 self.query_one(LossPanel).show(v, log=self.log_scale, smoothing=self.opts.ema_weight,
                                                recent=self.recent)
@@ -239,6 +261,42 @@ class MonitorApp(App[None]):
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
             except (OSError, subprocess.TimeoutExpired) as e:
                 self.call_from_thread(self.notify, f"--on-alert failed: {e}", severity="error")
+
+    def action_heat_metric(self) -> None:
+        strip = self.query_one(HeatStrip)
+        strip.metric = (strip.metric + 1) % len(HEAT_METRICS)
+        self.redraw()
+
+    def _show_detail(self, v) -> None:  # noqa: ANN001
+        """The figures of the rank under the table's cursor."""
+        table = self.query_one(RanksTable)
+        detail = self.query_one("#rank-detail", Static)
+        if not table.row_count:
+            detail.update("")
+            return
+        key = table.coordinate_to_cell_key((table.cursor_row, 0)).row_key.value
+        row = next((r for r in v.ranks if str(r.rank) == key), None)
+        if row is None:
+            return
+        from rich.text import Text
+
+        from . import fmt
+
+        t = Text(f"rank {row.rank} on ")
+        t.append(Text(row.host))
+        t.append(f": step {fmt.num(row.step, 9)} · step time {fmt.ms(row.step_time)} · tokens/s "
+                 f"{fmt.si(row.tokens_per_s)} · headroom {fmt.pct(row.headroom)} · data wait {fmt.pct(row.data_wait)}"
+                 f" · last row {fmt.duration(row.age)} ago")
+        for a in v.alerts:
+            if a.rank == row.rank:
+                t.append(f"\n!! {a.kind} ")
+                t.append(Text(a.message))
+        detail.update(t)
+
+    def on_data_table_row_highlighted(self) -> None:
+        """The cursor moved: show that rank's figures (from the last frame; no redraw, which moves rows)."""
+        if self._last_view is not None and self.screen_stack and self.screen.has_class("show-ranks"):
+            self._show_detail(self._last_view)
 
     def action_alerts(self) -> None:
         """Show every active alert and mark them seen."""

@@ -351,3 +351,45 @@ class AlertsPanel(Static):
         if len(v.alerts) > 8:
             t.append(f"\n... and {len(v.alerts) - 8} more (a: all)")
         self.update(t)
+
+
+LEVELS = "▁▂▃▄▅▆▇█"
+#: heat strip metrics (m cycles): label, RankRow attribute, whether a high value is bad
+HEAT_METRICS = (("step time", "step_time", True), ("data wait", "data_wait", True),
+                ("headroom", "headroom", False), ("lag", "lag", True), ("last-row age", "age", True))
+
+
+class HeatStrip(Static):
+    """One cell per rank for the chosen metric, as glyph levels (readable without colour): the odd rank
+    out among 1,024 at a glance. Ranks with a per-rank alert show its letter instead: D dead,
+    S straggler, L lagging, M memory, W data wait."""
+
+    metric = 0
+
+    def show(self, v: View, marks: dict[int, str]) -> None:
+        label, attr, high_bad = HEAT_METRICS[self.metric]
+        ranks = sorted(v.ranks, key=lambda r: r.rank)
+        vals = [_metric(r, attr, v) for r in ranks]
+        known = [x for x in vals if x is not None and math.isfinite(x)]
+        lo, hi = (min(known), max(known)) if known else (0.0, 0.0)
+        t = Text()
+        t.append(f"{label} by rank ({len(ranks):,}; m: metric; low {fmt.num(lo)} .. high {fmt.num(hi)}"
+                 f"{', high is bad' if high_bad else ', low is bad'})\n")
+        for r, x in zip(ranks, vals):
+            if r.rank in marks:
+                t.append(marks[r.rank])
+            elif x is None or not math.isfinite(x):
+                t.append("?")
+            else:
+                k = 0 if hi <= lo else int((x - lo) / (hi - lo) * (len(LEVELS) - 1) + 0.5)
+                t.append(LEVELS[k])
+        self.update(t)
+
+
+def _metric(r, attr: str, v: View) -> float | None:  # noqa: ANN001
+    if attr == "lag":
+        steps = sorted(x.step for x in v.ranks if x.step is not None)
+        if r.step is None or not steps:
+            return None
+        return float(steps[len(steps) // 2] - r.step)
+    return getattr(r, attr)
