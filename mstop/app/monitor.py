@@ -187,7 +187,10 @@ class MonitorApp(App[None]):
             self.query_one(Header).show(v)
             self.query_one(AlertsPanel).show(v)
             if self.screen.has_class("show-ranks"):
-                marks = {a.rank: MARKS[a.kind] for a in reversed(v.alerts) if a.rank is not None and a.kind in MARKS}
+                order = list(MARKS)[::-1]  # the more telling letter wins: D over S over L over M over W
+                ranked = sorted((a for a in v.alerts if a.rank is not None and a.kind in MARKS),
+                                key=lambda a: order.index(a.kind))
+                marks = {a.rank: MARKS[a.kind] for a in ranked}
                 self.query_one(HeatStrip).show(v, marks)
                 self.query_one(RanksTable).show(v)
                 self._show_detail(v)
