@@ -95,10 +95,8 @@ def cmd_monitor(argv: list[str]) -> int:
             return 2
     from .app import MonitorApp
 
-    try:
-        rules = _rules(args, args.source)
-    except (ValueError, TypeError) as e:
-        print(f"mstop: {e}", file=sys.stderr)
+    rules = _rules(args, args.source)
+    if rules is None:
         return 2
     MonitorApp(args.source, poll=args.poll, peak_tflops=args.peak_tflops, ssh_options=_ssh_options(args),
                connect_timeout=args.connect_timeout, rules=rules, bell=args.bell, on_alert=args.on_alert).run()
@@ -164,10 +162,15 @@ def _health_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _rules(args: argparse.Namespace, run_dirs: list[str]):
+    """The health rules from config files and flags; None (after saying why) when a setting is wrong."""
     from .health import Rules
 
-    return Rules.load(run_dirs, {"spike_k": args.spike_k, "oom_critical": args.oom_critical,
-                                 "data_wait": args.data_wait, "no_checkpoint_s": args.no_checkpoint})
+    try:
+        return Rules.load(run_dirs, {"spike_k": args.spike_k, "oom_critical": args.oom_critical,
+                                     "data_wait": args.data_wait, "no_checkpoint_s": args.no_checkpoint})
+    except (ValueError, TypeError) as e:
+        print(f"mstop: {e}", file=sys.stderr)
+        return None
 
 
 def _ssh_options(args: argparse.Namespace) -> tuple[str, ...]:
@@ -222,10 +225,8 @@ def cmd_summary(args: argparse.Namespace) -> int:
             print(f"mstop: --fail-on: unknown kinds {sorted(unknown)}; known: alert, {', '.join(KINDS)}",
                   file=sys.stderr)
             return 2
-    try:
-        rules = _rules(args, args.source)
-    except (ValueError, TypeError) as e:
-        print(f"mstop: {e}", file=sys.stderr)
+    rules = _rules(args, args.source)
+    if rules is None:
         return 2
     summary = summarize(store, run_dir, opts, Health(rules))
     if args.json:
