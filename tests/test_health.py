@@ -221,3 +221,10 @@ def test_mixed_headers_and_late_ranks_raise_nothing_false(tmp_path):
     store = load(tmp_path)
     assert sorted(store.rank_files) == [0, 1, 2]
     assert Health().alerts(store, Options(clock=lambda: 1405.0)) == []
+
+
+def test_a_wrong_setting_in_mstop_toml_is_a_clear_usage_error(tmp_path):
+    healthy(tmp_path, ranks=1, n=10)
+    (tmp_path / "mstop.toml").write_text("[health]\nspike_kk = 3\n")
+    proc = summary(tmp_path, "--json")
+    assert proc.returncode == 2 and "unknown health settings ['spike_kk']" in proc.stderr and proc.stdout == ""
