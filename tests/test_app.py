@@ -304,3 +304,26 @@ async def test_heat_strip_and_rank_detail(tmp_path):
         assert str(app.query_one("#rank-detail").content).startswith("rank 0 on node0: step 30")
         await pilot.press("down")
         await settle(pilot, lambda: str(app.query_one("#rank-detail").content).startswith("rank 1 on node0"))
+
+
+async def test_ranks_grouped_by_host_expand_with_enter(tmp_path):
+    run = tmp_path / "hosts"
+    for r in range(40):
+        write_events(run, r, [start("s1", t=900.0, host=f"node{r // 8}")])
+        write_rank(run, r, steps(1, 30, t0=1000.0, dt=1.0, loss=1.0, tokens=10, step_time=1.0,
+                                 data_wait=0.3 if r == 21 else 0.01))
+    app = MonitorApp(str(run), follow=False, clock=lambda: 1031.0)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("r")
+        await settle(pilot, lambda: app.query_one(RanksTable).row_count > 0)
+        await pilot.press("h")
+        table = app.query_one(RanksTable)
+        assert table.row_count == 5 and str(table.get_row_at(0)[0]) == "+ 8 ranks"
+        assert [str(table.get_row_at(i)[1]) for i in range(5)] == [f"node{i}" for i in range(5)]
+        assert str(table.get_row_at(2)[6]) == "30.0 %"  # node2 holds rank 21: the host shows its worst rank
+        await pilot.press("enter")
+        assert table.row_count == 13 and str(table.get_row_at(0)[0]) == "- 8 ranks"
+        assert str(table.get_row_at(1)[0]).strip() == "0" and "hosts and ranks 1-13 of 13" in table.border_title
+        await pilot.press("h")
+        assert table.border_title.startswith("ranks 1-") and " of 40 " in table.border_title

@@ -272,6 +272,10 @@ class MonitorApp(App[None]):
 
     def _show_detail(self, v) -> None:  # noqa: ANN001
         """The figures of the rank under the table's cursor."""
+        from rich.text import Text
+
+        from . import fmt
+
         table = self.query_one(RanksTable)
         detail = self.query_one("#rank-detail", Static)
         if not table.row_count:
@@ -279,12 +283,9 @@ class MonitorApp(App[None]):
             return
         key = table.coordinate_to_cell_key((table.cursor_row, 0)).row_key.value
         row = next((r for r in v.ranks if str(r.rank) == key), None)
-        if row is None:
+        if row is None:  # a host row: Enter expands it
+            detail.update(Text(f"host {str(key)[5:]}: Enter shows its ranks"))
             return
-        from rich.text import Text
-
-        from . import fmt
-
         t = Text(f"rank {row.rank} on ")
         t.append(Text(row.host))
         t.append(f": step {fmt.num(row.step, 9)} · step time {fmt.ms(row.step_time)} · tokens/s "

@@ -7,6 +7,7 @@ always wrapped in ``rich.text.Text``, never parsed as markup.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 from rich.text import Text
@@ -255,6 +256,30 @@ RANK_COLUMNS = (("rank", "rank"), ("host", "host"), ("step", "step"), ("step_tim
                 ("age", "last row"))
 
 
+@dataclass
+class HostRow:
+    """A host's ranks summed up for the grouped table: the worst of each column."""
+
+    host: str
+    count: int
+    rank: int
+    step: int | None
+    step_time: float | None
+    tokens_per_s: float | None
+    headroom: float | None
+    data_wait: float | None
+    age: float | None
+
+
+def _host_row(host: str, ranks: list) -> HostRow:
+    def pick(attr, f):
+        vals = [getattr(r, attr) for r in ranks if getattr(r, attr) is not None]
+        return f(vals) if vals else None
+
+    return HostRow(host, len(ranks), min(r.rank for r in ranks), pick("step", min), pick("step_time", max),
+                   pick("tokens_per_s", min), pick("headroom", min), pick("data_wait", max), pick("age", max))
+
+
 class RanksTable(DataTable):
     """Every rank, sortable by any column (click a header). Like htop, only the page on screen is
     built (pgup/pgdn, home/end, arrows past the edge move the page): a frame costs the same with
@@ -262,7 +287,8 @@ class RanksTable(DataTable):
 
     BINDINGS = [Binding("pagedown", "page(1)", "page down", show=False),
                 Binding("pageup", "page(-1)", "page up", show=False),
-                Binding("home", "edge(0)", "first", show=False), Binding("end", "edge(1)", "last", show=False)]
+                Binding("home", "edge(0)", "first", show=False), Binding("end", "edge(1)", "last", show=False),
+                Binding("h", "toggle_group", "group by host", show=False)]
     sort_key = "rank"
     sort_reverse = False
     offset = 0
@@ -270,6 +296,7 @@ class RanksTable(DataTable):
 
     def on_mount(self) -> None:
         self.cursor_type = "row"
+        self.expanded = set()  # per table, not shared between instances
         for key, label in RANK_COLUMNS:
             self.add_column(label, key=key)
 
@@ -277,28 +304,62 @@ class RanksTable(DataTable):
     def page_size(self) -> int:
         return max(1, self.size.height - 1)
 
+    grouped = False  # h: a row per host, Enter expands it to its ranks
+    expanded: set[str] = set()
+
     def show(self, v: View) -> None:
         self._view = v
-        rows = list(v.ranks)
 
         def key(r):
             val = getattr(r, self.sort_key)
             missing = val is None or (isinstance(val, float) and math.isnan(val))
             return (missing, val if not missing else 0)
 
-        rows.sort(key=key, reverse=self.sort_reverse)
-        self.offset = max(0, min(self.offset, len(rows) - self.page_size))
-        page = rows[self.offset: self.offset + self.page_size]
+        ranks = sorted(v.ranks, key=key, reverse=self.sort_reverse)
+        lines: list[tuple[str, object]] = []  # ("host", HostRow) or ("rank", RankRow)
+        if self.grouped:
+            hosts: dict[str, list] = {}
+            for r in ranks:
+                hosts.setdefault(r.host, []).append(r)
+            groups = [_host_row(h, rs) for h, rs in hosts.items()]
+            groups.sort(key=key, reverse=self.sort_reverse)
+            for g in groups:
+                lines.append(("host", g))
+                if g.host in self.expanded:
+                    lines += [("rank", r) for r in hosts[g.host]]
+        else:
+            lines = [("rank", r) for r in ranks]
+        self.offset = max(0, min(self.offset, len(lines) - self.page_size))
+        page = lines[self.offset: self.offset + self.page_size]
         cursor = self.cursor_row
         self.clear()
-        for r in page:
-            self.add_row(str(r.rank), Text(r.host), fmt.num(r.step, 9), fmt.ms(r.step_time), fmt.si(r.tokens_per_s),
-                         fmt.pct(r.headroom), fmt.pct(r.data_wait), fmt.duration(r.age), key=str(r.rank))
+        for kind, r in page:
+            first = (("- " if r.host in self.expanded else "+ ") + f"{r.count} ranks") if kind == "host" \
+                else (f"  {r.rank}" if self.grouped else str(r.rank))
+            self.add_row(first, Text(r.host), fmt.num(r.step, 9), fmt.ms(r.step_time), fmt.si(r.tokens_per_s),
+                         fmt.pct(r.headroom), fmt.pct(r.data_wait), fmt.duration(r.age),
+                         key=f"host:{r.host}" if kind == "host" else str(r.rank))
         if page:
             self.move_cursor(row=min(cursor, len(page) - 1))
         arrow = "down" if self.sort_reverse else "up"
-        self.border_title = (f"ranks {self.offset + 1}-{self.offset + len(page)} of {len(rows):,}"
-                             f" · sorted by {self.sort_key} ({arrow}) · click a header to sort, pgup/pgdn to page")
+        what = "hosts and ranks" if self.grouped else "ranks"
+        self.border_title = (f"{what} {self.offset + 1}-{self.offset + len(page)} of {len(lines):,}"
+                             f" · sorted by {self.sort_key} ({arrow}) · click a header to sort, pgup/pgdn to page"
+                             f" · h: {'ungroup' if self.grouped else 'group by host'}")
+
+    def action_toggle_group(self) -> None:
+        self.grouped = not self.grouped
+        self.offset = 0
+        if self._view is not None:
+            self.show(self._view)
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        key = str(event.row_key.value)
+        if key.startswith("host:"):
+            host = key[5:]
+            self.expanded.symmetric_difference_update({host})
+            if self._view is not None:
+                self.show(self._view)
 
     def on_resize(self) -> None:
         if self._view is not None:  # the page holds as many rows as fit
