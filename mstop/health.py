@@ -126,6 +126,12 @@ def evaluate(store: Store, rules: Rules, opts: Options) -> list[Alert]:
             out += _spike(d, "loss", "loss_spike", rules)
             out += _spike(d, "grad_norm", "grad_spike", rules)
             out += _overflow(d, rules)
+        status = figures.status(store, opts)
+        if status == "finished":
+            # a job that ended cleanly is not starving, slowing down or dying: only what its
+            # history shows (NaN, spikes, overflows) is still worth an alert
+            return sorted(out, key=_order)
+        if d is not None:
             out += _throughput_drop(store, d, rules)
         out += _oom(store, rules)
         out += _starvation(store, rules)
@@ -133,7 +139,6 @@ def evaluate(store: Store, rules: Rules, opts: Options) -> list[Alert]:
         alive, dead, basis = _liveness(store, rules, opts)
         out += dead
         out += _lagging(store, rules, alive)
-        status = figures.status(store, opts)
         if status == "stalled":
             age = figures.seconds_since_last_row(store, opts)
             hint = ""

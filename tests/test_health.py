@@ -228,3 +228,10 @@ def test_a_wrong_setting_in_mstop_toml_is_a_clear_usage_error(tmp_path):
     (tmp_path / "mstop.toml").write_text("[health]\nspike_kk = 3\n")
     proc = summary(tmp_path, "--json")
     assert proc.returncode == 2 and "unknown health settings ['spike_kk']" in proc.stderr and proc.stdout == ""
+
+
+def test_a_finished_job_only_keeps_what_its_history_shows(tmp_path):
+    write_events(tmp_path, 0, [start("s1", t=900.0), {"time": 1500.0, "kind": "end", "session": "s1"}])
+    write_rank(tmp_path, 0, steps(1, 300, t0=1000.0, dt=1.0, step_time=1.0, data_wait=0.5, tokens=100,
+                                  loss=lambda s: "nan" if s == 250 else 1.0, mem_peak=63e9, mem_total=64e9))
+    assert [a.kind for a in Health().alerts(load(tmp_path), Options(clock=lambda: 5000.0))] == ["nan_loss"]
