@@ -64,7 +64,6 @@ class SourceState:
     poll_interval: float | None = None
     fell_back: bool = False
     missing: bool = False
-    last_read: float | None = None
     notes: list[str] = field(default_factory=list)
 
 
@@ -99,7 +98,6 @@ class LocalSource:
         before = self.store.rows
         for name in list(self._files):
             self._read(name)
-        self.state.last_read = time.time()
         return self.store.rows - before
 
     # -- following -------------------------------------------------------------------
@@ -148,7 +146,6 @@ class LocalSource:
                         self._adapt((self._events_seen - events_before) / elapsed, grown / elapsed)
                         last_check, events_before, grown = now, self._events_seen, 0
                         next_check = now + CHECK_EVERY
-                    self.state.last_read = time.time()
                 if self.on_update is not None:
                     self.on_update()
             except Exception as e:  # noqa: BLE001 - a bad file must not stop following the others
@@ -256,14 +253,7 @@ class LocalSource:
 
     def _check_unseen_growth(self) -> None:
         """Files that grew although no event said so: native events do not work here."""
-        grew = []
-        for name, f in self._files.items():
-            try:
-                st = os.stat(os.path.join(self.run_dir, name))
-            except OSError:
-                continue
-            if st.st_size != f.tail.offset:
-                grew.append(name)
+        grew = self._grown(events=True)
         if grew:
             with self._dirty_lock:
                 self._dirty.update(grew)

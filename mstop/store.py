@@ -15,7 +15,6 @@ so an exact value at any step can always be shown.
 
 from __future__ import annotations
 
-import math
 import threading
 import time
 from dataclasses import dataclass, field
@@ -450,11 +449,3 @@ def _pick(ys: np.ndarray, buckets: int) -> np.ndarray:
             pick.add(a + int(np.flatnonzero(~fin)[0]))
         out.extend(sorted(pick))
     return np.asarray(out, dtype=np.int64)
-
-
-def finite_or_none(v: Any) -> float | None:
-    """A float for JSON and tables: None for missing values."""
-    if v is None:
-        return None
-    f = float(v)
-    return None if math.isnan(f) else f

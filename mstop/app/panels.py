@@ -16,7 +16,7 @@ from textual.containers import Vertical
 from textual.widgets import DataTable, Static
 from textual_plotext import PlotextPlot
 
-from ..view import DATA_WARN, MEM_CRIT, MEM_WARN, Series, View
+from ..view import DATA_WARN, MEM_CRIT, MEM_WARN, RankRow, Series, View
 from . import fmt
 
 
@@ -257,18 +257,10 @@ RANK_COLUMNS = (("rank", "rank"), ("host", "host"), ("step", "step"), ("step_tim
 
 
 @dataclass
-class HostRow:
-    """A host's ranks summed up for the grouped table: the worst of each column."""
+class HostRow(RankRow):
+    """A host's ranks summed up for the grouped table: the worst of each column (``rank``: its lowest)."""
 
-    host: str
-    count: int
-    rank: int
-    step: int | None
-    step_time: float | None
-    tokens_per_s: float | None
-    headroom: float | None
-    data_wait: float | None
-    age: float | None
+    count: int = 0
 
 
 def _host_row(host: str, ranks: list) -> HostRow:
@@ -276,8 +268,10 @@ def _host_row(host: str, ranks: list) -> HostRow:
         vals = [getattr(r, attr) for r in ranks if getattr(r, attr) is not None]
         return f(vals) if vals else None
 
-    return HostRow(host, len(ranks), min(r.rank for r in ranks), pick("step", min), pick("step_time", max),
-                   pick("tokens_per_s", min), pick("headroom", min), pick("data_wait", max), pick("age", max))
+    return HostRow(rank=min(r.rank for r in ranks), host=host, step=pick("step", min),
+                   step_time=pick("step_time", max), tokens_per_s=pick("tokens_per_s", min),
+                   headroom=pick("headroom", min), data_wait=pick("data_wait", max), age=pick("age", max),
+                   count=len(ranks))
 
 
 class RanksTable(DataTable):
