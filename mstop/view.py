@@ -375,18 +375,13 @@ def _x(d: Any, xaxis: str) -> np.ndarray:
 
 
 def _series(store: Store, rank: int, col: str, points: int, steps: Any, xaxis: str) -> Series | None:
-    if xaxis == "tokens":
-        xs, ys = store.series(rank, col, points, steps=steps, x="step")
-        d = store.ranks[rank]
-        cum = _x(d, "tokens")
-        step = d.col("step")
-        lookup = dict(zip(step[d.effective()].tolist(), cum[d.effective()].tolist()))
-        xs = np.array([lookup.get(s, np.nan) for s in xs.tolist()])
-    else:
-        xs, ys = store.series(rank, col, points, steps=steps, x=xaxis)
-    if not len(xs) or np.isnan(ys).all() and not np.isinf(ys).any():
+    """The column's drawn rows (the store's downsampling) against the chosen x axis."""
+    rows = store.series_rows(rank, col, points, steps=steps)
+    d = store.ranks[rank]
+    ys = d.col(col)[rows].astype(np.float64)
+    if not len(rows) or np.isnan(ys).all() and not np.isinf(ys).any():
         return None
-    return Series(xs, ys)
+    return Series(_x_at(d, xaxis, rows), ys)
 
 
 def _min(store: Store, rank: int, col: str) -> float | None:
