@@ -42,3 +42,33 @@ def steps(first: int, last: int, *, session: str = "s1", t0: float = 1000.0, dt:
             row[k] = v(s) if callable(v) else v
         out.append(row)
     return out
+
+
+def write_with_writer(run: Path, rank: int, world: int, rows: list[dict[str, Any]], *,
+                      beats: list[float] = (), t_start: float | None = None, host: str | None = None,
+                      **options: Any) -> None:
+    """Write rank ``rank``'s files with the real :class:`MetricsWriter` (its own start event, header and
+    row format), at the times the rows give (``time`` of each row dict drives the writer's clock), plus
+    heartbeats at the times ``beats``. The writer is closed without an ``end`` event: the job is running.
+
+    ``host`` replaces this machine's name in the start event afterwards: one machine cannot be the
+    128 nodes of a generated cluster (and 1,024 ranks' host memory summed on one host is an OOM)."""
+    from mstop_writer import MetricsWriter
+
+    now = [t_start if t_start is not None else (rows[0]["time"] - 5 if rows else 0.0)]
+    w = MetricsWriter(run, rank=rank, world_size=world, heartbeat_interval=3600, memory_interval=3600,
+                      clock=lambda: now[0], **options)
+    items = [(r["time"], 0, r) for r in rows] + [(t, 1, None) for t in beats]
+    for t, kind, r in sorted(items, key=lambda i: (i[0], i[1])):
+        now[0] = t
+        if kind:
+            w.event("heartbeat", step=w.last_step, session=w.session)
+        else:
+            w.log(r["step"], **{k: v for k, v in r.items() if k not in ("time", "step", "session")})
+    w.close(clean=False)
+    if host is not None:
+        lines = [json.loads(x) for x in Path(w.events_path).read_text().splitlines()]
+        for e in lines:
+            if e["kind"] == "start":
+                e["host"] = host
+        Path(w.events_path).write_text("".join(json.dumps(e) + "\n" for e in lines))

@@ -1,4 +1,6 @@
-"""Cluster-scale detection: one straggler among 64, a dead rank among 256, a hung job, a lagging rank."""
+"""Cluster-scale detection: one straggler among 64, a dead rank among 256, a hung job, a lagging rank.
+
+Runs are written by the real ``MetricsWriter`` (its start events, rows and heartbeats, at generated times)."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from mstop.health import Health
 from mstop.source import LocalSource
 from mstop.store import Store
 from tests.conftest import ROOT
-from tests.runs import start, steps, write_events, write_rank
+from tests.runs import steps, write_rank, write_with_writer
 
 
 def load(run) -> Store:
@@ -38,9 +40,9 @@ def cluster(run, ranks, rows=60, t0=10_000.0, data_wait=None, last_step=None, he
         n = rows if last_step is None else last_step(r)
         dw = (lambda s, g=rng: abs(g.gauss(0.02, 0.005))) if data_wait is None else \
             (lambda s, r=r, g=rng: data_wait(r, s, g))
-        write_rank(run, r, steps(1, n, t0=t0, dt=1.0, loss=1.0, step_time=1.0, data_wait=dw, tokens=100))
         hb = heartbeat_at(r) if heartbeat_at else t0 + n
-        write_events(run, r, [start("s1", t=t0 - 5, host=f"node{r // 8}")] + beats(hb))
+        write_with_writer(run, r, ranks, steps(1, n, t0=t0, dt=1.0, loss=1.0, step_time=1.0, data_wait=dw, tokens=100),
+                          beats=[b["time"] for b in beats(hb)], t_start=t0 - 5, host=f"node{r // 8}")
     return base + rows
 
 
