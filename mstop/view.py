@@ -444,3 +444,13 @@ def values_at_step(store: Store, step: float) -> dict[int, dict[str, float | Non
                     else val
             out[r] = row
     return out
+
+
+def rank_series(store: Store, rank: int, points: int = 200) -> dict[str, Series | None]:
+    """One rank's step time and data wait (seconds) against step, for the ranks view's chart: what the
+    rank's own timeline shows when the heat strip or the table picks it out."""
+    with store.lock:
+        d = store.ranks.get(rank)
+        if d is None or not d.rows:
+            return {"step_time": None, "data_wait": None}
+        return {col: _series(store, rank, col, points, None, "step") for col in ("step_time", "data_wait")}

@@ -8,7 +8,8 @@
   queue empty): conditions a CPU cannot produce, and the caption says so.
 - health-120x40.svg, alerts.svg: a generated run with a resume from an earlier checkpoint and a NaN loss:
   the alerts panel, the restart boundary and checkpoint marks on the loss chart, the alerts list.
-- cluster-1024.svg: the ranks view of 1,024 generated ranks with one straggler and one dead rank.
+- cluster-1024.svg: the ranks view of 1,024 generated ranks with one straggler and one dead rank,
+  the straggler's cell clicked.
 
 Convert to PNG to look at them: rsvg-convert screenshots/demo-120x40.svg -o /tmp/demo.png
 """
@@ -27,15 +28,24 @@ sys.path.insert(0, str(ROOT))
 
 from mstop.app import MonitorApp  # noqa: E402
 from mstop_writer import MetricsWriter  # noqa: E402
+from tests.runs import cluster_1024  # noqa: E402
 
 
-async def shoot(run: str, out: Path, size: tuple[int, int], keys: tuple[str, ...] = (), now: float | None = None):
+async def shoot(run: str, out: Path, size: tuple[int, int], keys: tuple[str, ...] = (), now: float | None = None,
+                click_cell: int | None = None):
+    """Save the app's screen after pressing ``keys`` (and clicking heat strip cell ``click_cell``)."""
     app = MonitorApp(run, follow=False, **({"clock": lambda: now} if now else {}))
     async with app.run_test(size=size) as pilot:
         await pilot.pause()
         for k in keys:
             await pilot.press(k)
         await pilot.pause()
+        if click_cell is not None:
+            from mstop.app.panels import HeatStrip
+
+            width = app.query_one(HeatStrip).content_size.width
+            await pilot.click(HeatStrip, offset=(1 + click_cell % width, click_cell // width))
+            await pilot.pause()
         app.save_screenshot(str(out))
     print("wrote", out.relative_to(ROOT))
 
@@ -103,33 +113,6 @@ def health_run(run: Path) -> None:
                 w.close()
 
 
-def cluster_run(run: Path) -> float:
-    """1,024 ranks on 128 hosts: rank 517's input pipeline drags (a straggler), rank 300 died 5 minutes ago
-    (generated with the test helpers: a CPU cannot run 1,024 ranks)."""
-    import random
-
-    from tests.runs import start, steps, write_events, write_rank
-
-    t0, n = 1_800_000_000.0, 60
-    now = t0 + n + 2
-    for r in range(1024):
-        g = random.Random(r)
-        dead = r == 300
-        last = 20 if dead else n
-        base = now - 300 - last if dead else t0
-
-        def dw(s, r=r, g=g):
-            return 0.35 + g.gauss(0, 0.02) if r == 517 and s > 30 else abs(g.gauss(0.02, 0.005))
-
-        write_rank(run, r, steps(1, last, t0=base, dt=1.0, loss=lambda s: 4.0 * s ** -0.2, step_time=1.0,
-                                 data_wait=dw, tokens=4096, mem_peak=50e9 + r * 1e6, mem_total=64e9))
-        hb = now - 300 if dead else now - 3
-        write_events(run, r, [start("s1", t=base - 5, host=f"node{r // 8:03d}", memory_source="device",
-                                    run_name="moe-1024 (generated: a straggler, a dead rank)")]
-                     + [{"time": hb - 30 * k, "kind": "heartbeat", "session": "s1"} for k in range(3)][::-1])
-    return now
-
-
 def main() -> int:
     out = ROOT / "screenshots"
     with tempfile.TemporaryDirectory() as tmp:
@@ -150,8 +133,8 @@ def main() -> int:
         asyncio.run(shoot(str(health), out / "health-120x40.svg", (120, 40), now=last_time(health)))
         asyncio.run(shoot(str(health), out / "alerts.svg", (120, 40), ("a",), now=last_time(health)))
         cluster = Path(tmp) / "cluster"
-        now = cluster_run(cluster)
-        asyncio.run(shoot(str(cluster), out / "cluster-1024.svg", (120, 40), ("r", "m"), now=now))
+        now = cluster_1024(cluster)
+        asyncio.run(shoot(str(cluster), out / "cluster-1024.svg", (120, 40), ("r", "m"), now=now, click_cell=517))
     return 0
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 from pathlib import Path
 from typing import Any
 
@@ -72,3 +73,26 @@ def write_with_writer(run: Path, rank: int, world: int, rows: list[dict[str, Any
             if e["kind"] == "start":
                 e["host"] = host
         Path(w.events_path).write_text("".join(json.dumps(e) + "\n" for e in lines))
+
+
+def cluster_1024(run: Path) -> float:
+    """1,024 ranks on 128 hosts: rank 517's input pipeline drags (a straggler), rank 300 died 5 minutes ago
+    (generated with the test helpers: a CPU cannot run 1,024 ranks)."""
+    t0, n = 1_800_000_000.0, 60
+    now = t0 + n + 2
+    for r in range(1024):
+        g = random.Random(r)
+        dead = r == 300
+        last = 20 if dead else n
+        base = now - 300 - last if dead else t0
+
+        def dw(s, r=r, g=g):
+            return 0.35 + g.gauss(0, 0.02) if r == 517 and s > 30 else abs(g.gauss(0.02, 0.005))
+
+        write_rank(run, r, steps(1, last, t0=base, dt=1.0, loss=lambda s: 4.0 * s ** -0.2, step_time=1.0,
+                                 data_wait=dw, tokens=4096, mem_peak=50e9 + r * 1e6, mem_total=64e9))
+        hb = now - 300 if dead else now - 3
+        write_events(run, r, [start("s1", t=base - 5, host=f"node{r // 8:03d}", memory_source="device",
+                                    run_name="moe-1024 (generated: a straggler, a dead rank)")]
+                     + [{"time": hb - 30 * k, "kind": "heartbeat", "session": "s1"} for k in range(3)][::-1])
+    return now

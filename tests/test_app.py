@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from mstop.app import MonitorApp
-from mstop.app.panels import Chart, Header, RanksTable
+from mstop.app.panels import Chart, Header, HeatStrip, RanksTable
 from mstop.app.screens import GoToStepScreen, HelpScreen
 from mstop_writer import MetricsWriter
 from tests.runs import start, steps, write_events, write_rank
@@ -121,6 +121,12 @@ async def test_x_axis_log_and_window_keys(run):
         assert "x: tokens seen" in text(app.query_one("#lr-chart"))
         await pilot.press("l")
         assert "(log)" in text(app.query_one("#loss-chart"))
+        # drawn again without new data (a resize): once failed with "chart unavailable: math domain error"
+        for size in ((110, 40), (120, 40)):
+            await pilot.resize_terminal(*size)
+            await settle(pilot)
+            drawn = str(app.query_one("#loss-chart").render())
+            assert "(log)" in drawn and "unavailable" not in drawn
         await pilot.press("w")
         assert "recent" in text(app.query_one("#loss-chart"))
 
@@ -294,16 +300,30 @@ async def test_heat_strip_and_rank_detail(tmp_path):
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
         await pilot.press("r")
-        await settle(pilot, lambda: "by rank" in str(app.query_one("#heat").content))
-        strip = str(app.query_one("#heat").content)
-        assert strip.startswith("step time by rank (40; m: metric")
-        cells = strip.splitlines()[1]
+        await settle(pilot, lambda: "by rank" in str(app.query_one("#heat-title").content))
+        assert str(app.query_one("#heat-title").content).startswith("step time by rank (40; high is bad; m: metric")
+        strip = app.query_one(HeatStrip)
+        cells = str(strip.content).splitlines()[0]
         assert cells[7] == "█" and set(cells[:7] + cells[8:]) == {"▁"}  # the odd one out, without colour
+        # and with colour: its cell is drawn in the outlier class, the others in the normal one
+        styles = {span.start: span.style for span in strip.content.spans}
+        assert styles[7] == strip.get_component_rich_style("heat-strip--outlier", partial=True)
+        assert styles[3] == strip.get_component_rich_style("heat-strip--normal", partial=True) != styles[7]
         await pilot.press("m")
-        assert str(app.query_one("#heat").content).startswith("data wait by rank")
-        assert str(app.query_one("#rank-detail").content).startswith("rank 0 on node0: step 30")
+        assert str(app.query_one("#heat-title").content).startswith("data wait by rank")
+        detail = app.query_one("#rank-detail")
+        assert str(detail.content).startswith("rank 0 on node0\nstep 30")
         await pilot.press("down")
-        await settle(pilot, lambda: str(app.query_one("#rank-detail").content).startswith("rank 1 on node0"))
+        await settle(pilot, lambda: str(detail.content).startswith("rank 1 on node0"))
+        # a click on rank 33's cell (the strip has one column of padding) selects it everywhere
+        await pilot.click(HeatStrip, offset=(1 + 33, 0))
+        await settle(pilot, lambda: str(detail.content).startswith("rank 33 on node4"))
+        table = app.query_one(RanksTable)
+        assert str(table.get_row_at(table.cursor_row)[0]) == "33"
+        chart = app.query_one("#rank-chart")
+        print(str(chart.render()))
+        await settle(pilot, lambda: "rank 33: step time and data wait (s, log)" in str(chart.render()))
+        assert strip.content.spans[33].style.reverse and not strip.content.spans[32].style.reverse  # its cell
 
 
 async def test_ranks_grouped_by_host_expand_with_enter(tmp_path):

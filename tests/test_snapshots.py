@@ -30,3 +30,12 @@ def test_ranks_view(snap_compare):
 
 def test_help_screen(snap_compare):
     assert snap_compare(app(), terminal_size=(120, 40), press=["question_mark"])
+
+
+def test_ranks_view_of_1024_ranks(snap_compare, tmp_path):
+    """A straggler (517) and a dead rank (300) among 1,024: letters in the strip, the data wait metric."""
+    from tests.runs import cluster_1024
+
+    now = cluster_1024(tmp_path / "cluster")
+    app = MonitorApp(str(tmp_path / "cluster"), follow=False, clock=lambda: now)
+    assert snap_compare(app, terminal_size=(120, 40), press=["r", "m"])

@@ -9,9 +9,12 @@ import threading
 import time
 from typing import Callable
 
+from rich.text import Text
 from textual import on
 from textual.app import App, ComposeResult
+from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
+from textual.css.query import NoMatches
 from textual.message import Message
 from textual.widgets import Footer, Static
 
@@ -20,10 +23,12 @@ from ..health import Health, Rules
 from ..remote import RemoteError
 from ..sources import Sources
 from ..store import Store
-from ..view import X_AXES, EmaCache, build_view, numeric_columns
+from ..view import X_AXES, EmaCache, build_view, numeric_columns, rank_series
+from . import fmt
 from .panels import (
     HEAT_METRICS,
     AlertsPanel,
+    Chart,
     DataPanel,
     Header,
     HeatStrip,
@@ -53,12 +58,13 @@ class MonitorApp(App[None]):
     """Follow one run directory and draw its figures."""
 
     CSS_PATH = "monitor.tcss"
+    ENABLE_COMMAND_PALETTE = False  # nothing in it a user of this screen needs, and its key crowded the footer
     TITLE = "mstop"
     BINDINGS = [
         ("q", "quit", "quit"),
         ("p", "pause", "pause"),
         ("s", "smoothing(-1)", "smooth-"),
-        ("S", "smoothing(1)", "smooth+"),
+        Binding("S", "smoothing(1)", "smooth+", show=False),  # in the help; the footer has no room
         ("x", "xaxis", "x axis"),
         ("l", "log", "log"),
         ("w", "window", "window"),
@@ -99,6 +105,8 @@ class MonitorApp(App[None]):
         self._drawn_version = -1
         self._drawn_rows = 0
         self._last_view = None
+        self._marks: dict[int, str] = {}
+        self.selected_rank: int | None = None  # the rank the ranks view shows in detail
 
     def compose(self) -> ComposeResult:
         yield Static(" PAUSED: the display is frozen, reading goes on (p to resume)", id="paused")
@@ -113,8 +121,11 @@ class MonitorApp(App[None]):
                 yield MemoryPanel(id="memory", classes="panel")
                 yield DataPanel(id="data", classes="panel")
         with Vertical(id="ranks-view"):
+            yield Static(id="heat-title")
             yield HeatStrip(id="heat")
-            yield Static(id="rank-detail")
+            with Horizontal(id="rank-pane"):
+                yield Static(id="rank-detail")
+                yield Chart(id="rank-chart")
             yield RanksTable(id="ranks")
         yield Footer()
 
@@ -161,14 +172,17 @@ class MonitorApp(App[None]):
 
     def _tick(self) -> None:
         """Once a second: a delayed redraw happens, or, with nothing new, only the ages in the header move."""
-        if self.store.version != self._drawn_version:
-            self.redraw()
-        elif not self.paused:
-            v = build_view(self.store, self.opts, header_only=True)
-            v.notes = self.source.states() + self.store.duplicates
-            self._alerts(v)
-            self.query_one(Header).show(v)
-            self.query_one(AlertsPanel).show(v)
+        try:
+            if self.store.version != self._drawn_version:
+                self.redraw()
+            elif not self.paused:
+                v = build_view(self.store, self.opts, header_only=True)
+                v.notes = self.source.states() + self.store.duplicates
+                self._alerts(v)
+                self.query_one(Header).show(v)
+                self.query_one(AlertsPanel).show(v)
+        except NoMatches:  # a tick while the app is closing: its widgets are already gone
+            return
 
     def redraw(self) -> None:
         """Draw every visible panel from one view of the store."""
@@ -190,8 +204,7 @@ class MonitorApp(App[None]):
                 order = list(MARKS)[::-1]  # the more telling letter wins: D over S over L over M over W
                 ranked = sorted((a for a in v.alerts if a.rank is not None and a.kind in MARKS),
                                 key=lambda a: order.index(a.kind))
-                marks = {a.rank: MARKS[a.kind] for a in ranked}
-                self.query_one(HeatStrip).show(v, marks)
+                self._marks = {a.rank: MARKS[a.kind] for a in ranked}
                 self.query_one(RanksTable).show(v)
                 self._show_detail(v)
             else:
@@ -271,35 +284,46 @@ class MonitorApp(App[None]):
         self.redraw()
 
     def _show_detail(self, v) -> None:  # noqa: ANN001
-        """The figures of the rank under the table's cursor."""
-        from rich.text import Text
-
-        from . import fmt
-
+        """The rank under the table's cursor: its figures, alerts and chart; its cell marked in the strip."""
         table = self.query_one(RanksTable)
         detail = self.query_one("#rank-detail", Static)
-        if not table.row_count:
-            detail.update("")
-            return
-        key = table.coordinate_to_cell_key((table.cursor_row, 0)).row_key.value
+        strip = self.query_one(HeatStrip)
+        key = str(table.coordinate_to_cell_key((table.cursor_row, 0)).row_key.value) if table.row_count else ""
         row = next((r for r in v.ranks if str(r.rank) == key), None)
-        if row is None:  # a host row: Enter expands it
-            detail.update(Text(f"host {str(key)[5:]}: Enter shows its ranks"))
+        self.selected_rank = row.rank if row is not None else None
+        strip.show(v, self._marks, selected=self.selected_rank)
+        self.query_one("#heat-title", Static).update(strip.title(v))
+        chart = self.query_one("#rank-chart", Chart)
+        if row is None:
+            detail.update(Text(f"host {key[5:]}: Enter shows its ranks") if key.startswith("host:") else "")
+            chart.show_series("", [])
             return
-        t = Text(f"rank {row.rank} on ")
+        t = Text(f"rank {row.rank}", style="bold")
+        t.append(" on ")
         t.append(Text(row.host))
-        t.append(f": step {fmt.num(row.step, 9)} · step time {fmt.ms(row.step_time)} · tokens/s "
-                 f"{fmt.si(row.tokens_per_s)} · headroom {fmt.pct(row.headroom)} · data wait {fmt.pct(row.data_wait)}"
-                 f" · last row {fmt.duration(row.age)} ago")
+        t.append(f"\nstep {fmt.num(row.step, 9)} · last row {fmt.duration(row.age)} ago"
+                 f"\nstep time {fmt.ms(row.step_time)} · tokens/s {fmt.si(row.tokens_per_s)}"
+                 f"\nheadroom {fmt.pct(row.headroom)} · data wait {fmt.pct(row.data_wait)}")
         for a in v.alerts:
             if a.rank == row.rank:
                 t.append(f"\n!! {a.kind} ")
                 t.append(Text(a.message))
         detail.update(t)
+        series = rank_series(self.store, row.rank, points=max(40, self.size.width * 2 // 3))
+        # log scale: compilation makes the first steps 10-100x longer, and data wait is far below step time
+        chart.show_series(f"rank {row.rank}: step time and data wait (s, log) by step",
+                          [("step time", series["step_time"]), ("data wait", series["data_wait"])], log=True)
 
     def on_data_table_row_highlighted(self) -> None:
-        """The cursor moved: show that rank's figures (from the last frame; no redraw, which moves rows)."""
+        """The cursor moved: show that rank (from the last frame; no redraw, which moves rows)."""
         if self._last_view is not None and self.screen_stack and self.screen.has_class("show-ranks"):
+            self._show_detail(self._last_view)
+
+    @on(HeatStrip.Selected)
+    def _strip_selected(self, event: HeatStrip.Selected) -> None:
+        """A heat strip cell was clicked: that rank in the table, its figures and chart below the strip."""
+        self.query_one(RanksTable).select_rank(event.rank)
+        if self._last_view is not None:
             self._show_detail(self._last_view)
 
     def action_alerts(self) -> None:

@@ -11,8 +11,10 @@ from dataclasses import dataclass
 
 import numpy as np
 from rich.text import Text
+from textual import events
 from textual.binding import Binding
 from textual.containers import Vertical
+from textual.message import Message
 from textual.widgets import DataTable, Static
 from textual_plotext import PlotextPlot
 
@@ -25,6 +27,16 @@ def _finite(s: Series | None) -> tuple[list[float], list[float]]:
         return [], []
     ok = np.isfinite(s.y) & np.isfinite(s.x)
     return s.x[ok].tolist(), s.y[ok].tolist()
+
+
+def _log_ticks(lo: float, hi: float) -> list[float]:
+    """Tick positions (log10 values) for a log axis over [lo, hi]: the decades inside, else the ends and
+    their geometric middle (a range inside one decade)."""
+    decades = [float(k) for k in range(math.ceil(lo), math.floor(hi) + 1)]
+    if len(decades) >= 2:
+        step = max(1, len(decades) // 5)
+        return decades[::step]
+    return sorted({lo, (lo + hi) / 2, hi})
 
 
 class Chart(PlotextPlot):
@@ -42,34 +54,41 @@ class Chart(PlotextPlot):
         plt = self.plt
         plt.clear_figure()
         plt.title(title)
-        any_data = False
+        lows, highs = [], []
         for label, series in lines:
             xs, ys = _finite(series)
-            if log:
-                pairs = [(x, y) for x, y in zip(xs, ys) if y > 0]
+            if log:  # drawn as log10 with decade labels: plotext's own log scale transforms its data in
+                # place, so a second render of the same figure (a resize) failed with a math domain error
+                pairs = [(x, math.log10(y)) for x, y in zip(xs, ys) if y > 0]
                 xs, ys = [p[0] for p in pairs], [p[1] for p in pairs]
+                if ys:
+                    lows.append(min(ys))
+                    highs.append(max(ys))
             if xs:
                 # plotext's legend reads three marks of a line (label only lines that have them) and
                 # fails on log axes: the title names the lines there
                 plt.plot(xs, ys, marker="hd", label=label if len(xs) >= 3 and not log else None)
-                any_data = True
 
         if right is not None:  # a second quantity on its own axis (lr and grad norm differ by 10^4)
             xs, ys = _finite(right[1])
             if xs:
                 plt.plot(xs, ys, marker="hd", label=f"{right[0]} (right axis)" if len(xs) >= 3 else None,
                          yside="right")
-                any_data = True
         for xs, ys, label in points:
+            if log:
+                pairs = [(x, math.log10(y)) for x, y in zip(xs, ys) if y > 0]
+                xs, ys = [p[0] for p in pairs], [p[1] for p in pairs]
             if xs:  # checkpoints as "C", evaluations as "x"
                 plt.scatter(xs, ys, marker="C" if label == "checkpoint" else "x",
                             label=label if len(xs) >= 3 and not log else None)
         for y in hlines:
-            plt.hline(y)
+            if not log or y > 0:
+                plt.hline(math.log10(y) if log else y)
         for x in vlines[:20]:
             plt.vline(x)
-        if log and any_data:
-            plt.yscale("log")
+        if log and lows:
+            ticks = _log_ticks(min(lows), max(highs))
+            plt.yticks(ticks, [f"{10 ** t:.3g}" for t in ticks])
         self.refresh()
 
     def render(self):
@@ -323,9 +342,19 @@ class RanksTable(DataTable):
                     lines += [("rank", r) for r in hosts[g.host]]
         else:
             lines = [("rank", r) for r in ranks]
+        self._lines = lines
+        if self._want is not None:  # select_rank: put that rank's row on the page, under the cursor
+            at = next((i for i, (kind, r) in enumerate(lines) if kind == "rank" and r.rank == self._want), None)
+            self._want = None
+            if at is not None:
+                if not self.offset <= at < self.offset + self.page_size:
+                    self.offset = max(0, at - self.page_size // 2)
+                self.offset = max(0, min(self.offset, len(lines) - self.page_size))
+                self._cursor_to = at - self.offset
         self.offset = max(0, min(self.offset, len(lines) - self.page_size))
         page = lines[self.offset: self.offset + self.page_size]
-        cursor = self.cursor_row
+        cursor = self.cursor_row if self._cursor_to is None else self._cursor_to
+        self._cursor_to = None
         self.clear()
         for kind, r in page:
             first = (("- " if r.host in self.expanded else "+ ") + f"{r.count} ranks") if kind == "host" \
@@ -340,6 +369,21 @@ class RanksTable(DataTable):
         self.border_title = (f"{what} {self.offset + 1}-{self.offset + len(page)} of {len(lines):,}"
                              f" · sorted by {self.sort_key} ({arrow}) · click a header to sort, pgup/pgdn to page"
                              f" · h: {'ungroup' if self.grouped else 'group by host'}")
+
+    _want: int | None = None
+    _cursor_to: int | None = None
+    _lines: list = []
+
+    def select_rank(self, rank: int) -> None:
+        """Move the cursor to ``rank`` (paging to it; in the grouped table its host is expanded)."""
+        if self._view is None:
+            return
+        if self.grouped:
+            host = next((r.host for r in self._view.ranks if r.rank == rank), None)
+            if host is not None:
+                self.expanded.add(host)
+        self._want = rank
+        self.show(self._view)
 
     def action_toggle_group(self) -> None:
         self.grouped = not self.grouped
@@ -412,39 +456,119 @@ LEVELS = "▁▂▃▄▅▆▇█"
 #: heat strip metrics (m cycles): label, RankRow attribute, whether a high value is bad
 HEAT_METRICS = (("step time", "step_time", True), ("data wait", "data_wait", True),
                 ("headroom", "headroom", False), ("lag", "lag", True), ("last-row age", "age", True))
+#: the most lines of cells the strip uses; beyond, one cell stands for several ranks (their worst)
+HEAT_LINES = 10
+#: a cell is an outlier when it is this many robust deviations (1.4826·MAD) from the median on the bad side,
+#: and at least OUTLIER_MARGIN of the median away (a flat run's tiny MAD must not light up noise)
+OUTLIER_K, OUTLIER_MARGIN = 4.0, 0.25
 
 
-class HeatStrip(Static):
+class HeatStrip(Static, can_focus=False):
     """One cell per rank for the chosen metric, as glyph levels (readable without colour): the odd rank
     out among 1,024 at a glance. Ranks with a per-rank alert show its letter instead: D dead,
-    S straggler, L lagging, M memory, W data wait."""
+    S straggler, L lagging, M memory, W data wait; ``?`` has no value yet. Colour comes from the
+    component classes below (NO_COLOR terminals keep the glyphs). Clicking a cell selects that rank.
+
+    Levels span the ranks' range, but never less than OUTLIER_MARGIN of the median: on a healthy run
+    the noise between ranks stays in the low glyphs instead of filling the scale."""
+
+    COMPONENT_CLASSES = {"heat-strip--normal", "heat-strip--outlier", "heat-strip--alert",
+                         "heat-strip--missing", "heat-strip--selected"}
+
+    class Selected(Message):
+        """A cell was clicked: select ``rank`` in the table and show its figures."""
+
+        def __init__(self, rank: int) -> None:
+            super().__init__()
+            self.rank = rank
 
     metric = 0
+    selected: int | None = None
+    _cells: list[list[int]] = []  # the ranks each cell stands for, in drawing order
+    _args: tuple | None = None
 
-    def show(self, v: View, marks: dict[int, str]) -> None:
-        label, attr, high_bad = HEAT_METRICS[self.metric]
+    def title(self, v: View) -> str:
+        label, _attr, high_bad = HEAT_METRICS[self.metric]
+        per = self._per_cell(len(v.ranks))
+        return (f"{label} by rank ({len(v.ranks):,}{f', a cell = {per} ranks, their worst' if per > 1 else ''}; "
+                f"{'high' if high_bad else 'low'} is bad; m: metric; click a cell; "
+                f"D dead S straggler L lagging M memory W data wait)")
+
+    def _width(self) -> int:
+        return max(1, self.content_size.width or (self.app.size.width - 2))
+
+    def _per_cell(self, n: int) -> int:
+        return max(1, math.ceil(n / (self._width() * HEAT_LINES)))
+
+    def show(self, v: View, marks: dict[int, str], selected: int | None = None) -> None:
+        self._args = (v, marks)
+        self.selected = selected
+        _label, attr, high_bad = HEAT_METRICS[self.metric]
         ranks = sorted(v.ranks, key=lambda r: r.rank)
-        vals = [_metric(r, attr, v) for r in ranks]
-        known = [x for x in vals if x is not None and math.isfinite(x)]
-        lo, hi = (min(known), max(known)) if known else (0.0, 0.0)
-        t = Text()
-        t.append(f"{label} by rank ({len(ranks):,}; m: metric; low {fmt.num(lo)} .. high {fmt.num(hi)}"
-                 f"{', high is bad' if high_bad else ', low is bad'})\n")
-        for r, x in zip(ranks, vals):
-            if r.rank in marks:
-                t.append(marks[r.rank])
-            elif x is None or not math.isfinite(x):
-                t.append("?")
+        value = _values(v, attr)
+        known = np.array([x for x in value.values() if x is not None and math.isfinite(x)])
+        med = float(np.median(known)) if len(known) else 0.0
+        mad = float(np.median(np.abs(known - med))) * 1.4826 if len(known) else 0.0
+        margin = OUTLIER_MARGIN * abs(med)
+        lo, hi = (float(known.min()), float(known.max())) if len(known) else (0.0, 0.0)
+        if hi - lo < margin:  # a flat run: centre a minimum span on the median
+            lo, hi = med - margin / 2, med + margin / 2
+        sign = 1.0 if high_bad else -1.0
+        per = self._per_cell(len(ranks))
+        width = self._width()
+        self._cells = [[r.rank for r in ranks[i:i + per]] for i in range(0, len(ranks), per)]
+        styles = {n: self.get_component_rich_style(f"heat-strip--{n}", partial=True)
+                  for n in ("normal", "outlier", "alert", "missing", "selected")}
+        t = Text(no_wrap=True, overflow="crop")
+        for i, cell in enumerate(self._cells):
+            if i and i % width == 0:
+                t.append("\n")
+            vals = [(value[r], r) for r in cell if value[r] is not None and math.isfinite(value[r])]
+            mark = next((marks[r] for r in cell if r in marks), None)
+            if mark is not None:
+                glyph, kind = mark, "alert"
+            elif not vals:
+                glyph, kind = "?", "missing"
             else:
+                x = max(vals)[0] if high_bad else min(vals)[0]  # a cell of several ranks: their worst
                 k = 0 if hi <= lo else int((x - lo) / (hi - lo) * (len(LEVELS) - 1) + 0.5)
-                t.append(LEVELS[k])
+                glyph = LEVELS[max(0, min(len(LEVELS) - 1, k))]  # the glyph's height is the value
+                outlier = sign * (x - med) > max(OUTLIER_K * mad, margin) and len(known) >= 3
+                kind = "outlier" if outlier else "normal"
+            style = styles[kind]
+            if selected is not None and selected in cell:
+                style = style + styles["selected"]
+            t.append(glyph, style)
         self.update(t)
 
+    def on_resize(self) -> None:
+        if self._args is not None:  # cells per line follow the width
+            self.show(*self._args, selected=self.selected)
 
-def _metric(r, attr: str, v: View) -> float | None:  # noqa: ANN001
+    def on_click(self, event: events.Click) -> None:
+        offset = event.get_content_offset(self)
+        if offset is None or not self._cells:
+            return
+        width = self._width()
+        i = (offset.y + int(self.scroll_offset.y)) * width + offset.x
+        if 0 <= i < len(self._cells) and offset.x < width:
+            cell = self._cells[i]
+            if self._args is not None and len(cell) > 1:  # the worst of the cell's ranks
+                v, marks = self._args
+                _label, attr, high_bad = HEAT_METRICS[self.metric]
+                value = _values(v, attr)
+                marked = [r for r in cell if r in marks]
+                vals = [(value[r], r) for r in cell if value.get(r) is not None and math.isfinite(value[r])]
+                pick = marked[0] if marked else ((max(vals) if high_bad else min(vals))[1] if vals else cell[0])
+            else:
+                pick = cell[0]
+            self.post_message(self.Selected(pick))
+
+
+def _values(v: View, attr: str) -> dict[int, float | None]:
+    """Each rank's value of a heat strip metric; ``lag`` is steps behind the median rank."""
     if attr == "lag":
         steps = sorted(x.step for x in v.ranks if x.step is not None)
-        if r.step is None or not steps:
-            return None
-        return float(steps[len(steps) // 2] - r.step)
-    return getattr(r, attr)
+        med = steps[len(steps) // 2] if steps else None
+        return {r.rank: None if r.step is None or med is None else float(med - r.step) for r in v.ranks}
+    return {r.rank: getattr(r, attr) for r in v.ranks}
