@@ -36,6 +36,11 @@ def text(widget) -> str:
     return str(widget.content)
 
 
+def style_at(text, i: int):
+    """The style a rich Text draws its character ``i`` in."""
+    return next(span.style for span in text.spans if span.start <= i < span.end)
+
+
 async def settle(pilot, cond=None, tries=200):
     for _ in range(tries):
         await pilot.pause(0.02 if cond else 0)
@@ -306,9 +311,9 @@ async def test_heat_strip_and_rank_detail(tmp_path):
         cells = str(strip.content).splitlines()[0]
         assert cells[7] == "█" and set(cells[:7] + cells[8:]) == {"▁"}  # the odd one out, without colour
         # and with colour: its cell is drawn in the outlier class, the others in the normal one
-        styles = {span.start: span.style for span in strip.content.spans}
-        assert styles[7] == strip.get_component_rich_style("heat-strip--outlier", partial=True)
-        assert styles[3] == strip.get_component_rich_style("heat-strip--normal", partial=True) != styles[7]
+        assert style_at(strip.content, 7) == strip.get_component_rich_style("heat-strip--outlier", partial=True)
+        normal = strip.get_component_rich_style("heat-strip--normal", partial=True)
+        assert style_at(strip.content, 3) == normal != style_at(strip.content, 7)
         await pilot.press("m")
         assert str(app.query_one("#heat-title").content).startswith("data wait by rank")
         detail = app.query_one("#rank-detail")
@@ -323,7 +328,7 @@ async def test_heat_strip_and_rank_detail(tmp_path):
         chart = app.query_one("#rank-chart")
         print(str(chart.render()))
         await settle(pilot, lambda: "rank 33: step time and data wait (s, log)" in str(chart.render()))
-        assert strip.content.spans[33].style.reverse and not strip.content.spans[32].style.reverse  # its cell
+        assert style_at(strip.content, 33).reverse and not style_at(strip.content, 32).reverse  # its cell
 
 
 async def test_ranks_grouped_by_host_expand_with_enter(tmp_path):

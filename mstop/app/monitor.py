@@ -107,6 +107,8 @@ class MonitorApp(App[None]):
         self._last_view = None
         self._marks: dict[int, str] = {}
         self.selected_rank: int | None = None  # the rank the ranks view shows in detail
+        self._detail_of: tuple[int, str] | None = None  # (frame, row key) the detail shows
+        self._frames = 0  # frames drawn (redraws)
 
     def compose(self) -> ComposeResult:
         yield Static(" PAUSED: the display is frozen, reading goes on (p to resume)", id="paused")
@@ -192,15 +194,18 @@ class MonitorApp(App[None]):
         self._drawn_version = self.store.version
         self._drawn_rows = self.store.rows
         width = max(40, self.size.width * 2 // 3)
+        ranks_view = self.screen.has_class("show-ranks")
+        # the ranks view shows no run-wide chart: their series are not built (at 1,024 ranks every ms counts)
         v = build_view(self.store, self.opts, points=width, xaxis=self.xaxis, recent=self.recent,
-                       ema_cache=self._ema, custom=self.custom)
+                       ema_cache=self._ema, custom=self.custom, header_only=ranks_view)
         v.notes = self.source.states() + self.store.duplicates + ([v.skew_note] if v.skew_note else [])
         self._alerts(v)
         self._last_view = v
+        self._frames += 1
         with self.batch_update():
             self.query_one(Header).show(v)
             self.query_one(AlertsPanel).show(v)
-            if self.screen.has_class("show-ranks"):
+            if ranks_view:
                 order = list(MARKS)[::-1]  # the more telling letter wins: D over S over L over M over W
                 ranked = sorted((a for a in v.alerts if a.rank is not None and a.kind in MARKS),
                                 key=lambda a: order.index(a.kind))
@@ -281,7 +286,12 @@ class MonitorApp(App[None]):
     def action_heat_metric(self) -> None:
         strip = self.query_one(HeatStrip)
         strip.metric = (strip.metric + 1) % len(HEAT_METRICS)
-        self.redraw()
+        if self._last_view is None or not self.screen.has_class("show-ranks"):
+            self.redraw()
+            return
+        # the last frame has every rank's figures: only the strip changes (a full frame at 1,024 ranks is ~100 ms)
+        strip.show(self._last_view, self._marks, selected=self.selected_rank)
+        self.query_one("#heat-title", Static).update(strip.title(self._last_view))
 
     def _show_detail(self, v) -> None:  # noqa: ANN001
         """The rank under the table's cursor: its figures, alerts and chart; its cell marked in the strip."""
@@ -289,6 +299,9 @@ class MonitorApp(App[None]):
         detail = self.query_one("#rank-detail", Static)
         strip = self.query_one(HeatStrip)
         key = str(table.coordinate_to_cell_key((table.cursor_row, 0)).row_key.value) if table.row_count else ""
+        if self._detail_of == (self._frames, key):  # the cursor event that follows a redraw: already shown
+            return
+        self._detail_of = (self._frames, key)
         row = next((r for r in v.ranks if str(r.rank) == key), None)
         self.selected_rank = row.rank if row is not None else None
         strip.show(v, self._marks, selected=self.selected_rank)

@@ -10,6 +10,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+from rich.style import Style
 from rich.text import Text
 from textual import events
 from textual.binding import Binding
@@ -520,9 +521,11 @@ class HeatStrip(Static, can_focus=False):
         styles = {n: self.get_component_rich_style(f"heat-strip--{n}", partial=True)
                   for n in ("normal", "outlier", "alert", "missing", "selected")}
         t = Text(no_wrap=True, overflow="crop")
+        run: list[str] = []  # glyphs of one style are appended as one span: 1,024 spans cost the
+        run_style = None     # compositor ~80 ms per frame, a few long runs almost nothing
         for i, cell in enumerate(self._cells):
             if i and i % width == 0:
-                t.append("\n")
+                run.append("\n")
             vals = [(value[r], r) for r in cell if value[r] is not None and math.isfinite(value[r])]
             mark = next((marks[r] for r in cell if r in marks), None)
             if mark is not None:
@@ -535,10 +538,14 @@ class HeatStrip(Static, can_focus=False):
                 glyph = LEVELS[max(0, min(len(LEVELS) - 1, k))]  # the glyph's height is the value
                 outlier = sign * (x - med) > max(OUTLIER_K * mad, margin) and len(known) >= 3
                 kind = "outlier" if outlier else "normal"
-            style = styles[kind]
-            if selected is not None and selected in cell:
-                style = style + styles["selected"]
-            t.append(glyph, style)
+            style = (kind, selected is not None and selected in cell)
+            if style != run_style and run:
+                t.append("".join(run), styles[run_style[0]] + (styles["selected"] if run_style[1] else Style()))
+                run = []
+            run_style = style
+            run.append(glyph)
+        if run:
+            t.append("".join(run), styles[run_style[0]] + (styles["selected"] if run_style[1] else Style()))
         self.update(t)
 
     def on_resize(self) -> None:
