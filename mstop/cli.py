@@ -48,6 +48,19 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--fail-on", metavar="alert|KIND[,KIND]",
                    help="exit 1 when any alert is active (alert), or one of these kinds")
     _health_arguments(s)
+    c = sub.add_parser("compare", help="compare runs at the same steps: a table with changes against a baseline",
+                       description="Compare runs over one window of steps (never of wall time). The first run is "
+                                   "the baseline; a run may be a comma-joined group of repeats (base-1,base-2).")
+    c.add_argument("baseline", metavar="BASELINE", help="run directory or [user@]host:/path; a,b = repeats")
+    c.add_argument("runs", metavar="RUN", nargs="+", help="runs to compare with the baseline (same forms)")
+    c.add_argument("--steps", metavar="A:B", help="the window of steps, inclusive (default: the steps every run "
+                                                  "covers, minus a warm-up: see the README)")
+    c.add_argument("--loss-at", type=int, metavar="N", help="the step of the loss column (default: the window's last)")
+    c.add_argument("--format", choices=("table", "markdown", "csv", "json"), default="table",
+                   help="output: a terminal table (default), markdown, csv or json")
+    c.add_argument("--peak-tflops", type=_positive_float, metavar="X",
+                   help="peak dense TFLOP/s of one device, overriding what the runs recorded (for MFU)")
+    _ssh_arguments(c)
     d = sub.add_parser("demo", help="train the tiny MindSpore example in a temporary directory and watch it",
                        description="Start examples/train_tiny_lm.py (2 ranks as processes) into a temporary run "
                                    "directory and open the monitor on it; quitting stops the job.")
@@ -240,6 +253,53 @@ def cmd_summary(args: argparse.Namespace) -> int:
     return 0
 
 
+def load_runs(args_runs: list[str], args: argparse.Namespace):
+    """Read every member of every run argument once; a missing source raises ValueError (said, exit 2)."""
+    from .compare import Member, Run, short_labels, split_group
+    from .remote import RemoteError, parse_target
+    from .sources import Sources
+    from .store import Store
+
+    runs = []
+    groups = [split_group(arg) for arg in args_runs]
+    for label, group in zip(short_labels(groups), groups):
+        members = []
+        for spec in group:
+            if parse_target(spec) is None and not os.path.isdir(spec):
+                raise ValueError(f"{spec}: no such directory")
+            store = Store()
+            try:
+                Sources([spec], store, ssh_options=_ssh_options(args),
+                        connect_timeout=args.connect_timeout).read_all()
+            except RemoteError as e:
+                raise ValueError(str(e)) from None
+            members.append(Member(spec, store))
+        runs.append(Run(label, members))
+    return runs
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from .compare import CompareError, compare, parse_steps, render
+    from .figures import Options
+
+    try:
+        steps = parse_steps(args.steps) if args.steps else None
+        runs = load_runs([args.baseline, *args.runs], args)
+        result = compare(runs, steps=steps, loss_at=args.loss_at,
+                         opts=Options(peak_flops=args.peak_tflops * 1e12 if args.peak_tflops else None))
+    except (CompareError, ValueError) as e:
+        print(f"mstop compare: {e}", file=sys.stderr)
+        return 2
+    out = render(result, args.format)
+    if isinstance(out, str):
+        sys.stdout.write(out if out.endswith("\n") else out + "\n")
+    else:
+        from rich.console import Console
+
+        Console().print(out)
+    return 0
+
+
 def _replay_demo(args: argparse.Namespace) -> int:
     import shutil
     import tempfile
@@ -264,11 +324,13 @@ def main(argv: list[str] | None = None) -> int:
     """Run mstop with ``argv`` (default: ``sys.argv[1:]``); return the exit code."""
     argv = sys.argv[1:] if argv is None else argv
     parser = build_parser()
-    if argv and argv[0] not in ("summary", "demo", "-h", "--help", "-V", "--version"):
+    if argv and argv[0] not in ("summary", "compare", "report", "demo", "-h", "--help", "-V", "--version"):
         return cmd_monitor(argv)
     args = parser.parse_args(argv)
     if args.command == "summary":
         return cmd_summary(args)
+    if args.command == "compare":
+        return cmd_compare(args)
     if args.command == "demo":
         return cmd_demo(args)
     parser.print_help()

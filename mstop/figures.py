@@ -96,9 +96,35 @@ def _median(values: np.ndarray) -> float | None:
     return float(np.median(v)) if len(v) else None
 
 
-def rank_tokens_per_s(store: Store) -> np.ndarray:
-    """Per rank (in :attr:`Window.ranks` order): Σtokens / Σstep_time over the window."""
-    w = window(store)
+def step_window(store: Store, first: float, last: float) -> Window:
+    """Every rank's rows with ``first <= step <= last`` on its current timeline, as a :class:`Window`
+    (right-aligned, NaN-padded): the figures of ``mstop compare`` over an equal-step window use the
+    same functions as the live figures over the recent window."""
+    ranks, picked = [], []
+    for r in sorted(store.ranks):
+        d = store.ranks[r]
+        if not d.rows:
+            continue
+        step = d.col("step")
+        idx = np.flatnonzero(d.effective() & (step >= first) & (step <= last))
+        if len(idx):
+            ranks.append(r)
+            picked.append((d, idx))
+    width = max((len(idx) for _, idx in picked), default=0)
+    cols = {c: np.full((len(ranks), width), np.nan) for c in _COLS}
+    for i, (d, idx) in enumerate(picked):
+        k = len(idx)
+        cols["time"][i, width - k:] = d.exact.view()[idx, 0]
+        floats = d.floats.view()[idx]
+        for c in _COLS[1:]:
+            cols[c][i, width - k:] = floats[:, FLOAT_INDEX[c]]
+    return Window(ranks, cols, [store.ranks[r].last_start or {} for r in ranks])
+
+
+def rank_tokens_per_s(store: Store, w: Window | None = None) -> np.ndarray:
+    """Per rank (in :attr:`Window.ranks` order): Σtokens / Σstep_time over the window (default: the
+    recent window)."""
+    w = w or window(store)
     return _ratio(w.cols["tokens"], w.cols["step_time"])
 
 
@@ -115,11 +141,11 @@ def _mfu_scale(start: dict[str, Any], opts: Options) -> float:
     return float(fpt) / (world * float(peak))
 
 
-def rank_mfu(store: Store, opts: Options) -> np.ndarray:
+def rank_mfu(store: Store, opts: Options, w: Window | None = None) -> np.ndarray:
     """Per rank: the step_time-weighted mean of ``mfu`` over the window, else derived from tokens/s."""
-    w = window(store)
+    w = w or window(store)
     st = w.cols["step_time"]
-    derived = rank_tokens_per_s(store) * np.array([_mfu_scale(s, opts) for s in w.starts])
+    derived = rank_tokens_per_s(store, w) * np.array([_mfu_scale(s, opts) for s in w.starts])
     if opts.peak_flops is not None:
         return derived
     weighted = _ratio(w.cols["mfu"] * st, np.where(np.isnan(w.cols["mfu"]), np.nan, st))
@@ -130,9 +156,9 @@ def mfu(store: Store, opts: Options) -> float | None:
     return _median(rank_mfu(store, opts))
 
 
-def rank_data_wait_frac(store: Store) -> np.ndarray:
+def rank_data_wait_frac(store: Store, w: Window | None = None) -> np.ndarray:
     """Per rank: Σdata_wait / Σstep_time over the window."""
-    w = window(store)
+    w = w or window(store)
     return _ratio(w.cols["data_wait"], w.cols["step_time"])
 
 
@@ -148,18 +174,20 @@ def headrooms(store: Store) -> dict[str, float]:
     cached = getattr(store, "_headroom_cache", None)
     if cached is not None and cached[0] == store.version:
         return dict(cached[1])
-    out = _headrooms(store)
+    out = window_headrooms(window(store))
     store._headroom_cache = (store.version, out)  # type: ignore[attr-defined]
     return dict(out)
 
 
-def _headrooms(store: Store) -> dict[str, float]:
-    w = window(store)
+def window_headrooms(w: Window) -> dict[str, float]:
+    """Headroom per rank or host over a window: 1 − max(mem_peak) / mem_total (host memory: the
+    host's ranks added up)."""
     peak = w.cols["mem_peak"]
     has_peak = ~np.isnan(peak).all(axis=1)
     peaks = np.where(has_peak, np.nanmax(np.where(np.isnan(peak), -np.inf, peak), axis=1), np.nan)
     total = w.cols["mem_total"]
-    last = np.where(np.isnan(total), -1, np.arange(WINDOW)).max(axis=1)
+    last = np.where(np.isnan(total), -1, np.arange(total.shape[1])).max(axis=1) if total.size else \
+        np.full(len(w.ranks), -1)
     totals = np.where(last >= 0, total[np.arange(len(w.ranks)), np.maximum(last, 0)], np.nan)
     out: dict[str, float] = {}
     hosts: dict[str, list[tuple[float, float]]] = {}

@@ -18,13 +18,13 @@ from textual.css.query import NoMatches
 from textual.message import Message
 from textual.widgets import Footer, Static
 
+from .. import fmt
 from ..figures import Options
 from ..health import Health, Rules
 from ..remote import RemoteError
 from ..sources import Sources
 from ..store import Store
 from ..view import X_AXES, EmaCache, build_view, numeric_columns, rank_series
-from . import fmt
 from .panels import (
     HEAT_METRICS,
     AlertsPanel,

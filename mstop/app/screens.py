@@ -8,7 +8,7 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Input, SelectionList, Static
 
-from . import fmt
+from .. import fmt
 
 KEYS = (
     ("q", "quit"),

@@ -1,4 +1,5 @@
-"""Formatting for the screen: units shown, unknowns as n/a (formatting belongs to widgets, not the store)."""
+"""Formatting of figures for people: units shown, unknowns as n/a (formatting belongs to the screen and the
+reports, not the store)."""
 
 from __future__ import annotations
 
