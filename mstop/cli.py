@@ -296,7 +296,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     else:
         from rich.console import Console
 
-        Console().print(out)
+        # into a pipe or file: wide enough that no cell wraps (rich would assume 80 columns)
+        Console(width=None if sys.stdout.isatty() else 200).print(out)
     return 0
 
 
