@@ -38,7 +38,7 @@ async def main():
         while app.store.rows < int(sys.argv[2]) or app._drawn_version != app.store.version:
             await pilot.pause(0.01)
         print(time.time())  # the first full frame; shutting down afterwards is not counted
-        assert "loss n/a" not in app.query_one("#loss-chart").plt.build()
+        assert "loss n/a" not in str(app.query_one("#loss-chart").render())
 asyncio.run(main())
 """
 FLOOR = "import glob, sys, pandas as pd; [pd.read_csv(f) for f in sorted(glob.glob(sys.argv[1] + '/rank*.csv'))]"

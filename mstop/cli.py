@@ -83,6 +83,9 @@ def monitor_parser() -> argparse.ArgumentParser:
                     help="poll files every SEC seconds instead of file events (network filesystems)")
     ap.add_argument("--peak-tflops", type=_positive_float, metavar="X",
                     help="peak dense TFLOP/s of one device, overriding what the run recorded (for MFU)")
+    ap.add_argument("--baseline", metavar="SOURCE",
+                    help="another run (directory or host:/path) whose loss, tokens/s and MFU curves are overlaid "
+                         "by step, with the differences at the current step in the panels (b: choose another)")
     ap.add_argument("--bell", action="store_true", help="ring the terminal bell on each new alert")
     ap.add_argument("--on-alert", metavar="CMD",
                     help="run CMD (split like a shell would, never run through one) for each new alert, "
@@ -108,11 +111,21 @@ def cmd_monitor(argv: list[str]) -> int:
             return 2
     from .app import MonitorApp
 
+    if args.baseline:
+        try:
+            local = parse_target(args.baseline) is None
+        except ValueError as e:
+            print(f"mstop: --baseline: {e}", file=sys.stderr)
+            return 2
+        if local and not os.path.isdir(args.baseline):
+            print(f"mstop: --baseline {args.baseline}: no such directory", file=sys.stderr)
+            return 2
     rules = _rules(args, args.source)
     if rules is None:
         return 2
     MonitorApp(args.source, poll=args.poll, peak_tflops=args.peak_tflops, ssh_options=_ssh_options(args),
-               connect_timeout=args.connect_timeout, rules=rules, bell=args.bell, on_alert=args.on_alert).run()
+               connect_timeout=args.connect_timeout, rules=rules, bell=args.bell, on_alert=args.on_alert,
+               baseline=args.baseline).run()
     return 0
 
 

@@ -103,6 +103,17 @@ class View:
     xaxis: str = "step"
     chart_rank: int | None = None
     custom: dict[str, Series | None] = field(default_factory=dict)
+    # --baseline: its curves by step and the differences at this run's current step
+    baseline: str | None = None  # its name, when one is chosen
+    base_loss: Series | None = None  # smoothed, like this run's smoothed loss
+    base_throughput: Series | None = None
+    base_mfu: Series | None = None
+    base_step: int | None = None  # the step the deltas are taken at
+    base_loss_delta: float | None = None  # smoothed loss: this run − baseline
+    base_loss_ema: float | None = None
+    base_tps_change: float | None = None  # tokens/s: relative change (0.08 = +8 %)
+    base_mfu_delta: float | None = None  # MFU: this run − baseline, as a fraction (0.02 = +2 pp)
+    base_note: str | None = None  # why a delta or the overlay is missing
 
 
 class EmaCache:
@@ -454,3 +465,55 @@ def rank_series(store: Store, rank: int, points: int = 200) -> dict[str, Series 
         if d is None or not d.rows:
             return {"step_time": None, "data_wait": None}
         return {col: _series(store, rank, col, points, None, "step") for col in ("step_time", "data_wait")}
+
+
+def baseline_overlay(v: View, base: Store, name: str, opts: Options, cache: EmaCache, *, points: int = 200,
+                     recent: bool = False) -> None:
+    """Fill ``v.base_*`` from a baseline run: its smoothed loss, tokens/s and MFU against step (runs are
+    compared at equal steps, never at equal wall time), and the differences at this run's current step:
+    the smoothed loss there, tokens/s and MFU over the same steps (the last WINDOW steps) in both runs."""
+    v.baseline = name
+    if v.xaxis != "step":
+        v.base_note = "baseline drawn on the step axis only (x)"
+    with base.lock:
+        present = [r for r, d in base.ranks.items() if d.rows]
+        if not present:
+            v.base_note = "baseline has no rows"
+            return
+        r0 = min(present)
+        d = base.ranks[r0]
+        base_last = int(max(float(base.ranks[r].col("step")[base.ranks[r].effective()].max(initial=-np.inf))
+                            for r in present))
+        steps = None
+        if recent and v.step is not None:
+            span = max(200, int(v.step * 0.1))
+            steps = (v.step - span, v.step)
+        idx, ema = cache.series(base, r0, opts.ema_weight)
+        st = d.col("step")[idx].astype(np.float64) if len(idx) else np.empty(0)
+        if v.xaxis == "step":
+            keep = np.ones(len(idx), bool) if steps is None else (st >= steps[0]) & (st <= steps[1])
+            ks = np.flatnonzero(keep)
+            if len(ks):
+                sel = ks[np.unique(np.linspace(0, len(ks) - 1, min(points, len(ks))).astype(np.int64))]
+                v.base_loss = Series(st[sel], ema[sel])
+            v.base_throughput = _series(base, r0, "tokens_per_s", points, steps, "step")
+            v.base_mfu = _series(base, r0, "mfu", points, steps, "step")
+        now = v.step
+        if now is None:
+            return
+        if now > base_last:
+            v.base_note = f"baseline ended at step {base_last}: no difference past it"
+            return
+        v.base_step = now
+        at = np.flatnonzero(st <= now)
+        if len(at) and v.loss_ema is not None:
+            v.base_loss_ema = float(ema[at[-1]])
+            v.base_loss_delta = v.loss_ema - v.base_loss_ema
+        w = figures.step_window(base, now - figures.WINDOW + 1, now)
+        if w.ranks:
+            tps = _median(figures.rank_tokens_per_s(base, w))
+            if tps and v.tokens_per_s is not None:
+                v.base_tps_change = v.tokens_per_s / tps - 1.0
+            mfu = _median(figures.rank_mfu(base, opts, w))
+            if mfu is not None and v.mfu is not None:
+                v.base_mfu_delta = v.mfu - mfu

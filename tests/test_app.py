@@ -32,7 +32,7 @@ def make_run(path, *, ranks=2, last=40, name="exp-1", loss=None):
 
 def text(widget) -> str:
     if isinstance(widget, Chart):
-        return re.sub(r"\x1b\[[0-9;]*m", "", widget.plt.build())
+        return str(widget.render())  # as drawn: the title is fitted to the width there
     return str(widget.content)
 
 
@@ -352,3 +352,49 @@ async def test_ranks_grouped_by_host_expand_with_enter(tmp_path):
         assert str(table.get_row_at(1)[0]).strip() == "0" and "hosts and ranks 1-13 of 13" in table.border_title
         await pilot.press("h")
         assert table.border_title.startswith("ranks 1-") and " of 40 " in table.border_title
+
+
+def make_baseline(path, *, last=60):
+    """A slower baseline: 30 s steps instead of 24, loss 0.1 higher at every step, MFU 33 % instead of 41."""
+    for r in range(2):
+        write_events(path, r, [start("s1", t=100.0, run_name="base", world_size=2, flops_per_token=6e9,
+                                     peak_flops=313e12)])
+        write_rank(path, r, steps(1, last, t0=200.0, dt=30.0, loss=lambda s: 4.0 / s ** 0.3 + 0.1, step_time=30.0,
+                                  tokens=2048, tokens_per_s=2048 / 30.0, mfu=0.33))
+    return path
+
+
+async def test_baseline_overlay_and_deltas_at_the_same_step(run, tmp_path):
+    base = make_baseline(tmp_path / "base")
+    app = app_for(run, baseline=str(base))
+    async with app.run_test(size=(160, 45)) as pilot:
+        await settle(pilot)
+        loss = text(app.query_one("#loss-chart"))
+        assert re.search(r"vs baseline: -0\.(1|0999\d*) \(-\d+\.\d %\) at step 40", loss), loss
+        assert "baseline smoothed" in loss
+        assert "tokens/s 85 (+25.0 % vs baseline at step 40)" in text(app.query_one("#tp-text"))
+        assert "MFU 41.0 % (+8.0 pp vs baseline)" in text(app.query_one("#mfu-text"))
+        assert "(and baseline)" in text(app.query_one("#tp-chart"))
+        # b: choose no baseline (empty), then a directory that does not exist (said, nothing else changes)
+        await pilot.press("b")
+        inp = app.screen.query_one("#baseline-input")
+        assert inp.value == str(base)
+        inp.value = ""
+        await pilot.press("enter")
+        await settle(pilot, lambda: "vs baseline" not in text(app.query_one("#loss-chart")))
+        assert "vs baseline" not in text(app.query_one("#tp-text"))
+        await pilot.press("b")
+        app.screen.query_one("#baseline-input").value = str(tmp_path / "missing")
+        await pilot.press("enter")
+        await settle(pilot)
+        assert app.baseline_store is None
+        assert any("baseline not loaded" in str(n.message) for n in app._notifications)
+
+
+async def test_baseline_that_ended_earlier_is_said(run, tmp_path):
+    base = make_baseline(tmp_path / "base", last=25)  # the run is at step 40
+    app = app_for(run, baseline=str(base))
+    async with app.run_test(size=(160, 45)) as pilot:
+        await settle(pilot)
+        assert "baseline ended at step 25" in text(app.query_one("#loss-chart"))
+        assert "vs baseline" not in text(app.query_one("#tp-text"))

@@ -27,3 +27,15 @@ def test_version_and_help():
     assert mstop("--version").stdout.startswith("mstop 0.")
     out = mstop("--help").stdout
     assert "summary" in out and "demo" in out
+
+
+def test_monitor_with_a_missing_or_hostile_baseline_exits_2():
+    proc = mstop("tests/fixtures/snap-run", "--baseline", "runs/nope")
+    assert proc.returncode == 2 and "--baseline runs/nope: no such directory" in proc.stderr
+    proc = mstop("tests/fixtures/snap-run", "--baseline=-oProxyCommand=x:/p")
+    assert proc.returncode == 2 and "not a host name" in proc.stderr
+
+
+def test_help_lists_compare_and_report():
+    out = mstop("--help").stdout
+    assert "compare" in out and "report" in out

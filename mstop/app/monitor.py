@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import subprocess
 import threading
@@ -24,7 +25,7 @@ from ..health import Health, Rules
 from ..remote import RemoteError
 from ..sources import Sources
 from ..store import Store
-from ..view import X_AXES, EmaCache, build_view, numeric_columns, rank_series
+from ..view import X_AXES, EmaCache, baseline_overlay, build_view, numeric_columns, rank_series
 from .panels import (
     HEAT_METRICS,
     AlertsPanel,
@@ -38,7 +39,7 @@ from .panels import (
     RanksTable,
     ThroughputPanel,
 )
-from .screens import AlertsScreen, GoToStepScreen, HelpScreen, MetricsScreen
+from .screens import AlertsScreen, BaselineScreen, GoToStepScreen, HelpScreen, MetricsScreen
 
 SMOOTHING = (0.0, 0.6, 0.8, 0.9, 0.95, 0.99)
 #: letters the heat strip shows for ranks with a per-rank alert
@@ -71,6 +72,7 @@ class MonitorApp(App[None]):
         ("g", "goto", "go to step"),
         ("slash", "metrics", "metrics"),
         ("a", "alerts", "alerts"),
+        ("b", "baseline", "baseline"),
         ("m", "heat_metric", "heat metric"),
         ("r", "ranks", "ranks"),
         ("question_mark", "help", "help"),
@@ -79,7 +81,7 @@ class MonitorApp(App[None]):
     def __init__(self, run_dir: str | list[str], *, poll: float | None = None, peak_tflops: float | None = None,
                  clock: Callable[[], float] | None = None, follow: bool = True, ssh_options: tuple[str, ...] = (),
                  connect_timeout: float = 10.0, rules: Rules | None = None, bell: bool = False,
-                 on_alert: str | None = None) -> None:
+                 on_alert: str | None = None, baseline: str | None = None) -> None:
         super().__init__()
         specs = [run_dir] if isinstance(run_dir, str) else list(run_dir)
         self.run_dir = " ".join(specs)
@@ -105,6 +107,10 @@ class MonitorApp(App[None]):
         self._drawn_version = -1
         self._drawn_rows = 0
         self._last_view = None
+        self.baseline_spec = baseline  # --baseline / b: another run overlaid by step
+        self.baseline_store: Store | None = None
+        self._base_ema = EmaCache()
+        self._ssh = (ssh_options, connect_timeout)
         self._marks: dict[int, str] = {}
         self.selected_rank: int | None = None  # the rank the ranks view shows in detail
         self._detail_of: tuple[int, str] | None = None  # (frame, row key) the detail shows
@@ -146,6 +152,8 @@ class MonitorApp(App[None]):
         except RemoteError as e:  # shown, and retried by the source's own loop
             self.notify(str(e), severity="error", timeout=10)
         self.store.arrival = None  # what was already there did not just arrive: its own times tell its age
+        if self.baseline_spec:
+            self._load_baseline(self.baseline_spec)
         if self.follow:
             self.source.follow()
         self.redraw()
@@ -199,6 +207,9 @@ class MonitorApp(App[None]):
         v = build_view(self.store, self.opts, points=width, xaxis=self.xaxis, recent=self.recent,
                        ema_cache=self._ema, custom=self.custom, header_only=ranks_view)
         v.notes = self.source.states() + self.store.duplicates + ([v.skew_note] if v.skew_note else [])
+        if self.baseline_store is not None and not ranks_view:
+            baseline_overlay(v, self.baseline_store, self.baseline_spec or "", self.opts, self._base_ema,
+                             points=width, recent=self.recent)
         self._alerts(v)
         self._last_view = v
         self._frames += 1
@@ -257,6 +268,34 @@ class MonitorApp(App[None]):
         else:
             self.set_focus(None)
         self.call_after_refresh(self.redraw)  # after layout: the ranks page fills the table's height
+
+    def _load_baseline(self, spec: str) -> None:
+        """Read a baseline run once (a finished run, usually); a source that cannot be read is said, not fatal."""
+        from ..remote import RemoteError, parse_target
+
+        store = Store()
+        try:
+            if parse_target(spec) is None and not os.path.isdir(spec):
+                raise ValueError(f"{spec}: no such directory")
+            Sources([spec], store, ssh_options=self._ssh[0], connect_timeout=self._ssh[1]).read_all()
+        except (ValueError, RemoteError) as e:
+            self.notify(f"baseline not loaded: {e}", severity="error", timeout=10)
+            self.baseline_spec, self.baseline_store = None, None
+            return
+        self.baseline_spec, self.baseline_store = spec, store
+        self._base_ema = EmaCache()
+
+    def action_baseline(self) -> None:
+        def chosen(spec: str | None) -> None:
+            if spec is None:  # escape: unchanged
+                return
+            if spec:
+                self._load_baseline(spec)
+            else:
+                self.baseline_spec, self.baseline_store = None, None
+            self.redraw()
+
+        self.push_screen(BaselineScreen(self.baseline_spec), chosen)
 
     def action_goto(self) -> None:
         self.push_screen(GoToStepScreen())

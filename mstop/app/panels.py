@@ -54,7 +54,7 @@ class Chart(PlotextPlot):
                     points: list[tuple[list[float], list[float], str]] = ()) -> None:
         plt = self.plt
         plt.clear_figure()
-        plt.title(title)
+        self._title = title  # set at render time, cut to the width: plotext leaves a longer title out entirely
         lows, highs = [], []
         for label, series in lines:
             xs, ys = _finite(series)
@@ -97,6 +97,9 @@ class Chart(PlotextPlot):
         if self.size.height < 5 or self.size.width < 24:
             return Text("")  # too small to read: an empty panel beats an unreadable one
         try:
+            title = getattr(self, "_title", "")
+            width = self.size.width
+            self.plt.title(title if len(title) <= width else title[: max(0, width - 1)] + "…")
             return super().render()
         except Exception as e:  # noqa: BLE001 - plotext has corner cases; the screen must go on
             return Text(f"(chart unavailable: {type(e).__name__}: {e})")
@@ -173,8 +176,18 @@ class LossPanel(Vertical):
         marks = [(xs, ys, f"eval {k}") for k, (xs, ys) in evals.items()]
         if v.checkpoints:
             marks.append(([x for x, _ in v.checkpoints], [y for _, y in v.checkpoints], "checkpoint"))
+        lines = [("raw", v.loss_raw), ("smoothed", v.loss_smooth)]
+        if v.baseline:
+            lines.append(("baseline smoothed", v.base_loss))
+            if v.base_loss_delta is not None:
+                rel = v.base_loss_delta / abs(v.base_loss_ema) if v.base_loss_ema else None
+                title += (f"  | vs baseline: {v.base_loss_delta:+.4g}" + (f" ({100 * rel:+.1f} %)" if rel is not None
+                                                                           else "")
+                          + f" at step {fmt.num(v.base_step, 9)}")
+            elif v.base_note:
+                title += f"  | {v.base_note}"
         self.query_one("#loss-chart", Chart).show_series(
-            title, [("raw", v.loss_raw), ("smoothed", v.loss_smooth)], log=log,
+            title, lines, log=log,
             vlines=v.nan_steps + v.segment_starts, points=marks)
         if v.custom:
             names = ", ".join(v.custom)
@@ -193,10 +206,13 @@ class ThroughputPanel(Vertical):
         yield Chart(id="tp-chart", classes="small-chart")
 
     def show(self, v: View) -> None:
-        self.query_one("#tp-text", Static).update(Text(
-            f"tokens/s {fmt.si(v.tokens_per_s)}   samples/s {fmt.num(v.samples_per_s, 4)}\n"
-            f"step time {fmt.ms(v.step_time)}"))
-        self.query_one("#tp-chart", Chart).show_series("tokens/s", [("tokens/s", v.throughput)])
+        t = Text(f"tokens/s {fmt.si(v.tokens_per_s)}")
+        if v.base_tps_change is not None:
+            t.append(f" ({100 * v.base_tps_change:+.1f} % vs baseline at step {fmt.num(v.base_step, 9)})")
+        t.append(f"   samples/s {fmt.num(v.samples_per_s, 4)}\nstep time {fmt.ms(v.step_time)}")
+        self.query_one("#tp-text", Static).update(t)
+        lines = [("tokens/s", v.throughput)] + ([("baseline", v.base_throughput)] if v.baseline else [])
+        self.query_one("#tp-chart", Chart).show_series("tokens/s" + (" (and baseline)" if v.baseline else ""), lines)
 
 
 class MfuPanel(Vertical):
@@ -211,14 +227,20 @@ class MfuPanel(Vertical):
         if v.peak_flops is None:
             t.append("MFU n/a: peak unknown, pass --peak-tflops")
         else:
-            t.append(f"MFU {fmt.pct(v.mfu)} · peak {v.peak_flops / 1e12:,.0f} TFLOP/s\n")
+            t.append(f"MFU {fmt.pct(v.mfu)}")
+            if v.base_mfu_delta is not None:
+                t.append(f" ({100 * v.base_mfu_delta:+.1f} pp vs baseline)")
+            t.append(f" · peak {v.peak_flops / 1e12:,.0f} TFLOP/s\n")
             t.append(Text(str(v.peak_source or "")))
         self.query_one("#mfu-text", Static).update(t)
         series = v.mfu_series
         chart = self.query_one("#mfu-chart", Chart)
         chart.set_class(series is None, "empty")  # CSS hides it (and in small terminals anyway)
         if series is not None:
-            chart.show_series("MFU %", [("MFU %", Series(series.x, series.y * 100))])
+            lines = [("MFU %", Series(series.x, series.y * 100))]
+            if v.base_mfu is not None:
+                lines.append(("baseline", Series(v.base_mfu.x, v.base_mfu.y * 100)))
+            chart.show_series("MFU %" + (" (and baseline)" if v.baseline else ""), lines)
 
 
 class MemoryPanel(Vertical):

@@ -1,4 +1,4 @@
-"""Modal screens: help, go to step."""
+"""Modal screens: help, go to step, baseline, metrics, alerts."""
 
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ KEYS = (
     ("m", "ranks view: the heat strip's metric"),
     ("h", "ranks view: group by host (Enter expands a host)"),
     ("a", "every active alert (and mark them seen)"),
+    ("b", "baseline: overlay another run's curves by step (empty: none)"),
     ("?", "this help"),
     ("escape", "close a dialog"),
 )
@@ -37,6 +38,24 @@ class HelpScreen(ModalScreen[None]):
             t.append(f"  {key:<8} ")
             t.append(what + "\n")
         yield Vertical(Static(t), id="help")
+
+
+class BaselineScreen(ModalScreen[str | None]):
+    """Ask for a baseline run (a directory or host:/path; empty: none); dismissed with the answer."""
+
+    BINDINGS = [("escape", "dismiss", "close")]
+
+    def __init__(self, current: str | None) -> None:
+        super().__init__()
+        self.current = current
+
+    def compose(self) -> ComposeResult:
+        yield Vertical(Static("baseline run (directory or host:/path; empty: no baseline):"),
+                       Input(value=self.current or "", placeholder="runs/baseline", id="baseline-input"),
+                       id="goto")
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        self.dismiss(event.value.strip())
 
 
 class GoToStepScreen(ModalScreen[None]):
