@@ -61,6 +61,20 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--peak-tflops", type=_positive_float, metavar="X",
                    help="peak dense TFLOP/s of one device, overriding what the runs recorded (for MFU)")
     _ssh_arguments(c)
+    rp = sub.add_parser("report", help="PNG plots and report.md (the compare table) of runs, for afterwards",
+                        description="Write PNG plots (loss, lr, grad norm, tokens/s, MFU, memory headroom, data "
+                                    "wait; runs overlaid by step) and DIR/report.md with the table of mstop compare "
+                                    "--format markdown. Needs matplotlib: pip install 'mstop[report]'.")
+    rp.add_argument("sources", metavar="SOURCE", nargs="+",
+                    help="run directories or [user@]host:/path (the first is the baseline; a,b = repeats)")
+    rp.add_argument("--out", required=True, metavar="DIR", help="directory to write into (created)")
+    rp.add_argument("--steps", metavar="A:B", help="the comparison's window of steps (as mstop compare)")
+    rp.add_argument("--loss-at", type=int, metavar="N", help="the comparison's loss step (as mstop compare)")
+    rp.add_argument("--smoothing", type=_smoothing, default=0.9, metavar="W",
+                    help="weight of the loss EMA, 0 to <1 (default: 0.9)")
+    rp.add_argument("--peak-tflops", type=_positive_float, metavar="X",
+                    help="peak dense TFLOP/s of one device, overriding what the runs recorded (for MFU)")
+    _ssh_arguments(rp)
     d = sub.add_parser("demo", help="train the tiny MindSpore example in a temporary directory and watch it",
                        description="Start examples/train_tiny_lm.py (2 ranks as processes) into a temporary run "
                                    "directory and open the monitor on it; quitting stops the job.")
@@ -314,6 +328,33 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_report(args: argparse.Namespace) -> int:
+    from .compare import CompareError, compare, parse_steps
+    from .figures import Options
+    from .report import available, write_report
+
+    missing = available()
+    if missing:
+        print(f"mstop report: {missing}", file=sys.stderr)
+        return 2
+    opts = Options(peak_flops=args.peak_tflops * 1e12 if args.peak_tflops else None, ema_weight=args.smoothing)
+    try:
+        steps = parse_steps(args.steps) if args.steps else None
+        runs = load_runs(args.sources, args)
+        result = compare(runs, steps=steps, loss_at=args.loss_at, opts=opts)
+    except (CompareError, ValueError) as e:
+        print(f"mstop report: {e}", file=sys.stderr)
+        return 2
+    try:
+        files = write_report(runs, result, args.out, opts=opts)
+    except OSError as e:
+        print(f"mstop report: cannot write {args.out}: {e}", file=sys.stderr)
+        return 2
+    for f in files:
+        print(f)
+    return 0
+
+
 def _replay_demo(args: argparse.Namespace) -> int:
     import shutil
     import tempfile
@@ -345,6 +386,8 @@ def main(argv: list[str] | None = None) -> int:
         return cmd_summary(args)
     if args.command == "compare":
         return cmd_compare(args)
+    if args.command == "report":
+        return cmd_report(args)
     if args.command == "demo":
         return cmd_demo(args)
     parser.print_help()

@@ -307,9 +307,29 @@ def _config_diff(base: dict[str, Any], other: dict[str, Any]) -> list[str]:
             for var in sorted(set(a) | set(b)):
                 if a.get(var) != b.get(var):
                     out.append(f"env {var}: {_show(a.get(var))} -> {_show(b.get(var))}")
+        elif k == "argv" and isinstance(a, list) and isinstance(b, list):
+            if a != b:
+                out.append("argv: " + _argv_diff([str(x) for x in a], [str(x) for x in b]))
         elif a != b:
             out.append(f"{k}: {_show(a)} -> {_show(b)}")
     return out
+
+
+def _argv_diff(a: list[str], b: list[str]) -> str:
+    """Only the arguments that differ, each with the option it belongs to: ``--bs 8 -> --bs 16; -x``."""
+    import difflib
+
+    parts = []
+    for op, i1, i2, j1, j2 in difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes():
+        if op == "equal":
+            continue
+        flag = a[i1 - 1] if i1 > 0 and a[i1 - 1].startswith("-") and not a[i1].startswith("-") else None \
+            if i1 < len(a) else None
+        old, new = " ".join(a[i1:i2]), " ".join(b[j1:j2])
+        if flag and op == "replace":
+            old, new = f"{flag} {old}", f"{flag} {new}"
+        parts.append(f"{old or '(nothing)'} -> {new or '(nothing)'}")
+    return "; ".join(parts)
 
 
 # -- output ----------------------------------------------------------------------------

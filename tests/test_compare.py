@@ -65,13 +65,13 @@ def test_exact_changes_against_the_baseline(tmp_path):
     assert fig(res, 0, "mem_peak")["value"] == pytest.approx(30e9, rel=1e-6)
     assert fig(res, 1, "loss_at")["change_pct"] == pytest.approx(0.0)
     assert not fig(res, 1, "step_time")["within_noise"]  # one member each: no noise to judge by
-    assert res["runs"][1]["changes"] == ["argv: train.py --bs 8 -> train.py --bs 16", "env MS_DEV_X: unset -> 1",
+    assert res["runs"][1]["changes"] == ["argv: --bs 8 -> --bs 16", "env MS_DEV_X: unset -> 1",
                                          "git_commit: abc123 -> def456"]
     table = compare(base, fast, "--loss-at", 200)
     assert table.returncode == 0
     text = table.stdout
     assert "(-20.0 %)" in text and "(+25.0 %)" in text and "loss at step 200" in text
-    assert "argv: train.py --bs 8 -> train.py --bs 16" in text and "(baseline)" in text
+    assert "argv: --bs 8 -> --bs 16" in text and "(baseline)" in text
 
 
 def test_groups_of_repeats_and_noise(tmp_path):

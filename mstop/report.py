@@ -1,0 +1,286 @@
+"""``mstop report``: PNG plots and a markdown page of one or more runs, readable after ``scp -r``.
+
+Every plot has step on its x axis (runs are compared at equal steps), one line per run
+directory, with restart boundaries (dotted), checkpoints (triangles) and alerts (red)
+marked. ``report.md`` holds the comparison table exactly as ``mstop compare --format
+markdown`` prints it for the same runs, then the pictures.
+
+matplotlib is an optional dependency (``pip install 'mstop[report]'``): the monitor and
+the writer never need it.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+from . import __version__
+from .compare import Comparison, Member, Run, render_markdown
+from .figures import Options
+from .health import Health, Rules
+from .store import Store
+from .view import EmaCache
+
+#: points per line (the store's min/max buckets keep spikes and NaNs however long the run)
+POINTS = 2000
+#: throughput and MFU vary row to row: a rolling median over this many rows is drawn over the raw values
+ROLLING = 20
+#: with more ranks than this, the per-rank plots draw only the worst ranks (and say so)
+MAX_RANK_LINES = 8
+
+
+@dataclass
+class Plot:
+    name: str  # file name without .png
+    title: str
+    caption: str
+
+
+PLOTS = (
+    Plot("loss", "loss (thin: raw, thick: smoothed)", "Loss of the lowest rank: raw and smoothed (EMA)."),
+    Plot("lr", "learning rate", "Learning rate."),
+    Plot("grad_norm", "gradient norm", "Global gradient norm."),
+    Plot("tokens_per_s", "tokens/s", "Tokens per second (all ranks), per row of the lowest rank."),
+    Plot("mfu", "MFU (%)", "Model FLOPs utilisation."),
+    Plot("headroom", "memory headroom per rank (%)", "1 − peak / total memory, per rank (the worst ranks when "
+         "there are many)."),
+    Plot("data_wait", "data-wait share of step time per rank (%)", "data_wait / step_time per row, per rank "
+         "(the worst ranks when there are many)."),
+)
+
+
+def available() -> str | None:
+    """None when matplotlib can be imported, else what to install."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return "mstop report draws with matplotlib: pip install 'mstop[report]'"
+    return None
+
+
+def _lowest(store: Store) -> int | None:
+    present = [r for r, d in store.ranks.items() if d.rows]
+    return min(present) if present else None
+
+
+def _xy(store: Store, r: int, col: str) -> tuple[np.ndarray, np.ndarray]:
+    x, y = store.series(r, col, POINTS, x="step")
+    ok = np.isfinite(y)
+    return x[ok], y[ok]
+
+
+def _rolling_median(store: Store, r: int, col: str) -> tuple[np.ndarray, np.ndarray]:
+    """The rolling median of a column (tokens/s derived from tokens and step time when it is missing)
+    over ROLLING rows of the rank's current timeline, downsampled to POINTS."""
+    import pandas as pd
+
+    d = store.ranks[r]
+    eff = d.effective()
+    with np.errstate(all="ignore"):
+        y = d.col(col)[eff].astype(np.float64)
+        if col == "tokens_per_s" and np.isnan(y).all():
+            y = (d.col("tokens") / d.col("step_time"))[eff].astype(np.float64)
+    x = d.col("step")[eff].astype(np.float64)
+    ok = np.isfinite(y)
+    x, y = x[ok], y[ok]
+    med = pd.Series(y).rolling(ROLLING, min_periods=1).median().to_numpy()
+    if len(x) > POINTS:
+        sel = np.unique(np.linspace(0, len(x) - 1, POINTS).astype(np.int64))
+        x, med = x[sel], med[sel]
+    return x, med
+
+
+def _per_rank(store: Store, value: Callable[[Any], np.ndarray], worst_low: bool) -> tuple[list[tuple[int, Any, Any]],
+                                                                                         int]:
+    """Per rank (step, value) lines over the current timeline, downsampled; with many ranks only the
+    MAX_RANK_LINES worst (lowest mean when ``worst_low``). Returns the lines and how many ranks had values."""
+    lines = []
+    for r in sorted(store.ranks):
+        d = store.ranks[r]
+        if not d.rows:
+            continue
+        eff = d.effective()
+        with np.errstate(all="ignore"):
+            y = value(d)[eff].astype(np.float64)
+        x = d.col("step")[eff].astype(np.float64)
+        ok = np.isfinite(y)
+        if not ok.any():
+            continue
+        x, y = x[ok], y[ok]
+        if len(x) > POINTS:
+            sel = np.unique(np.linspace(0, len(x) - 1, POINTS).astype(np.int64))
+            x, y = x[sel], y[sel]
+        lines.append((r, x, y))
+    n = len(lines)
+    if n > MAX_RANK_LINES:
+        lines.sort(key=lambda t: float(np.mean(t[2])), reverse=not worst_low)
+        lines = sorted(lines[:MAX_RANK_LINES], key=lambda t: t[0])
+    return lines, n
+
+
+def _marks(ax: Any, store: Store, alerts: list[Any], color: str) -> None:
+    """Restart boundaries (dotted), checkpoints (triangles on the x axis), alerts (red)."""
+    for d in store.ranks.values():
+        for seg in d.segments[1:]:
+            ax.axvline(seg.first_step, color=color, linestyle=":", linewidth=1)
+    r0 = _lowest(store)
+    if r0 is not None:
+        steps = [c["step"] for c in store.ranks[r0].checkpoints if isinstance(c.get("step"), (int, float))]
+        if steps:
+            ax.plot(steps, [0] * len(steps), linestyle="none", marker="^", color=color, markersize=6,
+                    transform=ax.get_xaxis_transform(), clip_on=False)
+        nan_steps = sorted({float(store.ranks[r0].col("step")[i]) for i, c, _ in store.ranks[r0].nonfinite
+                            if c == "loss"})
+        for s in nan_steps[:50]:
+            ax.axvline(s, color="red", linewidth=0.8, alpha=0.6)
+    for a in alerts:
+        if a.step is not None:
+            ax.axvline(a.step, color="red", linestyle="--", linewidth=0.8, alpha=0.5)
+
+
+def _alerts_at_end(store: Store, opts: Options, rules: Rules | None) -> list[Any]:
+    """The alerts as of the run's last row (a report is written afterwards: "stalled" or "dead" must come
+    from the files, not from how long ago the run ended)."""
+    times = [float(np.nanmax(d.col("time"))) for d in store.ranks.values() if d.rows]
+    if not times:
+        return []
+    last = max(times)
+    at_end = Options(peak_flops=opts.peak_flops, ema_weight=opts.ema_weight, clock=lambda: last)
+    return Health(rules or Rules()).alerts(store, at_end)
+
+
+def write_report(runs: list[Run], comparison: Comparison, out: str, *, opts: Options | None = None,
+                 rules: Rules | None = None) -> list[str]:
+    """Write the PNGs and ``report.md`` into ``out``; return the files written."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    opts = opts or Options()
+    os.makedirs(out, exist_ok=True)
+    members: list[tuple[str, Member]] = [(m.spec if len(r.members) > 1 else r.label, m) for r in runs
+                                         for m in r.members]
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    alerts = {id(m): _alerts_at_end(m.store, opts, rules) for _, m in members}
+    written: list[str] = []
+    notes: dict[str, list[str]] = {p.name: [] for p in PLOTS}
+
+    def figure(plot: Plot, draw: Callable[[Any, str, Member, str], bool]) -> None:
+        fig, ax = plt.subplots(figsize=(10, 4.5), dpi=100)
+        drawn = False
+        for i, (label, m) in enumerate(members):
+            color = colors[i % len(colors)]
+            with m.store.lock:
+                if draw(ax, label, m, color):
+                    drawn = True
+                    _marks(ax, m.store, alerts[id(m)], color)
+                else:
+                    notes[plot.name].append(f"{label}: no {plot.name.replace('_', ' ')} data")
+        ax.set_title(plot.title + (f"   ({'; '.join(notes[plot.name])})" if notes[plot.name] else ""), fontsize=10)
+        ax.set_xlabel("step")
+        ax.grid(alpha=0.3)
+        if drawn:
+            ax.legend(fontsize=8, loc="best")
+        else:
+            ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes)
+        fig.tight_layout()
+        path = os.path.join(out, plot.name + ".png")
+        fig.savefig(path)
+        plt.close(fig)
+        written.append(path)
+
+    def loss(ax, label, m, color) -> bool:
+        r0 = _lowest(m.store)
+        if r0 is None:
+            return False
+        x, y = _xy(m.store, r0, "loss")
+        idx, ema = EmaCache().series(m.store, r0, opts.ema_weight)
+        if not len(x) and not len(idx):
+            return False
+        ax.plot(x, y, color=color, linewidth=0.6, alpha=0.35)
+        if len(idx):
+            sel = np.unique(np.linspace(0, len(idx) - 1, min(POINTS, len(idx))).astype(np.int64))
+            ax.plot(m.store.ranks[r0].col("step")[idx[sel]], ema[sel], color=color, linewidth=1.8,
+                    label=f"{label} (smoothed {opts.ema_weight:g})")
+        return True
+
+    def column(col: str, scale: float = 1.0, smooth: bool = False) -> Callable[[Any, str, Member, str], bool]:
+        def draw(ax, label, m, color) -> bool:
+            r0 = _lowest(m.store)
+            if r0 is None:
+                return False
+            x, y = _xy(m.store, r0, col)
+            if col == "tokens_per_s" and not len(x):  # derived from tokens and step time
+                d = m.store.ranks[r0]
+                eff = d.effective()
+                with np.errstate(all="ignore"):
+                    yy = (d.col("tokens") / d.col("step_time"))[eff].astype(np.float64)
+                xx = d.col("step")[eff].astype(np.float64)
+                ok = np.isfinite(yy)
+                x, y = xx[ok], yy[ok]
+            if not len(x):
+                return False
+            if not smooth:
+                ax.plot(x, y * scale, color=color, linewidth=1.0, label=label)
+                return True
+            ax.plot(x, y * scale, color=color, linewidth=0.5, alpha=0.3)
+            mx, my = _rolling_median(m.store, r0, col)
+            ax.plot(mx, my * scale, color=color, linewidth=1.6, label=f"{label} (median of {ROLLING} rows)")
+            return True
+        return draw
+
+    def per_rank(value: Callable[[Any], np.ndarray], worst_low: bool) -> Callable[[Any, str, Member, str], bool]:
+        def draw(ax, label, m, color) -> bool:
+            lines, n = _per_rank(m.store, value, worst_low)
+            for k, (r, x, y) in enumerate(lines):
+                ax.plot(x, 100 * y, color=color, linewidth=1.0, alpha=0.9 if k == 0 else 0.5,
+                        label=f"{label}: rank {r}" if len(lines) <= 4 else (f"{label} ({len(lines)} of {n} ranks: "
+                                                                               "the worst)" if k == 0 else None))
+            return bool(lines)
+        return draw
+
+    draws = {
+        "loss": loss,
+        "lr": column("lr"),
+        "grad_norm": column("grad_norm"),
+        "tokens_per_s": column("tokens_per_s", smooth=True),
+        "mfu": column("mfu", 100.0, smooth=True),
+        "headroom": per_rank(lambda d: 1.0 - d.col("mem_peak").astype(np.float64) / d.col("mem_total"), True),
+        "data_wait": per_rank(lambda d: d.col("data_wait").astype(np.float64) / d.col("step_time"), False),
+    }
+    for plot in PLOTS:
+        figure(plot, draws[plot.name])
+    md = os.path.join(out, "report.md")
+    with open(md, "w", encoding="utf-8") as f:
+        f.write(_markdown(runs, comparison, alerts, members))
+    written.append(md)
+    return written
+
+
+def _markdown(runs: list[Run], comparison: Comparison, alerts: dict[int, list[Any]],
+              members: list[tuple[str, Member]]) -> str:
+    def esc(s: str) -> str:
+        return str(s).replace("|", "\\|").replace("\n", " ")
+
+    out = ["# mstop report", "", f"Written by mstop {__version__}. Runs (the first is the baseline):", ""]
+    for r in runs:
+        cfg = r.members[0].config()
+        out.append(f"- {esc(r.label)}: {', '.join(esc(m.spec) for m in r.members)}"
+                   + (f" — run_name {esc(cfg['run_name'])}" if cfg.get("run_name") else ""))
+    out += ["", "## Comparison at equal steps", "", render_markdown(comparison).rstrip("\n"), "", "## Alerts", ""]
+    any_alert = False
+    for label, m in members:
+        for a in alerts[id(m)]:
+            any_alert = True
+            out.append(f"- {esc(label)}: {a.kind} at step {a.step}: {esc(a.message)}")
+    if not any_alert:
+        out.append("None active at the end of the files.")
+    out += ["", "## Plots", "", "x: step. Dotted lines: restarts; triangles: checkpoints; red: NaN/Inf loss and "
+            "alerts.", ""]
+    for p in PLOTS:
+        out += [f"### {p.title}", "", p.caption, "", f"![{p.title}]({p.name}.png)", ""]
+    return "\n".join(out)
