@@ -194,7 +194,7 @@ def member_figures(m: Member, first: int, last: int, loss_at: int, opts: Options
             cells["mem_peak"].value = float(np.nanmax(peak)) if (~np.isnan(peak)).any() else None
             dwf = figures.rank_data_wait_frac(store, w)
             cells["data_wait_frac"].value = float(np.nanmax(dwf)) if (~np.isnan(dwf)).any() else None
-            for key, why in (("tokens_per_s", "no tokens column"), ("mfu", "peak FLOP/s or FLOPs per token unknown"),
+            for key, why in (("tokens_per_s", "no tokens column"), ("mfu", "peak or FLOPs/token unknown"),
                              ("mem_headroom", "no memory columns"), ("mem_peak", "no memory columns"),
                              ("data_wait_frac", "no data_wait column"), ("step_time", "no step_time column")):
                 if cells[key].value is None:

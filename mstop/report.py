@@ -256,13 +256,13 @@ def write_report(runs: list[Run], comparison: Comparison, out: str, *, opts: Opt
         figure(plot, draws[plot.name])
     md = os.path.join(out, "report.md")
     with open(md, "w", encoding="utf-8") as f:
-        f.write(_markdown(runs, comparison, alerts, members))
+        f.write(_markdown(runs, comparison, alerts, members, notes))
     written.append(md)
     return written
 
 
 def _markdown(runs: list[Run], comparison: Comparison, alerts: dict[int, list[Any]],
-              members: list[tuple[str, Member]]) -> str:
+              members: list[tuple[str, Member]], notes: dict[str, list[str]]) -> str:
     def esc(s: str) -> str:
         return str(s).replace("|", "\\|").replace("\n", " ")
 
@@ -282,5 +282,6 @@ def _markdown(runs: list[Run], comparison: Comparison, alerts: dict[int, list[An
     out += ["", "## Plots", "", "x: step. Dotted lines: restarts; triangles: checkpoints; red: NaN/Inf loss and "
             "alerts.", ""]
     for p in PLOTS:
-        out += [f"### {p.title}", "", p.caption, "", f"![{p.title}]({p.name}.png)", ""]
+        out += [f"### {p.title}", "", p.caption + (f" Not drawn: {esc('; '.join(notes[p.name]))}."
+                                                   if notes[p.name] else ""), "", f"![{p.title}]({p.name}.png)", ""]
     return "\n".join(out)

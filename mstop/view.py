@@ -508,7 +508,9 @@ def baseline_overlay(v: View, base: Store, name: str, opts: Options, cache: EmaC
         at = np.flatnonzero(st <= now)
         if len(at) and v.loss_ema is not None:
             v.base_loss_ema = float(ema[at[-1]])
-            v.base_loss_delta = v.loss_ema - v.base_loss_ema
+            delta = v.loss_ema - v.base_loss_ema
+            # float32 losses smoothed in float64: equal curves differ by ~1e-13, which reads as a difference
+            v.base_loss_delta = 0.0 if abs(delta) < 1e-7 * max(1.0, abs(v.base_loss_ema)) else delta
         w = figures.step_window(base, now - figures.WINDOW + 1, now)
         if w.ranks:
             tps = _median(figures.rank_tokens_per_s(base, w))

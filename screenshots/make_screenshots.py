@@ -10,6 +10,10 @@
   the alerts panel, the restart boundary and checkpoint marks on the loss chart, the alerts list.
 - cluster-1024.svg: the ranks view of 1,024 generated ranks with one straggler and one dead rank,
   the straggler's cell clicked.
+- compare.svg: ``mstop compare`` of real runs (a baseline of 2 repeats with a slow input pipeline against a
+  run without the delay), as the terminal shows it (rich's own SVG export of the same table).
+- baseline-120x40.svg: the monitor on the faster run with the baseline overlaid by step.
+- report-loss.png, report-tokens_per_s.png: two of ``mstop report``'s plots of the same runs.
 
 Convert to PNG to look at them: rsvg-convert screenshots/demo-120x40.svg -o /tmp/demo.png
 """
@@ -32,9 +36,9 @@ from tests.runs import cluster_1024  # noqa: E402
 
 
 async def shoot(run: str, out: Path, size: tuple[int, int], keys: tuple[str, ...] = (), now: float | None = None,
-                click_cell: int | None = None):
+                click_cell: int | None = None, baseline: str | None = None):
     """Save the app's screen after pressing ``keys`` (and clicking heat strip cell ``click_cell``)."""
-    app = MonitorApp(run, follow=False, **({"clock": lambda: now} if now else {}))
+    app = MonitorApp(run, follow=False, baseline=baseline, **({"clock": lambda: now} if now else {}))
     async with app.run_test(size=size) as pilot:
         await pilot.pause()
         for k in keys:
@@ -135,7 +139,42 @@ def main() -> int:
         cluster = Path(tmp) / "cluster"
         now = cluster_1024(cluster)
         asyncio.run(shoot(str(cluster), out / "cluster-1024.svg", (120, 40), ("r", "m"), now=now, click_cell=517))
+        comparison_shots(Path(tmp), out)
     return 0
+
+
+def comparison_shots(tmp: Path, out: Path) -> None:
+    """Three real runs, one after the other (in parallel they would slow each other down): a baseline
+    whose input pipeline sleeps 50 ms per batch, twice (seeds 1 and 2), and the same job without it."""
+    import shutil
+
+    from rich.console import Console
+
+    from mstop.cli import build_parser, load_runs
+    from mstop.compare import compare, render_table
+
+    runs = tmp / "runs"
+    jobs = [("base-1", ["--data-delay", "0.05", "--seed", "1", "--run-name", "baseline"]),
+            ("base-2", ["--data-delay", "0.05", "--seed", "2", "--run-name", "baseline"]),
+            ("no-delay", ["--seed", "1", "--run-name", "input fixed", "--note", "no per-batch delay"])]
+    for name, extra in jobs:
+        subprocess.run([sys.executable, str(ROOT / "examples" / "train_tiny_lm.py"), "--run-dir", str(runs / name),
+                        "--ranks", "2", "--steps", "300", "--ckpt-every", "150", *extra],
+                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    args = build_parser().parse_args(["compare", "x", "y"])
+    loaded = load_runs([f"{runs / 'base-1'},{runs / 'base-2'}", str(runs / "no-delay")], args)
+    console = Console(record=True, width=150, file=open("/dev/null", "w"))  # noqa: SIM115
+    console.print(render_table(compare(loaded)))
+    console.save_svg(str(out / "compare.svg"), title="mstop compare runs/base-1,runs/base-2 runs/no-delay")
+    print("wrote", (out / "compare.svg").relative_to(ROOT))
+    asyncio.run(shoot(str(runs / "no-delay"), out / "baseline-120x40.svg", (120, 40), now=last_time(runs / "no-delay"),
+                      baseline=str(runs / "base-1")))
+    report = tmp / "report"
+    subprocess.run([sys.executable, "-m", "mstop", "report", f"{runs / 'base-1'},{runs / 'base-2'}",
+                    str(runs / "no-delay"), "--out", str(report)], check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
+    for name in ("loss", "tokens_per_s"):
+        shutil.copy(report / f"{name}.png", out / f"report-{name}.png")
+        print("wrote", (out / f"report-{name}.png").relative_to(ROOT))
 
 
 if __name__ == "__main__":

@@ -98,8 +98,8 @@ class Chart(PlotextPlot):
             return Text("")  # too small to read: an empty panel beats an unreadable one
         try:
             title = getattr(self, "_title", "")
-            width = self.size.width
-            self.plt.title(title if len(title) <= width else title[: max(0, width - 1)] + "…")
+            room = self.size.width - 4  # plotext leaves out a title within 4 columns of the width (measured)
+            self.plt.title(title if len(title) <= room else title[: max(0, room - 1)] + "…")
             return super().render()
         except Exception as e:  # noqa: BLE001 - plotext has corner cases; the screen must go on
             return Text(f"(chart unavailable: {type(e).__name__}: {e})")
@@ -157,7 +157,9 @@ class LossPanel(Vertical):
 
     def show(self, v: View, *, log: bool, smoothing: float, recent: bool = False) -> None:
         xlabel = {"step": "step", "time": "unix time", "tokens": "tokens seen"}[v.xaxis]
-        title = f"loss {fmt.num(v.loss)}  smoothed({smoothing:g}) {fmt.num(v.loss_ema)}  min {fmt.num(v.loss_min)}"
+        title = f"loss {fmt.num(v.loss)}  smoothed({smoothing:g}) {fmt.num(v.loss_ema)}"
+        if not v.baseline:  # with a baseline, the difference takes this room
+            title += f"  min {fmt.num(v.loss_min)}"
         if v.nan_steps:
             title += f"  !! NaN/Inf at {xlabel} {fmt.num(v.nan_steps[0], 6)}"
         if v.chart_rank:
@@ -177,8 +179,8 @@ class LossPanel(Vertical):
         if v.checkpoints:
             marks.append(([x for x, _ in v.checkpoints], [y for _, y in v.checkpoints], "checkpoint"))
         lines = [("raw", v.loss_raw), ("smoothed", v.loss_smooth)]
-        if v.baseline:
-            lines.append(("baseline smoothed", v.base_loss))
+        if v.baseline:  # drawn before this run's smoothed line, which stays on top where they coincide
+            lines.insert(1, ("baseline smoothed", v.base_loss))
             if v.base_loss_delta is not None:
                 rel = v.base_loss_delta / abs(v.base_loss_ema) if v.base_loss_ema else None
                 title += (f"  | vs baseline: {v.base_loss_delta:+.4g}" + (f" ({100 * rel:+.1f} %)" if rel is not None
@@ -236,6 +238,7 @@ class MfuPanel(Vertical):
         series = v.mfu_series
         chart = self.query_one("#mfu-chart", Chart)
         chart.set_class(series is None, "empty")  # CSS hides it (and in small terminals anyway)
+        self.set_class(series is None, "no-chart")  # and the panel shrinks to its text: room for the others
         if series is not None:
             lines = [("MFU %", Series(series.x, series.y * 100))]
             if v.base_mfu is not None:
@@ -270,6 +273,7 @@ class MemoryPanel(Vertical):
         self.query_one("#mem-text", Static).update(t)
         chart = self.query_one("#mem-chart", Chart)
         chart.set_class(v.headroom is None, "empty")
+        self.set_class(v.headroom is None, "no-chart")
         if v.headroom is not None:
             who = v.mem_worst if v.mem_worst and v.mem_worst.startswith("rank") else f"rank {v.chart_rank}"
             chart.show_series(f"headroom %, {who}",

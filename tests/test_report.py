@@ -1,0 +1,80 @@
+"""``mstop report``: real PNGs and a report.md whose table is ``mstop compare --format markdown``."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import ROOT
+from tests.runs import start, steps, write_events, write_rank
+
+mpl_image = pytest.importorskip("matplotlib.image", reason="matplotlib not installed (pip install 'mstop[report]')")
+
+PLOTS = ("loss", "lr", "grad_norm", "tokens_per_s", "mfu", "headroom", "data_wait")
+
+
+def mstop(*args) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "mstop", *map(str, args)], cwd=ROOT, capture_output=True,
+                          text=True, timeout=300)
+
+
+def make(run, *, step_time, grad=True, restart_at=None, nan_at=None):
+    for r in range(2):
+        write_events(run, r, [start("s1", t=999.0, run_name=run.name, world_size=2, flops_per_token=6e6,
+                                    peak_flops=1e12),
+                              {"time": 1000.0 + 100 * step_time, "kind": "checkpoint", "step": 100, "path": "c"}])
+        last = restart_at + 20 if restart_at else 300
+        write_rank(run, r, steps(1, last, t0=1000.0, dt=step_time, step_time=step_time, data_wait=0.01 * (r + 1),
+                                 loss=lambda s: "nan" if s == nan_at else 5.0 / s ** 0.3, lr=1e-3,
+                                 grad_norm=(lambda s: 1.0 + 1 / s) if grad else None, tokens=4096,
+                                 mem_peak=30e9 + r * 1e9, mem_total=64e9))
+        if restart_at:
+            write_events(run, r, [start("s2", t=5000.0, run_name=run.name, world_size=2)])
+            write_rank(run, r, steps(restart_at, 300, session="s2", t0=5000.0, dt=step_time, step_time=step_time,
+                                     data_wait=0.01, loss=lambda s: 5.0 / s ** 0.3, lr=1e-3, tokens=4096,
+                                     mem_peak=30e9, mem_total=64e9))
+    return run
+
+
+def test_report_writes_pngs_and_the_compare_table(tmp_path):
+    base = make(tmp_path / "base", step_time=0.1, nan_at=150)
+    other = make(tmp_path / "other", step_time=0.08, grad=False, restart_at=200)
+    out = tmp_path / "report"
+    proc = mstop("report", base, other, "--out", out, "--loss-at", 250)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == [str(out / f"{p}.png") for p in PLOTS] + [str(out / "report.md")]
+    for p in PLOTS:
+        data = (out / f"{p}.png").read_bytes()
+        assert data[:8] == b"\x89PNG\r\n\x1a\n"
+        img = mpl_image.imread(out / f"{p}.png")
+        assert img.shape[:2] == (450, 1000)
+        colours = {tuple(px) for px in img.reshape(-1, img.shape[2])[::50].round(2).tolist()}
+        assert len(colours) > 10, f"{p}.png looks blank"  # lines, labels, grid: a drawn plot
+    md = (out / "report.md").read_text()
+    table = mstop("compare", base, other, "--loss-at", 250, "--format", "markdown").stdout
+    assert table in md  # the comparison, byte for byte
+    assert "![loss (thin: raw, thick: smoothed)](loss.png)" in md
+    assert "Not drawn: other: no grad norm data." in md  # one run has no grad_norm column
+    assert "restart inside the window at step 200" in md
+    assert "nan_loss at step 150" in md  # the alert at the end of the files, with its step
+
+
+def test_report_of_one_run_and_bad_sources(tmp_path):
+    base = make(tmp_path / "base", step_time=0.1)
+    proc = mstop("report", base, "--out", tmp_path / "one")
+    assert proc.returncode == 0, proc.stderr
+    assert "| base (baseline) |" in (tmp_path / "one" / "report.md").read_text()
+    proc = mstop("report", base, tmp_path / "missing", "--out", tmp_path / "two")
+    assert proc.returncode == 2 and "no such directory" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_report_without_matplotlib_says_what_to_install(tmp_path):
+    base = make(tmp_path / "base", step_time=0.1)
+    code = ("import sys; sys.modules['matplotlib'] = None\n"  # as if it were not installed
+            "from mstop.cli import main; sys.exit(main(sys.argv[1:]))")
+    proc = subprocess.run([sys.executable, "-c", code, "report", str(base), "--out", str(tmp_path / "r")], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "pip install 'mstop[report]'" in proc.stderr
+    assert not (tmp_path / "r").exists()
