@@ -160,3 +160,21 @@ async def test_monitor_over_ssh_shows_rows_and_host_state(server, tmp_path):
             if "step 30" in head and "deadport: reconnecting, try" in head:
                 break
         assert "step 30" in head and "deadport: reconnecting, try" in head and "Connection refused" in head
+
+
+def test_compare_over_ssh_equals_local(server, tmp_path):
+    for name, st in (("base", 0.5), ("other", 0.4)):
+        for r in range(2):
+            write_rank(tmp_path / name, r, steps(1, 80, loss=lambda s: 1.0 / s, step_time=st, tokens=100))
+
+    def compare(*args):
+        proc = subprocess.run([sys.executable, "-m", "mstop", "compare", *map(str, args), "--format", "json",
+                               "-F", server.config], cwd=ROOT, capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        return json.loads(proc.stdout)
+
+    local = compare(tmp_path / "base", tmp_path / "other")
+    remote = compare(f"testhost:{tmp_path / 'base'}", tmp_path / "other")  # a remote baseline, a local run
+    assert remote["runs"][0]["members"] == [f"testhost:{tmp_path / 'base'}"]
+    assert [r["figures"] for r in remote["runs"]] == [r["figures"] for r in local["runs"]]
+    assert remote["runs"][1]["figures"]["step_time"]["change_pct"] == pytest.approx(-20.0, abs=1e-4)
