@@ -265,7 +265,7 @@ def compare(runs: list[Run], *, steps: tuple[int, int] | None = None, loss_at: i
             cell = Cell()
             if vals:
                 cell.value = float(np.mean(vals))
-                cell.spread = float(max(vals) - min(vals)) if len(cells) > 1 else None
+                cell.spread = float(max(vals) - min(vals)) if len(vals) > 1 else None
                 if len(vals) < len(cells):
                     cell.message = f"{len(vals)} of {len(cells)} repeats"
             else:

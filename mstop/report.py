@@ -18,7 +18,7 @@ from typing import Any, Callable
 import numpy as np
 
 from . import __version__
-from .compare import Comparison, Member, Run, render_markdown
+from .compare import Comparison, Member, Run, render_markdown, short_labels
 from .figures import Options
 from .health import Health, Rules
 from .store import Store
@@ -162,8 +162,8 @@ def write_report(runs: list[Run], comparison: Comparison, out: str, *, opts: Opt
 
     opts = opts or Options()
     os.makedirs(out, exist_ok=True)
-    members: list[tuple[str, Member]] = [(m.spec if len(r.members) > 1 else r.label, m) for r in runs
-                                         for m in r.members]
+    flat = [m for r in runs for m in r.members]  # one line each, labelled as the table labels runs
+    members: list[tuple[str, Member]] = list(zip(short_labels([[m.spec] for m in flat]), flat))
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     alerts = {id(m): _alerts_at_end(m.store, opts, rules) for _, m in members}
     written: list[str] = []

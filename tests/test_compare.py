@@ -178,3 +178,14 @@ def test_short_runs_skip_no_warmup(tmp_path):
     b = make(tmp_path / "b", n=WARMUP_STEPS)
     res = as_json(a, b)
     assert res["steps"]["first"] == 1 and "none skipped" in res["steps"]["how"]
+
+
+def test_a_repeat_without_a_figure_is_counted_not_averaged_as_zero(tmp_path):
+    a = make(tmp_path / "a", step_time=0.1)
+    b = make(tmp_path / "b", step_time=0.1, mem=False)  # this repeat recorded no memory
+    c = make(tmp_path / "c", step_time=0.1)
+    res = as_json(f"{a},{b}", c)
+    head = fig(res, 0, "mem_headroom")
+    assert head["message"] == "1 of 2 repeats" and head["spread"] is None
+    assert head["value"] == pytest.approx(fig(res, 1, "mem_headroom")["value"])
+    assert fig(res, 0, "step_time")["spread"] == pytest.approx(0.0)
