@@ -17,6 +17,7 @@ import io
 import json
 import math
 import os
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -166,8 +167,8 @@ def member_figures(m: Member, first: int, last: int, loss_at: int, opts: Options
             c.message = "empty run: no rows"
         return cells, [f"{m.spec}: empty run (no rows)"]
     with store.lock:
-        w = figures.step_window(store, first, last)
-        if not w.ranks:
+        per = _per_rank_figures(store, first, last, opts)
+        if not per["ranks"]:
             for c in cells.values():
                 c.message = f"no data in {first}:{last}"
             notes.append(f"{m.spec}: no data in {first}:{last} (its steps: {span[0]:.0f}-{span[1]:.0f})")
@@ -182,17 +183,14 @@ def member_figures(m: Member, first: int, last: int, loss_at: int, opts: Options
                 notes.append(f"{m.spec}: restart inside the window at step "
                              f"{', '.join(f'{s:.0f}' for s in restarts[:5])} (the figures use the rows of the "
                              "current timeline; the first steps after a restart include its warm-up)")
-            with np.errstate(all="ignore"):
-                st = w.cols["step_time"]
-                per_rank = np.array([np.nanmedian(row) if (~np.isnan(row)).any() else np.nan for row in st])
-            cells["step_time"].value = _median(per_rank)
-            cells["tokens_per_s"].value = _median(figures.rank_tokens_per_s(store, w))
-            cells["mfu"].value = _median(figures.rank_mfu(store, opts, w))
-            heads = figures.window_headrooms(w)
+            cells["step_time"].value = _median(per["step_time"])
+            cells["tokens_per_s"].value = _median(per["tokens_per_s"])
+            cells["mfu"].value = _median(per["mfu"])
+            heads = figures.headrooms_of(per["memory"])
             cells["mem_headroom"].value = min(heads.values()) if heads else None
-            peak = w.cols["mem_peak"]
-            cells["mem_peak"].value = float(np.nanmax(peak)) if (~np.isnan(peak)).any() else None
-            dwf = figures.rank_data_wait_frac(store, w)
+            peaks = [x for x in per["mem_peak"] if not math.isnan(x)]
+            cells["mem_peak"].value = max(peaks) if peaks else None
+            dwf = per["data_wait_frac"]
             cells["data_wait_frac"].value = float(np.nanmax(dwf)) if (~np.isnan(dwf)).any() else None
             for key, why in (("tokens_per_s", "no tokens column"), ("mfu", "peak or FLOPs/token unknown"),
                              ("mem_headroom", "no memory columns"), ("mem_peak", "no memory columns"),
@@ -214,6 +212,47 @@ def member_figures(m: Member, first: int, last: int, loss_at: int, opts: Options
         else:
             cells["loss_at"].message = f"no loss in steps {lo}:{hi}"
     return cells, notes
+
+
+#: the window's tables are built for a few ranks at a time, at most this many cells each: a run of a million
+#: steps on 64 ranks would otherwise need 64 x 1,000,000 x 7 float64 (3.6 GB) at once
+CHUNK_CELLS = 4_000_000
+
+
+def _per_rank_figures(store: Store, first: int, last: int, opts: Options) -> dict[str, Any]:
+    """Per-rank figures over steps first..last, computed a chunk of ranks at a time (bounded memory)."""
+    ranks = [r for r in sorted(store.ranks) if store.ranks[r].rows]
+    rows = {}
+    for r in ranks:
+        st = store.ranks[r].col("step")
+        rows[r] = int(np.count_nonzero(store.ranks[r].effective() & (st >= first) & (st <= last)))
+    out: dict[str, Any] = {"ranks": [], "step_time": [], "tokens_per_s": [], "mfu": [], "data_wait_frac": [],
+                           "mem_peak": [], "memory": []}
+    i = 0
+    while i < len(ranks):
+        widest = 0
+        j = i
+        while j < len(ranks) and (j == i or max(widest, rows[ranks[j]]) * (j - i + 1) <= CHUNK_CELLS):
+            widest = max(widest, rows[ranks[j]])
+            j += 1
+        w = figures.step_window(store, first, last, ranks[i:j])
+        i = j
+        if not w.ranks:
+            continue
+        out["ranks"] += w.ranks
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # ranks without step times
+            out["step_time"] += list(np.nanmedian(w.cols["step_time"], axis=1))
+            peak = w.cols["mem_peak"]
+            out["mem_peak"] += list(np.nanmax(np.where(np.isnan(peak), -np.inf, peak), axis=1))
+        out["tokens_per_s"] += list(figures.rank_tokens_per_s(store, w))
+        out["mfu"] += list(figures.rank_mfu(store, opts, w))
+        out["data_wait_frac"] += list(figures.rank_data_wait_frac(store, w))
+        out["memory"] += figures.rank_memory(w)
+    out["mem_peak"] = [x if math.isfinite(x) else math.nan for x in out["mem_peak"]]
+    for k in ("step_time", "tokens_per_s", "mfu", "data_wait_frac"):
+        out[k] = np.array(out[k], dtype=np.float64)
+    return out
 
 
 def _median(a: np.ndarray) -> float | None:

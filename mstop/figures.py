@@ -96,12 +96,13 @@ def _median(values: np.ndarray) -> float | None:
     return float(np.median(v)) if len(v) else None
 
 
-def step_window(store: Store, first: float, last: float) -> Window:
-    """Every rank's rows with ``first <= step <= last`` on its current timeline, as a :class:`Window`
-    (right-aligned, NaN-padded): the figures of ``mstop compare`` over an equal-step window use the
-    same functions as the live figures over the recent window."""
+def step_window(store: Store, first: float, last: float, ranks: list[int] | None = None) -> Window:
+    """Every rank's (or ``ranks``') rows with ``first <= step <= last`` on its current timeline, as a
+    :class:`Window` (right-aligned, NaN-padded): the figures of ``mstop compare`` over an equal-step
+    window use the same functions as the live figures over the recent window."""
+    ranks_in = sorted(store.ranks) if ranks is None else ranks
     ranks, picked = [], []
-    for r in sorted(store.ranks):
+    for r in ranks_in:
         d = store.ranks[r]
         if not d.rows:
             continue
@@ -182,6 +183,11 @@ def headrooms(store: Store) -> dict[str, float]:
 def window_headrooms(w: Window) -> dict[str, float]:
     """Headroom per rank or host over a window: 1 − max(mem_peak) / mem_total (host memory: the
     host's ranks added up)."""
+    return headrooms_of(rank_memory(w))
+
+
+def rank_memory(w: Window) -> list[tuple[int, str | None, float, float]]:
+    """(rank, host when its memory is host RAM else None, peak, total) of each rank with both in the window."""
     peak = w.cols["mem_peak"]
     has_peak = ~np.isnan(peak).all(axis=1)
     peaks = np.where(has_peak, np.nanmax(np.where(np.isnan(peak), -np.inf, peak), axis=1), np.nan)
@@ -189,17 +195,25 @@ def window_headrooms(w: Window) -> dict[str, float]:
     last = np.where(np.isnan(total), -1, np.arange(total.shape[1])).max(axis=1) if total.size else \
         np.full(len(w.ranks), -1)
     totals = np.where(last >= 0, total[np.arange(len(w.ranks)), np.maximum(last, 0)], np.nan)
-    out: dict[str, float] = {}
-    hosts: dict[str, list[tuple[float, float]]] = {}
+    out = []
     for i, r in enumerate(w.ranks):
         p, t = peaks[i], totals[i]
         if np.isnan(p) or not t > 0:
             continue
         start = w.starts[i]
-        if start.get("memory_source") == "host":
-            hosts.setdefault(str(start.get("host")), []).append((float(p), float(t)))
+        out.append((r, str(start.get("host")) if start.get("memory_source") == "host" else None, float(p), float(t)))
+    return out
+
+
+def headrooms_of(mem: list[tuple[int, str | None, float, float]]) -> dict[str, float]:
+    """Headroom per rank, or per host for host memory (that host's ranks' peaks added up)."""
+    out: dict[str, float] = {}
+    hosts: dict[str, list[tuple[float, float]]] = {}
+    for r, host, p, t in mem:
+        if host is not None:
+            hosts.setdefault(host, []).append((p, t))
         else:
-            out[f"rank {r}"] = 1.0 - float(p) / float(t)
+            out[f"rank {r}"] = 1.0 - p / t
     for host, vals in hosts.items():
         out[f"host {host}"] = 1.0 - sum(p for p, _ in vals) / max(t for _, t in vals)
     return out

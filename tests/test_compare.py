@@ -189,3 +189,27 @@ def test_a_repeat_without_a_figure_is_counted_not_averaged_as_zero(tmp_path):
     assert head["message"] == "1 of 2 repeats" and head["spread"] is None
     assert head["value"] == pytest.approx(fig(res, 1, "mem_headroom")["value"])
     assert fig(res, 0, "step_time")["spread"] == pytest.approx(0.0)
+
+
+def test_figures_are_the_same_computed_a_few_ranks_at_a_time(tmp_path, monkeypatch):
+    """Long runs are reduced a chunk of ranks at a time (bounded memory): the figures must not change,
+    also host memory, which adds up ranks of one host that land in different chunks."""
+    from mstop import compare as cmp
+    from mstop.source import LocalSource
+    from mstop.store import Store
+
+    run = tmp_path / "hosts"
+    for r in range(6):
+        write_events(run, r, [start("s1", t=999.0, host=f"node{r // 3}", memory_source="host", world_size=6,
+                                    flops_per_token=6e6, peak_flops=1e12)])
+        write_rank(run, r, steps(1, 50 + 10 * r, t0=1000.0, dt=0.1, step_time=0.1 + 0.01 * r, tokens=4096,
+                                 data_wait=0.001 * r, loss=1.0, mem_peak=5e9 + r * 1e8, mem_total=64e9))
+    store = Store()
+    LocalSource(str(run), store).read_all()
+    runs = [cmp.Run("hosts", [cmp.Member(str(run), store)])]
+    whole = cmp.to_json(cmp.compare(runs, steps=(1, 100)))["runs"][0]["figures"]
+    monkeypatch.setattr(cmp, "CHUNK_CELLS", 120)  # two ranks a chunk: node0's ranks 0-2 split across chunks
+    chunked = cmp.to_json(cmp.compare(runs, steps=(1, 100)))["runs"][0]["figures"]
+    assert chunked == whole
+    # host memory: node1's three ranks together, 1 - (5.3 + 5.4 + 5.5) GB / 64 GB
+    assert whole["mem_headroom"]["value"] == pytest.approx(1 - 16.2e9 / 64e9, rel=1e-6)
