@@ -176,6 +176,8 @@ class MonitorApp(App[None]):
 
     @on(StoreChanged)
     def _store_changed(self) -> None:
+        if self.store.version == self._drawn_version:
+            return  # the source checked and found nothing new (it says so every pass): the tick ages the header
         now = time.monotonic()
         if now - self._last_redraw >= REDRAW_EVERY or self._drawn_rows == 0:  # the first data: draw at once
             self.redraw()  # otherwise the next tick draws it: the store's version moved on
