@@ -29,7 +29,8 @@ def _smoothing(text: str) -> float:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="mstop", description="top for MindSpore training")
+    ap = argparse.ArgumentParser(prog="mstop", description="top for MindSpore training. The live monitor: "
+                                 "mstop RUN_DIR [--baseline SOURCE] ... (mstop RUN_DIR --help); or a COMMAND:")
     ap.add_argument("-V", "--version", action="version", version=f"mstop {__version__}")
     sub = ap.add_subparsers(dest="command", metavar="COMMAND")
     s = sub.add_parser("summary", help="print a run's figures once (a table, or JSON with --json)",
