@@ -48,7 +48,6 @@ FIGURES: tuple[tuple[str, str, Callable[[float | None], str]], ...] = (
 KEYS = tuple(k for k, _, _ in FIGURES)
 #: what the "What changed" list compares between runs (from each run's start event)
 CONFIG_KEYS = ("run_name", "note", "argv", "env", "parallel_mode", "world_size", "git_commit")
-FORMATS = ("table", "markdown", "csv", "json")
 
 
 class CompareError(ValueError):
@@ -362,8 +361,8 @@ def _argv_diff(a: list[str], b: list[str]) -> str:
     for op, i1, i2, j1, j2 in difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes():
         if op == "equal":
             continue
-        flag = a[i1 - 1] if i1 > 0 and a[i1 - 1].startswith("-") and not a[i1].startswith("-") else None \
-            if i1 < len(a) else None
+        # a changed value is shown with its option: "--bs 8 -> --bs 16", not "8 -> 16"
+        flag = a[i1 - 1] if 0 < i1 < len(a) and a[i1 - 1].startswith("-") and not a[i1].startswith("-") else None
         old, new = " ".join(a[i1:i2]), " ".join(b[j1:j2])
         if flag and op == "replace":
             old, new = f"{flag} {old}", f"{flag} {new}"

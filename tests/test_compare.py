@@ -213,3 +213,15 @@ def test_figures_are_the_same_computed_a_few_ranks_at_a_time(tmp_path, monkeypat
     assert chunked == whole
     # host memory: node1's three ranks together, 1 - (5.3 + 5.4 + 5.5) GB / 64 GB
     assert whole["mem_headroom"]["value"] == pytest.approx(1 - 16.2e9 / 64e9, rel=1e-6)
+
+
+@pytest.mark.parametrize("a, b, said", [
+    (["t.py", "--bs", "8"], ["t.py", "--bs", "16"], "--bs 8 -> --bs 16"),
+    (["t.py", "--fast"], ["t.py", "--fast", "x"], "(nothing) -> x"),  # added at the end
+    (["t.py", "--a"], ["t.py"], "--a -> (nothing)"),
+    ([], ["t.py"], "(nothing) -> t.py"),
+])
+def test_argv_differences(a, b, said):
+    from mstop.compare import _argv_diff
+
+    assert _argv_diff(a, b) == said
