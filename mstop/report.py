@@ -163,7 +163,9 @@ def write_report(runs: list[Run], comparison: Comparison, out: str, *, opts: Opt
     opts = opts or Options()
     os.makedirs(out, exist_ok=True)
     flat = [m for r in runs for m in r.members]  # one line each, labelled as the table labels runs
-    members: list[tuple[str, Member]] = list(zip(short_labels([[m.spec] for m in flat]), flat))
+    # "$" would start matplotlib's mathtext (an unbalanced one is an error): names are shown literally
+    members: list[tuple[str, Member]] = [(label.replace("$", r"\$"), m)
+                                         for label, m in zip(short_labels([[m.spec] for m in flat]), flat)]
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     alerts = {id(m): _alerts_at_end(m.store, opts, rules) for _, m in members}
     written: list[str] = []

@@ -66,6 +66,10 @@ def test_report_of_one_run_and_bad_sources(tmp_path):
     proc = mstop("report", base, "--out", tmp_path / "one")
     assert proc.returncode == 0, proc.stderr
     assert "| base (baseline) |" in (tmp_path / "one" / "report.md").read_text()
+    odd = make(tmp_path / "run $x_1 | *b*", step_time=0.1)  # mathtext, markdown table and emphasis characters
+    proc = mstop("report", base, odd, "--out", tmp_path / "odd")
+    assert proc.returncode == 0, proc.stderr
+    assert "| run $x_1 \\| *b* |" in (tmp_path / "odd" / "report.md").read_text()
     proc = mstop("report", base, tmp_path / "missing", "--out", tmp_path / "two")
     assert proc.returncode == 2 and "no such directory" in proc.stderr and "Traceback" not in proc.stderr
 
