@@ -369,9 +369,9 @@ async def test_baseline_overlay_and_deltas_at_the_same_step(run, tmp_path):
     app = app_for(run, baseline=str(base))
     async with app.run_test(size=(160, 45)) as pilot:
         await settle(pilot)
-        loss = text(app.query_one("#loss-chart"))
-        assert re.search(r"vs baseline: -0\.(1|0999\d*) \(-\d+\.\d %\) at step 40", loss), loss
-        assert "baseline smoothed" in loss
+        said = text(app.query_one("#loss-base"))
+        assert re.search(r"^vs baseline base at step 40: smoothed loss -0\.(1|0999\d*) \(-\d+\.\d %\)$", said), said
+        assert "baseline smoothed" in text(app.query_one("#loss-chart"))
         assert "tokens/s 85 (+25.0 % vs baseline at step 40)" in text(app.query_one("#tp-text"))
         assert "MFU 41.0 % (+8.0 pp vs baseline)" in text(app.query_one("#mfu-text"))
         assert "(and baseline)" in text(app.query_one("#tp-chart"))
@@ -381,7 +381,8 @@ async def test_baseline_overlay_and_deltas_at_the_same_step(run, tmp_path):
         assert inp.value == str(base)
         inp.value = ""
         await pilot.press("enter")
-        await settle(pilot, lambda: "vs baseline" not in text(app.query_one("#loss-chart")))
+        await settle(pilot, lambda: not app.query_one("#loss-base").display)
+        assert "baseline smoothed" not in text(app.query_one("#loss-chart"))
         assert "vs baseline" not in text(app.query_one("#tp-text"))
         await pilot.press("b")
         app.screen.query_one("#baseline-input").value = str(tmp_path / "missing")
@@ -396,5 +397,5 @@ async def test_baseline_that_ended_earlier_is_said(run, tmp_path):
     app = app_for(run, baseline=str(base))
     async with app.run_test(size=(160, 45)) as pilot:
         await settle(pilot)
-        assert "baseline ended at step 25" in text(app.query_one("#loss-chart"))
+        assert "baseline ended at step 25: no difference past it" in text(app.query_one("#loss-base"))
         assert "vs baseline" not in text(app.query_one("#tp-text"))

@@ -39,3 +39,15 @@ def test_ranks_view_of_1024_ranks(snap_compare, tmp_path):
     now = cluster_1024(tmp_path / "cluster")
     app = MonitorApp(str(tmp_path / "cluster"), follow=False, clock=lambda: now)
     assert snap_compare(app, terminal_size=(120, 40), press=["r", "m"])
+
+
+def test_monitor_with_a_baseline(snap_compare, tmp_path):
+    """The fixture run against a slower baseline whose loss is 0.1 higher: overlay and differences."""
+    from tests.runs import start, steps, write_events, write_rank
+
+    base = tmp_path / "baseline"
+    for r in range(2):
+        write_events(base, r, [start("b1", t=9_000.0, run_name="baseline", world_size=2)])
+        write_rank(base, r, steps(1, 1000, session="b1", t0=9_000.0, dt=7.0, step_time=7.0, tokens=32768,
+                                  loss=lambda s: 4.0 * s ** -0.15 + 0.1, tokens_per_s=32768 / 7.0, mfu=0.3))
+    assert snap_compare(MonitorApp(RUN, follow=False, clock=lambda: NOW, baseline=str(base)), terminal_size=(120, 40))

@@ -210,8 +210,10 @@ class MonitorApp(App[None]):
                        ema_cache=self._ema, custom=self.custom, header_only=ranks_view)
         v.notes = self.source.states() + self.store.duplicates + ([v.skew_note] if v.skew_note else [])
         if self.baseline_store is not None and not ranks_view:
-            baseline_overlay(v, self.baseline_store, self.baseline_spec or "", self.opts, self._base_ema,
-                             points=width, recent=self.recent)
+            # its last path component names it on the screen (the whole path is in the b dialog)
+            name = os.path.basename((self.baseline_spec or "").rstrip("/")) or (self.baseline_spec or "")
+            baseline_overlay(v, self.baseline_store, name, self.opts, self._base_ema, points=width,
+                             recent=self.recent)
         self._alerts(v)
         self._last_view = v
         self._frames += 1

@@ -150,16 +150,17 @@ class Header(Static):
 class LossPanel(Vertical):
     """Raw and smoothed loss, NaN marks, eval points; lr and grad norm below."""
 
+    DEFAULT_CSS = "LossPanel > #loss-base { height: auto; padding: 0 1; display: none; }"
+
     def compose(self):
+        yield Static(id="loss-base")  # the differences against a baseline, when one is chosen
         yield Chart(id="loss-chart")
         yield Chart(id="custom-chart")
         yield Chart(id="lr-chart")
 
     def show(self, v: View, *, log: bool, smoothing: float, recent: bool = False) -> None:
         xlabel = {"step": "step", "time": "unix time", "tokens": "tokens seen"}[v.xaxis]
-        title = f"loss {fmt.num(v.loss)}  smoothed({smoothing:g}) {fmt.num(v.loss_ema)}"
-        if not v.baseline:  # with a baseline, the difference takes this room
-            title += f"  min {fmt.num(v.loss_min)}"
+        title = f"loss {fmt.num(v.loss)}  smoothed({smoothing:g}) {fmt.num(v.loss_ema)}  min {fmt.num(v.loss_min)}"
         if v.nan_steps:
             title += f"  !! NaN/Inf at {xlabel} {fmt.num(v.nan_steps[0], 6)}"
         if v.chart_rank:
@@ -179,15 +180,19 @@ class LossPanel(Vertical):
         if v.checkpoints:
             marks.append(([x for x, _ in v.checkpoints], [y for _, y in v.checkpoints], "checkpoint"))
         lines = [("raw", v.loss_raw), ("smoothed", v.loss_smooth)]
+        base = self.query_one("#loss-base", Static)
+        base.display = bool(v.baseline)
         if v.baseline:  # drawn before this run's smoothed line, which stays on top where they coincide
             lines.insert(1, ("baseline smoothed", v.base_loss))
+            t = Text("vs baseline ")
+            t.append(Text(v.baseline))
             if v.base_loss_delta is not None:
                 rel = v.base_loss_delta / abs(v.base_loss_ema) if v.base_loss_ema else None
-                title += (f"  | vs baseline: {v.base_loss_delta:+.4g}" + (f" ({100 * rel:+.1f} %)" if rel is not None
-                                                                           else "")
-                          + f" at step {fmt.num(v.base_step, 9)}")
-            elif v.base_note:
-                title += f"  | {v.base_note}"
+                t.append(f" at step {fmt.num(v.base_step, 9)}: smoothed loss {v.base_loss_delta:+.4g}"
+                         + (f" ({100 * rel:+.1f} %)" if rel is not None else ""))
+            if v.base_note:
+                t.append(f" · {v.base_note}")
+            base.update(t)
         self.query_one("#loss-chart", Chart).show_series(
             title, lines, log=log,
             vlines=v.nan_steps + v.segment_starts, points=marks)
