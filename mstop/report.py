@@ -123,9 +123,9 @@ def _per_rank(store: Store, value: Callable[[Any], np.ndarray], worst_low: bool)
 
 def _marks(ax: Any, store: Store, alerts: list[Any], color: str) -> None:
     """Restart boundaries (dotted), checkpoints (triangles on the x axis), alerts (red)."""
-    for d in store.ranks.values():
-        for seg in d.segments[1:]:
-            ax.axvline(seg.first_step, color=color, linestyle=":", linewidth=1)
+    restarts = sorted({seg.first_step for d in store.ranks.values() for seg in d.segments[1:]})
+    for step in restarts[:50]:  # one line per restart step, however many ranks restarted there
+        ax.axvline(step, color=color, linestyle=":", linewidth=1)
     r0 = _lowest(store)
     if r0 is not None:
         steps = [c["step"] for c in store.ranks[r0].checkpoints if isinstance(c.get("step"), (int, float))]
@@ -136,9 +136,8 @@ def _marks(ax: Any, store: Store, alerts: list[Any], color: str) -> None:
                             if c == "loss"})
         for s in nan_steps[:50]:
             ax.axvline(s, color="red", linewidth=0.8, alpha=0.6)
-    for a in alerts:
-        if a.step is not None:
-            ax.axvline(a.step, color="red", linestyle="--", linewidth=0.8, alpha=0.5)
+    for step in sorted({a.step for a in alerts if a.step is not None})[:50]:
+        ax.axvline(step, color="red", linestyle="--", linewidth=0.8, alpha=0.5)
 
 
 def _alerts_at_end(store: Store, opts: Options, rules: Rules | None) -> list[Any]:
