@@ -115,9 +115,9 @@ def _per_rank(store: Store, value: Callable[[Any], np.ndarray], worst_low: bool)
             x, y = x[sel], y[sel]
         lines.append((r, x, y))
     n = len(lines)
-    if n > MAX_RANK_LINES:
+    if n > MAX_RANK_LINES:  # the worst first (the legend reads worst to better)
         lines.sort(key=lambda t: float(np.mean(t[2])), reverse=not worst_low)
-        lines = sorted(lines[:MAX_RANK_LINES], key=lambda t: t[0])
+        lines = lines[:MAX_RANK_LINES]
     return lines, n
 
 
@@ -238,9 +238,9 @@ def write_report(runs: list[Run], comparison: Comparison, out: str, *, opts: Opt
         def draw(ax, label, m, color) -> bool:
             lines, n = _per_rank(m.store, value, worst_low)
             for k, (r, x, y) in enumerate(lines):
-                ax.plot(x, 100 * y, color=color, linewidth=1.0, alpha=0.9 if k == 0 else 0.5,
-                        label=f"{label}: rank {r}" if len(lines) <= 4 else (f"{label} ({len(lines)} of {n} ranks: "
-                                                                               "the worst)" if k == 0 else None))
+                worst = f" (the {len(lines)} worst of {n:,} ranks)" if k == 0 and n > len(lines) else ""
+                ax.plot(x, 100 * y, color=color, linewidth=1.2 if k == 0 else 0.8, alpha=0.9 if k == 0 else 0.5,
+                        label=f"{label}: rank {r}{worst}")
             return bool(lines)
         return draw
 
