@@ -386,10 +386,15 @@ async def test_baseline_overlay_and_deltas_at_the_same_step(run, tmp_path):
         assert "vs baseline" not in text(app.query_one("#tp-text"))
         await pilot.press("b")
         app.screen.query_one("#baseline-input").value = str(tmp_path / "missing")
-        await pilot.press("enter")
-        await settle(pilot)
+        await pilot.press("enter")  # read on a worker thread: the screen goes on meanwhile
+        await settle(pilot, lambda: any("baseline not loaded" in str(n.message) for n in app._notifications))
         assert app.baseline_store is None
-        assert any("baseline not loaded" in str(n.message) for n in app._notifications)
+        # and a real one chosen with b comes back on the charts
+        await pilot.press("b")
+        app.screen.query_one("#baseline-input").value = str(base)
+        await pilot.press("enter")
+        await settle(pilot, lambda: app.query_one("#loss-base").display)
+        assert "(+25.0 % vs baseline" in text(app.query_one("#tp-text"))
 
 
 async def test_baseline_that_ended_earlier_is_said(run, tmp_path):

@@ -273,8 +273,8 @@ class MonitorApp(App[None]):
             self.set_focus(None)
         self.call_after_refresh(self.redraw)  # after layout: the ranks page fills the table's height
 
-    def _load_baseline(self, spec: str) -> None:
-        """Read a baseline run once (a finished run, usually); a source that cannot be read is said, not fatal."""
+    def _read_baseline(self, spec: str) -> Store | str:
+        """Read a baseline run once (a finished run, usually): its store, or why it cannot be read."""
         from ..remote import RemoteError, parse_target
 
         store = Store()
@@ -283,21 +283,34 @@ class MonitorApp(App[None]):
                 raise ValueError(f"{spec}: no such directory")
             Sources([spec], store, ssh_options=self._ssh[0], connect_timeout=self._ssh[1]).read_all()
         except (ValueError, RemoteError) as e:
-            self.notify(f"baseline not loaded: {e}", severity="error", timeout=10)
+            return str(e)
+        return store
+
+    def _load_baseline(self, spec: str) -> None:
+        self._baseline_read(spec, self._read_baseline(spec))
+
+    def _baseline_read(self, spec: str, got: Store | str) -> None:
+        """Use a baseline just read, or say why there is none (never fatal)."""
+        if isinstance(got, str):
+            self.notify(f"baseline not loaded: {got}", severity="error", timeout=10)
             self.baseline_spec, self.baseline_store = None, None
-            return
-        self.baseline_spec, self.baseline_store = spec, store
-        self._base_ema = EmaCache()
+        else:
+            self.baseline_spec, self.baseline_store = spec, got
+            self._base_ema = EmaCache()
+        self.redraw()
 
     def action_baseline(self) -> None:
         def chosen(spec: str | None) -> None:
             if spec is None:  # escape: unchanged
                 return
-            if spec:
-                self._load_baseline(spec)
-            else:
+            if not spec:
                 self.baseline_spec, self.baseline_store = None, None
-            self.redraw()
+                self.redraw()
+                return
+            # read off the UI thread: over ssh that can take up to the connect timeout, and the screen must go on
+            self.notify(f"reading baseline {spec} ...", timeout=3)
+            self.run_worker(lambda: self.call_from_thread(self._baseline_read, spec, self._read_baseline(spec)),
+                            thread=True, name="mstop-baseline", exit_on_error=False)
 
         self.push_screen(BaselineScreen(self.baseline_spec), chosen)
 
