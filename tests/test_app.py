@@ -372,7 +372,7 @@ async def test_baseline_overlay_and_deltas_at_the_same_step(run, tmp_path):
         said = text(app.query_one("#loss-base"))
         assert re.search(r"^vs baseline base at step 40: smoothed loss -0\.(1|0999\d*) \(-\d+\.\d %\)$", said), said
         assert "baseline smoothed" in text(app.query_one("#loss-chart"))
-        assert "tokens/s 85 (+25.0 % vs baseline at step 40)" in text(app.query_one("#tp-text"))
+        assert text(app.query_one("#tp-text")).startswith("tokens/s 85 (+25.0 % vs baseline)\nstep time 24.00 s")
         assert "MFU 41.0 % (+8.0 pp vs baseline)" in text(app.query_one("#mfu-text"))
         assert "(and baseline)" in text(app.query_one("#tp-chart"))
         # b: choose no baseline (empty), then a directory that does not exist (said, nothing else changes)
@@ -394,7 +394,7 @@ async def test_baseline_overlay_and_deltas_at_the_same_step(run, tmp_path):
         app.screen.query_one("#baseline-input").value = str(base)
         await pilot.press("enter")
         await settle(pilot, lambda: app.query_one("#loss-base").display)
-        assert "(+25.0 % vs baseline" in text(app.query_one("#tp-text"))
+        assert "(+25.0 % vs baseline)" in text(app.query_one("#tp-text"))
 
 
 async def test_baseline_that_ended_earlier_is_said(run, tmp_path):

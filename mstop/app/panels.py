@@ -214,11 +214,14 @@ class ThroughputPanel(Vertical):
 
     def show(self, v: View) -> None:
         t = Text(f"tokens/s {fmt.si(v.tokens_per_s)}")
-        if v.base_tps_change is not None:
-            t.append(f" ({100 * v.base_tps_change:+.1f} % vs baseline at step {fmt.num(v.base_step, 9)})")
-        t.append(f"   samples/s {fmt.num(v.samples_per_s, 4)}\nstep time {fmt.ms(v.step_time)}")
+        if v.base_tps_change is not None:  # at the step the loss panel names
+            t.append(f" ({100 * v.base_tps_change:+.1f} % vs baseline)\nstep time {fmt.ms(v.step_time)}"
+                     f"   samples/s {fmt.num(v.samples_per_s, 4)}")
+        else:  # two lines either way: the chart below keeps its room
+            t.append(f"   samples/s {fmt.num(v.samples_per_s, 4)}\nstep time {fmt.ms(v.step_time)}")
         self.query_one("#tp-text", Static).update(t)
-        lines = [("tokens/s", v.throughput)] + ([("baseline", v.base_throughput)] if v.baseline else [])
+        # the baseline first: this run's line is drawn over it where they meet
+        lines = ([("baseline", v.base_throughput)] if v.baseline else []) + [("tokens/s", v.throughput)]
         self.query_one("#tp-chart", Chart).show_series("tokens/s" + (" (and baseline)" if v.baseline else ""), lines)
 
 
@@ -246,8 +249,8 @@ class MfuPanel(Vertical):
         self.set_class(series is None, "no-chart")  # and the panel shrinks to its text: room for the others
         if series is not None:
             lines = [("MFU %", Series(series.x, series.y * 100))]
-            if v.base_mfu is not None:
-                lines.append(("baseline", Series(v.base_mfu.x, v.base_mfu.y * 100)))
+            if v.base_mfu is not None:  # drawn first: this run's line goes over it where they meet
+                lines.insert(0, ("baseline", Series(v.base_mfu.x, v.base_mfu.y * 100)))
             chart.show_series("MFU %" + (" (and baseline)" if v.baseline else ""), lines)
 
 
