@@ -441,6 +441,7 @@ def render_markdown(c: Comparison) -> str:
 def render_table(c: Comparison) -> Any:
     """A rich renderable for the terminal: the table, then what changed."""
     from rich.console import Group
+    from rich.padding import Padding
     from rich.table import Table
     from rich.text import Text
 
@@ -449,7 +450,9 @@ def render_table(c: Comparison) -> Any:
         t.add_column(h, overflow="fold")
     for row in _rows(c, sep="\n"):
         t.add_row(*(Text(x) for x in row))
-    return Group(t, Text("What changed:\n" + "\n".join(_what_changed(c))))
+    # indented lines as padding, not spaces: a long line wraps with its indent kept
+    lines = [Padding(Text(line.strip()), (0, 0, 0, len(line) - len(line.lstrip()))) for line in _what_changed(c)]
+    return Group(t, Text("What changed:"), *lines)
 
 
 def to_json(c: Comparison) -> dict[str, Any]:
