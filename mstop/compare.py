@@ -182,9 +182,9 @@ def member_figures(m: Member, first: int, last: int, loss_at: int, opts: Options
                 notes.append(f"{m.spec}: restart inside the window at step "
                              f"{', '.join(f'{s:.0f}' for s in restarts[:5])} (the figures use the rows of the "
                              "current timeline; the first steps after a restart include its warm-up)")
-            cells["step_time"].value = _median(per["step_time"])
-            cells["tokens_per_s"].value = _median(per["tokens_per_s"])
-            cells["mfu"].value = _median(per["mfu"])
+            cells["step_time"].value = figures.median(per["step_time"])
+            cells["tokens_per_s"].value = figures.median(per["tokens_per_s"])
+            cells["mfu"].value = figures.median(per["mfu"])
             heads = figures.headrooms_of(per["memory"])
             cells["mem_headroom"].value = min(heads.values()) if heads else None
             peaks = [x for x in per["mem_peak"] if not math.isnan(x)]
@@ -252,12 +252,6 @@ def _per_rank_figures(store: Store, first: int, last: int, opts: Options) -> dic
     for k in ("step_time", "tokens_per_s", "mfu", "data_wait_frac"):
         out[k] = np.array(out[k], dtype=np.float64)
     return out
-
-
-def _median(a: np.ndarray) -> float | None:
-    a = np.asarray(a, dtype=np.float64)
-    a = a[~np.isnan(a)]
-    return float(np.median(a)) if len(a) else None
 
 
 def default_window(runs: list[Run]) -> tuple[int, int, str]:

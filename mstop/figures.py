@@ -91,7 +91,8 @@ def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
         return np.where(ok.any(axis=1) & (d > 0), n / np.where(d > 0, d, 1.0), np.nan)
 
 
-def _median(values: np.ndarray) -> float | None:
+def median(values: np.ndarray) -> float | None:
+    """The median of the known values (NaN = unknown); None when there is none."""
     v = values[~np.isnan(values)]
     return float(np.median(v)) if len(v) else None
 
@@ -130,7 +131,7 @@ def rank_tokens_per_s(store: Store, w: Window | None = None) -> np.ndarray:
 
 
 def tokens_per_s(store: Store) -> float | None:
-    return _median(rank_tokens_per_s(store))
+    return median(rank_tokens_per_s(store))
 
 
 def _mfu_scale(start: dict[str, Any], opts: Options) -> float:
@@ -154,7 +155,7 @@ def rank_mfu(store: Store, opts: Options, w: Window | None = None) -> np.ndarray
 
 
 def mfu(store: Store, opts: Options) -> float | None:
-    return _median(rank_mfu(store, opts))
+    return median(rank_mfu(store, opts))
 
 
 def rank_data_wait_frac(store: Store, w: Window | None = None) -> np.ndarray:
@@ -321,8 +322,8 @@ def stall_after(store: Store) -> float:
     st = w.cols["step_time"]
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN ranks
-        med_step = _median(np.nanmedian(st, axis=1)) or 0.0
-        med_int = _median(np.nanmedian(np.diff(w.cols["time"], axis=1), axis=1)) or 0.0
+        med_step = median(np.nanmedian(st, axis=1)) or 0.0
+        med_int = median(np.nanmedian(np.diff(w.cols["time"], axis=1), axis=1)) or 0.0
     return max(STALL_MIN_S, 10 * med_step, 3 * med_int)
 
 

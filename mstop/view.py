@@ -239,7 +239,7 @@ def build_view(store: Store, opts: Options, *, points: int = 200, xaxis: str = "
             with np.errstate(all="ignore"), warnings.catch_warnings():
                 warnings.simplefilter("ignore", RuntimeWarning)  # ranks with no step time yet
                 per_rank = np.nanmedian(st, axis=1)
-            v.step_time = _median(per_rank)
+            v.step_time = figures.median(per_rank)
             if v.step_time:
                 v.steps_per_s = 1.0 / v.step_time
                 if v.total_steps and v.step is not None:
@@ -408,11 +408,6 @@ def _min(store: Store, rank: int, col: str) -> float | None:
     return float(a.min()) if len(a) else None
 
 
-def _median(a: np.ndarray) -> float | None:
-    a = a[~np.isnan(a)]
-    return float(np.median(a)) if len(a) else None
-
-
 def _rank_rows(store: Store, w: Any, tps: np.ndarray, dwf: np.ndarray, heads: dict[str, float],
                now: float) -> list[RankRow]:
     rows = []
@@ -513,9 +508,9 @@ def baseline_overlay(v: View, base: Store, name: str, opts: Options, cache: EmaC
             v.base_loss_delta = 0.0 if abs(delta) < 1e-7 * max(1.0, abs(v.base_loss_ema)) else delta
         w = figures.step_window(base, now - figures.WINDOW + 1, now)
         if w.ranks:
-            tps = _median(figures.rank_tokens_per_s(base, w))
+            tps = figures.median(figures.rank_tokens_per_s(base, w))
             if tps and v.tokens_per_s is not None:
                 v.base_tps_change = v.tokens_per_s / tps - 1.0
-            mfu = _median(figures.rank_mfu(base, opts, w))
+            mfu = figures.median(figures.rank_mfu(base, opts, w))
             if mfu is not None and v.mfu is not None:
                 v.base_mfu_delta = v.mfu - mfu
