@@ -17,12 +17,12 @@ from typing import Any, Callable
 
 import numpy as np
 
-from . import __version__
+from . import __version__, figures
 from .compare import Comparison, Member, Run, render_markdown, short_labels
 from .figures import Options
 from .health import Health, Rules
 from .store import Store
-from .view import EmaCache
+from .view import EmaCache, evenly
 
 #: points per line (the store's min/max buckets keep spikes and NaNs however long the run)
 POINTS = 2000
@@ -72,25 +72,34 @@ def _xy(store: Store, r: int, col: str) -> tuple[np.ndarray, np.ndarray]:
     return x[ok], y[ok]
 
 
-def _rolling_median(store: Store, r: int, col: str) -> tuple[np.ndarray, np.ndarray]:
-    """The rolling median of a column (tokens/s derived from tokens and step time when it is missing)
-    over ROLLING rows of the rank's current timeline, downsampled to POINTS."""
-    import pandas as pd
-
-    d = store.ranks[r]
+def _timeline(d: Any, value: Callable[[Any], np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """(step, value) of a rank's rows on its current timeline where the value is finite."""
     eff = d.effective()
     with np.errstate(all="ignore"):
-        y = d.col(col)[eff].astype(np.float64)
-        if col == "tokens_per_s" and np.isnan(y).all():
-            y = (d.col("tokens") / d.col("step_time"))[eff].astype(np.float64)
+        y = value(d)[eff].astype(np.float64)
     x = d.col("step")[eff].astype(np.float64)
     ok = np.isfinite(y)
-    x, y = x[ok], y[ok]
+    return x[ok], y[ok]
+
+
+def _column(col: str) -> Callable[[Any], np.ndarray]:
+    """A column's values; tokens/s derived from tokens and step time when the file has no such column."""
+    def value(d: Any) -> np.ndarray:
+        y = d.col(col)
+        if col == "tokens_per_s" and np.isnan(y).all():
+            return d.col("tokens") / d.col("step_time")
+        return y
+    return value
+
+
+def _rolling_median(store: Store, r: int, col: str) -> tuple[np.ndarray, np.ndarray]:
+    """The rolling median of a column over ROLLING rows of the rank's current timeline, downsampled to POINTS."""
+    import pandas as pd
+
+    x, y = _timeline(store.ranks[r], _column(col))
     med = pd.Series(y).rolling(ROLLING, min_periods=1).median().to_numpy()
-    if len(x) > POINTS:
-        sel = np.unique(np.linspace(0, len(x) - 1, POINTS).astype(np.int64))
-        x, med = x[sel], med[sel]
-    return x, med
+    sel = evenly(len(x), POINTS)
+    return x[sel], med[sel]
 
 
 def _per_rank(store: Store, value: Callable[[Any], np.ndarray], worst_low: bool) -> tuple[list[tuple[int, Any, Any]],
@@ -102,18 +111,10 @@ def _per_rank(store: Store, value: Callable[[Any], np.ndarray], worst_low: bool)
         d = store.ranks[r]
         if not d.rows:
             continue
-        eff = d.effective()
-        with np.errstate(all="ignore"):
-            y = value(d)[eff].astype(np.float64)
-        x = d.col("step")[eff].astype(np.float64)
-        ok = np.isfinite(y)
-        if not ok.any():
-            continue
-        x, y = x[ok], y[ok]
-        if len(x) > POINTS:
-            sel = np.unique(np.linspace(0, len(x) - 1, POINTS).astype(np.int64))
-            x, y = x[sel], y[sel]
-        lines.append((r, x, y))
+        x, y = _timeline(d, value)
+        if len(x):
+            sel = evenly(len(x), POINTS)
+            lines.append((r, x[sel], y[sel]))
     n = len(lines)
     if n > MAX_RANK_LINES:  # the worst first (the legend reads worst to better)
         lines.sort(key=lambda t: float(np.mean(t[2])), reverse=not worst_low)
@@ -143,10 +144,9 @@ def _marks(ax: Any, store: Store, alerts: list[Any], color: str) -> None:
 def _alerts_at_end(store: Store, opts: Options, rules: Rules | None) -> list[Any]:
     """The alerts as of the run's last row (a report is written afterwards: "stalled" or "dead" must come
     from the files, not from how long ago the run ended)."""
-    times = [float(np.nanmax(d.col("time"))) for d in store.ranks.values() if d.rows]
-    if not times:
+    last = figures.last_row_time(store)
+    if last is None:
         return []
-    last = max(times)
     at_end = Options(peak_flops=opts.peak_flops, ema_weight=opts.ema_weight, clock=lambda: last)
     return Health(rules or Rules()).alerts(store, at_end)
 
@@ -204,7 +204,7 @@ def write_report(runs: list[Run], comparison: Comparison, out: str, *, opts: Opt
             return False
         ax.plot(x, y, color=color, linewidth=0.6, alpha=0.35)
         if len(idx):
-            sel = np.unique(np.linspace(0, len(idx) - 1, min(POINTS, len(idx))).astype(np.int64))
+            sel = evenly(len(idx), POINTS)
             ax.plot(m.store.ranks[r0].col("step")[idx[sel]], ema[sel], color=color, linewidth=1.8,
                     label=f"{label} (smoothed {opts.ema_weight:g})")
         return True
@@ -216,13 +216,7 @@ def write_report(runs: list[Run], comparison: Comparison, out: str, *, opts: Opt
                 return False
             x, y = _xy(m.store, r0, col)
             if col == "tokens_per_s" and not len(x):  # derived from tokens and step time
-                d = m.store.ranks[r0]
-                eff = d.effective()
-                with np.errstate(all="ignore"):
-                    yy = (d.col("tokens") / d.col("step_time"))[eff].astype(np.float64)
-                xx = d.col("step")[eff].astype(np.float64)
-                ok = np.isfinite(yy)
-                x, y = xx[ok], yy[ok]
+                x, y = _timeline(m.store.ranks[r0], _column(col))
             if not len(x):
                 return False
             if not smooth:

@@ -286,7 +286,7 @@ def build_view(store: Store, opts: Options, *, points: int = 200, xaxis: str = "
                     keep = (ss >= steps[0]) & (ss <= steps[1])
                     idx, ema = idx[keep], ema[keep]
             if len(idx):
-                sel = np.unique(np.linspace(0, len(idx) - 1, min(points, len(idx))).astype(np.int64))
+                sel = evenly(len(idx), points)
                 v.loss_smooth = Series(_x_at(d, xaxis, idx[sel]), ema[sel])
             eff = d.effective()
             bad = [i for i, c, _ in d.nonfinite if c == "loss" and eff[i]]
@@ -452,6 +452,12 @@ def values_at_step(store: Store, step: float) -> dict[int, dict[str, float | Non
     return out
 
 
+def evenly(n: int, points: int) -> np.ndarray:
+    """Indices of at most ``points`` of ``n`` rows, spread evenly, first and last included (for lines
+    that are not min/max-bucketed by the store: smoothed curves, derived values)."""
+    return np.unique(np.linspace(0, n - 1, min(points, n)).astype(np.int64))
+
+
 def rank_series(store: Store, rank: int, points: int = 200) -> dict[str, Series | None]:
     """One rank's step time and data wait (seconds) against step, for the ranks view's chart: what the
     rank's own timeline shows when the heat strip or the table picks it out."""
@@ -489,7 +495,7 @@ def baseline_overlay(v: View, base: Store, name: str, opts: Options, cache: EmaC
             keep = np.ones(len(idx), bool) if steps is None else (st >= steps[0]) & (st <= steps[1])
             ks = np.flatnonzero(keep)
             if len(ks):
-                sel = ks[np.unique(np.linspace(0, len(ks) - 1, min(points, len(ks))).astype(np.int64))]
+                sel = ks[evenly(len(ks), points)]
                 v.base_loss = Series(st[sel], ema[sel])
             v.base_throughput = _series(base, r0, "tokens_per_s", points, steps, "step")
             v.base_mfu = _series(base, r0, "mfu", points, steps, "step")
