@@ -519,7 +519,7 @@ class HeatStrip(Static, can_focus=False):
 
     metric = 0
     selected: int | None = None
-    _cells: list[list[int]] = []  # the ranks each cell stands for, in drawing order
+    _picks: list[int] = []  # per cell, in drawing order, the rank it shows (a click selects it)
     _args: tuple | None = None
 
     def title(self, v: View) -> str:
@@ -551,35 +551,41 @@ class HeatStrip(Static, can_focus=False):
         sign = 1.0 if high_bad else -1.0
         per = self._per_cell(len(ranks))
         width = self._width()
-        self._cells = [[r.rank for r in ranks[i:i + per]] for i in range(0, len(ranks), per)]
+        cells = [[r.rank for r in ranks[i:i + per]] for i in range(0, len(ranks), per)]
         styles = {n: self.get_component_rich_style(f"heat-strip--{n}", partial=True)
                   for n in ("normal", "outlier", "alert", "missing", "selected")}
+
+        def style_of(key: tuple[str, bool]) -> Style:
+            return styles[key[0]] + (styles["selected"] if key[1] else Style())
+
         t = Text(no_wrap=True, overflow="crop")
+        self._picks = []
         run: list[str] = []  # glyphs of one style are appended as one span: 1,024 spans cost the
         run_style = None     # compositor ~80 ms per frame, a few long runs almost nothing
-        for i, cell in enumerate(self._cells):
+        for i, cell in enumerate(cells):
             if i and i % width == 0:
                 run.append("\n")
             vals = [(value[r], r) for r in cell if value[r] is not None and math.isfinite(value[r])]
-            mark = next((marks[r] for r in cell if r in marks), None)
-            if mark is not None:
-                glyph, kind = mark, "alert"
+            marked = next((r for r in cell if r in marks), None)
+            if marked is not None:  # a cell of several ranks shows, and selects, an alert's rank first
+                glyph, kind, pick = marks[marked], "alert", marked
             elif not vals:
-                glyph, kind = "?", "missing"
+                glyph, kind, pick = "?", "missing", cell[0]
             else:
-                x = max(vals)[0] if high_bad else min(vals)[0]  # a cell of several ranks: their worst
+                x, pick = max(vals) if high_bad else min(vals)  # a cell of several ranks: their worst
                 k = 0 if hi <= lo else int((x - lo) / (hi - lo) * (len(LEVELS) - 1) + 0.5)
                 glyph = LEVELS[max(0, min(len(LEVELS) - 1, k))]  # the glyph's height is the value
                 outlier = sign * (x - med) > max(OUTLIER_K * mad, margin) and len(known) >= 3
                 kind = "outlier" if outlier else "normal"
+            self._picks.append(pick)
             style = (kind, selected is not None and selected in cell)
             if style != run_style and run:
-                t.append("".join(run), styles[run_style[0]] + (styles["selected"] if run_style[1] else Style()))
+                t.append("".join(run), style_of(run_style))
                 run = []
             run_style = style
             run.append(glyph)
         if run:
-            t.append("".join(run), styles[run_style[0]] + (styles["selected"] if run_style[1] else Style()))
+            t.append("".join(run), style_of(run_style))
         self.update(t)
 
     def on_resize(self) -> None:
@@ -588,22 +594,12 @@ class HeatStrip(Static, can_focus=False):
 
     def on_click(self, event: events.Click) -> None:
         offset = event.get_content_offset(self)
-        if offset is None or not self._cells:
+        if offset is None:
             return
         width = self._width()
         i = (offset.y + int(self.scroll_offset.y)) * width + offset.x
-        if 0 <= i < len(self._cells) and offset.x < width:
-            cell = self._cells[i]
-            if self._args is not None and len(cell) > 1:  # the worst of the cell's ranks
-                v, marks = self._args
-                _label, attr, high_bad = HEAT_METRICS[self.metric]
-                value = _values(v, attr)
-                marked = [r for r in cell if r in marks]
-                vals = [(value[r], r) for r in cell if value.get(r) is not None and math.isfinite(value[r])]
-                pick = marked[0] if marked else ((max(vals) if high_bad else min(vals))[1] if vals else cell[0])
-            else:
-                pick = cell[0]
-            self.post_message(self.Selected(pick))
+        if 0 <= i < len(self._picks) and offset.x < width:
+            self.post_message(self.Selected(self._picks[i]))
 
 
 def _values(v: View, attr: str) -> dict[int, float | None]:
