@@ -284,23 +284,14 @@ def cmd_summary(args: argparse.Namespace) -> int:
 def load_runs(args_runs: list[str], args: argparse.Namespace):
     """Read every member of every run argument once; a missing source raises ValueError (said, exit 2)."""
     from .compare import Member, Run, short_labels, split_group
-    from .remote import RemoteError, parse_target
-    from .sources import Sources
-    from .store import Store
+    from .sources import read_once
 
     runs = []
     groups = [split_group(arg) for arg in args_runs]
     for label, group in zip(short_labels(groups), groups):
         members = []
         for spec in group:
-            if parse_target(spec) is None and not os.path.isdir(spec):
-                raise ValueError(f"{spec}: no such directory")
-            store = Store()
-            try:
-                Sources([spec], store, ssh_options=_ssh_options(args),
-                        connect_timeout=args.connect_timeout).read_all()
-            except RemoteError as e:
-                raise ValueError(str(e)) from None
+            store = read_once(spec, ssh_options=_ssh_options(args), connect_timeout=args.connect_timeout)
             members.append(Member(spec, store))
         runs.append(Run(label, members))
     return runs

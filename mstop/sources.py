@@ -7,10 +7,11 @@ store's ``duplicates``), not merged.
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Callable
 
-from .remote import RemoteSource, parse_target
+from .remote import RemoteError, RemoteSource, parse_target
 from .source import LocalSource
 from .store import Store
 
@@ -62,3 +63,17 @@ class Sources:
     @property
     def mode(self) -> str:
         return ", ".join(sorted({s.state.mode for s in self.items}))
+
+
+def read_once(spec: str, *, ssh_options: tuple[str, ...] = (), connect_timeout: float = 10.0) -> Store:
+    """One run (a directory or ``host:/path``) read as it is now into a store of its own: the runs of
+    ``mstop compare``/``report`` and the monitor's baseline. ValueError says why it cannot be read
+    (a missing directory, a refused host name, an ssh failure)."""
+    store = Store()
+    if parse_target(spec) is None and not os.path.isdir(spec):  # parse_target: ValueError for a refused host
+        raise ValueError(f"{spec}: no such directory")
+    try:
+        Sources([spec], store, ssh_options=ssh_options, connect_timeout=connect_timeout).read_all()
+    except RemoteError as e:
+        raise ValueError(str(e)) from None
+    return store

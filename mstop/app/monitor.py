@@ -23,7 +23,7 @@ from .. import fmt
 from ..figures import Options
 from ..health import Health, Rules
 from ..remote import RemoteError
-from ..sources import Sources
+from ..sources import Sources, read_once
 from ..store import Store
 from ..view import X_AXES, EmaCache, baseline_overlay, build_view, numeric_columns, rank_series
 from .panels import (
@@ -275,16 +275,10 @@ class MonitorApp(App[None]):
 
     def _read_baseline(self, spec: str) -> Store | str:
         """Read a baseline run once (a finished run, usually): its store, or why it cannot be read."""
-        from ..remote import RemoteError, parse_target
-
-        store = Store()
         try:
-            if parse_target(spec) is None and not os.path.isdir(spec):
-                raise ValueError(f"{spec}: no such directory")
-            Sources([spec], store, ssh_options=self._ssh[0], connect_timeout=self._ssh[1]).read_all()
-        except (ValueError, RemoteError) as e:
+            return read_once(spec, ssh_options=self._ssh[0], connect_timeout=self._ssh[1])
+        except ValueError as e:
             return str(e)
-        return store
 
     def _load_baseline(self, spec: str) -> None:
         self._baseline_read(spec, self._read_baseline(spec))
