@@ -7,6 +7,7 @@ import json
 import os
 import sys
 import time
+from typing import Any
 
 from . import __version__
 
@@ -41,8 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true", help="print one JSON object (keys documented in the README)")
     s.add_argument("--poll", type=_positive_float, metavar="SEC",
                    help="with --wait: seconds between checks for the directory (default: 1)")
-    s.add_argument("--peak-tflops", type=_positive_float, metavar="X",
-                   help="peak dense TFLOP/s of one device, overriding what the run recorded (for MFU)")
+    _peak_argument(s)
     s.add_argument("--smoothing", type=_smoothing, default=0.9, metavar="W",
                    help="weight of the loss EMA, 0 to <1 (default: 0.9)")
     s.add_argument("--wait", action="store_true", help="wait for SOURCE to appear instead of failing")
@@ -54,13 +54,10 @@ def build_parser() -> argparse.ArgumentParser:
                                    "the baseline; a run may be a comma-joined group of repeats (base-1,base-2).")
     c.add_argument("baseline", metavar="BASELINE", help="run directory or [user@]host:/path; a,b = repeats")
     c.add_argument("runs", metavar="RUN", nargs="+", help="runs to compare with the baseline (same forms)")
-    c.add_argument("--steps", metavar="A:B", help="the window of steps, inclusive (default: the steps every run "
-                                                  "covers, minus a warm-up: see the README)")
-    c.add_argument("--loss-at", type=int, metavar="N", help="the step of the loss column (default: the window's last)")
+    _window_arguments(c)
     c.add_argument("--format", choices=("table", "markdown", "csv", "json"), default="table",
                    help="output: a terminal table (default), markdown, csv or json")
-    c.add_argument("--peak-tflops", type=_positive_float, metavar="X",
-                   help="peak dense TFLOP/s of one device, overriding what the runs recorded (for MFU)")
+    _peak_argument(c)
     _ssh_arguments(c)
     rp = sub.add_parser("report", help="PNG plots and report.md (the compare table) of runs, for afterwards",
                         description="Write PNG plots (loss, lr, grad norm, tokens/s, MFU, memory headroom, data "
@@ -69,12 +66,10 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("sources", metavar="SOURCE", nargs="+",
                     help="run directories or [user@]host:/path (the first is the baseline; a,b = repeats)")
     rp.add_argument("--out", required=True, metavar="DIR", help="directory to write into (created)")
-    rp.add_argument("--steps", metavar="A:B", help="the comparison's window of steps (as mstop compare)")
-    rp.add_argument("--loss-at", type=int, metavar="N", help="the comparison's loss step (as mstop compare)")
+    _window_arguments(rp)
     rp.add_argument("--smoothing", type=_smoothing, default=0.9, metavar="W",
                     help="weight of the loss EMA, 0 to <1 (default: 0.9)")
-    rp.add_argument("--peak-tflops", type=_positive_float, metavar="X",
-                    help="peak dense TFLOP/s of one device, overriding what the runs recorded (for MFU)")
+    _peak_argument(rp)
     _ssh_arguments(rp)
     d = sub.add_parser("demo", help="train the tiny MindSpore example in a temporary directory and watch it",
                        description="Start examples/train_tiny_lm.py (2 ranks as processes) into a temporary run "
@@ -96,8 +91,7 @@ def monitor_parser() -> argparse.ArgumentParser:
                     help="run directory written by mstop_writer, or [user@]host:/path over ssh (several: merged)")
     ap.add_argument("--poll", type=_positive_float, metavar="SEC",
                     help="poll files every SEC seconds instead of file events (network filesystems)")
-    ap.add_argument("--peak-tflops", type=_positive_float, metavar="X",
-                    help="peak dense TFLOP/s of one device, overriding what the run recorded (for MFU)")
+    _peak_argument(ap)
     ap.add_argument("--baseline", metavar="SOURCE",
                     help="another run (directory or host:/path) whose loss, tokens/s and MFU curves are overlaid "
                          "by step, with the differences at the current step in the panels (b: choose another)")
@@ -191,6 +185,22 @@ def _ssh_arguments(p: argparse.ArgumentParser) -> None:
                    help="seconds to wait for an ssh connection (default: 10)")
 
 
+def _peak_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--peak-tflops", type=_positive_float, metavar="X",
+                   help="peak dense TFLOP/s of one device, overriding what the run recorded (for MFU)")
+
+
+def _peak_flops(args: argparse.Namespace) -> float | None:
+    return args.peak_tflops * 1e12 if args.peak_tflops else None
+
+
+def _window_arguments(p: argparse.ArgumentParser) -> None:
+    """The comparison's window (mstop compare and mstop report)."""
+    p.add_argument("--steps", metavar="A:B", help="the window of steps, inclusive (default: the steps every run "
+                                                  "covers, minus a warm-up: see the README)")
+    p.add_argument("--loss-at", type=int, metavar="N", help="the step of the loss column (default: the window's last)")
+
+
 def _health_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("health rules (defaults in the README; also mstop.toml in the run directory)")
     g.add_argument("--spike-k", type=_positive_float, metavar="K", help="spike: K standard deviations (default: 6)")
@@ -254,7 +264,7 @@ def cmd_summary(args: argparse.Namespace) -> int:
                     return 2
                 time.sleep(args.poll or 1.0)
     run_dir = sources.label
-    opts = Options(peak_flops=args.peak_tflops * 1e12 if args.peak_tflops else None, ema_weight=args.smoothing,
+    opts = Options(peak_flops=_peak_flops(args), ema_weight=args.smoothing,
                    clock=sources.clock)
     from .health import KINDS, Health
 
@@ -297,19 +307,28 @@ def load_runs(args_runs: list[str], args: argparse.Namespace):
     return runs
 
 
-def cmd_compare(args: argparse.Namespace) -> int:
-    from .compare import CompareError, compare, parse_steps, render
-    from .figures import Options
+def _compared(args: argparse.Namespace, specs: list[str], opts: Any) -> tuple[list, Any] | None:
+    """Read the runs and compare them over the asked window (mstop compare and report); None after saying
+    why it cannot be done."""
+    from .compare import CompareError, compare, parse_steps
 
     try:
         steps = parse_steps(args.steps) if args.steps else None
-        runs = load_runs([args.baseline, *args.runs], args)
-        result = compare(runs, steps=steps, loss_at=args.loss_at,
-                         opts=Options(peak_flops=args.peak_tflops * 1e12 if args.peak_tflops else None))
+        runs = load_runs(specs, args)
+        return runs, compare(runs, steps=steps, loss_at=args.loss_at, opts=opts)
     except (CompareError, ValueError) as e:
-        print(f"mstop compare: {e}", file=sys.stderr)
+        print(f"mstop {args.command}: {e}", file=sys.stderr)
+        return None
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from .compare import render
+    from .figures import Options
+
+    got = _compared(args, [args.baseline, *args.runs], Options(peak_flops=_peak_flops(args)))
+    if got is None:
         return 2
-    out = render(result, args.format)
+    out = render(got[1], args.format)
     if isinstance(out, str):
         sys.stdout.write(out if out.endswith("\n") else out + "\n")
     else:
@@ -321,7 +340,6 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from .compare import CompareError, compare, parse_steps
     from .figures import Options
     from .report import available, write_report
 
@@ -329,16 +347,12 @@ def cmd_report(args: argparse.Namespace) -> int:
     if missing:
         print(f"mstop report: {missing}", file=sys.stderr)
         return 2
-    opts = Options(peak_flops=args.peak_tflops * 1e12 if args.peak_tflops else None, ema_weight=args.smoothing)
-    try:
-        steps = parse_steps(args.steps) if args.steps else None
-        runs = load_runs(args.sources, args)
-        result = compare(runs, steps=steps, loss_at=args.loss_at, opts=opts)
-    except (CompareError, ValueError) as e:
-        print(f"mstop report: {e}", file=sys.stderr)
+    opts = Options(peak_flops=_peak_flops(args), ema_weight=args.smoothing)
+    got = _compared(args, args.sources, opts)
+    if got is None:
         return 2
     try:
-        files = write_report(runs, result, args.out, opts=opts)
+        files = write_report(*got, args.out, opts=opts)
     except OSError as e:
         print(f"mstop report: cannot write {args.out}: {e}", file=sys.stderr)
         return 2
