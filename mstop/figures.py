@@ -176,15 +176,9 @@ def headrooms(store: Store) -> dict[str, float]:
     cached = getattr(store, "_headroom_cache", None)
     if cached is not None and cached[0] == store.version:
         return dict(cached[1])
-    out = window_headrooms(window(store))
+    out = headrooms_of(rank_memory(window(store)))
     store._headroom_cache = (store.version, out)  # type: ignore[attr-defined]
     return dict(out)
-
-
-def window_headrooms(w: Window) -> dict[str, float]:
-    """Headroom per rank or host over a window: 1 − max(mem_peak) / mem_total (host memory: the
-    host's ranks added up)."""
-    return headrooms_of(rank_memory(w))
 
 
 def rank_memory(w: Window) -> list[tuple[int, str | None, float, float]]:
@@ -207,7 +201,7 @@ def rank_memory(w: Window) -> list[tuple[int, str | None, float, float]]:
 
 
 def headrooms_of(mem: list[tuple[int, str | None, float, float]]) -> dict[str, float]:
-    """Headroom per rank, or per host for host memory (that host's ranks' peaks added up)."""
+    """Headroom, 1 − peak / total, per rank, or per host for host memory (that host's ranks' peaks added up)."""
     out: dict[str, float] = {}
     hosts: dict[str, list[tuple[float, float]]] = {}
     for r, host, p, t in mem:
