@@ -18,6 +18,7 @@ import json
 import math
 import os
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -218,26 +219,27 @@ def member_figures(m: Member, first: int, last: int, loss_at: int, opts: Options
 CHUNK_CELLS = 4_000_000
 
 
+def _chunks(widths: dict[int, int]) -> Iterator[list[int]]:
+    """Consecutive ranks whose padded table (ranks x the widest) stays within CHUNK_CELLS (at least one rank)."""
+    chunk: list[int] = []
+    widest = 0
+    for r, n in widths.items():
+        if chunk and max(widest, n) * (len(chunk) + 1) > CHUNK_CELLS:
+            yield chunk
+            chunk, widest = [], 0
+        chunk.append(r)
+        widest = max(widest, n)
+    if chunk:
+        yield chunk
+
+
 def _per_rank_figures(store: Store, first: int, last: int, opts: Options) -> dict[str, Any]:
     """Per-rank figures over steps first..last, computed a chunk of ranks at a time (bounded memory)."""
-    ranks = [r for r in sorted(store.ranks) if store.ranks[r].rows]
-    rows = {}
-    for r in ranks:
-        st = store.ranks[r].col("step")
-        rows[r] = int(np.count_nonzero(store.ranks[r].effective() & (st >= first) & (st <= last)))
+    rows = figures.step_rows(store, first, last)  # ranks without rows in the window are left out
     out: dict[str, Any] = {"ranks": [], "step_time": [], "tokens_per_s": [], "mfu": [], "data_wait_frac": [],
                            "mem_peak": [], "memory": []}
-    i = 0
-    while i < len(ranks):
-        widest = 0
-        j = i
-        while j < len(ranks) and (j == i or max(widest, rows[ranks[j]]) * (j - i + 1) <= CHUNK_CELLS):
-            widest = max(widest, rows[ranks[j]])
-            j += 1
-        w = figures.step_window(store, first, last, ranks[i:j])
-        i = j
-        if not w.ranks:
-            continue
+    for chunk in _chunks({r: len(idx) for r, idx in rows.items()}):
+        w = figures.rows_window(store, {r: rows[r] for r in chunk})
         out["ranks"] += w.ranks
         with np.errstate(all="ignore"), warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)  # ranks without step times

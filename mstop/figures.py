@@ -97,30 +97,41 @@ def median(values: np.ndarray) -> float | None:
     return float(np.median(v)) if len(v) else None
 
 
-def step_window(store: Store, first: float, last: float, ranks: list[int] | None = None) -> Window:
-    """Every rank's (or ``ranks``') rows with ``first <= step <= last`` on its current timeline, as a
-    :class:`Window` (right-aligned, NaN-padded): the figures of ``mstop compare`` over an equal-step
-    window use the same functions as the live figures over the recent window."""
-    ranks_in = sorted(store.ranks) if ranks is None else ranks
-    ranks, picked = [], []
-    for r in ranks_in:
+def step_rows(store: Store, first: float, last: float) -> dict[int, np.ndarray]:
+    """Per rank (in rank order), its rows with ``first <= step <= last`` on its current timeline; ranks
+    without any are left out."""
+    out = {}
+    for r in sorted(store.ranks):
         d = store.ranks[r]
         if not d.rows:
             continue
         step = d.col("step")
         idx = np.flatnonzero(d.effective() & (step >= first) & (step <= last))
         if len(idx):
-            ranks.append(r)
-            picked.append((d, idx))
-    width = max((len(idx) for _, idx in picked), default=0)
+            out[r] = idx
+    return out
+
+
+def rows_window(store: Store, rows: dict[int, np.ndarray]) -> Window:
+    """The given rows of each rank as a :class:`Window` (right-aligned, NaN-padded)."""
+    ranks = list(rows)
+    width = max((len(idx) for idx in rows.values()), default=0)
     cols = {c: np.full((len(ranks), width), np.nan) for c in _COLS}
-    for i, (d, idx) in enumerate(picked):
+    for i, r in enumerate(ranks):
+        d, idx = store.ranks[r], rows[r]
         k = len(idx)
         cols["time"][i, width - k:] = d.exact.view()[idx, 0]
         floats = d.floats.view()[idx]
         for c in _COLS[1:]:
             cols[c][i, width - k:] = floats[:, FLOAT_INDEX[c]]
     return Window(ranks, cols, [store.ranks[r].last_start or {} for r in ranks])
+
+
+def step_window(store: Store, first: float, last: float) -> Window:
+    """Every rank's rows with ``first <= step <= last`` on its current timeline, as a :class:`Window`:
+    figures over an equal-step window (``mstop compare``, the baseline's differences) use the same
+    functions as the live figures over the recent window."""
+    return rows_window(store, step_rows(store, first, last))
 
 
 def rank_tokens_per_s(store: Store, w: Window | None = None) -> np.ndarray:
