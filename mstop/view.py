@@ -483,8 +483,7 @@ def baseline_overlay(v: View, base: Store, name: str, opts: Options, cache: EmaC
             return
         r0 = min(present)
         d = base.ranks[r0]
-        base_last = int(max(float(base.ranks[r].col("step")[base.ranks[r].effective()].max(initial=-np.inf))
-                            for r in present))
+        base_last = figures.step(base)  # its furthest rank's current step
         steps = None
         if recent and v.step is not None:
             span = max(200, int(v.step * 0.1))
