@@ -52,7 +52,7 @@ class BaselineScreen(ModalScreen[str | None]):
     def compose(self) -> ComposeResult:
         yield Vertical(Static("baseline run (directory or host:/path; empty: no baseline):"),
                        Input(value=self.current or "", placeholder="runs/baseline", id="baseline-input"),
-                       id="goto")
+                       id="baseline-dialog")
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         self.dismiss(event.value.strip())
