@@ -5,6 +5,8 @@ from __future__ import annotations
 import csv
 import json
 import os
+import shutil
+import subprocess
 import threading
 import time
 from pathlib import Path
@@ -49,3 +51,39 @@ def read_events(path: str | os.PathLike[str]) -> list[dict]:
     """Every line of an events file as JSON (strict: a broken line fails the test)."""
     with open(path) as f:
         return [json.loads(line) for line in f]
+
+
+class FullDisk:
+    """A small tmpfs mounted for one test: ``fill()`` takes every free byte, ``free()`` gives them back."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._filler = path / "filler"
+
+    def fill(self) -> None:
+        with open(self._filler, "ab", buffering=0) as f:
+            try:
+                while True:
+                    f.write(b"\0" * 4096)
+            except OSError:
+                pass  # ENOSPC: the disk is full now
+
+    def free(self) -> None:
+        self._filler.unlink()
+
+
+@pytest.fixture
+def full_disk(tmp_path):
+    """A 256 KiB tmpfs (CI runs as root); skipped with the reason where mounting is not allowed."""
+    mnt = tmp_path / "tmpfs"
+    mnt.mkdir()
+    if shutil.which("mount") is None:
+        pytest.skip("no mount command: cannot make a small full filesystem")
+    got = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mnt)], capture_output=True,
+                         text=True)
+    if got.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here (needs root): {got.stderr.strip()}")
+    try:
+        yield FullDisk(mnt)
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], capture_output=True)

@@ -297,30 +297,143 @@ def test_restarted_job_resumes_steps_from_its_checkpoint(tmp_path):
     assert kinds.count("start") == 2 and kinds.count("end") == 2 and kinds.count("checkpoint") == 4
 
 
-class ReplaceFullDisk(Callback):
-    """At a given step, frees the "disk": the rank file stops pointing at /dev/full."""
+class FreeTheDisk(Callback):
+    """At a given step, frees the full disk."""
 
-    def __init__(self, path, at_step: int) -> None:
-        self.path, self.at_step = path, at_step
+    def __init__(self, disk, at_step: int) -> None:
+        self.disk, self.at_step = disk, at_step
 
     def on_train_step_end(self, run_context):
         if run_context.original_args().cur_step_num == self.at_step:
-            self.path.unlink()
+            self.disk.free()
 
 
-def test_training_through_a_full_disk_reports_dropped_rows(tmp_path, graph, caplog, monkeypatch):
+class FillTheDisk(Callback):
+    """When training begins (the writer has started its files), fills the disk."""
+
+    def __init__(self, disk) -> None:
+        self.disk = disk
+
+    def on_train_epoch_begin(self, run_context):
+        if run_context.original_args().cur_epoch_num == 1:
+            self.disk.fill()
+
+
+def test_training_through_a_full_disk_reports_dropped_rows(full_disk, graph, caplog, monkeypatch):
     import mstop_writer._files as files
 
     monkeypatch.setattr(files, "RETRY_INTERVAL", 0.0)
-    (tmp_path / "rank0.csv").symlink_to("/dev/full")
+    run = full_disk.path / "run"
     net = nn.Dense(4, 1)
-    cb = MstopCallback(tmp_path)
+    cb = MstopCallback(run)
+    # mstop's callback makes its writer (start event) at the first epoch's begin, then the disk fills
     Model(net, nn.MSELoss(), nn.SGD(net.trainable_params(), 0.01)).train(
-        2, dataset(), callbacks=[ReplaceFullDisk(tmp_path / "rank0.csv", 3), cb])
+        2, dataset(), callbacks=[cb, FillTheDisk(full_disk), FreeTheDisk(full_disk, 2)])
     cb.close()
-    _, rows = read_rows(tmp_path / "rank0.csv")
-    assert [int(r["step"]) for r in rows] == [3, 4, 5, 6, 7, 8]  # freed before step 3 was written
-    dropped = [e for e in read_events(tmp_path / "rank0.events.jsonl") if e["kind"] == "dropped"]
+    _, rows = read_rows(run / "rank0.csv")
+    assert [int(r["step"]) for r in rows] == [3, 4, 5, 6, 7, 8]  # freed after step 2 was refused
+    dropped = [e for e in read_events(run / "rank0.events.jsonl") if e["kind"] == "dropped"]
     assert [d["rows"] for d in dropped] == [2]
     warnings = [r for r in caplog.records if r.name == "mstop_writer" and r.levelno >= logging.WARNING]
     assert len(warnings) == 1 and "No space left on device" in warnings[0].getMessage()
+
+
+class MFShapedCell(nn.TrainOneStepCell):
+    """Shaped like MindFormers' MFTrainOneStepCell: a pre-built train cell owning Adam (two moments per
+    parameter, a global step) and a ``scale_sense`` Parameter, returning (loss, overflow, loss_scale, lr,
+    global_norm)."""
+
+    def __init__(self, net: nn.Cell, lrs) -> None:
+        super().__init__(nn.WithLossCell(net, nn.MSELoss()), nn.Adam(net.trainable_params(), learning_rate=lrs))
+        self.scale_sense = ms.Parameter(ms.Tensor(1.0, ms.float32), name="scale_sense")
+
+    def construct(self, *inputs):
+        loss = self.network(*inputs)
+        grads = self.grad_no_sens(self.network, self.weights)(*inputs)
+        square_sum = ops.zeros((), ms.float32)
+        for g in grads:
+            square_sum = square_sum + ops.reduce_sum(ops.square(g))
+        lr = self.optimizer.get_lr()  # this step's lr: the optimizer moves its global step when it runs
+        loss = ops.depend(loss, self.optimizer(grads))
+        return loss, ops.logical_not(ops.isfinite(loss)), self.scale_sense, lr, ops.sqrt(square_sum)
+
+
+def test_prebuilt_train_cell_counts_the_model_and_reads_its_five_outputs(tmp_path, mode, capsys):
+    net = nn.Dense(4, 1)
+    cell = MFShapedCell(net, LRS)
+    assert sum(p.size for p in cell.trainable_params()) > 3 * 5  # the trap: moments and scale_sense
+    cb = MstopCallback(tmp_path)
+    Model(cell).train(2, dataset(), callbacks=[LossMonitor(1), cb])
+    cb.close()
+    start = read_events(tmp_path / "rank0.events.jsonl")[0]
+    assert start["n_params"] == 5 and start["n_params_source"] == "parameters the optimizer updates"
+    _, rows = read_rows(tmp_path / "rank0.csv")
+    assert len(rows) == 8  # LossMonitor prints a tuple's loss as float32 does
+    assert [np.float32(r["loss"]) for r in rows] == [np.float32(v) for v in monitor_losses(capsys.readouterr().out)]
+    # lr and grad norm from the cell's own output, on every row
+    assert [float(r["lr"]) for r in rows] == [float(np.float32(v)) for v in LRS]
+    assert all(math.isfinite(float(r["grad_norm"])) and float(r["grad_norm"]) > 0 for r in rows)
+    assert {r["overflow"] for r in rows} == {"0"} and {r["loss_scale"] for r in rows} == {"1.0"}
+
+
+def test_parameter_count_without_a_reachable_optimizer(graph):
+    from mstop_writer.callback import count_parameters
+
+    cell = MFShapedCell(nn.Dense(4, 1), 0.01)
+    n, how = count_parameters(None, cell)
+    assert n == 5 and "optimizer state left out" in how
+    assert count_parameters(cell.optimizer, cell)[0] == 5
+
+
+class LossAndLrCell(nn.TrainOneStepCell):
+    """A user's own cell returning (loss, lr)."""
+
+    def construct(self, *inputs):
+        loss = self.network(*inputs)
+        grads = self.grad_no_sens(self.network, self.weights)(*inputs)
+        lr = self.optimizer.get_lr()
+        loss = ops.depend(loss, self.optimizer(grads))
+        return loss, lr
+
+
+def test_output_names_may_fill_base_columns(tmp_path, graph):
+    net = nn.Dense(4, 1)
+    cell = LossAndLrCell(nn.WithLossCell(net, nn.MSELoss()), nn.SGD(net.trainable_params(), learning_rate=LRS))
+    cb = MstopCallback(tmp_path, output_names=("loss", "lr"))
+    Model(cell).train(2, dataset(), callbacks=[cb])
+    cb.close()
+    _, rows = read_rows(tmp_path / "rank0.csv")
+    assert [float(r["lr"]) for r in rows] == [float(np.float32(v)) for v in LRS]
+    from mstop.figures import Options, status
+    from mstop.source import LocalSource
+    from mstop.store import Store
+
+    store = Store()
+    LocalSource(str(tmp_path), store).read_all()
+    assert status(store, Options()) == "finished" and store.rows == 8
+
+
+def test_callback_options_are_checked_at_construction(tmp_path):
+    with pytest.raises(TypeError, match="did you mean 'tokens_per_step'"):
+        MstopCallback(tmp_path, tokens_per_stp=128)
+    with pytest.raises(ValueError, match="n_params must be positive"):
+        MstopCallback(tmp_path, n_params=-1)
+    with pytest.raises(ValueError, match="'step' is a column the writer fills itself"):
+        MstopCallback(tmp_path, output_names=("loss", "step"))
+    cb = MstopCallback(tmp_path, peak_flops="1.0e12", n_params=7e9)  # as a yaml gives them
+    assert cb._options["peak_flops"] == 1e12 and cb._options["n_params"] == 7_000_000_000
+
+
+def test_a_writer_that_cannot_start_says_so_in_the_run_directory(tmp_path, graph, monkeypatch, caplog):
+    monkeypatch.setenv("RANK_ID", "3")
+    monkeypatch.setenv("RANK_SIZE", "2")  # rank 3 of 2: the writer refuses at the first epoch
+    net = nn.Dense(4, 1)
+    cb = MstopCallback(tmp_path)
+    Model(net, nn.MSELoss(), nn.SGD(net.trainable_params(), 0.01)).train(1, dataset(), callbacks=[cb])
+    cb.close()
+    events = read_events(tmp_path / "rank3.events.jsonl")
+    assert events[0]["kind"] == "writer_error" and "not in a world of 2" in events[0]["message"]
+    import subprocess as sp
+
+    out = sp.run([sys.executable, "-m", "mstop", "summary", str(tmp_path)], capture_output=True, text=True)
+    assert "writer failed: ValueError: rank 3 is not in a world of 2" in out.stdout

@@ -213,17 +213,19 @@ def test_unwritable_run_dir_warns_once_and_never_raises(tmp_path, caplog):
     assert w._csv.dropped == 50
 
 
-def test_disk_full_then_recovers_with_a_dropped_event(tmp_path, caplog, monkeypatch):
+def test_disk_full_then_recovers_with_a_dropped_event(full_disk, caplog, monkeypatch):
     monkeypatch.setattr(files, "RETRY_INTERVAL", 0.0)
     monkeypatch.setattr(files, "CHECK_INTERVAL", 0.0)
-    (tmp_path / "rank0.csv").symlink_to("/dev/full")  # every write fails with ENOSPC
-    w = MetricsWriter(tmp_path)
+    run = full_disk.path
+    w = MetricsWriter(run)
+    full_disk.fill()  # every write of the rank file fails with ENOSPC now
     for i in range(1, 4):
         w.log(i, loss=1.0)
-    (tmp_path / "rank0.csv").unlink()  # space again
+    full_disk.free()  # space again
     for i in range(4, 6):
         w.log(i, loss=1.0)
     w.close()
+    tmp_path = run
     header, rows = read_rows(tmp_path / "rank0.csv")
     assert header == list(COLUMNS) and [r["step"] for r in rows] == ["4", "5"]
     dropped = [e for e in read_events(tmp_path / "rank0.events.jsonl") if e["kind"] == "dropped"]
@@ -262,4 +264,140 @@ def test_bad_values_in_log_never_raise(tmp_path, caplog):
         w.log(8, loss=object())
     _, rows = read_rows(tmp_path / "rank0.csv")
     assert [r["step"] for r in rows] == ["8"] and rows[0]["loss"].startswith("<object")
-    assert any("row for step seven not written" in m for m in warnings_of(caplog))
+    assert any("row for step 'seven' not written" in m for m in warnings_of(caplog))
+    # the refused row is counted as dropped, so readers know it existed
+    events = read_events(tmp_path / "rank0.events.jsonl")
+    assert [(e["rows"], e["rejected"]) for e in events if e["kind"] == "dropped"] == [(1, 1)]
+    assert [e for e in events if e["kind"] == "end"][0]["rows"] == 1  # rows that reached the file
+
+
+# -- options are checked before training ------------------------------------------------------------
+
+
+def test_a_misspelled_option_names_the_nearest_one(tmp_path):
+    with pytest.raises(TypeError, match="'tokens_per_stp'.*did you mean 'tokens_per_step'"):
+        MetricsWriter(tmp_path, tokens_per_stp=128)
+    assert not list(tmp_path.iterdir())  # refused before anything was written
+
+
+def test_numbers_as_text_and_counts_as_integral_floats_are_taken(tmp_path):
+    # PyYAML reads 1.0e12 as a string; 540.35e9 and 7e9 are floats
+    with MetricsWriter(tmp_path, peak_flops="1.0e12", n_params=540.35e9, tokens_per_step="4096",
+                       n_layers=2.0, seq_len="1024") as w:
+        w.log(1, step_time=1.0)
+    start = read_events(tmp_path / "rank0.events.jsonl")[0]
+    assert start["peak_flops"] == 1e12 and start["n_params"] == 540_350_000_000
+    assert isinstance(start["n_params"], int) and start["tokens_per_step"] == 4096.0
+    assert start["n_params_source"] == "given"
+
+
+@pytest.mark.parametrize("option, value, message", [
+    ("n_params", -5, "positive"), ("n_params", 7.5, "whole number"), ("peak_flops", float("nan"), "positive"),
+    ("tokens_per_step", "lots", "must be a number"), ("n_layers", True, "must be a number"),
+    ("heartbeat_interval", 0, "positive"),
+])
+def test_nonsense_options_are_value_errors(tmp_path, option, value, message):
+    with pytest.raises(ValueError, match=message):
+        MetricsWriter(tmp_path, **{option: value})
+
+
+# -- warnings and drops ----------------------------------------------------------------------------------
+
+
+def test_one_warning_per_kind_of_problem(full_disk, caplog, monkeypatch):
+    monkeypatch.setattr(files, "RETRY_INTERVAL", 0.0)
+    w = MetricsWriter(full_disk.path, device="Mystery-X1")  # an unknown device: a warning of its own
+    full_disk.fill()
+    for i in range(1, 50):
+        w.log(i, loss=1.0)
+    full_disk.free()
+    w.log(50, loss=1.0)
+    w.close()
+    msgs = warnings_of(caplog)
+    assert len(msgs) == 2, msgs
+    assert "unknown device" in msgs[0] and "No space left on device" in msgs[1]
+    dropped = [e for e in read_events(full_disk.path / "rank0.events.jsonl") if e["kind"] == "dropped"]
+    assert sum(e["rows"] for e in dropped) == 49
+    _, rows = read_rows(full_disk.path / "rank0.csv")
+    assert [r["step"] for r in rows] == ["50"]  # rows written = rows in the file + rows reported dropped
+
+
+def test_a_bad_extra_name_is_a_counted_drop_warned_once(tmp_path, caplog):
+    with MetricsWriter(tmp_path) as w:
+        for i in range(1, 6):
+            w.log(i, loss=1.0, **{"a,b": 1})
+    msgs = warnings_of(caplog)
+    assert len(msgs) == 1 and "'a,b'" in msgs[0]
+    events = read_events(tmp_path / "rank0.events.jsonl")
+    assert sum(e["rows"] for e in events if e["kind"] == "dropped") == 5
+    assert [e for e in events if e["kind"] == "writer_error"][0]["message"].startswith("row for step 1")
+    assert not (tmp_path / "rank0.csv").exists() or not read_rows(tmp_path / "rank0.csv")[1]
+
+
+def _in_thread(fn, timeout: float = 10.0) -> None:
+    """Run ``fn`` in a thread and fail if it does not return: a blocked writer would hang the job."""
+    import threading
+
+    done = threading.Event()
+    errors = []
+
+    def run():
+        try:
+            fn()
+        except BaseException as e:  # noqa: BLE001
+            errors.append(e)
+        done.set()
+
+    threading.Thread(target=run, daemon=True).start()
+    assert done.wait(timeout), "the writer blocked"
+    assert not errors, errors
+
+
+@pytest.mark.parametrize("with_reader", [False, True])
+def test_a_fifo_where_the_rank_files_belong_never_blocks(tmp_path, caplog, with_reader):
+    import os
+
+    os.mkfifo(tmp_path / "rank0.csv")
+    os.mkfifo(tmp_path / "rank0.events.jsonl")
+    fds = []
+    if with_reader:  # someone holds the FIFOs open for reading: opening for write would succeed
+        fds = [os.open(tmp_path / n, os.O_RDONLY | os.O_NONBLOCK) for n in ("rank0.csv", "rank0.events.jsonl")]
+    box = {}
+
+    def job():
+        w = box["w"] = MetricsWriter(tmp_path)
+        for i in range(1, 11):
+            w.log(i, loss=1.0)
+        w.close()
+
+    try:
+        _in_thread(job)
+    finally:
+        for fd in fds:
+            os.close(fd)
+    msgs = warnings_of(caplog)
+    assert len(msgs) == 1 and "FIFO" in msgs[0] and "not a regular file" in msgs[0]
+    assert box["w"]._csv.dropped == 10  # counted (no event can be written: the events file is a FIFO too)
+
+
+def test_copytruncate_starts_the_file_again_with_its_header(tmp_path, caplog):
+    import os
+
+    w = MetricsWriter(tmp_path)
+    for i in range(1, 4):
+        w.log(i, loss=1.0)
+    os.truncate(tmp_path / "rank0.csv", 0)  # what logrotate's copytruncate does
+    for i in range(4, 7):
+        w.log(i, loss=1.0)
+    w.close()
+    header, rows = read_rows(tmp_path / "rank0.csv")
+    assert header == list(COLUMNS) and [r["step"] for r in rows] == ["4", "5", "6"]
+    assert any("truncated" in m for m in warnings_of(caplog))
+    # and the viewer reads it as a healthy run
+    from mstop.figures import Options, status
+    from mstop.source import LocalSource
+    from mstop.store import Store
+
+    store = Store()
+    LocalSource(str(tmp_path), store).read_all()
+    assert store.bad_rows == 0 and store.rows == 3 and status(store, Options()) == "finished"

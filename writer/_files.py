@@ -4,11 +4,17 @@ Every line reaches its file in one ``os.write`` on a descriptor opened with
 ``O_APPEND``, so a reader never sees two writers' bytes interleaved and sees a
 line either whole or (after a partial write on a full disk) cut, never
 reordered. Errors are never raised to the caller: they are counted, reported
-once through :mod:`logging`, and writing is retried later.
+once per kind through :mod:`logging`, and writing is retried later.
+
+Only a regular file is ever written: a FIFO, device or socket at the path is
+refused (opened non-blocking, so even a FIFO without a reader never blocks).
+A file truncated under us (logrotate's ``copytruncate``) is noticed before
+the next line and started again with its header.
 """
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import stat
@@ -26,17 +32,19 @@ RETRY_INTERVAL = 5.0
 class LineFile:
     """One append-only text file that is written a whole line at a time.
 
-    ``on_new_file`` is called with the file's current header line (or None for
-    a new, empty file) each time the file is (re)opened, and returns the bytes
-    to write first (a header for a new file), so a file recreated after its
-    directory was removed starts with a header again.
+    ``on_open`` is called with the file's current header line (or None for
+    a new, empty file) each time the file is (re)opened or found truncated, and
+    returns the bytes to write first (a header for a new file), so a file
+    recreated after its directory was removed, or emptied by ``copytruncate``,
+    starts with a header again. ``warn(message, kind)`` is told about problems;
+    the caller warns once per kind.
     """
 
     def __init__(
         self,
         path: str,
         on_open: Callable[[bytes | None], bytes],
-        warn: Callable[[str], None],
+        warn: Callable[[str, str], None],
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.path = path
@@ -49,8 +57,11 @@ class LineFile:
         self._next_retry = 0.0
         self._cut_tail = False
         self._unverified = 0
+        self._end = 0  # bytes we know the file holds: a file shorter than that was truncated under us
         #: lines not written since the last successful write
         self.dropped = 0
+        #: times the file was found truncated and started again
+        self.truncations = 0
 
     def write(self, line: bytes) -> bool:
         """Append ``line`` (ending in a newline); return False if it was dropped."""
@@ -82,14 +93,25 @@ class LineFile:
 
     def append(self, line: bytes) -> bool:
         """Write ``line`` in one ``os.write`` to the file :meth:`ready` opened."""
-        if self._cut_tail:
-            line = b"\n" + line
+        fd = self._fd
         try:
-            n = os.write(self._fd, line)  # type: ignore[arg-type]
+            size = os.lseek(fd, 0, os.SEEK_END)  # type: ignore[arg-type]
+            if size < self._end:  # emptied under us (copytruncate): a header first, as for a new file
+                self.truncations += 1
+                self._warn(f"{self.path} was truncated (log rotation?): starting it again with its header",
+                           "truncated")
+                self._cut_tail = False
+                first = self._on_open(None)
+                if first:
+                    size += os.write(fd, first)  # type: ignore[arg-type]
+            if self._cut_tail:
+                line = b"\n" + line
+            n = os.write(fd, line)  # type: ignore[arg-type]
         except OSError as e:
-            self._fail(f"cannot write {self.path}: {e}")
+            self._fail(f"cannot write {self.path}: {e}", _kind("write", e))
             self.dropped += 1
             return False
+        self._end = size + n
         self._cut_tail = False
         self._unverified += 1
         if n < len(line):
@@ -120,12 +142,21 @@ class LineFile:
         self.close()
         try:
             os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+            # O_NONBLOCK: a FIFO at the path (with or without a reader) must not block the job
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK
+                         | getattr(os, "O_CLOEXEC", 0), 0o644)
         except OSError as e:
-            self._fail(f"cannot open {self.path}: {e}")
+            if e.errno == errno.ENXIO:  # a FIFO without a reader
+                self._fail(f"cannot write {self.path}: it is a FIFO, not a regular file", "not a file")
+            else:
+                self._fail(f"cannot open {self.path}: {e}", _kind("open", e))
             return False
         try:
             st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                os.close(fd)
+                self._fail(f"cannot write {self.path}: it is {_what(st.st_mode)}, not a regular file", "not a file")
+                return False
             header, ends_cut = self._inspect(st)
             self._cut_tail = ends_cut
             first = self._on_open(header)
@@ -136,8 +167,9 @@ class LineFile:
                 self._cut_tail = False
         except OSError as e:
             os.close(fd)
-            self._fail(f"cannot write {self.path}: {e}")
+            self._fail(f"cannot write {self.path}: {e}", _kind("write", e))
             return False
+        self._end = os.lseek(fd, 0, os.SEEK_END)
         self._fd = fd
         self._ino = (st.st_dev, st.st_ino)
         self._next_check = self._clock() + CHECK_INTERVAL
@@ -145,7 +177,7 @@ class LineFile:
 
     def _inspect(self, st: os.stat_result) -> tuple[bytes | None, bool]:
         """Return the file's first line (None if empty) and whether it ends mid-line."""
-        if not stat.S_ISREG(st.st_mode) or st.st_size == 0:
+        if st.st_size == 0:
             return None, False
         with open(self.path, "rb") as f:
             first = f.readline(1 << 20)
@@ -157,14 +189,28 @@ class LineFile:
         try:
             st = os.stat(self.path)
         except OSError:
-            self._warn(f"{self.path} disappeared (run directory removed?): writing it again")
+            self._warn(f"{self.path} disappeared (run directory removed?): writing it again", "disappeared")
             return False
         if (st.st_dev, st.st_ino) != self._ino:
-            self._warn(f"{self.path} was replaced: writing to the new file")
+            self._warn(f"{self.path} was replaced: writing to the new file", "replaced")
             return False
         return True
 
-    def _fail(self, message: str) -> None:
+    def _fail(self, message: str, kind: str) -> None:
         self.close()
         self._next_retry = self._clock() + RETRY_INTERVAL
-        self._warn(message)
+        self._warn(message, kind)
+
+
+def _kind(what: str, e: OSError) -> str:
+    """A warning kind per operation and error: a full disk is not hidden by an earlier permission error."""
+    name = errno.errorcode.get(e.errno or 0, "error")
+    return f"{what}:{name}"
+
+
+def _what(mode: int) -> str:
+    for test, name in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory")):
+        if test(mode):
+            return name
+    return "not a regular file"

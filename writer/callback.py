@@ -16,11 +16,27 @@ import mindspore as ms
 from mindspore import nn, ops
 from mindspore.train import Callback, ModelCheckpoint
 
-from .metrics import MetricsWriter, validate_options
+from .metrics import WRITER_OPTIONS, MetricsWriter, _check_name, check_keywords, validate_options
+from .schema import COLUMNS
 
 log = logging.getLogger("mstop_writer")
 
-_LOSS_SCALE_OUTPUTS = ("loss", "overflow", "loss_scale")
+#: What the elements of a train cell's tuple output are, without configuration. The lengths follow
+#: MindFormers' own reading of them (``MFLossMonitor``): 3, 4, 5 or 7 elements are ``(loss, overflow,
+#: loss_scale[, lr[, global_norm[, local_norm, norm_size]]])`` -- MindSpore's ``TrainOneStepWithLossScaleCell``
+#: (3) and MindFormers' ``MFTrainOneStepCell`` / ``MFPipelineWithLossScaleCell`` (5, or 7 with local norms).
+#: A 2-tuple is named only for :class:`GradNormTrainOneStepCell`; any other tuple gives its first element as
+#: the loss. ``None`` leaves an element out.
+OUTPUTS_BY_LENGTH: dict[int, tuple[str | None, ...]] = {
+    3: ("loss", "overflow", "loss_scale"),
+    4: ("loss", "overflow", "loss_scale", "lr"),
+    5: ("loss", "overflow", "loss_scale", "lr", "grad_norm"),
+    7: ("loss", "overflow", "loss_scale", "lr", "grad_norm", None, None),
+}
+#: Base columns that ``output_names`` may fill from the cell's output (the rest the writer fills itself).
+OUTPUT_COLUMNS = ("loss", "lr", "grad_norm", "overflow", "loss_scale", "tokens", "samples", "queue_depth")
+#: Options of MstopCallback: the writer's, less what only the callback itself may set.
+CALLBACK_OPTIONS = (WRITER_OPTIONS - {"detected_from"}) | {"output_names"}
 #: Largest share of the step time spent reading a learning rate that is not a list schedule.
 LR_BUDGET = 0.01
 
@@ -78,12 +94,12 @@ class MstopCallback(Callback):
     ``ModelCheckpoint`` counts in the step's time, not as data wait.
     """
 
-    def __init__(self, run_dir: Any, *, output_names: Sequence[str] | None = None, **options: Any) -> None:
+    def __init__(self, run_dir: Any, *, output_names: Sequence[str | None] | None = None, **options: Any) -> None:
         super().__init__()
-        validate_options(**options)
+        check_keywords(type(self).__name__, options, CALLBACK_OPTIONS)
         self.run_dir = run_dir
-        self._options = options
-        self._output_names = tuple(output_names) if output_names is not None else None
+        self._options = validate_options(**options)
+        self._output_names = _check_output_names(output_names)
         self.writer: MetricsWriter | None = None
         self._last_raw = 0  # last global step written (without step_offset)
         self._base = 0
@@ -102,7 +118,8 @@ class MstopCallback(Callback):
         self._opt: Any = None
         self._ckpt: list[ModelCheckpoint] = []
         self._ckpt_seen: dict[int, str] = {}
-        self._names: tuple[str, ...] = ("loss",)
+        self._names: tuple[str | None, ...] = ("loss",)
+        self._lr_out = False  # the cell returns the lr: used on every row, never read from the optimizer
         self._failed: set[str] = set()
         atexit.register(self.close)
 
@@ -136,13 +153,16 @@ class MstopCallback(Callback):
         self._t_begin = time.perf_counter()
         try:
             self._check_checkpoints(self._last_raw)
-            self._lr = self._read_lr()
+            if not self._lr_out:
+                self._lr = self._read_lr()
         except Exception as e:  # noqa: BLE001
             self._lr = None
             self._warn("on_train_step_begin", e)
 
     def on_train_step_end(self, run_context: Any) -> None:
         """Write the step's row: the loss is fetched to the host before the time is taken."""
+        if self.writer is None:
+            return  # the writer could not start (said once, and in the run directory)
         try:
             cb = run_context.original_args()
             values = self._outputs(cb.net_outputs)
@@ -169,13 +189,20 @@ class MstopCallback(Callback):
                 overflow = bool(overflow)
             if self._lr_kind == "list" and not overflow:
                 self._gstep += n
+            lr = values.pop("lr", None) if self._lr_out else self._lr
+            writer = self.writer
             # The row goes straight to the writer's row builder: log()'s keyword handling and
             # default step time are for hand-written loops and cost microseconds per step here.
-            self.writer._row(  # type: ignore[union-attr]
-                raw + self.writer.step_offset, cb.cur_epoch_num, values.pop("loss", None), self._lr,  # type: ignore[union-attr]
-                values.pop("grad_norm", None), step_time, data_wait, queue_depth, None, None, overflow,
-                values.pop("loss_scale", None), values,
-            )
+            try:
+                writer._row(  # type: ignore[union-attr]
+                    raw + writer.step_offset, cb.cur_epoch_num, values.pop("loss", None), lr,  # type: ignore[union-attr]
+                    values.pop("grad_norm", None), step_time, data_wait, values.pop("queue_depth", queue_depth),
+                    values.pop("tokens", None), values.pop("samples", None), overflow,
+                    values.pop("loss_scale", None), values,
+                )
+            except Exception as e:  # noqa: BLE001 - bad values from the cell: a counted, reported drop
+                writer.reject(f"row for step {raw} not written: {type(e).__name__}: {e}",  # type: ignore[union-attr]
+                              type(e).__name__)
             self._last_raw = raw
             self._check_checkpoints(raw)
         except Exception as e:  # noqa: BLE001
@@ -224,25 +251,30 @@ class MstopCallback(Callback):
             base = max(0, e0 * batch_num - s0)  # resume with initial_epoch: cur_step_num restarted
         self._base = base
         self._prev_cur = s0
-        self._opt = cb.optimizer if cb.optimizer is not None else getattr(cb.train_network, "optimizer", None)
+        self._opt = cb.optimizer if cb.optimizer is not None else _find_optimizer(cb.train_network)
         self._setup_lr()
-        if self._output_names is not None:
-            self._names = self._output_names
-        elif isinstance(cb.train_network, GradNormTrainOneStepCell):
-            self._names = ("loss", "grad_norm")
-        else:
-            self._names = _LOSS_SCALE_OUTPUTS
+        self._train_cell = cb.train_network
+        self._names = self._output_names or ()
+        self._lr_out = "lr" in self._names
         if self.writer is None:
-            self.writer = MetricsWriter(self.run_dir, **self._auto_options(cb, batch_num, e0 + cb.epoch_num))
+            try:
+                self.writer = MetricsWriter(self.run_dir, **self._auto_options(cb, batch_num, e0 + cb.epoch_num))
+            except Exception as e:
+                _report_failure(self.run_dir, self._options, e)
+                raise
         self._t_prev = time.perf_counter()
 
     def _auto_options(self, cb: Any, batch_num: int, final_epoch: int) -> dict[str, Any]:
         opts = dict(self._options)
-        if opts.get("n_params") is None and cb.network is not None:
+        found: dict[str, str] = {}
+        if opts.get("n_params") is None:
             try:
-                opts["n_params"] = int(sum(p.size for p in cb.network.trainable_params()))
+                n, how = count_parameters(self._opt, cb.network if cb.network is not None else cb.train_network)
+                if n:
+                    opts["n_params"], found["n_params"] = n, how
             except Exception:  # noqa: BLE001
                 pass
+        opts["detected_from"] = found
         mode = ms.get_auto_parallel_context("parallel_mode")
         opts.setdefault("parallel_mode", mode)
         if opts.get("samples_per_step") is None and cb.train_dataset is not None:
@@ -311,8 +343,17 @@ class MstopCallback(Callback):
     def _outputs(self, out: Any) -> dict[str, Any]:
         if isinstance(out, (tuple, list)):
             names = self._names
-            return {name: _scalar(v) for name, v in zip(names, out)}
+            if not names:  # the first output: name its elements once
+                names = self._names = self._default_names(len(out))
+                self._lr_out = "lr" in names
+            return {name: _scalar(v) for name, v in zip(names, out) if name}
         return {"loss": _scalar(out)}
+
+    def _default_names(self, n: int) -> tuple[str | None, ...]:
+        """The names of an n-element output when ``output_names`` is not given (see OUTPUTS_BY_LENGTH)."""
+        if isinstance(self._train_cell, GradNormTrainOneStepCell) and n == 2:
+            return ("loss", "grad_norm")
+        return OUTPUTS_BY_LENGTH.get(n, ("loss",))
 
     def _sink_info(self, run_context: Any, cb: Any) -> tuple[Any, Any]:
         helper = cb["dataset_helper"]
@@ -339,7 +380,109 @@ class MstopCallback(Callback):
                 self.writer.checkpoint(raw_step, name)
 
     def _warn(self, where: str, e: BaseException) -> None:
+        if self.writer is not None:
+            self.writer._error_event(f"{where} failed: {type(e).__name__}: {e}", kind=f"hook:{where}")
+        self._log_failure(where, e)
+
+    def _log_failure(self, where: str, e: BaseException) -> None:
         """Log a hook's failure once per hook (debug level after), never raise into MindSpore."""
         level = logging.DEBUG if where in self._failed else logging.WARNING
         self._failed.add(where)
         log.log(level, "mstop_writer: %s failed: %s: %s (training continues)", where, type(e).__name__, e)
+
+
+def _check_output_names(names: Sequence[str | None] | None) -> tuple[str | None, ...] | None:
+    """``output_names`` checked before training: base columns a cell can return, or extra column names."""
+    if names is None:
+        return None
+    if isinstance(names, str):
+        raise ValueError(f"output_names must be a list of names, got the string {names!r}")
+    out: list[str | None] = []
+    for name in names:
+        if name is None or name == "":
+            out.append(None)  # leave this element out
+        elif name in OUTPUT_COLUMNS:
+            out.append(name)
+        else:
+            try:
+                out.append(_check_name(name))
+            except ValueError:
+                if isinstance(name, str) and name in COLUMNS:
+                    raise ValueError(f"output_names: {name!r} is a column the writer fills itself; a cell's output "
+                                     f"can fill {', '.join(OUTPUT_COLUMNS)} or extra columns") from None
+                raise
+    named = [n for n in out if n]
+    if len(set(named)) != len(named):
+        raise ValueError(f"output_names has duplicates: {list(names)}")
+    return tuple(out)
+
+
+def _find_optimizer(cell: Any) -> Any:
+    """The optimizer a pre-built train cell holds (``TrainOneStepCell.optimizer``), or the first optimizer
+    cell inside it; None when there is none."""
+    if cell is None:
+        return None
+    opt = getattr(cell, "optimizer", None)
+    if isinstance(opt, nn.Optimizer):
+        return opt
+    try:
+        return next((c for _, c in cell.cells_and_names() if isinstance(c, nn.Optimizer)), None)
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def count_parameters(optimizer: Any, network: Any) -> tuple[int, str]:
+    """The model's parameter count for FLOPs: the parameters the optimizer updates, each once; without an
+    optimizer, the network's trainable parameters minus those that optimizer cells own (Adam's moments,
+    ``global_step``) and the train cell's own (``scale_sense``). A pre-built train cell's
+    ``trainable_params()`` hold all of those: 3x the model for Adam."""
+    if optimizer is not None:
+        params = getattr(optimizer, "_parameters", None) or getattr(optimizer, "parameters", None)
+        if params is not None:
+            seen: dict[int, Any] = {id(p): p for p in params}
+            if seen:
+                return int(sum(p.size for p in seen.values())), "parameters the optimizer updates"
+    if network is None:
+        return 0, "none"
+    model = network
+    inner = getattr(network, "network", None)  # TrainOneStepCell(WithLossCell(net), opt).network
+    if isinstance(inner, nn.Cell) and isinstance(getattr(network, "optimizer", None), nn.Optimizer):
+        model = inner
+    owned: set[int] = set()  # what optimizer cells hold beside the parameters they update: their state
+    for _, c in network.cells_and_names():
+        if isinstance(c, nn.Optimizer):
+            updated = {id(p) for p in (getattr(c, "_parameters", None) or ())}
+            owned |= {id(p) for p in c.get_parameters()} - updated
+    if model is not network:
+        # the train cell's own, beside the model's (scale_sense)
+        owned |= {id(p) for p in network.get_parameters(expand=False)} - {id(p) for p in model.get_parameters()}
+    params = {id(p): p for p in model.trainable_params() if id(p) not in owned}
+    return int(sum(p.size for p in params.values())), "trainable parameters of the network (optimizer state left out)"
+
+
+def _report_failure(run_dir: Any, options: dict[str, Any], e: BaseException) -> None:
+    """The writer could not be made: say so in the rank's events file where we can, so readers show
+    "writer failed: ..." instead of a run that never starts (never raises itself)."""
+    import json
+    import os
+
+    from .metrics import _resolve_rank
+    from .schema import events_name
+
+    try:
+        try:
+            rank = _resolve_rank(options.get("rank"), options.get("world_size"))[0]
+        except Exception:  # noqa: BLE001
+            rank = 0
+        path = os.path.join(os.fspath(run_dir), events_name(max(0, int(rank))))
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        line = json.dumps({"time": time.time(), "kind": "writer_error", "message": f"{type(e).__name__}: {e}",
+                           "session": None, "step": None}) + "\n"
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK, 0o644)
+        try:
+            if os.path.isfile(path):
+                os.write(fd, line.encode())
+        finally:
+            os.close(fd)
+    except Exception as err:  # noqa: BLE001
+        log.warning("mstop_writer: could not record the writer's failure: %s", err)

@@ -6,6 +6,7 @@ Standard library only. MindSpore is used when the job has already imported it
 
 from __future__ import annotations
 
+import inspect
 import json
 import logging
 import math
@@ -85,14 +86,51 @@ def _check_name(name: str) -> str:
     return name
 
 
+def _number(name: str, v: Any) -> float:
+    """``v`` as a finite-or-not float: numbers, numpy scalars and numeric strings (PyYAML reads ``1.0e12``
+    as a string) are taken; anything else is a ``ValueError`` naming the option."""
+    if isinstance(v, bool):
+        raise ValueError(f"{name} must be a number, got {v!r}")
+    if isinstance(v, str):
+        try:
+            return float(v.strip().replace("_", ""))
+        except ValueError:
+            raise ValueError(f"{name} must be a number, got the text {v!r}") from None
+    try:
+        return float(v)
+    except (TypeError, ValueError, OverflowError):
+        raise ValueError(f"{name} must be a number, got {v!r}") from None
+
+
 def _positive(name: str, v: Any, *, integer: bool = False, allow_zero: bool = False) -> Any:
+    """A checked option value (None stays None): a positive number, or a whole one for counts.
+
+    A count given as an integral float (``n_params=540.35e9``, ``7e9``) is taken as that whole number."""
     if v is None:
         return None
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or (integer and not isinstance(v, int)):
-        raise ValueError(f"{name} must be a {'whole ' if integer else ''}number, got {v!r}")
-    if not math.isfinite(v) or v < 0 or (v == 0 and not allow_zero):
+    f = _number(name, v)
+    if not math.isfinite(f) or f < 0 or (f == 0 and not allow_zero):
         raise ValueError(f"{name} must be {'zero or more' if allow_zero else 'positive'}, got {v!r}")
-    return v
+    if integer:
+        if f != int(f):
+            raise ValueError(f"{name} must be a whole number, got {v!r}")
+        if isinstance(v, int):
+            return v
+        return int(f)
+    return v if isinstance(v, (int, float)) and not isinstance(v, bool) else f
+
+
+def check_keywords(owner: str, given: Iterable[str], valid: Iterable[str]) -> None:
+    """Raise ``TypeError`` for a keyword that is not an option, naming the nearest valid one: a misspelled
+    option must stop the job before training, not leave it running with no metrics."""
+    import difflib
+
+    valid = sorted(valid)
+    for name in given:
+        if name not in valid:
+            near = difflib.get_close_matches(name, valid, n=1, cutoff=0.6)
+            hint = f"; did you mean {near[0]!r}?" if near else f"; valid options: {', '.join(valid)}"
+            raise TypeError(f"{owner}() got an unexpected keyword argument {name!r}{hint}")
 
 
 def _mindspore() -> Any:
@@ -173,41 +211,39 @@ def _git_commit(start: str) -> str | None:
     return None
 
 
-def validate_options(
-    *,
-    tokens_per_step: Any = None,
-    samples_per_step: Any = None,
-    flops_per_token: Any = None,
-    peak_flops: Any = None,
-    n_params: Any = None,
-    n_layers: Any = None,
-    n_heads: Any = None,
-    head_dim: Any = None,
-    seq_len: Any = None,
-    total_steps: Any = None,
-    heartbeat_interval: Any = HEARTBEAT_INTERVAL,
-    memory_interval: Any = 1.0,
-    step_offset: Any = 0,
-    extra_columns: Iterable[str] = (),
-    **_others: Any,
-) -> None:
-    """Raise ``ValueError`` for options that cannot describe a training job (before it starts)."""
-    _positive("tokens_per_step", tokens_per_step, allow_zero=True)
-    _positive("samples_per_step", samples_per_step, allow_zero=True)
-    _positive("flops_per_token", flops_per_token)
-    _positive("peak_flops", peak_flops)
-    for name, v in (("n_params", n_params), ("n_layers", n_layers), ("n_heads", n_heads),
-                    ("head_dim", head_dim), ("seq_len", seq_len), ("total_steps", total_steps)):
-        _positive(name, v, integer=True)
-    _positive("heartbeat_interval", heartbeat_interval)
-    _positive("memory_interval", memory_interval, allow_zero=True)
-    if isinstance(step_offset, bool) or not isinstance(step_offset, int) or step_offset < 0:
-        raise ValueError(f"step_offset must be a whole number >= 0, got {step_offset!r}")
-    if isinstance(extra_columns, str):
-        raise ValueError(f"extra_columns must be a list of names, got the string {extra_columns!r}")
-    extras = [_check_name(c) for c in extra_columns]
-    if len(set(extras)) != len(extras):
-        raise ValueError(f"extra_columns has duplicates: {extras}")
+#: Options that are counts (whole numbers) and amounts (numbers) of :class:`MetricsWriter`.
+_COUNTS = ("n_params", "n_layers", "n_heads", "head_dim", "seq_len", "total_steps")
+_AMOUNTS = {"tokens_per_step": True, "samples_per_step": True, "flops_per_token": False, "peak_flops": False,
+            "heartbeat_interval": False, "memory_interval": True}  # name -> zero allowed
+
+
+def validate_options(**options: Any) -> dict[str, Any]:
+    """The options with numbers normalised (numeric strings and integral floats taken), or ``ValueError``
+    for options that cannot describe a training job (before it starts). Unknown names pass through."""
+    out = dict(options)
+    for name, zero in _AMOUNTS.items():
+        if name in out:
+            out[name] = _positive(name, out[name], allow_zero=zero)
+    for name in _COUNTS:
+        if name in out:
+            out[name] = _positive(name, out[name], integer=True)
+    for name in ("rank", "world_size"):
+        if out.get(name) is not None:
+            out[name] = _positive(name, out[name], integer=True, allow_zero=name == "rank")
+    if "step_offset" in out:
+        v = _positive("step_offset", out["step_offset"], integer=True, allow_zero=True)
+        out["step_offset"] = 0 if v is None else v
+    extra = out.get("extra_columns", ())
+    if isinstance(extra, str):
+        raise ValueError(f"extra_columns must be a list of names, got the string {extra!r}")
+    if extra:
+        extras = [_check_name(c) for c in extra]
+        if len(set(extras)) != len(extras):
+            raise ValueError(f"extra_columns has duplicates: {extras}")
+    for name in ("run_name", "note", "device", "parallel_mode"):
+        if out.get(name) is not None and not isinstance(out[name], str):
+            out[name] = str(out[name])
+    return out
 
 
 class MetricsWriter:
@@ -219,8 +255,18 @@ class MetricsWriter:
     ``ValueError`` at construction, before training starts.
 
     ``clock`` gives the unix time written in ``time`` columns (injectable for
-    tests); durations always come from ``time.perf_counter``.
+    tests); durations always come from ``time.perf_counter``. ``detected_from``
+    names, for options the caller filled in itself (``MstopCallback``), where
+    each came from; the ``start`` event records it.
+
+    Options are checked here: a misspelled keyword is a ``TypeError`` naming the
+    nearest option; numbers may be given as numeric strings (YAML reads ``1.0e12``
+    as one) and counts as integral floats (``7e9``).
     """
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> MetricsWriter:
+        check_keywords(cls.__name__, kwargs, WRITER_OPTIONS)
+        return super().__new__(cls)
 
     def __init__(
         self,
@@ -247,12 +293,22 @@ class MetricsWriter:
         heartbeat_interval: float = HEARTBEAT_INTERVAL,
         memory_interval: float = 1.0,
         clock: Callable[[], float] = time.time,
+        detected_from: Mapping[str, str] | None = None,
     ) -> None:
-        validate_options(
+        o = validate_options(
             tokens_per_step=tokens_per_step, samples_per_step=samples_per_step, flops_per_token=flops_per_token,
             peak_flops=peak_flops, n_params=n_params, n_layers=n_layers, n_heads=n_heads, head_dim=head_dim,
             seq_len=seq_len, total_steps=total_steps, heartbeat_interval=heartbeat_interval,
-            memory_interval=memory_interval, step_offset=step_offset, extra_columns=extra_columns)
+            memory_interval=memory_interval, step_offset=step_offset, extra_columns=extra_columns, rank=rank,
+            world_size=world_size, run_name=run_name, note=note, device=device, parallel_mode=parallel_mode)
+        tokens_per_step, samples_per_step, flops_per_token = o["tokens_per_step"], o["samples_per_step"], \
+            o["flops_per_token"]
+        n_params, n_layers, n_heads, head_dim, seq_len = (o[k] for k in ("n_params", "n_layers", "n_heads",
+                                                                          "head_dim", "seq_len"))
+        peak_flops, total_steps, step_offset = o["peak_flops"], o["total_steps"], o["step_offset"]
+        heartbeat_interval, memory_interval = o["heartbeat_interval"], o["memory_interval"]
+        rank, world_size, run_name, note = o["rank"], o["world_size"], o["run_name"], o["note"]
+        device, parallel_mode = o["device"], o["parallel_mode"]
         self.rank, self.world_size, rank_source = _resolve_rank(rank, world_size)
         if self.rank < 0 or self.world_size < 1 or self.rank >= self.world_size:
             raise ValueError(f"rank {self.rank} is not in a world of {self.world_size}")
@@ -269,6 +325,9 @@ class MetricsWriter:
         self._closed = False
         self._last_step: int | None = None
         self._ended_at = -1
+        self._rejected = 0  # rows refused for bad input since the last dropped event
+        self._told: set[str] = set()  # writer_error kinds already written
+        self._next_report = 0.0
 
         fpt, fpt_source = (flops_per_token, "given") if flops_per_token else _flops_formula(
             n_params=n_params, n_layers=n_layers, n_heads=n_heads, head_dim=head_dim, seq_len=seq_len)
@@ -282,7 +341,8 @@ class MetricsWriter:
             peak = lookup_peak(self.device)
             self.peak_flops, peak_source = (peak.flops, peak.source) if peak else (None, None)
             if peak is None and device is not None and device.upper() != "CPU":
-                self._warn(f"unknown device {device!r}: no MFU is written; pass peak_flops=FLOP/s of one device")
+                self._warn(f"unknown device {device!r}: no MFU is written; pass peak_flops=FLOP/s of one device",
+                           key="device")
         self._mfu_scale = (fpt / (self.world_size * self.peak_flops)) if fpt and self.peak_flops else None
 
         self._mem_device = self._target in ("Ascend", "GPU")
@@ -319,6 +379,9 @@ class MetricsWriter:
             flops_per_token=fpt,
             flops_per_token_source=fpt_source,
             n_params=n_params,
+            n_params_source=(detected_from or {}).get("n_params", "given" if n_params is not None else None),
+            detected=dict(detected_from or {}),
+            heartbeat_interval=heartbeat_interval,
             tokens_per_step=tokens_per_step,
             samples_per_step=samples_per_step,
             memory_source="device" if self._mem_device else "host",
@@ -371,10 +434,19 @@ class MetricsWriter:
             if step_time is None:
                 step_time = now - self._t_prev
             self._t_prev = now
-            self._row(step + self.step_offset, epoch, loss, lr, grad_norm, step_time, data_wait, queue_depth,
+            self._row(_step(step) + self.step_offset, epoch, loss, lr, grad_norm, step_time, data_wait, queue_depth,
                       tokens, samples, overflow, loss_scale, extra)
         except Exception as e:  # noqa: BLE001 - the job must never die of its monitor
-            self._warn(f"row for step {step} not written: {type(e).__name__}: {e}")
+            self.reject(f"row for step {step!r} not written: {type(e).__name__}: {e}", type(e).__name__)
+
+    def reject(self, message: str, kind: str = "row") -> None:
+        """Count a row that could not be built (bad input) as dropped, and warn once per kind: the
+        ``dropped`` event tells readers, so no row vanishes unseen."""
+        self._warn(message, key=f"rejected:{kind}")
+        with self._lock:
+            self._rejected += 1
+            self._report_dropped(soon=True)
+        self._error_event(message, kind=f"rejected:{kind}")
 
     def checkpoint(self, step: int, path: str | os.PathLike[str]) -> None:
         """Record that a checkpoint of step ``step`` (plus ``step_offset``) was saved at ``path``."""
@@ -390,7 +462,15 @@ class MetricsWriter:
                 if self._events.write(line):
                     self._report_dropped()
         except Exception as e:  # noqa: BLE001
-            self._warn(f"event {kind!r} not written: {type(e).__name__}: {e}")
+            self._warn(f"event {kind!r} not written: {type(e).__name__}: {e}", key=f"event:{type(e).__name__}")
+
+    def _error_event(self, message: str, kind: str) -> None:
+        """Say in the run directory, once per kind, that the writer failed at something (readers show
+        "writer failed: ..." instead of a run that seems not to have started)."""
+        if kind in self._told:
+            return
+        self._told.add(kind)
+        self.event("writer_error", message=message, session=self.session, step=self._last_step)
 
     def close(self, *, clean: bool = True) -> None:
         """Stop the heartbeat, write an ``end`` event (when ``clean``) and close the files."""
@@ -403,6 +483,7 @@ class MetricsWriter:
         if clean:
             self.end()
         with self._lock:
+            self._report_dropped()
             self._csv.close()
             self._events.close()
 
@@ -417,7 +498,7 @@ class MetricsWriter:
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         if exc_type is not None:
-            self.event("abort", step=self._last_step, error=f"{exc_type.__name__}: {exc}")
+            self.event("abort", step=self._last_step, error=f"{exc_type.__name__}: {exc}", session=self.session)
         self.close(clean=exc_type is None)
 
     @property
@@ -457,26 +538,36 @@ class MetricsWriter:
             cells.append(self.session)
             if self._extra:
                 cells += [_cell(extra.get(k)) for k in self._extra]
-            if csv.append((",".join(cells) + "\n").encode()) and (csv.dropped or self._events.dropped):
-                self._report_dropped()
+            written = csv.append((",".join(cells) + "\n").encode())
+            if written:
+                self._row_count += 1  # rows that reached the file: the end event's count
+                if csv.dropped or self._events.dropped or self._rejected:
+                    self._report_dropped()
         if extra:
             for k in extra.keys() - self._extra_set:
                 self._warn(f"column {k!r} was not declared in extra_columns nor in the first log(): dropped",
                            key=f"column:{k}")
         self._last_step = step
-        self._row_count += 1
 
-    def _report_dropped(self) -> None:
-        """After a successful write, tell readers how many lines were lost before it (caller holds the lock)."""
-        rows, events = self._csv.dropped, self._events.dropped
-        if not rows and not events:
+    def _report_dropped(self, soon: bool = False) -> None:
+        """Tell readers how many lines were lost (I/O errors) or refused (bad input) since the last report
+        (caller holds the lock). ``soon``: at most once a second (a job rejecting every row must not write
+        an event per row); heartbeats and close report the rest."""
+        rows, events, rejected = self._csv.dropped, self._events.dropped, self._rejected
+        if not rows and not events and not rejected:
             return
-        line = json.dumps({"time": self._clock(), "kind": "dropped", "rows": rows, "events": events,
-                           "session": self.session}) + "\n"
+        now = time.monotonic()
+        if soon and now < self._next_report:
+            return
+        self._next_report = now + 1.0
+        line = json.dumps({"time": self._clock(), "kind": "dropped", "rows": rows + rejected, "events": events,
+                           "rejected": rejected, "session": self.session}) + "\n"
         if self._events.write(line.encode()):
             self._csv.take_dropped()
             self._events.take_dropped()
-            log.info("mstop_writer: writing works again; %d rows and %d events were lost", rows, events)
+            self._rejected = 0
+            if rows or events:
+                log.info("mstop_writer: writing works again; %d rows and %d events were lost", rows, events)
 
     def _csv_opened(self, header: bytes | None) -> bytes:
         """Decide the columns of ``rank<R>.csv`` when it is (re)opened; return the header to write, if any."""
@@ -491,7 +582,7 @@ class MetricsWriter:
         missing = [c for c in self._extra if c not in theirs]
         if missing:
             self._warn(f"{self.csv_path} was started with extra columns {theirs[len(COLUMNS):]}: "
-                       f"the file keeps them; {missing} are not written")
+                       f"the file keeps them; {missing} are not written", key="columns")
         self._extra = theirs[len(COLUMNS):]
         self._extra_set = frozenset(self._extra)
         return b""
@@ -536,11 +627,29 @@ class MetricsWriter:
     def _heartbeat(self, interval: float) -> None:
         while not self._hb_stop.wait(interval):
             self.event("heartbeat", step=self._last_step, session=self.session)
+            with self._lock:
+                self._report_dropped()
 
-    def _warn(self, message: str, key: str = "io") -> None:
+    def _warn(self, message: str, key: str) -> None:
         """Log ``message`` as a warning the first time ``key`` is seen, at debug level after."""
         if key in self._warned:
             log.debug("mstop_writer: %s", message)
             return
         self._warned.add(key)
         log.warning("mstop_writer: %s (training continues; further such messages at debug level)", message)
+
+
+#: The keyword options of :class:`MetricsWriter` (``MstopCallback`` takes the same ones).
+WRITER_OPTIONS = frozenset(inspect.signature(MetricsWriter.__init__).parameters) - {"self", "run_dir"}
+
+
+def _step(step: Any) -> int:
+    """A step as a whole number: ints, integral floats, numpy and 0-d MindSpore values; anything else raises."""
+    if isinstance(step, bool):
+        raise TypeError(f"step must be a whole number, got {step!r}")
+    if isinstance(step, int):
+        return step
+    f = float(step)  # TypeError/ValueError for text such as "abc"
+    if not f.is_integer():
+        raise ValueError(f"step must be a whole number, got {step!r}")
+    return int(f)

@@ -69,6 +69,7 @@ EVENT_KINDS: tuple[str, ...] = (
     "dropped",
     "end",
     "abort",
+    "writer_error",
 )
 
 #: Seconds between two ``heartbeat`` events of a live process.
