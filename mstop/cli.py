@@ -132,10 +132,11 @@ def cmd_monitor(argv: list[str]) -> int:
     rules = _rules(args, args.source)
     if rules is None:
         return 2
-    MonitorApp(args.source, poll=args.poll, peak_tflops=args.peak_tflops, ssh_options=_ssh_options(args),
-               connect_timeout=args.connect_timeout, rules=rules, bell=args.bell, on_alert=args.on_alert,
-               baseline=args.baseline).run()
-    return 0
+    app = MonitorApp(args.source, poll=args.poll, peak_tflops=args.peak_tflops, ssh_options=_ssh_options(args),
+                     connect_timeout=args.connect_timeout, rules=rules, bell=args.bell, on_alert=args.on_alert,
+                     baseline=args.baseline)
+    app.run()
+    return app.return_code or 0  # Textual printed the traceback of a crash: it is never a success
 
 
 def cmd_demo(args: argparse.Namespace) -> int:

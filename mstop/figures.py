@@ -33,6 +33,10 @@ from .store import FLOAT_INDEX, RankData, Store
 WINDOW = 20
 EMA_WEIGHT = 0.9
 STALL_MIN_S = 60.0
+#: the writer's default seconds between heartbeats (a start event may say otherwise)
+HEARTBEAT_S = 30.0
+#: rows whose times lie further ahead of this machine's clock than this cannot be trusted for ages
+FUTURE_S = 60.0
 
 
 @dataclass
@@ -45,6 +49,14 @@ class Options:
     #: live following: "stalled" and ages use when rows *arrived* (our own clock), so hosts whose clocks
     #: are minutes apart raise no false alarm; a one-shot summary can only use the rows' own times
     arrival_clock: Callable[[], float] | None = None
+    #: a job is dead when no rank showed a sign of life for this many heartbeat intervals (the rules' dead_after)
+    dead_after: float = 3.0
+    #: seconds between heartbeats when no start event says (the writer's default)
+    heartbeat_s: float = HEARTBEAT_S
+
+    def local_now(self) -> float:
+        """This machine's clock (for file times and arrival times, never the hosts' clocks)."""
+        return (self.arrival_clock or time.time)()
 
 
 @dataclass
@@ -194,10 +206,11 @@ def headrooms(store: Store) -> dict[str, float]:
 
 def rank_memory(w: Window) -> list[tuple[int, str | None, float, float]]:
     """(rank, host when its memory is host RAM else None, peak, total) of each rank with both in the window."""
-    peak = w.cols["mem_peak"]
+    # a cell that says inf is no memory reading (a headroom of -inf would be nonsense on every screen)
+    peak = np.where(np.isfinite(w.cols["mem_peak"]), w.cols["mem_peak"], np.nan)
     has_peak = ~np.isnan(peak).all(axis=1)
     peaks = np.where(has_peak, np.nanmax(np.where(np.isnan(peak), -np.inf, peak), axis=1), np.nan)
-    total = w.cols["mem_total"]
+    total = np.where(np.isfinite(w.cols["mem_total"]), w.cols["mem_total"], np.nan)
     last = np.where(np.isnan(total), -1, np.arange(total.shape[1])).max(axis=1) if total.size else \
         np.full(len(w.ranks), -1)
     totals = np.where(last >= 0, total[np.arange(len(w.ranks)), np.maximum(last, 0)], np.nan)
@@ -332,30 +345,122 @@ def stall_after(store: Store) -> float:
     return max(STALL_MIN_S, 10 * med_step, 3 * med_int)
 
 
+STATUSES = ("waiting", "starting", "running", "stalled", "dead", "failed", "finished")
+
+
 def status(store: Store, opts: Options) -> str:
     """``waiting`` (no rank files), ``starting`` (started, no rows yet), ``running``,
-    ``stalled`` (no new row for longer than :func:`stall_after`), ``finished``
-    (every rank's last session ended after its last row)."""
+    ``stalled`` (no new row for longer than :func:`stall_after`, but alive or unknown), ``dead`` (no rank
+    showed a sign of life for :func:`dead_after` although heartbeats were seen: killed, not hung),
+    ``failed`` (an ``abort`` event ends a rank's last session), ``finished`` (every rank's last session
+    ended after its last row)."""
     if not store.ranks:
         return "waiting"
     with_rows = [d for d in store.ranks.values() if d.rows]
+    if any(_aborted(d) for d in store.ranks.values()):
+        return "failed"
     if not with_rows:
         return "starting" if any(d.starts for d in store.ranks.values()) else "waiting"
     if all(_finished(d) for d in store.ranks.values() if d.rows or d.starts):
         return "finished"
     if all(_restarting(d) for d in with_rows):
         return "starting"
+    if heartbeats_seen(store) and seconds_since_life(store, opts) > dead_after(store, opts):
+        return "dead"
     if seconds_since_last_row(store, opts) > stall_after(store):
         return "stalled"
     return "running"
 
 
+def heartbeats_seen(store: Store) -> bool:
+    """Whether any rank wrote heartbeats (only then can a dead job be told from a hung one)."""
+    return any(d.last_heartbeat is not None for d in store.ranks.values())
+
+
+def heartbeat_interval(store: Store, opts: Options) -> float:
+    """Seconds between heartbeats: the longest a start event gives, else ``opts.heartbeat_s``."""
+    given = [float(d.last_start["heartbeat_interval"]) for d in store.ranks.values()
+             if d.last_start and isinstance(d.last_start.get("heartbeat_interval"), (int, float))
+             and d.last_start["heartbeat_interval"] > 0]
+    return max(given, default=opts.heartbeat_s)
+
+
+def dead_after(store: Store, opts: Options) -> float:
+    """Seconds without any sign of life after which a rank (or the whole job) is dead."""
+    return opts.dead_after * heartbeat_interval(store, opts)
+
+
+def last_life(d: RankData) -> float | None:
+    """The rank's last sign of life on its own clock: a heartbeat, any event, or a row."""
+    times = [t for t in (d.last_heartbeat, d.last_event_time) if t is not None]
+    if d.rows:
+        times.append(float(d.exact.view()[-1, 0]))
+    return max(times) if times else None
+
+
+def seconds_since_life(store: Store, opts: Options) -> float:
+    """Age of the newest sign of life of any rank (arrival on our clock while following live)."""
+    if opts.arrival_clock is not None and store.life_arrival is not None:
+        return opts.arrival_clock() - store.life_arrival
+    lives = [t for t in (last_life(d) for d in store.ranks.values()) if t is not None]
+    if not lives:
+        return 0.0
+    age = opts.clock() - max(lives)
+    if age < -FUTURE_S and store.mtime is not None:  # times from the future: the files' own times tell
+        return opts.local_now() - store.mtime
+    return age
+
+
 def seconds_since_last_row(store: Store, opts: Options) -> float:
-    """Age of the newest row: by its arrival on our clock when following live, else by its time column."""
+    """Age of the newest row: by its arrival on our clock when following live, else by its time column
+    (or by the files' modification times when the rows' times lie in the future: a host clock set wrong)."""
     if opts.arrival_clock is not None and store.arrival is not None:
         return opts.arrival_clock() - store.arrival
     last = last_row_time(store)
-    return opts.clock() - last if last is not None else 0.0
+    if last is None:
+        return 0.0
+    age = opts.clock() - last
+    if age < -FUTURE_S and store.mtime is not None:
+        return opts.local_now() - store.mtime
+    return age
+
+
+def future_skew(store: Store, opts: Options) -> float | None:
+    """How far the newest row's time lies ahead of the clock, when more than FUTURE_S (else None)."""
+    last = last_row_time(store)
+    if last is None:
+        return None
+    ahead = last - opts.clock()
+    return ahead if ahead > FUTURE_S else None
+
+
+def _aborted(d: RankData) -> bool:
+    """An ``abort`` event ends the rank's last session (no start after it)."""
+    if not d.aborts:
+        return False
+    s = _last_session(d)
+    for a in d.aborts:
+        if a.get("session") is not None:
+            if str(a["session"]) == s:
+                return True
+        elif d.last_start is None or float(a["time"]) >= float(d.last_start.get("time", 0.0)):
+            return True  # an older writer's abort carries no session: the last start before it
+    return False
+
+
+def writer_errors(store: Store) -> list[str]:
+    """What the writers said they failed at (first of each message, oldest first)."""
+    seen: dict[str, float] = {}
+    for r in sorted(store.ranks):
+        for e in store.ranks[r].writer_errors:
+            msg = str(e.get("message"))
+            seen.setdefault(f"rank {r}: {msg}" if len(store.ranks) > 1 else msg, float(e["time"]))
+    return sorted(seen, key=seen.get)
+
+
+def dropped_rows(store: Store) -> int:
+    """Rows the writers reported as lost (I/O errors) or refused (bad input), all ranks."""
+    return sum(d.dropped for d in store.ranks.values())
 
 
 def clock_spread(store: Store) -> float | None:

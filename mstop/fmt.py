@@ -21,10 +21,14 @@ def num(v: float | None, digits: int = 4) -> str:
 
 
 def pct(v: float | None) -> str:
+    if v is not None and math.isinf(v):
+        return num(v) + " %"
     return NA if v is None or math.isnan(v) else f"{100 * v:.1f} %"
 
 
 def gib(v: float | None) -> str:
+    if v is not None and math.isinf(v):
+        return num(v) + " GiB"
     return NA if v is None or math.isnan(v) else f"{v / 2**30:,.1f} GiB"
 
 
@@ -32,6 +36,8 @@ def duration(seconds: float | None) -> str:
     """``42 s``, ``3 m 05 s``, ``2 h 07 m``, ``3 d 04 h``."""
     if seconds is None or math.isnan(seconds):
         return NA
+    if math.isinf(seconds):
+        return "forever" if seconds > 0 else "0 s"
     s = max(0, int(round(seconds)))
     if s < 60:
         return f"{s} s"
@@ -45,6 +51,8 @@ def duration(seconds: float | None) -> str:
 def ms(seconds: float | None) -> str:
     if seconds is None or math.isnan(seconds):
         return NA
+    if math.isinf(seconds):
+        return num(seconds)
     return f"{seconds * 1e3:,.1f} ms" if seconds < 1 else f"{seconds:,.2f} s"
 
 
@@ -52,6 +60,8 @@ def si(v: float | None) -> str:
     """12.3 k, 4.5 M, 1.2 G."""
     if v is None or math.isnan(v):
         return NA
+    if math.isinf(v):
+        return num(v)
     for unit, scale in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
         if abs(v) >= scale:
             return f"{v / scale:,.1f} {unit}"
@@ -60,7 +70,7 @@ def si(v: float | None) -> str:
 
 def bar(fraction: float | None, width: int = 20) -> str:
     """A text bar that reads without colour: ``[#######.............]``."""
-    if fraction is None or math.isnan(fraction):
+    if fraction is None or not math.isfinite(fraction):
         return "[" + "?" * width + "]"
     k = max(0, min(width, round(fraction * width)))
     return "[" + "#" * k + "." * (width - k) + "]"

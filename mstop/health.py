@@ -14,17 +14,21 @@ from __future__ import annotations
 import math
 import os
 import warnings
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 import numpy as np
 
-from . import figures
+from . import figures, fmt
 from .figures import Options
 from .store import RankData, Store
 
 KINDS = ("nan_loss", "loss_spike", "grad_spike", "overflow", "oom_risk", "data_starvation", "throughput_drop",
-         "stalled", "no_checkpoint", "straggler", "dead_rank", "lagging_rank")
+         "stalled", "no_checkpoint", "straggler", "dead_rank", "lagging_rank", "job_dead", "job_failed")
+#: what a run's history shows: still true of a run that ended (finished, dead or failed)
+HISTORY_KINDS = ("nan_loss", "loss_spike", "grad_spike", "overflow")
+#: statuses of a run that is no longer running: only its history's alerts (and job_dead/job_failed) hold
+ENDED = ("finished", "dead", "failed")
 
 
 @dataclass
@@ -49,6 +53,12 @@ class Rules:
     heartbeat_s: float = 30.0  # the writer's heartbeat interval
     dead_after: float = 3.0  # a rank is dead after this many heartbeat intervals without a sign of life
     lag_steps: int = 10  # a lagging rank: its latest step this many steps behind the median
+
+    def options(self, opts: Options) -> Options:
+        """``opts`` with this rule set's liveness settings, so the status and the rules judge death alike."""
+        if (opts.dead_after, opts.heartbeat_s) == (self.dead_after, self.heartbeat_s):
+            return opts
+        return replace(opts, dead_after=self.dead_after, heartbeat_s=self.heartbeat_s)
 
     @classmethod
     def load(cls, run_dirs: list[str] = (), overrides: dict[str, Any] | None = None) -> Rules:
@@ -101,15 +111,18 @@ class Health:
     _sticky: dict[tuple[str, int | None], Alert] = field(default_factory=dict)
 
     def alerts(self, store: Store, opts: Options) -> list[Alert]:
+        opts = self.rules.options(opts)
         now = opts.clock()
         current = evaluate(store, self.rules, opts)
+        ended = figures.status(store, opts) in ENDED
         for a in current:
             self._last[(a.kind, a.rank)] = (now, a)
             if a.kind == "nan_loss":
                 self._sticky.setdefault((a.kind, a.rank), a)
         out = {k: a for k, a in self._sticky.items()}
         for key, (t, a) in self._last.items():
-            if now - t <= self.rules.hold_s:
+            # a run that ended is no longer starving or lagging: only held alerts of its history stay
+            if now - t <= self.rules.hold_s and (not ended or a.kind in HISTORY_KINDS):
                 out.setdefault(key, a)
         for a in current:
             out[(a.kind, a.rank)] = a
@@ -118,6 +131,7 @@ class Health:
 
 def evaluate(store: Store, rules: Rules, opts: Options) -> list[Alert]:
     """Alerts whose condition holds now (no memory: see :class:`Health` for the hold time)."""
+    opts = rules.options(opts)
     with store.lock:
         out: list[Alert] = []
         out += _nan_loss(store)
@@ -127,9 +141,17 @@ def evaluate(store: Store, rules: Rules, opts: Options) -> list[Alert]:
             out += _spike(d, "grad_norm", "grad_spike", rules)
             out += _overflow(d, rules)
         status = figures.status(store, opts)
-        if status == "finished":
-            # a job that ended cleanly is not starving, slowing down or dying: only what its
-            # history shows (NaN, spikes, overflows) is still worth an alert
+        if status in ENDED:
+            # a job that ended is not starving, slowing down or dying: only what its history shows
+            # (NaN, spikes, overflows) is still worth an alert, and how it ended when that was not cleanly
+            if status == "dead":
+                out.append(Alert("job_dead", None, figures.step(store),
+                                 f"no rank shows a sign of life for "
+                                 f"{fmt.duration(figures.seconds_since_life(store, opts))} (dead after "
+                                 f"{fmt.duration(figures.dead_after(store, opts))}): the job was killed or its "
+                                 "hosts are gone"))
+            elif status == "failed":
+                out.append(Alert("job_failed", None, figures.step(store), _failure(store)))
             return sorted(out, key=_order)
         if d is not None:
             out += _throughput_drop(store, d, rules)
@@ -144,11 +166,25 @@ def evaluate(store: Store, rules: Rules, opts: Options) -> list[Alert]:
             hint = ""
             if alive and not dead and basis == "heartbeats":
                 hint = "; all ranks alive: likely waiting in a collective"
+            elif basis == "rows":
+                hint = "; no heartbeats to tell dead from hung"
             out.append(Alert("stalled", None, figures.step(store),
                              f"no new row for {age:.0f} s (limit {figures.stall_after(store):.0f} s){hint}"))
         if status in ("running", "stalled"):
             out += _no_checkpoint(store, rules, opts)
         return sorted(out, key=_order)
+
+
+def _failure(store: Store) -> str:
+    """What ended the failed job: the first rank's abort (its error)."""
+    for r in sorted(store.ranks):
+        d = store.ranks[r]
+        if figures._aborted(d):
+            a = d.aborts[-1]
+            step = a.get("step")
+            where = f" at step {int(step)}" if isinstance(step, (int, float)) else ""
+            return f"rank {r} aborted{where}: {a.get('error') or 'no error given'}"
+    return "a rank aborted"
 
 
 def _order(a: Alert) -> tuple:
@@ -328,21 +364,18 @@ def _stragglers(store: Store, rules: Rules) -> list[Alert]:
 def _liveness(store: Store, rules: Rules, opts: Options) -> tuple[list[int], list[Alert], str]:
     """(ranks alive, dead_rank alerts, what was judged): a rank whose last sign of life (heartbeat, event or
     row) is older than ``dead_after`` heartbeat intervals while another rank's is recent is dead."""
-    limit = rules.dead_after * rules.heartbeat_s
+    limit = figures.dead_after(store, opts)
     now = opts.clock()
-    beats = any(d.last_heartbeat is not None for d in store.ranks.values())
-    basis = "heartbeats" if beats else "rows"
+    basis = "heartbeats" if figures.heartbeats_seen(store) else "rows"
     life: dict[int, float] = {}
     for r, d in store.ranks.items():
         if d.ends and d.last_start and str(d.last_start.get("session")) in d.ends:
             continue  # finished cleanly: not dead
         if basis == "rows" and not d.rows:
             continue  # without heartbeats a rank that never wrote a row cannot be judged
-        times = [t for t in (d.last_heartbeat, d.last_event_time) if t is not None]
-        if d.rows:
-            times.append(float(d.exact.view()[-1, 0]))
-        if times:
-            life[r] = max(times)
+        t = figures.last_life(d)
+        if t is not None:
+            life[r] = t
     alive = [r for r, t in life.items() if now - t <= limit]
     if not alive:
         return [], [], basis  # nobody is alive: a stalled or finished job, not dead ranks

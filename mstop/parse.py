@@ -21,6 +21,8 @@ import numpy as np
 
 from mstop_writer.schema import COLUMNS
 
+from .safe import MAX_ITEMS, clean, clean_value
+
 #: Numeric base columns kept by the store (``session`` is kept as an index).
 NUMERIC = tuple(c for c in COLUMNS if c != "session")
 #: ``time`` and ``step`` come first and are kept in float64; the rest in float32.
@@ -30,6 +32,13 @@ assert NUMERIC[:N_EXACT] == ("time", "step")
 WATCH_NONFINITE = ("loss", "grad_norm")
 #: Chunks with at least this many lines are parsed with pandas.
 PANDAS_MIN_LINES = 2000
+#: Bytes a chunk may hold to go through pandas: printable ASCII without quotes, and newlines. Anything else
+#: (quotes, NUL, control bytes, UTF-8 text) goes line by line through the careful path, which reads it the
+#: way the csv module reads one line.
+_PANDAS_SAFE = bytes(range(0x20, 0x7F)).replace(b'"', b"") + b"\n"
+
+# A well-formed row may hold long text cells (a note, a path): the csv module's 128 KiB default would raise.
+csv.field_size_limit(2**31 - 1)
 
 
 @dataclass
@@ -91,16 +100,23 @@ class CsvParser:
         self._index = {}
 
     def parse(self, blob: bytes) -> Rows:
-        """Parse complete lines, each ending with a newline (a :class:`~mstop.tail.Chunk`'s ``blob``)."""
+        """Parse complete lines (a :class:`~mstop.tail.Chunk`'s ``blob``). A line ends with LF, CRLF or a
+        lone CR. Every line is a row or one counted bad row, and no line changes how the next is read
+        (quoting never spans lines)."""
+        if b"\r" in blob:
+            blob = blob.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        if blob and not blob.endswith(b"\n"):
+            blob += b"\n"
         bad = 0
         start = 0  # where the rows begin: after a header line, without copying the blob
         while self.header is None and start < len(blob):
             nl = blob.find(b"\n", start)
             end = len(blob) if nl < 0 else nl
-            text = blob[start:end].decode("utf-8", "replace").lstrip("\ufeff").rstrip("\r")
+            line = blob[start:end]
             start = end + 1
-            cols = next(csv.reader([text]), [])
-            if "time" in cols and "step" in cols:
+            cols = _cells(line.decode("utf-8", "replace").lstrip("\ufeff")) if b"\x00" not in line else None
+            if cols is not None and "time" in cols and "step" in cols:
+                cols = [clean(c, 128) for c in cols]  # column names are shown: no control codes
                 self.header = cols
                 self._index = {c: i for i, c in enumerate(cols)}
                 self.extra = [c for c in cols if c not in COLUMNS]
@@ -113,7 +129,7 @@ class CsvParser:
         if self.header is None or start >= len(blob):
             return _empty(self.extra, bad)
         n_lines = blob.count(b"\n", start)
-        if n_lines >= PANDAS_MIN_LINES:
+        if n_lines >= PANDAS_MIN_LINES and not blob.translate(None, _PANDAS_SAFE):
             rows = self._parse_pandas(blob, start, n_lines)
         else:
             rows = self._parse_csv(blob[start:].split(b"\n")[:-1])
@@ -131,17 +147,15 @@ class CsvParser:
         sessions: list[str] = []
         nonfinite: list[tuple[int, str, float]] = []
         bad = 0
-        texts = []
         for raw in lines:
             if b"\x00" in raw:
                 bad += 1
                 continue
             try:
-                texts.append(raw.decode("utf-8").rstrip("\r"))
+                cells = _cells(raw.decode("utf-8"))
             except UnicodeDecodeError:
-                bad += 1
-        for cells in csv.reader(texts):
-            if len(cells) != width:
+                cells = None
+            if cells is None or len(cells) != width:
                 bad += 1
                 continue
             vals = [_num(cells[i]) if i >= 0 else math.nan for i in idx]
@@ -166,8 +180,6 @@ class CsvParser:
         import pandas as pd
 
         assert self.header is not None
-        if blob.find(b'"', start) >= 0 or blob.find(b"\x00", start) >= 0 or blob.find(b"\r", start) >= 0:
-            return self._parse_csv(blob[start:].split(b"\n")[:-1])  # rare: quoting and odd bytes, the careful way
         width = len(self.header)
         # A row with another number of fields than the header is bad. When the blob holds exactly
         # width-1 commas per line on average, the only way a line can be short is if another is
@@ -216,7 +228,9 @@ class CsvParser:
             bad += int((~ok).sum())
             columns = {n: a[ok] for n, a in columns.items()}
             text_cols = {n: a[ok] for n, a in text_cols.items()}
-            codes = codes[ok]
+            # sessions of the rows kept only: a bad line's cell (a repeated header's "session") is no session
+            codes, uniques = pd.factorize(np.asarray(session_names, dtype=object)[codes[ok]], sort=False)
+            codes, session_names = codes.astype(np.int32), [str(u) for u in uniques]
         nonfinite: list[tuple[int, str, float]] = []
         for c in WATCH_NONFINITE:
             v = columns[c]
@@ -238,6 +252,17 @@ class CsvParser:
             else:
                 floats[:, j - N_EXACT] = columns[n]
         return Rows(exact, floats, {n: columns[n] for n in self.extra}, codes, session_names, nonfinite, bad)
+
+
+def _cells(text: str) -> list[str] | None:
+    """One line's cells as the csv module reads a single line (None when it cannot): a quote opened on this
+    line never swallows the next one."""
+    if '"' not in text:
+        return text.split(",")
+    try:
+        return next(csv.reader((text,)), [])
+    except csv.Error:
+        return None
 
 
 def _commas_per_line(blob: bytes) -> np.ndarray:
@@ -290,28 +315,80 @@ def _empty(extra: list[str], bad: int) -> Rows:
 
 @dataclass
 class Events:
-    """Events parsed from lines of one events file."""
+    """Events parsed from lines of one events file: each checked against :data:`EVENT_FIELDS`."""
 
     items: list[dict[str, Any]]
     bad: int = 0
+    cut: int = 0  # events whose text or lists were cut to the bounds of mstop.safe
+
+
+def _text(v: Any) -> bool:
+    return v is None or isinstance(v, str)
+
+
+def _number(v: Any) -> bool:
+    """A finite number (JSON's huge integers and 1e400 included: they must not overflow later)."""
+    if v is None:
+        return True
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return False
+    try:
+        return math.isfinite(float(v))
+    except OverflowError:
+        return False
+
+
+def _count(v: Any) -> bool:
+    return v is None or (isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 2**53)
+
+
+def _metrics(v: Any) -> bool:
+    """Eval metrics: a mapping of names to numbers (or the writer's "nan"/"inf" strings)."""
+    return v is None or (isinstance(v, dict) and all(isinstance(x, (int, float, str)) and not isinstance(x, bool)
+                                                     and (not isinstance(x, (int, float)) or _number(x))
+                                                     for x in v.values()))
+
+
+#: The known fields of events and what each must be; a wrong one makes the event a counted bad event.
+#: Unknown fields are kept (cleaned), for newer writers.
+EVENT_FIELDS: dict[str, Any] = {
+    "session": _text, "run_name": _text, "note": _text, "host": _text, "device": _text, "path": _text,
+    "error": _text, "message": _text, "memory_source": _text, "memory_detail": _text, "parallel_mode": _text,
+    "peak_flops_source": _text, "flops_per_token_source": _text, "rank_source": _text, "n_params_source": _text,
+    "step": _number, "epoch": _number, "peak_flops": _number, "flops_per_token": _number,
+    "tokens_per_step": _number, "samples_per_step": _number, "heartbeat_interval": _number,
+    "world_size": _count, "rank": _count, "total_steps": _count, "n_params": _count, "rows": _count,
+    "events": _count, "rejected": _count, "step_offset": _count, "schema": _count, "pid": _count,
+    "metrics": _metrics,
+}
 
 
 def parse_events(blob: bytes) -> Events:
-    """Parse JSON lines; a line that is not a JSON object with ``time`` and ``kind`` is bad."""
+    """Parse JSON lines; a line that is not a JSON object with a finite ``time``, a text ``kind`` and known
+    fields of the right types is bad. Strings are cleaned of control codes and bounded (mstop.safe)."""
     items: list[dict[str, Any]] = []
-    bad = 0
+    bad = cut = 0
     for raw in blob.split(b"\n"):
         raw = raw.rstrip(b"\r")
         if not raw.strip():
             continue
         try:
             obj = json.loads(raw)
-        except (ValueError, UnicodeDecodeError):
+        except (ValueError, UnicodeDecodeError, RecursionError):
             bad += 1
             continue
-        if not isinstance(obj, dict) or not isinstance(obj.get("kind"), str) or not isinstance(
-                obj.get("time"), (int, float)) or isinstance(obj.get("time"), bool):
+        if not isinstance(obj, dict) or not isinstance(obj.get("kind"), str) or obj.get("time") is None \
+                or not _number(obj.get("time")):
             bad += 1
             continue
-        items.append(obj)
-    return Events(items, bad)
+        if not all(check(obj[k]) for k, check in EVENT_FIELDS.items() if k in obj):
+            bad += 1
+            continue
+        clean_obj, was_cut = clean_value(obj)
+        if was_cut:
+            cut += 1
+            if isinstance(obj.get("metrics"), dict) and len(obj["metrics"]) > MAX_ITEMS:
+                clean_obj["metrics_total"] = len(obj["metrics"])
+        clean_obj["time"] = float(obj["time"])
+        items.append(clean_obj)
+    return Events(items, bad, cut)

@@ -13,14 +13,16 @@ from __future__ import annotations
 import logging
 import os
 import re
+import stat
 import threading
 import time
 from dataclasses import dataclass, field
 from typing import Callable
 
 from .parse import CsvParser, parse_events
+from .safe import clean
 from .store import Store
-from .tail import Chunk, FileTail
+from .tail import Chunk, FileTail, not_regular
 
 log = logging.getLogger("mstop")
 
@@ -275,12 +277,18 @@ class LocalSource:
         for name in names:
             if name in self._files or name in self._files_refused:
                 continue
-            f = followed(name, os.path.join(self.run_dir, name), self.store, self.run_dir)
+            path = os.path.join(self.run_dir, name)
+            if CSV_RE.fullmatch(name) or EVENTS_RE.fullmatch(name):
+                why = why_not_followed(path)
+                self.store.refuse(name, why)  # None: followed (again)
+                if why is not None:
+                    continue
+            f = followed(name, path, self.store, self.run_dir)
             if f is None:
                 if CSV_RE.fullmatch(name) or EVENTS_RE.fullmatch(name):
                     self._files_refused.add(name)  # another source feeds this rank (reported by the store)
                 elif name.startswith("rank") and (name.endswith(".csv") or name.endswith(".jsonl")):
-                    self.store.ignored_files.add(name)
+                    self.store.ignored_files.add(clean(name, 128))
                 continue
             self._files[name] = f
             new.add(name)
@@ -290,9 +298,25 @@ class LocalSource:
         f = self._files[name]
         while True:
             chunk = f.tail.read()
+            if f.tail.refused is not None:  # replaced by a FIFO or a directory since it was found
+                self.store.refuse(name, f.tail.refused)
+                return
             ingest(self.store, f, chunk)
             if not chunk.more:
                 break
+
+
+def why_not_followed(path: str) -> str | None:
+    """Why a file named like a rank file is not one (a FIFO, a directory, a dangling link), or None.
+
+    ``os.stat`` never opens the file, so a FIFO cannot block here."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return "a dangling symbolic link" if os.path.islink(path) else None  # None: raced away, read as missing
+    except OSError as e:
+        return f"cannot be read: {e.strerror or e}"
+    return None if stat.S_ISREG(st.st_mode) else not_regular(st.st_mode)
 
 
 def followed(name: str, tail_path: str, store: Store, source: str) -> _Followed | None:
@@ -316,6 +340,8 @@ def followed(name: str, tail_path: str, store: Store, source: str) -> _Followed 
 
 def ingest(store: Store, f: _Followed, chunk: Chunk) -> None:
     """Parse one chunk of a rank file into the store (local and remote sources alike)."""
+    if chunk.mtime is not None and (store.mtime is None or chunk.mtime > store.mtime):
+        store.mtime = chunk.mtime
     if chunk.reset:
         if f.kind == "csv":
             assert f.parser is not None
@@ -330,4 +356,4 @@ def ingest(store: Store, f: _Followed, chunk: Chunk) -> None:
         store.ingest_rows(f.rank, rows)
     else:
         ev = parse_events(chunk.blob)
-        store.ingest_events(f.rank, ev.items, ev.bad + chunk.overlong)
+        store.ingest_events(f.rank, ev.items, ev.bad + chunk.overlong, ev.cut)

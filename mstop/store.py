@@ -116,6 +116,7 @@ class RankData:
     evals: list[dict[str, Any]] = field(default_factory=list)
     dropped: int = 0
     aborts: list[dict[str, Any]] = field(default_factory=list)
+    writer_errors: list[dict[str, Any]] = field(default_factory=list)  # the writer said it failed at something
     _effective: np.ndarray | None = None
     monotonic: bool = True  # steps never go down within the file (true of every well-formed run)
     summaries: dict[str, Summary] = field(default_factory=dict)
@@ -211,14 +212,18 @@ class Store:
         self.ranks: dict[int, RankData] = {}
         self.bad_rows = 0
         self.bad_events = 0
+        self.cut_events = 0  # events whose text or lists were cut to bounded sizes
         self.resets = 0
         self.ignored_files: set[str] = set()
+        self.refused: dict[str, str] = {}  # rank-file names that are not regular files -> why
         self.rank_files: set[int] = set()  # ranks whose rank<R>.csv exists
         self.owners: dict[int, str] = {}  # rank -> the source its files come from
         self.duplicates: list[str] = []  # "rank 3 is in A and in B: B's file is not shown"
         self.extra_columns: list[str] = []
         self.version = 0  # bumps on every change: a cheap "anything new?" for readers
         self.arrival: float | None = None  # our clock when the last rows arrived (immune to the hosts' clocks)
+        self.life_arrival: float | None = None  # our clock when the last rows or events arrived
+        self.mtime: float | None = None  # newest modification time of the rank files read (this machine's clock)
 
     def claim(self, r: int, source: str) -> bool:
         """Whether ``source`` may feed rank ``r``: the first source that shows a rank owns it; a second
@@ -232,6 +237,16 @@ class Store:
                 self.duplicates.append(note)
                 self.version += 1
             return False
+
+    def refuse(self, name: str, why: str | None) -> None:
+        """Record that the file ``name`` is not followed and why (None: it is followed again)."""
+        with self.lock:
+            if why is None:
+                if self.refused.pop(name, None) is not None:
+                    self.version += 1
+            elif self.refused.get(name) != why:
+                self.refused[name] = why
+                self.version += 1
 
     def rank(self, r: int) -> RankData:
         data = self.ranks.get(r)
@@ -276,13 +291,16 @@ class Store:
                 for code, name in enumerate(rows.session_names):
                     k = known.get(name)
                     if k is None:
-                        first = int(np.argmax(rows.session_codes == code))
+                        mine = rows.session_codes == code
+                        if not mine.any():  # a name no kept row carries: never a segment of its own
+                            continue
+                        first = int(np.argmax(mine))
                         k = known[name] = len(d.segments)
                         d.segments.append(Segment(name, base + first, float(steps[first])))
                     to_segment[code] = k
                 d.session_idx.extend(to_segment[rows.session_codes])
             d.nonfinite.extend((base + i, c, v) for i, c, v in rows.nonfinite)
-            self.arrival = time.time()
+            self.arrival = self.life_arrival = time.time()
             self.version += 1
 
     def reset_rank(self, r: int) -> None:
@@ -315,10 +333,12 @@ class Store:
                 self.ranks[r] = fresh
             self.version += 1
 
-    def ingest_events(self, r: int, items: list[dict[str, Any]], bad: int = 0) -> None:
-        """Record events of rank ``r``."""
+    def ingest_events(self, r: int, items: list[dict[str, Any]], bad: int = 0, cut: int = 0) -> None:
+        """Record events of rank ``r`` (checked by :func:`mstop.parse.parse_events`; ``cut``: how many had
+        text or lists cut to mstop.safe's bounds)."""
         with self.lock:
             self.bad_events += bad
+            self.cut_events += cut
             d = self.rank(r)
             for e in items:
                 kind, t = e["kind"], float(e["time"])
@@ -338,6 +358,10 @@ class Store:
                     d.dropped += int(e.get("rows") or 0)
                 elif kind == "abort":
                     d.aborts.append(e)
+                elif kind == "writer_error":
+                    d.writer_errors.append(e)
+            if items:
+                self.life_arrival = time.time()
             self.version += 1
 
     # -- reading -----------------------------------------------------------------

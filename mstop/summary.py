@@ -8,12 +8,13 @@ from typing import Any
 
 from . import figures
 from .figures import Options
+from .safe import MAX_ITEMS, MAX_TEXT, clean
 from .store import Store
 
 #: The keys of ``summary --json``, in order (public: never renamed or dropped).
 KEYS = ("run_dir", "ranks", "step", "rows", "bad_rows", "resets", "segments", "repeated_steps", "loss",
         "loss_ema", "tokens_per_s", "mfu", "mem_headroom", "data_wait_frac", "status", "last_checkpoint",
-        "alerts", "stragglers")
+        "alerts", "stragglers", "dropped_rows", "bad_events", "writer_errors", "refused_files")
 
 
 def _json_number(v: float | None) -> Any:
@@ -29,10 +30,12 @@ def summarize(store: Store, run_dir: str, opts: Options, health: Any = None) -> 
     """The summary object: exactly :data:`KEYS` (``alerts`` from ``health``, a :class:`~mstop.health.Health`)."""
     from .health import Health
 
-    alerts = (health or Health()).alerts(store, opts)
+    health = health or Health()
+    opts = health.rules.options(opts)
+    alerts = health.alerts(store, opts)
     with store.lock:
         out = {
-            "run_dir": run_dir,
+            "run_dir": clean(run_dir, 4096),
             "ranks": len(store.rank_files),
             "step": figures.step(store),
             "rows": store.rows,
@@ -50,6 +53,10 @@ def summarize(store: Store, run_dir: str, opts: Options, health: Any = None) -> 
             "last_checkpoint": figures.last_checkpoint(store),
             "alerts": [a.public() for a in alerts],
             "stragglers": sorted(a.rank for a in alerts if a.kind == "straggler" and a.rank is not None),
+            "dropped_rows": figures.dropped_rows(store),
+            "bad_events": store.bad_events,
+            "writer_errors": figures.writer_errors(store),
+            "refused_files": dict(sorted(store.refused.items())),
         }
     assert tuple(out) == KEYS
     return out
@@ -71,9 +78,12 @@ def render_table(summary: dict[str, Any], store: Store) -> Any:
         return "n/a" if v is None else (v if isinstance(v, str) else f"{100 * v:.1f} %")
 
     ck = summary["last_checkpoint"]
+    status = summary["status"]
+    if summary["writer_errors"]:
+        status += f" — writer failed: {summary['writer_errors'][0]}"
     rows = [
         ("run", summary["run_dir"]),
-        ("status", summary["status"]),
+        ("status", status),
         ("ranks", str(summary["ranks"])),
         ("step", num(summary["step"], "{:,}")),
         ("loss (smoothed)", f"{num(summary['loss'])} ({num(summary['loss_ema'])})"),
@@ -82,7 +92,8 @@ def render_table(summary: dict[str, Any], store: Store) -> Any:
         ("memory headroom (worst)", pct(summary["mem_headroom"])),
         ("data wait (worst rank)", pct(summary["data_wait_frac"])),
         ("last checkpoint", "none" if ck is None else f"step {ck['step']}: {ck['path']}"),
-        ("rows read", f"{summary['rows']:,}" + (f", {summary['bad_rows']:,} bad" if summary["bad_rows"] else "")),
+        ("rows read", f"{summary['rows']:,}" + (f", {summary['bad_rows']:,} bad" if summary["bad_rows"] else "")
+         + (f", {summary['dropped_rows']:,} dropped by the writer" if summary["dropped_rows"] else "")),
         ("segments", f"{summary['segments']}" + (f", {summary['repeated_steps']} repeated steps"
                                                   if summary["repeated_steps"] else "")),
     ]
@@ -92,6 +103,13 @@ def render_table(summary: dict[str, Any], store: Store) -> Any:
         rows.append(("ignored files", ", ".join(sorted(store.ignored_files)[:5])))
     if store.bad_events:
         rows.append(("bad event lines", str(store.bad_events)))
+    if store.cut_events:
+        rows.append(("events cut", f"{store.cut_events} (text over {MAX_TEXT} characters or over {MAX_ITEMS} "
+                                   "items kept short)"))
+    for name, why in summary["refused_files"].items():
+        rows.append(("! not followed", f"{name}: {why}"))
+    for msg in summary["writer_errors"][1:]:
+        rows.append(("! writer failed", msg))
     for note in store.duplicates:
         rows.append(("! not merged", note))
     for a in summary["alerts"]:

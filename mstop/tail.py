@@ -7,6 +7,7 @@ that the local source (and, later, the remote follower) drive.
 from __future__ import annotations
 
 import os
+import stat
 from dataclasses import dataclass
 
 #: Bytes read from a file in one call once it has been read (more arrives on the next call).
@@ -44,6 +45,7 @@ class Chunk:
     reset: bool = False  # the file was read again from its start: drop what came from it before
     more: bool = False  # the read stopped at its size limit: read again for the rest
     overlong: int = 0  # lines dropped for being longer than MAX_LINE
+    mtime: float | None = None  # the file's modification time (this machine's clock for local files)
 
     @property
     def lines(self) -> list[bytes]:
@@ -68,6 +70,9 @@ class FileTail:
         self._signature = b""
         self._partial = bytearray()
         self._skipping = False  # inside an overlong line, dropping until its newline
+        self._after_cr = False  # the last line ended with CR: a LF that follows is its CRLF, not a line
+        #: why the path cannot be followed (not a regular file), or None
+        self.refused: str | None = None
 
     def read(self) -> Chunk:
         """Read what was appended since the last call.
@@ -77,17 +82,22 @@ class FileTail:
         """
         out = Chunk()
         try:
-            fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+            # O_NONBLOCK: opening a FIFO that nobody writes would block forever
+            fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
         except OSError:
             return out  # gone or unreadable for now: try again next time
         try:
             st = os.fstat(fd)
+            self.refused = None if stat.S_ISREG(st.st_mode) else not_regular(st.st_mode)
+            if self.refused is not None:
+                return out
             ident = (st.st_dev, st.st_ino)
             if self._ident is not None and (ident != self._ident or st.st_size < self.offset):
                 if not self._same_start(fd, st.st_size):
                     self._restart()
                     out.reset = True
             self._ident = ident
+            out.mtime = st.st_mtime
             if st.st_size <= self.offset:
                 return out
             limit = FIRST_CHUNK if self.offset == 0 else CHUNK
@@ -128,9 +138,13 @@ class FileTail:
         self._signature = b""
         self._partial.clear()
         self._skipping = False
+        self._after_cr = False
 
     def _split(self, data: bytes, out: Chunk) -> None:
-        last = data.rfind(b"\n")
+        if self._after_cr and data[:1] == b"\n":
+            data = data[1:]  # the LF of a CRLF that the previous read cut after its CR
+        self._after_cr = False
+        last = max(data.rfind(b"\n"), data.rfind(b"\r"))  # a lone CR ends a line too (old Mac files)
         if last < 0:  # no line ends here
             if not self._skipping:
                 if len(self._partial) + len(data) > MAX_LINE:
@@ -142,14 +156,27 @@ class FileTail:
             return
         complete, tail = data[: last + 1], data[last + 1:]
         if self._skipping:
-            complete = complete[complete.find(b"\n") + 1:]  # the end of an overlong line
+            end = min(i for i in (complete.find(b"\n"), complete.find(b"\r")) if i >= 0)
+            if complete[end: end + 2] == b"\r\n":
+                end += 1
+            complete = complete[end + 1:]  # the end of an overlong line
             self._skipping = False
         elif self._partial:
             complete = bytes(self._partial) + complete
             self._partial.clear()
         out.blob = complete
+        self._after_cr = not tail and complete.endswith(b"\r")
         if len(tail) > MAX_LINE:
             self._skipping = True
             out.overlong += 1
         else:
             self._partial += tail
+
+
+def not_regular(mode: int) -> str:
+    """Why a file of this mode is not followed: only regular files are rank files."""
+    for test, name in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory")):
+        if test(mode):
+            return f"{name}, not a regular file"
+    return "not a regular file"

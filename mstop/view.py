@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from . import figures
+from . import figures, fmt
 from .figures import Options
 from .store import BLOCK, Block, Store
 
@@ -62,6 +62,8 @@ class View:
     checkpoint_age: float | None = None
     status: str = "waiting"
     bad_rows: int = 0
+    dropped_rows: int = 0  # reported by the writers' dropped events
+    writer_errors: list[str] = field(default_factory=list)
     loss: float | None = None
     loss_ema: float | None = None
     loss_min: float | None = None
@@ -205,6 +207,16 @@ def build_view(store: Store, opts: Options, *, points: int = 200, xaxis: str = "
     with store.lock:
         v.status = figures.status(store, opts)
         v.bad_rows = store.bad_rows
+        v.dropped_rows = figures.dropped_rows(store)
+        v.writer_errors = figures.writer_errors(store)
+        v.notes += [f"{name} not followed: {why}" for name, why in sorted(store.refused.items())[:3]]
+        if len(store.refused) > 3:
+            v.notes.append(f"{len(store.refused) - 3} more files not followed (mstop summary lists them)")
+        if store.cut_events:
+            v.notes.append(f"{store.cut_events} events had text or lists cut short")
+        ahead = figures.future_skew(store, opts)
+        if ahead is not None:
+            v.notes.append(f"row times are {fmt.duration(ahead)} ahead of this clock: ages use file times")
         v.ranks_seen = len(store.rank_files)
         v.step = figures.step(store)
         # the run's metadata: the lowest rank's latest start event

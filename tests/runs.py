@@ -67,12 +67,15 @@ def write_with_writer(run: Path, rank: int, world: int, rows: list[dict[str, Any
         else:
             w.log(r["step"], **{k: v for k, v in r.items() if k not in ("time", "step", "session")})
     w.close(clean=False)
-    if host is not None:
-        lines = [json.loads(x) for x in Path(w.events_path).read_text().splitlines()]
-        for e in lines:
-            if e["kind"] == "start":
+    # the start event names the heartbeat interval the generated beats keep (the writer's own thread was
+    # held back with a long one), and ``host`` when given
+    lines = [json.loads(x) for x in Path(w.events_path).read_text().splitlines()]
+    for e in lines:
+        if e["kind"] == "start":
+            e["heartbeat_interval"] = 30.0
+            if host is not None:
                 e["host"] = host
-        Path(w.events_path).write_text("".join(json.dumps(e) + "\n" for e in lines))
+    Path(w.events_path).write_text("".join(json.dumps(e) + "\n" for e in lines))
 
 
 def cluster_1024(run: Path) -> float:

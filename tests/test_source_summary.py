@@ -102,7 +102,7 @@ def test_summary_json_has_exactly_the_documented_keys(tmp_path):
         "mfu": pytest.approx(6.0 * 50.0 / 1000.0), "mem_headroom": 0.75, "data_wait_frac": 0.25,
         "status": "finished", "last_checkpoint": {"step": 10, "time": 1010.0, "path": "ck/10.ckpt"},
         "alerts": [],  # finished cleanly: no longer starving (see tests/test_health.py)
-        "stragglers": [],
+        "stragglers": [], "dropped_rows": 0, "bad_events": 0, "writer_errors": [], "refused_files": {},
     }
 
 

@@ -89,10 +89,11 @@ class MonitorApp(App[None]):
         self.source = Sources(specs, self.store, poll=poll, on_update=self._source_updated,
                               ssh_options=ssh_options, connect_timeout=connect_timeout)
         # ages and "stalled" use the remote host's clock when following over ssh
-        self.opts = Options(peak_flops=peak_tflops * 1e12 if peak_tflops else None,
-                            clock=clock or self.source.clock, arrival_clock=None if clock else time.time)
-        self.follow = follow
         self.health = Health(rules or Rules())
+        self.opts = self.health.rules.options(Options(peak_flops=peak_tflops * 1e12 if peak_tflops else None,
+                                                      clock=clock or self.source.clock,
+                                                      arrival_clock=None if clock else time.time))
+        self.follow = follow
         self.bell_on_alert = bell
         self.on_alert = shlex.split(on_alert) if on_alert else None
         self._seen: set[tuple] = set()  # alerts acknowledged with a
@@ -151,7 +152,8 @@ class MonitorApp(App[None]):
             self.source.read_all()
         except RemoteError as e:  # shown, and retried by the source's own loop
             self.notify(str(e), severity="error", timeout=10)
-        self.store.arrival = None  # what was already there did not just arrive: its own times tell its age
+        # what was already there did not just arrive: its own times tell its age
+        self.store.arrival = self.store.life_arrival = None
         if self.baseline_spec:
             self._load_baseline(self.baseline_spec)
         if self.follow:
@@ -189,7 +191,7 @@ class MonitorApp(App[None]):
                 self.redraw()
             elif not self.paused:
                 v = build_view(self.store, self.opts, header_only=True)
-                v.notes = self.source.states() + self.store.duplicates
+                v.notes = self.source.states() + self.store.duplicates + v.notes
                 self._alerts(v)
                 self.query_one(Header).show(v)
                 self.query_one(AlertsPanel).show(v)
@@ -208,7 +210,7 @@ class MonitorApp(App[None]):
         # the ranks view shows no run-wide chart: their series are not built (at 1,024 ranks every ms counts)
         v = build_view(self.store, self.opts, points=width, xaxis=self.xaxis, recent=self.recent,
                        ema_cache=self._ema, custom=self.custom, header_only=ranks_view)
-        v.notes = self.source.states() + self.store.duplicates + ([v.skew_note] if v.skew_note else [])
+        v.notes = self.source.states() + self.store.duplicates + ([v.skew_note] if v.skew_note else []) + v.notes
         if self.baseline_store is not None and not ranks_view:
             # its last path component names it on the screen (the whole path is in the b dialog)
             name = os.path.basename((self.baseline_spec or "").rstrip("/")) or (self.baseline_spec or "")

@@ -20,6 +20,7 @@ from textual.widgets import DataTable, Static
 from textual_plotext import PlotextPlot
 
 from .. import fmt
+from ..figures import STATUSES
 from ..view import DATA_WARN, MEM_CRIT, MEM_WARN, RankRow, Series, View
 
 
@@ -113,10 +114,15 @@ class Header(Static):
         t.append(Text(v.run_name or "(unnamed run)", style="bold"))
         t.append(f" · {v.device or 'device n/a'} · world {v.world_size or 'n/a'} · ranks seen {v.ranks_seen}")
         t.append(f"   status {v.status.upper()}")
-        for s in ("waiting", "starting", "running", "stalled", "finished"):
+        for s in STATUSES:
             self.set_class(v.status == s, f"status-{s}")
+        if v.writer_errors:
+            t.append("   ! writer failed: ")
+            t.append(Text(v.writer_errors[0]))
         if v.bad_rows:
             t.append(f"   ! {v.bad_rows:,} bad rows")
+        if v.dropped_rows:
+            t.append(f"   ! {v.dropped_rows:,} rows dropped by the writer")
         if v.alerts:
             t.append(f"   ALERTS {len(v.alerts)}")
             if v.new_alerts:
