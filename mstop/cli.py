@@ -10,6 +10,7 @@ import time
 from typing import Any
 
 from . import __version__
+from .safe import clean
 
 
 def _positive_float(text: str) -> float:
@@ -115,7 +116,7 @@ def cmd_monitor(argv: list[str]) -> int:
             print(f"mstop: {e}", file=sys.stderr)
             return 2
         if remote is None and not os.path.isdir(spec):
-            print(f"mstop: {spec}: no such directory (the monitor waits for files in an existing one)",
+            print(f"mstop: {clean(spec, 4096)}: no such directory (the monitor waits for files in an existing one)",
                   file=sys.stderr)
             return 2
     from .app import MonitorApp
@@ -127,7 +128,7 @@ def cmd_monitor(argv: list[str]) -> int:
             print(f"mstop: --baseline: {e}", file=sys.stderr)
             return 2
         if local and not os.path.isdir(args.baseline):
-            print(f"mstop: --baseline {args.baseline}: no such directory", file=sys.stderr)
+            print(f"mstop: --baseline {clean(args.baseline, 4096)}: no such directory", file=sys.stderr)
             return 2
     rules = _rules(args, args.source)
     if rules is None:
@@ -286,7 +287,7 @@ def cmd_summary(args: argparse.Namespace) -> int:
     else:
         from rich.console import Console
 
-        Console().print(render_table(summary, store))
+        Console().print(render_table(summary, store, opts))
     if fail_on and any(a["kind"] in fail_on for a in summary["alerts"]):
         return 1
     return 0

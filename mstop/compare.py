@@ -26,6 +26,7 @@ import numpy as np
 
 from . import figures, fmt
 from .figures import Options
+from .safe import clean
 from .store import Store
 
 #: warm-up skipped at the start of the default window: the first 10 % of the common steps or
@@ -74,7 +75,7 @@ def short_labels(groups: list[list[str]]) -> list[str]:
             return spec
         return os.path.relpath(os.path.abspath(spec), prefix)
 
-    return [",".join(short(s) for s in g) for g in groups]
+    return [clean(",".join(short(s) for s in g), 256) for g in groups]  # names from the disk: no control codes
 
 
 def _remote(spec: str) -> bool:
@@ -104,6 +105,9 @@ class Member:
 
     spec: str
     store: Store
+
+    def __post_init__(self) -> None:
+        self.spec = clean(self.spec, 4096)  # a directory's name is shown: no control codes
 
     def steps(self) -> tuple[float, float] | None:
         """First and last step on the run's current timeline over all ranks (None: no rows)."""

@@ -73,6 +73,8 @@ class Rules:
         paths += [os.path.join(d, "mstop.toml") for d in run_dirs if os.path.isdir(d)]
         names = {f.name for f in fields(cls)}
         for path in paths:
+            if not os.path.isfile(path):  # missing, or a FIFO or device that open() would block on
+                continue
             try:
                 with open(path, "rb") as f:
                     data = tomllib.load(f)

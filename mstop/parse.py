@@ -246,11 +246,12 @@ class CsvParser:
         nonfinite.sort()
         exact = np.empty((len(codes), N_EXACT))
         floats = np.empty((len(codes), len(NUMERIC) - N_EXACT), dtype=np.float32)
-        for j, n in enumerate(NUMERIC):
-            if j < N_EXACT:
-                exact[:, j] = columns[n]
-            else:
-                floats[:, j - N_EXACT] = columns[n]
+        with np.errstate(over="ignore"):  # beyond float32's range is inf in the store (documented)
+            for j, n in enumerate(NUMERIC):
+                if j < N_EXACT:
+                    exact[:, j] = columns[n]
+                else:
+                    floats[:, j - N_EXACT] = columns[n]
         return Rows(exact, floats, {n: columns[n] for n in self.extra}, codes, session_names, nonfinite, bad)
 
 
@@ -304,7 +305,9 @@ def _rows(table: np.ndarray, extra: list[str], sessions: list[str], nonfinite: l
     """Rows from a table whose columns are NUMERIC then the extras."""
     k = len(NUMERIC)
     codes, names = _codes(sessions)
-    return Rows(table[:, :N_EXACT], table[:, N_EXACT:k].astype(np.float32),
+    with np.errstate(over="ignore"):  # beyond float32's range is inf in the store (documented)
+        floats = table[:, N_EXACT:k].astype(np.float32)
+    return Rows(table[:, :N_EXACT], floats,
                 {n: table[:, k + j] for j, n in enumerate(extra)}, codes, names, nonfinite, bad)
 
 

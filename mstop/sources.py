@@ -12,6 +12,7 @@ import time
 from typing import Callable
 
 from .remote import RemoteError, RemoteSource, parse_target
+from .safe import clean
 from .source import LocalSource
 from .store import Store
 
@@ -71,7 +72,7 @@ def read_once(spec: str, *, ssh_options: tuple[str, ...] = (), connect_timeout: 
     (a missing directory, a refused host name, an ssh failure)."""
     store = Store()
     if parse_target(spec) is None and not os.path.isdir(spec):  # parse_target: ValueError for a refused host
-        raise ValueError(f"{spec}: no such directory")
+        raise ValueError(f"{clean(spec, 4096)}: no such directory")
     try:
         Sources([spec], store, ssh_options=ssh_options, connect_timeout=connect_timeout).read_all()
     except RemoteError as e:

@@ -6,7 +6,7 @@ import math
 import os
 from typing import Any
 
-from . import figures
+from . import figures, fmt
 from .figures import Options
 from .safe import MAX_ITEMS, MAX_TEXT, clean
 from .store import Store
@@ -62,7 +62,7 @@ def summarize(store: Store, run_dir: str, opts: Options, health: Any = None) -> 
     return out
 
 
-def render_table(summary: dict[str, Any], store: Store) -> Any:
+def render_table(summary: dict[str, Any], store: Store, opts: Options | None = None) -> Any:
     """A rich table of the summary for people (units shown, unknowns as n/a)."""
     from rich.table import Table
     from rich.text import Text
@@ -97,6 +97,10 @@ def render_table(summary: dict[str, Any], store: Store) -> Any:
         ("segments", f"{summary['segments']}" + (f", {summary['repeated_steps']} repeated steps"
                                                   if summary["repeated_steps"] else "")),
     ]
+    ahead = figures.future_skew(store, opts) if opts is not None else None
+    if ahead is not None:
+        rows.append(("! clock", f"row times are {fmt.duration(ahead)} ahead of this machine's clock: ages use "
+                                "the files' modification times"))
     if summary["resets"]:
         rows.append(("files read again", str(summary["resets"])))
     if store.ignored_files:
@@ -124,5 +128,5 @@ def render_table(summary: dict[str, Any], store: Store) -> Any:
 
 def missing_message(run_dir: str) -> str:
     parent = os.path.dirname(os.path.abspath(run_dir))
-    hint = "" if os.path.isdir(parent) else f" (nor does {parent})"
-    return f"mstop: {run_dir}: no such directory{hint}; use --wait to wait for it"
+    hint = "" if os.path.isdir(parent) else f" (nor does {clean(parent, 4096)})"
+    return f"mstop: {clean(run_dir, 4096)}: no such directory{hint}; use --wait to wait for it"

@@ -23,6 +23,7 @@ from .. import fmt
 from ..figures import Options
 from ..health import Health, Rules
 from ..remote import RemoteError
+from ..safe import clean
 from ..sources import Sources, read_once
 from ..store import Store
 from ..view import X_AXES, EmaCache, baseline_overlay, build_view, numeric_columns, rank_series
@@ -84,7 +85,7 @@ class MonitorApp(App[None]):
                  on_alert: str | None = None, baseline: str | None = None) -> None:
         super().__init__()
         specs = [run_dir] if isinstance(run_dir, str) else list(run_dir)
-        self.run_dir = " ".join(specs)
+        self.run_dir = clean(" ".join(specs), 4096)  # shown in the title: no control codes
         self.store = Store()
         self.source = Sources(specs, self.store, poll=poll, on_update=self._source_updated,
                               ssh_options=ssh_options, connect_timeout=connect_timeout)
@@ -187,8 +188,8 @@ class MonitorApp(App[None]):
     def _tick(self) -> None:
         """Once a second: a delayed redraw happens, or, with nothing new, only the ages in the header move."""
         try:
-            if self.store.version != self._drawn_version:
-                self.redraw()
+            if self.store.version != self._drawn_version or self.screen.has_class("show-ranks"):
+                self.redraw()  # the ranks view: every rank's age moves, and its letters with the status
             elif not self.paused:
                 v = build_view(self.store, self.opts, header_only=True)
                 v.notes = self.source.states() + self.store.duplicates + v.notes
@@ -213,7 +214,7 @@ class MonitorApp(App[None]):
         v.notes = self.source.states() + self.store.duplicates + ([v.skew_note] if v.skew_note else []) + v.notes
         if self.baseline_store is not None and not ranks_view:
             # its last path component names it on the screen (the whole path is in the b dialog)
-            name = os.path.basename((self.baseline_spec or "").rstrip("/")) or (self.baseline_spec or "")
+            name = clean(os.path.basename((self.baseline_spec or "").rstrip("/")) or (self.baseline_spec or ""), 256)
             baseline_overlay(v, self.baseline_store, name, self.opts, self._base_ema, points=width,
                              recent=self.recent)
         self._alerts(v)
