@@ -48,12 +48,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def launch(args: argparse.Namespace, argv: list[str]) -> int:
     """Start one process per rank with msrun's environment and wait for all of them."""
+    import signal
+    import time
+
+    # stopped from outside (mstop demo quitting, a dropped terminal): stop the ranks too, in the finally below
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    signal.signal(signal.SIGHUP, lambda *_: sys.exit(129))
     procs = []
     for rank in range(args.ranks):
         env = dict(os.environ, RANK_ID=str(rank), RANK_SIZE=str(args.ranks), DEVICE_ID=str(rank))
         procs.append(subprocess.Popen([sys.executable, os.path.abspath(__file__), *argv], env=env))
     try:
-        return max(p.wait() for p in procs)
+        while any(p.poll() is None for p in procs):  # poll() reaps each rank as it ends (no <defunct>)
+            time.sleep(0.2)
+        return max(p.returncode for p in procs)
     except KeyboardInterrupt:
         for p in procs:
             p.terminate()
@@ -180,6 +188,9 @@ def train(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
+    if args.ranks < 1 or args.steps < 1:
+        print(f"{sys.argv[0]}: --ranks and --steps must be at least 1", file=sys.stderr)
+        return 2
     if "RANK_ID" not in os.environ:
         return launch(args, argv)
     return train(args)

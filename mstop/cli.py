@@ -23,6 +23,19 @@ def _positive_float(text: str) -> float:
     return v
 
 
+def _count(low: int, high: int):
+    """An argparse type: a whole number in [low, high] (a usage error, exit 2, otherwise)."""
+    def parse(text: str) -> int:
+        try:
+            v = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+        if not low <= v <= high:
+            raise argparse.ArgumentTypeError(f"must be from {low} to {high}: {text!r}")
+        return v
+    return parse
+
+
 def _smoothing(text: str) -> float:
     v = float(text)
     if not 0 <= v < 1:
@@ -75,8 +88,8 @@ def build_parser() -> argparse.ArgumentParser:
     d = sub.add_parser("demo", help="train the tiny MindSpore example in a temporary directory and watch it",
                        description="Start examples/train_tiny_lm.py (2 ranks as processes) into a temporary run "
                                    "directory and open the monitor on it; quitting stops the job.")
-    d.add_argument("--ranks", type=int, default=2, help="rank processes (default: 2)")
-    d.add_argument("--steps", type=int, default=3000, help="optimizer steps (default: 3000)")
+    d.add_argument("--ranks", type=_count(1, 64), default=2, help="rank processes, 1 to 64 (default: 2)")
+    d.add_argument("--steps", type=_count(1, 10**7), default=3000, help="optimizer steps, at least 1 (default: 3000)")
     d.add_argument("--keep", metavar="DIR", help="write the run here and keep it, instead of a temporary directory")
     d.add_argument("--replay", action="store_true",
                    help="play a recorded run of the demo job at real speed (no MindSpore needed)")
@@ -158,25 +171,77 @@ def cmd_demo(args: argparse.Namespace) -> int:
         print(f"mstop demo: {example} not found (the demo runs from a source checkout)", file=sys.stderr)
         return 2
     run_dir = args.keep or tempfile.mkdtemp(prefix="mstop-demo-")
-    job = subprocess.Popen([sys.executable, example, "--run-dir", run_dir, "--ranks", str(args.ranks),
-                            "--steps", str(args.steps), "--ckpt-every", str(max(1, args.steps // 10)),
-                            "--data-delay", "0.02", "--run-name", "mstop-demo"],
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    # the job's output goes to a log beside the run (shown on screen if the job fails); the job runs in a
+    # process group of its own that every way out of here stops: q, Ctrl-C, SIGTERM, SIGHUP (a dropped ssh)
+    log_path = os.path.join(tempfile.gettempdir(), f"mstop-demo-{os.getpid()}.log") if not args.keep else \
+        os.path.join(run_dir, "job.log")
+    os.makedirs(run_dir, exist_ok=True)
+    with open(log_path, "wb") as log:
+        job = subprocess.Popen([sys.executable, example, "--run-dir", run_dir, "--ranks", str(args.ranks),
+                                "--steps", str(args.steps), "--ckpt-every", str(max(1, args.steps // 10)),
+                                "--data-delay", "0.02", "--run-name", "mstop-demo"],
+                               stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                               start_new_session=True, preexec_fn=_die_with_parent)
+    failed: list[bool] = []  # whether the job ended by itself with an error (before we stopped it)
+
+    def stop_job() -> None:
+        if not failed:
+            failed.append(job.poll() is not None and job.returncode > 0)
+        _stop_group(job)
+
+    def remove() -> None:
+        if not args.keep:
+            shutil.rmtree(run_dir, ignore_errors=True)
+            if not failed or not failed[0]:  # a failed job's output is kept for the user to read
+                try:
+                    os.unlink(log_path)
+                except OSError:
+                    pass
+
+    code = 0
     try:
         from .app import MonitorApp
 
-        MonitorApp(run_dir).run()
+        app = MonitorApp(run_dir, job=job, job_log=log_path)
+        app.cleanups += [stop_job, remove]  # also run when a signal ends the app and its screen cannot close
+        app.run()
+        code = app.return_code or 0
     finally:
-        if job.poll() is None:
+        stop_job()
+        remove()
+    if failed[0]:
+        print(f"mstop demo: the job exited with code {job.returncode}; its output: {log_path}", file=sys.stderr)
+        return code or 1
+    return code
+
+
+def _die_with_parent() -> None:
+    """In the job's child process (Linux): receive SIGTERM when mstop itself dies, even by SIGKILL."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, 15)  # PR_SET_PDEATHSIG, SIGTERM
+    except (OSError, AttributeError):
+        pass
+
+
+def _stop_group(job: Any) -> None:
+    """Stop a process group started with start_new_session (SIGTERM, then SIGKILL) and reap its leader."""
+    import subprocess
+
+    if job.poll() is None:
+        try:
             os.killpg(job.pid, 15)
-            try:
-                job.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                os.killpg(job.pid, 9)
-                job.wait()
-        if not args.keep:
-            shutil.rmtree(run_dir, ignore_errors=True)
-    return 0
+            job.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(job.pid, 9)
+            job.wait()
+        except ProcessLookupError:
+            job.wait()
+    try:
+        os.killpg(job.pid, 15)  # ranks the launcher left behind, if any
+    except OSError:
+        pass
 
 
 def _ssh_arguments(p: argparse.ArgumentParser) -> None:
@@ -403,5 +468,13 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run() -> None:
-    """Console-script entry point."""
+    """Console-script entry point. SIGTERM and SIGHUP end mstop as Ctrl-C would (exit code 128 + the signal),
+    so cleanups run: ssh clients and their remote followers stopped, temporary directories removed."""
+    import signal
+
+    def stop(signum: int, _frame: Any) -> None:
+        raise SystemExit(128 + signum)
+
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, stop)
     sys.exit(main())

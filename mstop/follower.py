@@ -15,6 +15,7 @@ after the first complete pass, so a one-shot reader knows when to stop.
 import json
 import os
 import re
+import stat
 import sys
 import time
 import zlib
@@ -37,7 +38,11 @@ def read_new(path, st, state):
     """New bytes of one file, with the same replacement rules as mstop's local reader."""
     offset, ident, sig = state
     reset = False
-    with open(path, "rb") as f:
+    # O_NONBLOCK: a FIFO swapped in after the stat must not block the follower
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return offset, b"", False
         here = (st.st_dev, st.st_ino)
         if ident is not None and (here != ident or st.st_size < offset):
             if not (sig and st.st_size >= offset and f.read(len(sig)) == sig):
@@ -57,6 +62,14 @@ def read_new(path, st, state):
     return offset, data, reset
 
 
+def not_regular(mode):
+    for test, name in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory")):
+        if test(mode):
+            return name + ", not a regular file"
+    return "not a regular file"
+
+
 def main():
     request = json.loads(sys.stdin.readline())
     out = sys.stdout.buffer
@@ -71,6 +84,8 @@ def main():
         return
     caught_up = False
     last_sent = 0.0
+    refused = {}  # name -> why it is not followed (sent when it changes)
+    told = {}
     while True:
         files, payload = [], []
         more = False
@@ -84,7 +99,16 @@ def main():
                 continue
             full = os.path.join(path, name)
             try:
-                st = os.stat(full)
+                try:
+                    st = os.stat(full)
+                except FileNotFoundError:
+                    if os.path.islink(full):
+                        refused[name] = "a dangling symbolic link"
+                    continue
+                if not stat.S_ISREG(st.st_mode):  # a FIFO would block open() forever
+                    refused[name] = not_regular(st.st_mode)
+                    continue
+                refused.pop(name, None)
                 state = states.setdefault(name, [0, None, b""])
                 if state[1] == (st.st_dev, st.st_ino) and st.st_size == state[0]:
                     continue
@@ -96,8 +120,12 @@ def main():
                 payload.append(data)
                 more = more or len(data) == CHUNK
         now = time.time()
-        if files or now - last_sent >= HEARTBEAT or (not more and not caught_up):
+        news = refused != told
+        if files or news or now - last_sent >= HEARTBEAT or (not more and not caught_up):
             header = {"files": files}
+            if news:
+                header["refused"] = sorted(refused.items())
+                told = dict(refused)
             if not more and not caught_up:
                 header["caught_up"] = True
                 caught_up = True

@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from .source import SourceState, _Followed, followed, ingest
+from .safe import clean
+from .source import CSV_RE, EVENTS_RE, SourceState, _Followed, followed, ingest
 from .store import Store
 
 #: The remote command: a constant (no user text), which reads the program from standard input.
@@ -31,15 +32,58 @@ _HOST = re.compile(r"^(?:[A-Za-z0-9._%+-]+@)?[A-Za-z0-9._-]+$|^(?:[A-Za-z0-9._%+
 
 
 _CONTROL: list[str] = []
+#: ssh processes of this process that are running, and (host, ssh options) of every connection made:
+#: at exit, however mstop ends (q, Ctrl-C, SIGTERM, SIGHUP), they are stopped and the control directory goes
+_LIVE: set[subprocess.Popen] = set()
+_MASTERS: set[tuple[str, tuple[str, ...]]] = set()
 
 
 def _control_dir() -> str:
     """A private directory for this process's ssh control sockets (short: socket paths are limited)."""
     if not _CONTROL:
+        import atexit
         import tempfile
 
-        _CONTROL.append(tempfile.mkdtemp(prefix="mstop-ssh-"))
+        # a socket path has at most 107 bytes: the directory, its name and ssh's 40-character %C must fit
+        base = tempfile.gettempdir()
+        _CONTROL.append(tempfile.mkdtemp(prefix="mstop-ssh-", dir=base if len(base) <= 40 else "/tmp"))
+        atexit.register(cleanup)
     return _CONTROL[0]
+
+
+def cleanup() -> None:
+    """Stop every ssh client still running, ask each multiplexing master to exit, remove the control
+    directory: a stopped mstop leaves no ssh process, remote follower or temporary directory behind."""
+    for proc in list(_LIVE):
+        _kill(proc)
+    if _CONTROL:
+        d = _CONTROL[0]
+        for host, opts in list(_MASTERS):
+            try:
+                subprocess.run(["ssh", *opts, "-o", f"ControlPath={d}/%C", "-O", "exit", "--", host],
+                               stdin=subprocess.DEVNULL, capture_output=True, timeout=5)
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+        _MASTERS.clear()
+        import shutil
+
+        shutil.rmtree(d, ignore_errors=True)
+        _CONTROL.clear()
+
+
+def _kill(proc: subprocess.Popen) -> None:
+    """Stop an ssh client and everything in its process group."""
+    if proc.poll() is None:
+        try:
+            os.killpg(proc.pid, 15)
+        except OSError:
+            pass
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    _LIVE.discard(proc)
 
 
 class RemoteError(Exception):
@@ -94,6 +138,7 @@ class RemoteSource:
         self.bytes_received = 0
         self._clock = clock
         self._files: dict[str, _Followed] = {}
+        self._refused_names: set[str] = set()
         self._proc: subprocess.Popen | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -163,6 +208,8 @@ class RemoteSource:
         """Start ssh and the follower; return the process and its first frame (already fed to the store)."""
         proc = subprocess.Popen(self._command(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, start_new_session=True)
+        _LIVE.add(proc)
+        _MASTERS.add((self.target.host, self.ssh_options))
         self._proc = proc
         offsets = {name: [f.tail.offset, f.tail._signature.hex()] for name, f in self._files.items()}
         request = json.dumps({"path": self.target.path, "offsets": offsets, "poll": self.poll or 0.2})
@@ -196,7 +243,9 @@ class RemoteSource:
         except (ValueError, TypeError, OSError) as e:
             raise RemoteError(f"unexpected output from the remote side: {line[:200]!r} ({e})") from None
         if "error" in header:
-            raise RemoteError(f"{self.target}: {header['error']}")
+            raise RemoteError(clean(f"{self.target}: {header['error']}", 4096))
+        if isinstance(header.get("refused"), list):
+            self._refused(header["refused"])
         self.bytes_received += len(line) + len(payload)
         if payload:
             payload = zlib.decompress(payload)
@@ -219,6 +268,20 @@ class RemoteSource:
             ingest(self.store, f, f.tail.feed(data, reset=bool(reset)))
         return header
 
+    def _refused(self, entries: list) -> None:
+        """The remote files named like rank files that are not followed (a FIFO, a directory, a dangling
+        link), and why: the whole list each time it changes."""
+        now: dict[str, str] = {}
+        for entry in entries:
+            if isinstance(entry, list) and len(entry) == 2 and all(isinstance(x, str) for x in entry) and \
+                    (CSV_RE.fullmatch(entry[0]) or EVENTS_RE.fullmatch(entry[0])):
+                now[entry[0]] = clean(entry[1], 128)
+        for name in self._refused_names - set(now):
+            self.store.refuse(name, None)
+        for name, why in now.items():
+            self.store.refuse(name, why)
+        self._refused_names = set(now)
+
     def _ssh_error(self, proc: subprocess.Popen) -> str:
         try:
             proc.wait(timeout=self.connect_timeout + 5)
@@ -230,19 +293,11 @@ class RemoteSource:
             err = ""
         code = proc.returncode
         if code == 127 or "python3: command not found" in err or "python3: not found" in err:
-            return f"{self.target.host}: no python3 on the remote host (ssh said: {err or code})"
-        return f"ssh {self.target.host} failed (exit {code}): {err or 'connection closed'}"
+            return clean(f"{self.target.host}: no python3 on the remote host (ssh said: {err or code})", 4096)
+        return clean(f"ssh {self.target.host} failed (exit {code}): {err or 'connection closed'}", 4096)
 
     def _close(self, proc: subprocess.Popen) -> None:
-        if proc.poll() is None:
-            try:
-                os.killpg(proc.pid, 15)
-            except OSError:
-                pass
-            try:
-                proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        _kill(proc)
         for stream in (proc.stdin, proc.stdout, proc.stderr):
             try:
                 if stream is not None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import re
@@ -433,7 +434,12 @@ def test_a_writer_that_cannot_start_says_so_in_the_run_directory(tmp_path, graph
     cb.close()
     events = read_events(tmp_path / "rank3.events.jsonl")
     assert events[0]["kind"] == "writer_error" and "not in a world of 2" in events[0]["message"]
+    import os
     import subprocess as sp
 
-    out = sp.run([sys.executable, "-m", "mstop", "summary", str(tmp_path)], capture_output=True, text=True)
+    out = sp.run([sys.executable, "-m", "mstop", "summary", str(tmp_path)], capture_output=True, text=True,
+                 env={**os.environ, "COLUMNS": "300"})
     assert "writer failed: ValueError: rank 3 is not in a world of 2" in out.stdout
+    js = json.loads(sp.run([sys.executable, "-m", "mstop", "summary", str(tmp_path), "--json"], capture_output=True,
+                           text=True).stdout)
+    assert js["writer_errors"] == ["ValueError: rank 3 is not in a world of 2"]

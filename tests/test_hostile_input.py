@@ -353,3 +353,20 @@ async def test_rank_ages_stay_live_without_new_rows(tmp_path):
         app._tick()
         await pilot.pause()
         assert str(table.get_row_at(0)[-1]) != first and "2 m 30 s" in str(table.get_row_at(0)[-1])
+
+
+async def test_a_failed_demo_job_is_reaped_and_its_log_pointed_at(tmp_path):
+    from mstop.app import MonitorApp
+
+    write_rank(tmp_path, 0, steps(1, 5, t0=1000.0, loss=1.0))
+    log = tmp_path / "job.log"
+    log.write_text("Traceback ...\nRuntimeError: out of memory\n")
+    job = subprocess.Popen([sys.executable, "-c", "import sys; sys.exit(3)"])
+    app = MonitorApp(str(tmp_path), clock=lambda: 1010.0, follow=False, job=job, job_log=str(log))
+    async with app.run_test(size=(120, 40)) as pilot:
+        assert wait_for(lambda: job.poll() is not None, 20)
+        app._tick()
+        await pilot.pause()
+        header = str(app.query_one("#header").render())
+        assert f"the demo job exited with code 3: its output is in {log}" in header
+    assert job.returncode == 3  # reaped: no <defunct> process while the screen stays open

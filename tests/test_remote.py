@@ -178,3 +178,42 @@ def test_compare_over_ssh_equals_local(server, tmp_path):
     assert remote["runs"][0]["members"] == [f"testhost:{tmp_path / 'base'}"]
     assert [r["figures"] for r in remote["runs"]] == [r["figures"] for r in local["runs"]]
     assert remote["runs"][1]["figures"]["step_time"]["change_pct"] == pytest.approx(-20.0, abs=1e-4)
+
+
+def test_a_fifo_named_like_a_rank_file_over_ssh(server, tmp_path):
+    run = tmp_path / "run"
+    write_rank(run, 0, steps(1, 10, loss=1.0, step_time=1.0))
+    os.mkfifo(run / "rank1.csv")
+    (run / "rank2.csv").mkdir()
+    proc = summary(f"testhost:{run}", "--json", "-F", server.config)  # before: the follower blocked in open()
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["rows"] == 10 and out["refused_files"] == {"rank1.csv": "a FIFO, not a regular file",
+                                                          "rank2.csv": "a directory, not a regular file"}
+
+
+def _followers() -> list[int]:
+    """Remote followers running on this machine (the test server is this machine)."""
+    out = subprocess.run(["pgrep", "-f", "mstop-follower"], capture_output=True, text=True)
+    return [int(p) for p in out.stdout.split()]
+
+
+def test_a_killed_mstop_leaves_nothing_behind(server, tmp_path):
+    import shutil
+    import tempfile
+
+    tmp = Path(tempfile.mkdtemp(dir="/tmp"))  # short: ssh's control socket lives in it
+    before = set(_followers())
+    # --wait on a missing remote path: mstop keeps its ssh connection going until it is killed
+    proc = subprocess.Popen([sys.executable, "-m", "mstop", "summary", f"testhost:{tmp_path}/later", "--wait",
+                             "--poll", "0.2", "-F", str(server.config)], cwd=ROOT,
+                            env={**os.environ, "TMPDIR": str(tmp)}, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert wait_for(lambda: any(p.name.startswith("mstop-ssh-") for p in tmp.iterdir()), 30)
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGTERM)  # as timeout(1) does
+    assert proc.wait(timeout=30) == 128 + signal.SIGTERM
+    assert wait_for(lambda: set(_followers()) <= before, 15), "a remote follower was left running"
+    assert list(tmp.iterdir()) == [], "the ssh control directory was left behind"
+    ssh = subprocess.run(["pgrep", "-f", f"ControlPath={tmp}"], capture_output=True, text=True)
+    assert not ssh.stdout.strip(), "an ssh process (client or mux master) was left running"
+    shutil.rmtree(tmp)

@@ -47,3 +47,74 @@ def test_monitor_in_tmux():
         assert not alive, "q did not quit the monitor"
     finally:
         subprocess.run(["tmux", "-L", sock, "kill-server"], capture_output=True)
+
+
+def _tmux(sock: str, cmd: str, env_extra: dict | None = None) -> None:
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES", "TMUX")}
+    env.update(env_extra or {})
+    subprocess.run(["tmux", "-L", sock, "new-session", "-d", "-x", "120", "-y", "40", "-c", str(ROOT), cmd],
+                   check=True, env=env)
+
+
+def _screen(sock: str) -> str:
+    return subprocess.run(["tmux", "-L", sock, "capture-pane", "-p"], capture_output=True, text=True).stdout
+
+
+def test_escape_sequences_in_a_run_do_not_reach_the_terminal(tmp_path):
+    from tests.test_hostile_input import hostile_run
+
+    hostile_run(tmp_path / "run")
+    sock = f"mstop-test-{uuid.uuid4().hex[:8]}"
+    _tmux(sock, f"{sys.executable} -m mstop {tmp_path / 'run'}")
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and "PWNED" not in _screen(sock):
+            time.sleep(0.2)
+        time.sleep(1.5)  # a few more frames: a \x1b[2J would wipe the screen every second
+        screen = _screen(sock)
+        assert "\\x1b]2;PWNED" in screen and "status FINISHED" in screen
+        title = subprocess.run(["tmux", "-L", sock, "display-message", "-p", "#{pane_title}"],
+                               capture_output=True, text=True).stdout
+        assert "PWNED" not in title
+    finally:
+        subprocess.run(["tmux", "-L", sock, "kill-server"], capture_output=True)
+
+
+def _jobs_of(marker: str) -> list[str]:
+    out = subprocess.run(["pgrep", "-af", marker], capture_output=True, text=True).stdout
+    return [ln for ln in out.splitlines() if "train_tiny_lm.py" in ln]
+
+
+@pytest.mark.slow
+def test_a_dropped_terminal_stops_the_demo_job(tmp_path):
+    pytest.importorskip("mindspore", reason="mstop demo trains with MindSpore")
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    sock = f"mstop-test-{uuid.uuid4().hex[:8]}"
+    _tmux(sock, f"{sys.executable} -m mstop demo --steps 100000", {"TMPDIR": str(tmp)})
+    try:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline and not (_jobs_of(str(tmp)) and "status RUNNING" in _screen(sock)):
+            time.sleep(0.5)
+        assert _jobs_of(str(tmp)), f"the demo job did not start:\n{_screen(sock)}"
+    finally:
+        subprocess.run(["tmux", "-L", sock, "kill-server"], capture_output=True)  # SIGHUP, as ssh gives
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and _jobs_of(str(tmp)):
+        time.sleep(0.2)
+    assert not _jobs_of(str(tmp)), "training processes were left running"
+    assert wait_gone(tmp), f"left behind: {list(tmp.iterdir())}"
+
+
+def wait_gone(tmp) -> bool:
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(p.name.startswith("mstop-demo") for p in tmp.iterdir()):
+        time.sleep(0.2)
+    return not any(p.name.startswith("mstop-demo") for p in tmp.iterdir())
+
+
+def test_demo_refuses_bad_counts():
+    for args in (["--ranks", "0"], ["--ranks", "-1"], ["--steps", "0"], ["--ranks", "x"]):
+        out = subprocess.run([sys.executable, "-m", "mstop", "demo", *args], cwd=ROOT, capture_output=True,
+                             text=True, timeout=30)
+        assert out.returncode == 2 and ("must be from" in out.stderr or "not a whole number" in out.stderr)

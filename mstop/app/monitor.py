@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shlex
+import signal
 import subprocess
 import threading
 import time
@@ -47,6 +49,8 @@ SMOOTHING = (0.0, 0.6, 0.8, 0.9, 0.95, 0.99)
 MARKS = {"dead_rank": "D", "straggler": "S", "lagging_rank": "L", "oom_risk": "M", "data_starvation": "W"}
 #: Fewest seconds between two redraws caused by new rows (a burst costs one redraw).
 REDRAW_EVERY = 1.0
+#: Seconds a signalled app gets to close its screen before its cleanups run and the process ends anyway.
+EXIT_GRACE = 5.0
 
 
 class StoreChanged(Message):
@@ -82,8 +86,14 @@ class MonitorApp(App[None]):
     def __init__(self, run_dir: str | list[str], *, poll: float | None = None, peak_tflops: float | None = None,
                  clock: Callable[[], float] | None = None, follow: bool = True, ssh_options: tuple[str, ...] = (),
                  connect_timeout: float = 10.0, rules: Rules | None = None, bell: bool = False,
-                 on_alert: str | None = None, baseline: str | None = None) -> None:
+                 on_alert: str | None = None, baseline: str | None = None, job: subprocess.Popen | None = None,
+                 job_log: str | None = None) -> None:
         super().__init__()
+        self.job, self.job_log = job, job_log  # mstop demo: the training job it started, and where its output goes
+        self._job_note: str | None = None
+        #: what must be undone however the app ends (mstop demo: stop the job, remove its directory)
+        self.cleanups: list[Callable[[], None]] = []
+        self._stopping = False
         specs = [run_dir] if isinstance(run_dir, str) else list(run_dir)
         self.run_dir = clean(" ".join(specs), 4096)  # shown in the title: no control codes
         self.store = Store()
@@ -140,6 +150,14 @@ class MonitorApp(App[None]):
         yield Footer()
 
     def on_mount(self) -> None:
+        # SIGTERM (kill, timeout) and SIGHUP (a dropped terminal or ssh session) end the app as q does, so
+        # every source, ssh connection and the demo's job are stopped on the way out
+        loop = asyncio.get_running_loop()
+        for sig, code in ((signal.SIGTERM, 143), (signal.SIGHUP, 129)):
+            try:
+                loop.add_signal_handler(sig, self._signalled, code)
+            except (NotImplementedError, RuntimeError, ValueError):  # not the main thread (tests), or no signals
+                pass
         self.query_one("#loss").border_title = "loss"
         self.query_one("#throughput").border_title = "throughput"
         self.query_one("#mfu").border_title = "MFU"
@@ -185,14 +203,49 @@ class MonitorApp(App[None]):
         if now - self._last_redraw >= REDRAW_EVERY or self._drawn_rows == 0:  # the first data: draw at once
             self.redraw()  # otherwise the next tick draws it: the store's version moved on
 
+    def _signalled(self, code: int) -> None:
+        """SIGTERM or SIGHUP: quit as q does. The terminal may be gone (a dropped ssh session) and closing the
+        screen may then never finish: after EXIT_GRACE seconds the cleanups run here and the process ends."""
+        if self._stopping:
+            return
+        self._stopping = True
+        self.exit(return_code=code)
+
+        def last_resort() -> None:
+            time.sleep(EXIT_GRACE)
+            for fn in [self.source.stop, *self.cleanups]:
+                try:
+                    fn()
+                except Exception:  # noqa: BLE001 - leaving anyway: do the rest
+                    pass
+            from ..remote import cleanup
+
+            cleanup()
+            os._exit(code)
+
+        threading.Thread(target=last_resort, name="mstop-exit", daemon=True).start()
+
+    def _check_job(self) -> None:
+        """mstop demo's job: reaped when it ends (no <defunct> process), and a failure pointed at its log."""
+        if self.job is None or self._job_note is not None or self.job.poll() is None:
+            return
+        code = self.job.returncode
+        if code == 0:
+            self._job_note = "the demo job finished"
+        else:
+            self._job_note = f"the demo job exited with code {code}: its output is in {self.job_log}"
+            self.notify(self._job_note, severity="error", timeout=30)
+        self.redraw()
+
     def _tick(self) -> None:
         """Once a second: a delayed redraw happens, or, with nothing new, only the ages in the header move."""
+        self._check_job()
         try:
             if self.store.version != self._drawn_version or self.screen.has_class("show-ranks"):
                 self.redraw()  # the ranks view: every rank's age moves, and its letters with the status
             elif not self.paused:
                 v = build_view(self.store, self.opts, header_only=True)
-                v.notes = self.source.states() + self.store.duplicates + v.notes
+                v.notes = self._notes(v)
                 self._alerts(v)
                 self.query_one(Header).show(v)
                 self.query_one(AlertsPanel).show(v)
@@ -211,7 +264,7 @@ class MonitorApp(App[None]):
         # the ranks view shows no run-wide chart: their series are not built (at 1,024 ranks every ms counts)
         v = build_view(self.store, self.opts, points=width, xaxis=self.xaxis, recent=self.recent,
                        ema_cache=self._ema, custom=self.custom, header_only=ranks_view)
-        v.notes = self.source.states() + self.store.duplicates + ([v.skew_note] if v.skew_note else []) + v.notes
+        v.notes = self._notes(v)
         if self.baseline_store is not None and not ranks_view:
             # its last path component names it on the screen (the whole path is in the b dialog)
             name = clean(os.path.basename((self.baseline_spec or "").rstrip("/")) or (self.baseline_spec or ""), 256)
@@ -238,6 +291,11 @@ class MonitorApp(App[None]):
                 self.query_one(MemoryPanel).show(v)
                 self.query_one(DataPanel).show(v)
             self.sub_title = f"{self.run_dir}  ({self.source.mode})"
+
+    def _notes(self, v) -> list[str]:  # noqa: ANN001
+        """The header's notes: hosts not connected, ranks in two sources, clocks, the demo job, the view's own."""
+        return (self.source.states() + self.store.duplicates + ([v.skew_note] if v.skew_note else [])
+                + ([self._job_note] if self._job_note else []) + v.notes)
 
     # -- keys ------------------------------------------------------------------------
 
