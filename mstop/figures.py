@@ -3,7 +3,8 @@
 Every function reads a :class:`~mstop.store.Store` and returns plain numbers
 (None when unknown). Definitions (also in the README):
 
-- recent window: each rank's last ``WINDOW`` rows on its current timeline.
+- recent window: each rank's last ``WINDOW`` rows on its current timeline, each session's first row (its
+  graph compilation) left out.
 - ``tokens_per_s``: per rank Σtokens / Σstep_time over the window; the median over ranks.
 - ``mfu``: per rank the step_time-weighted mean of ``mfu`` over the window (or,
   where the column is empty, derived from tokens/s and the ``start`` event's
@@ -69,7 +70,7 @@ class Window:
     starts: list[dict[str, Any]]
 
 
-_COLS = ("time", "step_time", "data_wait", "tokens", "mfu", "mem_peak", "mem_total")
+_COLS = ("time", "step_time", "data_wait", "tokens", "samples", "mfu", "mem_peak", "mem_total")
 
 
 def window(store: Store) -> Window:
@@ -81,8 +82,8 @@ def window(store: Store) -> Window:
     cols = {c: np.full((len(ranks), WINDOW), np.nan) for c in _COLS}
     for i, r in enumerate(ranks):
         d = store.ranks[r]
-        if len(d.segments) > 1:
-            idx = np.flatnonzero(d.effective())[-WINDOW:]
+        if len(d.segments) > 1 or d.rows <= WINDOW:  # a compilation step may be among the last rows
+            idx = np.flatnonzero(d.steady())[-WINDOW:]
             exact, floats = d.exact.view()[idx], d.floats.view()[idx]
         else:
             exact, floats = d.exact.view()[-WINDOW:], d.floats.view()[-WINDOW:]
@@ -118,7 +119,7 @@ def step_rows(store: Store, first: float, last: float) -> dict[int, np.ndarray]:
         if not d.rows:
             continue
         step = d.col("step")
-        idx = np.flatnonzero(d.effective() & (step >= first) & (step <= last))
+        idx = np.flatnonzero(d.steady() & (step >= first) & (step <= last))  # compilation steps left out
         if len(idx):
             out[r] = idx
     return out
@@ -155,6 +156,25 @@ def rank_tokens_per_s(store: Store, w: Window | None = None) -> np.ndarray:
 
 def tokens_per_s(store: Store) -> float | None:
     return median(rank_tokens_per_s(store))
+
+
+def samples_per_s(store: Store) -> float | None:
+    """Per rank Σsamples / Σstep_time over the recent window; the median over ranks (like tokens/s)."""
+    w = window(store)
+    return median(_ratio(w.cols["samples"], w.cols["step_time"]))
+
+
+def compile_seconds(store: Store) -> float | None:
+    """The step time of the newest session's first row (graph compilation) on the lowest rank, when the
+    session has more rows: shown beside the figures it is left out of."""
+    d = _loss_rank(store)
+    if d is None:
+        return None
+    rows = d.compile_rows()
+    if not rows or rows[-1] != d.segments[-1].first_row:
+        return None
+    v = float(d.col("step_time")[rows[-1]])
+    return v if math.isfinite(v) else None
 
 
 def _mfu_scale(start: dict[str, Any], opts: Options) -> float:

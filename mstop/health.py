@@ -171,7 +171,8 @@ def evaluate(store: Store, rules: Rules, opts: Options) -> list[Alert]:
             elif basis == "rows":
                 hint = "; no heartbeats to tell dead from hung"
             out.append(Alert("stalled", None, figures.step(store),
-                             f"no new row for {age:.0f} s (limit {figures.stall_after(store):.0f} s){hint}"))
+                             f"no new row for {fmt.duration(age)} (limit {fmt.duration(figures.stall_after(store))})"
+                             f"{hint}"))
         if status in ("running", "stalled"):
             out += _no_checkpoint(store, rules, opts)
         return sorted(out, key=_order)
@@ -265,8 +266,8 @@ def _throughput_drop(store: Store, d: RankData, rules: Rules) -> list[Alert]:
     recent = figures.tokens_per_s(store)
     tok = d.col("tokens").astype(np.float64)
     st = d.col("step_time").astype(np.float64)
-    eff = d.effective()
-    rate = (tok / st)[eff][rules.warmup_steps:]
+    with np.errstate(all="ignore"):
+        rate = (tok / st)[d.steady()][rules.warmup_steps:]  # compilation steps are no throughput
     rate = rate[np.isfinite(rate)]
     if recent is None or not len(rate):
         return []

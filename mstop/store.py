@@ -118,6 +118,7 @@ class RankData:
     aborts: list[dict[str, Any]] = field(default_factory=list)
     writer_errors: list[dict[str, Any]] = field(default_factory=list)  # the writer said it failed at something
     _effective: np.ndarray | None = None
+    _steady: np.ndarray | None = None
     monotonic: bool = True  # steps never go down within the file (true of every well-formed run)
     summaries: dict[str, Summary] = field(default_factory=dict)
 
@@ -193,6 +194,29 @@ class RankData:
             mask = step < cut[sess]
         self._effective = mask
         return mask
+
+    def steady(self) -> np.ndarray:
+        """The effective rows less each session's first row: the step that compiled the graph (100-1,000x a
+        normal step) and warmed up, which no step-time or throughput window may hold. A session of one row
+        keeps it (there is nothing else to show)."""
+        if self._steady is not None and len(self._steady) == self.rows:
+            return self._steady
+        mask = self.effective().copy()
+        for k, seg in enumerate(self.segments):
+            end = self.segments[k + 1].first_row if k + 1 < len(self.segments) else self.rows
+            if end - seg.first_row > 1:
+                mask[seg.first_row] = False
+        self._steady = mask
+        return mask
+
+    def compile_rows(self) -> list[int]:
+        """Each session's first row (its compilation step), when the session has more rows."""
+        out = []
+        for k, seg in enumerate(self.segments):
+            end = self.segments[k + 1].first_row if k + 1 < len(self.segments) else self.rows
+            if end - seg.first_row > 1:
+                out.append(seg.first_row)
+        return out
 
     def repeated_steps(self) -> int:
         """Rows of older sessions whose steps a later session ran again."""
@@ -317,6 +341,7 @@ class Store:
                 d.segment_of.clear()
                 d.nonfinite.clear()
                 d._effective = None
+                d._steady = None
             self.version += 1
 
     def reset_events(self, r: int) -> None:

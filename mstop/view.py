@@ -78,6 +78,7 @@ class View:
     tokens_per_s: float | None = None
     samples_per_s: float | None = None
     step_time: float | None = None
+    compile_s: float | None = None  # the newest session's first step (graph compilation), left out of windows
     throughput: Series | None = None
     mfu: float | None = None
     mfu_series: Series | None = None
@@ -236,6 +237,7 @@ def build_view(store: Store, opts: Options, *, points: int = 200, xaxis: str = "
                            + ("; ages use arrival times" if opts.arrival_clock else ""))
         v.loss, v.loss_ema = figures.loss(store), figures.loss_ema(store, opts)
         v.tokens_per_s = figures.tokens_per_s(store)
+        v.compile_s = figures.compile_seconds(store)
         v.mfu = figures.mfu(store, opts)
         v.mem_headroom = figures.mem_headroom(store)
         heads = figures.headrooms(store)
@@ -270,13 +272,7 @@ def build_view(store: Store, opts: Options, *, points: int = 200, xaxis: str = "
             v.tokens_seen = cache.tokens_seen(store, r0)
             if header_only:
                 return v
-            win = np.flatnonzero(d.effective()[-4 * figures.WINDOW:])[-figures.WINDOW:] + max(0, d.rows - 4 *
-                                                                                                figures.WINDOW)
-            samples = d.col("samples")[win].astype(np.float64)
-            stw = d.col("step_time")[win].astype(np.float64)
-            ok = ~np.isnan(samples) & ~np.isnan(stw)
-            if ok.any() and stw[ok].sum() > 0:
-                v.samples_per_s = float(samples[ok].sum() / stw[ok].sum())
+            v.samples_per_s = figures.samples_per_s(store)
             v.queue_depth = _last_value(d, "queue_depth")
             v.mem_used, v.mem_peak, v.mem_total = _memory_of(store, v.mem_worst, r0)
             v.lr_now, v.grad_norm_now = _last_value(d, "lr"), _last_value(d, "grad_norm")

@@ -142,6 +142,8 @@ class Header(Static):
         t.append(f" · {fmt.num(v.steps_per_s, 3)} steps/s · tokens seen {fmt.si(v.tokens_seen)}"
                  f" · elapsed {fmt.duration(v.elapsed)}\n")
         t.append(f"last row {fmt.duration(v.since_last_row)} ago · ")
+        if v.compile_s is not None:
+            t.append(f"compile {fmt.ms(v.compile_s)} · ")
         if v.repeated_steps:
             t.append(f"{v.repeated_steps:,} steps repeated after a resume ({fmt.duration(v.repeated_seconds)}) · ")
         ck = v.last_checkpoint
