@@ -60,8 +60,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--smoothing", type=_smoothing, default=0.9, metavar="W",
                    help="weight of the loss EMA, 0 to <1 (default: 0.9)")
     s.add_argument("--wait", action="store_true", help="wait for SOURCE to appear instead of failing")
-    s.add_argument("--fail-on", metavar="alert|KIND[,KIND]",
-                   help="exit 1 when any alert is active (alert), or one of these kinds")
+    s.add_argument("--fail-on", metavar="alert|incident|KIND[,KIND]",
+                   help="exit 1 when any alert is active (alert), when the run's history holds any incident "
+                        "(incident), or when an alert of one of these kinds is active")
     _health_arguments(s)
     c = sub.add_parser("compare", help="compare runs at the same steps: a table with changes against a baseline",
                        description="Compare runs over one window of steps (never of wall time). The first run is "
@@ -336,11 +337,11 @@ def cmd_summary(args: argparse.Namespace) -> int:
     from .health import KINDS, Health
 
     fail_on: set[str] = set()
-    if args.fail_on:
+    if args.fail_on and args.fail_on != "incident":
         fail_on = set(KINDS) if args.fail_on == "alert" else set(args.fail_on.split(","))
         unknown = fail_on - set(KINDS)
         if unknown:
-            print(f"mstop: --fail-on: unknown kinds {sorted(unknown)}; known: alert, {', '.join(KINDS)}",
+            print(f"mstop: --fail-on: unknown kinds {sorted(unknown)}; known: alert, incident, {', '.join(KINDS)}",
                   file=sys.stderr)
             return 2
     rules = _rules(args, args.source)
@@ -354,6 +355,8 @@ def cmd_summary(args: argparse.Namespace) -> int:
 
         Console().print(render_table(summary, store, opts))
     if fail_on and any(a["kind"] in fail_on for a in summary["alerts"]):
+        return 1
+    if args.fail_on == "incident" and summary["incidents"]:
         return 1
     return 0
 

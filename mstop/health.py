@@ -111,12 +111,46 @@ class Health:
     rules: Rules = field(default_factory=Rules)
     _last: dict[tuple[str, int | None], tuple[float, Alert]] = field(default_factory=dict)
     _sticky: dict[tuple[str, int | None], Alert] = field(default_factory=dict)
+    #: incidents of the rules the rows cannot answer afterwards (dead ranks, stragglers, ...), as they fired
+    _live: list[Any] = field(default_factory=list)
+    _open: dict[tuple[str, int | None], Any] = field(default_factory=dict)
+
+    def incidents(self, store: Store, opts: Options, alerts: list[Alert] | None = None) -> list[Any]:
+        """Every alert that fired in the run's history, oldest first, the active ones marked (mstop.incidents)."""
+        from .incidents import merge, scan
+
+        if alerts is None:
+            alerts = self.alerts(store, opts)
+        return merge(scan(store, self.rules), self._live, alerts)
+
+    def _record(self, current: list[Alert], now: float) -> None:
+        """Keep live-only alerts as incidents: one per stretch of time an alert of that kind and rank held."""
+        from .incidents import SCANNED, from_alert
+
+        held = set()
+        for a in current:
+            if a.kind in SCANNED:
+                continue
+            key = (a.kind, a.rank)
+            held.add(key)
+            inc = self._open.get(key)
+            if inc is None:
+                inc = self._open[key] = from_alert(a, now)
+                self._live.append(inc)
+            else:
+                inc.last_step, inc.last_time, inc.message = a.step, now, a.message
+                if a.severity and (inc.worst is None or a.severity > inc.worst):
+                    inc.worst = a.severity
+        for key in list(self._open):
+            if key not in held:
+                del self._open[key]
 
     def alerts(self, store: Store, opts: Options) -> list[Alert]:
         opts = self.rules.options(opts)
         now = opts.clock()
         current = evaluate(store, self.rules, opts)
         ended = figures.status(store, opts) in ENDED
+        self._record(current, now)
         for a in current:
             self._last[(a.kind, a.rank)] = (now, a)
             if a.kind == "nan_loss":

@@ -141,14 +141,16 @@ def _marks(ax: Any, store: Store, alerts: list[Any], color: str) -> None:
         ax.axvline(step, color="red", linestyle="--", linewidth=0.8, alpha=0.5)
 
 
-def _alerts_at_end(store: Store, opts: Options, rules: Rules | None) -> list[Any]:
-    """The alerts as of the run's last row (a report is written afterwards: "stalled" or "dead" must come
-    from the files, not from how long ago the run ended)."""
+def _at_end(store: Store, opts: Options, rules: Rules | None) -> tuple[list[Any], list[Any]]:
+    """The alerts and the incidents as of the run's last row (a report is written afterwards: "stalled" or
+    "dead" must come from the files, not from how long ago the run ended)."""
     last = figures.last_row_time(store)
     if last is None:
-        return []
+        return [], []
     at_end = Options(peak_flops=opts.peak_flops, ema_weight=opts.ema_weight, clock=lambda: last)
-    return Health(rules or Rules()).alerts(store, at_end)
+    health = Health(rules or Rules())
+    alerts = health.alerts(store, at_end)
+    return alerts, health.incidents(store, at_end, alerts)
 
 
 def write_report(runs: list[Run], comparison: Comparison, out: str, *, opts: Options | None = None,
@@ -166,7 +168,9 @@ def write_report(runs: list[Run], comparison: Comparison, out: str, *, opts: Opt
     members: list[tuple[str, Member]] = [(label.replace("$", r"\$"), m)
                                          for label, m in zip(short_labels([[m.spec] for m in flat]), flat)]
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    alerts = {id(m): _alerts_at_end(m.store, opts, rules) for _, m in members}
+    ends = {id(m): _at_end(m.store, opts, rules) for _, m in members}
+    alerts = {k: a for k, (a, _) in ends.items()}
+    incidents = {k: i for k, (_, i) in ends.items()}
     written: list[str] = []
     notes: dict[str, list[str]] = {p.name: [] for p in PLOTS}
 
@@ -251,13 +255,13 @@ def write_report(runs: list[Run], comparison: Comparison, out: str, *, opts: Opt
         figure(plot, draws[plot.name])
     md = os.path.join(out, "report.md")
     with open(md, "w", encoding="utf-8") as f:
-        f.write(_markdown(runs, comparison, alerts, members, notes))
+        f.write(_markdown(runs, comparison, alerts, incidents, members, notes))
     written.append(md)
     return written
 
 
 def _markdown(runs: list[Run], comparison: Comparison, alerts: dict[int, list[Any]],
-              members: list[tuple[str, Member]], notes: dict[str, list[str]]) -> str:
+              incidents: dict[int, list[Any]], members: list[tuple[str, Member]], notes: dict[str, list[str]]) -> str:
     def esc(s: str) -> str:
         return str(s).replace("|", "\\|").replace("\n", " ")
 
@@ -274,6 +278,23 @@ def _markdown(runs: list[Run], comparison: Comparison, alerts: dict[int, list[An
             out.append(f"- {esc(label)}: {a.kind} at step {a.step}: {esc(a.message)}")
     if not any_alert:
         out.append("None active at the end of the files.")
+    out += ["", "## Incidents", "", "Every alert that fired in each run's history, oldest first.", ""]
+    any_incident = False
+    for label, m in members:
+        for i in incidents[id(m)]:
+            any_incident = True
+            where = "job" if i.rank is None else f"rank {i.rank}"
+            steps = f"step {i.first_step}" if i.first_step == i.last_step else f"steps {i.first_step}-{i.last_step}"
+            out.append(f"- {esc(label)}: {i.kind} ({where}, {steps}{', active' if i.active else ''}): "
+                       f"{esc(i.message)}")
+    if not any_incident:
+        out.append("None.")
+    out += ["", "## Rows", ""]
+    for label, m in members:
+        st = m.store
+        out.append(f"- {esc(label)}: {st.rows:,} rows read, {st.bad_rows:,} bad, "
+                   f"{figures.dropped_rows(st):,} reported dropped by the writer"
+                   + (f"; writer failed: {esc(figures.writer_errors(st)[0])}" if figures.writer_errors(st) else ""))
     out += ["", "## Plots", "", "x: step. Dotted lines: restarts; triangles: checkpoints; red: NaN/Inf loss and "
             "alerts.", ""]
     for p in PLOTS:

@@ -14,7 +14,7 @@ from .store import Store
 #: The keys of ``summary --json``, in order (public: never renamed or dropped).
 KEYS = ("run_dir", "ranks", "step", "rows", "bad_rows", "resets", "segments", "repeated_steps", "loss",
         "loss_ema", "tokens_per_s", "mfu", "mem_headroom", "data_wait_frac", "status", "last_checkpoint",
-        "alerts", "stragglers", "dropped_rows", "bad_events", "writer_errors", "refused_files")
+        "alerts", "stragglers", "dropped_rows", "bad_events", "writer_errors", "refused_files", "incidents")
 
 
 def _json_number(v: float | None) -> Any:
@@ -57,6 +57,7 @@ def summarize(store: Store, run_dir: str, opts: Options, health: Any = None) -> 
             "bad_events": store.bad_events,
             "writer_errors": figures.writer_errors(store),
             "refused_files": dict(sorted(store.refused.items())),
+            "incidents": [i.public() for i in health.incidents(store, opts, alerts)],
         }
     assert tuple(out) == KEYS
     return out
@@ -118,6 +119,12 @@ def render_table(summary: dict[str, Any], store: Store, opts: Options | None = N
         rows.append(("! not merged", note))
     for a in summary["alerts"]:
         rows.append((f"! {a['kind']}", a["message"]))
+    past = [i for i in summary["incidents"] if not i["active"]]
+    for i in past[-10:]:
+        steps = i["first_step"] if i["first_step"] == i["last_step"] else f"{i['first_step']}-{i['last_step']}"
+        rows.append((f"incident {i['kind']}", f"steps {steps}: {i['message']}"))
+    if len(past) > 10:
+        rows.append(("incidents", f"{len(past) - 10} older ones (--json lists them all)"))
     table = Table(show_header=False, box=None, pad_edge=False)
     table.add_column(style="bold")
     table.add_column()

@@ -96,6 +96,7 @@ class View:
     repeated_steps: int = 0
     repeated_seconds: float = 0.0  # wall time the repeated steps cost
     checkpoints: list[tuple[float, float]] = field(default_factory=list)  # (x, loss) marks on the loss chart
+    incident_marks: list[tuple[float, float]] = field(default_factory=list)  # (x, loss) of past incidents
     alerts: list[Any] = field(default_factory=list)  # active health alerts (mstop.health.Alert)
     new_alerts: int = 0  # not yet seen (the a key)
     skew_note: str | None = None
@@ -332,6 +333,26 @@ def build_view(store: Store, opts: Options, *, points: int = 200, xaxis: str = "
                         if math.isfinite(y):
                             v.checkpoints.append((float(_x_at(d, xaxis, np.array(hit[-1:]))[0]), y))
     return v
+
+
+def incident_marks(store: Store, incidents: list[Any], xaxis: str) -> list[tuple[float, float]]:
+    """(x, loss) of each past incident's first step on the lowest rank's timeline: marks on the loss chart."""
+    out: list[tuple[float, float]] = []
+    with store.lock:
+        present = [r for r, d in store.ranks.items() if d.rows]
+        if not present:
+            return out
+        d = store.ranks[min(present)]
+        eff, step, loss = d.effective(), d.col("step"), d.col("loss")
+        for inc in incidents[-50:]:
+            if inc.first_step is None:
+                continue
+            hit = np.flatnonzero(eff & (step == inc.first_step))
+            if len(hit):
+                y = float(loss[hit[-1]])
+                if math.isfinite(y):
+                    out.append((float(_x_at(d, xaxis, hit[-1:])[0]), y))
+    return out
 
 
 def numeric_columns(store: Store) -> list[str]:

@@ -50,6 +50,8 @@ def healthy(run, ranks=2, n=400, t0=1000.0, **over):
 def test_healthy_noisy_run_raises_nothing(tmp_path):
     last = healthy(tmp_path)
     assert kinds(tmp_path, last + 5) == {}
+    store = load(tmp_path)
+    assert Health().incidents(store, Options(clock=lambda: last + 5)) == []
 
 
 def test_nan_loss_names_the_first_rank_and_step(tmp_path):
@@ -205,6 +207,7 @@ def test_no_false_alert_on_a_healthy_noisy_run_of_1024_ranks(tmp_path):
     store = load(tmp_path)
     assert store.rows == 1024 * 130
     assert Health().alerts(store, Options(clock=lambda: t0 + 131)) == []
+    assert Health().incidents(store, Options(clock=lambda: t0 + 131)) == []  # nor anything in its history
 
 
 def test_mixed_headers_and_late_ranks_raise_nothing_false(tmp_path):

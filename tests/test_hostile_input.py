@@ -370,3 +370,96 @@ async def test_a_failed_demo_job_is_reaped_and_its_log_pointed_at(tmp_path):
         header = str(app.query_one("#header").render())
         assert f"the demo job exited with code 3: its output is in {log}" in header
     assert job.returncode == 3  # reaped: no <defunct> process while the screen stays open
+
+
+# -- incidents ----------------------------------------------------------------------------------------------
+
+
+def spiky_run(run: Path, now: float) -> None:
+    """600 steps ending now: a 30x loss spike at step 300, starving input on rank 1 for steps 100-150, a NaN
+    at step 450 on rank 0, still running (heartbeats)."""
+    import random
+
+    g = random.Random(1)
+    t0 = now - 600
+    for r in (0, 1):
+        def loss(s, r=r):
+            if r == 0 and s == 450:
+                return "nan"
+            return 30.0 if s == 300 else 2.0 + 0.01 * g.gauss(0, 1)
+
+        def dw(s, r=r):
+            return 0.5 if r == 1 and 100 <= s <= 150 else 0.01
+
+        write_rank(run, r, steps(1, 600, t0=t0, loss=loss, step_time=1.0, data_wait=dw, tokens=100))
+        write_events(run, r, [start("s1", t0 - 5)] + [{"time": now - k, "kind": "heartbeat", "session": "s1"}
+                                                      for k in (60, 30, 1)])
+
+
+def test_incidents_keep_the_history(tmp_path):
+    spiky_run(tmp_path, time.time())
+    js = summary_json(tmp_path)
+    assert js["status"] == "running"
+    kinds = [(i["kind"], i["rank"], i["first_step"], i["last_step"]) for i in js["incidents"]]
+    # the live rule's 20-row window: 4 rows waiting 0.5 s among 16 of 0.01 s exceed 10 %: from step 103 until
+    # the window holds fewer than 4 (step 166)
+    assert ("data_starvation", 1, 103, 166) in kinds
+    assert ("loss_spike", None, 300, 300) in kinds
+    assert ("nan_loss", 0, 450, 450) in kinds
+    spike = next(i for i in js["incidents"] if i["kind"] == "loss_spike")
+    assert spike["worst"] == 30.0 and not spike["active"] and "loss 30 at step 300" in spike["message"]
+    nan = next(i for i in js["incidents"] if i["kind"] == "nan_loss")
+    assert nan["active"]  # a NaN alert stays active for the rest of the run
+    assert [i["first_time"] for i in js["incidents"]] == sorted(i["first_time"] for i in js["incidents"])
+    assert [a["kind"] for a in js["alerts"]] == ["nan_loss"]  # the spike and the starvation are over
+    assert mstop("summary", str(tmp_path), "--fail-on", "incident").returncode == 1
+    assert mstop("summary", str(tmp_path), "--fail-on", "data_starvation").returncode == 0  # not active now
+    table = mstop("summary", str(tmp_path), env={**os.environ, "COLUMNS": "300"}).stdout
+    assert "incident loss_spike" in table and "steps 300:" in table
+
+
+def test_a_healthy_run_has_no_incidents(tmp_path):
+    from tests.test_health import healthy
+
+    healthy(tmp_path, ranks=2, t0=time.time() - 405)
+    js = summary_json(tmp_path)
+    assert js["incidents"] == [] and mstop("summary", str(tmp_path), "--fail-on", "incident").returncode == 0
+
+
+async def test_the_alerts_list_shows_past_incidents_and_the_chart_marks_them(tmp_path):
+    from mstop.app import MonitorApp
+    from mstop.app.screens import AlertsScreen
+
+    now = time.time()
+    spiky_run(tmp_path, now)
+    app = MonitorApp(str(tmp_path), clock=lambda: now + 1, follow=False)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        assert (300.0, 30.0) in app._last_view.incident_marks
+        await pilot.press("a")
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, AlertsScreen)
+        text = str(screen.query_one("Static").render())
+        assert "1 active alert" in text and "past incidents" in text
+        assert "loss_spike       job       steps 300: loss 30 at step 300" in text
+        assert "data_starvation  rank 1    steps 103-166" in text
+
+
+async def test_dropped_rows_are_shown_everywhere(tmp_path):
+    from mstop.app import MonitorApp
+
+    run = tmp_path / "run"
+    write_rank(run, 0, steps(1, 30, t0=1000.0, loss=1.0, step_time=1.0))
+    write_events(run, 0, [start("s1", 995.0), {"time": 1010.0, "kind": "dropped", "rows": 7, "events": 0,
+                                               "session": "s1"},
+                          {"time": 1031.0, "kind": "end", "session": "s1", "rows": 30}])
+    assert summary_json(run)["dropped_rows"] == 7
+    assert "7 dropped by the writer" in mstop("summary", str(run), env={**os.environ, "COLUMNS": "200"}).stdout
+    app = MonitorApp(str(run), clock=lambda: 1040.0, follow=False)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        assert "7 rows dropped by the writer" in str(app.query_one("#header").render())
+    pytest.importorskip("matplotlib")
+    assert mstop("report", str(run), "--out", str(tmp_path / "rep"), timeout=180).returncode == 0
+    assert "7 reported dropped by the writer" in (tmp_path / "rep" / "report.md").read_text()

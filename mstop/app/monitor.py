@@ -28,7 +28,7 @@ from ..remote import RemoteError
 from ..safe import clean
 from ..sources import Sources, read_once
 from ..store import Store
-from ..view import X_AXES, EmaCache, baseline_overlay, build_view, numeric_columns, rank_series
+from ..view import X_AXES, EmaCache, baseline_overlay, build_view, incident_marks, numeric_columns, rank_series
 from .panels import (
     HEAT_METRICS,
     AlertsPanel,
@@ -49,6 +49,8 @@ SMOOTHING = (0.0, 0.6, 0.8, 0.9, 0.95, 0.99)
 MARKS = {"dead_rank": "D", "straggler": "S", "lagging_rank": "L", "oom_risk": "M", "data_starvation": "W"}
 #: Fewest seconds between two redraws caused by new rows (a burst costs one redraw).
 REDRAW_EVERY = 1.0
+#: Fewest seconds between two scans of the history for incidents (marks on the loss chart; a always scans).
+INCIDENTS_EVERY = 10.0
 #: Seconds a signalled app gets to close its screen before its cleanups run and the process ends anyway.
 EXIT_GRACE = 5.0
 
@@ -94,6 +96,7 @@ class MonitorApp(App[None]):
         #: what must be undone however the app ends (mstop demo: stop the job, remove its directory)
         self.cleanups: list[Callable[[], None]] = []
         self._stopping = False
+        self._incidents: tuple[int, float, list] = (-1, 0.0, [])
         specs = [run_dir] if isinstance(run_dir, str) else list(run_dir)
         self.run_dir = clean(" ".join(specs), 4096)  # shown in the title: no control codes
         self.store = Store()
@@ -271,6 +274,9 @@ class MonitorApp(App[None]):
             baseline_overlay(v, self.baseline_store, name, self.opts, self._base_ema, points=width,
                              recent=self.recent)
         self._alerts(v)
+        if not ranks_view:
+            v.incident_marks = incident_marks(self.store, [i for i in self._past_incidents() if not i.active],
+                                              self.xaxis)
         self._last_view = v
         self._frames += 1
         with self.batch_update():
@@ -450,11 +456,21 @@ class MonitorApp(App[None]):
         if self._last_view is not None:
             self._show_detail(self._last_view)
 
+    def _past_incidents(self, fresh: bool = False) -> list:
+        """The run's incidents (scanning the whole history costs milliseconds to a second on long runs: at
+        most every INCIDENTS_EVERY seconds, or now when asked)."""
+        now = time.monotonic()
+        version, at, got = self._incidents
+        if fresh or (version != self.store.version and now - at >= INCIDENTS_EVERY) or at == 0.0:
+            got = self.health.incidents(self.store, self.opts)
+            self._incidents = (self.store.version, now, got)
+        return got
+
     def action_alerts(self) -> None:
-        """Show every active alert and mark them seen."""
+        """Show every active alert, then the run's past incidents, and mark the alerts seen."""
         alerts = self.health.alerts(self.store, self.opts)
         self._seen |= {(a.kind, a.rank, a.step) for a in alerts}
-        self.push_screen(AlertsScreen(alerts))
+        self.push_screen(AlertsScreen(alerts, [i for i in self._past_incidents(fresh=True) if not i.active]))
         self.redraw()
 
     def action_metrics(self) -> None:

@@ -80,8 +80,8 @@ class Chart(PlotextPlot):
             if log:
                 pairs = [(x, math.log10(y)) for x, y in zip(xs, ys) if y > 0]
                 xs, ys = [p[0] for p in pairs], [p[1] for p in pairs]
-            if xs:  # checkpoints as "C", evaluations as "x"
-                plt.scatter(xs, ys, marker="C" if label == "checkpoint" else "x",
+            if xs:  # checkpoints as "C", incidents as "!", evaluations as "x"
+                plt.scatter(xs, ys, marker={"checkpoint": "C", "incident": "!"}.get(label, "x"),
                             label=label if len(xs) >= 3 and not log else None)
         for y in hlines:
             if not log or y > 0:
@@ -187,6 +187,8 @@ class LossPanel(Vertical):
         marks = [(xs, ys, f"eval {k}") for k, (xs, ys) in evals.items()]
         if v.checkpoints:
             marks.append(([x for x, _ in v.checkpoints], [y for _, y in v.checkpoints], "checkpoint"))
+        if v.incident_marks:
+            marks.append(([x for x, _ in v.incident_marks], [y for _, y in v.incident_marks], "incident"))
         lines = [("raw", v.loss_raw), ("smoothed", v.loss_smooth)]
         base = self.query_one("#loss-base", Static)
         base.display = bool(v.baseline)

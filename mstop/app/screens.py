@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.containers import Vertical
+from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Input, SelectionList, Static
 
@@ -132,13 +132,13 @@ class MetricsScreen(ModalScreen[tuple[str, ...]]):
 
 
 class AlertsScreen(ModalScreen[None]):
-    """Every active alert."""
+    """Every active alert, then the past incidents (alerts that fired and no longer hold), newest first."""
 
     BINDINGS = [("escape,a,q", "dismiss", "close")]
 
-    def __init__(self, alerts: list) -> None:
+    def __init__(self, alerts: list, incidents: list = ()) -> None:
         super().__init__()
-        self.alerts = alerts
+        self.alerts, self.incidents = alerts, list(incidents)
 
     def compose(self) -> ComposeResult:
         t = Text(f"{len(self.alerts)} active alert{'s' if len(self.alerts) != 1 else ''}\n\n", style="bold")
@@ -148,5 +148,14 @@ class AlertsScreen(ModalScreen[None]):
             t.append(Text(a.message))
             t.append("\n")
         if not self.alerts:
-            t.append("none: the run looks healthy\n")
-        yield Vertical(Static(t), id="alert-list")
+            t.append("none: the run looks healthy now\n")
+        n = len(self.incidents)
+        t.append(f"\n{n} past incident{'s' if n != 1 else ''}" + (" (the newest 30)" if n > 30 else "") + "\n\n",
+                 style="bold")
+        for i in self.incidents[::-1][:30]:
+            where = "job" if i.rank is None else f"rank {i.rank}"
+            steps = f"{i.first_step}" if i.first_step == i.last_step else f"{i.first_step}-{i.last_step}"
+            t.append(f"{i.kind:<16} {where:<9} steps {steps}: ")
+            t.append(Text(i.message))
+            t.append("\n")
+        yield VerticalScroll(Static(t), id="alert-list")

@@ -1,0 +1,237 @@
+"""Incidents: every alert that fired, kept with its history (an alert is only what holds now).
+
+A loss spike 200 steps ago in a running job is no active alert any more, but it happened. The rules
+that a run's rows can answer after the fact (NaN loss, loss and grad-norm spikes, overflows, data
+starvation, throughput drops, memory under the critical headroom, stalls between rows) are scanned
+over the whole current timeline here, the same way ``summary`` and the monitor see them. The rules
+that only the present can answer (dead and lagging ranks, stragglers, a missing checkpoint, a dead or
+failed job) become incidents when they fire live (:class:`~mstop.health.Health` records them; a
+one-shot ``summary`` records those active at its moment).
+
+An incident is ``{kind, rank, first_step, last_step, first_time, last_time, worst, message, active}``;
+firings of the same rule on the same rank less than ``GAP`` rows apart are one incident.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from . import figures, fmt
+from .store import RankData, Store
+
+#: firings of one rule on one rank at most this many rows apart belong to one incident
+GAP = 20
+#: kinds the history scan answers; the others come from live alerts
+SCANNED = ("nan_loss", "loss_spike", "grad_spike", "overflow", "oom_risk", "data_starvation", "throughput_drop",
+           "stalled")
+
+
+@dataclass
+class Incident:
+    kind: str
+    rank: int | None
+    first_step: int | None
+    last_step: int | None
+    first_time: float | None
+    last_time: float | None
+    worst: float | None  # the rule's own measure at its worst (the loss of a spike, a data-wait share, ...)
+    message: str
+    active: bool = False
+
+    def public(self) -> dict[str, Any]:
+        """As ``summary --json`` shows it (non-finite numbers as strings)."""
+        d = asdict(self)
+        w = d["worst"]
+        if isinstance(w, float) and not math.isfinite(w):
+            d["worst"] = "nan" if math.isnan(w) else ("inf" if w > 0 else "-inf")
+        return d
+
+    def overlaps(self, kind: str, rank: int | None, step: int | None) -> bool:
+        return self.kind == kind and self.rank == rank and step is not None and self.first_step is not None \
+            and self.last_step is not None and self.first_step - GAP <= step <= self.last_step + GAP
+
+
+def _groups(pos: np.ndarray) -> list[tuple[int, int]]:
+    """Runs of positions with gaps of at most GAP: (first, last) index pairs into ``pos``."""
+    if not len(pos):
+        return []
+    breaks = np.flatnonzero(np.diff(pos) > GAP)
+    starts = np.concatenate([[0], breaks + 1])
+    ends = np.concatenate([breaks, [len(pos) - 1]])
+    return list(zip(starts.tolist(), ends.tolist()))
+
+
+def _incidents(kind: str, rank: int | None, d: RankData, rows: np.ndarray, fire: np.ndarray, measure: np.ndarray,
+               describe, worst_high: bool = True) -> list[Incident]:
+    """One incident per group of firing rows; ``describe(i)`` words the worst row ``i`` (into ``rows``)."""
+    pos = np.flatnonzero(fire)
+    out = []
+    step, t = d.col("step"), d.col("time")
+    for a, b in _groups(pos):
+        sel = pos[a:b + 1]
+        m = measure[sel]
+        ok = np.isfinite(m)
+        k = sel[int(np.nanargmax(np.where(ok, m, -np.inf)) if worst_high else np.nanargmin(np.where(ok, m, np.inf)))] \
+            if ok.any() else sel[0]
+        r0, r1 = rows[sel[0]], rows[sel[-1]]
+        out.append(Incident(kind, rank, int(step[r0]), int(step[r1]), float(t[r0]), float(t[r1]),
+                            float(measure[k]), describe(k)))
+    return out
+
+
+def _rolling_sum(x: np.ndarray, n: int) -> np.ndarray:
+    """Sum of the last ``n`` values at each position (fewer at the start)."""
+    c = np.concatenate([[0.0], np.cumsum(x)])
+    idx = np.arange(1, len(x) + 1)
+    return c[idx] - c[np.maximum(0, idx - n)]
+
+
+def scan(store: Store, rules: Any) -> list[Incident]:
+    """Every incident the rows of the run's current timeline show, oldest first."""
+    out: list[Incident] = []
+    with store.lock, np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        for r in sorted(store.ranks):
+            d = store.ranks[r]
+            if d.rows:
+                out += _nan(r, d)
+                out += _starvation(r, d, rules)
+                out += _oom(r, d, rules)
+        present = [r for r, d in store.ranks.items() if d.rows]
+        if present:
+            r0 = min(present)
+            d = store.ranks[r0]
+            out += _spikes(d, "loss", "loss_spike", rules)
+            out += _spikes(d, "grad_norm", "grad_spike", rules)
+            out += _overflows(d, rules)
+            out += _throughput(d, rules)
+            out += _stalls(store, d)
+    return sorted(out, key=order)
+
+
+def order(i: Incident) -> tuple:
+    return (i.first_time if i.first_time is not None else math.inf,
+            i.first_step if i.first_step is not None else -1, i.kind, -1 if i.rank is None else i.rank)
+
+
+def _nan(r: int, d: RankData) -> list[Incident]:
+    eff = d.effective()
+    rows = np.array(sorted(i for i, c, _ in d.nonfinite if c == "loss" and eff[i]), dtype=np.int64)
+    if not len(rows):
+        return []
+    loss = d.col("loss")[rows].astype(np.float64)
+    step = d.col("step")
+    return _incidents("nan_loss", r, d, rows, np.ones(len(rows), bool), np.zeros(len(rows)),
+                      lambda k: f"loss {loss[k]} at step {int(step[rows[k]])} on rank {r}"
+                      + (f" ({len(rows)} rows until step {int(step[rows[-1]])})" if len(rows) > 1 else ""))
+
+
+def _spikes(d: RankData, column: str, kind: str, rules: Any) -> list[Incident]:
+    import pandas as pd
+
+    rows = np.flatnonzero(d.effective())
+    w = rules.spike_window
+    if len(rows) < max(rules.warmup_steps, w) + 1:
+        return []
+    x = d.col(column)[rows].astype(np.float64)
+    x = np.where(np.isfinite(x), x, np.nan)
+    prev = pd.Series(x).shift(1).rolling(w, min_periods=max(1, w // 2))
+    mean, std = prev.mean().to_numpy(), prev.std(ddof=0).to_numpy()
+    z = (x - mean) / std
+    fire = (std > 0) & (z > rules.spike_k) & (np.arange(len(rows)) >= max(rules.warmup_steps, w))
+    name = "loss" if column == "loss" else "grad norm"
+    step = d.col("step")
+    return _incidents(kind, None, d, rows, fire, x,
+                      lambda k: f"{name} {x[k]:.4g} at step {int(step[rows[k]])}: {z[k]:.1f} standard deviations "
+                                f"above the mean {mean[k]:.4g} of the previous {w} steps")
+
+
+def _overflows(d: RankData, rules: Any) -> list[Incident]:
+    rows = np.flatnonzero(d.effective())
+    ov = (d.col("overflow")[rows] > 0.5).astype(np.float64)
+    count = _rolling_sum(ov, rules.overflow_m)
+    fire = (count >= rules.overflow_n) & (ov > 0)
+    return _incidents("overflow", None, d, rows, fire, count,
+                      lambda k: f"{int(count[k])} overflows in {rules.overflow_m} steps up to step "
+                                f"{int(d.col('step')[rows[k]])}")
+
+
+def _starvation(r: int, d: RankData, rules: Any) -> list[Incident]:
+    rows = np.flatnonzero(d.steady())
+    dw, st = d.col("data_wait")[rows].astype(np.float64), d.col("step_time")[rows].astype(np.float64)
+    ok = np.isfinite(dw) & np.isfinite(st)
+    share = _rolling_sum(np.where(ok, dw, 0.0), figures.WINDOW) / _rolling_sum(np.where(ok, st, 0.0), figures.WINDOW)
+    fire = np.isfinite(share) & (share > rules.data_wait)
+    return _incidents("data_starvation", r, d, rows, fire, share,
+                      lambda k: f"rank {r} waited on input {share[k]:.0%} of its step time around step "
+                                f"{int(d.col('step')[rows[k]])} (limit {rules.data_wait:.0%})")
+
+
+def _oom(r: int, d: RankData, rules: Any) -> list[Incident]:
+    if d.last_start and d.last_start.get("memory_source") == "host":
+        return []  # host memory is shared by a host's ranks: only the live rule adds them up
+    rows = np.flatnonzero(d.effective())
+    head = 1.0 - d.col("mem_peak")[rows].astype(np.float64) / d.col("mem_total")[rows].astype(np.float64)
+    fire = np.isfinite(head) & (head < rules.oom_critical)
+    return _incidents("oom_risk", r, d, rows, fire, head,
+                      lambda k: f"rank {r}: memory headroom {head[k]:.1%} at step {int(d.col('step')[rows[k]])} "
+                                f"(critical under {rules.oom_critical:.0%})", worst_high=False)
+
+
+def _throughput(d: RankData, rules: Any) -> list[Incident]:
+    rows = np.flatnonzero(d.steady())
+    if len(rows) < rules.warmup_steps + figures.WINDOW:
+        return []
+    tok, st = d.col("tokens")[rows].astype(np.float64), d.col("step_time")[rows].astype(np.float64)
+    ok = np.isfinite(tok) & np.isfinite(st) & (st > 0)
+    rate = np.where(ok, tok / np.where(ok, st, 1.0), np.nan)
+    base = rate[rules.warmup_steps:]
+    base = base[np.isfinite(base)]
+    if not len(base):
+        return []
+    med = float(np.median(base))
+    recent = _rolling_sum(np.where(ok, tok, 0.0), figures.WINDOW) / _rolling_sum(np.where(ok, st, 0.0),
+                                                                                figures.WINDOW)
+    fire = (np.arange(len(rows)) >= rules.warmup_steps + figures.WINDOW) & np.isfinite(recent) & \
+        (recent < rules.throughput_fraction * med)
+    return _incidents("throughput_drop", None, d, rows, fire, recent,
+                      lambda k: f"tokens/s {recent[k]:,.0f} around step {int(d.col('step')[rows[k]])} was "
+                                f"{recent[k] / med:.0%} of the run's median {med:,.0f}", worst_high=False)
+
+
+def _stalls(store: Store, d: RankData) -> list[Incident]:
+    """Gaps between two rows of one session longer than the stall limit (a restart is no stall)."""
+    limit = figures.stall_after(store)
+    rows = np.flatnonzero(d.effective())
+    if len(rows) < 2:
+        return []
+    t, sess, step = d.col("time")[rows], d.session_idx.view()[rows], d.col("step")[rows]
+    gap = np.diff(t)
+    at = np.flatnonzero((gap > limit) & (sess[1:] == sess[:-1]))
+    return [Incident("stalled", None, int(step[i]), int(step[i + 1]), float(t[i]), float(t[i + 1]), float(gap[i]),
+                     f"no new row for {fmt.duration(float(gap[i]))} after step {int(step[i])} "
+                     f"(limit {fmt.duration(limit)})") for i in at]
+
+
+def merge(history: list[Incident], live: list[Incident], alerts: list[Any]) -> list[Incident]:
+    """The scanned incidents, the live-only ones, and each marked active when an alert of its kind and rank
+    holds now (the newest of them); oldest first."""
+    out = list(history) + [i for i in live if i.kind not in SCANNED]
+    for a in alerts:
+        same = [i for i in out if i.kind == a.kind and i.rank == a.rank]
+        if same:
+            newest = max(same, key=order)
+            newest.active = True
+        else:  # active now, not (yet) in the history: e.g. a spike among rows the scan's warm-up skipped
+            out.append(from_alert(a, None))
+            out[-1].active = True
+    return sorted(out, key=order)
+
+
+def from_alert(a: Any, t: float | None) -> Incident:
+    return Incident(a.kind, a.rank, a.step, a.step, t, t, a.severity or None, a.message)
