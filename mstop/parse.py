@@ -30,6 +30,8 @@ N_EXACT = 2
 assert NUMERIC[:N_EXACT] == ("time", "step")
 #: Columns whose literal NaN/Inf cells are remembered (an empty cell is missing, not NaN).
 WATCH_NONFINITE = ("loss", "grad_norm")
+#: Most extra columns kept from one file (a header of 100,000 columns must not make 100,000 columns per rank).
+MAX_EXTRA = 256
 #: Chunks with at least this many lines are parsed with pandas.
 PANDAS_MIN_LINES = 2000
 #: Bytes a chunk may hold to go through pandas: printable ASCII without quotes, and newlines. Anything else
@@ -91,6 +93,7 @@ class CsvParser:
     def __init__(self) -> None:
         self.header: list[str] | None = None
         self.extra: list[str] = []  # numeric columns beyond the base ones, in file order
+        self.extra_dropped = 0  # extra columns past MAX_EXTRA, not kept
         self._index: dict[str, int] = {}
         self._plan: tuple[list[int], list[tuple[int, str]]] = ([], [])
 
@@ -119,7 +122,9 @@ class CsvParser:
                 cols = [clean(c, 128) for c in cols]  # column names are shown: no control codes
                 self.header = cols
                 self._index = {c: i for i, c in enumerate(cols)}
-                self.extra = [c for c in cols if c not in COLUMNS]
+                extra = [c for c in cols if c not in COLUMNS]
+                self.extra = extra[:MAX_EXTRA]  # each is a column per rank in the store: bounded
+                self.extra_dropped = len(extra) - len(self.extra)
                 names = NUMERIC + tuple(self.extra)
                 # per header, once: where each stored column is in a row, and which to watch for NaN
                 self._plan = ([self._index.get(c, -1) for c in names],

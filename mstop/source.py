@@ -353,6 +353,9 @@ def ingest(store: Store, f: _Followed, chunk: Chunk) -> None:
         assert f.parser is not None
         rows = f.parser.parse(chunk.blob)
         rows.bad += chunk.overlong
+        if f.parser.extra_dropped:
+            store.note(f"rank{f.rank}.csv has {len(f.parser.extra) + f.parser.extra_dropped} extra columns: "
+                       f"the first {len(f.parser.extra)} are kept")
         store.ingest_rows(f.rank, rows)
     else:
         ev = parse_events(chunk.blob)

@@ -240,6 +240,7 @@ class Store:
         self.resets = 0
         self.ignored_files: set[str] = set()
         self.refused: dict[str, str] = {}  # rank-file names that are not regular files -> why
+        self.notes: list[str] = []  # what readers should say about the files (columns cut, ...)
         self.rank_files: set[int] = set()  # ranks whose rank<R>.csv exists
         self.owners: dict[int, str] = {}  # rank -> the source its files come from
         self.duplicates: list[str] = []  # "rank 3 is in A and in B: B's file is not shown"
@@ -261,6 +262,13 @@ class Store:
                 self.duplicates.append(note)
                 self.version += 1
             return False
+
+    def note(self, text: str) -> None:
+        """Remember something about the files that readers should say (once)."""
+        with self.lock:
+            if text not in self.notes:
+                self.notes.append(text)
+                self.version += 1
 
     def refuse(self, name: str, why: str | None) -> None:
         """Record that the file ``name`` is not followed and why (None: it is followed again)."""

@@ -111,6 +111,8 @@ def render_table(summary: dict[str, Any], store: Store, opts: Options | None = N
     if store.cut_events:
         rows.append(("events cut", f"{store.cut_events} (text over {MAX_TEXT} characters or over {MAX_ITEMS} "
                                    "items kept short)"))
+    for note in store.notes:
+        rows.append(("! note", note))
     for name, why in summary["refused_files"].items():
         rows.append(("! not followed", f"{name}: {why}"))
     for msg in summary["writer_errors"][1:]:

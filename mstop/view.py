@@ -216,6 +216,7 @@ def build_view(store: Store, opts: Options, *, points: int = 200, xaxis: str = "
             v.notes.append(f"{len(store.refused) - 3} more files not followed (mstop summary lists them)")
         if store.cut_events:
             v.notes.append(f"{store.cut_events} events had text or lists cut short")
+        v.notes += store.notes[:3]
         ahead = figures.future_skew(store, opts)
         if ahead is not None:
             v.notes.append(f"row times are {fmt.duration(ahead)} ahead of this clock: ages use file times")
