@@ -89,6 +89,7 @@ def main():
     while True:
         files, payload = [], []
         more = False
+        newest = 0.0  # the newest modification time of a file sent in this frame (the remote clock)
         try:
             names = sorted(os.listdir(path))
         except OSError as e:
@@ -116,6 +117,7 @@ def main():
             except OSError:
                 continue
             if data or reset:
+                newest = max(newest, st.st_mtime)
                 files.append([name, offset, len(data), reset])
                 payload.append(data)
                 more = more or len(data) == CHUNK
@@ -123,6 +125,8 @@ def main():
         news = refused != told
         if files or news or now - last_sent >= HEARTBEAT or (not more and not caught_up):
             header = {"files": files}
+            if newest:
+                header["mtime"] = newest
             if news:
                 header["refused"] = sorted(refused.items())
                 told = dict(refused)

@@ -116,12 +116,13 @@ class Health:
     _open: dict[tuple[str, int | None], Any] = field(default_factory=dict)
 
     def incidents(self, store: Store, opts: Options, alerts: list[Alert] | None = None) -> list[Any]:
-        """Every alert that fired in the run's history, oldest first, the active ones marked (mstop.incidents)."""
+        """Every alert that fired in the run's history, oldest first, the active ones marked (mstop.incidents).
+        With ``alerts`` given (the ones just evaluated) this only reads: safe on another thread."""
         from .incidents import merge, scan
 
         if alerts is None:
             alerts = self.alerts(store, opts)
-        return merge(scan(store, self.rules), self._live, alerts)
+        return merge(scan(store, self.rules), list(self._live), alerts)
 
     def _record(self, current: list[Alert], now: float) -> None:
         """Keep live-only alerts as incidents: one per stretch of time an alert of that kind and rank held."""

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -161,7 +161,23 @@ def _overflows(d: RankData, rules: Any) -> list[Incident]:
                                 f"{int(d.col('step')[rows[k]])}")
 
 
+def _quiet(d: RankData, key: str, candidate) -> bool:
+    """Whether no row can make a rule fire: ``candidate(lo, hi)`` says whether rows lo..hi hold one (a row
+    over the limit on its own: a 20-row share over a limit needs one). Rows found quiet are remembered, so
+    only new rows are read next time."""
+    done = d.quiet.get(key, 0)
+    if done > d.rows:
+        done = 0
+    if d.rows > done and candidate(done, d.rows):
+        return False
+    d.quiet[key] = d.rows
+    return True
+
+
 def _starvation(r: int, d: RankData, rules: Any) -> list[Incident]:
+    if _quiet(d, f"data_wait>{rules.data_wait}", lambda lo, hi: bool(np.any(
+            d.col("data_wait")[lo:hi] > rules.data_wait * d.col("step_time")[lo:hi]))):
+        return []
     rows = np.flatnonzero(d.steady())
     dw, st = d.col("data_wait")[rows].astype(np.float64), d.col("step_time")[rows].astype(np.float64)
     ok = np.isfinite(dw) & np.isfinite(st)
@@ -175,6 +191,9 @@ def _starvation(r: int, d: RankData, rules: Any) -> list[Incident]:
 def _oom(r: int, d: RankData, rules: Any) -> list[Incident]:
     if d.last_start and d.last_start.get("memory_source") == "host":
         return []  # host memory is shared by a host's ranks: only the live rule adds them up
+    if _quiet(d, f"headroom<{rules.oom_critical}", lambda lo, hi: bool(np.any(
+            d.col("mem_peak")[lo:hi] > (1.0 - rules.oom_critical) * d.col("mem_total")[lo:hi]))):
+        return []
     rows = np.flatnonzero(d.effective())
     head = 1.0 - d.col("mem_peak")[rows].astype(np.float64) / d.col("mem_total")[rows].astype(np.float64)
     fire = np.isfinite(head) & (head < rules.oom_critical)
@@ -221,7 +240,7 @@ def _stalls(store: Store, d: RankData) -> list[Incident]:
 def merge(history: list[Incident], live: list[Incident], alerts: list[Any]) -> list[Incident]:
     """The scanned incidents, the live-only ones, and each marked active when an alert of its kind and rank
     holds now (the newest of them); oldest first."""
-    out = list(history) + [i for i in live if i.kind not in SCANNED]
+    out = list(history) + [replace(i, active=False) for i in live if i.kind not in SCANNED]  # copies: marked below
     for a in alerts:
         same = [i for i in out if i.kind == a.kind and i.rank == a.rank]
         if same:

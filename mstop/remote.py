@@ -246,6 +246,12 @@ class RemoteSource:
             raise RemoteError(clean(f"{self.target}: {header['error']}", 4096))
         if isinstance(header.get("refused"), list):
             self._refused(header["refused"])
+        mtime = header.get("mtime")
+        if isinstance(mtime, (int, float)) and not isinstance(mtime, bool):
+            local = float(mtime) - self.clock_skew  # the files' modification time on this machine's clock
+            with self.store.lock:
+                if self.store.mtime is None or local > self.store.mtime:
+                    self.store.mtime = local
         self.bytes_received += len(line) + len(payload)
         if payload:
             payload = zlib.decompress(payload)

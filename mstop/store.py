@@ -119,6 +119,9 @@ class RankData:
     writer_errors: list[dict[str, Any]] = field(default_factory=list)  # the writer said it failed at something
     _effective: np.ndarray | None = None
     _steady: np.ndarray | None = None
+    #: per incident rule, how many leading rows are known to hold no row that could make it fire (the history
+    #: scan then reads only the rows after them: a followed run is not scanned whole every second)
+    quiet: dict[str, int] = field(default_factory=dict)
     monotonic: bool = True  # steps never go down within the file (true of every well-formed run)
     summaries: dict[str, Summary] = field(default_factory=dict)
 
@@ -350,6 +353,7 @@ class Store:
                 d.nonfinite.clear()
                 d._effective = None
                 d._steady = None
+                d.quiet.clear()
             self.version += 1
 
     def reset_events(self, r: int) -> None:

@@ -275,8 +275,8 @@ class MonitorApp(App[None]):
                              recent=self.recent)
         self._alerts(v)
         if not ranks_view:
-            v.incident_marks = incident_marks(self.store, [i for i in self._past_incidents() if not i.active],
-                                              self.xaxis)
+            v.incident_marks = incident_marks(self.store, [i for i in self._past_incidents(v.alerts)
+                                                           if not i.active], self.xaxis)
         self._last_view = v
         self._frames += 1
         with self.batch_update():
@@ -456,21 +456,34 @@ class MonitorApp(App[None]):
         if self._last_view is not None:
             self._show_detail(self._last_view)
 
-    def _past_incidents(self, fresh: bool = False) -> list:
-        """The run's incidents (scanning the whole history costs milliseconds to a second on long runs: at
-        most every INCIDENTS_EVERY seconds, or now when asked)."""
+    def _past_incidents(self, alerts: list, fresh: bool = False) -> list:
+        """The run's incidents. Scanning the whole history costs milliseconds to a second on long runs, so
+        a frame uses the last scan and starts a new one on a worker thread at most every INCIDENTS_EVERY
+        seconds; ``fresh`` (the a key) scans now."""
         now = time.monotonic()
         version, at, got = self._incidents
-        if fresh or (version != self.store.version and now - at >= INCIDENTS_EVERY) or at == 0.0:
-            got = self.health.incidents(self.store, self.opts)
+        if fresh:
+            got = self.health.incidents(self.store, self.opts, alerts)
             self._incidents = (self.store.version, now, got)
+        elif version != self.store.version and now - at >= INCIDENTS_EVERY:
+            self._incidents = (self.store.version, now, got)  # one scan at a time
+            alerts = list(alerts)
+
+            def scan() -> None:
+                found = self.health.incidents(self.store, self.opts, alerts)
+                self._incidents = (self._incidents[0], self._incidents[1], found)
+                if [i.first_step for i in found] != [i.first_step for i in got]:
+                    self.call_from_thread(self.redraw)  # new marks for the loss chart
+
+            self.run_worker(scan, thread=True, name="mstop-incidents", exclusive=True, group="incidents",
+                            exit_on_error=False)
         return got
 
     def action_alerts(self) -> None:
         """Show every active alert, then the run's past incidents, and mark the alerts seen."""
         alerts = self.health.alerts(self.store, self.opts)
         self._seen |= {(a.kind, a.rank, a.step) for a in alerts}
-        self.push_screen(AlertsScreen(alerts, [i for i in self._past_incidents(fresh=True) if not i.active]))
+        self.push_screen(AlertsScreen(alerts, [i for i in self._past_incidents(alerts, fresh=True) if not i.active]))
         self.redraw()
 
     def action_metrics(self) -> None:
