@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 import time
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
@@ -68,6 +68,8 @@ class Window:
     ranks: list[int]
     cols: dict[str, np.ndarray]
     starts: list[dict[str, Any]]
+    #: figures of this window computed once (a window lives as long as the store does not change)
+    memo: dict[str, Any] = field(default_factory=dict)
 
 
 _COLS = ("time", "step_time", "data_wait", "tokens", "samples", "mfu", "mem_peak", "mem_total")
@@ -357,12 +359,15 @@ def stall_after(store: Store) -> float:
     """Seconds without a new row after which a running job counts as stalled:
     max(60 s, 10 x the median step time, 3 x the median interval between rows)."""
     w = window(store)
+    if "stall_after" in w.memo:
+        return w.memo["stall_after"]
     st = w.cols["step_time"]
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN ranks
         med_step = median(np.nanmedian(st, axis=1)) or 0.0
         med_int = median(np.nanmedian(np.diff(w.cols["time"], axis=1), axis=1)) or 0.0
-    return max(STALL_MIN_S, 10 * med_step, 3 * med_int)
+    w.memo["stall_after"] = out = max(STALL_MIN_S, 10 * med_step, 3 * med_int)
+    return out
 
 
 STATUSES = ("waiting", "starting", "running", "stalled", "dead", "failed", "finished")
@@ -422,7 +427,11 @@ def seconds_since_life(store: Store, opts: Options) -> float:
     """Age of the newest sign of life of any rank (arrival on our clock while following live)."""
     if opts.arrival_clock is not None and store.life_arrival is not None:
         return opts.arrival_clock() - store.life_arrival
-    lives = [t for t in (last_life(d) for d in store.ranks.values()) if t is not None]
+    # the newest of every rank's heartbeats, events and rows: the rows' from the (cached) recent window
+    lives = [t for d in store.ranks.values() for t in (d.last_heartbeat, d.last_event_time) if t is not None]
+    row = last_row_time(store)
+    if row is not None:
+        lives.append(row)
     if not lives:
         return 0.0
     age = opts.clock() - max(lives)

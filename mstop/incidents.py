@@ -120,6 +120,8 @@ def order(i: Incident) -> tuple:
 
 
 def _nan(r: int, d: RankData) -> list[Incident]:
+    if not d.nonfinite:
+        return []
     eff = d.effective()
     rows = np.array(sorted(i for i, c, _ in d.nonfinite if c == "loss" and eff[i]), dtype=np.int64)
     if not len(rows):

@@ -8,6 +8,8 @@
   queue empty): conditions a CPU cannot produce, and the caption says so.
 - health-120x40.svg, alerts.svg: a generated run with a resume from an earlier checkpoint and a NaN loss:
   the alerts panel, the restart boundary and checkpoint marks on the loss chart, the alerts list.
+- dead-120x40.svg, incidents.svg: a generated run killed 5 minutes ago (status DEAD) with a loss spike and a
+  slow input pipeline in its history: the incident marks on the loss chart and the list of past incidents.
 - cluster-1024.svg: the ranks view of 1,024 generated ranks with one straggler and one dead rank,
   the straggler's cell clicked.
 - compare.svg: ``mstop compare`` of real runs (a baseline of 2 repeats with a slow input pipeline against a
@@ -41,6 +43,7 @@ async def shoot(run: str, out: Path, size: tuple[int, int], keys: tuple[str, ...
     app = MonitorApp(run, follow=False, baseline=baseline, **({"clock": lambda: now} if now else {}))
     async with app.run_test(size=size) as pilot:
         await pilot.pause()
+        await pilot.pause(0.5)  # the history's incidents are scanned on a worker, then the chart is redrawn
         for k in keys:
             await pilot.press(k)
         await pilot.pause()
@@ -117,6 +120,33 @@ def health_run(run: Path) -> None:
                 w.close()
 
 
+def dead_run(run: Path) -> float:
+    """Two ranks killed with kill -9 at step 640 (heartbeats stop, no end event): a 30x loss spike at step 300
+    and a slow input pipeline on rank 1 around step 500 in its history (written with MetricsWriter, beats at
+    the writer's 30 s interval). Returns the moment to look at it: 5 minutes after the kill."""
+    t = [1_800_000_000.0]
+    for r in range(2):
+        t[0] = 1_800_000_000.0
+        w = MetricsWriter(run, rank=r, world_size=2, run_name="llama-1b (generated: killed, spike and slow input)",
+                          device="Ascend910B3", flops_per_token=6e9, tokens_per_step=8 * 4096, total_steps=2000,
+                          clock=lambda: t[0], heartbeat_interval=3600)
+        for s in range(1, 641):
+            t[0] += 1.5
+            starving = r == 1 and 480 <= s <= 520
+            w.log(s, epoch=1, loss=(30.0 if s == 300 else 4.0 * s ** -0.15), lr=3e-4, grad_norm=1.0,
+                  step_time=1.5, data_wait=0.6 if starving else 0.02)
+            if s % 20 == 0:
+                w.event("heartbeat", step=s, session=w.session)
+        w._hb_stop.set()  # kill -9: no end event, the heartbeats stop
+        w._hb.join()
+    for r in range(2):  # the start event names the heartbeat interval the beats above kept
+        ev = run / f"rank{r}.events.jsonl"
+        events = [json.loads(x) for x in ev.read_text().splitlines()]
+        events[0]["heartbeat_interval"] = 30.0
+        ev.write_text("".join(json.dumps(e) + "\n" for e in events))
+    return t[0] + 300.0
+
+
 def main() -> int:
     out = ROOT / "screenshots"
     with tempfile.TemporaryDirectory() as tmp:
@@ -136,6 +166,10 @@ def main() -> int:
         health_run(health)
         asyncio.run(shoot(str(health), out / "health-120x40.svg", (120, 40), now=last_time(health)))
         asyncio.run(shoot(str(health), out / "alerts.svg", (120, 40), ("a",), now=last_time(health)))
+        dead = Path(tmp) / "dead"
+        now = dead_run(dead)
+        asyncio.run(shoot(str(dead), out / "dead-120x40.svg", (120, 40), now=now))
+        asyncio.run(shoot(str(dead), out / "incidents.svg", (120, 40), ("a",), now=now))
         cluster = Path(tmp) / "cluster"
         now = cluster_1024(cluster)
         asyncio.run(shoot(str(cluster), out / "cluster-1024.svg", (120, 40), ("r", "m"), now=now, click_cell=517))
