@@ -190,7 +190,10 @@ class CsvParser:
         # width-1 commas per line on average, the only way a line can be short is if another is
         # long, and pandas refuses long lines: so the counts alone prove every line is good.
         bad = 0
-        if blob.count(b",", start) != n_lines * (width - 1):
+        # ... except the first line: pandas takes a first line one field too long as an index column, or
+        # cuts it (index_col=False), without an error; so its count is checked on its own
+        first_end = blob.find(b"\n", start)
+        if blob.count(b",", start) != n_lines * (width - 1) or blob.count(b",", start, first_end) != width - 1:
             blob, start = blob[start:], 0
             good = _commas_per_line(blob) == width - 1
             bad = int(len(good) - good.sum())
