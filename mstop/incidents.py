@@ -51,6 +51,12 @@ class Incident:
             d["worst"] = "nan" if math.isnan(w) else ("inf" if w > 0 else "-inf")
         return d
 
+    def steps(self) -> str:
+        """``step 300`` or ``steps 484-535``, for people."""
+        if self.first_step == self.last_step:
+            return f"step {self.first_step}"
+        return f"steps {self.first_step}-{self.last_step}"
+
     def overlaps(self, kind: str, rank: int | None, step: int | None) -> bool:
         return self.kind == kind and self.rank == rank and step is not None and self.first_step is not None \
             and self.last_step is not None and self.first_step - GAP <= step <= self.last_step + GAP

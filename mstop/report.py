@@ -284,8 +284,7 @@ def _markdown(runs: list[Run], comparison: Comparison, alerts: dict[int, list[An
         for i in incidents[id(m)]:
             any_incident = True
             where = "job" if i.rank is None else f"rank {i.rank}"
-            steps = f"step {i.first_step}" if i.first_step == i.last_step else f"steps {i.first_step}-{i.last_step}"
-            out.append(f"- {esc(label)}: {i.kind} ({where}, {steps}{', active' if i.active else ''}): "
+            out.append(f"- {esc(label)}: {i.kind} ({where}, {i.steps()}{', active' if i.active else ''}): "
                        f"{esc(i.message)}")
     if not any_incident:
         out.append("None.")

@@ -123,8 +123,9 @@ def render_table(summary: dict[str, Any], store: Store, opts: Options | None = N
         rows.append((f"! {a['kind']}", a["message"]))
     past = [i for i in summary["incidents"] if not i["active"]]
     for i in past[-10:]:
-        steps = i["first_step"] if i["first_step"] == i["last_step"] else f"{i['first_step']}-{i['last_step']}"
-        rows.append((f"incident {i['kind']}", f"steps {steps}: {i['message']}"))
+        steps = f"step {i['first_step']}" if i["first_step"] == i["last_step"] else \
+            f"steps {i['first_step']}-{i['last_step']}"
+        rows.append((f"incident {i['kind']}", f"{steps}: {i['message']}"))
     if len(past) > 10:
         rows.append(("incidents", f"{len(past) - 10} older ones (--json lists them all)"))
     table = Table(show_header=False, box=None, pad_edge=False)

@@ -154,8 +154,7 @@ class AlertsScreen(ModalScreen[None]):
                  style="bold")
         for i in self.incidents[::-1][:30]:
             where = "job" if i.rank is None else f"rank {i.rank}"
-            steps = f"{i.first_step}" if i.first_step == i.last_step else f"{i.first_step}-{i.last_step}"
-            t.append(f"{i.kind:<16} {where:<9} steps {steps}: ")
+            t.append(f"{i.kind:<16} {where:<9} {i.steps()}: ")
             t.append(Text(i.message))
             t.append("\n")
         yield VerticalScroll(Static(t), id="alert-list")
