@@ -378,7 +378,21 @@ def status(store: Store, opts: Options) -> str:
     ``stalled`` (no new row for longer than :func:`stall_after`, but alive or unknown), ``dead`` (no rank
     showed a sign of life for :func:`dead_after` although heartbeats were seen: killed, not hung),
     ``failed`` (an ``abort`` event ends a rank's last session), ``finished`` (every rank's last session
-    ended after its last row)."""
+    ended after its last row). Computed once per store version and tenth of a second of the clocks (a
+    frame or a summary asks several times)."""
+    w = window(store)
+    key = ("status", opts.dead_after, opts.heartbeat_s, round(opts.clock(), 1),
+           round(opts.arrival_clock(), 1) if opts.arrival_clock is not None else None, store.arrival,
+           store.life_arrival, store.mtime)
+    got = w.memo.get(key)
+    if got is None:
+        got = _status(store, opts)
+        w.memo = {k: v for k, v in w.memo.items() if not (isinstance(k, tuple) and k[0] == "status")}
+        w.memo[key] = got
+    return got
+
+
+def _status(store: Store, opts: Options) -> str:
     if not store.ranks:
         return "waiting"
     with_rows = [d for d in store.ranks.values() if d.rows]
