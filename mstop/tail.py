@@ -10,6 +10,8 @@ import os
 import stat
 from dataclasses import dataclass
 
+from mstop_writer.schema import file_kind
+
 #: Bytes read from a file in one call once it has been read (more arrives on the next call).
 CHUNK = 8 << 20
 #: Bytes read in the first call: a whole long run at once when it fits, so it is parsed in one go.
@@ -175,8 +177,4 @@ class FileTail:
 
 def not_regular(mode: int) -> str:
     """Why a file of this mode is not followed: only regular files are rank files."""
-    for test, name in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
-                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory")):
-        if test(mode):
-            return f"{name}, not a regular file"
-    return "not a regular file"
+    return f"{file_kind(mode)}, not a regular file"

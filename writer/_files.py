@@ -21,6 +21,8 @@ import stat
 import time
 from typing import Callable
 
+from .schema import file_kind
+
 log = logging.getLogger("mstop_writer")
 
 #: Seconds between two checks that the file we hold is still the one at its path.
@@ -155,7 +157,7 @@ class LineFile:
             st = os.fstat(fd)
             if not stat.S_ISREG(st.st_mode):
                 os.close(fd)
-                self._fail(f"cannot write {self.path}: it is {_what(st.st_mode)}, not a regular file", "not a file")
+                self._fail(f"cannot write {self.path}: it is {file_kind(st.st_mode)}, not a regular file", "not a file")
                 return False
             header, ends_cut = self._inspect(st)
             self._cut_tail = ends_cut
@@ -207,10 +209,3 @@ def _kind(what: str, e: OSError) -> str:
     name = errno.errorcode.get(e.errno or 0, "error")
     return f"{what}:{name}"
 
-
-def _what(mode: int) -> str:
-    for test, name in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
-                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory")):
-        if test(mode):
-            return name
-    return "not a regular file"

@@ -79,6 +79,18 @@ HEARTBEAT_INTERVAL = 30.0
 MEMORY_SOURCES: tuple[str, ...] = ("device", "host", "none")
 
 
+def file_kind(mode: int) -> str:
+    """What a file that is not a regular file is (from ``st_mode``), in words: rank and events files must be
+    regular files, and the writer and the readers say so in the same words."""
+    import stat
+
+    for test, name in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory")):
+        if test(mode):
+            return name
+    return "a special file"
+
+
 def csv_name(rank: int) -> str:
     """Return the metrics file name of ``rank``."""
     return f"rank{rank}.csv"
