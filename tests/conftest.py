@@ -53,6 +53,23 @@ def read_events(path: str | os.PathLike[str]) -> list[dict]:
         return [json.loads(line) for line in f]
 
 
+def processes_with(text: str) -> list[tuple[int, str]]:
+    """(pid, command line) of the processes whose command line contains ``text`` (read from /proc, so
+    no procps is needed), this test process excluded."""
+    out = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmd = f.read().replace(b"\0", b" ").decode("utf-8", "replace")
+        except OSError:
+            continue
+        if text in cmd:
+            out.append((int(pid), cmd))
+    return out
+
+
 class FullDisk:
     """A small tmpfs mounted for one test: ``fill()`` takes every free byte, ``free()`` gives them back."""
 

@@ -18,7 +18,7 @@ from mstop.remote import RemoteError, RemoteSource, Target, parse_target
 from mstop.store import Store
 from mstop_writer import MetricsWriter
 from tests import sshd
-from tests.conftest import ROOT, wait_for
+from tests.conftest import ROOT, processes_with, wait_for
 from tests.runs import steps, write_rank
 
 
@@ -194,8 +194,7 @@ def test_a_fifo_named_like_a_rank_file_over_ssh(server, tmp_path):
 
 def _followers() -> list[int]:
     """Remote followers running on this machine (the test server is this machine)."""
-    out = subprocess.run(["pgrep", "-f", "mstop-follower"], capture_output=True, text=True)
-    return [int(p) for p in out.stdout.split()]
+    return [pid for pid, _ in processes_with("mstop-follower")]
 
 
 def test_a_killed_mstop_leaves_nothing_behind(server, tmp_path):
@@ -214,6 +213,5 @@ def test_a_killed_mstop_leaves_nothing_behind(server, tmp_path):
     assert proc.wait(timeout=30) == 128 + signal.SIGTERM
     assert wait_for(lambda: set(_followers()) <= before, 15), "a remote follower was left running"
     assert list(tmp.iterdir()) == [], "the ssh control directory was left behind"
-    ssh = subprocess.run(["pgrep", "-f", f"ControlPath={tmp}"], capture_output=True, text=True)
-    assert not ssh.stdout.strip(), "an ssh process (client or mux master) was left running"
+    assert not processes_with(f"ControlPath={tmp}"), "an ssh process (client or mux master) was left running"
     shutil.rmtree(tmp)

@@ -11,7 +11,7 @@ import uuid
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, processes_with
 
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None,
                                 reason="tmux is not installed (apt-get install tmux; .ci/run installs it)")
@@ -81,8 +81,7 @@ def test_escape_sequences_in_a_run_do_not_reach_the_terminal(tmp_path):
 
 
 def _jobs_of(marker: str) -> list[str]:
-    out = subprocess.run(["pgrep", "-af", marker], capture_output=True, text=True).stdout
-    return [ln for ln in out.splitlines() if "train_tiny_lm.py" in ln]
+    return [cmd for _, cmd in processes_with(marker) if "train_tiny_lm.py" in cmd]
 
 
 @pytest.mark.slow
