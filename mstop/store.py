@@ -205,10 +205,7 @@ class RankData:
         if self._steady is not None and len(self._steady) == self.rows:
             return self._steady
         mask = self.effective().copy()
-        for k, seg in enumerate(self.segments):
-            end = self.segments[k + 1].first_row if k + 1 < len(self.segments) else self.rows
-            if end - seg.first_row > 1:
-                mask[seg.first_row] = False
+        mask[self.compile_rows()] = False
         self._steady = mask
         return mask
 
