@@ -84,11 +84,12 @@ def window(store: Store) -> Window:
     cols = {c: np.full((len(ranks), WINDOW), np.nan) for c in _COLS}
     for i, r in enumerate(ranks):
         d = store.ranks[r]
-        if len(d.segments) > 1 or d.rows <= WINDOW:  # a compilation step may be among the last rows
+        if len(d.segments) > 1:  # a resume cut older rows, and each session's first row is left out
             idx = np.flatnonzero(d.steady())[-WINDOW:]
             exact, floats = d.exact.view()[idx], d.floats.view()[idx]
-        else:
-            exact, floats = d.exact.view()[-WINDOW:], d.floats.view()[-WINDOW:]
+        else:  # one session: its last rows, without its first (compilation) row while that is among them
+            lo = max(1 if d.rows > 1 else 0, d.rows - WINDOW)
+            exact, floats = d.exact.view()[lo:], d.floats.view()[lo:]
         k = len(exact)
         cols["time"][i, WINDOW - k:] = exact[:, 0]
         for c in _COLS[1:]:

@@ -102,12 +102,17 @@ def scan(store: Store, rules: Any) -> list[Incident]:
     out: list[Incident] = []
     with store.lock, np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
+        w = figures.window(store)  # every rank's recent rows in one table: new rows checked all at once
+        starving = np.any(w.cols["data_wait"] > rules.data_wait * w.cols["step_time"], axis=1)
+        pressed = np.any(w.cols["mem_peak"] > (1.0 - rules.oom_critical) * w.cols["mem_total"], axis=1)
+        recent = {r: (bool(s), bool(p)) for r, s, p in zip(w.ranks, starving, pressed)}
         for r in sorted(store.ranks):
             d = store.ranks[r]
             if d.rows:
+                hit = recent.get(r, (None, None))
                 out += _nan(r, d)
-                out += _starvation(r, d, rules)
-                out += _oom(r, d, rules)
+                out += _starvation(r, d, rules, hit[0])
+                out += _oom(r, d, rules, hit[1])
         present = [r for r, d in store.ranks.items() if d.rows]
         if present:
             r0 = min(present)
@@ -140,12 +145,12 @@ def _nan(r: int, d: RankData) -> list[Incident]:
 
 
 def _spikes(d: RankData, column: str, kind: str, rules: Any) -> list[Incident]:
-    import pandas as pd
-
     rows = np.flatnonzero(d.effective())
     w = rules.spike_window
     if len(rows) < max(rules.warmup_steps, w) + 1:
         return []
+    import pandas as pd
+
     x = d.col(column)[rows].astype(np.float64)
     x = np.where(np.isfinite(x), x, np.nan)
     prev = pd.Series(x).shift(1).rolling(w, min_periods=max(1, w // 2))
@@ -169,22 +174,24 @@ def _overflows(d: RankData, rules: Any) -> list[Incident]:
                                 f"{int(d.col('step')[rows[k]])}")
 
 
-def _quiet(d: RankData, key: str, candidate) -> bool:
+def _quiet(d: RankData, key: str, candidate, recent_hit: bool | None) -> bool:
     """Whether no row can make a rule fire: ``candidate(lo, hi)`` says whether rows lo..hi hold one (a row
     over the limit on its own: a 20-row share over a limit needs one). Rows found quiet are remembered, so
-    only new rows are read next time."""
+    only new rows are read next time; ``recent_hit`` answers for the recent window (all ranks at once),
+    which holds every new row when there are at most WINDOW of them."""
     done = d.quiet.get(key, 0)
     if done > d.rows:
         done = 0
-    if d.rows > done and candidate(done, d.rows):
+    new = d.rows - done
+    if new and (recent_hit is None or recent_hit or new > figures.WINDOW) and candidate(done, d.rows):
         return False
     d.quiet[key] = d.rows
     return True
 
 
-def _starvation(r: int, d: RankData, rules: Any) -> list[Incident]:
+def _starvation(r: int, d: RankData, rules: Any, recent_hit: bool | None = None) -> list[Incident]:
     if _quiet(d, f"data_wait>{rules.data_wait}", lambda lo, hi: bool(np.any(
-            d.col("data_wait")[lo:hi] > rules.data_wait * d.col("step_time")[lo:hi]))):
+            d.col("data_wait")[lo:hi] > rules.data_wait * d.col("step_time")[lo:hi])), recent_hit):
         return []
     rows = np.flatnonzero(d.steady())
     dw, st = d.col("data_wait")[rows].astype(np.float64), d.col("step_time")[rows].astype(np.float64)
@@ -196,13 +203,13 @@ def _starvation(r: int, d: RankData, rules: Any) -> list[Incident]:
                                 f"{int(d.col('step')[rows[k]])} (limit {rules.data_wait:.0%})")
 
 
-def _oom(r: int, d: RankData, rules: Any) -> list[Incident]:
+def _oom(r: int, d: RankData, rules: Any, recent_hit: bool | None = None) -> list[Incident]:
     if d.last_start and d.last_start.get("memory_source") == "host":
         return []  # host memory is shared by a host's ranks: only the live rule adds them up
     if _quiet(d, f"headroom<{rules.oom_critical}", lambda lo, hi: bool(np.any(
-            d.col("mem_peak")[lo:hi] > (1.0 - rules.oom_critical) * d.col("mem_total")[lo:hi]))):
+            d.col("mem_peak")[lo:hi] > (1.0 - rules.oom_critical) * d.col("mem_total")[lo:hi])), recent_hit):
         return []
-    rows = np.flatnonzero(d.effective())
+    rows = np.flatnonzero(d.steady())  # the rows the live rule's window reads
     head = 1.0 - d.col("mem_peak")[rows].astype(np.float64) / d.col("mem_total")[rows].astype(np.float64)
     fire = np.isfinite(head) & (head < rules.oom_critical)
     return _incidents("oom_risk", r, d, rows, fire, head,

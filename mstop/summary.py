@@ -32,8 +32,8 @@ def summarize(store: Store, run_dir: str, opts: Options, health: Any = None) -> 
 
     health = health or Health()
     opts = health.rules.options(opts)
-    alerts = health.alerts(store, opts)
-    with store.lock:
+    with store.lock:  # one consistent snapshot: a following source waits, and every figure reads one window
+        alerts = health.alerts(store, opts)
         out = {
             "run_dir": clean(run_dir, 4096),
             "ranks": len(store.rank_files),
