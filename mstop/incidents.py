@@ -100,28 +100,30 @@ def _rolling_sum(x: np.ndarray, n: int) -> np.ndarray:
 def scan(store: Store, rules: Any) -> list[Incident]:
     """Every incident the rows of the run's current timeline show, oldest first."""
     out: list[Incident] = []
-    with store.lock, np.errstate(all="ignore"), warnings.catch_warnings():
+    # the lock is taken a rank at a time: a scan of a long history on the monitor's worker thread must not
+    # hold up the screen or the reading thread for all of it
+    with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        w = figures.window(store)  # every rank's recent rows in one table: new rows checked all at once
-        starving = np.any(w.cols["data_wait"] > rules.data_wait * w.cols["step_time"], axis=1)
-        pressed = np.any(w.cols["mem_peak"] > (1.0 - rules.oom_critical) * w.cols["mem_total"], axis=1)
-        recent = {r: (bool(s), bool(p)) for r, s, p in zip(w.ranks, starving, pressed)}
-        for r in sorted(store.ranks):
-            d = store.ranks[r]
-            if d.rows:
+        with store.lock:
+            w = figures.window(store)  # every rank's recent rows in one table: new rows checked all at once
+            starving = np.any(w.cols["data_wait"] > rules.data_wait * w.cols["step_time"], axis=1)
+            pressed = np.any(w.cols["mem_peak"] > (1.0 - rules.oom_critical) * w.cols["mem_total"], axis=1)
+            recent = {r: (bool(s), bool(p)) for r, s, p in zip(w.ranks, starving, pressed)}
+            ranks = sorted(r for r, d in store.ranks.items() if d.rows)
+        for r in ranks:
+            with store.lock:
+                d = store.ranks[r]
                 hit = recent.get(r, (None, None))
                 out += _nan(r, d)
                 out += _starvation(r, d, rules, hit[0])
                 out += _oom(r, d, rules, hit[1])
-        present = [r for r, d in store.ranks.items() if d.rows]
-        if present:
-            r0 = min(present)
-            d = store.ranks[r0]
-            out += _spikes(d, "loss", "loss_spike", rules)
-            out += _spikes(d, "grad_norm", "grad_spike", rules)
-            out += _overflows(d, rules)
-            out += _throughput(d, rules)
-            out += _stalls(store, d)
+        if ranks:
+            d = store.ranks[ranks[0]]
+            for part in (lambda: _spikes(d, "loss", "loss_spike", rules),
+                         lambda: _spikes(d, "grad_norm", "grad_spike", rules),
+                         lambda: _overflows(d, rules), lambda: _throughput(d, rules), lambda: _stalls(store, d)):
+                with store.lock:
+                    out += part()
     return sorted(out, key=order)
 
 

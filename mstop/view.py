@@ -348,7 +348,11 @@ def incident_marks(store: Store, incidents: list[Any], xaxis: str) -> list[tuple
         for inc in incidents[-50:]:
             if inc.first_step is None:
                 continue
-            hit = np.flatnonzero(eff & (step == inc.first_step))
+            if d.monotonic and len(d.segments) <= 1:  # by binary search: a frame must not read every row
+                i = int(np.searchsorted(step, inc.first_step))
+                hit = [i] if i < d.rows and step[i] == inc.first_step else []
+            else:
+                hit = np.flatnonzero(eff & (step == inc.first_step))
             if len(hit):
                 y = float(loss[hit[-1]])
                 if math.isfinite(y):
