@@ -53,13 +53,16 @@ class Incident:
 
     def steps(self) -> str:
         """``step 300`` or ``steps 484-535``, for people."""
-        if self.first_step == self.last_step:
-            return f"step {self.first_step}"
-        return f"steps {self.first_step}-{self.last_step}"
+        return steps_text(self.first_step, self.last_step)
 
     def overlaps(self, kind: str, rank: int | None, step: int | None) -> bool:
         return self.kind == kind and self.rank == rank and step is not None and self.first_step is not None \
             and self.last_step is not None and self.first_step - GAP <= step <= self.last_step + GAP
+
+
+def steps_text(first: int | None, last: int | None) -> str:
+    """``step 300`` or ``steps 484-535``: an incident's steps for people (screen, summary table, report)."""
+    return f"step {first}" if first == last else f"steps {first}-{last}"
 
 
 def _groups(pos: np.ndarray) -> list[tuple[int, int]]:

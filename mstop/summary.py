@@ -8,6 +8,7 @@ from typing import Any
 
 from . import figures, fmt
 from .figures import Options
+from .incidents import steps_text
 from .safe import MAX_ITEMS, MAX_TEXT, clean
 from .store import Store
 
@@ -123,9 +124,7 @@ def render_table(summary: dict[str, Any], store: Store, opts: Options | None = N
         rows.append((f"! {a['kind']}", a["message"]))
     past = [i for i in summary["incidents"] if not i["active"]]
     for i in past[-10:]:
-        steps = f"step {i['first_step']}" if i["first_step"] == i["last_step"] else \
-            f"steps {i['first_step']}-{i['last_step']}"
-        rows.append((f"incident {i['kind']}", f"{steps}: {i['message']}"))
+        rows.append((f"incident {i['kind']}", f"{steps_text(i['first_step'], i['last_step'])}: {i['message']}"))
     if len(past) > 10:
         rows.append(("incidents", f"{len(past) - 10} older ones (--json lists them all)"))
     table = Table(show_header=False, box=None, pad_edge=False)
