@@ -20,6 +20,8 @@ import sys
 import time
 import zlib
 
+# mstop_writer.schema's CSV_PATTERN and EVENTS_PATTERN: this program runs alone on the remote host, so it has
+# its own copy (tests/test_remote.py checks that the two agree)
 NAME = re.compile(r"^rank(0|[1-9][0-9]{0,6})\.(csv|events\.jsonl)$")
 SIGNATURE = 256
 CHUNK = 4 << 20

@@ -19,6 +19,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
+from mstop_writer.schema import CSV_PATTERN, EVENTS_PATTERN
+
 from .parse import CsvParser, parse_events
 from .safe import clean
 from .store import Store
@@ -36,8 +38,8 @@ class _QuietRestart(logging.Filter):
 
 logging.getLogger("watchdog.observers.inotify").addFilter(_QuietRestart())
 
-CSV_RE = re.compile(r"rank(0|[1-9][0-9]{0,6})\.csv")
-EVENTS_RE = re.compile(r"rank(0|[1-9][0-9]{0,6})\.events\.jsonl")
+CSV_RE = re.compile(CSV_PATTERN)
+EVENTS_RE = re.compile(EVENTS_PATTERN)
 #: Seconds between checks that files did not grow unseen by native events.
 CHECK_EVERY = 2.0
 #: After a file event, seconds to wait for more before reading: a burst of writes over many

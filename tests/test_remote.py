@@ -215,3 +215,15 @@ def test_a_killed_mstop_leaves_nothing_behind(server, tmp_path):
     assert list(tmp.iterdir()) == [], "the ssh control directory was left behind"
     assert not processes_with(f"ControlPath={tmp}"), "an ssh process (client or mux master) was left running"
     shutil.rmtree(tmp)
+
+
+@pytest.mark.parametrize("name", ["rank0.csv", "rank7.events.jsonl", "rank1234567.csv", "rank01.csv", "rank-1.csv",
+                                  "rank12345678.csv", "rank3.csv.bak", "xrank3.csv", "rank3.events.json", "rank.csv"])
+def test_the_follower_knows_rank_files_as_the_schema_names_them(name):
+    import re
+
+    from mstop import follower
+    from mstop_writer.schema import CSV_PATTERN, EVENTS_PATTERN
+
+    schema = bool(re.fullmatch(CSV_PATTERN, name) or re.fullmatch(EVENTS_PATTERN, name))
+    assert bool(follower.NAME.match(name)) == schema

@@ -79,6 +79,14 @@ HEARTBEAT_INTERVAL = 30.0
 MEMORY_SOURCES: tuple[str, ...] = ("device", "host", "none")
 
 
+#: How a rank number is written in file names: no sign, no leading zeros, at most 7 digits.
+RANK_DIGITS = "(0|[1-9][0-9]{0,6})"
+#: The names of a rank's files, as regular expressions to match whole names (group 1: the rank). Readers use
+#: these and nothing else: a file named otherwise is no rank file, and its name is never used as a path.
+CSV_PATTERN = rf"rank{RANK_DIGITS}\.csv"
+EVENTS_PATTERN = rf"rank{RANK_DIGITS}\.events\.jsonl"
+
+
 def file_kind(mode: int) -> str:
     """What a file that is not a regular file is (from ``st_mode``), in words: rank and events files must be
     regular files, and the writer and the readers say so in the same words."""
