@@ -16,7 +16,7 @@ import mindspore as ms
 from mindspore import nn, ops
 from mindspore.train import Callback, ModelCheckpoint
 
-from .metrics import WRITER_OPTIONS, MetricsWriter, _check_name, check_keywords, validate_options
+from .metrics import WRITER_OPTIONS, MetricsWriter, _check_name, check_keywords, resolve_rank, validate_options
 from .schema import COLUMNS
 
 log = logging.getLogger("mstop_writer")
@@ -191,15 +191,15 @@ class MstopCallback(Callback):
                 self._gstep += n
             lr = values.pop("lr", None) if self._lr_out else self._lr
             writer = self.writer
-            # The row goes straight to the writer's row builder: log()'s keyword handling and
-            # default step time are for hand-written loops and cost microseconds per step here.
+            # The row goes straight to write_row: log()'s step conversion and default step time are for
+            # hand-written loops; the callback measured the step itself.
             try:
-                writer._row(  # type: ignore[union-attr]
-                    raw + writer.step_offset, cb.cur_epoch_num, values.pop("loss", None), lr,  # type: ignore[union-attr]
-                    values.pop("grad_norm", None), step_time, data_wait, values.pop("queue_depth", queue_depth),
-                    values.pop("tokens", None), values.pop("samples", None), overflow,
-                    values.pop("loss_scale", None), values,
-                )
+                writer.write_row(  # type: ignore[union-attr]
+                    raw + writer.step_offset, step_time=step_time, epoch=cb.cur_epoch_num,  # type: ignore[union-attr]
+                    loss=values.pop("loss", None), lr=lr, grad_norm=values.pop("grad_norm", None),
+                    data_wait=data_wait, queue_depth=values.pop("queue_depth", queue_depth),
+                    tokens=values.pop("tokens", None), samples=values.pop("samples", None), overflow=overflow,
+                    loss_scale=values.pop("loss_scale", None), extra=values)
             except Exception as e:  # noqa: BLE001 - bad values from the cell: a counted, reported drop
                 writer.reject(f"row for step {raw} not written: {type(e).__name__}: {e}",  # type: ignore[union-attr]
                               type(e).__name__)
@@ -293,9 +293,7 @@ class MstopCallback(Callback):
         """How many ranks read distinct batches (pass ``samples_per_step`` when your layout differs)."""
         if mode == "stand_alone":
             return 1
-        from .metrics import _resolve_rank
-
-        world = _resolve_rank(opts.get("rank"), opts.get("world_size"))[1]
+        world = resolve_rank(opts.get("rank"), opts.get("world_size"))[1]
         if mode == "data_parallel":
             return world
         if ms.get_auto_parallel_context("full_batch"):
@@ -466,12 +464,11 @@ def _report_failure(run_dir: Any, options: dict[str, Any], e: BaseException) -> 
     import json
     import os
 
-    from .metrics import _resolve_rank
     from .schema import events_name
 
     try:
         try:
-            rank = _resolve_rank(options.get("rank"), options.get("world_size"))[0]
+            rank = resolve_rank(options.get("rank"), options.get("world_size"))[0]
         except Exception:  # noqa: BLE001
             rank = 0
         path = os.path.join(os.fspath(run_dir), events_name(max(0, int(rank))))

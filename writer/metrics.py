@@ -138,7 +138,9 @@ def _mindspore() -> Any:
     return sys.modules.get("mindspore")
 
 
-def _resolve_rank(rank: int | None, world_size: int | None) -> tuple[int, int, str]:
+def resolve_rank(rank: int | None, world_size: int | None) -> tuple[int, int, str]:
+    """(rank, world size, where they came from): the given values, else MindSpore's communication when it is
+    initialised, else ``RANK_ID``/``RANK_SIZE`` as msrun sets them, else 0 and 1."""
     if rank is not None and world_size is not None:
         return rank, world_size, "given"
     ms = _mindspore()
@@ -309,7 +311,7 @@ class MetricsWriter:
         heartbeat_interval, memory_interval = o["heartbeat_interval"], o["memory_interval"]
         rank, world_size, run_name, note = o["rank"], o["world_size"], o["run_name"], o["note"]
         device, parallel_mode = o["device"], o["parallel_mode"]
-        self.rank, self.world_size, rank_source = _resolve_rank(rank, world_size)
+        self.rank, self.world_size, rank_source = resolve_rank(rank, world_size)
         if self.rank < 0 or self.world_size < 1 or self.rank >= self.world_size:
             raise ValueError(f"rank {self.rank} is not in a world of {self.world_size}")
         extras = list(extra_columns)
@@ -505,6 +507,17 @@ class MetricsWriter:
     def last_step(self) -> int | None:
         """The step of the last row written (offset included), or None."""
         return self._last_step
+
+    def write_row(self, step: int, *, step_time: float, epoch: Any = None, loss: Any = None, lr: Any = None,
+                  grad_norm: Any = None, data_wait: Any = None, queue_depth: Any = None, tokens: Any = None,
+                  samples: Any = None, overflow: Any = None, loss_scale: Any = None,
+                  extra: Mapping[str, Any] | None = None) -> None:
+        """Write one row exactly as given, for callers that measure the step themselves (``MstopCallback``):
+        ``step`` already holds ``step_offset``, ``step_time`` is required, extra columns come as a mapping.
+        Unlike :meth:`log`, a value that cannot be written raises (``ValueError``/``TypeError``): the
+        caller decides (the callback counts it with :meth:`reject`). I/O errors never raise."""
+        self._row(step, epoch, loss, lr, grad_norm, step_time, data_wait, queue_depth, tokens, samples, overflow,
+                  loss_scale, extra or {})
 
     # -- internals -----------------------------------------------------------
 
