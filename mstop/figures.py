@@ -76,10 +76,11 @@ _COLS = ("time", "step_time", "data_wait", "tokens", "samples", "mfu", "mem_peak
 
 
 def window(store: Store) -> Window:
-    """The recent windows of all ranks with rows (cached until the store changes)."""
-    cached = getattr(store, "_window_cache", None)
-    if cached is not None and cached[0] == store.version:
-        return cached[1]
+    """The recent windows of all ranks with rows (computed once per version of the store)."""
+    return store.memo("window", lambda: _window(store))
+
+
+def _window(store: Store) -> Window:
     ranks = [r for r in sorted(store.ranks) if store.ranks[r].rows]
     cols = {c: np.full((len(ranks), WINDOW), np.nan) for c in _COLS}
     for i, r in enumerate(ranks):
@@ -94,9 +95,7 @@ def window(store: Store) -> Window:
         cols["time"][i, WINDOW - k:] = exact[:, 0]
         for c in _COLS[1:]:
             cols[c][i, WINDOW - k:] = floats[:, FLOAT_INDEX[c]]
-    win = Window(ranks, cols, [store.ranks[r].last_start or {} for r in ranks])
-    store._window_cache = (store.version, win)  # type: ignore[attr-defined]
-    return win
+    return Window(ranks, cols, [store.ranks[r].last_start or {} for r in ranks])
 
 
 def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
@@ -170,7 +169,7 @@ def samples_per_s(store: Store) -> float | None:
 def compile_seconds(store: Store) -> float | None:
     """The step time of the newest session's first row (graph compilation) on the lowest rank, when the
     session has more rows: shown beside the figures it is left out of."""
-    d = _loss_rank(store)
+    d = job_rank(store)
     if d is None:
         return None
     rows = d.compile_rows()
@@ -219,12 +218,7 @@ def data_wait_frac(store: Store) -> float | None:
 def headrooms(store: Store) -> dict[str, float]:
     """Headroom per rank (``"rank 3"``) or, with host memory, per host (``"host node1"``); cached until the
     store changes (a frame asks three times: 2 ms each at 1,024 ranks)."""
-    cached = getattr(store, "_headroom_cache", None)
-    if cached is not None and cached[0] == store.version:
-        return dict(cached[1])
-    out = headrooms_of(rank_memory(window(store)))
-    store._headroom_cache = (store.version, out)  # type: ignore[attr-defined]
-    return dict(out)
+    return dict(store.memo("headrooms", lambda: headrooms_of(rank_memory(window(store)))))
 
 
 def rank_memory(w: Window) -> list[tuple[int, str | None, float, float]]:
@@ -266,9 +260,17 @@ def mem_headroom(store: Store) -> float | None:
     return min(h.values()) if h else None
 
 
-def _loss_rank(store: Store) -> RankData | None:
-    present = [r for r, d in store.ranks.items() if d.rows]
-    return store.ranks[min(present)] if present else None
+def lowest_rank(store: Store) -> int | None:
+    """The lowest rank that has rows: the rank whose loss and charts stand for the job (None without rows)."""
+    return min((r for r, d in store.ranks.items() if d.rows), default=None)
+
+
+def job_rank(store: Store) -> RankData | None:
+    """The rows of :func:`lowest_rank` (None without rows)."""
+    r = lowest_rank(store)
+    return None if r is None else store.ranks[r]
+
+
 
 
 #: Rows examined at a time when searching a long history backwards.
@@ -296,7 +298,7 @@ def _tail_rows(d: RankData, keep: Callable[[np.ndarray, np.ndarray], np.ndarray]
 
 def loss(store: Store) -> float | None:
     """The last non-empty loss of the lowest rank (NaN when that cell said NaN)."""
-    d = _loss_rank(store)
+    d = job_rank(store)
     if d is None:
         return None
     literal = {i for i, c, _ in d.nonfinite if c == "loss"}
@@ -313,7 +315,7 @@ def loss(store: Store) -> float | None:
 
 def loss_ema(store: Store, opts: Options) -> float | None:
     """Debiased EMA of the lowest rank's finite losses (only the terms that still weigh are read)."""
-    d = _loss_rank(store)
+    d = job_rank(store)
     if d is None:
         return None
     need = _ema_terms(opts.ema_weight)

@@ -172,7 +172,7 @@ def evaluate(store: Store, rules: Rules, opts: Options) -> list[Alert]:
     with store.lock:
         out: list[Alert] = []
         out += _nan_loss(store)
-        d = _job_rank(store)
+        d = figures.job_rank(store)
         if d is not None:
             out += _spike(d, "loss", "loss_spike", rules)
             out += _spike(d, "grad_norm", "grad_spike", rules)
@@ -228,11 +228,6 @@ def _failure(store: Store) -> str:
 def _order(a: Alert) -> tuple:
     """Rules in their documented order; within a per-rank rule, the worst first."""
     return KINDS.index(a.kind), -a.severity, -1 if a.rank is None else a.rank
-
-
-def _job_rank(store: Store) -> RankData | None:
-    present = [r for r, d in store.ranks.items() if d.rows]
-    return store.ranks[min(present)] if present else None
 
 
 def _nan_loss(store: Store) -> list[Alert]:

@@ -120,8 +120,8 @@ def scan(store: Store, rules: Any) -> list[Incident]:
                 out += _nan(r, d)
                 out += _starvation(r, d, rules, hit[0])
                 out += _oom(r, d, rules, hit[1])
-        if ranks:
-            d = store.ranks[ranks[0]]
+        d = figures.job_rank(store)
+        if d is not None:
             for part in (lambda: _spikes(d, "loss", "loss_spike", rules),
                          lambda: _spikes(d, "grad_norm", "grad_spike", rules),
                          lambda: _overflows(d, rules), lambda: _throughput(d, rules), lambda: _stalls(store, d)):

@@ -61,11 +61,6 @@ def available() -> str | None:
     return None
 
 
-def _lowest(store: Store) -> int | None:
-    present = [r for r, d in store.ranks.items() if d.rows]
-    return min(present) if present else None
-
-
 def _xy(store: Store, r: int, col: str) -> tuple[np.ndarray, np.ndarray]:
     x, y = store.series(r, col, POINTS, x="step")
     ok = np.isfinite(y)
@@ -127,7 +122,7 @@ def _marks(ax: Any, store: Store, alerts: list[Any], color: str) -> None:
     restarts = sorted({seg.first_step for d in store.ranks.values() for seg in d.segments[1:]})
     for step in restarts[:50]:  # one line per restart step, however many ranks restarted there
         ax.axvline(step, color=color, linestyle=":", linewidth=1)
-    r0 = _lowest(store)
+    r0 = figures.lowest_rank(store)
     if r0 is not None:
         steps = [c["step"] for c in store.ranks[r0].checkpoints if isinstance(c.get("step"), (int, float))]
         if steps:
@@ -199,7 +194,7 @@ def write_report(runs: list[Run], comparison: Comparison, out: str, *, opts: Opt
         written.append(path)
 
     def loss(ax, label, m, color) -> bool:
-        r0 = _lowest(m.store)
+        r0 = figures.lowest_rank(m.store)
         if r0 is None:
             return False
         x, y = _xy(m.store, r0, "loss")
@@ -215,7 +210,7 @@ def write_report(runs: list[Run], comparison: Comparison, out: str, *, opts: Opt
 
     def column(col: str, scale: float = 1.0, smooth: bool = False) -> Callable[[Any, str, Member, str], bool]:
         def draw(ax, label, m, color) -> bool:
-            r0 = _lowest(m.store)
+            r0 = figures.lowest_rank(m.store)
             if r0 is None:
                 return False
             x, y = _xy(m.store, r0, col)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -241,6 +241,7 @@ class Store:
         self.ignored_files: set[str] = set()
         self.refused: dict[str, str] = {}  # rank-file names that are not regular files -> why
         self.notes: list[str] = []  # what readers should say about the files (columns cut, ...)
+        self._memo: dict[str, tuple[int, Any]] = {}  # key -> (version, value): see memo()
         self.rank_files: set[int] = set()  # ranks whose rank<R>.csv exists
         self.owners: dict[int, str] = {}  # rank -> the source its files come from
         self.duplicates: list[str] = []  # "rank 3 is in A and in B: B's file is not shown"
@@ -262,6 +263,17 @@ class Store:
                 self.duplicates.append(note)
                 self.version += 1
             return False
+
+    def memo(self, key: str, compute: Callable[[], Any]) -> Any:
+        """A value derived from the rows (the recent window, the headrooms), computed once per version of the
+        store: a frame or a summary asks for it several times."""
+        with self.lock:
+            got = self._memo.get(key)
+            if got is not None and got[0] == self.version:
+                return got[1]
+            value = compute()
+            self._memo[key] = (self.version, value)
+            return value
 
     def note(self, text: str) -> None:
         """Remember something about the files that readers should say (once)."""

@@ -265,9 +265,8 @@ def build_view(store: Store, opts: Options, *, points: int = 200, xaxis: str = "
                 v.data_worst_rank = w.ranks[int(np.nanargmax(dwf))]
             tps = figures.rank_tokens_per_s(store)
             v.ranks = _rank_rows(store, w, tps, dwf, heads, now)
-        present = [r for r, d in store.ranks.items() if d.rows]
-        if present:
-            r0 = min(present)
+        r0 = figures.lowest_rank(store)
+        if r0 is not None:
             v.chart_rank = r0
             d = store.ranks[r0]
             cache = ema_cache or EmaCache()
@@ -340,10 +339,9 @@ def incident_marks(store: Store, incidents: list[Any], xaxis: str) -> list[tuple
     """(x, loss) of each past incident's first step on the lowest rank's timeline: marks on the loss chart."""
     out: list[tuple[float, float]] = []
     with store.lock:
-        present = [r for r, d in store.ranks.items() if d.rows]
-        if not present:
+        d = figures.job_rank(store)
+        if d is None:
             return out
-        d = store.ranks[min(present)]
         eff, step, loss = d.effective(), d.col("step"), d.col("loss")
         for inc in incidents[-50:]:
             if inc.first_step is None:
@@ -511,11 +509,10 @@ def baseline_overlay(v: View, base: Store, name: str, opts: Options, cache: EmaC
     if v.xaxis != "step":
         v.base_note = "baseline drawn on the step axis only (x)"
     with base.lock:
-        present = [r for r, d in base.ranks.items() if d.rows]
-        if not present:
+        r0 = figures.lowest_rank(base)
+        if r0 is None:
             v.base_note = "baseline has no rows"
             return
-        r0 = min(present)
         d = base.ranks[r0]
         base_last = figures.step(base)  # its furthest rank's current step
         steps = None

@@ -39,3 +39,21 @@ def test_monitor_with_a_missing_or_hostile_baseline_exits_2():
 def test_help_lists_compare_and_report():
     out = mstop("--help").stdout
     assert "compare" in out and "report" in out
+
+
+def test_nothing_below_the_app_loads_textual_or_rich():
+    """The engine, sources, views and commands are importable (and testable) without the screen's libraries:
+    importing every module outside mstop/app/ loads neither textual nor rich."""
+    import pkgutil
+    import subprocess
+    import sys
+
+    import mstop
+
+    mods = [f"mstop.{m.name}" for m in pkgutil.iter_modules(mstop.__path__) if m.name not in ("app", "__main__")]
+    assert "mstop.figures" in mods and "mstop.incidents" in mods
+    code = "import sys\n" + "".join(f"import {m}\n" for m in mods) + (
+        "print(sorted({k.split('.')[0] for k in sys.modules} & {'textual', 'rich', 'textual_plotext'}))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
