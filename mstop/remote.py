@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Callable
 
 from .safe import clean
-from .source import CSV_RE, EVENTS_RE, SourceState, _Followed, followed, ingest
+from .source import CSV_RE, EVENTS_RE, Followed, SourceState, followed, ingest
 from .store import Store
 
 #: The remote command: a constant (no user text), which reads the program from standard input.
@@ -137,7 +137,7 @@ class RemoteSource:
         self.clock_skew = 0.0  # remote clock - local clock, measured at connect
         self.bytes_received = 0
         self._clock = clock
-        self._files: dict[str, _Followed] = {}
+        self._files: dict[str, Followed] = {}
         self._refused_names: set[str] = set()
         self._proc: subprocess.Popen | None = None
         self._stop = threading.Event()
@@ -211,7 +211,7 @@ class RemoteSource:
         _LIVE.add(proc)
         _MASTERS.add((self.target.host, self.ssh_options))
         self._proc = proc
-        offsets = {name: [f.tail.offset, f.tail._signature.hex()] for name, f in self._files.items()}
+        offsets = {name: [f.tail.offset, f.tail.signature.hex()] for name, f in self._files.items()}
         request = json.dumps({"path": self.target.path, "offsets": offsets, "poll": self.poll or 0.2})
         try:
             assert proc.stdin is not None

@@ -53,7 +53,9 @@ SCAN_INTERVAL = 0.1
 
 
 @dataclass
-class _Followed:
+class Followed:
+    """One rank file a source follows: which rank, which kind, its reader (and parser for CSV files)."""
+
     rank: int
     kind: str  # "csv" or "events"
     tail: FileTail
@@ -81,7 +83,7 @@ class LocalSource:
         self.poll = poll
         self.on_update = on_update
         self.state = SourceState(mode="once", poll_interval=poll)
-        self._files: dict[str, _Followed] = {}
+        self._files: dict[str, Followed] = {}
         self._files_refused: set[str] = set()
         self._dirty: set[str] = set()
         self._dirty_lock = threading.Lock()
@@ -321,7 +323,7 @@ def why_not_followed(path: str) -> str | None:
     return None if stat.S_ISREG(st.st_mode) else not_regular(st.st_mode)
 
 
-def followed(name: str, tail_path: str, store: Store, source: str) -> _Followed | None:
+def followed(name: str, tail_path: str, store: Store, source: str) -> Followed | None:
     """The record for a rank file named ``name`` of ``source`` (None for any other name: never used as a
     path; None too for a rank another source already feeds)."""
     m = CSV_RE.fullmatch(name)
@@ -331,7 +333,7 @@ def followed(name: str, tail_path: str, store: Store, source: str) -> _Followed 
         kind = "events"
     if m is None or not store.claim(int(m.group(1)), source):
         return None
-    f = _Followed(int(m.group(1)), kind, FileTail(tail_path))
+    f = Followed(int(m.group(1)), kind, FileTail(tail_path))
     if kind == "csv":
         f.parser = CsvParser()
         with store.lock:
@@ -340,7 +342,7 @@ def followed(name: str, tail_path: str, store: Store, source: str) -> _Followed 
     return f
 
 
-def ingest(store: Store, f: _Followed, chunk: Chunk) -> None:
+def ingest(store: Store, f: Followed, chunk: Chunk) -> None:
     """Parse one chunk of a rank file into the store (local and remote sources alike)."""
     if chunk.mtime is not None and (store.mtime is None or chunk.mtime > store.mtime):
         store.mtime = chunk.mtime

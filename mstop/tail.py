@@ -125,6 +125,11 @@ class FileTail:
         return out
 
     @property
+    def signature(self) -> bytes:
+        """The file's first bytes as read (up to SIGNATURE): a remote follower checks them on reconnect."""
+        return bytes(self._signature)
+
+    @property
     def pending(self) -> int:
         """Bytes of a line still waiting for its newline."""
         return len(self._partial)
