@@ -215,7 +215,7 @@ def data_wait_frac(store: Store) -> float | None:
     return float(v.max()) if len(v) else None
 
 
-def headrooms(store: Store) -> dict[str, float]:
+def headrooms(store: Store) -> dict[MemoryScope, float]:
     """Headroom per rank (``"rank 3"``) or, with host memory, per host (``"host node1"``); cached until the
     store changes (a frame asks three times: 2 ms each at 1,024 ranks)."""
     return dict(store.memo("headrooms", lambda: headrooms_of(rank_memory(window(store)))))
@@ -241,17 +241,32 @@ def rank_memory(w: Window) -> list[tuple[int, str | None, float, float]]:
     return out
 
 
-def headrooms_of(mem: list[tuple[int, str | None, float, float]]) -> dict[str, float]:
+class MemoryScope(str):
+    """Whose memory a headroom is: one rank's device memory (``kind`` "rank", ``rank``), or a host's RAM that
+    its ranks share (``kind`` "host", ``host``). It reads as its label, ``"rank 3"`` or ``"host node1"``,
+    wherever a string is expected; code asks its fields instead of splitting the label again."""
+
+    kind: str
+    rank: int | None
+    host: str | None
+
+    def __new__(cls, kind: str, rank: int | None = None, host: str | None = None) -> MemoryScope:
+        obj = super().__new__(cls, f"rank {rank}" if kind == "rank" else f"host {host}")
+        obj.kind, obj.rank, obj.host = kind, rank, host
+        return obj
+
+
+def headrooms_of(mem: list[tuple[int, str | None, float, float]]) -> dict[MemoryScope, float]:
     """Headroom, 1 − peak / total, per rank, or per host for host memory (that host's ranks' peaks added up)."""
-    out: dict[str, float] = {}
+    out: dict[MemoryScope, float] = {}
     hosts: dict[str, list[tuple[float, float]]] = {}
     for r, host, p, t in mem:
         if host is not None:
             hosts.setdefault(host, []).append((p, t))
         else:
-            out[f"rank {r}"] = 1.0 - p / t
+            out[MemoryScope("rank", rank=r)] = 1.0 - p / t
     for host, vals in hosts.items():
-        out[f"host {host}"] = 1.0 - sum(p for p, _ in vals) / max(t for _, t in vals)
+        out[MemoryScope("host", host=host)] = 1.0 - sum(p for p, _ in vals) / max(t for _, t in vals)
     return out
 
 

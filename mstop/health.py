@@ -312,8 +312,7 @@ def _oom(store: Store, rules: Rules) -> list[Alert]:
     out = []
     for who, head in figures.headrooms(store).items():
         if head < rules.oom_critical:
-            rank = int(who.split()[1]) if who.startswith("rank ") else None
-            out.append(Alert("oom_risk", rank, figures.step(store),
+            out.append(Alert("oom_risk", who.rank, figures.step(store),
                              f"{who}: memory headroom {head:.1%} (critical under {rules.oom_critical:.0%})",
                              severity=-head))
     return out

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from . import figures, fmt
-from .figures import Options
+from .figures import MemoryScope, Options
 from .store import BLOCK, Block, Store
 
 #: x axes the charts can use (``x`` key).
@@ -85,7 +85,7 @@ class View:
     peak_flops: float | None = None
     peak_source: str | None = None
     mem_headroom: float | None = None
-    mem_worst: str | None = None
+    mem_worst: MemoryScope | None = None  # whose headroom is the worst: a rank, or a host
     mem_used: float | None = None
     mem_peak: float | None = None
     mem_total: float | None = None
@@ -370,13 +370,12 @@ def numeric_columns(store: Store) -> list[str]:
     return out
 
 
-def _memory_of(store: Store, worst: str | None, fallback: int) -> tuple[float | None, ...]:
+def _memory_of(store: Store, worst: MemoryScope | None, fallback: int) -> tuple[float | None, ...]:
     """Used, peak and total bytes of the worst rank (or of the worst host, its ranks added up)."""
-    if worst and worst.startswith("rank "):
-        ranks = [int(worst.split()[1])]
-    elif worst and worst.startswith("host "):
-        host = worst[5:]
-        ranks = [r for r, d in store.ranks.items() if d.last_start and str(d.last_start.get("host")) == host]
+    if worst is not None and worst.kind == "rank":
+        ranks = [worst.rank]
+    elif worst is not None:
+        ranks = [r for r, d in store.ranks.items() if d.last_start and str(d.last_start.get("host")) == worst.host]
     else:
         ranks = [fallback]
     used = peak = total = None
@@ -389,10 +388,10 @@ def _memory_of(store: Store, worst: str | None, fallback: int) -> tuple[float | 
     return used, peak, total
 
 
-def _headroom_series(store: Store, worst: str | None, fallback: int, points: int, steps: Any,
+def _headroom_series(store: Store, worst: MemoryScope | None, fallback: int, points: int, steps: Any,
                      xaxis: str) -> Series | None:
     """1 - mem_peak / mem_total over the run for the worst rank (the chart rank when memory is per host)."""
-    r = int(worst.split()[1]) if worst and worst.startswith("rank ") else fallback
+    r = worst.rank if worst is not None and worst.kind == "rank" else fallback
     rows = store.series_rows(r, "mem_peak", points, steps=steps)
     if not len(rows):
         return None
@@ -449,9 +448,9 @@ def _rank_rows(store: Store, w: Any, tps: np.ndarray, dwf: np.ndarray, heads: di
         d = store.ranks[r]
         start = w.starts[i]
         host = str(start.get("host") or "?")
-        head = heads.get(f"rank {r}")
+        head = heads.get(MemoryScope("rank", rank=r))
         if head is None:
-            head = heads.get(f"host {host}")
+            head = heads.get(MemoryScope("host", host=host))
         rows.append(RankRow(
             rank=r, host=host, step=int(d.col("step")[-1]) if d.rows else None,
             step_time=None if math.isnan(st[i]) else float(st[i]),

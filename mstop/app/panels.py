@@ -293,7 +293,7 @@ class MemoryPanel(Vertical):
         chart.set_class(v.headroom is None, "empty")
         self.set_class(v.headroom is None, "no-chart")
         if v.headroom is not None:
-            who = v.mem_worst if v.mem_worst and v.mem_worst.startswith("rank") else f"rank {v.chart_rank}"
+            who = v.mem_worst if v.mem_worst is not None and v.mem_worst.kind == "rank" else f"rank {v.chart_rank}"
             chart.show_series(f"headroom %, {who}",
                               [("headroom %", Series(v.headroom.x, v.headroom.y * 100))],
                               hlines=[100 * MEM_WARN, 100 * MEM_CRIT])
