@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 import time
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
@@ -68,8 +68,6 @@ class Window:
     ranks: list[int]
     cols: dict[str, np.ndarray]
     starts: list[dict[str, Any]]
-    #: figures of this window computed once (a window lives as long as the store does not change)
-    memo: dict[str, Any] = field(default_factory=dict)
 
 
 _COLS = ("time", "step_time", "data_wait", "tokens", "samples", "mfu", "mem_peak", "mem_total")
@@ -376,16 +374,16 @@ def last_row_time(store: Store) -> float | None:
 def stall_after(store: Store) -> float:
     """Seconds without a new row after which a running job counts as stalled:
     max(60 s, 10 x the median step time, 3 x the median interval between rows)."""
-    w = window(store)
-    if "stall_after" in w.memo:
-        return w.memo["stall_after"]
+    return store.memo("stall_after", lambda: _stall_after(window(store)))
+
+
+def _stall_after(w: Window) -> float:
     st = w.cols["step_time"]
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN ranks
         med_step = median(np.nanmedian(st, axis=1)) or 0.0
         med_int = median(np.nanmedian(np.diff(w.cols["time"], axis=1), axis=1)) or 0.0
-    w.memo["stall_after"] = out = max(STALL_MIN_S, 10 * med_step, 3 * med_int)
-    return out
+    return max(STALL_MIN_S, 10 * med_step, 3 * med_int)
 
 
 STATUSES = ("waiting", "starting", "running", "stalled", "dead", "failed", "finished")
@@ -398,23 +396,21 @@ def status(store: Store, opts: Options) -> str:
     ``failed`` (an ``abort`` event ends a rank's last session), ``finished`` (every rank's last session
     ended after its last row). Computed once per store version and tenth of a second of the clocks (a
     frame or a summary asks several times)."""
-    w = window(store)
-    key = ("status", opts.dead_after, opts.heartbeat_s, round(opts.clock(), 1),
+    key = (opts.dead_after, opts.heartbeat_s, round(opts.clock(), 1),
            round(opts.arrival_clock(), 1) if opts.arrival_clock is not None else None, store.arrival,
            store.life_arrival, store.mtime)
-    got = w.memo.get(key)
-    if got is None:
-        got = _status(store, opts)
-        w.memo = {k: v for k, v in w.memo.items() if not (isinstance(k, tuple) and k[0] == "status")}
-        w.memo[key] = got
-    return got
+    seen = store.memo("status", dict)  # this version's statuses, by clock and settings
+    if key not in seen:
+        seen.clear()  # only the newest moment is asked again
+        seen[key] = _status(store, opts)
+    return seen[key]
 
 
 def _status(store: Store, opts: Options) -> str:
     if not store.ranks:
         return "waiting"
     with_rows = [d for d in store.ranks.values() if d.rows]
-    if any(_aborted(d) for d in store.ranks.values()):
+    if any(aborted(d) for d in store.ranks.values()):
         return "failed"
     if not with_rows:
         return "starting" if any(d.starts for d in store.ranks.values()) else "waiting"
@@ -466,10 +462,7 @@ def seconds_since_life(store: Store, opts: Options) -> float:
         lives.append(row)
     if not lives:
         return 0.0
-    age = opts.clock() - max(lives)
-    if age < -FUTURE_S and store.mtime is not None:  # times from the future: the files' own times tell
-        return opts.local_now() - store.mtime
-    return age
+    return _age(store, opts, max(lives))
 
 
 def seconds_since_last_row(store: Store, opts: Options) -> float:
@@ -478,9 +471,13 @@ def seconds_since_last_row(store: Store, opts: Options) -> float:
     if opts.arrival_clock is not None and store.arrival is not None:
         return opts.arrival_clock() - store.arrival
     last = last_row_time(store)
-    if last is None:
-        return 0.0
-    age = opts.clock() - last
+    return 0.0 if last is None else _age(store, opts, last)
+
+
+def _age(store: Store, opts: Options, t: float) -> float:
+    """Seconds since ``t`` on the clock; for a time from the future (a host clock set wrong), the files'
+    modification time on this machine's clock tells instead."""
+    age = opts.clock() - t
     if age < -FUTURE_S and store.mtime is not None:
         return opts.local_now() - store.mtime
     return age
@@ -495,7 +492,7 @@ def future_skew(store: Store, opts: Options) -> float | None:
     return ahead if ahead > FUTURE_S else None
 
 
-def _aborted(d: RankData) -> bool:
+def aborted(d: RankData) -> bool:
     """An ``abort`` event ends the rank's last session (no start after it)."""
     if not d.aborts:
         return False

@@ -217,7 +217,7 @@ def _failure(store: Store) -> str:
     """What ended the failed job: the first rank's abort (its error)."""
     for r in sorted(store.ranks):
         d = store.ranks[r]
-        if figures._aborted(d):
+        if figures.aborted(d):
             a = d.aborts[-1]
             step = a.get("step")
             where = f" at step {int(step)}" if isinstance(step, (int, float)) else ""

@@ -84,9 +84,8 @@ def _incidents(kind: str, rank: int | None, d: RankData, rows: np.ndarray, fire:
     for a, b in _groups(pos):
         sel = pos[a:b + 1]
         m = measure[sel]
-        ok = np.isfinite(m)
-        k = sel[int(np.nanargmax(np.where(ok, m, -np.inf)) if worst_high else np.nanargmin(np.where(ok, m, np.inf)))] \
-            if ok.any() else sel[0]
+        score = np.where(np.isfinite(m), m if worst_high else -m, -np.inf)
+        k = sel[int(np.argmax(score))]  # the worst finite row; the first when none is finite
         r0, r1 = rows[sel[0]], rows[sel[-1]]
         out.append(Incident(kind, rank, int(step[r0]), int(step[r1]), float(t[r0]), float(t[r1]),
                             float(measure[k]), describe(k)))
