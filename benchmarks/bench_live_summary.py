@@ -15,10 +15,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from mstop.figures import Options
-from mstop.source import LocalSource
-from mstop.store import Store
-from mstop.summary import summarize
+from mstop.commands.summary import summarize
+from mstop.engine.figures import Options
+from mstop.engine.store import Store
+from mstop.sources.local import LocalSource
 from mstop_writer import COLUMNS
 
 RANKS, ROWS = 1024, 20

@@ -17,8 +17,8 @@ import sys
 
 import numpy as np
 
-from mstop.parse import N_EXACT, NUMERIC, Rows
-from mstop.store import Store
+from mstop.engine.parse import N_EXACT, NUMERIC, Rows
+from mstop.engine.store import Store
 
 
 def rss() -> int:

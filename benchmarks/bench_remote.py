@@ -26,9 +26,9 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from bench_follow import start_writer  # noqa: E402
 
-from mstop.remote import RemoteSource, Target  # noqa: E402
-from mstop.source import LocalSource  # noqa: E402
-from mstop.store import Store  # noqa: E402
+from mstop.engine.store import Store  # noqa: E402
+from mstop.sources.local import LocalSource  # noqa: E402
+from mstop.sources.remote import RemoteSource, Target  # noqa: E402
 from tests import sshd  # noqa: E402
 
 

@@ -46,8 +46,8 @@ def main() -> int:
             res["floor"].append(timed([sys.executable, "-c", FLOOR, tmp]))
             res["startup"].append(timed([sys.executable, "-c", "pass"]))
         med = {k: statistics.median(v) for k, v in res.items()}
-        from mstop.source import LocalSource
-        from mstop.store import Store
+        from mstop.engine.store import Store
+        from mstop.sources.local import LocalSource
 
         store = Store()
         LocalSource(tmp, store).read_all()

@@ -121,7 +121,7 @@ def monitor_parser() -> argparse.ArgumentParser:
 
 def cmd_monitor(argv: list[str]) -> int:
     args = monitor_parser().parse_args(argv)
-    from .remote import parse_target
+    from .sources.remote import parse_target
 
     for spec in args.source:
         try:
@@ -282,7 +282,7 @@ def _health_arguments(p: argparse.ArgumentParser) -> None:
 
 def _rules(args: argparse.Namespace, run_dirs: list[str]):
     """The health rules from config files and flags; None (after saying why) when a setting is wrong."""
-    from .health import Rules
+    from .engine.health import Rules
 
     try:
         return Rules.load(run_dirs, {"spike_k": args.spike_k, "oom_critical": args.oom_critical,
@@ -302,12 +302,12 @@ def _ssh_options(args: argparse.Namespace) -> tuple[str, ...]:
 
 
 def cmd_summary(args: argparse.Namespace) -> int:
-    from .figures import Options
-    from .remote import RemoteError
-    from .source import LocalSource
+    from .commands.summary import missing_message, render_table, summarize
+    from .engine.figures import Options
+    from .engine.store import Store
     from .sources import Sources
-    from .store import Store
-    from .summary import missing_message, render_table, summarize
+    from .sources.local import LocalSource
+    from .sources.remote import RemoteError
 
     store = Store()
     try:
@@ -334,7 +334,7 @@ def cmd_summary(args: argparse.Namespace) -> int:
     run_dir = sources.label
     opts = Options(peak_flops=_peak_flops(args), ema_weight=args.smoothing,
                    clock=sources.clock)
-    from .health import KINDS, Health
+    from .engine.health import KINDS, Health
 
     fail_on: set[str] = set()
     if args.fail_on and args.fail_on != "incident":
@@ -363,7 +363,7 @@ def cmd_summary(args: argparse.Namespace) -> int:
 
 def load_runs(args_runs: list[str], args: argparse.Namespace):
     """Read every member of every run argument once; a missing source raises ValueError (said, exit 2)."""
-    from .compare import Member, Run, short_labels, split_group
+    from .commands.compare import Member, Run, short_labels, split_group
     from .sources import read_once
 
     runs = []
@@ -380,7 +380,7 @@ def load_runs(args_runs: list[str], args: argparse.Namespace):
 def _compared(args: argparse.Namespace, specs: list[str], opts: Any) -> tuple[list, Any] | None:
     """Read the runs and compare them over the asked window (mstop compare and report); None after saying
     why it cannot be done."""
-    from .compare import CompareError, compare, parse_steps
+    from .commands.compare import CompareError, compare, parse_steps
 
     try:
         steps = parse_steps(args.steps) if args.steps else None
@@ -392,8 +392,8 @@ def _compared(args: argparse.Namespace, specs: list[str], opts: Any) -> tuple[li
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from .compare import render
-    from .figures import Options
+    from .commands.compare import render
+    from .engine.figures import Options
 
     got = _compared(args, [args.baseline, *args.runs], Options(peak_flops=_peak_flops(args)))
     if got is None:
@@ -410,8 +410,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from .figures import Options
-    from .report import available, write_report
+    from .commands.report import available, write_report
+    from .engine.figures import Options
 
     missing = available()
     if missing:
@@ -437,7 +437,7 @@ def _replay_demo(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from .app import MonitorApp
-    from .replay import start_replay
+    from .sources.replay import start_replay
 
     run_dir = Path(args.keep or tempfile.mkdtemp(prefix="mstop-replay-"))
     thread, stop = start_replay(run_dir, speed=args.speed)

@@ -48,7 +48,7 @@ async def shoot(run: str, out: Path, size: tuple[int, int], keys: tuple[str, ...
             await pilot.press(k)
         await pilot.pause()
         if click_cell is not None:
-            from mstop.app.panels import HeatStrip
+            from mstop.app.widgets import HeatStrip
 
             width = app.query_one(HeatStrip).content_size.width
             await pilot.click(HeatStrip, offset=(1 + click_cell % width, click_cell // width))
@@ -185,7 +185,7 @@ def comparison_shots(tmp: Path, out: Path) -> None:
     from rich.console import Console
 
     from mstop.cli import build_parser, load_runs
-    from mstop.compare import compare, render_table
+    from mstop.commands.compare import compare, render_table
 
     runs = tmp / "runs"
     jobs = [("base-1", ["--data-delay", "0.05", "--seed", "1", "--run-name", "baseline"]),

@@ -9,8 +9,8 @@ import sys
 import pytest
 
 from mstop.app import MonitorApp
-from mstop.app.panels import Chart, Header, HeatStrip, RanksTable
 from mstop.app.screens import GoToStepScreen, HelpScreen
+from mstop.app.widgets import Chart, Header, HeatStrip, RanksTable
 from mstop_writer import MetricsWriter
 from tests.runs import start, steps, write_events, write_rank
 
@@ -226,8 +226,8 @@ async def test_ranks_view_pages_through_many_ranks(tmp_path):
 
 
 async def test_alerts_panel_badge_acknowledge_and_on_alert(tmp_path):
-    from mstop.app.panels import AlertsPanel
     from mstop.app.screens import AlertsScreen
+    from mstop.app.widgets import AlertsPanel
 
     run = make_run(tmp_path / "run", ranks=1, loss=lambda s: "nan" if s == 25 else 1.0)
     got = tmp_path / "alerts.jsonl"

@@ -405,9 +405,9 @@ def test_output_names_may_fill_base_columns(tmp_path, graph):
     cb.close()
     _, rows = read_rows(tmp_path / "rank0.csv")
     assert [float(r["lr"]) for r in rows] == [float(np.float32(v)) for v in LRS]
-    from mstop.figures import Options, status
-    from mstop.source import LocalSource
-    from mstop.store import Store
+    from mstop.engine.figures import Options, status
+    from mstop.engine.store import Store
+    from mstop.sources.local import LocalSource
 
     store = Store()
     LocalSource(str(tmp_path), store).read_all()

@@ -50,10 +50,46 @@ def test_nothing_below_the_app_loads_textual_or_rich():
 
     import mstop
 
-    mods = [f"mstop.{m.name}" for m in pkgutil.iter_modules(mstop.__path__) if m.name not in ("app", "__main__")]
-    assert "mstop.figures" in mods and "mstop.incidents" in mods
+    mods = [m.name for m in pkgutil.walk_packages(mstop.__path__, "mstop.")
+            if not (m.name == "mstop.app" or m.name.startswith("mstop.app.") or m.name == "mstop.__main__")]
+    for room in ("sources", "engine", "view", "commands"):
+        assert f"mstop.{room}" in mods
+    assert "mstop.engine.figures" in mods and "mstop.sources.follower" in mods and len(mods) >= 20
     code = "import sys\n" + "".join(f"import {m}\n" for m in mods) + (
         "print(sorted({k.split('.')[0] for k in sys.modules} & {'textual', 'rich', 'textual_plotext'}))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
+
+
+def test_the_writer_imports_only_the_standard_library():
+    """mstop_writer runs inside the training job: its modules import the standard library only (the
+    MindSpore callback also MindSpore, which the job has anyway). Checked twice: every import statement in
+    writer/, and what importing every module except the callback loads, with nothing but writer/ on the path."""
+    import ast
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    writer = Path(__file__).resolve().parent.parent / "writer"
+    files = sorted(writer.glob("*.py"))
+    assert {f.name for f in files} >= {"__init__.py", "metrics.py", "callback.py", "schema.py"}
+    for f in files:
+        for node in ast.walk(ast.parse(f.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) and node.level == 0 else []
+            for name in names:
+                top = name.split(".")[0]
+                assert top in sys.stdlib_module_names or top == "mindspore", f"{f.name} imports {name}"
+    mods = [f"mstop_writer.{f.stem}" for f in files if f.stem not in ("__init__", "callback")]
+    code = ("import sys, types\n"
+            f"pkg = types.ModuleType('mstop_writer'); pkg.__path__ = [{str(writer)!r}]\n"
+            "import importlib.util as u\n"
+            f"spec = u.spec_from_file_location('mstop_writer', {str(writer / '__init__.py')!r},"
+            f" submodule_search_locations=[{str(writer)!r}])\n"
+            "m = u.module_from_spec(spec); sys.modules['mstop_writer'] = m; spec.loader.exec_module(m)\n"
+            + "".join(f"import {m}\n" for m in mods)
+            + "print(sorted({k.split('.')[0] for k in sys.modules} - set(sys.stdlib_module_names) - {'mstop_writer', '__main__'}))")
+    out = subprocess.run([sys.executable, "-I", "-S", "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"

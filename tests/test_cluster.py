@@ -10,10 +10,10 @@ import subprocess
 import sys
 import time
 
-from mstop.figures import Options
-from mstop.health import Health
-from mstop.source import LocalSource
-from mstop.store import Store
+from mstop.engine.figures import Options
+from mstop.engine.health import Health
+from mstop.engine.store import Store
+from mstop.sources.local import LocalSource
 from tests.conftest import ROOT
 from tests.runs import steps, write_rank, write_with_writer
 

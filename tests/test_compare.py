@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from mstop.compare import LOSS_HALF_WIDTH, WARMUP_STEPS
+from mstop.commands.compare import LOSS_HALF_WIDTH, WARMUP_STEPS
 from tests.conftest import ROOT
 from tests.runs import start, steps, write_events, write_rank
 
@@ -194,9 +194,9 @@ def test_a_repeat_without_a_figure_is_counted_not_averaged_as_zero(tmp_path):
 def test_figures_are_the_same_computed_a_few_ranks_at_a_time(tmp_path, monkeypatch):
     """Long runs are reduced a chunk of ranks at a time (bounded memory): the figures must not change,
     also host memory, which adds up ranks of one host that land in different chunks."""
-    from mstop import compare as cmp
-    from mstop.source import LocalSource
-    from mstop.store import Store
+    from mstop.commands import compare as cmp
+    from mstop.engine.store import Store
+    from mstop.sources.local import LocalSource
 
     run = tmp_path / "hosts"
     for r in range(6):
@@ -222,6 +222,6 @@ def test_figures_are_the_same_computed_a_few_ranks_at_a_time(tmp_path, monkeypat
     ([], ["t.py"], "(nothing) -> t.py"),
 ])
 def test_argv_differences(a, b, said):
-    from mstop.compare import _argv_diff
+    from mstop.commands.compare import _argv_diff
 
     assert _argv_diff(a, b) == said

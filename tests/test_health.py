@@ -11,10 +11,10 @@ import time
 
 import pytest
 
-from mstop.figures import Options
-from mstop.health import KINDS, Health, Rules, evaluate
-from mstop.source import LocalSource
-from mstop.store import Store
+from mstop.engine.figures import Options
+from mstop.engine.health import KINDS, Health, Rules, evaluate
+from mstop.engine.store import Store
+from mstop.sources.local import LocalSource
 from tests.conftest import ROOT
 from tests.runs import start, steps, write_events, write_rank
 

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from mstop.figures import Options, status
-from mstop.health import Health
-from mstop.source import LocalSource
-from mstop.store import Store
+from mstop.engine.figures import Options, status
+from mstop.engine.health import Health
+from mstop.engine.store import Store
+from mstop.sources.local import LocalSource
 from mstop_writer import COLUMNS, MetricsWriter
 from tests.conftest import ROOT, read_events, wait_for
 from tests.runs import start, steps, write_events, write_rank

@@ -17,9 +17,9 @@ import numpy as np
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-import mstop.parse as parse
-from mstop.parse import CsvParser, parse_events
-from mstop.tail import FileTail
+import mstop.engine.parse as parse
+from mstop.engine.parse import CsvParser, parse_events
+from mstop.sources.files import FileTail
 from mstop_writer import COLUMNS
 
 HEADER = ",".join(COLUMNS).encode()
@@ -195,7 +195,7 @@ event_like = st.fixed_dictionaries(
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.one_of(json_values, event_like), max_size=20))
 def test_any_json_on_event_lines(values):
-    from mstop.store import Store
+    from mstop.engine.store import Store
 
     blob = b"".join(json.dumps(v).encode() + b"\n" for v in values)
     ev = parse_events(blob)

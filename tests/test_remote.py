@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from mstop.follower import __file__ as FOLLOWER_PATH
-from mstop.remote import RemoteError, RemoteSource, Target, parse_target
-from mstop.store import Store
+from mstop.engine.store import Store
+from mstop.sources.follower import __file__ as FOLLOWER_PATH
+from mstop.sources.remote import RemoteError, RemoteSource, Target, parse_target
 from mstop_writer import MetricsWriter
 from tests import sshd
 from tests.conftest import ROOT, processes_with, wait_for
@@ -146,7 +146,7 @@ def test_several_sources_local_and_remote_merged_by_rank(server, tmp_path):
 
 async def test_monitor_over_ssh_shows_rows_and_host_state(server, tmp_path):
     from mstop.app import MonitorApp
-    from mstop.app.panels import Header
+    from mstop.app.widgets import Header
 
     run = tmp_path / "run"
     write_rank(run, 0, steps(1, 30, loss=0.5, step_time=1.0))
@@ -222,7 +222,7 @@ def test_a_killed_mstop_leaves_nothing_behind(server, tmp_path):
 def test_the_follower_knows_rank_files_as_the_schema_names_them(name):
     import re
 
-    from mstop import follower
+    from mstop.sources import follower
     from mstop_writer.schema import CSV_PATTERN, EVENTS_PATTERN
 
     schema = bool(re.fullmatch(CSV_PATTERN, name) or re.fullmatch(EVENTS_PATTERN, name))

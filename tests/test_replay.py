@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import threading
 
-from mstop.replay import RECORDING, replay
-from mstop.source import LocalSource
-from mstop.store import Store
+from mstop.engine.store import Store
+from mstop.sources.local import LocalSource
+from mstop.sources.replay import RECORDING, replay
 
 
 def test_replay_writes_every_recorded_line_with_present_times(tmp_path):

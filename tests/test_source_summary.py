@@ -11,9 +11,9 @@ import time
 
 import pytest
 
-from mstop.source import LocalSource
-from mstop.store import Store
-from mstop.summary import KEYS
+from mstop.commands.summary import KEYS
+from mstop.engine.store import Store
+from mstop.sources.local import LocalSource
 from mstop_writer import MetricsWriter
 from tests.conftest import ROOT, wait_for
 from tests.runs import start, steps, write_events, write_rank

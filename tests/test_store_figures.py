@@ -7,10 +7,10 @@ import math
 import numpy as np
 import pytest
 
-from mstop import figures
-from mstop.figures import Options
-from mstop.source import LocalSource
-from mstop.store import Store
+from mstop.engine import figures
+from mstop.engine.figures import Options
+from mstop.engine.store import Store
+from mstop.sources.local import LocalSource
 from tests.runs import start, steps, write_events, write_rank
 
 

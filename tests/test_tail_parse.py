@@ -8,10 +8,10 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import mstop.parse as parse
-import mstop.tail as tail
-from mstop.parse import CsvParser, parse_events
-from mstop.tail import FileTail
+import mstop.engine.parse as parse
+import mstop.sources.files as tail
+from mstop.engine.parse import CsvParser, parse_events
+from mstop.sources.files import FileTail
 from mstop_writer import COLUMNS
 
 HEADER = ",".join(COLUMNS)

@@ -394,9 +394,9 @@ def test_copytruncate_starts_the_file_again_with_its_header(tmp_path, caplog):
     assert header == list(COLUMNS) and [r["step"] for r in rows] == ["4", "5", "6"]
     assert any("truncated" in m for m in warnings_of(caplog))
     # and the viewer reads it as a healthy run
-    from mstop.figures import Options, status
-    from mstop.source import LocalSource
-    from mstop.store import Store
+    from mstop.engine.figures import Options, status
+    from mstop.engine.store import Store
+    from mstop.sources.local import LocalSource
 
     store = Store()
     LocalSource(str(tmp_path), store).read_all()

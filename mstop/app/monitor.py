@@ -22,14 +22,15 @@ from textual.message import Message
 from textual.widgets import Footer, Static
 
 from .. import fmt
-from ..figures import Options
-from ..health import Health, Rules
-from ..remote import RemoteError
+from ..engine.figures import Options
+from ..engine.health import Health, Rules
+from ..engine.store import Store
 from ..safe import clean
 from ..sources import Sources, read_once
-from ..store import Store
+from ..sources.remote import RemoteError
 from ..view import X_AXES, EmaCache, baseline_overlay, build_view, incident_marks, numeric_columns, rank_series
-from .panels import (
+from .screens import AlertsScreen, BaselineScreen, GoToStepScreen, HelpScreen, MetricsScreen
+from .widgets import (
     HEAT_METRICS,
     AlertsPanel,
     Chart,
@@ -42,7 +43,6 @@ from .panels import (
     RanksTable,
     ThroughputPanel,
 )
-from .screens import AlertsScreen, BaselineScreen, GoToStepScreen, HelpScreen, MetricsScreen
 
 SMOOTHING = (0.0, 0.6, 0.8, 0.9, 0.95, 0.99)
 #: letters the heat strip shows for ranks with a per-rank alert
@@ -221,7 +221,7 @@ class MonitorApp(App[None]):
                     fn()
                 except Exception:  # noqa: BLE001 - leaving anyway: do the rest
                     pass
-            from ..remote import cleanup
+            from ..sources.remote import cleanup
 
             cleanup()
             os._exit(code)

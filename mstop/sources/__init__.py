@@ -11,10 +11,10 @@ import os
 import time
 from typing import Callable
 
+from ..engine.store import Store
+from ..safe import clean
+from .local import LocalSource
 from .remote import RemoteError, RemoteSource, parse_target
-from .safe import clean
-from .source import LocalSource
-from .store import Store
 
 
 class Sources:

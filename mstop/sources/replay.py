@@ -15,7 +15,7 @@ import threading
 import time
 from pathlib import Path
 
-RECORDING = Path(__file__).resolve().parent / "data" / "demo-run"
+RECORDING = Path(__file__).resolve().parent.parent / "data" / "demo-run"
 
 
 def _lines(src: Path) -> list[tuple[float, int, str, str]]:

@@ -21,7 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from . import figures, fmt
+from .. import fmt
+from . import figures
 from .store import RankData, Store
 
 #: firings of one rule on one rank at most this many rows apart belong to one incident

@@ -24,10 +24,11 @@ from typing import Any, Callable
 
 import numpy as np
 
-from . import figures, fmt
-from .figures import Options
-from .safe import clean
-from .store import Store
+from .. import fmt
+from ..engine import figures
+from ..engine.figures import Options
+from ..engine.store import Store
+from ..safe import clean
 
 #: warm-up skipped at the start of the default window: the first 10 % of the common steps or
 #: WARMUP_STEPS steps, whichever is more (compilation and warm-up distort the first steps),
@@ -79,7 +80,7 @@ def short_labels(groups: list[list[str]]) -> list[str]:
 
 
 def _remote(spec: str) -> bool:
-    from .remote import parse_target
+    from ..sources.remote import parse_target
 
     try:
         return parse_target(spec) is not None

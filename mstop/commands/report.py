@@ -17,12 +17,13 @@ from typing import Any, Callable
 
 import numpy as np
 
-from . import __version__, figures
+from .. import __version__
+from ..engine import figures
+from ..engine.figures import Options
+from ..engine.health import Health, Rules
+from ..engine.store import Store
+from ..view import EmaCache, evenly
 from .compare import Comparison, Member, Run, render_markdown, short_labels
-from .figures import Options
-from .health import Health, Rules
-from .store import Store
-from .view import EmaCache, evenly
 
 #: points per line (the store's min/max buckets keep spikes and NaNs however long the run)
 POINTS = 2000

@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from .safe import clean
-from .source import CSV_RE, EVENTS_RE, Followed, SourceState, followed, ingest
-from .store import Store
+from ..engine.store import Store
+from ..safe import clean
+from .local import CSV_RE, EVENTS_RE, Followed, SourceState, followed, ingest
 
 #: The remote command: a constant (no user text), which reads the program from standard input.
 BOOTSTRAP = ('python3 -u -c "import sys;n=int(sys.stdin.buffer.readline());'

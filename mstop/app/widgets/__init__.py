@@ -19,9 +19,9 @@ from textual.message import Message
 from textual.widgets import DataTable, Static
 from textual_plotext import PlotextPlot
 
-from .. import fmt
-from ..figures import STATUSES
-from ..view import DATA_WARN, MEM_CRIT, MEM_WARN, RankRow, Series, View
+from ... import fmt
+from ...engine.figures import STATUSES
+from ...view import DATA_WARN, MEM_CRIT, MEM_WARN, RankRow, Series, View
 
 
 def _finite(s: Series | None) -> tuple[list[float], list[float]]:

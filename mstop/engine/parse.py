@@ -22,7 +22,7 @@ import numpy as np
 
 from mstop_writer.schema import COLUMNS
 
-from .safe import MAX_ITEMS, clean, clean_value
+from ..safe import MAX_ITEMS, clean, clean_value
 
 #: Numeric base columns kept by the store (``session`` is kept as an index).
 NUMERIC = tuple(c for c in COLUMNS if c != "session")

@@ -19,7 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from . import figures, fmt
+from .. import fmt
+from . import figures
 from .figures import Options
 from .store import RankData, Store
 

@@ -15,9 +15,10 @@ from typing import Any
 
 import numpy as np
 
-from . import figures, fmt
-from .figures import MemoryScope, Options
-from .store import BLOCK, Block, Store
+from .. import fmt
+from ..engine import figures
+from ..engine.figures import MemoryScope, Options
+from ..engine.store import BLOCK, Block, Store
 
 #: x axes the charts can use (``x`` key).
 X_AXES = ("step", "time", "tokens")
@@ -360,7 +361,7 @@ def incident_marks(store: Store, incidents: list[Any], xaxis: str) -> list[tuple
 
 def numeric_columns(store: Store) -> list[str]:
     """Columns that hold numbers on some rank (for the custom metrics filter): extras first."""
-    from .parse import NUMERIC
+    from ..engine.parse import NUMERIC
 
     out = []
     with store.lock:

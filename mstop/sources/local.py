@@ -21,10 +21,10 @@ from typing import Callable
 
 from mstop_writer.schema import CSV_PATTERN, EVENTS_PATTERN
 
-from .parse import CsvParser, parse_events
-from .safe import clean
-from .store import Store
-from .tail import Chunk, FileTail, not_regular
+from ..engine.parse import CsvParser, parse_events
+from ..engine.store import Store
+from ..safe import clean
+from .files import Chunk, FileTail, not_regular
 
 log = logging.getLogger("mstop")
 

@@ -6,11 +6,12 @@ import math
 import os
 from typing import Any
 
-from . import figures, fmt
-from .figures import Options
-from .incidents import steps_text
-from .safe import MAX_ITEMS, MAX_TEXT, clean
-from .store import Store
+from .. import fmt
+from ..engine import figures
+from ..engine.figures import Options
+from ..engine.incidents import steps_text
+from ..engine.store import Store
+from ..safe import MAX_ITEMS, MAX_TEXT, clean
 
 #: The keys of ``summary --json``, in order (public: never renamed or dropped).
 KEYS = ("run_dir", "ranks", "step", "rows", "bad_rows", "resets", "segments", "repeated_steps", "loss",
@@ -29,7 +30,7 @@ def _json_number(v: float | None) -> Any:
 
 def summarize(store: Store, run_dir: str, opts: Options, health: Any = None) -> dict[str, Any]:
     """The summary object: exactly :data:`KEYS` (``alerts`` from ``health``, a :class:`~mstop.health.Health`)."""
-    from .health import Health
+    from ..engine.health import Health
 
     health = health or Health()
     opts = health.rules.options(opts)

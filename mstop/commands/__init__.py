@@ -1,0 +1,1 @@
+"""The one-shot commands for scripts: ``mstop summary``, ``mstop compare``, ``mstop report``."""
