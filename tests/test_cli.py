@@ -89,7 +89,8 @@ def test_the_writer_imports_only_the_standard_library():
             f" submodule_search_locations=[{str(writer)!r}])\n"
             "m = u.module_from_spec(spec); sys.modules['mstop_writer'] = m; spec.loader.exec_module(m)\n"
             + "".join(f"import {m}\n" for m in mods)
-            + "print(sorted({k.split('.')[0] for k in sys.modules} - set(sys.stdlib_module_names) - {'mstop_writer', '__main__'}))")
+            + "print(sorted({k.split('.')[0] for k in sys.modules}\n"
+              "             - set(sys.stdlib_module_names) - {'mstop_writer', '__main__'}))")
     out = subprocess.run([sys.executable, "-I", "-S", "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
