@@ -6,11 +6,9 @@ import argparse
 import json
 import os
 import sys
-import time
 from typing import Any
 
 from . import __version__
-from .safe import clean
 
 
 def _positive_float(text: str) -> float:
@@ -121,29 +119,23 @@ def monitor_parser() -> argparse.ArgumentParser:
 
 def cmd_monitor(argv: list[str]) -> int:
     args = monitor_parser().parse_args(argv)
-    from .sources.remote import parse_target
+    from .sources import SourceError, check_spec
 
-    for spec in args.source:
+    try:
+        for spec in args.source:
+            check_spec(spec)
+    except SourceError as e:
+        hint = " (the monitor waits for files in an existing one)" if e.missing else ""
+        print(f"mstop: {e}{hint}", file=sys.stderr)
+        return 2
+    if args.baseline:
         try:
-            remote = parse_target(spec)
-        except ValueError as e:
-            print(f"mstop: {e}", file=sys.stderr)
-            return 2
-        if remote is None and not os.path.isdir(spec):
-            print(f"mstop: {clean(spec, 4096)}: no such directory (the monitor waits for files in an existing one)",
-                  file=sys.stderr)
+            check_spec(args.baseline)
+        except SourceError as e:
+            print(f"mstop: --baseline {e}", file=sys.stderr)
             return 2
     from .app import MonitorApp
 
-    if args.baseline:
-        try:
-            local = parse_target(args.baseline) is None
-        except ValueError as e:
-            print(f"mstop: --baseline: {e}", file=sys.stderr)
-            return 2
-        if local and not os.path.isdir(args.baseline):
-            print(f"mstop: --baseline {clean(args.baseline, 4096)}: no such directory", file=sys.stderr)
-            return 2
     rules = _rules(args, args.source)
     if rules is None:
         return 2
@@ -302,35 +294,19 @@ def _ssh_options(args: argparse.Namespace) -> tuple[str, ...]:
 
 
 def cmd_summary(args: argparse.Namespace) -> int:
-    from .commands.summary import missing_message, render_table, summarize
+    from .commands.summary import render_table, summarize
     from .engine.figures import Options
     from .engine.store import Store
-    from .sources import Sources
-    from .sources.local import LocalSource
-    from .sources.remote import RemoteError
+    from .sources import SourceError, Sources
 
     store = Store()
     try:
         sources = Sources(args.source, store, ssh_options=_ssh_options(args), connect_timeout=args.connect_timeout)
-    except ValueError as e:
-        print(f"mstop: {e}", file=sys.stderr)
+        sources.read_all(wait=(args.poll or 1.0) if args.wait else None)
+    except SourceError as e:
+        hint = "; use --wait to wait for it" if e.missing and not args.wait else ""
+        print(f"mstop: {e}{hint}", file=sys.stderr)
         return 2
-    for src in sources.items:
-        if isinstance(src, LocalSource):
-            while not os.path.isdir(src.run_dir):
-                if not args.wait:
-                    print(missing_message(src.run_dir), file=sys.stderr)
-                    return 2
-                time.sleep(args.poll or 1.0)
-        while True:
-            try:
-                src.read_all()
-                break
-            except RemoteError as e:
-                if not (args.wait and "no such directory" in str(e)):
-                    print(f"mstop: {e}", file=sys.stderr)
-                    return 2
-                time.sleep(args.poll or 1.0)
     run_dir = sources.label
     opts = Options(peak_flops=_peak_flops(args), ema_weight=args.smoothing,
                    clock=sources.clock)

@@ -90,7 +90,7 @@ def test_follow_live_and_survive_a_killed_connection(server, tmp_path):
         for s in range(21, 41):
             w.log(s, loss=float(s), step_time=0.1)
             time.sleep(0.01)
-        assert wait_for(lambda: store.rows == 40, timeout=40), src.host_state
+        assert wait_for(lambda: store.rows == 40, timeout=40), src.state.connection
         time.sleep(0.5)
         assert store.ranks[0].col("step").tolist() == [float(s) for s in range(1, 41)]  # none lost, none twice
         assert store.ranks[0].col("loss").tolist() == [float(s) for s in range(1, 41)]

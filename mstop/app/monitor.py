@@ -26,8 +26,7 @@ from ..engine.figures import Options
 from ..engine.health import Health, Rules
 from ..engine.store import Store
 from ..safe import clean
-from ..sources import Sources, read_once
-from ..sources.remote import RemoteError
+from ..sources import SourceError, Sources, close_connections, read_once
 from ..view import X_AXES, EmaCache, baseline_overlay, build_view, incident_marks, numeric_columns, rank_series
 from .screens import AlertsScreen, BaselineScreen, GoToStepScreen, HelpScreen, MetricsScreen
 from .widgets import (
@@ -172,7 +171,7 @@ class MonitorApp(App[None]):
         # event loop for the GIL took half as long again); new rows then come from the source's thread.
         try:
             self.source.read_all()
-        except RemoteError as e:  # shown, and retried by the source's own loop
+        except SourceError as e:  # shown, and retried by the source's own loop
             self.notify(str(e), severity="error", timeout=10)
         # what was already there did not just arrive: its own times tell its age
         self.store.arrival = self.store.life_arrival = None
@@ -221,9 +220,7 @@ class MonitorApp(App[None]):
                     fn()
                 except Exception:  # noqa: BLE001 - leaving anyway: do the rest
                     pass
-            from ..sources.remote import cleanup
-
-            cleanup()
+            close_connections()
             os._exit(code)
 
         threading.Thread(target=last_resort, name="mstop-exit", daemon=True).start()
@@ -344,7 +341,7 @@ class MonitorApp(App[None]):
         """Read a baseline run once (a finished run, usually): its store, or why it cannot be read."""
         try:
             return read_once(spec, ssh_options=self._ssh[0], connect_timeout=self._ssh[1])
-        except ValueError as e:
+        except SourceError as e:
             return str(e)
 
     def _load_baseline(self, spec: str) -> None:

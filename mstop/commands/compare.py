@@ -80,11 +80,11 @@ def short_labels(groups: list[list[str]]) -> list[str]:
 
 
 def _remote(spec: str) -> bool:
-    from ..sources.remote import parse_target
+    from ..sources import SourceError, check_spec
 
     try:
-        return parse_target(spec) is not None
-    except ValueError:
+        return check_spec(spec, exists=False) is not None
+    except SourceError:
         return False
 
 

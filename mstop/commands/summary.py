@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import os
 from typing import Any
 
 from .. import fmt
@@ -134,9 +133,3 @@ def render_table(summary: dict[str, Any], store: Store, opts: Options | None = N
     for k, v in rows:
         table.add_row(Text(k), Text(str(v)))  # Text: names from files are shown literally, never as markup
     return table
-
-
-def missing_message(run_dir: str) -> str:
-    parent = os.path.dirname(os.path.abspath(run_dir))
-    hint = "" if os.path.isdir(parent) else f" (nor does {clean(parent, 4096)})"
-    return f"mstop: {clean(run_dir, 4096)}: no such directory{hint}; use --wait to wait for it"

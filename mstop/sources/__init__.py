@@ -1,32 +1,58 @@
-"""Several sources in one view: ``mstop node1:/scratch/run node2:/scratch/run ./local``.
+"""Sources: where rows come from. ``mstop node1:/scratch/run node2:/scratch/run ./local``.
 
-Each argument is a local run directory or ``[user@]host:/path``; all feed one
-store, ranks merged by id. A rank found in two sources is reported (the
-store's ``duplicates``), not merged.
+Each argument is a local run directory or ``[user@]host:/path``; all feed one store, ranks merged by
+id (a rank found in two sources is reported by the store's ``duplicates``, not merged). Every source
+speaks :class:`~mstop.sources.protocol.Source` and raises :class:`SourceError`; the monitor and the
+commands hold a :class:`Sources` and never a source class of their own.
+
+    files.py     reading a growing file: only new, complete lines; truncation and replacement noticed
+    local.py     a directory on this machine: discovery, watchdog events or polling
+    remote.py    a directory on another host over the system's ssh
+    follower.py  the program remote.py sends to the other host (standard library only, standalone)
+    replay.py    the demo's recorded run, written out at its own pace
 """
 
 from __future__ import annotations
 
 import os
+import threading
 import time
 from typing import Callable
 
 from ..engine.store import Store
 from ..safe import clean
 from .local import LocalSource
-from .remote import RemoteError, RemoteSource, parse_target
+from .protocol import Source, SourceError, SourceState
+from .remote import RemoteSource, Target, parse_target
+from .remote import cleanup as close_connections
+
+__all__ = ["Source", "SourceError", "SourceState", "Sources", "check_spec", "close_connections", "read_once"]
+
+
+def check_spec(spec: str, *, exists: bool = True) -> Target | None:
+    """The one check of a source argument: its ssh target, or None for a local directory.
+
+    SourceError for a refused host name (one starting with ``-`` is never passed to ssh), and, with
+    ``exists``, for a local directory that is not there (``missing`` set, naming the parent when that
+    is missing too). Whether a remote path exists is known only once connected."""
+    target = parse_target(spec)
+    if target is None and exists and not os.path.isdir(spec):
+        parent = os.path.dirname(os.path.abspath(spec))
+        hint = "" if os.path.isdir(parent) else f" (nor does {clean(parent, 4096)})"
+        raise SourceError(f"{clean(spec, 4096)}: no such directory{hint}", missing=True)
+    return target
 
 
 class Sources:
-    """Start, read and stop several sources as one."""
+    """Start, read and stop several sources as one (SourceError for an argument that is refused)."""
 
     def __init__(self, specs: list[str], store: Store, *, poll: float | None = None,
                  on_update: Callable[[], None] | None = None, ssh_options: tuple[str, ...] = (),
                  connect_timeout: float = 10.0) -> None:
         self.specs = list(specs)
-        self.items: list[LocalSource | RemoteSource] = []
+        self.items: list[Source] = []
         for spec in specs:
-            target = parse_target(spec)  # ValueError for a refused host
+            target = check_spec(spec, exists=False)
             if target is None:
                 self.items.append(LocalSource(spec, store, poll=poll, on_update=on_update))
             else:
@@ -37,10 +63,25 @@ class Sources:
     def label(self) -> str:
         return " ".join(self.specs)
 
-    def read_all(self) -> None:
-        """Read what every source holds now (RemoteError for a remote one that cannot be read)."""
+    def read_all(self, *, wait: float | None = None, stop: threading.Event | None = None) -> int:
+        """Read what every source holds now; return the rows added.
+
+        A directory that is not there (here or on its host) is a SourceError, or with ``wait`` is looked
+        for again every ``wait`` seconds until it appears (``mstop summary --wait``; ``stop`` ends the
+        wait early with a SourceError). Any other failure, such as ssh refusing, is never waited out."""
+        rows = 0
         for s in self.items:
-            s.read_all()
+            while True:
+                try:
+                    if isinstance(s, LocalSource) and not os.path.isdir(s.run_dir):
+                        check_spec(s.run_dir)  # raises, saying what is missing
+                    rows += s.read_all()
+                    break
+                except SourceError as e:
+                    if wait is None or not e.missing or (stop is not None and stop.is_set()):
+                        raise
+                    (stop or threading.Event()).wait(wait)
+        return rows
 
     def follow(self) -> None:
         for s in self.items:
@@ -53,13 +94,13 @@ class Sources:
     def clock(self) -> float:
         """The time to compare rows with: the first remote host's clock, measured at connect, else ours
         (a laptop's skewed clock must not call a live job stalled)."""
-        skew = next((s.clock_skew for s in self.items if isinstance(s, RemoteSource)), 0.0)
+        skew = next((s.clock_skew for s in self.items if s.state.connection is not None), 0.0)
         return time.time() + skew
 
     def states(self) -> list[str]:
         """One short line per remote host that is not simply connected."""
-        return [f"{s.target.host}: {s.host_state}" for s in self.items
-                if isinstance(s, RemoteSource) and s.host_state != "connected"]
+        return [f"{s.target.host}: {s.state.connection}" for s in self.items
+                if isinstance(s, RemoteSource) and s.state.connection != "connected"]
 
     @property
     def mode(self) -> str:
@@ -68,13 +109,8 @@ class Sources:
 
 def read_once(spec: str, *, ssh_options: tuple[str, ...] = (), connect_timeout: float = 10.0) -> Store:
     """One run (a directory or ``host:/path``) read as it is now into a store of its own: the runs of
-    ``mstop compare``/``report`` and the monitor's baseline. ValueError says why it cannot be read
+    ``mstop compare``/``report`` and the monitor's baseline. SourceError says why it cannot be read
     (a missing directory, a refused host name, an ssh failure)."""
     store = Store()
-    if parse_target(spec) is None and not os.path.isdir(spec):  # parse_target: ValueError for a refused host
-        raise ValueError(f"{clean(spec, 4096)}: no such directory")
-    try:
-        Sources([spec], store, ssh_options=ssh_options, connect_timeout=connect_timeout).read_all()
-    except RemoteError as e:
-        raise ValueError(str(e)) from None
+    Sources([spec], store, ssh_options=ssh_options, connect_timeout=connect_timeout).read_all()
     return store

@@ -16,7 +16,7 @@ import re
 import stat
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable
 
 from mstop_writer.schema import CSV_PATTERN, EVENTS_PATTERN
@@ -25,6 +25,7 @@ from ..engine.parse import CsvParser, parse_events
 from ..engine.store import Store
 from ..safe import clean
 from .files import Chunk, FileTail, not_regular
+from .protocol import SourceState
 
 log = logging.getLogger("mstop")
 
@@ -62,23 +63,14 @@ class Followed:
     parser: CsvParser | None = None
 
 
-@dataclass
-class SourceState:
-    """What the source knows about itself, for the header and ``summary``."""
-
-    mode: str = "idle"  # "inotify", "poll", "once"
-    poll_interval: float | None = None
-    fell_back: bool = False
-    missing: bool = False
-    notes: list[str] = field(default_factory=list)
-
-
 class LocalSource:
     """Feed ``store`` from the files in ``run_dir``."""
 
     def __init__(self, run_dir: str, store: Store, *, poll: float | None = None,
                  on_update: Callable[[], None] | None = None) -> None:
         self.run_dir = os.fspath(run_dir)
+        self.label = self.run_dir
+        self.clock_skew = 0.0
         self.store = store
         self.poll = poll
         self.on_update = on_update

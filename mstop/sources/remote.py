@@ -22,7 +22,8 @@ from typing import Callable
 
 from ..engine.store import Store
 from ..safe import clean
-from .local import CSV_RE, EVENTS_RE, Followed, SourceState, followed, ingest
+from .local import CSV_RE, EVENTS_RE, Followed, followed, ingest
+from .protocol import SourceError, SourceState
 
 #: The remote command: a constant (no user text), which reads the program from standard input.
 BOOTSTRAP = ('python3 -u -c "import sys;n=int(sys.stdin.buffer.readline());'
@@ -86,7 +87,7 @@ def _kill(proc: subprocess.Popen) -> None:
     _LIVE.discard(proc)
 
 
-class RemoteError(Exception):
+class RemoteError(SourceError):
     """The remote side cannot be followed (ssh's own words included)."""
 
 
@@ -107,15 +108,15 @@ def parse_target(text: str) -> Target | None:
     """
     colon = text.find(":")
     if text.startswith("-") and colon > 0:
-        raise ValueError(f"not a host name: {text[:colon]!r} (a host may not start with '-')")
+        raise SourceError(f"not a host name: {text[:colon]!r} (a host may not start with '-')")
     slash = text.find("/")
     if colon <= 0 or (slash != -1 and slash < colon):
         return None
     host, path = text[:colon], text[colon + 1:]
     if host.startswith("-") or not _HOST.match(host):
-        raise ValueError(f"not a host name: {host!r}")
+        raise SourceError(f"not a host name: {host!r}")
     if not path:
-        raise ValueError(f"{text!r}: no remote path after the colon")
+        raise SourceError(f"{text!r}: no remote path after the colon")
     return Target(host, path)
 
 
@@ -126,14 +127,13 @@ class RemoteSource:
                  on_update: Callable[[], None] | None = None, ssh_options: tuple[str, ...] = (),
                  connect_timeout: float = 10.0, clock: Callable[[], float] = time.time) -> None:
         self.target = target
-        self.run_dir = str(target)
+        self.label = str(target)
         self.store = store
         self.poll = poll
         self.on_update = on_update
         self.ssh_options = tuple(ssh_options)
         self.connect_timeout = connect_timeout
-        self.state = SourceState(mode="ssh", poll_interval=poll)
-        self.host_state = "connecting"
+        self.state = SourceState(mode="ssh", poll_interval=poll, connection="connecting")
         self.clock_skew = 0.0  # remote clock - local clock, measured at connect
         self.bytes_received = 0
         self._clock = clock
@@ -175,7 +175,7 @@ class RemoteSource:
             try:
                 proc, _ = self._connect()
                 tries = 0
-                self.host_state = "connected"
+                self.state.connection = "connected"
                 while not self._stop.is_set():
                     self._frame(proc)
                     if self.on_update is not None:
@@ -185,7 +185,7 @@ class RemoteSource:
                     break
                 tries += 1
                 delay = min(30.0, 2.0 ** (tries - 1))
-                self.host_state = f"reconnecting, try {tries} in {delay:.0f} s: {e}"
+                self.state.connection = f"reconnecting, try {tries} in {delay:.0f} s: {e}"
                 self.state.notes.append(str(e))
                 if self.on_update is not None:
                     self.on_update()
@@ -243,7 +243,8 @@ class RemoteSource:
         except (ValueError, TypeError, OSError) as e:
             raise RemoteError(f"unexpected output from the remote side: {line[:200]!r} ({e})") from None
         if "error" in header:
-            raise RemoteError(clean(f"{self.target}: {header['error']}", 4096))
+            raise RemoteError(clean(f"{self.target}: {header['error']}", 4096),
+                              missing=str(header["error"]).startswith("no such directory"))
         if isinstance(header.get("refused"), list):
             self._refused(header["refused"])
         mtime = header.get("mtime")

@@ -1,0 +1,57 @@
+"""What every source is: the protocol the sources share, their state, and the one error they raise.
+
+A source reads one run directory (on this machine, or on another host over ssh) into a store. The
+monitor and the commands only ever hold :class:`~mstop.sources.Sources`, which speaks this protocol for
+all of its members.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+
+class SourceError(ValueError):
+    """A source that cannot be read: a refused host name, a directory that does not exist, an ssh failure.
+
+    ``missing`` says the directory is not there (yet): what ``--wait`` waits out. A ValueError, so code
+    that checked specs before this class existed goes on catching it."""
+
+    def __init__(self, message: str, *, missing: bool = False) -> None:
+        super().__init__(message)
+        self.missing = missing
+
+
+@dataclass
+class SourceState:
+    """What a source knows about itself, for the header and ``summary``."""
+
+    mode: str = "idle"  # "inotify", "inotify+scan", "poll", "once", "ssh"
+    poll_interval: float | None = None
+    fell_back: bool = False
+    missing: bool = False
+    notes: list[str] = field(default_factory=list)
+    #: a remote source's connection ("connecting", "connected", "reconnecting, try 2 in 2 s: ..."); None here
+    connection: str | None = None
+
+
+class Source(Protocol):
+    """One run directory feeding a store."""
+
+    #: the directory or ``host:/path`` as the user named it
+    label: str
+    state: SourceState
+    #: the source's clock minus ours, in seconds (0 on this machine; measured at connect over ssh)
+    clock_skew: float
+
+    def read_all(self) -> int:
+        """Read what the files hold now; return the rows added (SourceError when it cannot be read)."""
+        ...
+
+    def follow(self) -> None:
+        """Go on reading new bytes in a background thread until :meth:`stop`."""
+        ...
+
+    def stop(self) -> None:
+        """Stop following; return when the thread (and any connection) is gone."""
+        ...
