@@ -435,9 +435,9 @@ async def test_the_alerts_list_shows_past_incidents_and_the_chart_marks_them(tmp
     app = MonitorApp(str(tmp_path), clock=lambda: now + 1, follow=False)
     async with app.run_test(size=(120, 40)) as pilot:
         deadline = time.monotonic() + 20  # the history is scanned on a worker thread, then the chart is redrawn
-        while time.monotonic() < deadline and (300.0, 30.0) not in app._last_view.incident_marks:
+        while time.monotonic() < deadline and (300.0, 30.0) not in app._last_view.loss.incident_marks:
             await pilot.pause(0.05)
-        assert (300.0, 30.0) in app._last_view.incident_marks
+        assert (300.0, 30.0) in app._last_view.loss.incident_marks
         await pilot.press("a")
         await pilot.pause()
         screen = app.screen

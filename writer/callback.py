@@ -16,7 +16,7 @@ import mindspore as ms
 from mindspore import nn, ops
 from mindspore.train import Callback, ModelCheckpoint
 
-from .metrics import WRITER_OPTIONS, MetricsWriter, _check_name, check_keywords, resolve_rank, validate_options
+from .metrics import WRITER_OPTIONS, MetricsWriter, check_keywords, check_name, resolve_rank, validate_options
 from .schema import COLUMNS
 
 log = logging.getLogger("mstop_writer")
@@ -403,7 +403,7 @@ def _check_output_names(names: Sequence[str | None] | None) -> tuple[str | None,
             out.append(name)
         else:
             try:
-                out.append(_check_name(name))
+                out.append(check_name(name))
             except ValueError:
                 if isinstance(name, str) and name in COLUMNS:
                     raise ValueError(f"output_names: {name!r} is a column the writer fills itself; a cell's output "

@@ -78,7 +78,7 @@ def _jsonable(v: Any) -> Any:
     return _jsonable(f) if f is not None else str(v)
 
 
-def _check_name(name: str) -> str:
+def check_name(name: str) -> str:
     if not isinstance(name, str) or not name or name != name.strip() or _NEEDS_QUOTES.intersection(name):
         raise ValueError(f"extra column name {name!r}: use a non-empty name without commas, quotes or line breaks")
     if name in _BASE:
@@ -239,9 +239,10 @@ def validate_options(**options: Any) -> dict[str, Any]:
     if isinstance(extra, str):
         raise ValueError(f"extra_columns must be a list of names, got the string {extra!r}")
     if extra:
-        extras = [_check_name(c) for c in extra]
+        extras = [check_name(c) for c in extra]
         if len(set(extras)) != len(extras):
             raise ValueError(f"extra_columns has duplicates: {extras}")
+        out["extra_columns"] = extras  # a list even when given as a generator (read once, here)
     for name in ("run_name", "note", "device", "parallel_mode"):
         if out.get(name) is not None and not isinstance(out[name], str):
             out[name] = str(out[name])
@@ -303,24 +304,14 @@ class MetricsWriter:
             seq_len=seq_len, total_steps=total_steps, heartbeat_interval=heartbeat_interval,
             memory_interval=memory_interval, step_offset=step_offset, extra_columns=extra_columns, rank=rank,
             world_size=world_size, run_name=run_name, note=note, device=device, parallel_mode=parallel_mode)
-        tokens_per_step, samples_per_step, flops_per_token = o["tokens_per_step"], o["samples_per_step"], \
-            o["flops_per_token"]
-        n_params, n_layers, n_heads, head_dim, seq_len = (o[k] for k in ("n_params", "n_layers", "n_heads",
-                                                                          "head_dim", "seq_len"))
-        peak_flops, total_steps, step_offset = o["peak_flops"], o["total_steps"], o["step_offset"]
-        heartbeat_interval, memory_interval = o["heartbeat_interval"], o["memory_interval"]
-        rank, world_size, run_name, note = o["rank"], o["world_size"], o["run_name"], o["note"]
-        device, parallel_mode = o["device"], o["parallel_mode"]
-        self.rank, self.world_size, rank_source = resolve_rank(rank, world_size)
+        self.rank, self.world_size, rank_source = resolve_rank(o["rank"], o["world_size"])
         if self.rank < 0 or self.world_size < 1 or self.rank >= self.world_size:
             raise ValueError(f"rank {self.rank} is not in a world of {self.world_size}")
-        extras = list(extra_columns)
-
         self.run_dir = os.fspath(run_dir)
         self.session = uuid.uuid4().hex[:12]
-        self.tokens_per_step = tokens_per_step
-        self.samples_per_step = samples_per_step
-        self.step_offset = step_offset
+        self.tokens_per_step = o["tokens_per_step"]
+        self.samples_per_step = o["samples_per_step"]
+        self.step_offset = o["step_offset"]
         self._clock = clock
         self._warned: set[str] = set()
         self._lock = threading.Lock()
@@ -330,29 +321,43 @@ class MetricsWriter:
         self._rejected = 0  # rows refused for bad input since the last dropped event
         self._told: set[str] = set()  # writer_error kinds already written
         self._next_report = 0.0
+        start = self._hardware(o)
+        self._open_files(list(o["extra_columns"]), o["memory_interval"])
+        self.event("start", **self._start_fields(o, start, rank_source, detected_from or {}))
+        self._hb_stop = threading.Event()
+        self._hb = threading.Thread(target=self._heartbeat, args=(o["heartbeat_interval"],),
+                                    name=f"mstop-heartbeat-{self.rank}", daemon=True)
+        self._hb.start()
 
-        fpt, fpt_source = (flops_per_token, "given") if flops_per_token else _flops_formula(
-            n_params=n_params, n_layers=n_layers, n_heads=n_heads, head_dim=head_dim, seq_len=seq_len)
+    def _hardware(self, o: dict[str, Any]) -> dict[str, Any]:
+        """FLOPs per token, the device and its peak, the memory total: what MFU and headroom are measured
+        against. Returns the start event's fields that say where each came from."""
+        fpt, fpt_source = (o["flops_per_token"], "given") if o["flops_per_token"] else _flops_formula(
+            n_params=o["n_params"], n_layers=o["n_layers"], n_heads=o["n_heads"], head_dim=o["head_dim"],
+            seq_len=o["seq_len"])
         self.flops_per_token: float | None = fpt
         detected, self._target = _detect_device()
-        self.device = device or detected
-        if peak_flops:
-            self.peak_flops: float | None = float(peak_flops)
+        self.device = o["device"] or detected
+        if o["peak_flops"]:
+            self.peak_flops: float | None = float(o["peak_flops"])
             peak_source = "given"
         else:
             peak = lookup_peak(self.device)
             self.peak_flops, peak_source = (peak.flops, peak.source) if peak else (None, None)
-            if peak is None and device is not None and device.upper() != "CPU":
-                self._warn(f"unknown device {device!r}: no MFU is written; pass peak_flops=FLOP/s of one device",
-                           key="device")
+            if peak is None and o["device"] is not None and o["device"].upper() != "CPU":
+                self._warn(f"unknown device {o['device']!r}: no MFU is written; pass peak_flops=FLOP/s of one "
+                           "device", key="device")
         self._mfu_scale = (fpt / (self.world_size * self.peak_flops)) if fpt and self.peak_flops else None
-
         self._mem_device = self._target in ("Ascend", "GPU")
         self._mem_total, mem_detail = self._memory_total()
+        return {"peak_flops_source": peak_source, "flops_per_token": fpt, "flops_per_token_source": fpt_source,
+                "memory_detail": mem_detail}
+
+    def _open_files(self, extras: list[str], memory_interval: float) -> None:
+        """The rank's two files (opened at the first write) and the row state."""
         self._mem_interval = memory_interval
         self._mem_next = 0.0
         self._mem_cache: tuple[Any, Any, Any] = (None, None, self._mem_total)
-
         self._extra = extras
         self._extra_set = frozenset(extras)
         self._columns_fixed = False
@@ -363,45 +368,25 @@ class MetricsWriter:
         self._csv = LineFile(self.csv_path, self._csv_opened, self._warn)
         self._events = LineFile(self.events_path, lambda _h: b"", self._warn)
 
+    def _start_fields(self, o: dict[str, Any], hardware: dict[str, Any], rank_source: str,
+                      detected_from: Mapping[str, str]) -> dict[str, Any]:
+        """The ``start`` event: who, where, what, and the source of every figure MFU is computed from."""
         ms = _mindspore()
-        self.event(
-            "start",
-            schema=SCHEMA_VERSION,
-            session=self.session,
-            run_name=run_name,
-            note=note,
-            host=socket.gethostname(),
-            pid=os.getpid(),
-            rank=self.rank,
-            world_size=self.world_size,
-            rank_source=rank_source,
-            device=self.device,
-            peak_flops=self.peak_flops,
-            peak_flops_source=peak_source,
-            flops_per_token=fpt,
-            flops_per_token_source=fpt_source,
-            n_params=n_params,
-            n_params_source=(detected_from or {}).get("n_params", "given" if n_params is not None else None),
-            detected=dict(detected_from or {}),
-            heartbeat_interval=heartbeat_interval,
-            tokens_per_step=tokens_per_step,
-            samples_per_step=samples_per_step,
-            memory_source="device" if self._mem_device else "host",
-            memory_detail=mem_detail,
-            mindspore_version=getattr(ms, "__version__", None) if ms else None,
-            mstop_version=__version__,
-            parallel_mode=parallel_mode,
-            total_steps=total_steps,
-            step_offset=step_offset,
-            argv=list(sys.argv),
-            env={k: v for k, v in os.environ.items() if k.startswith(("MS_", "RANK_"))},
-            git_commit=_git_commit(os.getcwd()),
-            cwd=os.getcwd(),
+        return dict(
+            schema=SCHEMA_VERSION, session=self.session, run_name=o["run_name"], note=o["note"],
+            host=socket.gethostname(), pid=os.getpid(), rank=self.rank, world_size=self.world_size,
+            rank_source=rank_source, device=self.device, peak_flops=self.peak_flops,
+            peak_flops_source=hardware["peak_flops_source"], flops_per_token=hardware["flops_per_token"],
+            flops_per_token_source=hardware["flops_per_token_source"], n_params=o["n_params"],
+            n_params_source=detected_from.get("n_params", "given" if o["n_params"] is not None else None),
+            detected=dict(detected_from), heartbeat_interval=o["heartbeat_interval"],
+            tokens_per_step=self.tokens_per_step, samples_per_step=self.samples_per_step,
+            memory_source="device" if self._mem_device else "host", memory_detail=hardware["memory_detail"],
+            mindspore_version=getattr(ms, "__version__", None) if ms else None, mstop_version=__version__,
+            parallel_mode=o["parallel_mode"], total_steps=o["total_steps"], step_offset=self.step_offset,
+            argv=list(sys.argv), env={k: v for k, v in os.environ.items() if k.startswith(("MS_", "RANK_"))},
+            git_commit=_git_commit(os.getcwd()), cwd=os.getcwd(),
         )
-        self._hb_stop = threading.Event()
-        self._hb = threading.Thread(target=self._heartbeat, args=(heartbeat_interval,),
-                                    name=f"mstop-heartbeat-{self.rank}", daemon=True)
-        self._hb.start()
 
     # -- public API ----------------------------------------------------------
 
@@ -524,7 +509,7 @@ class MetricsWriter:
     def _row(self, step, epoch, loss, lr, grad_norm, step_time, data_wait, queue_depth,  # noqa: PLR0913
              tokens, samples, overflow, loss_scale, extra) -> None:
         if not self._columns_fixed:
-            self._extra += [_check_name(k) for k in extra if k not in self._extra]
+            self._extra += [check_name(k) for k in extra if k not in self._extra]
             self._extra_set = frozenset(self._extra)
             self._columns_fixed = True
         if tokens is None:

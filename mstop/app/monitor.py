@@ -3,31 +3,42 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import shlex
 import signal
 import subprocess
 import threading
 import time
-from typing import Callable
+from typing import Any, Callable
 
-from rich.text import Text
 from textual import on
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.css.query import NoMatches
-from textual.message import Message
+from textual.reactive import reactive
 from textual.widgets import Footer, Static
 
-from .. import fmt
 from ..engine.figures import Options
 from ..engine.health import Health, Rules
+from ..engine.smoothing import EmaSeries
 from ..engine.store import Store
 from ..safe import clean
 from ..sources import SourceError, Sources, close_connections, read_once
-from ..view import X_AXES, EmaCache, baseline_overlay, build_view, incident_marks, numeric_columns, rank_series
+from ..view import (
+    X_AXES,
+    Alerting,
+    Carry,
+    View,
+    baseline_overlay,
+    build_view,
+    heat_marks,
+    incident_marks,
+    numeric_columns,
+    rank_series,
+    values_at_step,
+)
+from .messages import StoreChanged
 from .screens import AlertsScreen, BaselineScreen, GoToStepScreen, HelpScreen, MetricsScreen
 from .widgets import (
     HEAT_METRICS,
@@ -39,26 +50,18 @@ from .widgets import (
     LossPanel,
     MemoryPanel,
     MfuPanel,
+    RankDetail,
     RanksTable,
     ThroughputPanel,
 )
 
 SMOOTHING = (0.0, 0.6, 0.8, 0.9, 0.95, 0.99)
-#: letters the heat strip shows for ranks with a per-rank alert
-MARKS = {"dead_rank": "D", "straggler": "S", "lagging_rank": "L", "oom_risk": "M", "data_starvation": "W"}
 #: Fewest seconds between two redraws caused by new rows (a burst costs one redraw).
 REDRAW_EVERY = 1.0
 #: Fewest seconds between two scans of the history for incidents (marks on the loss chart; a always scans).
 INCIDENTS_EVERY = 10.0
 #: Seconds a signalled app gets to close its screen before its cleanups run and the process ends anyway.
 EXIT_GRACE = 5.0
-
-
-class StoreChanged(Message):
-    """New rows or events arrived (posted from the source thread; bursts merge into one)."""
-
-    def can_replace(self, message: Message) -> bool:
-        return isinstance(message, StoreChanged)
 
 
 class MonitorApp(App[None]):
@@ -83,6 +86,11 @@ class MonitorApp(App[None]):
         ("r", "ranks", "ranks"),
         ("question_mark", "help", "help"),
     ]
+    #: what the keys change; each watcher redraws (p, x, l, w)
+    paused = reactive(False, init=False)
+    xaxis = reactive("step", init=False)
+    log_scale = reactive(False, init=False)
+    recent = reactive(False, init=False)
 
     def __init__(self, run_dir: str | list[str], *, poll: float | None = None, peak_tflops: float | None = None,
                  clock: Callable[[], float] | None = None, follow: bool = True, ssh_options: tuple[str, ...] = (),
@@ -108,14 +116,8 @@ class MonitorApp(App[None]):
                                                       arrival_clock=None if clock else time.time))
         self.follow = follow
         self.bell_on_alert = bell
-        self.on_alert = shlex.split(on_alert) if on_alert else None
-        self._seen: set[tuple] = set()  # alerts acknowledged with a
-        self._told: set[tuple] = set()  # alerts already rung / sent to --on-alert
-        self.paused = False
-        self.log_scale = False
-        self.recent = False
-        self.xaxis = "step"
-        self._ema = EmaCache()
+        self.alerting = Alerting(shlex.split(on_alert) if on_alert else None)
+        self._carry = Carry()
         self._last_redraw = 0.0
         self.custom: tuple[str, ...] = ()
         self._drawn_version = -1
@@ -123,9 +125,8 @@ class MonitorApp(App[None]):
         self._last_view = None
         self.baseline_spec = baseline  # --baseline / b: another run overlaid by step
         self.baseline_store: Store | None = None
-        self._base_ema = EmaCache()
+        self._base_ema = EmaSeries()
         self._ssh = (ssh_options, connect_timeout)
-        self._marks: dict[int, str] = {}
         self.selected_rank: int | None = None  # the rank the ranks view shows in detail
         self._detail_of: tuple[int, str] | None = None  # (frame, row key) the detail shows
         self._frames = 0  # frames drawn (redraws)
@@ -146,7 +147,7 @@ class MonitorApp(App[None]):
             yield Static(id="heat-title")
             yield HeatStrip(id="heat")
             with Horizontal(id="rank-pane"):
-                yield Static(id="rank-detail")
+                yield RankDetail(id="rank-detail")
                 yield Chart(id="rank-chart")
             yield RanksTable(id="ranks")
         yield Footer()
@@ -244,46 +245,32 @@ class MonitorApp(App[None]):
             if self.store.version != self._drawn_version or self.screen.has_class("show-ranks"):
                 self.redraw()  # the ranks view: every rank's age moves, and its letters with the status
             elif not self.paused:
-                v = build_view(self.store, self.opts, header_only=True)
-                v.notes = self._notes(v)
-                self._alerts(v)
+                snap = self.store.snapshot()
+                v = build_view(snap, self.opts, header_only=True, carry=self._carry)
+                v.header.notes = self._notes(v)
+                self._alerts(v, snap)
                 self.query_one(Header).show(v)
                 self.query_one(AlertsPanel).show(v)
         except NoMatches:  # a tick while the app is closing: its widgets are already gone
             return
 
     def redraw(self) -> None:
-        """Draw every visible panel from one view of the store."""
+        """Draw every visible panel from one frame, built from a snapshot of the store (the reading thread
+        goes on meanwhile)."""
         if self.paused:
             return
         self._last_redraw = time.monotonic()
         self._drawn_version = self.store.version
         self._drawn_rows = self.store.rows
-        width = max(40, self.size.width * 2 // 3)
         ranks_view = self.screen.has_class("show-ranks")
-        # the ranks view shows no run-wide chart: their series are not built (at 1,024 ranks every ms counts)
-        v = build_view(self.store, self.opts, points=width, xaxis=self.xaxis, recent=self.recent,
-                       ema_cache=self._ema, custom=self.custom, header_only=ranks_view)
-        v.notes = self._notes(v)
-        if self.baseline_store is not None and not ranks_view:
-            # its last path component names it on the screen (the whole path is in the b dialog)
-            name = clean(os.path.basename((self.baseline_spec or "").rstrip("/")) or (self.baseline_spec or ""), 256)
-            baseline_overlay(v, self.baseline_store, name, self.opts, self._base_ema, points=width,
-                             recent=self.recent)
-        self._alerts(v)
-        if not ranks_view:
-            v.incident_marks = incident_marks(self.store, [i for i in self._past_incidents(v.alerts)
-                                                           if not i.active], self.xaxis)
+        snap = self.store.snapshot()
+        v = self._frame(snap, ranks_view)
         self._last_view = v
         self._frames += 1
         with self.batch_update():
             self.query_one(Header).show(v)
             self.query_one(AlertsPanel).show(v)
             if ranks_view:
-                order = list(MARKS)[::-1]  # the more telling letter wins: D over S over L over M over W
-                ranked = sorted((a for a in v.alerts if a.rank is not None and a.kind in MARKS),
-                                key=lambda a: order.index(a.kind))
-                self._marks = {a.rank: MARKS[a.kind] for a in ranked}
                 self.query_one(RanksTable).show(v)
                 self._show_detail(v)
             else:
@@ -295,17 +282,38 @@ class MonitorApp(App[None]):
                 self.query_one(DataPanel).show(v)
             self.sub_title = f"{self.run_dir}  ({self.source.mode})"
 
-    def _notes(self, v) -> list[str]:  # noqa: ANN001
+    def _frame(self, snap: Store, ranks_view: bool) -> View:
+        """This frame's view: the figures, the baseline's overlay, the alerts and the incidents' marks.
+        The ranks view shows no run-wide chart: their series are not built (at 1,024 ranks every ms counts)."""
+        width = max(40, self.size.width * 2 // 3)
+        v = build_view(snap, self.opts, points=width, xaxis=self.xaxis, recent=self.recent, carry=self._carry,
+                       custom=self.custom, header_only=ranks_view)
+        v.header.notes = self._notes(v)
+        if self.baseline_store is not None and not ranks_view:
+            # its last path component names it on the screen (the whole path is in the b dialog)
+            name = clean(os.path.basename((self.baseline_spec or "").rstrip("/")) or (self.baseline_spec or ""), 256)
+            baseline_overlay(v, self.baseline_store, name, self.opts, self._base_ema, points=width,
+                             recent=self.recent)
+        self._alerts(v, snap)
+        if not ranks_view:
+            v.loss.incident_marks = incident_marks(snap, [i for i in self._past_incidents(v.alerts)
+                                                          if not i.active], self.xaxis)
+        return v
+
+    def _notes(self, v: View) -> list[str]:
         """The header's notes: hosts not connected, ranks in two sources, clocks, the demo job, the view's own."""
-        return (self.source.states() + self.store.duplicates + ([v.skew_note] if v.skew_note else [])
-                + ([self._job_note] if self._job_note else []) + v.notes)
+        h = v.header
+        return (self.source.states() + self.store.duplicates + ([h.skew_note] if h.skew_note else [])
+                + ([self._job_note] if self._job_note else []) + h.notes)
 
     # -- keys ------------------------------------------------------------------------
 
     def action_pause(self) -> None:
         self.paused = not self.paused
-        self.screen.set_class(self.paused, "paused")
-        if not self.paused:
+
+    def watch_paused(self, paused: bool) -> None:
+        self.screen.set_class(paused, "paused")
+        if not paused:
             self.redraw()
 
     def action_smoothing(self, delta: int) -> None:
@@ -317,15 +325,21 @@ class MonitorApp(App[None]):
 
     def action_xaxis(self) -> None:
         self.xaxis = X_AXES[(X_AXES.index(self.xaxis) + 1) % len(X_AXES)]
-        self.redraw()
 
     def action_log(self) -> None:
         self.log_scale = not self.log_scale
-        self.redraw()
 
     def action_window(self) -> None:
         self.recent = not self.recent
         self.notify("window: recent (last 10 %)" if self.recent else "window: whole run", timeout=2)
+
+    def watch_xaxis(self) -> None:
+        self.redraw()
+
+    def watch_log_scale(self) -> None:
+        self.redraw()
+
+    def watch_recent(self) -> None:
         self.redraw()
 
     def action_ranks(self) -> None:
@@ -354,7 +368,7 @@ class MonitorApp(App[None]):
             self.baseline_spec, self.baseline_store = None, None
         else:
             self.baseline_spec, self.baseline_store = spec, got
-            self._base_ema = EmaCache()
+            self._base_ema = EmaSeries()
         self.redraw()
 
     def action_baseline(self) -> None:
@@ -373,29 +387,24 @@ class MonitorApp(App[None]):
         self.push_screen(BaselineScreen(self.baseline_spec), chosen)
 
     def action_goto(self) -> None:
-        self.push_screen(GoToStepScreen())
+        self.push_screen(GoToStepScreen(lambda step: values_at_step(self.store, step)))
 
-    def _alerts(self, v) -> None:  # noqa: ANN001
+    def _alerts(self, v: View, snap: Store) -> None:
         """Evaluate the health rules; ring and run --on-alert once for each alert that is new."""
-        v.alerts = self.health.alerts(self.store, self.opts)
-        keys = {(a.kind, a.rank, a.step) for a in v.alerts}
-        v.new_alerts = len(keys - self._seen)
-        fresh = [a for a in v.alerts if (a.kind, a.rank, a.step) not in self._told]
-        self._told |= keys
+        v.alerts = self.health.alerts(snap, self.opts)
+        v.marks = heat_marks(v.alerts)
+        v.new_alerts, fresh = self.alerting.update(v.alerts)
         if fresh and self.bell_on_alert:
             self.bell()
-        if fresh and self.on_alert:
-            threading.Thread(target=self._run_on_alert, args=([a.public() for a in fresh],),
-                             name="mstop-on-alert", daemon=True).start()
+        if fresh and self.alerting.command:
+            told = [a.public() for a in fresh]
+            self.run_worker(lambda: self._run_on_alert(told), thread=True, name="mstop-on-alert",
+                            group="on-alert", exit_on_error=False)
 
-    def _run_on_alert(self, alerts: list[dict]) -> None:
-        """Run the --on-alert command once per alert, the alert as JSON on its stdin (never through a shell)."""
-        for a in alerts:
-            try:
-                subprocess.run(self.on_alert, input=json.dumps(a).encode(), timeout=60,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
-            except (OSError, subprocess.TimeoutExpired) as e:
-                self.call_from_thread(self.notify, f"--on-alert failed: {e}", severity="error")
+    def _run_on_alert(self, alerts: list[dict[str, Any]]) -> None:
+        """On a worker thread: the --on-alert command for each alert; what failed is shown."""
+        for error in self.alerting.run_command(alerts):
+            self.call_from_thread(self.notify, error, severity="error")
 
     def action_heat_metric(self) -> None:
         strip = self.query_one(HeatStrip)
@@ -404,38 +413,24 @@ class MonitorApp(App[None]):
             self.redraw()
             return
         # the last frame has every rank's figures: only the strip changes (a full frame at 1,024 ranks is ~100 ms)
-        strip.show(self._last_view, self._marks, selected=self.selected_rank)
+        strip.show(self._last_view, selected=self.selected_rank)
         self.query_one("#heat-title", Static).update(strip.title(self._last_view))
 
-    def _show_detail(self, v) -> None:  # noqa: ANN001
+    def _show_detail(self, v: View) -> None:
         """The rank under the table's cursor: its figures, alerts and chart; its cell marked in the strip."""
-        table = self.query_one(RanksTable)
-        detail = self.query_one("#rank-detail", Static)
-        strip = self.query_one(HeatStrip)
-        key = str(table.coordinate_to_cell_key((table.cursor_row, 0)).row_key.value) if table.row_count else ""
+        key = self.query_one(RanksTable).cursor_key()
         if self._detail_of == (self._frames, key):  # the cursor event that follows a redraw: already shown
             return
         self._detail_of = (self._frames, key)
-        row = next((r for r in v.ranks if str(r.rank) == key), None)
+        row = self.query_one(RankDetail).show(v, key)
         self.selected_rank = row.rank if row is not None else None
-        strip.show(v, self._marks, selected=self.selected_rank)
+        strip = self.query_one(HeatStrip)
+        strip.show(v, selected=self.selected_rank)
         self.query_one("#heat-title", Static).update(strip.title(v))
         chart = self.query_one("#rank-chart", Chart)
         if row is None:
-            detail.update(Text(f"host {key[5:]}: Enter shows its ranks") if key.startswith("host:") else "")
             chart.show_series("", [])
             return
-        t = Text(f"rank {row.rank}", style="bold")
-        t.append(" on ")
-        t.append(Text(row.host))
-        t.append(f"\nstep {fmt.num(row.step, 9)} · last row {fmt.duration(row.age)} ago"
-                 f"\nstep time {fmt.ms(row.step_time)} · tokens/s {fmt.si(row.tokens_per_s)}"
-                 f"\nheadroom {fmt.pct(row.headroom)} · data wait {fmt.pct(row.data_wait)}")
-        for a in v.alerts:
-            if a.rank == row.rank:
-                t.append(f"\n!! {a.kind} ")
-                t.append(Text(a.message))
-        detail.update(t)
         series = rank_series(self.store, row.rank, points=max(40, self.size.width * 2 // 3))
         # log scale: compilation makes the first steps 10-100x longer, and data wait is far below step time
         chart.show_series(f"rank {row.rank}: step time and data wait (s, log) by step",
@@ -445,6 +440,10 @@ class MonitorApp(App[None]):
         """The cursor moved: show that rank (from the last frame; no redraw, which moves rows)."""
         if self._last_view is not None and self.screen_stack and self.screen.has_class("show-ranks"):
             self._show_detail(self._last_view)
+
+    @on(RanksTable.SortChanged)
+    def _sort_changed(self) -> None:
+        self.redraw()
 
     @on(HeatStrip.Selected)
     def _strip_selected(self, event: HeatStrip.Selected) -> None:
@@ -478,8 +477,8 @@ class MonitorApp(App[None]):
 
     def action_alerts(self) -> None:
         """Show every active alert, then the run's past incidents, and mark the alerts seen."""
-        alerts = self.health.alerts(self.store, self.opts)
-        self._seen |= {(a.kind, a.rank, a.step) for a in alerts}
+        alerts = self.health.alerts(self.store.snapshot(), self.opts)
+        self.alerting.seen(alerts)
         self.push_screen(AlertsScreen(alerts, [i for i in self._past_incidents(alerts, fresh=True) if not i.active]))
         self.redraw()
 

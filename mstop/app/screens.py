@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Callable
+
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical, VerticalScroll
@@ -63,20 +65,22 @@ class GoToStepScreen(ModalScreen[None]):
 
     BINDINGS = [("escape", "dismiss", "close")]
 
+    def __init__(self, lookup: Callable[[float], dict[int, dict[str, float | None]]]) -> None:
+        super().__init__()
+        self.lookup = lookup  # step -> every rank's values there (mstop.view.values_at_step)
+
     def compose(self) -> ComposeResult:
         yield Vertical(Static("go to step:"), Input(placeholder="step number", id="step-input"),
                        Static(id="step-values"), id="goto")
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
-        from ..view import values_at_step
-
         out = self.query_one("#step-values", Static)
         try:
             step = float(event.value.strip())
         except ValueError:
             out.update(Text(f"not a step number: {event.value!r}"))
             return
-        values = values_at_step(self.app.store, step)
+        values = self.lookup(step)
         if not values:
             out.update(Text(f"no row at step {event.value.strip()} on the run's current timeline"))
             return

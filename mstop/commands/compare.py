@@ -246,9 +246,9 @@ def _per_rank_figures(store: Store, first: int, last: int, opts: Options) -> dic
     for chunk in _chunks({r: len(idx) for r, idx in rows.items()}):
         w = figures.rows_window(store, {r: rows[r] for r in chunk})
         out["ranks"] += w.ranks
+        out["step_time"] += list(figures.rank_step_time(w))
         with np.errstate(all="ignore"), warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)  # ranks without step times
-            out["step_time"] += list(np.nanmedian(w.cols["step_time"], axis=1))
+            warnings.simplefilter("ignore", RuntimeWarning)  # ranks without memory
             peak = w.cols["mem_peak"]
             out["mem_peak"] += list(np.nanmax(np.where(np.isnan(peak), -np.inf, peak), axis=1))
         out["tokens_per_s"] += list(figures.rank_tokens_per_s(store, w))

@@ -21,8 +21,8 @@ from .. import __version__
 from ..engine import figures
 from ..engine.figures import Options
 from ..engine.health import Health, Rules
+from ..engine.smoothing import EmaSeries, evenly
 from ..engine.store import Store
-from ..view import EmaCache, evenly
 from .compare import Comparison, Member, Run, render_markdown, short_labels
 
 #: points per line (the store's min/max buckets keep spikes and NaNs however long the run)
@@ -149,6 +149,10 @@ def _at_end(store: Store, opts: Options, rules: Rules | None) -> tuple[list[Any]
     return alerts, health.incidents(store, at_end, alerts)
 
 
+#: how a plot draws one run: (axes, label, member, colour) -> whether it had anything to draw
+Draw = Callable[[Any, str, Member, str], bool]
+
+
 def write_report(runs: list[Run], comparison: Comparison, out: str, *, opts: Options | None = None,
                  rules: Rules | None = None) -> list[str]:
     """Write the PNGs and ``report.md`` into ``out``; return the files written."""
@@ -163,43 +167,68 @@ def write_report(runs: list[Run], comparison: Comparison, out: str, *, opts: Opt
     # "$" would start matplotlib's mathtext (an unbalanced one is an error): names are shown literally
     members: list[tuple[str, Member]] = [(label.replace("$", r"\$"), m)
                                          for label, m in zip(short_labels([[m.spec] for m in flat]), flat)]
-    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     ends = {id(m): _at_end(m.store, opts, rules) for _, m in members}
     alerts = {k: a for k, (a, _) in ends.items()}
     incidents = {k: i for k, (_, i) in ends.items()}
-    written: list[str] = []
     notes: dict[str, list[str]] = {p.name: [] for p in PLOTS}
+    draws = _draws(opts)
+    written = [_figure(plt, plot, draws[plot.name], members, alerts, notes[plot.name], out) for plot in PLOTS]
+    md = os.path.join(out, "report.md")
+    with open(md, "w", encoding="utf-8") as f:
+        f.write(_markdown(runs, comparison, alerts, incidents, members, notes))
+    written.append(md)
+    return written
 
-    def figure(plot: Plot, draw: Callable[[Any, str, Member, str], bool]) -> None:
-        fig, ax = plt.subplots(figsize=(10, 4.5), dpi=100)
-        drawn = False
-        for i, (label, m) in enumerate(members):
-            color = colors[i % len(colors)]
-            with m.store.lock:
-                if draw(ax, label, m, color):
-                    drawn = True
-                    _marks(ax, m.store, alerts[id(m)], color)
-                else:
-                    notes[plot.name].append(f"{label}: no {plot.name.replace('_', ' ')} data")
-        ax.set_title(plot.title + (f"   ({'; '.join(notes[plot.name])})" if notes[plot.name] else ""), fontsize=10)
-        ax.set_xlabel("step")
-        ax.grid(alpha=0.3)
-        if drawn:
-            ax.legend(fontsize=8, loc="best")
-        else:
-            ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes)
-        fig.tight_layout()
-        path = os.path.join(out, plot.name + ".png")
-        fig.savefig(path)
-        plt.close(fig)
-        written.append(path)
 
-    def loss(ax, label, m, color) -> bool:
+def _figure(plt: Any, plot: Plot, draw: Draw, members: list[tuple[str, Member]], alerts: dict[int, list[Any]],
+            notes: list[str], out: str) -> str:
+    """One PNG: every run's line (and its alerts' marks), a note for each run without data; its path."""
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    fig, ax = plt.subplots(figsize=(10, 4.5), dpi=100)
+    drawn = False
+    for i, (label, m) in enumerate(members):
+        color = colors[i % len(colors)]
+        with m.store.lock:
+            if draw(ax, label, m, color):
+                drawn = True
+                _marks(ax, m.store, alerts[id(m)], color)
+            else:
+                notes.append(f"{label}: no {plot.name.replace('_', ' ')} data")
+    ax.set_title(plot.title + (f"   ({'; '.join(notes)})" if notes else ""), fontsize=10)
+    ax.set_xlabel("step")
+    ax.grid(alpha=0.3)
+    if drawn:
+        ax.legend(fontsize=8, loc="best")
+    else:
+        ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes)
+    fig.tight_layout()
+    path = os.path.join(out, plot.name + ".png")
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def _draws(opts: Options) -> dict[str, Draw]:
+    """How each plot draws a run."""
+    return {
+        "loss": _draw_loss(opts),
+        "lr": _draw_column("lr"),
+        "grad_norm": _draw_column("grad_norm"),
+        "tokens_per_s": _draw_column("tokens_per_s", smooth=True),
+        "mfu": _draw_column("mfu", 100.0, smooth=True),
+        "headroom": _draw_per_rank(lambda d: 1.0 - d.col("mem_peak").astype(np.float64) / d.col("mem_total"), True),
+        "data_wait": _draw_per_rank(lambda d: d.col("data_wait").astype(np.float64) / d.col("step_time"), False),
+    }
+
+
+def _draw_loss(opts: Options) -> Draw:
+    """The raw loss, faint, and its smoothed line (the monitor's EMA)."""
+    def draw(ax: Any, label: str, m: Member, color: str) -> bool:
         r0 = figures.lowest_rank(m.store)
         if r0 is None:
             return False
         x, y = _xy(m.store, r0, "loss")
-        idx, ema = EmaCache().series(m.store, r0, opts.ema_weight)
+        idx, ema = EmaSeries().series(m.store, r0, opts.ema_weight)
         if not len(x) and not len(idx):
             return False
         ax.plot(x, y, color=color, linewidth=0.6, alpha=0.35)
@@ -208,52 +237,40 @@ def write_report(runs: list[Run], comparison: Comparison, out: str, *, opts: Opt
             ax.plot(m.store.ranks[r0].col("step")[idx[sel]], ema[sel], color=color, linewidth=1.8,
                     label=f"{label} (smoothed {opts.ema_weight:g})")
         return True
+    return draw
 
-    def column(col: str, scale: float = 1.0, smooth: bool = False) -> Callable[[Any, str, Member, str], bool]:
-        def draw(ax, label, m, color) -> bool:
-            r0 = figures.lowest_rank(m.store)
-            if r0 is None:
-                return False
-            x, y = _xy(m.store, r0, col)
-            if col == "tokens_per_s" and not len(x):  # derived from tokens and step time
-                x, y = _timeline(m.store.ranks[r0], _column(col))
-            if not len(x):
-                return False
-            if not smooth:
-                ax.plot(x, y * scale, color=color, linewidth=1.0, label=label)
-                return True
-            ax.plot(x, y * scale, color=color, linewidth=0.5, alpha=0.3)
-            mx, my = _rolling_median(m.store, r0, col)
-            ax.plot(mx, my * scale, color=color, linewidth=1.6, label=f"{label} (median of {ROLLING} rows)")
+
+def _draw_column(col: str, scale: float = 1.0, smooth: bool = False) -> Draw:
+    """A column of the lowest rank by step; with ``smooth`` faint, under its rolling median."""
+    def draw(ax: Any, label: str, m: Member, color: str) -> bool:
+        r0 = figures.lowest_rank(m.store)
+        if r0 is None:
+            return False
+        x, y = _xy(m.store, r0, col)
+        if col == "tokens_per_s" and not len(x):  # derived from tokens and step time
+            x, y = _timeline(m.store.ranks[r0], _column(col))
+        if not len(x):
+            return False
+        if not smooth:
+            ax.plot(x, y * scale, color=color, linewidth=1.0, label=label)
             return True
-        return draw
+        ax.plot(x, y * scale, color=color, linewidth=0.5, alpha=0.3)
+        mx, my = _rolling_median(m.store, r0, col)
+        ax.plot(mx, my * scale, color=color, linewidth=1.6, label=f"{label} (median of {ROLLING} rows)")
+        return True
+    return draw
 
-    def per_rank(value: Callable[[Any], np.ndarray], worst_low: bool) -> Callable[[Any, str, Member, str], bool]:
-        def draw(ax, label, m, color) -> bool:
-            lines, n = _per_rank(m.store, value, worst_low)
-            for k, (r, x, y) in enumerate(lines):
-                worst = f" (the {len(lines)} worst of {n:,} ranks)" if k == 0 and n > len(lines) else ""
-                ax.plot(x, 100 * y, color=color, linewidth=1.2 if k == 0 else 0.8, alpha=0.9 if k == 0 else 0.5,
-                        label=f"{label}: rank {r}{worst}")
-            return bool(lines)
-        return draw
 
-    draws = {
-        "loss": loss,
-        "lr": column("lr"),
-        "grad_norm": column("grad_norm"),
-        "tokens_per_s": column("tokens_per_s", smooth=True),
-        "mfu": column("mfu", 100.0, smooth=True),
-        "headroom": per_rank(lambda d: 1.0 - d.col("mem_peak").astype(np.float64) / d.col("mem_total"), True),
-        "data_wait": per_rank(lambda d: d.col("data_wait").astype(np.float64) / d.col("step_time"), False),
-    }
-    for plot in PLOTS:
-        figure(plot, draws[plot.name])
-    md = os.path.join(out, "report.md")
-    with open(md, "w", encoding="utf-8") as f:
-        f.write(_markdown(runs, comparison, alerts, incidents, members, notes))
-    written.append(md)
-    return written
+def _draw_per_rank(value: Callable[[Any], np.ndarray], worst_low: bool) -> Draw:
+    """A per-rank share (headroom, data wait) for the worst ranks, the worst one bold."""
+    def draw(ax: Any, label: str, m: Member, color: str) -> bool:
+        lines, n = _per_rank(m.store, value, worst_low)
+        for k, (r, x, y) in enumerate(lines):
+            worst = f" (the {len(lines)} worst of {n:,} ranks)" if k == 0 and n > len(lines) else ""
+            ax.plot(x, 100 * y, color=color, linewidth=1.2 if k == 0 else 0.8, alpha=0.9 if k == 0 else 0.5,
+                    label=f"{label}: rank {r}{worst}")
+        return bool(lines)
+    return draw
 
 
 def _markdown(runs: list[Run], comparison: Comparison, alerts: dict[int, list[Any]],

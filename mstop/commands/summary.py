@@ -64,41 +64,56 @@ def summarize(store: Store, run_dir: str, opts: Options, health: Any = None) -> 
     return out
 
 
+def _num(v: Any, form: str = "{:,.4g}", unit: str = "") -> str:
+    if v is None:
+        return "n/a"
+    return v if isinstance(v, str) else form.format(v) + unit
+
+
+def _pct(v: Any) -> str:
+    return "n/a" if v is None else (v if isinstance(v, str) else f"{100 * v:.1f} %")
+
+
 def render_table(summary: dict[str, Any], store: Store, opts: Options | None = None) -> Any:
     """A rich table of the summary for people (units shown, unknowns as n/a)."""
     from rich.table import Table
     from rich.text import Text
 
-    def num(v: Any, fmt: str = "{:,.4g}", unit: str = "") -> str:
-        if v is None:
-            return "n/a"
-        if isinstance(v, str):
-            return v
-        return fmt.format(v) + unit
+    table = Table(show_header=False, box=None, pad_edge=False)
+    table.add_column(style="bold")
+    table.add_column()
+    for k, v in _figure_rows(summary) + _file_rows(summary, store, opts) + _alert_rows(summary):
+        table.add_row(Text(k), Text(str(v)))  # Text: names from files are shown literally, never as markup
+    return table
 
-    def pct(v: Any) -> str:
-        return "n/a" if v is None else (v if isinstance(v, str) else f"{100 * v:.1f} %")
 
+def _figure_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
+    """The run's figures, one per line."""
     ck = summary["last_checkpoint"]
     status = summary["status"]
     if summary["writer_errors"]:
         status += f" — writer failed: {summary['writer_errors'][0]}"
-    rows = [
+    return [
         ("run", summary["run_dir"]),
         ("status", status),
         ("ranks", str(summary["ranks"])),
-        ("step", num(summary["step"], "{:,}")),
-        ("loss (smoothed)", f"{num(summary['loss'])} ({num(summary['loss_ema'])})"),
-        ("tokens/s", num(summary["tokens_per_s"], "{:,.0f}")),
-        ("MFU", pct(summary["mfu"])),
-        ("memory headroom (worst)", pct(summary["mem_headroom"])),
-        ("data wait (worst rank)", pct(summary["data_wait_frac"])),
+        ("step", _num(summary["step"], "{:,}")),
+        ("loss (smoothed)", f"{_num(summary['loss'])} ({_num(summary['loss_ema'])})"),
+        ("tokens/s", _num(summary["tokens_per_s"], "{:,.0f}")),
+        ("MFU", _pct(summary["mfu"])),
+        ("memory headroom (worst)", _pct(summary["mem_headroom"])),
+        ("data wait (worst rank)", _pct(summary["data_wait_frac"])),
         ("last checkpoint", "none" if ck is None else f"step {ck['step']}: {ck['path']}"),
         ("rows read", f"{summary['rows']:,}" + (f", {summary['bad_rows']:,} bad" if summary["bad_rows"] else "")
          + (f", {summary['dropped_rows']:,} dropped by the writer" if summary["dropped_rows"] else "")),
         ("segments", f"{summary['segments']}" + (f", {summary['repeated_steps']} repeated steps"
                                                   if summary["repeated_steps"] else "")),
     ]
+
+
+def _file_rows(summary: dict[str, Any], store: Store, opts: Options | None) -> list[tuple[str, str]]:
+    """What is wrong with the files and clocks: read again, ignored, bad, cut, refused, not merged."""
+    rows = []
     ahead = figures.future_skew(store, opts) if opts is not None else None
     if ahead is not None:
         rows.append(("! clock", f"row times are {fmt.duration(ahead)} ahead of this machine's clock: ages use "
@@ -112,24 +127,19 @@ def render_table(summary: dict[str, Any], store: Store, opts: Options | None = N
     if store.cut_events:
         rows.append(("events cut", f"{store.cut_events} (text over {MAX_TEXT} characters or over {MAX_ITEMS} "
                                    "items kept short)"))
-    for note in store.notes:
-        rows.append(("! note", note))
-    for name, why in summary["refused_files"].items():
-        rows.append(("! not followed", f"{name}: {why}"))
-    for msg in summary["writer_errors"][1:]:
-        rows.append(("! writer failed", msg))
-    for note in store.duplicates:
-        rows.append(("! not merged", note))
-    for a in summary["alerts"]:
-        rows.append((f"! {a['kind']}", a["message"]))
+    rows += [("! note", note) for note in store.notes]
+    rows += [("! not followed", f"{name}: {why}") for name, why in summary["refused_files"].items()]
+    rows += [("! writer failed", msg) for msg in summary["writer_errors"][1:]]
+    rows += [("! not merged", note) for note in store.duplicates]
+    return rows
+
+
+def _alert_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
+    """The active alerts, then the ten latest past incidents."""
+    rows = [(f"! {a['kind']}", a["message"]) for a in summary["alerts"]]
     past = [i for i in summary["incidents"] if not i["active"]]
-    for i in past[-10:]:
-        rows.append((f"incident {i['kind']}", f"{steps_text(i['first_step'], i['last_step'])}: {i['message']}"))
+    rows += [(f"incident {i['kind']}", f"{steps_text(i['first_step'], i['last_step'])}: {i['message']}")
+             for i in past[-10:]]
     if len(past) > 10:
         rows.append(("incidents", f"{len(past) - 10} older ones (--json lists them all)"))
-    table = Table(show_header=False, box=None, pad_edge=False)
-    table.add_column(style="bold")
-    table.add_column()
-    for k, v in rows:
-        table.add_row(Text(k), Text(str(v)))  # Text: names from files are shown literally, never as markup
-    return table
+    return rows

@@ -29,7 +29,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .store import FLOAT_INDEX, RankData, Store
+from .store import BLOCK, FLOAT_INDEX, RankData, Store
 
 WINDOW = 20
 EMA_WEIGHT = 0.9
@@ -290,10 +290,11 @@ def job_rank(store: Store) -> RankData | None:
 _CHUNK = 4096
 
 
-def _tail_rows(d: RankData, keep: Callable[[np.ndarray, np.ndarray], np.ndarray], need: int) -> tuple[np.ndarray, bool]:
-    """The last ``need`` effective row indices where ``keep(rows, values)`` holds, searching backwards in
-    chunks (a figure must not cost O(rows) per frame on a 10-million-row run); and whether the search
-    reached the first row."""
+def _tail_rows(d: RankData, keep: Callable[[np.ndarray, np.ndarray], np.ndarray], need: int,
+               column: str = "loss") -> tuple[np.ndarray, bool]:
+    """The last ``need`` effective row indices where ``keep(rows, values of column)`` holds, searching
+    backwards in chunks (a figure must not cost O(rows) per frame on a 10-million-row run); and whether
+    the search reached the first row."""
     eff = d.effective()
     found: list[np.ndarray] = []
     total = 0
@@ -301,7 +302,7 @@ def _tail_rows(d: RankData, keep: Callable[[np.ndarray, np.ndarray], np.ndarray]
     while end > 0 and total < need:
         start = max(0, end - _CHUNK)
         rows = np.arange(start, end)
-        sel = rows[eff[start:end] & keep(rows, d.col("loss")[start:end])]
+        sel = rows[eff[start:end] & keep(rows, d.col(column)[start:end])]
         found.append(sel)
         total += len(sel)
         end = start
@@ -571,3 +572,78 @@ def segments(store: Store) -> int:
 
 def repeated_steps(store: Store) -> int:
     return max((d.repeated_steps() for d in store.ranks.values()), default=0)
+
+
+def repeated_seconds(d: RankData) -> float:
+    """The wall time a rank's repeated steps cost (their step times added up)."""
+    return float(np.nansum(d.col("step_time")[d.repeated_rows()].astype(np.float64)))
+
+
+def last_value(d: RankData, column: str) -> float | None:
+    """The column's last value on the rank's timeline (empty cells skipped), read backwards a chunk at a time."""
+    idx, _ = _tail_rows(d, lambda _rows, vals: ~np.isnan(vals), 1, column)
+    return float(d.col(column)[idx[-1]]) if len(idx) else None
+
+
+def minimum(d: RankData, column: str) -> float | None:
+    """The column's smallest finite value on the rank's timeline (block summaries on long runs)."""
+    if len(d.segments) <= 1 and d.rows >= 8 * BLOCK:
+        summ = d.summary(column)
+        tail = d.col(column)[summ.blocks * BLOCK:].astype(np.float64)
+        cands = np.concatenate([summ.mins[~np.isnan(summ.mins)], tail[np.isfinite(tail)]])
+        return float(cands.min()) if len(cands) else None
+    a = d.col(column)[d.effective()]
+    a = a[np.isfinite(a)]
+    return float(a.min()) if len(a) else None
+
+
+def run_meta(store: Store) -> dict[str, Any]:
+    """The run's own account of itself: the lowest rank's latest ``start`` event (run name, device, world
+    size, total steps, peak FLOP/s, memory source); empty before any."""
+    return next((store.ranks[r].last_start for r in sorted(store.ranks) if store.ranks[r].last_start), None) or {}
+
+
+def elapsed(store: Store, now: float) -> float | None:
+    """Seconds since the earliest ``start`` event of any rank and session."""
+    firsts = [float(e["time"]) for d in store.ranks.values() for e in d.starts.values()]
+    return now - min(firsts) if firsts else None
+
+
+def rank_step_time(w: Window) -> np.ndarray:
+    """Per rank of the window, the median step time over its rows (NaN for a rank with none)."""
+    if not w.ranks:
+        return np.empty(0)
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # ranks with no step time yet
+        return np.nanmedian(w.cols["step_time"], axis=1)
+
+
+def step_time(store: Store) -> float | None:
+    """The median over ranks of each rank's median step time in the recent window."""
+    return median(rank_step_time(window(store)))
+
+
+def eta(store: Store, seconds_per_step: float | None) -> float | None:
+    """Seconds to the run's ``total_steps`` (from its start event) at ``seconds_per_step``."""
+    total, now = run_meta(store).get("total_steps"), step(store)
+    if not seconds_per_step or not isinstance(total, int) or not total or now is None:
+        return None
+    return max(0, total - now) * seconds_per_step
+
+
+def memory_bytes(store: Store, scope: MemoryScope | None, fallback: int) -> tuple[float | None, ...]:
+    """Used, peak and total bytes of a memory scope: a rank, or a host (its ranks' bytes added up); of rank
+    ``fallback`` when there is no scope."""
+    if scope is not None and scope.kind == "rank":
+        ranks = [scope.rank]
+    elif scope is not None:
+        ranks = [r for r, d in store.ranks.items() if d.last_start and str(d.last_start.get("host")) == scope.host]
+    else:
+        ranks = [fallback]
+    used = peak = total = None
+    for r in ranks:
+        u, p, t = (last_value(store.ranks[r], c) for c in ("mem_used", "mem_peak", "mem_total"))
+        used = u if used is None else used + (u or 0)
+        peak = p if peak is None else peak + (p or 0)
+        total = t if total is None else max(total, t or 0)
+    return used, peak, total

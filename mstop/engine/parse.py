@@ -190,22 +190,9 @@ class CsvParser:
 
         assert self.header is not None
         width = len(self.header)
-        # A row with another number of fields than the header is bad. When the blob holds exactly
-        # width-1 commas per line on average, the only way a line can be short is if another is
-        # long, and pandas refuses long lines: so the counts alone prove every line is good.
-        bad = 0
-        # ... except the first line: pandas takes a first line one field too long as an index column, or
-        # cuts it (index_col=False), without an error; so its count is checked on its own
-        first_end = blob.find(b"\n", start)
-        if blob.count(b",", start) != n_lines * (width - 1) or blob.count(b",", start, first_end) != width - 1:
-            blob, start = blob[start:], 0
-            good = _commas_per_line(blob) == width - 1
-            bad = int(len(good) - good.sum())
-            if bad:
-                kept = [ln for ln, ok in zip(blob.split(b"\n")[:-1], good) if ok]
-                if not kept:
-                    return _empty(self.extra, bad)
-                blob = b"\n".join(kept) + b"\n"
+        blob, start, bad = _keep_full_lines(blob, start, n_lines, width)
+        if start < 0:
+            return _empty(self.extra, bad)
         s_idx = self._index.get("session")
         source = io.BytesIO(blob)  # shares the bytes, no copy
         source.seek(start)
@@ -215,47 +202,20 @@ class CsvParser:
                              dtype={s_idx: str} if s_idx is not None else None)
         except (UnicodeDecodeError, ValueError):  # pandas' ParserError is a ValueError: a long line
             return self._parse_csv(blob[start:].split(b"\n")[:-1])
-        names = NUMERIC + tuple(self.extra)
-        columns: dict[str, np.ndarray] = {}
-        text_cols: dict[str, np.ndarray] = {}
-        for n in names:
-            i = self._index.get(n)
-            if i is None:
-                columns[n] = np.full(len(df), np.nan)
-                continue
-            col = df[i]
-            if pd.api.types.is_numeric_dtype(col.dtype):
-                columns[n] = col.to_numpy(dtype=np.float64, na_value=np.nan)
-            else:  # text in the column (a literal "nan" does this too): convert cell by cell
-                raw = col.to_numpy(dtype=object)
-                text_cols[n] = raw
-                columns[n] = np.array([_cell_value(x) for x in raw], dtype=np.float64)
+        columns, text_cols = self._frame_columns(df)
         ok = np.isfinite(columns["time"]) & np.isfinite(columns["step"])
-        if s_idx is not None:
-            codes, uniques = pd.factorize(df[s_idx].fillna(""), sort=False)
-            codes, session_names = codes.astype(np.int32), [str(u) for u in uniques]
-        else:
-            codes, session_names = np.zeros(len(df), np.int32), [""]
+        sessions = df[s_idx].fillna("").to_numpy(dtype=object) if s_idx is not None else None
         if not ok.all():
             bad += int((~ok).sum())
             columns = {n: a[ok] for n, a in columns.items()}
             text_cols = {n: a[ok] for n, a in text_cols.items()}
             # sessions of the rows kept only: a bad line's cell (a repeated header's "session") is no session
-            codes, uniques = pd.factorize(np.asarray(session_names, dtype=object)[codes[ok]], sort=False)
+            sessions = sessions[ok] if sessions is not None else None
+        if sessions is not None:
+            codes, uniques = pd.factorize(sessions, sort=False)
             codes, session_names = codes.astype(np.int32), [str(u) for u in uniques]
-        nonfinite: list[tuple[int, str, float]] = []
-        for c in WATCH_NONFINITE:
-            v = columns[c]
-            for r in np.flatnonzero(~np.isfinite(v)):
-                if c in text_cols:
-                    cell = text_cols[c][r]
-                    f = _literal_nonfinite(cell) if isinstance(cell, str) else (
-                        float(cell) if isinstance(cell, float) and math.isinf(cell) else None)
-                else:
-                    f = None if np.isnan(v[r]) else float(v[r])  # numeric column: NaN only from empty cells
-                if f is not None:
-                    nonfinite.append((int(r), c, f))
-        nonfinite.sort()
+        else:
+            codes, session_names = np.zeros(int(ok.sum()), np.int32), [""]
         exact = np.empty((len(codes), N_EXACT))
         floats = np.empty((len(codes), len(NUMERIC) - N_EXACT), dtype=np.float32)
         with np.errstate(over="ignore"):  # beyond float32's range is inf in the store (documented)
@@ -264,7 +224,68 @@ class CsvParser:
                     exact[:, j] = columns[n]
                 else:
                     floats[:, j - N_EXACT] = columns[n]
-        return Rows(exact, floats, {n: columns[n] for n in self.extra}, codes, session_names, nonfinite, bad)
+        return Rows(exact, floats, {n: columns[n] for n in self.extra}, codes, session_names,
+                    _nonfinite_cells(columns, text_cols), bad)
+
+    def _frame_columns(self, df: Any) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+        """Every known column of a parsed frame as float64 (all NaN when the header lacks it), and the raw
+        cells of the columns that held text (a literal "nan" does this too: converted cell by cell)."""
+        import pandas as pd
+
+        columns: dict[str, np.ndarray] = {}
+        text_cols: dict[str, np.ndarray] = {}
+        for n in NUMERIC + tuple(self.extra):
+            i = self._index.get(n)
+            if i is None:
+                columns[n] = np.full(len(df), np.nan)
+                continue
+            col = df[i]
+            if pd.api.types.is_numeric_dtype(col.dtype):
+                columns[n] = col.to_numpy(dtype=np.float64, na_value=np.nan)
+            else:
+                raw = col.to_numpy(dtype=object)
+                text_cols[n] = raw
+                columns[n] = np.array([_cell_value(x) for x in raw], dtype=np.float64)
+        return columns, text_cols
+
+
+def _keep_full_lines(blob: bytes, start: int, n_lines: int, width: int) -> tuple[bytes, int, int]:
+    """The blob with only its lines of ``width`` fields (pandas would misread the others), where they
+    start (-1: none left), and how many were bad.
+
+    When the blob holds exactly width-1 commas per line on average, the only way a line can be short is
+    if another is long, and pandas refuses long lines: so the counts alone prove every line is good;
+    except the first line: pandas takes a first line one field too long as an index column, or cuts it
+    (index_col=False), without an error; so its count is checked on its own."""
+    first_end = blob.find(b"\n", start)
+    if blob.count(b",", start) == n_lines * (width - 1) and blob.count(b",", start, first_end) == width - 1:
+        return blob, start, 0
+    blob = blob[start:]
+    good = _commas_per_line(blob) == width - 1
+    bad = int(len(good) - good.sum())
+    if not bad:
+        return blob, 0, 0
+    kept = [ln for ln, ok in zip(blob.split(b"\n")[:-1], good) if ok]
+    return (b"\n".join(kept) + b"\n", 0, bad) if kept else (b"", -1, bad)
+
+
+def _nonfinite_cells(columns: dict[str, np.ndarray], text_cols: dict[str, np.ndarray]) -> list[tuple[int, str, float]]:
+    """(row, column, value) of every cell that said NaN or Inf in the watched columns, sorted (an empty cell
+    is missing, not NaN)."""
+    out: list[tuple[int, str, float]] = []
+    for c in WATCH_NONFINITE:
+        v = columns[c]
+        for r in np.flatnonzero(~np.isfinite(v)):
+            if c in text_cols:
+                cell = text_cols[c][r]
+                f = _literal_nonfinite(cell) if isinstance(cell, str) else (
+                    float(cell) if isinstance(cell, float) and math.isinf(cell) else None)
+            else:
+                f = None if np.isnan(v[r]) else float(v[r])  # numeric column: NaN only from empty cells
+            if f is not None:
+                out.append((int(r), c, f))
+    out.sort()
+    return out
 
 
 def _cells(text: str) -> list[str] | None:

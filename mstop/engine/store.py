@@ -15,6 +15,7 @@ so an exact value at any step can always be shown.
 
 from __future__ import annotations
 
+import copy
 import threading
 import time
 from dataclasses import dataclass, field
@@ -77,7 +78,16 @@ class Block:
     def view(self) -> np.ndarray:
         return self.data[: self.n]
 
+    def frozen(self) -> Block:
+        """A block that shares this one's rows as they are now: appends land past its end (or in a grown
+        copy), so what it holds never changes."""
+        b = Block.__new__(Block)
+        b.data, b.n = self.data, self.n
+        return b
+
     def clear(self) -> None:
+        """Forget every row. A fresh array, never the old one overwritten: frozen blocks keep theirs."""
+        self.data = np.empty((64,) + self.data.shape[1:], dtype=self.data.dtype)
         self.n = 0
 
     @property
@@ -124,6 +134,8 @@ class RankData:
     quiet: dict[str, int] = field(default_factory=dict)
     monotonic: bool = True  # steps never go down within the file (true of every well-formed run)
     summaries: dict[str, Summary] = field(default_factory=dict)
+    #: guards extending the summaries, which a rank shares with its frozen copies (see frozen())
+    summary_lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
     def rows(self) -> int:
@@ -142,10 +154,16 @@ class RankData:
 
     def summary(self, column: str) -> Summary:
         """The column's block summary, extended to every complete block (cheap: only new blocks are read)."""
+        with self.summary_lock:
+            return self._summary(column)
+
+    def _summary(self, column: str) -> Summary:
         s = self.summaries.get(column)
         if s is None:
             s = self.summaries[column] = Summary()
         nb = self.rows // BLOCK
+        if nb < s.blocks:  # a frozen copy behind the rank it shares the summaries with: its own blocks only
+            return Summary(nb, s.mins[:nb], s.maxs[:nb], s.argmin[:nb], s.argmax[:nb], s.firstbad[:nb])
         if nb > s.blocks:
             lo = s.blocks * BLOCK
             vals = self.col(column)[lo: nb * BLOCK].astype(np.float64).reshape(-1, BLOCK)
@@ -174,6 +192,19 @@ class RankData:
 
     def blocks(self) -> list[Any]:
         return [self.exact, self.floats, self.session_idx, *self.extras.values()]
+
+    def frozen(self) -> RankData:
+        """This rank as it is now, for a reader that must not hold the store's lock for long (a frame): its
+        rows shared (see Block.frozen), its lists and events copied. The block summaries and the incident
+        scan's ``quiet`` marks stay shared, so work done on a copy is kept: a reset replaces them."""
+        c = copy.copy(self)
+        c.exact, c.floats, c.session_idx = self.exact.frozen(), self.floats.frozen(), self.session_idx.frozen()
+        c.extras = {k: b.frozen() for k, b in self.extras.items()}
+        c.segments, c.segment_of, c.nonfinite = list(self.segments), dict(self.segment_of), list(self.nonfinite)
+        c.starts, c.ends = dict(self.starts), dict(self.ends)
+        c.checkpoints, c.evals = list(self.checkpoints), list(self.evals)
+        c.aborts, c.writer_errors = list(self.aborts), list(self.writer_errors)
+        return c
 
     def effective(self) -> np.ndarray:
         """Boolean mask of the rows on the run's current timeline.
@@ -218,14 +249,19 @@ class RankData:
                 out.append(seg.first_row)
         return out
 
-    def repeated_steps(self) -> int:
-        """Rows of older sessions whose steps a later session ran again."""
+    def repeated_rows(self) -> np.ndarray:
+        """Boolean mask of the rows of older sessions whose steps a later session ran again (rows past the
+        timeline's last step were abandoned, not repeated)."""
         if len(self.segments) < 2:
-            return 0
+            return np.zeros(self.rows, dtype=bool)
         eff = self.effective()
         step = self.col("step")
         last = step[eff][-1] if eff.any() else -np.inf
-        return int(((~eff) & (step <= last)).sum())
+        return (~eff) & (step <= last)
+
+    def repeated_steps(self) -> int:
+        """Rows of older sessions whose steps a later session ran again."""
+        return int(self.repeated_rows().sum()) if len(self.segments) > 1 else 0
 
 
 class Store:
@@ -250,6 +286,23 @@ class Store:
         self.arrival: float | None = None  # our clock when the last rows arrived (immune to the hosts' clocks)
         self.life_arrival: float | None = None  # our clock when the last rows or events arrived
         self.mtime: float | None = None  # newest modification time of the rank files read (this machine's clock)
+        self.frozen = False  # a snapshot(): nothing is added to it
+
+    def snapshot(self) -> Store:
+        """The store as it is now, taken under the lock in O(ranks) (rows are shared, never copied): a frame
+        is computed from it while the reading thread goes on adding rows. A snapshot's snapshot is itself."""
+        if self.frozen:
+            return self
+        with self.lock:
+            snap = Store.__new__(Store)
+            snap.__dict__.update(self.__dict__)
+            snap.lock = threading.RLock()
+            snap.frozen = True
+            snap.ranks = {r: d.frozen() for r, d in self.ranks.items()}
+            snap._memo = dict(self._memo)
+            for name in ("ignored_files", "refused", "notes", "rank_files", "owners", "duplicates", "extra_columns"):
+                setattr(snap, name, copy.copy(getattr(self, name)))
+            return snap
 
     def claim(self, r: int, source: str) -> bool:
         """Whether ``source`` may feed rank ``r``: the first source that shows a rank owns it; a second
@@ -355,14 +408,14 @@ class Store:
             if d is not None:
                 for b in d.blocks():
                     b.clear()
-                d.summaries.clear()
+                d.summaries = {}  # replaced, not cleared: frozen copies keep the summaries of their rows
                 d.monotonic = True
                 d.segments.clear()
                 d.segment_of.clear()
                 d.nonfinite.clear()
                 d._effective = None
                 d._steady = None
-                d.quiet.clear()
+                d.quiet = {}
             self.version += 1
 
     def reset_events(self, r: int) -> None:
@@ -375,7 +428,7 @@ class Store:
                 fresh.exact, fresh.floats, fresh.extras, fresh.session_idx = (
                     old.exact, old.floats, old.extras, old.session_idx)
                 fresh.segments, fresh.segment_of, fresh.nonfinite = old.segments, old.segment_of, old.nonfinite
-                fresh.monotonic, fresh.summaries = old.monotonic, old.summaries
+                fresh.monotonic, fresh.summaries, fresh.summary_lock = old.monotonic, old.summaries, old.summary_lock
                 self.ranks[r] = fresh
             self.version += 1
 

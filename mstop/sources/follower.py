@@ -73,6 +73,47 @@ def not_regular(mode):
     return "a special file, not a regular file"
 
 
+def read_file(path, name, states, refused):
+    """New bytes of one rank file: (offset, data, reset, mtime), or None when there are none (or it is not
+    a regular file: then ``refused`` says why; a FIFO would block open() forever)."""
+    full = os.path.join(path, name)
+    try:
+        try:
+            st = os.stat(full)
+        except FileNotFoundError:
+            if os.path.islink(full):
+                refused[name] = "a dangling symbolic link"
+            return None
+        if not stat.S_ISREG(st.st_mode):
+            refused[name] = not_regular(st.st_mode)
+            return None
+        refused.pop(name, None)
+        state = states.setdefault(name, [0, None, b""])
+        if state[1] == (st.st_dev, st.st_ino) and st.st_size == state[0]:
+            return None
+        offset, data, reset = read_new(full, st, state)
+    except OSError:
+        return None
+    return (offset, data, reset, st.st_mtime) if data or reset else None
+
+
+def read_dir(path, states, refused):
+    """One pass over the directory: (files, payload, more, newest mtime); raises OSError when it cannot be
+    listed."""
+    files, payload, more, newest = [], [], False, 0.0
+    for name in sorted(os.listdir(path)):
+        if not NAME.match(name):
+            continue
+        got = read_file(path, name, states, refused)
+        if got is not None:
+            offset, data, reset, mtime = got
+            newest = max(newest, mtime)
+            files.append([name, offset, len(data), reset])
+            payload.append(data)
+            more = more or len(data) == CHUNK
+    return files, payload, more, newest
+
+
 def main():
     request = json.loads(sys.stdin.readline())
     out = sys.stdout.buffer
@@ -85,57 +126,25 @@ def main():
     if not os.path.isdir(path):
         send(out, {"error": "no such directory: " + path})
         return
-    caught_up = False
-    last_sent = 0.0
-    refused = {}  # name -> why it is not followed (sent when it changes)
-    told = {}
+    caught_up, last_sent = False, 0.0
+    refused, told = {}, {}  # name -> why it is not followed (sent when it changes)
     while True:
-        files, payload = [], []
-        more = False
-        newest = 0.0  # the newest modification time of a file sent in this frame (the remote clock)
         try:
-            names = sorted(os.listdir(path))
+            files, payload, more, newest = read_dir(path, states, refused)
         except OSError as e:
             send(out, {"error": "cannot list " + path + ": " + str(e)})
             return
-        for name in names:
-            if not NAME.match(name):
-                continue
-            full = os.path.join(path, name)
-            try:
-                try:
-                    st = os.stat(full)
-                except FileNotFoundError:
-                    if os.path.islink(full):
-                        refused[name] = "a dangling symbolic link"
-                    continue
-                if not stat.S_ISREG(st.st_mode):  # a FIFO would block open() forever
-                    refused[name] = not_regular(st.st_mode)
-                    continue
-                refused.pop(name, None)
-                state = states.setdefault(name, [0, None, b""])
-                if state[1] == (st.st_dev, st.st_ino) and st.st_size == state[0]:
-                    continue
-                offset, data, reset = read_new(full, st, state)
-            except OSError:
-                continue
-            if data or reset:
-                newest = max(newest, st.st_mtime)
-                files.append([name, offset, len(data), reset])
-                payload.append(data)
-                more = more or len(data) == CHUNK
         now = time.time()
         news = refused != told
         if files or news or now - last_sent >= HEARTBEAT or (not more and not caught_up):
             header = {"files": files}
             if newest:
-                header["mtime"] = newest
+                header["mtime"] = newest  # the newest modification time of a file sent (the remote clock)
             if news:
                 header["refused"] = sorted(refused.items())
                 told = dict(refused)
             if not more and not caught_up:
-                header["caught_up"] = True
-                caught_up = True
+                header["caught_up"] = caught_up = True
             send(out, header, b"".join(payload))
             last_sent = now
         if not more:

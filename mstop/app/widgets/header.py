@@ -1,0 +1,84 @@
+"""The header (the run, its progress, times and file troubles) and the active alerts below it.
+
+User-controlled text (run names, notes, column names, host names, paths) is always wrapped in
+``rich.text.Text``, never parsed as markup.
+"""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.widgets import Static
+
+from ... import fmt
+from ...engine.figures import STATUSES
+from ...view import View
+
+
+class Header(Static):
+    """Run name, device, ranks, progress, times, checkpoint, status."""
+
+    def show(self, v: View) -> None:
+        h = v.header
+        t = Text()
+        t.append(Text(h.run_name or "(unnamed run)", style="bold"))
+        t.append(f" · {h.device or 'device n/a'} · world {h.world_size or 'n/a'} · ranks seen {h.ranks_seen}")
+        t.append(f"   status {h.status.upper()}")
+        for s in STATUSES:
+            self.set_class(h.status == s, f"status-{s}")
+        if h.writer_errors:
+            t.append("   ! writer failed: ")
+            t.append(Text(h.writer_errors[0]))
+        if h.bad_rows:
+            t.append(f"   ! {h.bad_rows:,} bad rows")
+        if h.dropped_rows:
+            t.append(f"   ! {h.dropped_rows:,} rows dropped by the writer")
+        if v.alerts:
+            t.append(f"   ALERTS {len(v.alerts)}")
+            if v.new_alerts:
+                t.append(f" ({v.new_alerts} new: a)")
+        self.set_class(bool(v.new_alerts), "new-alerts")
+        for note in h.notes:
+            t.append("   ! ")
+            t.append(Text(note))
+        t.append("\n")
+        step = "n/a" if h.step is None else f"{h.step:,}"
+        if h.total_steps:
+            frac = (h.step or 0) / h.total_steps
+            t.append(f"step {step} / {h.total_steps:,} {fmt.bar(frac, 10)} {100 * frac:.0f} %"
+                     f" · ETA {fmt.duration(h.eta)}")
+        else:
+            t.append(f"step {step}")
+        t.append(f" · {fmt.num(h.steps_per_s, 3)} steps/s · tokens seen {fmt.si(h.tokens_seen)}"
+                 f" · elapsed {fmt.duration(h.elapsed)}\n")
+        t.append(f"last row {fmt.duration(h.since_last_row)} ago · ")
+        if h.compile_s is not None:
+            t.append(f"compile {fmt.ms(h.compile_s)} · ")
+        if h.repeated_steps:
+            t.append(f"{h.repeated_steps:,} steps repeated after a resume ({fmt.duration(h.repeated_seconds)}) · ")
+        ck = h.last_checkpoint
+        if ck is None:
+            t.append("no checkpoint yet")
+        else:
+            t.append(f"checkpoint step {ck.get('step')}, {fmt.duration(h.checkpoint_age)} ago: ")
+            t.append(Text(str(ck.get("path"))))
+        self.update(t)
+
+
+
+
+class AlertsPanel(Static):
+    """The active alerts, one line each (shown when there are any)."""
+
+    def show(self, v: View) -> None:
+        self.display = bool(v.alerts)
+        if not v.alerts:
+            return
+        t = Text()
+        for i, a in enumerate(v.alerts[:8]):
+            if i:
+                t.append("\n")
+            t.append(f"!! {a.kind} ")
+            t.append(Text(a.message))
+        if len(v.alerts) > 8:
+            t.append(f"\n... and {len(v.alerts) - 8} more (a: all)")
+        self.update(t)

@@ -1,0 +1,183 @@
+"""The run-wide panels: loss (with lr and grad norm), throughput, MFU, memory, input pipeline.
+
+User-controlled text (run names, notes, column names, host names, paths) is always wrapped in
+``rich.text.Text``, never parsed as markup.
+"""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.containers import Vertical
+from textual.widgets import Static
+
+from ... import fmt
+from ...view import DATA_WARN, MEM_CRIT, MEM_WARN, BaselinePart, Series, View
+from .chart import Chart
+
+#: a frame without a baseline: every difference None
+NO_BASELINE = BaselinePart("")
+
+
+class LossPanel(Vertical):
+    """Raw and smoothed loss, NaN marks, eval points; lr and grad norm below."""
+
+    DEFAULT_CSS = "LossPanel > #loss-base { height: auto; padding: 0 1; display: none; }"
+
+    def compose(self):
+        yield Static(id="loss-base")  # the differences against a baseline, when one is chosen
+        yield Chart(id="loss-chart")
+        yield Chart(id="custom-chart")
+        yield Chart(id="lr-chart")
+
+    def show(self, v: View, *, log: bool, smoothing: float, recent: bool = False) -> None:
+        b = v.baseline or NO_BASELINE  # every field None without one
+        xlabel = {"step": "step", "time": "unix time", "tokens": "tokens seen"}[v.xaxis]
+        title = f"loss {fmt.num(v.loss.now)}  smoothed({smoothing:g}) {fmt.num(v.loss.ema)}  min {fmt.num(v.loss.min)}"
+        if v.loss.nan_steps:
+            title += f"  !! NaN/Inf at {xlabel} {fmt.num(v.loss.nan_steps[0], 6)}"
+        if v.chart_rank:
+            title += f"  (rank {v.chart_rank})"
+        if log:
+            title += "  (log)"
+        if recent:
+            title += "  · recent"
+        evals: dict[str, tuple[list[float], list[float]]] = {}
+        for step, name, val in v.loss.evals:
+            if v.xaxis == "step":
+                evals.setdefault(name, ([], []))[0].append(step)
+                evals[name][1].append(val)
+        if v.loss.segment_starts:
+            title += f"  | restarts at {', '.join(fmt.num(x, 6) for x in v.loss.segment_starts[:3])}"
+        marks = [(xs, ys, f"eval {k}") for k, (xs, ys) in evals.items()]
+        if v.loss.checkpoints:
+            marks.append(([x for x, _ in v.loss.checkpoints], [y for _, y in v.loss.checkpoints], "checkpoint"))
+        if v.loss.incident_marks:
+            marks.append(([x for x, _ in v.loss.incident_marks], [y for _, y in v.loss.incident_marks], "incident"))
+        lines = [("raw", v.loss.raw), ("smoothed", v.loss.smooth)]
+        base = self.query_one("#loss-base", Static)
+        base.display = bool(v.baseline)
+        if v.baseline:  # drawn before this run's smoothed line, which stays on top where they coincide
+            lines.insert(1, ("baseline smoothed", b.loss))
+            t = Text("vs baseline ")
+            t.append(Text(b.name))
+            if b.loss_delta is not None:
+                rel = b.loss_delta / abs(b.loss_ema) if b.loss_ema else None
+                t.append(f" at step {fmt.num(b.step, 9)}: smoothed loss {b.loss_delta:+.4g}"
+                         + (f" ({100 * rel:+.1f} %)" if rel is not None else ""))
+            if b.note:
+                t.append(f" · {b.note}")
+            base.update(t)
+        self.query_one("#loss-chart", Chart).show_series(
+            title, lines, log=log,
+            vlines=v.loss.nan_steps + v.loss.segment_starts, points=marks)
+        if v.loss.custom:
+            names = ", ".join(v.loss.custom)
+            self.query_one("#custom-chart", Chart).show_series(
+                f"{names}   x: {xlabel}", [(name, series) for name, series in v.loss.custom.items()])
+        self.query_one("#lr-chart", Chart).show_series(
+            f"lr {fmt.num(v.loss.lr_now)}   grad norm {fmt.num(v.loss.grad_norm_now)}   x: {xlabel}",
+            [("lr", v.loss.lr)], right=("grad norm", v.loss.grad_norm))
+
+
+class ThroughputPanel(Vertical):
+    DEFAULT_CSS = "ThroughputPanel > Static { height: auto; }"
+
+    def compose(self):
+        yield Static(id="tp-text")
+        yield Chart(id="tp-chart", classes="small-chart")
+
+    def show(self, v: View) -> None:
+        b = v.baseline or NO_BASELINE  # every field None without one
+        t = Text(f"tokens/s {fmt.si(v.throughput.tokens_per_s)}")
+        if b.tps_change is not None:  # at the step the loss panel names
+            t.append(f" ({100 * b.tps_change:+.1f} % vs baseline)\nstep time {fmt.ms(v.throughput.step_time)}"
+                     f"   samples/s {fmt.num(v.throughput.samples_per_s, 4)}")
+        else:  # two lines either way: the chart below keeps its room
+            t.append(f"   samples/s {fmt.num(v.throughput.samples_per_s, 4)}"
+                     f"\nstep time {fmt.ms(v.throughput.step_time)}")
+        self.query_one("#tp-text", Static).update(t)
+        # the baseline first: this run's line is drawn over it where they meet
+        lines = ([("baseline", b.throughput)] if v.baseline else []) + [("tokens/s", v.throughput.series)]
+        self.query_one("#tp-chart", Chart).show_series("tokens/s" + (" (and baseline)" if v.baseline else ""), lines)
+
+
+class MfuPanel(Vertical):
+    DEFAULT_CSS = "MfuPanel > Static { height: auto; max-height: 2; }"
+
+    def compose(self):
+        yield Static(id="mfu-text")
+        yield Chart(id="mfu-chart", classes="small-chart")
+
+    def show(self, v: View) -> None:
+        b = v.baseline or NO_BASELINE  # every field None without one
+        t = Text()
+        if v.throughput.peak_flops is None:
+            t.append("MFU n/a: peak unknown, pass --peak-tflops")
+        else:
+            t.append(f"MFU {fmt.pct(v.throughput.mfu)}")
+            if b.mfu_delta is not None:
+                t.append(f" ({100 * b.mfu_delta:+.1f} pp vs baseline)")
+            t.append(f" · peak {v.throughput.peak_flops / 1e12:,.0f} TFLOP/s\n")
+            t.append(Text(str(v.throughput.peak_source or "")))
+        self.query_one("#mfu-text", Static).update(t)
+        series = v.throughput.mfu_series
+        chart = self.query_one("#mfu-chart", Chart)
+        chart.set_class(series is None, "empty")  # CSS hides it (and in small terminals anyway)
+        self.set_class(series is None, "no-chart")  # and the panel shrinks to its text: room for the others
+        if series is not None:
+            lines = [("MFU %", Series(series.x, series.y * 100))]
+            if b.mfu is not None:  # drawn first: this run's line goes over it where they meet
+                lines.insert(0, ("baseline", Series(b.mfu.x, b.mfu.y * 100)))
+            chart.show_series("MFU %" + (" (and baseline)" if v.baseline else ""), lines)
+
+
+class MemoryPanel(Vertical):
+    DEFAULT_CSS = "MemoryPanel > Static { height: auto; }"
+
+    def compose(self):
+        yield Static(id="mem-text")
+        yield Chart(id="mem-chart", classes="small-chart")
+
+    def show(self, v: View) -> None:
+        h = v.memory.headroom
+        t = Text()
+        crit, warn = h is not None and h < MEM_CRIT, h is not None and MEM_CRIT <= h < MEM_WARN
+        if crit:
+            t.append("!! CRITICAL ")
+        elif warn:
+            t.append("! warning ")
+        t.append(f"headroom {fmt.pct(h)} ")
+        t.append(fmt.bar(None if h is None else 1 - h, 8))
+        self.set_class(crit, "critical")
+        self.set_class(warn, "warning")
+        t.append("\n")
+        t.append(Text(v.memory.worst or "n/a"))
+        t.append(f": used {fmt.gib(v.memory.used)} / peak {fmt.gib(v.memory.peak)} / total {fmt.gib(v.memory.total)}")
+        if v.memory.source == "host":
+            t.append(" (host RAM)")
+        self.query_one("#mem-text", Static).update(t)
+        chart = self.query_one("#mem-chart", Chart)
+        chart.set_class(v.memory.series is None, "empty")
+        self.set_class(v.memory.series is None, "no-chart")
+        if v.memory.series is not None:
+            worst = v.memory.worst
+            who = worst if worst is not None and worst.kind == "rank" else f"rank {v.chart_rank}"
+            chart.show_series(f"headroom %, {who}",
+                              [("headroom %", Series(v.memory.series.x, v.memory.series.y * 100))],
+                              hlines=[100 * MEM_WARN, 100 * MEM_CRIT])
+
+
+class DataPanel(Static):
+    def show(self, v: View) -> None:
+        t = Text()
+        t.append(f"data wait {fmt.pct(v.data.wait_frac)} of step time")
+        if v.data.worst_rank is not None:
+            t.append(f" (worst: rank {v.data.worst_rank})")
+        starving = v.data.wait_frac is not None and v.data.wait_frac > DATA_WARN
+        if starving:
+            t.append(f"  ! input-bound: above {DATA_WARN:.0%}")
+        self.set_class(starving, "warning")
+        t.append(f"\ndevice queue depth {fmt.num(v.data.queue_depth, 3)}")
+        if v.data.queue_depth is not None and v.chart_rank is not None:
+            t.append(f" (rank {v.chart_rank})")
+        self.update(t)

@@ -1,0 +1,214 @@
+"""The ranks table (paged like htop, sortable, grouped by host) and the selected rank's detail.
+
+User-controlled text (run names, notes, column names, host names, paths) is always wrapped in
+``rich.text.Text``, never parsed as markup.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from rich.text import Text
+from textual.binding import Binding
+from textual.message import Message
+from textual.widgets import DataTable, Static
+
+from ... import fmt
+from ...view import RankRow, View
+
+RANK_COLUMNS = (("rank", "rank"), ("host", "host"), ("step", "step"), ("step_time", "step time"),
+                ("tokens_per_s", "tokens/s"), ("headroom", "headroom"), ("data_wait", "data wait"),
+                ("age", "last row"))
+
+
+@dataclass
+class HostRow(RankRow):
+    """A host's ranks summed up for the grouped table: the worst of each column (``rank``: its lowest)."""
+
+    count: int = 0
+
+
+def _host_row(host: str, ranks: list) -> HostRow:
+    def pick(attr, f):
+        vals = [getattr(r, attr) for r in ranks if getattr(r, attr) is not None]
+        return f(vals) if vals else None
+
+    return HostRow(rank=min(r.rank for r in ranks), host=host, step=pick("step", min),
+                   step_time=pick("step_time", max), tokens_per_s=pick("tokens_per_s", min),
+                   headroom=pick("headroom", min), data_wait=pick("data_wait", max), age=pick("age", max),
+                   count=len(ranks))
+
+
+class RanksTable(DataTable):
+    """Every rank, sortable by any column (click a header). Like htop, only the page on screen is
+    built (pgup/pgdn, home/end, arrows past the edge move the page): a frame costs the same with
+    8 ranks or 1,024."""
+
+    BINDINGS = [Binding("pagedown", "page(1)", "page down", show=False),
+                Binding("pageup", "page(-1)", "page up", show=False),
+                Binding("home", "edge(0)", "first", show=False), Binding("end", "edge(1)", "last", show=False),
+                Binding("h", "toggle_group", "group by host", show=False)]
+
+    #: the first line of the page on screen (a class default, not set in __init__: it stands in for the
+    #: widget's CSS ``offset``, which the table never uses)
+    offset = 0
+
+    class SortChanged(Message):
+        """A header was clicked: the rows must be sorted again from a fresh frame."""
+
+    def __init__(self, **kwargs: object) -> None:
+        super().__init__(**kwargs)
+        self.sort_key = "rank"
+        self.sort_reverse = False
+        self.grouped = False  # h: a row per host, Enter expands it to its ranks
+        self.expanded: set[str] = set()  # hosts shown with their ranks
+        self._view: View | None = None
+        self._want: int | None = None  # select_rank: the rank to bring under the cursor
+        self._cursor_to: int | None = None
+        self._lines: list = []
+
+    def on_mount(self) -> None:
+        self.cursor_type = "row"
+        for key, label in RANK_COLUMNS:
+            self.add_column(label, key=key)
+
+    @property
+    def page_size(self) -> int:
+        return max(1, self.size.height - 1)
+
+    def cursor_key(self) -> str:
+        """The row key under the cursor: a rank number, ``host:NAME``, or empty."""
+        return str(self.coordinate_to_cell_key((self.cursor_row, 0)).row_key.value) if self.row_count else ""
+
+    def show(self, v: View) -> None:
+        self._view = v
+
+        def key(r):
+            val = getattr(r, self.sort_key)
+            missing = val is None or (isinstance(val, float) and math.isnan(val))
+            return (missing, val if not missing else 0)
+
+        ranks = sorted(v.ranks, key=key, reverse=self.sort_reverse)
+        lines: list[tuple[str, object]] = []  # ("host", HostRow) or ("rank", RankRow)
+        if self.grouped:
+            hosts: dict[str, list] = {}
+            for r in ranks:
+                hosts.setdefault(r.host, []).append(r)
+            groups = [_host_row(h, rs) for h, rs in hosts.items()]
+            groups.sort(key=key, reverse=self.sort_reverse)
+            for g in groups:
+                lines.append(("host", g))
+                if g.host in self.expanded:
+                    lines += [("rank", r) for r in hosts[g.host]]
+        else:
+            lines = [("rank", r) for r in ranks]
+        self._lines = lines
+        if self._want is not None:  # select_rank: put that rank's row on the page, under the cursor
+            at = next((i for i, (kind, r) in enumerate(lines) if kind == "rank" and r.rank == self._want), None)
+            self._want = None
+            if at is not None:
+                if not self.offset <= at < self.offset + self.page_size:
+                    self.offset = max(0, at - self.page_size // 2)
+                self.offset = max(0, min(self.offset, len(lines) - self.page_size))
+                self._cursor_to = at - self.offset
+        self.offset = max(0, min(self.offset, len(lines) - self.page_size))
+        page = lines[self.offset: self.offset + self.page_size]
+        cursor = self.cursor_row if self._cursor_to is None else self._cursor_to
+        self._cursor_to = None
+        self.clear()
+        for kind, r in page:
+            first = (("- " if r.host in self.expanded else "+ ") + f"{r.count} ranks") if kind == "host" \
+                else (f"  {r.rank}" if self.grouped else str(r.rank))
+            self.add_row(first, Text(r.host), fmt.num(r.step, 9), fmt.ms(r.step_time), fmt.si(r.tokens_per_s),
+                         fmt.pct(r.headroom), fmt.pct(r.data_wait), fmt.duration(r.age),
+                         key=f"host:{r.host}" if kind == "host" else str(r.rank))
+        if page:
+            self.move_cursor(row=min(cursor, len(page) - 1))
+        arrow = "down" if self.sort_reverse else "up"
+        what = "hosts and ranks" if self.grouped else "ranks"
+        self.border_title = (f"{what} {self.offset + 1}-{self.offset + len(page)} of {len(lines):,}"
+                             f" · sorted by {self.sort_key} ({arrow}) · click a header to sort, pgup/pgdn to page"
+                             f" · h: {'ungroup' if self.grouped else 'group by host'}")
+
+    def select_rank(self, rank: int) -> None:
+        """Move the cursor to ``rank`` (paging to it; in the grouped table its host is expanded)."""
+        if self._view is None:
+            return
+        if self.grouped:
+            host = next((r.host for r in self._view.ranks if r.rank == rank), None)
+            if host is not None:
+                self.expanded.add(host)
+        self._want = rank
+        self.show(self._view)
+
+    def action_toggle_group(self) -> None:
+        self.grouped = not self.grouped
+        self.offset = 0
+        if self._view is not None:
+            self.show(self._view)
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        key = str(event.row_key.value)
+        if key.startswith("host:"):
+            host = key[5:]
+            self.expanded.symmetric_difference_update({host})
+            if self._view is not None:
+                self.show(self._view)
+
+    def on_resize(self) -> None:
+        if self._view is not None:  # the page holds as many rows as fit
+            self.show(self._view)
+
+    def _move(self, offset: int) -> None:
+        self.offset = max(0, offset)
+        if self._view is not None:
+            self.show(self._view)
+
+    def action_page(self, direction: int) -> None:
+        self._move(self.offset + direction * self.page_size)
+
+    def action_edge(self, last: int) -> None:
+        self._move(10**9 if last else 0)
+
+    def action_cursor_down(self) -> None:
+        if self.cursor_row >= self.row_count - 1:
+            self._move(self.offset + 1)
+        else:
+            super().action_cursor_down()
+
+    def action_cursor_up(self) -> None:
+        if self.cursor_row <= 0 and self.offset > 0:
+            self._move(self.offset - 1)
+        else:
+            super().action_cursor_up()
+
+    def on_data_table_header_selected(self, event: DataTable.HeaderSelected) -> None:
+        key = str(event.column_key.value)
+        self.sort_reverse = not self.sort_reverse if key == self.sort_key else False
+        self.sort_key = key
+        self.offset = 0
+        self.post_message(self.SortChanged())
+
+
+class RankDetail(Static):
+    """The rank under the table's cursor: its figures and its alerts (its chart is beside it)."""
+
+    def show(self, v: View, key: str) -> RankRow | None:
+        """Show the row ``key`` names (a rank, or ``host:NAME``); return that rank's row, if any."""
+        row = next((r for r in v.ranks if str(r.rank) == key), None)
+        if row is None:
+            self.update(Text(f"host {key[5:]}: Enter shows its ranks") if key.startswith("host:") else "")
+            return None
+        t = Text(f"rank {row.rank}", style="bold")
+        t.append(" on ")
+        t.append(Text(row.host))
+        t.append(f"\nstep {fmt.num(row.step, 9)} · last row {fmt.duration(row.age)} ago"
+                 f"\nstep time {fmt.ms(row.step_time)} · tokens/s {fmt.si(row.tokens_per_s)}"
+                 f"\nheadroom {fmt.pct(row.headroom)} · data wait {fmt.pct(row.data_wait)}")
+        for a in v.alerts:
+            if a.rank == row.rank:
+                t.append(f"\n!! {a.kind} ")
+                t.append(Text(a.message))
+        self.update(t)
+        return row

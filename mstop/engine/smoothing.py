@@ -1,0 +1,77 @@
+"""Smoothing and thinning of series for charts and tables: the debiased EMA of the loss (kept between
+frames, extended as rows arrive) and the even choice of points for lines the store does not bucket."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .store import Block, Store
+
+
+class EmaSeries:
+    """The debiased EMA of each rank's loss, extended as rows arrive and never recomputed, so a frame costs
+    the same on a long run as on a short one (the monitor keeps one between frames)."""
+
+    _CHUNK = 128
+
+    def __init__(self) -> None:
+        self._state: dict[tuple[int, float], dict[str, Any]] = {}
+
+    def series(self, store: Store, rank: int, weight: float) -> tuple[np.ndarray, np.ndarray]:
+        """(row indices, EMA values) over the rank's effective rows with finite loss."""
+        d = store.ranks[rank]
+        st = self._state.get((rank, weight))
+        if st is None or st["segments"] != len(d.segments) or st["done"] > d.rows:
+            st = self._state[(rank, weight)] = {"segments": len(d.segments), "done": 0, "acc": 0.0, "norm": 0.0,
+                                                "idx": Block(np.int64), "ema": Block(np.float64)}
+        done = st["done"]
+        if d.rows > done:
+            new = np.arange(done, d.rows)
+            loss = d.col("loss")[done:]
+            new = new[d.effective()[done:] & np.isfinite(loss)]
+            vals = d.col("loss")[new].astype(np.float64)
+            out = np.empty(len(vals))
+            acc, norm = st["acc"], st["norm"]
+            for a in range(0, len(vals), self._CHUNK):  # the recursion, vectorised a chunk at a time
+                x = vals[a:a + self._CHUNK]
+                if weight <= 0:
+                    out[a:a + len(x)] = x
+                    continue
+                k = np.arange(len(x))
+                scaled = np.cumsum(x * weight ** -k) * weight ** k  # sum_j<=i w^(i-j) x_j
+                accs = weight ** (k + 1) * acc + (1 - weight) * scaled
+                norms = weight ** (k + 1) * norm + (1 - weight) * (1 - weight ** (k + 1)) / (1 - weight)
+                out[a:a + len(x)] = accs / norms
+                acc, norm = float(accs[-1]), float(norms[-1])
+            st["idx"].extend(new)
+            st["ema"].extend(out)
+            st.update(done=d.rows, acc=acc, norm=norm)
+        return st["idx"].view(), st["ema"].view()
+
+
+class TokensSeen:
+    """Σtokens over each rank's timeline, added up as rows arrive (kept between frames like EmaSeries)."""
+
+    def __init__(self) -> None:
+        self._tokens: dict[int, tuple[int, int, float]] = {}
+
+    def total(self, store: Store, rank: int) -> float | None:
+        """Σtokens over the rank's timeline, added up as rows arrive."""
+        d = store.ranks[rank]
+        done, segs, total = self._tokens.get(rank, (0, -1, 0.0))
+        if segs != len(d.segments) or done > d.rows:
+            done, total = 0, 0.0
+        if d.rows > done:
+            tok = d.col("tokens")[done:].astype(np.float64)
+            tok = tok[d.effective()[done:]]
+            total += float(np.nansum(tok))
+            self._tokens[rank] = (d.rows, len(d.segments), total)
+        return total or None
+
+
+def evenly(n: int, points: int) -> np.ndarray:
+    """Indices of at most ``points`` of ``n`` rows, spread evenly, first and last included (for lines
+    that are not min/max-bucketed by the store: smoothed curves, derived values)."""
+    return np.unique(np.linspace(0, n - 1, min(points, n)).astype(np.int64))

@@ -1,0 +1,60 @@
+"""Alert bookkeeping between frames, without any screen code: which alerts the user has not seen yet
+(the a key marks them seen), which were already told (the bell, ``--on-alert``), running the
+``--on-alert`` command, and the letter each rank shows in the heat strip."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from typing import Any
+
+#: the letter the heat strip shows for a rank with a per-rank alert; when a rank has several, the more
+#: telling wins, in this order: dead over straggler over lagging over memory over data wait
+MARKS = {"dead_rank": "D", "straggler": "S", "lagging_rank": "L", "oom_risk": "M", "data_starvation": "W"}
+
+
+def _key(a: Any) -> tuple:
+    return (a.kind, a.rank, a.step)
+
+
+def heat_marks(alerts: list[Any]) -> dict[int, str]:
+    """Each rank's heat-strip letter: its most telling per-rank alert (see MARKS)."""
+    order = list(MARKS)
+    out: dict[int, str] = {}
+    for a in sorted((a for a in alerts if a.rank is not None and a.kind in MARKS), key=lambda a: order.index(a.kind)):
+        out.setdefault(a.rank, MARKS[a.kind])
+    return out
+
+
+class Alerting:
+    """What was seen and what was told, across frames. An alert is the same alert while its kind, rank
+    and step are (a spike at another step is a new one)."""
+
+    def __init__(self, command: list[str] | None = None) -> None:
+        self.command = command  # --on-alert, split like a shell would (never run through one)
+        self._seen: set[tuple] = set()
+        self._told: set[tuple] = set()
+
+    def update(self, alerts: list[Any]) -> tuple[int, list[Any]]:
+        """Take this frame's alerts: how many the user has not seen, and the ones never told before (to
+        ring for, and to send to ``--on-alert``), each told once."""
+        keys = {_key(a) for a in alerts}
+        fresh = [a for a in alerts if _key(a) not in self._told]
+        self._told |= keys
+        return len(keys - self._seen), fresh
+
+    def seen(self, alerts: list[Any]) -> None:
+        """The user looked at these (the a key)."""
+        self._seen |= {_key(a) for a in alerts}
+
+    def run_command(self, alerts: list[dict[str, Any]], timeout: float = 60.0) -> list[str]:
+        """Run the ``--on-alert`` command once per alert, the alert as JSON on its standard input; return
+        what failed. Blocks: the app runs it on a worker thread."""
+        errors = []
+        for a in alerts if self.command else []:
+            try:
+                subprocess.run(self.command, input=json.dumps(a).encode(), timeout=timeout,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+            except (OSError, subprocess.TimeoutExpired) as e:
+                errors.append(f"--on-alert failed: {e}")
+        return errors

@@ -1,0 +1,51 @@
+"""Building a frame: a snapshot of the store taken under its lock, then each part from the snapshot.
+
+The reading thread adds rows while a frame is computed and drawn: only taking the snapshot (O(ranks))
+holds the lock.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..engine import figures
+from ..engine.figures import Options
+from ..engine.smoothing import EmaSeries, TokensSeen
+from ..engine.store import Store
+from . import charts, parts
+from .frame import View
+
+
+@dataclass
+class Carry:
+    """What a frame keeps for the next one, so a frame on a long run costs what it does on a short one:
+    the smoothed loss and the tokens seen, both extended as rows arrive."""
+
+    ema: EmaSeries = field(default_factory=EmaSeries)
+    tokens: TokensSeen = field(default_factory=TokensSeen)
+
+
+def build_view(store: Store, opts: Options, *, points: int = 200, xaxis: str = "step", recent: bool = False,
+               carry: Carry | None = None, custom: tuple[str, ...] = (), header_only: bool = False) -> View:
+    """One frame's content. ``points`` is the chart width in points; ``recent`` limits the charts to the
+    last 10 % of the run (at least 200 steps); ``header_only`` builds the header alone (the once-a-second
+    tick, and the ranks view, which shows no run-wide chart), the ranks table included."""
+    snap = store.snapshot()
+    carry = carry or Carry()
+    now = opts.clock()
+    v = View(xaxis=xaxis, chart_rank=figures.lowest_rank(snap))
+    v.header = parts.header(snap, opts, now, carry.tokens)
+    v.ranks = parts.ranks(snap, now)
+    if header_only or v.chart_rank is None:
+        v.throughput = parts.throughput(snap, opts)
+        return v
+    steps = charts.step_range(v.header.step, recent)
+    v.loss = parts.loss(snap, opts, carry.ema, points=points, steps=steps, xaxis=xaxis)
+    v.loss.custom = {c: charts.series(snap, v.chart_rank, c, points, steps, xaxis) for c in custom}
+    v.throughput = parts.throughput(snap, opts)
+    v.throughput.series = charts.series(snap, v.chart_rank, "tokens_per_s", points, steps, xaxis)
+    v.throughput.mfu_series = charts.series(snap, v.chart_rank, "mfu", points, steps, xaxis)
+    v.memory = parts.memory(snap)
+    v.memory.series = charts.headroom_series(snap, v.memory.worst, v.chart_rank, points, steps, xaxis)
+    v.data = parts.data(snap)
+    return v

@@ -1,0 +1,158 @@
+"""The frame model: what one frame of the monitor shows, in the parts the screen draws.
+
+Plain data (numbers, strings, series): the view builds it from the engine's figures, widgets only
+arrange it. Nothing here imports textual.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..engine.figures import MemoryScope
+
+#: x axes the charts can use (``x`` key).
+X_AXES = ("step", "time", "tokens")
+MEM_WARN, MEM_CRIT = 0.10, 0.05
+DATA_WARN = 0.10
+
+
+@dataclass
+class Series:
+    x: np.ndarray
+    y: np.ndarray
+
+
+@dataclass
+class RankRow:
+    """One rank's line in the ranks table and cell in the heat strip."""
+
+    rank: int
+    host: str
+    step: int | None
+    step_time: float | None
+    tokens_per_s: float | None
+    headroom: float | None
+    data_wait: float | None
+    age: float | None
+
+
+@dataclass
+class HeaderPart:
+    """The run, its progress, its times and what is wrong with its files."""
+
+    run_name: str | None = None
+    device: str | None = None
+    world_size: int | None = None
+    ranks_seen: int = 0
+    status: str = "waiting"
+    step: int | None = None
+    total_steps: int | None = None
+    eta: float | None = None
+    elapsed: float | None = None
+    steps_per_s: float | None = None
+    tokens_seen: float | None = None
+    since_last_row: float | None = None
+    compile_s: float | None = None  # the newest session's first step (graph compilation), left out of windows
+    repeated_steps: int = 0
+    repeated_seconds: float = 0.0  # wall time the repeated steps cost
+    last_checkpoint: dict[str, Any] | None = None
+    checkpoint_age: float | None = None
+    bad_rows: int = 0
+    dropped_rows: int = 0  # reported by the writers' dropped events
+    writer_errors: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # ssh host states, ranks found in two sources, files refused
+    skew_note: str | None = None
+
+
+@dataclass
+class LossPart:
+    """The loss chart (raw and smoothed, marks) and the lr / grad norm chart below it."""
+
+    now: float | None = None
+    ema: float | None = None
+    min: float | None = None
+    raw: Series | None = None
+    smooth: Series | None = None
+    nan_steps: list[float] = field(default_factory=list)
+    evals: list[tuple[float, str, float]] = field(default_factory=list)
+    segment_starts: list[float] = field(default_factory=list)  # x of each restart/resume on the chart rank
+    checkpoints: list[tuple[float, float]] = field(default_factory=list)  # (x, loss) marks
+    incident_marks: list[tuple[float, float]] = field(default_factory=list)  # (x, loss) of past incidents
+    lr: Series | None = None
+    grad_norm: Series | None = None
+    lr_now: float | None = None
+    grad_norm_now: float | None = None
+    custom: dict[str, Series | None] = field(default_factory=dict)  # the / key's columns
+
+
+@dataclass
+class ThroughputPart:
+    """Tokens/s, samples/s, step time and MFU (with the peak it is measured against)."""
+
+    tokens_per_s: float | None = None
+    samples_per_s: float | None = None
+    step_time: float | None = None
+    series: Series | None = None
+    mfu: float | None = None
+    mfu_series: Series | None = None
+    peak_flops: float | None = None
+    peak_source: str | None = None
+
+
+@dataclass
+class MemoryPart:
+    """The worst memory headroom, whose it is (a rank, or a host), its bytes and its history."""
+
+    headroom: float | None = None
+    worst: MemoryScope | None = None
+    used: float | None = None
+    peak: float | None = None
+    total: float | None = None
+    source: str | None = None
+    series: Series | None = None  # of the worst rank (device memory) over the run
+
+
+@dataclass
+class DataPart:
+    """The input pipeline: the share of step time spent waiting for data, the device queue."""
+
+    wait_frac: float | None = None
+    worst_rank: int | None = None
+    queue_depth: float | None = None
+
+
+@dataclass
+class BaselinePart:
+    """A baseline run's curves by step and the differences at this run's current step (``--baseline``)."""
+
+    name: str
+    loss: Series | None = None  # smoothed, like this run's smoothed loss
+    throughput: Series | None = None
+    mfu: Series | None = None
+    step: int | None = None  # the step the deltas are taken at
+    loss_delta: float | None = None  # smoothed loss: this run − baseline
+    loss_ema: float | None = None
+    tps_change: float | None = None  # tokens/s: relative change (0.08 = +8 %)
+    mfu_delta: float | None = None  # MFU: this run − baseline, as a fraction (0.02 = +2 pp)
+    note: str | None = None  # why a delta or the overlay is missing
+
+
+@dataclass
+class View:
+    """Everything one frame shows."""
+
+    xaxis: str = "step"
+    chart_rank: int | None = None  # the rank the run-wide charts are drawn from (the lowest with rows)
+    header: HeaderPart = field(default_factory=HeaderPart)
+    loss: LossPart = field(default_factory=LossPart)
+    throughput: ThroughputPart = field(default_factory=ThroughputPart)
+    memory: MemoryPart = field(default_factory=MemoryPart)
+    data: DataPart = field(default_factory=DataPart)
+    ranks: list[RankRow] = field(default_factory=list)
+    baseline: BaselinePart | None = None
+    alerts: list[Any] = field(default_factory=list)  # active health alerts (mstop.engine.health.Alert)
+    new_alerts: int = 0  # not yet seen (the a key)
+    marks: dict[int, str] = field(default_factory=dict)  # the heat strip's letter per rank with an alert

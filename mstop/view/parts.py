@@ -1,0 +1,158 @@
+"""One short function per part of the frame: each selects the engine's figures for its panel.
+
+No figure is computed here: they come from :mod:`mstop.engine.figures` (the same functions ``summary``
+and ``compare`` use), so the screen and the commands cannot disagree. Every function reads a snapshot.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from .. import fmt
+from ..engine import figures
+from ..engine.figures import MemoryScope, Options, Window
+from ..engine.smoothing import EmaSeries, TokensSeen, evenly
+from ..engine.store import Store
+from . import charts
+from .frame import DataPart, HeaderPart, LossPart, MemoryPart, RankRow, Series, ThroughputPart
+
+
+def _f(v: Any) -> float | None:
+    """A number from an event field, or None."""
+    try:
+        return None if v is None else float(v)
+    except (TypeError, ValueError):
+        return None
+
+
+def _int(v: Any) -> int | None:
+    return v if isinstance(v, int) else None
+
+
+def file_notes(store: Store, opts: Options) -> list[str]:
+    """What the header must say about the files: refused ones, cut events, the store's notes, clocks."""
+    notes = [f"{name} not followed: {why}" for name, why in sorted(store.refused.items())[:3]]
+    if len(store.refused) > 3:
+        notes.append(f"{len(store.refused) - 3} more files not followed (mstop summary lists them)")
+    if store.cut_events:
+        notes.append(f"{store.cut_events} events had text or lists cut short")
+    notes += store.notes[:3]
+    ahead = figures.future_skew(store, opts)
+    if ahead is not None:
+        notes.append(f"row times are {fmt.duration(ahead)} ahead of this clock: ages use file times")
+    return notes
+
+
+def header(store: Store, opts: Options, now: float, tokens: TokensSeen) -> HeaderPart:
+    """The run's name and progress, its times, and what is wrong with its files."""
+    meta = figures.run_meta(store)
+    h = HeaderPart(run_name=meta.get("run_name"), device=meta.get("device"), world_size=_int(meta.get("world_size")),
+                   total_steps=_int(meta.get("total_steps")), ranks_seen=len(store.rank_files),
+                   status=figures.status(store, opts), step=figures.step(store), bad_rows=store.bad_rows,
+                   dropped_rows=figures.dropped_rows(store), writer_errors=figures.writer_errors(store),
+                   notes=file_notes(store, opts), elapsed=figures.elapsed(store, now),
+                   compile_s=figures.compile_seconds(store), last_checkpoint=figures.last_checkpoint(store))
+    h.since_last_row = figures.seconds_since_last_row(store, opts) if store.rows else None
+    spread = figures.clock_spread(store)
+    if spread is not None and spread > 60:
+        h.skew_note = (f"clocks differ by {spread:.0f} s between ranks at the same step"
+                       + ("; ages use arrival times" if opts.arrival_clock else ""))
+    if h.last_checkpoint is not None:
+        h.checkpoint_age = now - h.last_checkpoint["time"]
+    step_time = figures.step_time(store)
+    h.steps_per_s = 1.0 / step_time if step_time else None
+    h.eta = figures.eta(store, step_time)
+    d = figures.job_rank(store)
+    if d is not None:
+        h.tokens_seen = tokens.total(store, d.rank)
+        if len(d.segments) > 1:
+            h.repeated_steps, h.repeated_seconds = d.repeated_steps(), figures.repeated_seconds(d)
+    return h
+
+
+def throughput(store: Store, opts: Options) -> ThroughputPart:
+    """Tokens/s, samples/s, step time and MFU over the recent window; the peak MFU is measured against."""
+    meta = figures.run_meta(store)
+    return ThroughputPart(tokens_per_s=figures.tokens_per_s(store), samples_per_s=figures.samples_per_s(store),
+                          step_time=figures.step_time(store), mfu=figures.mfu(store, opts),
+                          peak_flops=opts.peak_flops or _f(meta.get("peak_flops")),
+                          peak_source="--peak-tflops" if opts.peak_flops else meta.get("peak_flops_source"))
+
+
+def memory(store: Store) -> MemoryPart:
+    """The worst headroom and whose it is (a rank, or a host), with its bytes."""
+    heads = figures.headrooms(store)
+    m = MemoryPart(headroom=figures.mem_headroom(store), source=figures.run_meta(store).get("memory_source"),
+                   worst=min(heads, key=heads.get) if heads else None)
+    r0 = figures.lowest_rank(store)
+    if r0 is not None:
+        m.used, m.peak, m.total = figures.memory_bytes(store, m.worst, r0)
+    return m
+
+
+def data(store: Store) -> DataPart:
+    """The input pipeline: the worst rank's share of step time spent waiting for data, the device queue."""
+    p = DataPart(wait_frac=figures.data_wait_frac(store))
+    w = figures.window(store)
+    dwf = figures.rank_data_wait_frac(store)
+    if w.ranks and not np.isnan(dwf).all():
+        p.worst_rank = w.ranks[int(np.nanargmax(dwf))]
+    d = figures.job_rank(store)
+    if d is not None:
+        p.queue_depth = figures.last_value(d, "queue_depth")
+    return p
+
+
+def ranks(store: Store, now: float) -> list[RankRow]:
+    """A row per rank with rows in the recent window: its step, figures and the age of its last row."""
+    w: Window = figures.window(store)
+    if not w.ranks:
+        return []
+    heads = figures.headrooms(store)
+    tps, dwf = figures.rank_tokens_per_s(store), figures.rank_data_wait_frac(store)
+    last_t, st = w.cols["time"][:, -1], w.cols["step_time"][:, -1]
+
+    def opt(x: float) -> float | None:
+        return None if math.isnan(x) else float(x)
+
+    rows = []
+    for i, r in enumerate(w.ranks):
+        d = store.ranks[r]
+        host = str(w.starts[i].get("host") or "?")
+        head = heads.get(MemoryScope("rank", rank=r))
+        rows.append(RankRow(rank=r, host=host, step=int(d.col("step")[-1]) if d.rows else None,
+                            step_time=opt(st[i]), tokens_per_s=opt(tps[i]), data_wait=opt(dwf[i]),
+                            headroom=head if head is not None else heads.get(MemoryScope("host", host=host)),
+                            age=None if math.isnan(last_t[i]) else now - float(last_t[i])))
+    return rows
+
+
+def loss(store: Store, opts: Options, ema: EmaSeries, *, points: int, steps: Any, xaxis: str) -> LossPart:
+    """The lowest rank's loss: last, smoothed, min; its raw and smoothed curves with NaN, eval, restart and
+    checkpoint marks. (Incident marks come from the app's incident scan.)"""
+    d = figures.job_rank(store)
+    p = LossPart(now=figures.loss(store), ema=figures.loss_ema(store, opts))
+    if d is None:
+        return p
+    r0 = d.rank
+    p.min, p.raw = figures.minimum(d, "loss"), charts.series(store, r0, "loss", points, steps, xaxis)
+    idx, smooth = charts.ema_in(d, *ema.series(store, r0, opts.ema_weight), steps)
+    if len(idx):
+        sel = evenly(len(idx), points)
+        p.smooth = Series(charts.x_at(d, xaxis, idx[sel]), smooth[sel])
+    eff = d.effective()
+    bad = [i for i, c, _ in d.nonfinite if c == "loss" and eff[i]]
+    p.nan_steps = charts.x_at(d, xaxis, np.asarray(bad, dtype=np.int64)).tolist() if bad else []
+    p.evals = [(float(e["step"]), str(k), f) for e in d.evals if isinstance(e.get("step"), (int, float))
+               for k, val in (e.get("metrics") or {}).items() if (f := _f(val)) is not None]
+    if len(d.segments) > 1:
+        firsts = np.array([seg.first_row for seg in d.segments[1:]], dtype=np.int64)
+        p.segment_starts = charts.x_at(d, xaxis, firsts).tolist()
+    p.checkpoints = charts.loss_marks(d, [c["step"] for c in d.checkpoints[-50:]
+                                          if isinstance(c.get("step"), (int, float))], xaxis)
+    p.lr, p.grad_norm = (charts.series(store, r0, c, points, steps, xaxis) for c in ("lr", "grad_norm"))
+    p.lr_now, p.grad_norm_now = figures.last_value(d, "lr"), figures.last_value(d, "grad_norm")
+    return p

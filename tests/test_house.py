@@ -1,0 +1,45 @@
+"""The code's own shape, as the README's "How it is built" promises it: short functions, and the
+rooms in the order data flows through them."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+LONGEST = 60
+
+
+def _functions(folder: str) -> list[tuple[int, str]]:
+    out = []
+    for f in sorted((ROOT / folder).rglob("*.py")):
+        for node in ast.walk(ast.parse(f.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                out.append((node.end_lineno - node.lineno + 1, f"{f.relative_to(ROOT)}:{node.lineno} {node.name}"))
+    return out
+
+
+def test_no_function_is_longer_than_sixty_lines():
+    found = _functions("mstop") + _functions("writer")
+    assert len(found) > 300  # the walk found the code
+    long = sorted((n, where) for n, where in found if n > LONGEST)
+    assert not long, f"functions over {LONGEST} lines: {long}"
+
+
+def test_the_frame_is_built_by_short_parts():
+    """build_view and the functions building the frame's parts stay under 40 lines each."""
+    found = [(n, w) for n, w in _functions("mstop/view") if "/view/parts.py" in w or " build_view" in w]
+    assert len(found) >= 7
+    assert all(n < 40 for n, _ in found), sorted(found)[-3:]
+
+
+def test_the_rooms_follow_the_data_flow():
+    """sources feed the engine, the view reads the engine, only the app draws: no room imports a later one."""
+    order = ["engine", "sources", "view", "commands", "app"]  # the engine knows no files; sources feed it
+    later = {room: set(order[i + 1:]) for i, room in enumerate(order)}
+    for room in order[:-1]:
+        for f in (ROOT / "mstop" / room).rglob("*.py"):
+            for node in ast.walk(ast.parse(f.read_text())):
+                if isinstance(node, ast.ImportFrom) and node.level >= 2 and node.module:
+                    top = node.module.split(".")[0]
+                    assert top not in later[room], f"{f.relative_to(ROOT)} imports ..{node.module}"
