@@ -149,8 +149,9 @@ def cmd_monitor(argv: list[str]) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     import importlib.util
     import shutil
-    import subprocess
     import tempfile
+
+    from .procs import stop_group
 
     if args.replay:
         return _replay_demo(args)
@@ -164,23 +165,15 @@ def cmd_demo(args: argparse.Namespace) -> int:
         print(f"mstop demo: {example} not found (the demo runs from a source checkout)", file=sys.stderr)
         return 2
     run_dir = args.keep or tempfile.mkdtemp(prefix="mstop-demo-")
-    # the job's output goes to a log beside the run (shown on screen if the job fails); the job runs in a
-    # process group of its own that every way out of here stops: q, Ctrl-C, SIGTERM, SIGHUP (a dropped ssh)
     log_path = os.path.join(tempfile.gettempdir(), f"mstop-demo-{os.getpid()}.log") if not args.keep else \
         os.path.join(run_dir, "job.log")
-    os.makedirs(run_dir, exist_ok=True)
-    with open(log_path, "wb") as log:
-        job = subprocess.Popen([sys.executable, example, "--run-dir", run_dir, "--ranks", str(args.ranks),
-                                "--steps", str(args.steps), "--ckpt-every", str(max(1, args.steps // 10)),
-                                "--data-delay", "0.02", "--run-name", "mstop-demo"],
-                               stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                               start_new_session=True, preexec_fn=_die_with_parent)
+    job = _start_demo_job(example, run_dir, log_path, args)
     failed: list[bool] = []  # whether the job ended by itself with an error (before we stopped it)
 
     def stop_job() -> None:
         if not failed:
             failed.append(job.poll() is not None and job.returncode > 0)
-        _stop_group(job)
+        stop_group(job, leftovers=True)
 
     def remove() -> None:
         if not args.keep:
@@ -208,6 +201,21 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return code
 
 
+def _start_demo_job(example: str, run_dir: str, log_path: str, args: argparse.Namespace) -> Any:
+    """Start the demo's training job. Its output goes to a log (shown on screen if the job fails); it runs
+    in a process group of its own that every way out of mstop stops: q, Ctrl-C, SIGTERM, SIGHUP (a
+    dropped ssh), and, on Linux, mstop's own death."""
+    import subprocess
+
+    os.makedirs(run_dir, exist_ok=True)
+    with open(log_path, "wb") as log:
+        return subprocess.Popen([sys.executable, example, "--run-dir", run_dir, "--ranks", str(args.ranks),
+                                 "--steps", str(args.steps), "--ckpt-every", str(max(1, args.steps // 10)),
+                                 "--data-delay", "0.02", "--run-name", "mstop-demo"],
+                                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True, preexec_fn=_die_with_parent)
+
+
 def _die_with_parent() -> None:
     """In the job's child process (Linux): receive SIGTERM when mstop itself dies, even by SIGKILL."""
     try:
@@ -215,25 +223,6 @@ def _die_with_parent() -> None:
 
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, 15)  # PR_SET_PDEATHSIG, SIGTERM
     except (OSError, AttributeError):
-        pass
-
-
-def _stop_group(job: Any) -> None:
-    """Stop a process group started with start_new_session (SIGTERM, then SIGKILL) and reap its leader."""
-    import subprocess
-
-    if job.poll() is None:
-        try:
-            os.killpg(job.pid, 15)
-            job.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(job.pid, 9)
-            job.wait()
-        except ProcessLookupError:
-            job.wait()
-    try:
-        os.killpg(job.pid, 15)  # ranks the launcher left behind, if any
-    except OSError:
         pass
 
 

@@ -12,7 +12,6 @@ stays active for the rest of the run.
 from __future__ import annotations
 
 import math
-import os
 import warnings
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
@@ -21,6 +20,7 @@ import numpy as np
 
 from .. import fmt
 from . import figures
+from .config import read_settings
 from .figures import Options
 from .store import RankData, Store
 
@@ -64,28 +64,7 @@ class Rules:
     @classmethod
     def load(cls, run_dirs: list[str] = (), overrides: dict[str, Any] | None = None) -> Rules:
         """Defaults, then ``~/.config/mstop/config.toml``, then ``mstop.toml`` of the run, then ``overrides``."""
-        try:
-            import tomllib
-        except ImportError:  # Python < 3.11
-            import tomli as tomllib
-
-        values: dict[str, Any] = {}
-        paths = [os.path.expanduser("~/.config/mstop/config.toml")]
-        paths += [os.path.join(d, "mstop.toml") for d in run_dirs if os.path.isdir(d)]
-        names = {f.name for f in fields(cls)}
-        for path in paths:
-            if not os.path.isfile(path):  # missing, or a FIFO or device that open() would block on
-                continue
-            try:
-                with open(path, "rb") as f:
-                    data = tomllib.load(f)
-            except FileNotFoundError:
-                continue
-            table = data.get("health", data)
-            unknown = set(table) - names
-            if unknown:
-                raise ValueError(f"{path}: unknown health settings {sorted(unknown)}; known: {sorted(names)}")
-            values.update(table)
+        values = read_settings(run_dirs, "health", {f.name for f in fields(cls)})
         values.update({k: v for k, v in (overrides or {}).items() if v is not None})
         return cls(**values)
 

@@ -197,7 +197,8 @@ class RankData:
         """This rank as it is now, for a reader that must not hold the store's lock for long (a frame): its
         rows shared (see Block.frozen), its lists and events copied. The block summaries and the incident
         scan's ``quiet`` marks stay shared, so work done on a copy is kept: a reset replaces them."""
-        c = copy.copy(self)
+        c = RankData.__new__(RankData)
+        c.__dict__.update(self.__dict__)
         c.exact, c.floats, c.session_idx = self.exact.frozen(), self.floats.frozen(), self.session_idx.frozen()
         c.extras = {k: b.frozen() for k, b in self.extras.items()}
         c.segments, c.segment_of, c.nonfinite = list(self.segments), dict(self.segment_of), list(self.nonfinite)

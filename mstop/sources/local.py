@@ -215,7 +215,7 @@ class LocalSource:
                 if event.event_type not in CHANGE_EVENTS:
                     return
                 name = os.path.basename(os.fsdecode(getattr(event, "dest_path", "") or event.src_path))
-                if CSV_RE.fullmatch(name) or EVENTS_RE.fullmatch(name):
+                if rank_file(name) is not None:
                     source._events_seen += 1
                     with source._dirty_lock:
                         source._dirty.add(name)
@@ -273,18 +273,19 @@ class LocalSource:
         for name in names:
             if name in self._files or name in self._files_refused:
                 continue
-            path = os.path.join(self.run_dir, name)
-            if CSV_RE.fullmatch(name) or EVENTS_RE.fullmatch(name):
-                why = why_not_followed(path)
-                self.store.refuse(name, why)  # None: followed (again)
-                if why is not None:
-                    continue
-            f = followed(name, path, self.store, self.run_dir)
-            if f is None:
-                if CSV_RE.fullmatch(name) or EVENTS_RE.fullmatch(name):
-                    self._files_refused.add(name)  # another source feeds this rank (reported by the store)
-                elif name.startswith("rank") and (name.endswith(".csv") or name.endswith(".jsonl")):
+            kind = rank_file(name)
+            if kind is None:
+                if name.startswith("rank") and (name.endswith(".csv") or name.endswith(".jsonl")):
                     self.store.ignored_files.add(clean(name, 128))
+                continue
+            path = os.path.join(self.run_dir, name)
+            why = why_not_followed(path)
+            self.store.refuse(name, why)  # None: followed (again)
+            if why is not None:
+                continue
+            f = followed(name, path, self.store, self.run_dir, kind)
+            if f is None:
+                self._files_refused.add(name)  # another source feeds this rank (reported by the store)
                 continue
             self._files[name] = f
             new.add(name)
@@ -315,18 +316,24 @@ def why_not_followed(path: str) -> str | None:
     return None if stat.S_ISREG(st.st_mode) else not_regular(st.st_mode)
 
 
-def followed(name: str, tail_path: str, store: Store, source: str) -> Followed | None:
-    """The record for a rank file named ``name`` of ``source`` (None for any other name: never used as a
-    path; None too for a rank another source already feeds)."""
+def rank_file(name: str) -> tuple[int, str] | None:
+    """(rank, "csv" or "events") for a rank file's name as the writer names them; None for any other."""
     m = CSV_RE.fullmatch(name)
-    kind = "csv"
-    if m is None:
-        m = EVENTS_RE.fullmatch(name)
-        kind = "events"
-    if m is None or not store.claim(int(m.group(1)), source):
+    if m is not None:
+        return int(m.group(1)), "csv"
+    m = EVENTS_RE.fullmatch(name)
+    return (int(m.group(1)), "events") if m is not None else None
+
+
+def followed(name: str, tail_path: str, store: Store, source: str,
+             kind: tuple[int, str] | None = None) -> Followed | None:
+    """The record for a rank file named ``name`` of ``source`` (``kind``: its rank_file(), when known).
+    None for any other name (never used as a path), and for a rank another source already feeds."""
+    kind = kind or rank_file(name)
+    if kind is None or not store.claim(kind[0], source):
         return None
-    f = Followed(int(m.group(1)), kind, FileTail(tail_path))
-    if kind == "csv":
+    f = Followed(kind[0], kind[1], FileTail(tail_path))
+    if f.kind == "csv":
         f.parser = CsvParser()
         with store.lock:
             store.rank(f.rank)

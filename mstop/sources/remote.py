@@ -10,7 +10,6 @@ remote login shell never sees user text. Only new bytes travel, compressed.
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import threading
@@ -21,8 +20,9 @@ from pathlib import Path
 from typing import Callable
 
 from ..engine.store import Store
+from ..procs import stop_group
 from ..safe import clean
-from .local import CSV_RE, EVENTS_RE, Followed, followed, ingest
+from .local import Followed, followed, ingest, rank_file
 from .protocol import SourceError, SourceState
 
 #: The remote command: a constant (no user text), which reads the program from standard input.
@@ -74,16 +74,7 @@ def cleanup() -> None:
 
 def _kill(proc: subprocess.Popen) -> None:
     """Stop an ssh client and everything in its process group."""
-    if proc.poll() is None:
-        try:
-            os.killpg(proc.pid, 15)
-        except OSError:
-            pass
-        try:
-            proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    stop_group(proc, 5.0)
     _LIVE.discard(proc)
 
 
@@ -281,7 +272,7 @@ class RemoteSource:
         now: dict[str, str] = {}
         for entry in entries:
             if isinstance(entry, list) and len(entry) == 2 and all(isinstance(x, str) for x in entry) and \
-                    (CSV_RE.fullmatch(entry[0]) or EVENTS_RE.fullmatch(entry[0])):
+                    rank_file(entry[0]) is not None:
                 now[entry[0]] = clean(entry[1], 128)
         for name in self._refused_names - set(now):
             self.store.refuse(name, None)
