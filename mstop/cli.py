@@ -99,7 +99,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def monitor_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="mstop", description="top for MindSpore training: watch a run directory live. "
-                                 "Other commands: mstop summary, mstop demo (mstop COMMAND --help).")
+                                 "Other commands: mstop summary, mstop compare, mstop report, mstop demo "
+                                 "(mstop COMMAND --help).")
     ap.add_argument("source", metavar="RUN_DIR", nargs="+",
                     help="run directory written by mstop_writer, or [user@]host:/path over ssh (several: merged)")
     ap.add_argument("--poll", type=_positive_float, metavar="SEC",
@@ -115,6 +116,16 @@ def monitor_parser() -> argparse.ArgumentParser:
     _ssh_arguments(ap)
     _health_arguments(ap)
     return ap
+
+
+def _no_terminal(what: str) -> bool:
+    """True (after saying why) when standard output is not a terminal: the monitor would draw an 80x24
+    screen into a pipe or file and garble the terminal behind it (``mstop demo | tee log``)."""
+    if sys.stdout.isatty():
+        return False
+    print(f"mstop: {what} draws on a terminal, and standard output is not one (a pipe or a file): run it "
+          "in a terminal, or use `mstop summary` for text", file=sys.stderr)
+    return True
 
 
 def cmd_monitor(argv: list[str]) -> int:
@@ -134,6 +145,8 @@ def cmd_monitor(argv: list[str]) -> int:
         except SourceError as e:
             print(f"mstop: --baseline {e}", file=sys.stderr)
             return 2
+    if _no_terminal("the monitor"):
+        return 2
     from .app import MonitorApp
 
     rules = _rules(args, args.source)
@@ -153,6 +166,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
     from .procs import stop_group
 
+    if _no_terminal("mstop demo"):
+        return 2
     if args.replay:
         return _replay_demo(args)
     if importlib.util.find_spec("mindspore") is None:
@@ -316,14 +331,28 @@ def cmd_summary(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(summary, ensure_ascii=False))
     else:
-        from rich.console import Console
-
-        Console().print(render_table(summary, store, opts))
+        _print_rich(render_table(summary, store, opts))
     if fail_on and any(a["kind"] in fail_on for a in summary["alerts"]):
         return 1
     if args.fail_on == "incident" and summary["incidents"]:
         return 1
     return 0
+
+
+def _print_rich(renderable: Any) -> None:
+    """Print a rich table: to a terminal at its width; into a pipe or file as wide as the table needs
+    (rich would assume 80 columns and cut cells), and never with trailing spaces (rich pads every line)."""
+    import io
+
+    from rich.console import Console
+
+    if sys.stdout.isatty():
+        Console().print(renderable)
+        return
+    buf = io.StringIO()
+    console = Console(file=buf, width=100_000, color_system=None, force_terminal=False, legacy_windows=False)
+    console.print(renderable, crop=False, soft_wrap=False)
+    sys.stdout.write("".join(line.rstrip() + "\n" for line in buf.getvalue().splitlines()))
 
 
 def load_runs(args_runs: list[str], args: argparse.Namespace):
@@ -367,10 +396,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if isinstance(out, str):
         sys.stdout.write(out if out.endswith("\n") else out + "\n")
     else:
-        from rich.console import Console
-
-        # into a pipe or file: wide enough that no cell wraps (rich would assume 80 columns)
-        Console(width=None if sys.stdout.isatty() else 200).print(out)
+        _print_rich(out)
     return 0
 
 

@@ -68,9 +68,95 @@ def si(v: float | None) -> str:
     return f"{v:,.0f}"
 
 
+def flops(v: float | None) -> str:
+    """A FLOP/s figure with its prefix: ``313 TFLOP/s``, ``100 GFLOP/s`` (a CPU's 1e11 read as 0 TFLOP/s)."""
+    if v is None or not math.isfinite(v):
+        return NA
+    for unit, scale in (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6)):
+        if abs(v) >= scale:
+            return f"{v / scale:,.3g} {unit}FLOP/s"
+    return f"{v:,.3g} FLOP/s"
+
+
+def with_unit(v: float | None, unit: str) -> str:
+    """A value in the unit the writer's schema gives its column (``mstop_writer.schema.UNITS``): bytes as
+    GiB, seconds as ms or s, a fraction as %, tokens/s with an SI prefix; unitless as a plain number."""
+    if v is None or not math.isfinite(v):
+        return num(v)
+    if unit == "bytes":
+        return tick(v, "B")
+    if unit == "s":
+        return ms(v)
+    if unit == "fraction":
+        return pct(v)
+    if unit in ("tokens/s", "tokens", "samples"):
+        return f"{si(v)} {unit}"
+    return num(v, 6)
+
+
+def axis_unit(column: str, unit: str) -> str:
+    """The y-axis unit of a column's chart (for fmt.tick): B, s, %, tok/s, or none."""
+    return {"bytes": "B", "s": "s", "fraction": "", "tokens/s": "tok/s"}.get(unit, "")
+
+
 def bar(fraction: float | None, width: int = 20) -> str:
     """A text bar that reads without colour: ``[#######.............]``."""
     if fraction is None or not math.isfinite(fraction):
         return "[" + "?" * width + "]"
     k = max(0, min(width, round(fraction * width)))
     return "[" + "#" * k + "." * (width - k) + "]"
+
+
+def nice_ticks(lo: float, hi: float, count: int = 5, *, whole: bool = False) -> list[float]:
+    """About ``count`` tick positions over [lo, hi] at a 1-2-5 step (10, 20, 50, 100, ...), as people read
+    axes; ``whole`` keeps the step at least 1 (the step axis has no half steps)."""
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        return []
+    if hi <= lo:
+        return [lo]
+    mag = 10 ** math.floor(math.log10((hi - lo) / max(1, count - 1)))
+    steps = [m * mag for m in (0.5, 1, 2, 5, 10, 20)]
+    if whole:
+        steps = sorted({max(1.0, float(round(st))) for st in steps})
+
+    def n_ticks(st: float) -> int:
+        return math.floor(hi / st + 1e-9) - math.ceil(lo / st - 1e-9) + 1
+
+    step = min(steps, key=lambda st: (abs(n_ticks(st) - count), st))  # the closest count; more ticks on a tie
+    first = math.ceil(lo / step - 1e-9) * step
+    out = []
+    k = 0
+    while first + k * step <= hi + step * 1e-9 and k < 100:
+        out.append(round(first + k * step, 12))
+        k += 1
+    return out
+
+
+def tick(v: float, unit: str = "", step: float | None = None) -> str:
+    """An axis label: SI-prefixed with few digits (``35 k``, ``1.2 M``, ``0.25``) and the unit (``35 k tok/s``,
+    ``1.2 GiB`` for bytes, ``97 %`` for a fraction given as percent)."""
+    if unit == "B":
+        for name, scale in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+            if abs(v) >= scale:
+                return f"{v / scale:.3g} {name}"
+        return f"{v:.0f} B"
+    for name, scale in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(v) >= scale:
+            return f"{v / scale:.3g} {name} {unit}".rstrip()
+    if v == 0:
+        text = "0"
+    elif abs(v) < 1e-3:
+        text = f"{v:.1e}"
+    else:
+        text = f"{v:.3g}"
+    return f"{text} {unit}" if unit else text
+
+
+def clock_tick(t: float, *, elapsed_from: float | None = None) -> str:
+    """A time axis label: elapsed ``m:ss`` / ``h:mm:ss`` from ``elapsed_from``, else the local clock ``14:05``."""
+    import time as _time
+
+    if elapsed_from is not None:
+        s = max(0, int(round(t - elapsed_from)))
+        return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60}:{s % 60:02d}"
+    return _time.strftime("%H:%M", _time.localtime(t))

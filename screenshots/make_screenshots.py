@@ -62,9 +62,11 @@ def last_time(run: Path) -> float:
     return float(rows[-1].split(",")[0]) + 2.0
 
 
-def pressure_run(run: Path) -> None:
-    """A 4-rank run near OOM on rank 2, its input pipeline starving on rank 3 (written with MetricsWriter)."""
+def pressure_run(run: Path) -> list[MetricsWriter]:
+    """A 4-rank run near OOM on rank 2, its input pipeline starving on rank 3 (written with MetricsWriter).
+    Still running: the writers are returned open (a closed run is finished, and no longer starving)."""
     t = [1_800_000_000.0]
+    writers = []
     for r in range(4):
         t[0] = 1_800_000_000.0
         w = MetricsWriter(run, rank=r, world_size=4, run_name="moe-1b (generated: OOM pressure, slow input)",
@@ -76,7 +78,7 @@ def pressure_run(run: Path) -> None:
             starving = r == 3 and s > 700
             w.log(s, epoch=1, loss=7.0 * s ** -0.12, lr=2e-4, grad_norm=0.8 + 0.1 * (s % 17) / 17,
                   step_time=2.0, data_wait=0.55 if starving else 0.03, queue_depth=0 if starving else 4)
-        w.close()
+        writers.append(w)
     # device memory figures (a CPU has none): rewrite the memory cells as an Ascend job would report them
     for r in range(4):
         path = run / f"rank{r}.csv"
@@ -95,6 +97,7 @@ def pressure_run(run: Path) -> None:
         events[0]["memory_source"] = "device"
         events[0]["host"] = f"node{r // 2}"
         ev.write_text("".join(json.dumps(e) + "\n" for e in events))
+    return writers
 
 
 def health_run(run: Path) -> None:
@@ -160,8 +163,10 @@ def main() -> int:
         asyncio.run(shoot(str(demo), out / "ranks.svg", (120, 40), ("r",), now=now))
         asyncio.run(shoot(str(demo), out / "help.svg", (120, 40), ("question_mark",), now=now))
         pressure = Path(tmp) / "pressure"
-        pressure_run(pressure)
-        asyncio.run(shoot(str(pressure), out / "pressure-120x40.svg", (120, 40), now=last_time(pressure)))
+        writers = pressure_run(pressure)
+        asyncio.run(shoot(str(pressure), out / "pressure-120x40.svg", (120, 40), now=last_time(pressure) + 1))
+        for w in writers:
+            w.close()
         health = Path(tmp) / "health"
         health_run(health)
         asyncio.run(shoot(str(health), out / "health-120x40.svg", (120, 40), now=last_time(health)))

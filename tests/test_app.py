@@ -121,7 +121,7 @@ async def test_x_axis_log_and_window_keys(run):
         await settle(pilot)
         assert "x: step" in text(app.query_one("#lr-chart"))
         await pilot.press("x")
-        assert "x: unix time" in text(app.query_one("#lr-chart"))
+        assert "x: time since " in text(app.query_one("#lr-chart"))
         await pilot.press("x")
         assert "x: tokens seen" in text(app.query_one("#lr-chart"))
         await pilot.press("l")
@@ -217,12 +217,13 @@ async def test_ranks_view_pages_through_many_ranks(tmp_path):
         await settle(pilot)
         await pilot.press("r")
         table = app.query_one(RanksTable)
-        assert table.row_count < 40 and table.border_title.startswith("ranks 1-") and "of 300" in table.border_title
+        assert table.row_count < 40 and table.border_title.startswith("rows 1-")
+        assert "of 300 ranks" in table.border_title
         await pilot.press("end")
         assert str(table.get_row_at(table.row_count - 1)[0]) == "299"
         await pilot.press("home", "pagedown")
         first = int(str(table.get_row_at(0)[0]))
-        assert first == table.offset > 0 and table.border_title.startswith(f"ranks {first + 1}-")
+        assert first == table.offset > 0 and table.border_title.startswith(f"rows {first + 1}-")
 
 
 async def test_alerts_panel_badge_acknowledge_and_on_alert(tmp_path):
@@ -349,9 +350,9 @@ async def test_ranks_grouped_by_host_expand_with_enter(tmp_path):
         assert str(table.get_row_at(2)[6]) == "30.0 %"  # node2 holds rank 21: the host shows its worst rank
         await pilot.press("enter")
         assert table.row_count == 13 and str(table.get_row_at(0)[0]) == "- 8 ranks"
-        assert str(table.get_row_at(1)[0]).strip() == "0" and "hosts and ranks 1-13 of 13" in table.border_title
+        assert str(table.get_row_at(1)[0]).strip() == "0" and "rows 1-13 of 13 hosts and ranks" in table.border_title
         await pilot.press("h")
-        assert table.border_title.startswith("ranks 1-") and " of 40 " in table.border_title
+        assert table.border_title.startswith("rows 1-") and " of 40 ranks " in table.border_title
 
 
 def make_baseline(path, *, last=60):

@@ -220,6 +220,7 @@ def test_figures_are_the_same_computed_a_few_ranks_at_a_time(tmp_path, monkeypat
     (["t.py", "--fast"], ["t.py", "--fast", "x"], "(nothing) -> x"),  # added at the end
     (["t.py", "--a"], ["t.py"], "--a -> (nothing)"),
     ([], ["t.py"], "(nothing) -> t.py"),
+    (["t.py", "--note", "delay"], ["t.py", "--note", "no delay"], "--note delay -> --note 'no delay'"),
 ])
 def test_argv_differences(a, b, said):
     from mstop.commands.compare import _argv_diff

@@ -82,3 +82,38 @@ def test_report_without_matplotlib_says_what_to_install(tmp_path):
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "pip install 'mstop[report]'" in proc.stderr
     assert not (tmp_path / "r").exists()
+
+
+def test_a_plot_no_run_has_data_for_is_not_written_and_report_md_says_so(tmp_path):
+    base = make(tmp_path / "base", step_time=0.1, grad=False)
+    other = make(tmp_path / "other", step_time=0.08, grad=False)
+    out = tmp_path / "report"
+    proc = mstop("report", base, other, "--out", out)
+    assert proc.returncode == 0, proc.stderr
+    assert not (out / "grad_norm.png").exists() and str(out / "grad_norm.png") not in proc.stdout
+    md = (out / "report.md").read_text()
+    assert "Not drawn: no run has grad norm data." in md and "(grad_norm.png)" not in md
+    assert (out / "mfu.png").exists()  # derived from tokens/s and the start event, as the table derives it
+
+
+def test_host_memory_headroom_plot_agrees_with_the_table(tmp_path):
+    """Two ranks on one host, host RAM: the plot's headroom is the host's (the ranks' peaks added up), the
+    figure the compare table shows, not each rank's own share."""
+    from mstop.commands.report import _host_headroom
+    from mstop.engine.store import Store
+    from mstop.sources.local import LocalSource
+
+    run = tmp_path / "host"
+    for r in range(2):
+        write_events(run, r, [start("s1", t=999.0, world_size=2, host="n0", memory_source="host")])
+        write_rank(run, r, steps(1, 100, t0=1000.0, dt=0.1, step_time=0.1, loss=1.0, tokens=10,
+                                 mem_peak=20e9 + r * 1e9, mem_total=64e9))
+    store = Store()
+    LocalSource(str(run), store).read_all()
+    lines, n = _host_headroom(store)
+    assert n == 1 and lines[0][0] == "host n0 (2 ranks)"
+    import json
+
+    table = json.loads(mstop("compare", run, run, "--format", "json").stdout)
+    head = table["runs"][0]["figures"]["mem_headroom"]["value"]
+    assert min(lines[0][2]) == pytest.approx(head) == pytest.approx(1 - 41e9 / 64e9)

@@ -51,3 +51,10 @@ def test_monitor_with_a_baseline(snap_compare, tmp_path):
         write_rank(base, r, steps(1, 1000, session="b1", t0=9_000.0, dt=7.0, step_time=7.0, tokens=32768,
                                   loss=lambda s: 4.0 * s ** -0.15 + 0.1, tokens_per_s=32768 / 7.0, mfu=0.3))
     assert snap_compare(MonitorApp(RUN, follow=False, clock=lambda: NOW, baseline=str(base)), terminal_size=(120, 40))
+
+
+def test_monitor_no_color(snap_compare, monkeypatch):
+    """NO_COLOR: every distinction colour makes is made by a glyph or text too (raw ••, smoothed ▀▄,
+    checkpoint C, warnings written out)."""
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert snap_compare(app(), terminal_size=(120, 40))

@@ -105,6 +105,30 @@ def test_a_dropped_terminal_stops_the_demo_job(tmp_path):
     assert wait_gone(tmp), f"left behind: {list(tmp.iterdir())}"
 
 
+def test_demo_into_a_pipe_says_why_and_draws_nothing(tmp_path):
+    """``mstop demo --replay | cat`` in a real terminal: a clear message, exit 2, no screen drawn into the
+    pipe (which garbled the pane: an 80x24 layout over 120x40), no job or run directory left."""
+    sock = f"mstop-test-{uuid.uuid4().hex[:8]}"
+    out = tmp_path / "out"
+    _tmux(sock, f"sh -c '{sys.executable} -m mstop demo --replay | cat > {out}; echo exit=$?; sleep 30'",
+          {"TMPDIR": str(tmp_path)})
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and "exit=" not in _screen(sock):
+            time.sleep(0.2)
+        screen = _screen(sock)
+        assert "standard output is not one (a pipe or a file)" in screen, screen
+        assert "mstop summary" in screen
+        assert out.read_text() == ""  # nothing drawn into the pipe
+        assert "\x1b" not in screen and "status" not in screen
+        assert not any(p.name.startswith("mstop-") for p in tmp_path.iterdir() if p.name != "out")
+    finally:
+        subprocess.run(["tmux", "-L", sock, "kill-server"], capture_output=True)
+    proc = subprocess.run([sys.executable, "-m", "mstop", "tests/fixtures/snap-run"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=30)
+    assert proc.returncode == 2 and "the monitor draws on a terminal" in proc.stderr and proc.stdout == ""
+
+
 def wait_gone(tmp) -> bool:
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline and any(p.name.startswith("mstop-demo") for p in tmp.iterdir()):

@@ -36,6 +36,7 @@ from ..view import (
     incident_marks,
     numeric_columns,
     rank_series,
+    step_range,
     values_at_step,
 )
 from .messages import StoreChanged
@@ -70,21 +71,23 @@ class MonitorApp(App[None]):
     CSS_PATH = "monitor.tcss"
     ENABLE_COMMAND_PALETTE = False  # nothing in it a user of this screen needs, and its key crowded the footer
     TITLE = "mstop"
+    #: the footer shows the keys used most and always "? help" (it is cut at the right on narrow terminals,
+    #: so help comes second); every key is in the help
     BINDINGS = [
         ("q", "quit", "quit"),
-        ("p", "pause", "pause"),
-        ("s", "smoothing(-1)", "smooth-"),
-        Binding("S", "smoothing(1)", "smooth+", show=False),  # in the help; the footer has no room
-        ("x", "xaxis", "x axis"),
-        ("l", "log", "log"),
-        ("w", "window", "window"),
-        ("g", "goto", "go to step"),
-        ("slash", "metrics", "metrics"),
-        ("a", "alerts", "alerts"),
-        ("b", "baseline", "baseline"),
-        ("m", "heat_metric", "heat metric"),
-        ("r", "ranks", "ranks"),
         ("question_mark", "help", "help"),
+        ("a", "alerts", "alerts"),
+        ("r", "ranks", "ranks"),
+        ("p", "pause", "pause"),
+        ("x", "xaxis", "x axis"),
+        ("w", "window", "window"),
+        ("b", "baseline", "baseline"),
+        Binding("s", "smoothing(-1)", "smooth-", show=False),
+        Binding("S", "smoothing(1)", "smooth+", show=False),
+        Binding("l", "log", "log", show=False),
+        Binding("g", "goto", "go to step", show=False),
+        Binding("slash", "metrics", "metrics", show=False),
+        Binding("m", "heat_metric", "heat metric", show=False),
     ]
     #: what the keys change; each watcher redraws (p, x, l, w)
     paused = reactive(False, init=False)
@@ -296,8 +299,8 @@ class MonitorApp(App[None]):
                              recent=self.recent)
         self._alerts(v, snap)
         if not ranks_view:
-            v.loss.incident_marks = incident_marks(snap, [i for i in self._past_incidents(v.alerts)
-                                                          if not i.active], self.xaxis)
+            v.loss.incident_marks = incident_marks(snap, [i for i in self._past_incidents(v.alerts) if not i.active],
+                                                   self.xaxis, step_range(v.header.step, self.recent))
         return v
 
     def _notes(self, v: View) -> list[str]:
@@ -320,6 +323,7 @@ class MonitorApp(App[None]):
         w = self.opts.ema_weight
         i = min(range(len(SMOOTHING)), key=lambda k: abs(SMOOTHING[k] - w))
         self.opts.ema_weight = SMOOTHING[max(0, min(len(SMOOTHING) - 1, i + delta))]
+        self.clear_notifications()  # pressed again and again: one toast, not a pile over the panels
         self.notify(f"loss smoothing {self.opts.ema_weight:g}", timeout=2)
         self.redraw()
 
@@ -331,6 +335,7 @@ class MonitorApp(App[None]):
 
     def action_window(self) -> None:
         self.recent = not self.recent
+        self.clear_notifications()
         self.notify("window: recent (last 10 %)" if self.recent else "window: whole run", timeout=2)
 
     def watch_xaxis(self) -> None:

@@ -10,6 +10,8 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Input, SelectionList, Static
 
+from mstop_writer.schema import UNITS
+
 from .. import fmt
 
 KEYS = (
@@ -20,7 +22,7 @@ KEYS = (
     ("l", "log scale for the loss"),
     ("w", "window: whole run / recent"),
     ("g", "go to a step: every figure at that step"),
-    ("/", "custom metrics: filter the numeric columns, chart the chosen ones"),
+    ("/", "custom metrics: pick numeric columns to chart"),
     ("r", "ranks view: heat strip and table (click a header to sort)"),
     ("m", "ranks view: the heat strip's metric"),
     ("h", "ranks view: group by host (Enter expands a host)"),
@@ -35,11 +37,11 @@ class HelpScreen(ModalScreen[None]):
     BINDINGS = [("escape,question_mark,q", "dismiss", "close")]
 
     def compose(self) -> ComposeResult:
-        t = Text("mstop keys\n\n", style="bold")
+        t = Text("mstop keys\n", style="bold")
         for key, what in KEYS:
             t.append(f"  {key:<8} ")
             t.append(what + "\n")
-        yield Vertical(Static(t), id="help")
+        yield VerticalScroll(Static(t), id="help")  # scrolls where the terminal is shorter than the list
 
 
 class BaselineScreen(ModalScreen[str | None]):
@@ -88,7 +90,8 @@ class GoToStepScreen(ModalScreen[None]):
         cols = sorted({c for row in values.values() for c, val in row.items() if val is not None})
         for r, row in list(values.items())[:16]:
             t.append(f"rank {r}: ")
-            t.append(Text("  ".join(f"{c}={fmt.num(row.get(c), 6)}" for c in cols if row.get(c) is not None)))
+            t.append(Text("  ".join(f"{c}={fmt.with_unit(row.get(c), UNITS.get(c, ''))}" for c in cols
+                                    if row.get(c) is not None)))
             t.append("\n")
         if len(values) > 16:
             t.append(f"... and {len(values) - 16} more ranks\n")
@@ -112,14 +115,16 @@ class MetricsScreen(ModalScreen[tuple[str, ...]]):
     def on_mount(self) -> None:
         self._fill("")
 
-    def _fill(self, pattern: str) -> None:
+    def _fill(self, pattern: str, highlighted: int = 0) -> None:
+        """The columns matching ``pattern``; a chosen one also says so in text (``*``), not only by the
+        check box's colour (NO_COLOR terminals show both boxes alike)."""
         sl = self.query_one(SelectionList)
         sl.clear_options()
         for c in self.columns:
             if pattern.lower() in c.lower():
-                sl.add_option((Text(c), c, c in self.chosen))
+                sl.add_option((Text(("* " if c in self.chosen else "  ") + c), c, c in self.chosen))
         if sl.option_count:
-            sl.highlighted = 0
+            sl.highlighted = min(highlighted, sl.option_count - 1)
 
     def on_input_changed(self, event: Input.Changed) -> None:
         self._fill(event.value)
@@ -130,6 +135,7 @@ class MetricsScreen(ModalScreen[tuple[str, ...]]):
     def on_selection_list_selection_toggled(self, event: SelectionList.SelectionToggled) -> None:
         value = event.selection.value
         self.chosen.symmetric_difference_update({value})
+        self._fill(self.query_one("#metric-filter", Input).value, self.query_one(SelectionList).highlighted or 0)
 
     def action_done(self) -> None:
         self.dismiss(tuple(c for c in self.columns if c in self.chosen))

@@ -159,6 +159,13 @@ class Comparison:
     cells: list[dict[str, Cell]]
     notes: list[list[str]]  # per run: restarts inside the window, short runs, missing columns
     changes: list[list[str]] = field(default_factory=list)  # per run: what differs from the baseline
+    loss_last: int | None = None  # the last step the loss mean reads: loss_at + LOSS_HALF_WIDTH, or where runs end
+
+    @property
+    def loss_steps(self) -> tuple[int, int]:
+        """The steps the "loss at step N" mean covers, as far as every run goes."""
+        hi = self.loss_at + LOSS_HALF_WIDTH
+        return self.loss_at - LOSS_HALF_WIDTH, hi if self.loss_last is None else min(hi, self.loss_last)
 
 
 def member_figures(m: Member, first: int, last: int, loss_at: int, opts: Options) -> tuple[dict[str, Cell], list[str]]:
@@ -323,7 +330,9 @@ def compare(runs: list[Run], *, steps: tuple[int, int] | None = None, loss_at: i
             c.within_noise = (b.spread is not None or c.spread is not None) and abs(c.value - b.value) < noise
     base_cfg = runs[0].members[0].config()
     changes = [[]] + [_config_diff(base_cfg, r.members[0].config()) for r in runs[1:]]
-    return Comparison(first, last, n, how, runs, per_run, notes, changes)
+    ends = [figures.step(m.store) for r in runs for m in r.members]
+    loss_last = min((e for e in ends if e is not None), default=None)
+    return Comparison(first, last, n, how, runs, per_run, notes, changes, loss_last)
 
 
 def _show(v: Any) -> str:
@@ -355,8 +364,10 @@ def _config_diff(base: dict[str, Any], other: dict[str, Any]) -> list[str]:
 
 
 def _argv_diff(a: list[str], b: list[str]) -> str:
-    """Only the arguments that differ, each with the option it belongs to: ``--bs 8 -> --bs 16; -x``."""
+    """Only the arguments that differ, each with the option it belongs to: ``--bs 8 -> --bs 16; -x``;
+    quoted as a shell would (``--note 'no delay'``)."""
     import difflib
+    import shlex
 
     parts = []
     for op, i1, i2, j1, j2 in difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes():
@@ -364,9 +375,9 @@ def _argv_diff(a: list[str], b: list[str]) -> str:
             continue
         # a changed value is shown with its option: "--bs 8 -> --bs 16", not "8 -> 16"
         flag = a[i1 - 1] if 0 < i1 < len(a) and a[i1 - 1].startswith("-") and not a[i1].startswith("-") else None
-        old, new = " ".join(a[i1:i2]), " ".join(b[j1:j2])
+        old, new = shlex.join(a[i1:i2]), shlex.join(b[j1:j2])
         if flag and op == "replace":
-            old, new = f"{flag} {old}", f"{flag} {new}"
+            old, new = f"{shlex.quote(flag)} {old}", f"{shlex.quote(flag)} {new}"
         parts.append(f"{old or '(nothing)'} -> {new or '(nothing)'}")
     return "; ".join(parts)
 
@@ -407,8 +418,9 @@ def _rows(c: Comparison, sep: str = " ") -> list[list[str]]:
 
 
 def _caption(c: Comparison) -> str:
+    lo, hi = c.loss_steps
     return (f"steps {c.first}:{c.last} — {c.warmup}; loss at step {c.loss_at}: mean over steps "
-            f"{c.loss_at - LOSS_HALF_WIDTH}:{c.loss_at + LOSS_HALF_WIDTH}, all ranks; changes against the baseline")
+            f"{lo}:{hi}, all ranks; changes against the baseline")
 
 
 def _what_changed(c: Comparison) -> list[str]:
@@ -460,7 +472,7 @@ def to_json(c: Comparison) -> dict[str, Any]:
     """The comparison for scripts (keys documented in the README)."""
     return {
         "steps": {"first": c.first, "last": c.last, "how": c.warmup},
-        "loss_at": {"step": c.loss_at, "first": c.loss_at - LOSS_HALF_WIDTH, "last": c.loss_at + LOSS_HALF_WIDTH},
+        "loss_at": {"step": c.loss_at, "first": c.loss_steps[0], "last": c.loss_steps[1]},
         "runs": [{
             "label": run.label,
             "baseline": i == 0,

@@ -88,11 +88,15 @@ def _column(col: str) -> Callable[[Any], np.ndarray]:
     return value
 
 
-def _rolling_median(store: Store, r: int, col: str) -> tuple[np.ndarray, np.ndarray]:
-    """The rolling median of a column over ROLLING rows of the rank's current timeline, downsampled to POINTS."""
+def _rolling_median(store: Store, r: int, col: str,
+                    value: Callable[[Any], np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The rolling median of a column (or of ``value`` where the column is empty) over ROLLING rows of the
+    rank's current timeline, downsampled to POINTS."""
     import pandas as pd
 
     x, y = _timeline(store.ranks[r], _column(col))
+    if value is not None and not len(x):
+        x, y = _timeline(store.ranks[r], value)
     med = pd.Series(y).rolling(ROLLING, min_periods=1).median().to_numpy()
     sel = evenly(len(x), POINTS)
     return x[sel], med[sel]
@@ -116,6 +120,30 @@ def _per_rank(store: Store, value: Callable[[Any], np.ndarray], worst_low: bool)
         lines.sort(key=lambda t: float(np.mean(t[2])), reverse=not worst_low)
         lines = lines[:MAX_RANK_LINES]
     return lines, n
+
+
+def _host_headroom(store: Store) -> tuple[list[tuple[str, Any, Any]], int]:
+    """Per host (step, headroom) lines when ranks report host memory: the host's ranks' peaks added up at
+    each step they all have, against the host's total, as the compare table and the monitor count it (a
+    rank's own share of a shared host reads far too healthy)."""
+    hosts: dict[str, list[int]] = {}
+    for r, d in sorted(store.ranks.items()):
+        if d.rows and d.last_start:
+            hosts.setdefault(str(d.last_start.get("host")), []).append(r)
+    lines = []
+    for host, ranks in sorted(hosts.items()):
+        series = [_timeline(store.ranks[r], lambda d: d.col("mem_peak")) for r in ranks]
+        totals = [_timeline(store.ranks[r], lambda d: d.col("mem_total")) for r in ranks]
+        common = series[0][0]
+        for x, _ in series[1:]:
+            common = np.intersect1d(common, x)
+        if not len(common):
+            continue
+        used = sum(y[np.searchsorted(x, common)] for x, y in series)
+        total = max(float(np.max(y)) for _, y in totals if len(y)) if any(len(y) for _, y in totals) else np.nan
+        sel = evenly(len(common), POINTS)
+        lines.append((f"host {host} ({len(ranks)} ranks)", common[sel], (1.0 - used / total)[sel]))
+    return lines, len(lines)
 
 
 def _marks(ax: Any, store: Store, alerts: list[Any], color: str) -> None:
@@ -172,17 +200,19 @@ def write_report(runs: list[Run], comparison: Comparison, out: str, *, opts: Opt
     incidents = {k: i for k, (_, i) in ends.items()}
     notes: dict[str, list[str]] = {p.name: [] for p in PLOTS}
     draws = _draws(opts)
-    written = [_figure(plt, plot, draws[plot.name], members, alerts, notes[plot.name], out) for plot in PLOTS]
+    pngs = {plot.name: _figure(plt, plot, draws[plot.name], members, alerts, notes[plot.name], out) for plot in PLOTS}
+    written = [p for p in pngs.values() if p is not None]
     md = os.path.join(out, "report.md")
     with open(md, "w", encoding="utf-8") as f:
-        f.write(_markdown(runs, comparison, alerts, incidents, members, notes))
+        f.write(_markdown(runs, comparison, alerts, incidents, members, notes, {k for k, p in pngs.items() if p}))
     written.append(md)
     return written
 
 
 def _figure(plt: Any, plot: Plot, draw: Draw, members: list[tuple[str, Member]], alerts: dict[int, list[Any]],
-            notes: list[str], out: str) -> str:
-    """One PNG: every run's line (and its alerts' marks), a note for each run without data; its path."""
+            notes: list[str], out: str) -> str | None:
+    """One PNG: every run's line (and its alerts' marks), a note for each run without data; its path. None
+    when no run has data: an empty picture is not written (report.md says it was not drawn)."""
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     fig, ax = plt.subplots(figsize=(10, 4.5), dpi=100)
     drawn = False
@@ -197,10 +227,10 @@ def _figure(plt: Any, plot: Plot, draw: Draw, members: list[tuple[str, Member]],
     ax.set_title(plot.title + (f"   ({'; '.join(notes)})" if notes else ""), fontsize=10)
     ax.set_xlabel("step")
     ax.grid(alpha=0.3)
-    if drawn:
-        ax.legend(fontsize=8, loc="best")
-    else:
-        ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes)
+    if not drawn:
+        plt.close(fig)
+        return None
+    ax.legend(fontsize=8, loc="best")
     fig.tight_layout()
     path = os.path.join(out, plot.name + ".png")
     fig.savefig(path)
@@ -215,7 +245,7 @@ def _draws(opts: Options) -> dict[str, Draw]:
         "lr": _draw_column("lr"),
         "grad_norm": _draw_column("grad_norm"),
         "tokens_per_s": _draw_column("tokens_per_s", smooth=True),
-        "mfu": _draw_column("mfu", 100.0, smooth=True),
+        "mfu": _draw_column("mfu", 100.0, smooth=True, value=lambda d: figures.mfu_rows(d, opts)),
         "headroom": _draw_per_rank(lambda d: 1.0 - d.col("mem_peak").astype(np.float64) / d.col("mem_total"), True),
         "data_wait": _draw_per_rank(lambda d: d.col("data_wait").astype(np.float64) / d.col("step_time"), False),
     }
@@ -240,8 +270,10 @@ def _draw_loss(opts: Options) -> Draw:
     return draw
 
 
-def _draw_column(col: str, scale: float = 1.0, smooth: bool = False) -> Draw:
-    """A column of the lowest rank by step; with ``smooth`` faint, under its rolling median."""
+def _draw_column(col: str, scale: float = 1.0, smooth: bool = False,
+                 value: Callable[[Any], np.ndarray] | None = None) -> Draw:
+    """A column of the lowest rank by step; with ``smooth`` faint, under its rolling median. ``value``
+    gives the figure where the column may be empty (MFU derived as the table derives it)."""
     def draw(ax: Any, label: str, m: Member, color: str) -> bool:
         r0 = figures.lowest_rank(m.store)
         if r0 is None:
@@ -249,13 +281,17 @@ def _draw_column(col: str, scale: float = 1.0, smooth: bool = False) -> Draw:
         x, y = _xy(m.store, r0, col)
         if col == "tokens_per_s" and not len(x):  # derived from tokens and step time
             x, y = _timeline(m.store.ranks[r0], _column(col))
+        if value is not None and not len(x):
+            x, y = _timeline(m.store.ranks[r0], value)
+            sel = evenly(len(x), POINTS) if len(x) else np.empty(0, np.int64)
+            x, y = x[sel], y[sel]
         if not len(x):
             return False
         if not smooth:
             ax.plot(x, y * scale, color=color, linewidth=1.0, label=label)
             return True
         ax.plot(x, y * scale, color=color, linewidth=0.5, alpha=0.3)
-        mx, my = _rolling_median(m.store, r0, col)
+        mx, my = _rolling_median(m.store, r0, col, value)
         ax.plot(mx, my * scale, color=color, linewidth=1.6, label=f"{label} (median of {ROLLING} rows)")
         return True
     return draw
@@ -264,17 +300,24 @@ def _draw_column(col: str, scale: float = 1.0, smooth: bool = False) -> Draw:
 def _draw_per_rank(value: Callable[[Any], np.ndarray], worst_low: bool) -> Draw:
     """A per-rank share (headroom, data wait) for the worst ranks, the worst one bold."""
     def draw(ax: Any, label: str, m: Member, color: str) -> bool:
-        lines, n = _per_rank(m.store, value, worst_low)
-        for k, (r, x, y) in enumerate(lines):
-            worst = f" (the {len(lines)} worst of {n:,} ranks)" if k == 0 and n > len(lines) else ""
+        if worst_low and figures.run_meta(m.store).get("memory_source") == "host":
+            lines, n = _host_headroom(m.store)
+            what = "hosts"
+        else:
+            lines, n = _per_rank(m.store, value, worst_low)
+            lines = [(f"rank {r}", x, y) for r, x, y in lines]
+            what = "ranks"
+        for k, (who, x, y) in enumerate(lines):
+            worst = f" (the {len(lines)} worst of {n:,} {what})" if k == 0 and n > len(lines) else ""
             ax.plot(x, 100 * y, color=color, linewidth=1.2 if k == 0 else 0.8, alpha=0.9 if k == 0 else 0.5,
-                    label=f"{label}: rank {r}{worst}")
+                    label=f"{label}: {who}{worst}")
         return bool(lines)
     return draw
 
 
 def _markdown(runs: list[Run], comparison: Comparison, alerts: dict[int, list[Any]],
-              incidents: dict[int, list[Any]], members: list[tuple[str, Member]], notes: dict[str, list[str]]) -> str:
+              incidents: dict[int, list[Any]], members: list[tuple[str, Member]], notes: dict[str, list[str]],
+              drawn: set[str] | None = None) -> str:
     def esc(s: str) -> str:
         return str(s).replace("|", "\\|").replace("\n", " ")
 
@@ -310,6 +353,9 @@ def _markdown(runs: list[Run], comparison: Comparison, alerts: dict[int, list[An
     out += ["", "## Plots", "", "x: step. Dotted lines: restarts; triangles: checkpoints; red: NaN/Inf loss and "
             "alerts.", ""]
     for p in PLOTS:
+        if drawn is not None and p.name not in drawn:  # no run had data: no picture, and it says so
+            out += [f"### {p.title}", "", f"Not drawn: no run has {p.name.replace('_', ' ')} data.", ""]
+            continue
         out += [f"### {p.title}", "", p.caption + (f" Not drawn: {esc('; '.join(notes[p.name]))}."
                                                    if notes[p.name] else ""), "", f"![{p.title}]({p.name}.png)", ""]
     return "\n".join(out)

@@ -186,6 +186,17 @@ def _mfu_scale(start: dict[str, Any], opts: Options) -> float:
     return float(fpt) / (world * float(peak))
 
 
+def mfu_rows(d: RankData, opts: Options) -> np.ndarray:
+    """Each row's MFU as :func:`rank_mfu` defines it: the ``mfu`` column, else (or with ``--peak-tflops``)
+    derived from the row's tokens / step_time and the start event's FLOPs per token, world size and peak."""
+    written = d.col("mfu").astype(np.float64)
+    with np.errstate(all="ignore"):
+        derived = d.col("tokens").astype(np.float64) / d.col("step_time") * _mfu_scale(d.last_start or {}, opts)
+    if opts.peak_flops is not None:
+        return derived
+    return np.where(np.isnan(written), derived, written)
+
+
 def rank_mfu(store: Store, opts: Options, w: Window | None = None) -> np.ndarray:
     """Per rank: the step_time-weighted mean of ``mfu`` over the window, else derived from tokens/s."""
     w = w or window(store)
@@ -603,10 +614,35 @@ def run_meta(store: Store) -> dict[str, Any]:
     return next((store.ranks[r].last_start for r in sorted(store.ranks) if store.ranks[r].last_start), None) or {}
 
 
-def elapsed(store: Store, now: float) -> float | None:
-    """Seconds since the earliest ``start`` event of any rank and session."""
-    firsts = [float(e["time"]) for d in store.ranks.values() for e in d.starts.values()]
-    return now - min(firsts) if firsts else None
+#: statuses of a run that is no longer running: its elapsed time is over, it has no ETA
+ENDED = ("finished", "dead", "failed")
+
+
+def elapsed(store: Store, opts: Options, now: float) -> float | None:
+    """Seconds the run has taken: since its earliest ``start`` event while it goes on; for a run that ended
+    (finished, dead or failed), from its first row to its last (opening it an hour later changes nothing)."""
+    if status(store, opts) in ENDED:
+        firsts = [float(d.col("time")[0]) for d in store.ranks.values() if d.rows]
+        last = last_row_time(store)
+        return last - min(firsts) if firsts and last is not None else None
+    starts = [float(e["time"]) for d in store.ranks.values() for e in d.starts.values()]
+    return now - min(starts) if starts else None
+
+
+def time_at_step(store: Store, rank: int | None, step: float) -> float | None:
+    """The row time of ``step`` on a rank's timeline (the lowest rank's for None), or None."""
+    d = store.ranks.get(rank) if rank is not None else job_rank(store)
+    if d is None or not d.rows:
+        return None
+    st = d.col("step")
+    if d.monotonic and len(d.segments) <= 1:  # binary search: an alert must not read every row
+        i = int(np.searchsorted(st, step))
+        hit = i if i < d.rows and st[i] == step else None
+    else:
+        rows = np.flatnonzero(d.effective() & (st == step))
+        hit = int(rows[-1]) if len(rows) else None
+    t = float(d.col("time")[hit]) if hit is not None else math.nan
+    return t if math.isfinite(t) else None
 
 
 def rank_step_time(w: Window) -> np.ndarray:
@@ -623,10 +659,13 @@ def step_time(store: Store) -> float | None:
     return median(rank_step_time(window(store)))
 
 
-def eta(store: Store, seconds_per_step: float | None) -> float | None:
-    """Seconds to the run's ``total_steps`` (from its start event) at ``seconds_per_step``."""
+def eta(store: Store, opts: Options, seconds_per_step: float | None) -> float | None:
+    """Seconds to the run's ``total_steps`` (from its start event) at ``seconds_per_step``; None unless the
+    run is running (a stalled, finished or dead run has no time to go that anyone could trust)."""
     total, now = run_meta(store).get("total_steps"), step(store)
     if not seconds_per_step or not isinstance(total, int) or not total or now is None:
+        return None
+    if status(store, opts) != "running":
         return None
     return max(0, total - now) * seconds_per_step
 

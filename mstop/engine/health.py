@@ -4,9 +4,9 @@ Each rule has a documented default (README, "Health"), configurable by CLI
 flags and a TOML file (``mstop.toml`` in the run directory, then
 ``~/.config/mstop/config.toml``; flags win). Job-wide rules watch the job's
 figures and raise one alert with ``rank`` None; per-rank rules raise one alert
-per rank, worst first. An alert stays active while its condition holds and for
-``hold_s`` seconds after (a :class:`Health` object remembers); ``nan_loss``
-stays active for the rest of the run.
+per rank, worst first. An alert is active while its condition holds (and, when
+``hold_s`` is set, for that many seconds after); it says since when it holds (a
+:class:`Health` object remembers); ``nan_loss`` stays active for the rest of the run.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ KINDS = ("nan_loss", "loss_spike", "grad_spike", "overflow", "oom_risk", "data_s
 #: what a run's history shows: still true of a run that ended (finished, dead or failed)
 HISTORY_KINDS = ("nan_loss", "loss_spike", "grad_spike", "overflow")
 #: statuses of a run that is no longer running: only its history's alerts (and job_dead/job_failed) hold
-ENDED = ("finished", "dead", "failed")
+ENDED = figures.ENDED
 
 
 @dataclass
@@ -46,7 +46,7 @@ class Rules:
     data_wait: float = 0.10  # data-wait share of step time above this fraction
     throughput_fraction: float = 0.7  # recent tokens/s under this fraction of the run's median
     no_checkpoint_s: float | None = None  # None: 3 x the median interval between checkpoints (at least 10 min)
-    hold_s: float = 60.0  # an alert stays active this long after its condition ends
+    hold_s: float = 0.0  # an alert stays active this long after its condition ends (0: it leaves at once)
     straggler_m: float = 5.0  # a straggler: data-wait share above the median over ranks by m scaled MADs ...
     straggler_margin: float = 0.05  # ... and by at least this absolute share ...
     straggler_k: int = 8  # ... in k ...
@@ -76,11 +76,15 @@ class Alert:
     step: int | None
     message: str
     severity: float = 0.0  # orders per-rank alerts, worst first
+    since_step: int | None = None  # the step at which it began to hold (this stretch of it)
+    since_time: float | None = None  # and when, on the run's clock
+    cleared: float | None = None  # a held alert (hold_s): when its condition ended
 
     def public(self) -> dict[str, Any]:
         """The alert as ``summary --json`` shows it: ``{kind, rank, step, message}``."""
         d = asdict(self)
-        d.pop("severity")
+        for k in ("severity", "since_step", "since_time", "cleared"):
+            d.pop(k)
         return d
 
 
@@ -94,6 +98,8 @@ class Health:
     #: incidents of the rules the rows cannot answer afterwards (dead ranks, stragglers, ...), as they fired
     _live: list[Any] = field(default_factory=list)
     _open: dict[tuple[str, int | None], Any] = field(default_factory=dict)
+    #: (kind, rank) -> (step, time) since each active alert holds
+    _since: dict[tuple[str, int | None], tuple[int | None, float]] = field(default_factory=dict)
 
     def incidents(self, store: Store, opts: Options, alerts: list[Alert] | None = None) -> list[Any]:
         """Every alert that fired in the run's history, oldest first, the active ones marked (mstop.incidents).
@@ -132,6 +138,7 @@ class Health:
         current = evaluate(store, self.rules, opts)
         ended = figures.status(store, opts) in ENDED
         self._record(current, now)
+        self._mark_since(store, current, now)
         for a in current:
             self._last[(a.kind, a.rank)] = (now, a)
             if a.kind == "nan_loss":
@@ -139,11 +146,26 @@ class Health:
         out = {k: a for k, a in self._sticky.items()}
         for key, (t, a) in self._last.items():
             # a run that ended is no longer starving or lagging: only held alerts of its history stay
-            if now - t <= self.rules.hold_s and (not ended or a.kind in HISTORY_KINDS):
-                out.setdefault(key, a)
+            if key not in out and now - t <= self.rules.hold_s and (not ended or a.kind in HISTORY_KINDS):
+                out[key] = replace(a, cleared=t)
         for a in current:
             out[(a.kind, a.rank)] = a
         return sorted(out.values(), key=_order)
+
+    def _mark_since(self, store: Store, current: list[Alert], now: float) -> None:
+        """Say on each alert since when it holds: the step it was first seen at in this stretch, and that
+        step's row time (a NaN found in the history began then, not when mstop was opened)."""
+        held = set()
+        for a in current:
+            key = (a.kind, a.rank)
+            held.add(key)
+            if key not in self._since:
+                t = figures.time_at_step(store, a.rank, a.step) if a.step is not None else None
+                self._since[key] = (a.step, min(now, t) if t is not None else now)
+            a.since_step, a.since_time = self._since[key]
+        for key in list(self._since):
+            if key not in held and key not in self._sticky:
+                del self._since[key]
 
 
 def evaluate(store: Store, rules: Rules, opts: Options) -> list[Alert]:

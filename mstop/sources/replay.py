@@ -57,12 +57,21 @@ def replay(src: Path, dst: Path, *, speed: float = 1.0, stop: threading.Event | 
             else:
                 obj = json.loads(line)
                 obj["time"] = now
+                if obj.get("kind") == "checkpoint" and isinstance(obj.get("path"), str):
+                    obj["path"] = _replayed_path(obj["path"], dst)
                 line = json.dumps(obj)
         fd = os.open(dst / name, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         try:
             os.write(fd, (line + "\n").encode())
         finally:
             os.close(fd)
+
+
+def _replayed_path(path: str, dst: Path) -> str:
+    """A recorded checkpoint path as if this replay had written it (under ``dst``), not the recording
+    machine's temporary directory."""
+    tail = path.split("/ckpt/", 1)[1] if "/ckpt/" in path else os.path.basename(path)
+    return str(dst / "ckpt" / tail)
 
 
 def start_replay(dst: Path, *, speed: float = 1.0, src: Path = RECORDING) -> tuple[threading.Thread, threading.Event]:

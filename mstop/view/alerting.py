@@ -8,13 +8,18 @@ import json
 import subprocess
 from typing import Any
 
+from .. import fmt
+
 #: the letter the heat strip shows for a rank with a per-rank alert; when a rank has several, the more
 #: telling wins, in this order: dead over straggler over lagging over memory over data wait
 MARKS = {"dead_rank": "D", "straggler": "S", "lagging_rank": "L", "oom_risk": "M", "data_starvation": "W"}
 
 
 def _key(a: Any) -> tuple:
-    return (a.kind, a.rank, a.step)
+    """One alert while it holds: its kind, rank and the step it began at (a spike at another step, or the
+    same condition again after it cleared, is a new one)."""
+    since = getattr(a, "since_step", None)
+    return (a.kind, a.rank, since if since is not None else a.step)
 
 
 def heat_marks(alerts: list[Any]) -> dict[int, str]:
@@ -26,9 +31,20 @@ def heat_marks(alerts: list[Any]) -> dict[int, str]:
     return out
 
 
+def since_text(a: Any, now: float) -> str:
+    """How long an alert has held, for its line: ``since step 1,021 (40 s ago)``; a held one (``hold_s``)
+    says when it cleared instead, so the line never reads as the present."""
+    if getattr(a, "cleared", None) is not None:
+        return f"cleared {fmt.duration(max(0.0, now - a.cleared))} ago"
+    step, t = getattr(a, "since_step", None), getattr(a, "since_time", None)
+    if t is None:
+        return ""
+    at = f"since step {step:,}" if isinstance(step, int) else "since"
+    return f"{at} ({fmt.duration(max(0.0, now - t))} ago)"
+
+
 class Alerting:
-    """What was seen and what was told, across frames. An alert is the same alert while its kind, rank
-    and step are (a spike at another step is a new one)."""
+    """What was seen and what was told, across frames (an alert is told once while it holds)."""
 
     def __init__(self, command: list[str] | None = None) -> None:
         self.command = command  # --on-alert, split like a shell would (never run through one)

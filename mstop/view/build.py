@@ -33,9 +33,9 @@ def build_view(store: Store, opts: Options, *, points: int = 200, xaxis: str = "
     snap = store.snapshot()
     carry = carry or Carry()
     now = opts.clock()
-    v = View(xaxis=xaxis, chart_rank=figures.lowest_rank(snap))
+    v = View(xaxis=xaxis, now=now, chart_rank=figures.lowest_rank(snap))
     v.header = parts.header(snap, opts, now, carry.tokens)
-    v.ranks = parts.ranks(snap, now)
+    v.ranks = parts.ranks(snap, opts)
     if header_only or v.chart_rank is None:
         v.throughput = parts.throughput(snap, opts)
         return v

@@ -34,7 +34,13 @@ def series(store: Store, rank: int, col: str, points: int, steps: Any, xaxis: st
 
 def headroom_series(store: Store, worst: MemoryScope | None, fallback: int, points: int, steps: Any,
                     xaxis: str) -> Series | None:
-    """1 - mem_peak / mem_total over the run for the worst rank (the chart rank when memory is per host)."""
+    """1 - mem_peak / mem_total over the run for the worst memory scope: a rank, or a host (its ranks' peaks
+    added up at each step, as the panel's figure counts them); the chart rank without one."""
+    if worst is not None and worst.kind == "host":
+        ranks = sorted(r for r, d in store.ranks.items()
+                       if d.rows and d.last_start and str(d.last_start.get("host")) == worst.host)
+        if ranks:
+            return _host_headroom(store, ranks, points, steps, xaxis)
     r = worst.rank if worst is not None and worst.kind == "rank" else fallback
     rows = store.series_rows(r, "mem_peak", points, steps=steps)
     if not len(rows):
@@ -44,6 +50,31 @@ def headroom_series(store: Store, worst: MemoryScope | None, fallback: int, poin
         head = 1.0 - d.col("mem_peak")[rows].astype(np.float64) / d.col("mem_total")[rows].astype(np.float64)
     ok = np.isfinite(head)
     return Series(x_at(d, xaxis, rows[ok]), head[ok]) if ok.any() else None
+
+
+def _host_headroom(store: Store, ranks: list[int], points: int, steps: Any, xaxis: str) -> Series | None:
+    """A host's headroom at the drawn rows of its lowest rank: every rank's peak at that step added up
+    (found by binary search, so a frame reads ``points`` rows per rank, not the run)."""
+    d0 = store.ranks[ranks[0]]
+    rows = store.series_rows(ranks[0], "mem_peak", points, steps=steps)
+    if not len(rows):
+        return None
+    at = d0.col("step")[rows]
+    used = d0.col("mem_peak")[rows].astype(np.float64)
+    total = d0.col("mem_total")[rows].astype(np.float64)
+    for r in ranks[1:]:
+        d = store.ranks[r]
+        st, peak = d.col("step"), d.col("mem_peak").astype(np.float64)
+        if not (d.monotonic and len(d.segments) <= 1):  # on its current timeline only
+            keep = d.effective()
+            st, peak = st[keep], peak[keep]
+        i = np.minimum(np.searchsorted(st, at), max(0, len(st) - 1))
+        found = (len(st) > 0) & (st[i] == at) if len(st) else np.zeros(len(at), bool)
+        used = used + np.where(found, peak[i] if len(st) else np.nan, np.nan)
+    with np.errstate(all="ignore"):
+        head = 1.0 - used / total
+    ok = np.isfinite(head)
+    return Series(x_at(d0, xaxis, rows[ok]), head[ok]) if ok.any() else None
 
 
 def row_at_step(d: RankData, step: float) -> int | None:
@@ -70,13 +101,15 @@ def loss_marks(d: RankData, steps: list[float], xaxis: str) -> list[tuple[float,
     return out
 
 
-def incident_marks(store: Store, incidents: list[Any], xaxis: str) -> list[tuple[float, float]]:
-    """(x, loss) of each past incident's first step on the lowest rank's timeline."""
+def incident_marks(store: Store, incidents: list[Any], xaxis: str,
+                   steps: tuple[int, int] | None = None) -> list[tuple[float, float]]:
+    """(x, loss) of each past incident's first step on the lowest rank's timeline (within ``steps``)."""
     with store.lock:
         d = figures.job_rank(store)
         if d is None:
             return []
-        return loss_marks(d, [i.first_step for i in incidents[-50:] if i.first_step is not None], xaxis)
+        return loss_marks(d, [i.first_step for i in incidents[-50:] if i.first_step is not None
+                              and (steps is None or steps[0] <= i.first_step <= steps[1])], xaxis)
 
 
 def step_range(step: int | None, recent: bool) -> tuple[int, int] | None:

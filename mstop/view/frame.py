@@ -76,7 +76,8 @@ class LossPart:
     min: float | None = None
     raw: Series | None = None
     smooth: Series | None = None
-    nan_steps: list[float] = field(default_factory=list)
+    nan_steps: list[float] = field(default_factory=list)  # x of each NaN/Inf loss (on the chosen axis)
+    nan_first_step: int | None = None  # the first one's step
     evals: list[tuple[float, str, float]] = field(default_factory=list)
     segment_starts: list[float] = field(default_factory=list)  # x of each restart/resume on the chart rank
     checkpoints: list[tuple[float, float]] = field(default_factory=list)  # (x, loss) marks
@@ -122,6 +123,7 @@ class DataPart:
     wait_frac: float | None = None
     worst_rank: int | None = None
     queue_depth: float | None = None
+    queue_rank: int | None = None  # whose queue: the worst rank's
 
 
 @dataclass
@@ -145,6 +147,7 @@ class View:
     """Everything one frame shows."""
 
     xaxis: str = "step"
+    now: float = 0.0  # the frame's clock: ages on screen are taken against it
     chart_rank: int | None = None  # the rank the run-wide charts are drawn from (the lowest with rows)
     header: HeaderPart = field(default_factory=HeaderPart)
     loss: LossPart = field(default_factory=LossPart)

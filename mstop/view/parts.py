@@ -53,7 +53,7 @@ def header(store: Store, opts: Options, now: float, tokens: TokensSeen) -> Heade
                    total_steps=_int(meta.get("total_steps")), ranks_seen=len(store.rank_files),
                    status=figures.status(store, opts), step=figures.step(store), bad_rows=store.bad_rows,
                    dropped_rows=figures.dropped_rows(store), writer_errors=figures.writer_errors(store),
-                   notes=file_notes(store, opts), elapsed=figures.elapsed(store, now),
+                   notes=file_notes(store, opts), elapsed=figures.elapsed(store, opts, now),
                    compile_s=figures.compile_seconds(store), last_checkpoint=figures.last_checkpoint(store))
     h.since_last_row = figures.seconds_since_last_row(store, opts) if store.rows else None
     spread = figures.clock_spread(store)
@@ -63,8 +63,9 @@ def header(store: Store, opts: Options, now: float, tokens: TokensSeen) -> Heade
     if h.last_checkpoint is not None:
         h.checkpoint_age = now - h.last_checkpoint["time"]
     step_time = figures.step_time(store)
-    h.steps_per_s = 1.0 / step_time if step_time else None
-    h.eta = figures.eta(store, step_time)
+    # steps/s is the pace now: a stalled or ended run has none (its last pace is the step time's business)
+    h.steps_per_s = 1.0 / step_time if step_time and h.status in ("running", "starting") else None
+    h.eta = figures.eta(store, opts, step_time)
     d = figures.job_rank(store)
     if d is not None:
         h.tokens_seen = tokens.total(store, d.rank)
@@ -94,19 +95,21 @@ def memory(store: Store) -> MemoryPart:
 
 
 def data(store: Store) -> DataPart:
-    """The input pipeline: the worst rank's share of step time spent waiting for data, the device queue."""
+    """The input pipeline: the worst rank's share of step time spent waiting for data, and that rank's device
+    queue (the starving rank's empty queue, not a healthy rank's full one); the lowest rank's without one."""
     p = DataPart(wait_frac=figures.data_wait_frac(store))
     w = figures.window(store)
     dwf = figures.rank_data_wait_frac(store)
     if w.ranks and not np.isnan(dwf).all():
         p.worst_rank = w.ranks[int(np.nanargmax(dwf))]
-    d = figures.job_rank(store)
+    d = store.ranks.get(p.worst_rank) if p.worst_rank is not None else figures.job_rank(store)
     if d is not None:
         p.queue_depth = figures.last_value(d, "queue_depth")
+        p.queue_rank = d.rank
     return p
 
 
-def ranks(store: Store, now: float) -> list[RankRow]:
+def ranks(store: Store, opts: Options) -> list[RankRow]:
     """A row per rank with rows in the recent window: its step, figures and the age of its last row."""
     w: Window = figures.window(store)
     if not w.ranks:
@@ -114,6 +117,10 @@ def ranks(store: Store, now: float) -> list[RankRow]:
     heads = figures.headrooms(store)
     tps, dwf = figures.rank_tokens_per_s(store), figures.rank_data_wait_frac(store)
     last_t, st = w.cols["time"][:, -1], w.cols["step_time"][:, -1]
+    # ages as the header's "last row ... ago" counts them (arrival while following, file times for clocks
+    # set in the future): the newest rank's age is the header's, the others older by their row times
+    newest = float(np.nanmax(last_t)) if not np.isnan(last_t).all() else math.nan
+    base = figures.seconds_since_last_row(store, opts) if store.rows else math.nan
 
     def opt(x: float) -> float | None:
         return None if math.isnan(x) else float(x)
@@ -126,7 +133,7 @@ def ranks(store: Store, now: float) -> list[RankRow]:
         rows.append(RankRow(rank=r, host=host, step=int(d.col("step")[-1]) if d.rows else None,
                             step_time=opt(st[i]), tokens_per_s=opt(tps[i]), data_wait=opt(dwf[i]),
                             headroom=head if head is not None else heads.get(MemoryScope("host", host=host)),
-                            age=None if math.isnan(last_t[i]) else now - float(last_t[i])))
+                            age=None if math.isnan(last_t[i]) else base + (newest - float(last_t[i]))))
     return rows
 
 
@@ -143,16 +150,21 @@ def loss(store: Store, opts: Options, ema: EmaSeries, *, points: int, steps: Any
     if len(idx):
         sel = evenly(len(idx), points)
         p.smooth = Series(charts.x_at(d, xaxis, idx[sel]), smooth[sel])
+    st = d.col("step")
+
+    def shown(step: float) -> bool:  # the w window: marks outside it would stretch the x axis back over the run
+        return steps is None or steps[0] <= step <= steps[1]
+
     eff = d.effective()
-    bad = [i for i, c, _ in d.nonfinite if c == "loss" and eff[i]]
+    bad = [i for i, c, _ in d.nonfinite if c == "loss" and eff[i] and shown(st[i])]
     p.nan_steps = charts.x_at(d, xaxis, np.asarray(bad, dtype=np.int64)).tolist() if bad else []
+    p.nan_first_step = int(st[bad[0]]) if bad else None
     p.evals = [(float(e["step"]), str(k), f) for e in d.evals if isinstance(e.get("step"), (int, float))
-               for k, val in (e.get("metrics") or {}).items() if (f := _f(val)) is not None]
-    if len(d.segments) > 1:
-        firsts = np.array([seg.first_row for seg in d.segments[1:]], dtype=np.int64)
-        p.segment_starts = charts.x_at(d, xaxis, firsts).tolist()
+               and shown(e["step"]) for k, val in (e.get("metrics") or {}).items() if (f := _f(val)) is not None]
+    firsts = np.array([seg.first_row for seg in d.segments[1:] if shown(st[seg.first_row])], dtype=np.int64)
+    p.segment_starts = charts.x_at(d, xaxis, firsts).tolist() if len(firsts) else []
     p.checkpoints = charts.loss_marks(d, [c["step"] for c in d.checkpoints[-50:]
-                                          if isinstance(c.get("step"), (int, float))], xaxis)
+                                          if isinstance(c.get("step"), (int, float)) and shown(c["step"])], xaxis)
     p.lr, p.grad_norm = (charts.series(store, r0, c, points, steps, xaxis) for c in ("lr", "grad_norm"))
     p.lr_now, p.grad_norm_now = figures.last_value(d, "lr"), figures.last_value(d, "grad_norm")
     return p

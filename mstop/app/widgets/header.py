@@ -10,8 +10,8 @@ from rich.text import Text
 from textual.widgets import Static
 
 from ... import fmt
-from ...engine.figures import STATUSES
-from ...view import View
+from ...engine.figures import ENDED, STATUSES
+from ...view import View, since_text
 
 
 class Header(Static):
@@ -44,11 +44,14 @@ class Header(Static):
         step = "n/a" if h.step is None else f"{h.step:,}"
         if h.total_steps:
             frac = (h.step or 0) / h.total_steps
-            t.append(f"step {step} / {h.total_steps:,} {fmt.bar(frac, 10)} {100 * frac:.0f} %"
-                     f" · ETA {fmt.duration(h.eta)}")
+            t.append(f"step {step} / {h.total_steps:,} {fmt.bar(frac, 10)} {100 * frac:.0f} %")
+            if h.status not in ENDED:  # an ended run has no time to go; a stalled one says why it has none
+                t.append(f" · ETA {fmt.duration(h.eta) if h.eta is not None else 'n/a (' + h.status + ')'}")
         else:
             t.append(f"step {step}")
-        t.append(f" · {fmt.num(h.steps_per_s, 3)} steps/s · tokens seen {fmt.si(h.tokens_seen)}"
+        if h.status not in ENDED:
+            t.append(f" · {fmt.num(h.steps_per_s, 3)} steps/s")
+        t.append(f" · tokens seen {fmt.si(h.tokens_seen)}"
                  f" · elapsed {fmt.duration(h.elapsed)}\n")
         t.append(f"last row {fmt.duration(h.since_last_row)} ago · ")
         if h.compile_s is not None:
@@ -67,18 +70,31 @@ class Header(Static):
 
 
 class AlertsPanel(Static):
-    """The active alerts, one line each (shown when there are any)."""
+    """The active alerts, one line each with since when it holds (shown when there are any). In a small
+    terminal (under 30 rows) they collapse to one count line, so the loss chart keeps its rows."""
+
+    #: the most alert lines shown in a full-size terminal; the rest are counted (a lists them all)
+    LINES = 4
 
     def show(self, v: View) -> None:
         self.display = bool(v.alerts)
         if not v.alerts:
             return
-        t = Text()
-        for i, a in enumerate(v.alerts[:8]):
+        small = self.app.size.height < 30
+        if small and len(v.alerts) > 1:
+            kinds = sorted({a.kind for a in v.alerts})
+            self.update(Text(f"!! {len(v.alerts)} alerts: {', '.join(kinds)} (a: list)", no_wrap=True,
+                             overflow="ellipsis"))
+            return
+        t = Text(no_wrap=small, overflow="ellipsis")
+        for i, a in enumerate(v.alerts[:self.LINES]):
             if i:
                 t.append("\n")
             t.append(f"!! {a.kind} ")
             t.append(Text(a.message))
-        if len(v.alerts) > 8:
-            t.append(f"\n... and {len(v.alerts) - 8} more (a: all)")
+            since = since_text(a, v.now)
+            if since:
+                t.append(f" · {since}")
+        if len(v.alerts) > self.LINES:
+            t.append(f"\n... and {len(v.alerts) - self.LINES} more (a: all)")
         self.update(t)

@@ -10,6 +10,8 @@ from rich.text import Text
 from textual.containers import Vertical
 from textual.widgets import Static
 
+from mstop_writer.schema import UNITS
+
 from ... import fmt
 from ...view import DATA_WARN, MEM_CRIT, MEM_WARN, BaselinePart, Series, View
 from .chart import Chart
@@ -31,10 +33,13 @@ class LossPanel(Vertical):
 
     def show(self, v: View, *, log: bool, smoothing: float, recent: bool = False) -> None:
         b = v.baseline or NO_BASELINE  # every field None without one
-        xlabel = {"step": "step", "time": "unix time", "tokens": "tokens seen"}[v.xaxis]
+        xlabel = {"step": "step", "time": "wall time", "tokens": "tokens seen"}[v.xaxis]
+        raw = v.loss.raw
+        if v.xaxis == "time" and raw is not None and len(raw.x):  # the axis counts m:ss from its first point
+            xlabel = f"time since {fmt.clock_tick(float(raw.x[0]))}"
         title = f"loss {fmt.num(v.loss.now)}  smoothed({smoothing:g}) {fmt.num(v.loss.ema)}  min {fmt.num(v.loss.min)}"
         if v.loss.nan_steps:
-            title += f"  !! NaN/Inf at {xlabel} {fmt.num(v.loss.nan_steps[0], 6)}"
+            title += f"  !! NaN/Inf at step {v.loss.nan_first_step:,}"  # a step on every x axis, not unix seconds
         if v.chart_rank:
             title += f"  (rank {v.chart_rank})"
         if log:
@@ -69,14 +74,26 @@ class LossPanel(Vertical):
             base.update(t)
         self.query_one("#loss-chart", Chart).show_series(
             title, lines, log=log,
-            vlines=v.loss.nan_steps + v.loss.segment_starts, points=marks)
+            vlines=v.loss.nan_steps + v.loss.segment_starts, points=marks, xkind=v.xaxis)
         if v.loss.custom:
-            names = ", ".join(v.loss.custom)
-            self.query_one("#custom-chart", Chart).show_series(
-                f"{names}   x: {xlabel}", [(name, series) for name, series in v.loss.custom.items()])
+            self._custom(v, xlabel)
         self.query_one("#lr-chart", Chart).show_series(
             f"lr {fmt.num(v.loss.lr_now)}   grad norm {fmt.num(v.loss.grad_norm_now)}   x: {xlabel}",
-            [("lr", v.loss.lr)], right=("grad norm", v.loss.grad_norm))
+            [("lr", v.loss.lr)], right=("grad norm", v.loss.grad_norm), xkind=v.xaxis)
+
+
+    def _custom(self, v: View, xlabel: str) -> None:
+        """The / key's columns: those in the first one's unit on the left axis, the first in another unit
+        on the right; more units than two are named as not drawn (mem bytes beside a loss would flatten it)."""
+        unit = {name: UNITS.get(name, "") for name in v.loss.custom}
+        first = next(iter(v.loss.custom))
+        left = [(n, s) for n, s in v.loss.custom.items() if unit[n] == unit[first]]
+        other = [(n, s) for n, s in v.loss.custom.items() if unit[n] != unit[first]]
+        title = f"{', '.join(v.loss.custom)}   x: {xlabel}"
+        if len(other) > 1:
+            title += f"   ({', '.join(n for n, _ in other[1:])}: other units, not drawn)"
+        self.query_one("#custom-chart", Chart).show_series(
+            title, left, right=other[0] if other else None, xkind=v.xaxis, yunit=fmt.axis_unit(first, unit[first]))
 
 
 class ThroughputPanel(Vertical):
@@ -98,7 +115,8 @@ class ThroughputPanel(Vertical):
         self.query_one("#tp-text", Static).update(t)
         # the baseline first: this run's line is drawn over it where they meet
         lines = ([("baseline", b.throughput)] if v.baseline else []) + [("tokens/s", v.throughput.series)]
-        self.query_one("#tp-chart", Chart).show_series("tokens/s" + (" (and baseline)" if v.baseline else ""), lines)
+        self.query_one("#tp-chart", Chart).show_series("tokens/s" + (" (and baseline)" if v.baseline else ""), lines,
+                                                       xkind=v.xaxis, yunit="tok/s")
 
 
 class MfuPanel(Vertical):
@@ -117,7 +135,7 @@ class MfuPanel(Vertical):
             t.append(f"MFU {fmt.pct(v.throughput.mfu)}")
             if b.mfu_delta is not None:
                 t.append(f" ({100 * b.mfu_delta:+.1f} pp vs baseline)")
-            t.append(f" · peak {v.throughput.peak_flops / 1e12:,.0f} TFLOP/s\n")
+            t.append(f" · peak {fmt.flops(v.throughput.peak_flops)}\n")
             t.append(Text(str(v.throughput.peak_source or "")))
         self.query_one("#mfu-text", Static).update(t)
         series = v.throughput.mfu_series
@@ -128,7 +146,7 @@ class MfuPanel(Vertical):
             lines = [("MFU %", Series(series.x, series.y * 100))]
             if b.mfu is not None:  # drawn first: this run's line goes over it where they meet
                 lines.insert(0, ("baseline", Series(b.mfu.x, b.mfu.y * 100)))
-            chart.show_series("MFU %" + (" (and baseline)" if v.baseline else ""), lines)
+            chart.show_series("MFU %" + (" (and baseline)" if v.baseline else ""), lines, xkind=v.xaxis, yunit="%")
 
 
 class MemoryPanel(Vertical):
@@ -161,10 +179,10 @@ class MemoryPanel(Vertical):
         self.set_class(v.memory.series is None, "no-chart")
         if v.memory.series is not None:
             worst = v.memory.worst
-            who = worst if worst is not None and worst.kind == "rank" else f"rank {v.chart_rank}"
+            who = worst if worst is not None else f"rank {v.chart_rank}"
             chart.show_series(f"headroom %, {who}",
                               [("headroom %", Series(v.memory.series.x, v.memory.series.y * 100))],
-                              hlines=[100 * MEM_WARN, 100 * MEM_CRIT])
+                              hlines=[100 * MEM_WARN, 100 * MEM_CRIT], xkind=v.xaxis, yunit="%")
 
 
 class DataPanel(Static):
@@ -178,6 +196,6 @@ class DataPanel(Static):
             t.append(f"  ! input-bound: above {DATA_WARN:.0%}")
         self.set_class(starving, "warning")
         t.append(f"\ndevice queue depth {fmt.num(v.data.queue_depth, 3)}")
-        if v.data.queue_depth is not None and v.chart_rank is not None:
-            t.append(f" (rank {v.chart_rank})")
+        if v.data.queue_depth is not None and v.data.queue_rank is not None:
+            t.append(f" (rank {v.data.queue_rank})")
         self.update(t)

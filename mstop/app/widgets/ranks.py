@@ -127,7 +127,7 @@ class RanksTable(DataTable):
             self.move_cursor(row=min(cursor, len(page) - 1))
         arrow = "down" if self.sort_reverse else "up"
         what = "hosts and ranks" if self.grouped else "ranks"
-        self.border_title = (f"{what} {self.offset + 1}-{self.offset + len(page)} of {len(lines):,}"
+        self.border_title = (f"rows {self.offset + 1}-{self.offset + len(page)} of {len(lines):,} {what}"
                              f" · sorted by {self.sort_key} ({arrow}) · click a header to sort, pgup/pgdn to page"
                              f" · h: {'ungroup' if self.grouped else 'group by host'}")
 

@@ -1,0 +1,257 @@
+"""The screen tells the truth at a glance: nothing on it contradicts the rest, every number is live or
+says its age, axes read as numbers people use, the keys can be found (issue 14)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from mstop.app import MonitorApp
+from mstop.app.widgets import AlertsPanel, Header
+from tests.conftest import ROOT
+from tests.runs import start, steps, write_events, write_rank
+from tests.test_app import settle, text
+
+
+def screen_lines(app: MonitorApp) -> list[str]:
+    """The screen as the terminal shows it, one string per row (from Textual's own screenshot)."""
+    import html
+    import re
+
+    rows: dict[float, list[tuple[float, str]]] = {}
+    for m in re.finditer(r'<text class="[^"]*" x="([\d.]+)" y="([\d.]+)"[^>]*>(.*?)</text>', app.export_screenshot()):
+        rows.setdefault(float(m.group(2)), []).append((float(m.group(1)), html.unescape(m.group(3))))
+    return ["".join(t for _, t in sorted(parts)).replace("\xa0", " ") for _, parts in sorted(rows.items())]
+
+
+def _run(path, *, last=200, data_wait=lambda s: 0.01, end=False, dt=1.0, total=1000):
+    write_events(path, 0, [start("s1", t=999.0, run_name="truth", total_steps=total, host="n0",
+                                 heartbeat_interval=30)])
+    write_rank(path, 0, steps(1, last, t0=1000.0, dt=dt, step_time=dt, data_wait=data_wait, tokens=1000,
+                              loss=lambda s: 3.0 / s ** 0.2, lr=1e-4))
+    if end:
+        write_events(path, 0, [{"time": 1000.0 + last * dt, "kind": "end", "session": "s1", "rows": last}])
+    return path
+
+
+async def _header(path, now: float, size=(120, 40)) -> tuple[str, MonitorApp]:
+    app = MonitorApp(str(path), follow=False, clock=lambda: now)
+    async with app.run_test(size=size) as pilot:
+        await settle(pilot)
+        return text(app.query_one(Header)), app
+
+
+async def test_a_finished_run_opened_an_hour_later_shows_its_own_duration_and_no_eta(tmp_path):
+    run = _run(tmp_path / "run", last=100, end=True, total=100)
+    head, _ = await _header(run, now=1100.0 + 3600)
+    assert "status FINISHED" in head
+    assert "elapsed 1 m 39 s" in head  # first row (1001) to last row (1100), not to now
+    assert "ETA" not in head and "steps/s" not in head
+
+
+async def test_a_stalled_run_has_no_pace_and_no_eta(tmp_path):
+    run = _run(tmp_path / "run", last=200)
+    head, _ = await _header(run, now=1200.0 + 600)  # ten minutes without a row, heartbeats unknown
+    assert "status STALLED" in head
+    assert "ETA n/a (stalled)" in head and "n/a steps/s" in head
+    live, _ = await _header(run, now=1201.0)
+    assert "status RUNNING" in live and "ETA 13 m 20 s" in live and "1 steps/s" in live  # 800 steps x 1 s
+
+
+async def test_an_alert_line_says_since_when_and_leaves_when_its_condition_ends(tmp_path):
+    """Data wait at 40 % from step 150, then 1.6 %: the line said 40 % with no age and stayed for 60 s."""
+    run = _run(tmp_path / "run", last=200, data_wait=lambda s: 0.4 if s >= 150 else 0.016)
+    app = MonitorApp(str(run), follow=False, clock=lambda: 1201.0)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        line = str(app.query_one(AlertsPanel).content)
+        assert "!! data_starvation rank 0 waits on input 40%" in line
+        assert "since step 200 (" in line  # first seen at the newest row when opened
+        assert "input-bound" in str(app.query_one("#data").content)
+        write_rank(run, 0, steps(201, 230, t0=1201.0, step_time=1.0, data_wait=0.016, tokens=1000, loss=1.0))
+        app.source.read_all()
+        app.opts.clock = lambda: 1232.0
+        app.redraw()
+        await settle(pilot)
+        assert not app.query_one(AlertsPanel).display  # cleared at once, not held for a minute
+        data = str(app.query_one("#data").content)
+        assert "data wait 1.6 %" in data and "input-bound" not in data
+
+
+async def test_the_footer_always_shows_help(tmp_path):
+    run = _run(tmp_path / "run")
+    for size in ((120, 40), (80, 24)):
+        app = MonitorApp(str(run), follow=False, clock=lambda: 1201.0)
+        async with app.run_test(size=size) as pilot:
+            await settle(pilot, lambda app=app: "quit" in screen_lines(app)[-1])
+            footer = screen_lines(app)[-1]
+            assert "? help" in footer and "q quit" in footer, footer
+
+
+async def test_small_terminal_collapses_alerts_to_one_line(tmp_path):
+    run = _run(tmp_path / "run", last=200, data_wait=lambda s: 0.4)
+    write_rank(run, 0, [{"time": 1201.0, "step": 201, "loss": "nan", "step_time": 1.0, "data_wait": 0.4}])
+    app = MonitorApp(str(run), follow=False, clock=lambda: 1202.0)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        panel = app.query_one(AlertsPanel)
+        assert str(panel.content).startswith("!! 2 alerts: data_starvation, nan_loss (a: list)")
+        assert panel.size.height == 1
+        assert app.query_one("#loss-chart").size.height >= 8
+
+
+async def test_step_axis_ticks_are_whole_steps(tmp_path):
+    run = _run(tmp_path / "run", last=600)
+    app = MonitorApp(str(run), follow=False, clock=lambda: 1601.0)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        drawn = text(app.query_one("#loss-chart"))
+        assert "100" in drawn and "300" in drawn
+        assert "150.8" not in drawn and "300.5" not in drawn
+
+
+def test_piped_text_has_no_trailing_spaces_and_cuts_no_cell(tmp_path):
+    run = tmp_path / ("a-very-long-run-name-that-would-not-fit-in-eighty-columns-" + "x" * 40)
+    _run(run, last=100)
+    for args in (["summary", str(run)], ["compare", str(run), str(run)]):
+        out = subprocess.run([sys.executable, "-m", "mstop", *args], cwd=ROOT, capture_output=True, text=True,
+                             timeout=60, env={"COLUMNS": "80", "PATH": "/usr/bin:/bin"})
+        assert out.returncode == 0, out.stderr
+        assert all(line == line.rstrip() for line in out.stdout.splitlines()), args
+        assert "…" not in out.stdout, out.stdout
+    assert run.name in subprocess.run([sys.executable, "-m", "mstop", "summary", str(run)], cwd=ROOT,
+                                      capture_output=True, text=True, timeout=60).stdout
+
+
+
+async def test_a_dead_run_has_no_eta_and_its_own_duration(tmp_path):
+    """Heartbeats every 30 s, the last row at 1,200 and nothing since: dead after 3 heartbeats."""
+    run = _run(tmp_path / "run", last=200)
+    write_events(run, 0, [{"time": 1200.0, "kind": "heartbeat"}])
+    head, _ = await _header(run, now=1200.0 + 3600)
+    assert "status DEAD" in head
+    assert "elapsed 3 m 19 s" in head and "ETA" not in head and "steps/s" not in head
+
+
+async def test_the_recent_window_narrows_the_loss_axis_whatever_the_marks(tmp_path):
+    """w: a checkpoint at step 100 of 2,000 and a NaN at step 50 stretched the loss chart back over the run."""
+    run = _run(tmp_path / "run", last=2000)
+    write_rank(run, 0, [{"time": 3001.0, "step": 2001, "loss": 1.0, "step_time": 1.0}])
+    write_events(run, 0, [{"time": 1100.0, "kind": "checkpoint", "step": 100, "path": "/ck/100"},
+                          {"time": 2900.0, "kind": "checkpoint", "step": 1900, "path": "/ck/1900"}])
+    import csv
+
+    path = run / "rank0.csv"
+    rows = list(csv.reader(path.open()))
+    rows[50][rows[0].index("loss")] = "nan"  # step 50
+    with path.open("w", newline="") as f:
+        csv.writer(f).writerows(rows)
+    app = MonitorApp(str(run), follow=False, clock=lambda: 3002.0)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("w")
+        await settle(pilot)
+        v = app._last_view
+        xs = [x for s in (v.loss.raw, v.loss.smooth) for x in s.x.tolist()]
+        marks = [x for x, _ in v.loss.checkpoints] + v.loss.nan_steps + [x for x, _ in v.loss.incident_marks]
+        assert min(xs) >= 1801 and all(1801 <= x <= 2001 for x in marks), (min(xs), marks)
+        assert [x for x, _ in v.loss.checkpoints] == [1900.0]
+        assert "recent" in text(app.query_one("#loss-chart"))
+
+
+async def test_ranks_table_ages_agree_with_the_header(tmp_path):
+    """Following live the header's age counts from the rows' arrival; the table counted from their time column."""
+    run = _run(tmp_path / "run", last=100)
+    write_events(run, 1, [start("s1", t=999.0, host="n1")])
+    write_rank(run, 1, steps(1, 90, t0=1000.0, step_time=1.0, tokens=1000, loss=1.0))
+    app = MonitorApp(str(run), follow=False, clock=lambda: 1100.0 + 45)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        head = text(app.query_one(Header))
+        assert "last row 45 s ago" in head
+        ages = {r.rank: r.age for r in app._last_view.ranks}
+        assert ages[0] == 45.0 and ages[1] == 55.0  # the newest rank's age is the header's
+
+
+async def test_units_in_the_go_to_step_dialog_and_the_mfu_peak(tmp_path):
+    run = tmp_path / "run"
+    write_events(run, 0, [start("s1", t=999.0, peak_flops=1e11, flops_per_token=6e6, world_size=1)])
+    write_rank(run, 0, steps(1, 50, t0=1000.0, step_time=0.5, data_wait=0.000324707, tokens=1000, loss=1.0,
+                             mem_peak=549704000, mem_total=8e9))
+    app = MonitorApp(str(run), follow=False, clock=lambda: 1051.0)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        assert "peak 100 GFLOP/s" in str(app.query_one("#mfu-text").content)
+        await pilot.press("g")
+        for k in "25":
+            await pilot.press(k)
+        await pilot.press("enter")
+        await settle(pilot)
+        shown = str(app.screen.query_one("#step-values").content)
+        assert "mem_peak=524 MiB" in shown and "data_wait=0.3 ms" in shown and "step_time=500.0 ms" in shown
+        assert "e+08" not in shown and "e-04" not in shown
+
+
+def test_monitor_help_lists_every_command():
+    out = subprocess.run([sys.executable, "-m", "mstop", "tests/fixtures/snap-run", "--help"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=30).stdout
+    assert all(f"mstop {c}" in out.replace("\n", " ") for c in ("summary", "compare", "report", "demo"))
+
+
+def test_replayed_checkpoints_are_under_the_replay_directory(tmp_path):
+    import json
+
+    from mstop.sources.replay import RECORDING, replay
+
+    replay(RECORDING, tmp_path / "r", speed=1e9)
+    paths = [json.loads(x)["path"] for x in (tmp_path / "r" / "rank0.events.jsonl").read_text().splitlines()
+             if json.loads(x)["kind"] == "checkpoint"]
+    assert paths and all(p.startswith(str(tmp_path / "r" / "ckpt")) for p in paths), paths[:2]
+
+
+async def test_host_memory_chart_shows_the_panels_figure(tmp_path):
+    """Two ranks on one host, host RAM: the panel's headroom is the host's; its chart was rank 0's own."""
+    run = tmp_path / "run"
+    for r in range(2):
+        write_events(run, r, [start("s1", t=999.0, host="n0", memory_source="host", world_size=2)])
+        write_rank(run, r, steps(1, 100, t0=1000.0, step_time=1.0, tokens=1000, loss=1.0,
+                                 mem_peak=20e9 + r * 1e9, mem_total=64e9))
+    app = MonitorApp(str(run), follow=False, clock=lambda: 1101.0)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        v = app._last_view
+        assert str(v.memory.worst) == "host n0"
+        # float32 cells: equal to the last digit the screen shows (35.9 %)
+        assert min(v.memory.series.y) == pytest.approx(v.memory.headroom, rel=1e-6)
+        assert v.memory.headroom == pytest.approx(1 - 41e9 / 64e9, rel=1e-6)
+        assert "headroom %, host n0" in text(app.query_one("#mem-chart"))
+
+
+async def test_legends_stay_with_log_scale_and_marks_say_their_axis(tmp_path):
+    run = _run(tmp_path / "run", last=300)
+    write_events(run, 0, [{"time": 1100.0, "kind": "eval", "step": 100, "metrics": {"accuracy": 0.61,
+                                                                                   "val_loss": 2.1}}])
+    app = MonitorApp(str(run), follow=False, clock=lambda: 1301.0)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        chart = app.query_one("#loss-chart")
+        legend = chart.legend().plain
+        assert "•• raw" in legend and "▀▄ smoothed" in legend  # glyphs, not only colours (NO_COLOR)
+        assert "eval accuracy (right axis)" in legend and "eval val_loss" in legend
+        assert "eval val_loss (right axis)" not in legend  # a loss shares the loss axis
+        await pilot.press("l")
+        await settle(pilot)
+        assert "(log)" in text(chart) and "▀▄ smoothed" in text(chart)  # the legend did not go with l
+
+
+async def test_smoothing_keys_leave_one_toast(tmp_path):
+    run = _run(tmp_path / "run")
+    app = MonitorApp(str(run), follow=False, clock=lambda: 1201.0)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        for _ in range(4):
+            await pilot.press("s")
+        await settle(pilot)
+        assert len(app._notifications) == 1
