@@ -1,6 +1,6 @@
 """MstopCallback in MindFormers jobs (issue 15): registered by one import, or by REGISTER_PATH and one yaml
-entry. The MindFormers tests run where mindformers imports (a second environment: see the README's
-MindFormers section and .ci/run) and are skipped with the reason elsewhere."""
+entry. The MindFormers tests run where mindformers imports (an environment made as
+../shared/mindformers/README.md shows: not yet built by .ci/run) and are skipped with the reason elsewhere."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ import pytest
 from tests.conftest import ROOT
 
 HAS_MF = importlib.util.find_spec("mindformers") is not None
-needs_mf = pytest.mark.skipif(not HAS_MF, reason="mindformers is not installed here (the kit in "
-                                                 "../shared/mindformers/README.md installs it; .ci/run does too)")
+needs_mf = pytest.mark.skipif(not HAS_MF, reason="mindformers is not installed here: install it as "
+                                                 "../shared/mindformers/README.md shows and run these tests there")
 
 
 def run(code: str, **env: str) -> subprocess.CompletedProcess:
@@ -67,3 +67,54 @@ def test_register_path_and_auto_register_need_no_import(tmp_path):
               "print(type(cb).__module__, type(cb).__name__)\n", REGISTER_PATH=folder)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split()[-2:] == ["mstop_writer.callback", "MstopCallback"]
+
+
+@needs_mf
+def test_a_mindformers_job_gets_its_model_shape_and_parameters_from_the_network(tmp_path):
+    """No shape given: layers, heads, head size and sequence length come from the Llama's config, each with
+    its source in the start event; n_params is the bare model's (not the optimizer's moments); tokens per
+    step = batch x seq length; a row per step."""
+    import json
+
+    run = tmp_path / "run"
+    out = subprocess.run([sys.executable, str(ROOT / "tests" / "mindformers_job.py"), str(run), "6"], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, (out.stdout + out.stderr)[-3000:]
+    bare = int(next(line.split()[1] for line in out.stdout.splitlines() if line.startswith("BARE_N_PARAMS")))
+    start = json.loads((run / "rank0.events.jsonl").read_text().splitlines()[0])
+    assert (start["n_layers"], start["n_heads"], start["head_dim"], start["seq_len"]) == (2, 2, 32, 32)
+    assert start["detected"]["n_layers"] == start["detected"]["seq_len"] == "LlamaForCausalLM.config"
+    assert start["n_params"] == bare
+    assert start["tokens_per_step"] == 4 * 32 and start["flops_per_token_source"] != "given"
+    rows = (run / "rank0.csv").read_text().splitlines()[1:]
+    assert len(rows) == 6
+
+
+def test_model_shape_is_read_from_a_config_inside_the_network():
+    """Any MindSpore cell holding a config (MindFormers' or Hugging Face-style names), at the top or inside
+    a wrapper; none without one. The user's own values win (see _fill_shape)."""
+    pytest.importorskip("mindspore", reason="the callback needs MindSpore")
+    from types import SimpleNamespace
+
+    from mindspore import nn
+
+    from mstop_writer.callback import MstopCallback, model_shape
+
+    class Model(nn.Cell):
+        def __init__(self):
+            super().__init__()
+            self.config = SimpleNamespace(num_hidden_layers=4, num_attention_heads=8, hidden_size=512,
+                                          seq_length=128)
+            self.dense = nn.Dense(4, 4)
+
+    class Wrapper(nn.Cell):
+        def __init__(self):
+            super().__init__()
+            self.inner = Model()
+
+    assert model_shape(Wrapper()) == ({"n_layers": 4, "n_heads": 8, "head_dim": 64, "seq_len": 128}, "Model.config")
+    assert model_shape(nn.Dense(2, 2)) == ({}, None)
+    opts, found = {"n_layers": 40}, {}
+    MstopCallback._fill_shape(opts, found, Wrapper())
+    assert opts == {"n_layers": 40, "n_heads": 8, "head_dim": 64, "seq_len": 128}
+    assert "n_layers" not in found and found["seq_len"] == "Model.config"

@@ -274,6 +274,7 @@ class MstopCallback(Callback):
                     opts["n_params"], found["n_params"] = n, how
             except Exception:  # noqa: BLE001
                 pass
+        self._fill_shape(opts, found, cb.network if cb.network is not None else cb.train_network)
         opts["detected_from"] = found
         mode = ms.get_auto_parallel_context("parallel_mode")
         opts.setdefault("parallel_mode", mode)
@@ -287,6 +288,20 @@ class MstopCallback(Callback):
         if opts.get("total_steps") is None and batch_num > 0:
             opts["total_steps"] = final_epoch * batch_num + opts.get("step_offset", 0)
         return opts
+
+    @staticmethod
+    def _fill_shape(opts: dict[str, Any], found: dict[str, str], network: Any) -> None:
+        """The MFU formula's model shape from the network's config, for each of n_layers, n_heads, head_dim
+        and seq_len the user did not give (a given flops_per_token needs none); ``found`` says where from."""
+        if opts.get("flops_per_token") is not None or all(opts.get(k) is not None for k in SHAPE_KEYS):
+            return
+        try:
+            shape, source = model_shape(network)
+        except Exception:  # noqa: BLE001 - detection must never stop training
+            return
+        for key in SHAPE_KEYS:
+            if opts.get(key) is None and key in shape:
+                opts[key], found[key] = shape[key], source
 
     @staticmethod
     def _dp_size(mode: str, opts: dict[str, Any]) -> int:
@@ -413,6 +428,43 @@ def _check_output_names(names: Sequence[str | None] | None) -> tuple[str | None,
     if len(set(named)) != len(named):
         raise ValueError(f"output_names has duplicates: {list(names)}")
     return tuple(out)
+
+
+#: the writer options that describe the model's shape (6N + 12 L H Q T needs them)
+SHAPE_KEYS = ("n_layers", "n_heads", "head_dim", "seq_len")
+#: a model config's names for the shape the MFU formula needs (MindFormers' first, then Hugging Face's)
+SHAPE_NAMES = {"n_layers": ("num_layers", "num_hidden_layers", "n_layer"),
+               "n_heads": ("num_heads", "num_attention_heads", "n_head"),
+               "seq_len": ("seq_length", "seq_len")}
+
+
+def model_shape(network: Any) -> tuple[dict[str, int], str | None]:
+    """The model's layers, heads, head size and sequence length from the ``config`` of the network or the
+    first cell inside it that has one (a MindFormers model keeps its ``LlamaConfig`` there), and where they
+    came from (``LlamaForCausalLM.config``); empty when no cell has a config with layers and heads."""
+    cells = [("", network)]
+    try:
+        cells += list(network.cells_and_names())
+    except Exception:  # noqa: BLE001 - not a Cell
+        pass
+    for _, cell in cells:
+        cfg = getattr(cell, "config", None)
+        if cfg is None:
+            continue
+        found = {}
+        for key, names in SHAPE_NAMES.items():
+            v = next((getattr(cfg, n) for n in names if isinstance(getattr(cfg, n, None), int)), None)
+            if v is not None and not isinstance(v, bool) and v > 0:
+                found[key] = v
+        hidden = getattr(cfg, "hidden_size", None)
+        if "n_layers" in found and "n_heads" in found:
+            head_dim = getattr(cfg, "head_dim", None)
+            if isinstance(head_dim, int) and head_dim > 0:
+                found["head_dim"] = head_dim
+            elif isinstance(hidden, int) and hidden % found["n_heads"] == 0:
+                found["head_dim"] = hidden // found["n_heads"]
+            return found, f"{type(cell).__name__}.config"
+    return {}, None
 
 
 def _find_optimizer(cell: Any) -> Any:

@@ -379,6 +379,7 @@ class MetricsWriter:
             peak_flops_source=hardware["peak_flops_source"], flops_per_token=hardware["flops_per_token"],
             flops_per_token_source=hardware["flops_per_token_source"], n_params=o["n_params"],
             n_params_source=detected_from.get("n_params", "given" if o["n_params"] is not None else None),
+            n_layers=o["n_layers"], n_heads=o["n_heads"], head_dim=o["head_dim"], seq_len=o["seq_len"],
             detected=dict(detected_from), heartbeat_interval=o["heartbeat_interval"],
             tokens_per_step=self.tokens_per_step, samples_per_step=self.samples_per_step,
             memory_source="device" if self._mem_device else "host", memory_detail=hardware["memory_detail"],
