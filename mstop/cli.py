@@ -121,7 +121,7 @@ def monitor_parser() -> argparse.ArgumentParser:
 def _no_terminal(what: str) -> bool:
     """True (after saying why) when standard output is not a terminal: the monitor would draw an 80x24
     screen into a pipe or file and garble the terminal behind it (``mstop demo | tee log``)."""
-    if sys.stdout.isatty():
+    if sys.stdout is not None and sys.stdout.isatty():
         return False
     print(f"mstop: {what} draws on a terminal, and standard output is not one (a pipe or a file): run it "
           "in a terminal, or use `mstop summary` for text", file=sys.stderr)
