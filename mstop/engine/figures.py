@@ -629,20 +629,28 @@ def elapsed(store: Store, opts: Options, now: float) -> float | None:
     return now - min(starts) if starts else None
 
 
+def row_at_step(d: RankData, step: float) -> int | None:
+    """The row of ``step`` on the rank's current timeline (by binary search on a plain run: a frame must
+    not read every row), or None."""
+    st = d.col("step")
+    if d.monotonic and len(d.segments) <= 1:
+        i = int(np.searchsorted(st, step))
+        return i if i < d.rows and st[i] == step else None
+    hit = np.flatnonzero(d.effective() & (st == step))
+    return int(hit[-1]) if len(hit) else None
+
+
 def time_at_step(store: Store, rank: int | None, step: float) -> float | None:
     """The row time of ``step`` on a rank's timeline (the lowest rank's for None), or None."""
     d = store.ranks.get(rank) if rank is not None else job_rank(store)
-    if d is None or not d.rows:
-        return None
-    st = d.col("step")
-    if d.monotonic and len(d.segments) <= 1:  # binary search: an alert must not read every row
-        i = int(np.searchsorted(st, step))
-        hit = i if i < d.rows and st[i] == step else None
-    else:
-        rows = np.flatnonzero(d.effective() & (st == step))
-        hit = int(rows[-1]) if len(rows) else None
+    hit = row_at_step(d, step) if d is not None and d.rows else None
     t = float(d.col("time")[hit]) if hit is not None else math.nan
     return t if math.isfinite(t) else None
+
+
+def host_ranks(store: Store, host: str) -> list[int]:
+    """The ranks whose latest start event names ``host``, in rank order (a host's memory is theirs together)."""
+    return sorted(r for r, d in store.ranks.items() if d.last_start and str(d.last_start.get("host")) == host)
 
 
 def rank_step_time(w: Window) -> np.ndarray:
@@ -676,7 +684,7 @@ def memory_bytes(store: Store, scope: MemoryScope | None, fallback: int) -> tupl
     if scope is not None and scope.kind == "rank":
         ranks = [scope.rank]
     elif scope is not None:
-        ranks = [r for r, d in store.ranks.items() if d.last_start and str(d.last_start.get("host")) == scope.host]
+        ranks = host_ranks(store, scope.host)
     else:
         ranks = [fallback]
     used = peak = total = None

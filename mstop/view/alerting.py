@@ -18,8 +18,7 @@ MARKS = {"dead_rank": "D", "straggler": "S", "lagging_rank": "L", "oom_risk": "M
 def _key(a: Any) -> tuple:
     """One alert while it holds: its kind, rank and the step it began at (a spike at another step, or the
     same condition again after it cleared, is a new one)."""
-    since = getattr(a, "since_step", None)
-    return (a.kind, a.rank, since if since is not None else a.step)
+    return (a.kind, a.rank, a.since_step if a.since_step is not None else a.step)
 
 
 def heat_marks(alerts: list[Any]) -> dict[int, str]:
@@ -34,9 +33,9 @@ def heat_marks(alerts: list[Any]) -> dict[int, str]:
 def since_text(a: Any, now: float) -> str:
     """How long an alert has held, for its line: ``since step 1,021 (40 s ago)``; a held one (``hold_s``)
     says when it cleared instead, so the line never reads as the present."""
-    if getattr(a, "cleared", None) is not None:
+    if a.cleared is not None:
         return f"cleared {fmt.duration(max(0.0, now - a.cleared))} ago"
-    step, t = getattr(a, "since_step", None), getattr(a, "since_time", None)
+    step, t = a.since_step, a.since_time
     if t is None:
         return ""
     at = f"since step {step:,}" if isinstance(step, int) else "since"

@@ -37,8 +37,7 @@ def headroom_series(store: Store, worst: MemoryScope | None, fallback: int, poin
     """1 - mem_peak / mem_total over the run for the worst memory scope: a rank, or a host (its ranks' peaks
     added up at each step, as the panel's figure counts them); the chart rank without one."""
     if worst is not None and worst.kind == "host":
-        ranks = sorted(r for r, d in store.ranks.items()
-                       if d.rows and d.last_start and str(d.last_start.get("host")) == worst.host)
+        ranks = [r for r in figures.host_ranks(store, worst.host) if store.ranks[r].rows]
         if ranks:
             return _host_headroom(store, ranks, points, steps, xaxis)
     r = worst.rank if worst is not None and worst.kind == "rank" else fallback
@@ -77,23 +76,12 @@ def _host_headroom(store: Store, ranks: list[int], points: int, steps: Any, xaxi
     return Series(x_at(d0, xaxis, rows[ok]), head[ok]) if ok.any() else None
 
 
-def row_at_step(d: RankData, step: float) -> int | None:
-    """The row of ``step`` on the rank's current timeline (by binary search on a plain run: a frame must
-    not read every row), or None."""
-    st = d.col("step")
-    if d.monotonic and len(d.segments) <= 1:
-        i = int(np.searchsorted(st, step))
-        return i if i < d.rows and st[i] == step else None
-    hit = np.flatnonzero(d.effective() & (st == step))
-    return int(hit[-1]) if len(hit) else None
-
-
 def loss_marks(d: RankData, steps: list[float], xaxis: str) -> list[tuple[float, float]]:
     """(x, loss) at each of ``steps`` that has a finite loss on the rank's timeline: checkpoint and
     incident marks on the loss chart."""
     out = []
     for s in steps:
-        i = row_at_step(d, s)
+        i = figures.row_at_step(d, s)
         if i is not None:
             y = float(d.col("loss")[i])
             if math.isfinite(y):
