@@ -227,3 +227,56 @@ def test_the_follower_knows_rank_files_as_the_schema_names_them(name):
 
     schema = bool(re.fullmatch(CSV_PATTERN, name) or re.fullmatch(EVENTS_PATTERN, name))
     assert bool(follower.NAME.match(name)) == schema
+
+
+def _mf_log(folder: Path, first: int, last: int, total: int) -> list[str]:
+    from tests.mflines import Log
+
+    log = Log()
+    for s in range(first, last + 1):
+        log.step(1, 1, s, total, 3.0 - s / 1000, samples_per_s=40.0)
+    return log.lines
+
+
+def test_a_mindformers_log_over_ssh_equals_local(server, tmp_path):
+    """``mstop summary host:output/`` on a MindFormers job's logs gives what the local read gives."""
+    out = tmp_path / "output"
+    for r in range(2):
+        d = out / "log" / f"rank_{r}"
+        d.mkdir(parents=True)
+        (d / "info.log").write_text("".join(x + "\n" for x in _mf_log(d, 1, 40, 40)))
+    local = json.loads(summary(out, "--json").stdout)
+    proc = summary(f"testhost:{out}", "--json", "-F", server.config)
+    assert proc.returncode == 0, proc.stderr
+    remote = json.loads(proc.stdout)
+    remote.pop("run_dir"), local.pop("run_dir")
+    remote.pop("alerts"), local.pop("alerts")
+    assert remote == local and remote["rows"] == 80 and remote["source"]["kind"] == "mindformers log"
+
+
+def test_follow_a_mindformers_log_over_ssh_through_a_rotation_and_a_reconnect(server, tmp_path):
+    folder = tmp_path / "output" / "log" / "rank_0"
+    folder.mkdir(parents=True)
+    lines = _mf_log(folder, 1, 60, 60)
+    path = folder / "info.log"
+    path.write_text("".join(x + "\n" for x in lines[:40]))  # steps 1-20 (a step and a progress line each)
+    store = Store()
+    src = RemoteSource(Target("testhost", str(tmp_path / "output")), store, poll=0.05, ssh_options=server.options())
+    src.follow()
+    try:
+        assert wait_for(lambda: store.rows == 20)
+        os.rename(path, folder / "info.log.1")  # RotatingFileHandler's rollover
+        with open(folder / "info.log.1", "a") as f:  # written to the old file just before it rolled over
+            f.write("".join(x + "\n" for x in lines[40:60]))
+        path.write_text("".join(x + "\n" for x in lines[60:80]))
+        assert wait_for(lambda: store.rows == 40)
+        for pid in server.session_pids():  # the network blip
+            os.kill(pid, signal.SIGKILL)
+        with open(path, "a") as f:
+            f.write("".join(x + "\n" for x in lines[80:]))
+        assert wait_for(lambda: store.rows == 60, timeout=40), src.state.connection
+        time.sleep(0.5)
+        assert store.ranks[0].col("step").tolist() == [float(s) for s in range(1, 61)]  # none lost, none twice
+        assert store.ranks[0].col("samples_per_s_per_npu").tolist() == [40.0] * 60
+    finally:
+        src.stop()

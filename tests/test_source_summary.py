@@ -107,6 +107,7 @@ def test_summary_json_has_exactly_the_documented_keys(tmp_path):
         "incidents": [{"kind": "data_starvation", "rank": 0, "first_step": 2, "last_step": 10, "first_time": 1002.0,
                        "last_time": 1010.0, "worst": 0.25, "active": False,
                        "message": "rank 0 waited on input 25% of its step time around step 2 (limit 10%)"}],
+        "samples_per_s": None, "source": None,  # no samples column; a writer's run, not a MindFormers log
     }
 
 

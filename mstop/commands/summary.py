@@ -15,7 +15,8 @@ from ..safe import MAX_ITEMS, MAX_TEXT, clean
 #: The keys of ``summary --json``, in order (public: never renamed or dropped).
 KEYS = ("run_dir", "ranks", "step", "rows", "bad_rows", "resets", "segments", "repeated_steps", "loss",
         "loss_ema", "tokens_per_s", "mfu", "mem_headroom", "data_wait_frac", "status", "last_checkpoint",
-        "alerts", "stragglers", "dropped_rows", "bad_events", "writer_errors", "refused_files", "incidents")
+        "alerts", "stragglers", "dropped_rows", "bad_events", "writer_errors", "refused_files", "incidents",
+        "samples_per_s", "source")
 
 
 def _json_number(v: float | None) -> Any:
@@ -59,6 +60,8 @@ def summarize(store: Store, run_dir: str, opts: Options, health: Any = None) -> 
             "writer_errors": figures.writer_errors(store),
             "refused_files": dict(sorted(store.refused.items())),
             "incidents": [i.public() for i in health.incidents(store, opts, alerts)],
+            "samples_per_s": _json_number(figures.samples_per_s(store)),
+            "source": figures.source(store),
         }
     assert tuple(out) == KEYS
     return out
@@ -93,13 +96,17 @@ def _figure_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
     status = summary["status"]
     if summary["writer_errors"]:
         status += f" — writer failed: {summary['writer_errors'][0]}"
+    source = summary["source"]
     return [
         ("run", summary["run_dir"]),
+        *([("source", f"{source['kind']}: no {', '.join(source['cannot_give'])}")] if source else []),
         ("status", status),
         ("ranks", str(summary["ranks"])),
         ("step", _num(summary["step"], "{:,}")),
         ("loss (smoothed)", f"{_num(summary['loss'])} ({_num(summary['loss_ema'])})"),
         ("tokens/s", _num(summary["tokens_per_s"], "{:,.0f}")),
+        *([("samples/s", _num(summary["samples_per_s"], "{:,.4g}"))] if summary["tokens_per_s"] is None
+          and summary["samples_per_s"] is not None else []),
         ("MFU", _pct(summary["mfu"])),
         ("memory headroom (worst)", _pct(summary["mem_headroom"])),
         ("data wait (worst rank)", _pct(summary["data_wait_frac"])),

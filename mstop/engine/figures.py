@@ -71,6 +71,9 @@ class Window:
 
 
 _COLS = ("time", "step_time", "data_wait", "tokens", "samples", "mfu", "mem_peak", "mem_total")
+#: a MindFormers log's own FLOP/s figure per device (TFLOP/s, from the compiled graph's FLOPs): its MFU
+#: once a peak is known (see mstop.engine.mflog)
+ACHIEVED = "train_throughput_per_npu"
 
 
 def window(store: Store) -> Window:
@@ -80,19 +83,20 @@ def window(store: Store) -> Window:
 
 def _window(store: Store) -> Window:
     ranks = [r for r in sorted(store.ranks) if store.ranks[r].rows]
-    cols = {c: np.full((len(ranks), WINDOW), np.nan) for c in _COLS}
+    cols = {c: np.full((len(ranks), WINDOW), np.nan) for c in (*_COLS, ACHIEVED)}
     for i, r in enumerate(ranks):
         d = store.ranks[r]
         if len(d.segments) > 1:  # a resume cut older rows, and each session's first row is left out
-            idx = np.flatnonzero(d.steady())[-WINDOW:]
-            exact, floats = d.exact.view()[idx], d.floats.view()[idx]
+            idx: Any = np.flatnonzero(d.steady())[-WINDOW:]
         else:  # one session: its last rows, without its first (compilation) row while that is among them
-            lo = max(1 if d.rows > 1 else 0, d.rows - WINDOW)
-            exact, floats = d.exact.view()[lo:], d.floats.view()[lo:]
+            idx = slice(max(1 if d.rows > 1 else 0, d.rows - WINDOW), None)
+        exact, floats = d.exact.view()[idx], d.floats.view()[idx]
         k = len(exact)
         cols["time"][i, WINDOW - k:] = exact[:, 0]
         for c in _COLS[1:]:
             cols[c][i, WINDOW - k:] = floats[:, FLOAT_INDEX[c]]
+        if ACHIEVED in d.extras:
+            cols[ACHIEVED][i, WINDOW - k:] = d.extras[ACHIEVED].view()[idx]
     return Window(ranks, cols, [store.ranks[r].last_start or {} for r in ranks])
 
 
@@ -129,7 +133,7 @@ def rows_window(store: Store, rows: dict[int, np.ndarray]) -> Window:
     """The given rows of each rank as a :class:`Window` (right-aligned, NaN-padded)."""
     ranks = list(rows)
     width = max((len(idx) for idx in rows.values()), default=0)
-    cols = {c: np.full((len(ranks), width), np.nan) for c in _COLS}
+    cols = {c: np.full((len(ranks), width), np.nan) for c in (*_COLS, ACHIEVED)}
     for i, r in enumerate(ranks):
         d, idx = store.ranks[r], rows[r]
         k = len(idx)
@@ -137,6 +141,8 @@ def rows_window(store: Store, rows: dict[int, np.ndarray]) -> Window:
         floats = d.floats.view()[idx]
         for c in _COLS[1:]:
             cols[c][i, width - k:] = floats[:, FLOAT_INDEX[c]]
+        if ACHIEVED in d.extras:
+            cols[ACHIEVED][i, width - k:] = d.extras[ACHIEVED].view()[idx]
     return Window(ranks, cols, [store.ranks[r].last_start or {} for r in ranks])
 
 
@@ -186,22 +192,36 @@ def _mfu_scale(start: dict[str, Any], opts: Options) -> float:
     return float(fpt) / (world * float(peak))
 
 
+def _peak(start: dict[str, Any], opts: Options) -> float:
+    peak = opts.peak_flops or start.get("peak_flops")
+    return float(peak) if isinstance(peak, (int, float)) and peak > 0 else math.nan
+
+
 def mfu_rows(d: RankData, opts: Options) -> np.ndarray:
     """Each row's MFU as :func:`rank_mfu` defines it: the ``mfu`` column, else (or with ``--peak-tflops``)
-    derived from the row's tokens / step_time and the start event's FLOPs per token, world size and peak."""
+    derived from the row's tokens / step_time and the start event's FLOPs per token, world size and peak;
+    for a MindFormers log, from its FLOP/s per device and the peak."""
     written = d.col("mfu").astype(np.float64)
     with np.errstate(all="ignore"):
         derived = d.col("tokens").astype(np.float64) / d.col("step_time") * _mfu_scale(d.last_start or {}, opts)
+        if ACHIEVED in d.extras:
+            achieved = d.col(ACHIEVED).astype(np.float64) * 1e12 / _peak(d.last_start or {}, opts)
+            derived = np.where(np.isnan(derived), achieved, derived)
     if opts.peak_flops is not None:
         return derived
     return np.where(np.isnan(written), derived, written)
 
 
 def rank_mfu(store: Store, opts: Options, w: Window | None = None) -> np.ndarray:
-    """Per rank: the step_time-weighted mean of ``mfu`` over the window, else derived from tokens/s."""
+    """Per rank: the step_time-weighted mean of ``mfu`` over the window, else derived from tokens/s (or, for
+    a MindFormers log, from its FLOP/s per device: step_time-weighted too)."""
     w = w or window(store)
     st = w.cols["step_time"]
     derived = rank_tokens_per_s(store, w) * np.array([_mfu_scale(s, opts) for s in w.starts])
+    achieved = w.cols.get(ACHIEVED)
+    if achieved is not None and not np.isnan(achieved).all():
+        flops = _ratio(achieved * st, np.where(np.isnan(achieved), np.nan, st)) * 1e12
+        derived = np.where(np.isnan(derived), flops / np.array([_peak(s, opts) for s in w.starts]), derived)
     if opts.peak_flops is not None:
         return derived
     weighted = _ratio(w.cols["mfu"] * st, np.where(np.isnan(w.cols["mfu"]), np.nan, st))
@@ -505,13 +525,15 @@ def future_skew(store: Store, opts: Options) -> float | None:
 
 
 def aborted(d: RankData) -> bool:
-    """An ``abort`` event ends the rank's last session (no start after it)."""
+    """An ``abort`` event ends the rank's last session (no start after it, and no row of that session
+    after it: a MindFormers log's ERROR line that training went on past is no end)."""
     if not d.aborts:
         return False
     s = _last_session(d)
+    last_row = float(d.exact.view()[-1, 0]) if d.rows and d.segments and d.segments[-1].session == s else None
     for a in d.aborts:
         if a.get("session") is not None:
-            if str(a["session"]) == s:
+            if str(a["session"]) == s and (last_row is None or last_row <= float(a["time"])):
                 return True
         elif d.last_start is None or float(a["time"]) >= float(d.last_start.get("time", 0.0)):
             return True  # an older writer's abort carries no session: the last start before it
@@ -612,6 +634,17 @@ def run_meta(store: Store) -> dict[str, Any]:
     """The run's own account of itself: the lowest rank's latest ``start`` event (run name, device, world
     size, total steps, peak FLOP/s, memory source); empty before any."""
     return next((store.ranks[r].last_start for r in sorted(store.ranks) if store.ranks[r].last_start), None) or {}
+
+
+def source(store: Store) -> dict[str, Any] | None:
+    """Where a run's figures come from when it is not mstop's writer (a MindFormers log): its kind and the
+    figures it cannot give; None for a writer's run."""
+    meta = run_meta(store)
+    kind = meta.get("source")
+    if not isinstance(kind, str):
+        return None
+    cannot = meta.get("cannot_give")
+    return {"kind": kind, "cannot_give": [str(c) for c in cannot] if isinstance(cannot, list) else []}
 
 
 #: statuses of a run that is no longer running: its elapsed time is over, it has no ETA

@@ -7,6 +7,7 @@ commands hold a :class:`Sources` and never a source class of their own.
 
     files.py     reading a growing file: only new, complete lines; truncation and replacement noticed
     local.py     a directory on this machine: discovery, watchdog events or polling
+    mflog.py     a MindFormers job's own logs (output/log/rank_<R>/info.log), for a job nobody changed
     remote.py    a directory on another host over the system's ssh
     follower.py  the program remote.py sends to the other host (standard library only, standalone)
     replay.py    the demo's recorded run, written out at its own pace
@@ -22,6 +23,7 @@ from typing import Callable
 from ..engine.store import Store
 from ..safe import clean
 from .local import LocalSource
+from .mflog import MfLogSource, has_writer_files, log_root
 from .protocol import Source, SourceError, SourceState
 from .remote import RemoteSource, Target, parse_target
 from .remote import cleanup as close_connections
@@ -53,7 +55,9 @@ class Sources:
         self.items: list[Source] = []
         for spec in specs:
             target = check_spec(spec, exists=False)
-            if target is None:
+            if target is None and not has_writer_files(spec) and log_root(spec) is not None:
+                self.items.append(MfLogSource(spec, store, poll=poll, on_update=on_update))
+            elif target is None:
                 self.items.append(LocalSource(spec, store, poll=poll, on_update=on_update))
             else:
                 self.items.append(RemoteSource(target, store, poll=poll, on_update=on_update,
@@ -73,7 +77,7 @@ class Sources:
         for s in self.items:
             while True:
                 try:
-                    if isinstance(s, LocalSource) and not os.path.isdir(s.run_dir):
+                    if isinstance(s, (LocalSource, MfLogSource)) and not os.path.isdir(s.run_dir):
                         check_spec(s.run_dir)  # raises, saying what is missing
                     rows += s.read_all()
                     break

@@ -23,6 +23,10 @@ import zlib
 # mstop_writer.schema's CSV_PATTERN and EVENTS_PATTERN: this program runs alone on the remote host, so it has
 # its own copy (tests/test_remote.py checks that the two agree)
 NAME = re.compile(r"^rank(0|[1-9][0-9]{0,6})\.(csv|events\.jsonl)$")
+# mstop.sources.mflog's names: a MindFormers job's rank folders and log files, and the stream name sent
+MF_DIR = re.compile(r"^rank_(0|[1-9][0-9]{0,6})$")
+MF_ROTATED = re.compile(r"^info\.log\.([1-9][0-9]{0,3})$")
+MF_STREAM = re.compile(r"^rank_(0|[1-9][0-9]{0,6})/info\.log$")
 SIGNATURE = 256
 CHUNK = 4 << 20
 HEARTBEAT = 5.0
@@ -114,6 +118,121 @@ def read_dir(path, states, refused):
     return files, payload, more, newest
 
 
+def has_log(folder):
+    try:
+        return any(n == "info.log" or MF_ROTATED.match(n) for n in os.listdir(folder))
+    except OSError:
+        return False
+
+
+def rank_dirs(root):
+    try:
+        names = os.listdir(root)
+    except OSError:
+        return {}
+    return {int(m.group(1)): os.path.join(root, n) for n, m in ((n, MF_DIR.match(n)) for n in names)
+            if m is not None and os.path.isdir(os.path.join(root, n))}
+
+
+def mf_root(path):
+    """mstop.sources.mflog.log_root: (folder of rank_N folders, the one rank or None), or None."""
+    path = os.path.abspath(path)
+    m = MF_DIR.match(os.path.basename(path))
+    if m is not None and has_log(path):
+        return os.path.dirname(path), int(m.group(1))
+    for root in (os.path.join(path, "log"), path):
+        if any(has_log(d) for d in rank_dirs(root).values()):
+            return root, None
+    return None
+
+
+def log_chain(folder):
+    """A rank's regular log files, oldest first: info.log.K ... info.log.1, info.log."""
+    found = []
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return []
+    for n in names:
+        m = MF_ROTATED.match(n)
+        if m is not None or n == "info.log":
+            full = os.path.join(folder, n)
+            try:
+                st = os.stat(full)
+            except OSError:
+                continue
+            if stat.S_ISREG(st.st_mode):
+                found.append((-int(m.group(1)) if m else 0, full, st))
+    return [(p, st) for _, p, st in sorted(found)]
+
+
+def read_log(folder, state):
+    """New bytes of a rank's log stream (mstop.sources.mflog.LogStream's rules): the rest of the file being
+    read (found by inode after a rotation), then the newer files. ``state``: [stream offset, ident, offset in
+    that file]. Returns (data, more)."""
+    files = log_chain(folder)
+    if not files:
+        return b"", False
+    ident, phys = state[1], state[2]
+    pos = 0
+    if ident is not None:
+        pos = next((i for i, (_, st) in enumerate(files) if (st.st_dev, st.st_ino) == ident), None)
+        if pos is None:  # gone (deleted, or rotated past the last backup): the newest file
+            pos, phys = len(files) - 1, 0
+    parts, budget, more = [], CHUNK, False
+    while True:
+        full, st = files[pos]
+        if st.st_size < phys:
+            phys = 0  # truncated in place: its new lines follow on
+        data = b""
+        if st.st_size > phys:
+            try:
+                fd = os.open(full, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+                with os.fdopen(fd, "rb") as f:
+                    f.seek(phys)
+                    data = f.read(min(budget, st.st_size - phys))
+            except OSError:
+                data = b""
+        ident, phys = (st.st_dev, st.st_ino), phys + len(data)
+        parts.append(data)
+        budget -= len(data)
+        if budget <= 0:
+            more = True
+            break
+        if pos + 1 >= len(files) or phys < st.st_size:
+            break
+        pos += 1
+        if data and not data.endswith(b"\n"):
+            parts.append(b"\n")
+        ident, phys = (files[pos][1].st_dev, files[pos][1].st_ino), 0
+    data = b"".join(parts)
+    state[0], state[1], state[2] = state[0] + len(data), ident, phys
+    return data, more
+
+
+def read_logs(found, states):
+    """One pass over a MindFormers job's rank logs: (files, payload, more, newest mtime)."""
+    root, only = found
+    files, payload, more, newest = [], [], False, 0.0
+    for r, folder in sorted(rank_dirs(root).items()):
+        if only is not None and r != only:
+            continue
+        name = f"rank_{r}/info.log"
+        state = states.setdefault(name, [0, None, 0])
+        start = state[0]
+        data, m = read_log(folder, state)
+        if data:
+            try:
+                newest = max(newest, os.stat(os.path.join(folder, "info.log")).st_mtime)
+            except OSError:
+                pass
+            cursor = f"{state[1][0]}:{state[1][1]}:{state[2]}"
+            files.append([name, start, len(data), False, cursor])
+            payload.append(data)
+            more = more or m
+    return files, payload, more, newest
+
+
 def main():
     request = json.loads(sys.stdin.readline())
     out = sys.stdout.buffer
@@ -123,6 +242,9 @@ def main():
     for name, (offset, sig) in request.get("offsets", {}).items():
         if NAME.match(name):
             states[name] = [int(offset), None, bytes.fromhex(sig)]
+        elif MF_STREAM.match(name):  # a log stream's cursor: device, inode and offset of the file being read
+            dev, ino, phys = (int(x) for x in sig.split(":"))
+            states[name] = [int(offset), (dev, ino), phys]
     if not os.path.isdir(path):
         send(out, {"error": "no such directory: " + path})
         return
@@ -131,13 +253,17 @@ def main():
     while True:
         try:
             files, payload, more, newest = read_dir(path, states, refused)
+            if not files and not any(NAME.match(n) for n in states):
+                found = mf_root(path)  # no writer files: a MindFormers job's own logs
+                if found is not None:
+                    files, payload, more, newest = read_logs(found, states)
         except OSError as e:
             send(out, {"error": "cannot list " + path + ": " + str(e)})
             return
         now = time.time()
         news = refused != told
         if files or news or now - last_sent >= HEARTBEAT or (not more and not caught_up):
-            header = {"files": files}
+            header = {"files": files, "gmtoff": time.localtime().tm_gmtoff}
             if newest:
                 header["mtime"] = newest  # the newest modification time of a file sent (the remote clock)
             if news:

@@ -21,6 +21,7 @@ from typing import Callable
 
 from mstop_writer.schema import CSV_PATTERN, EVENTS_PATTERN
 
+from ..engine.mflog import MfLogParser
 from ..engine.parse import CsvParser, parse_events
 from ..engine.store import Store
 from ..safe import clean
@@ -58,9 +59,11 @@ class Followed:
     """One rank file a source follows: which rank, which kind, its reader (and parser for CSV files)."""
 
     rank: int
-    kind: str  # "csv" or "events"
+    kind: str  # "csv", "events", or "mflog" (a MindFormers log stream, see mstop.sources.mflog)
     tail: FileTail
     parser: CsvParser | None = None
+    log: MfLogParser | None = None
+    cursor: str = ""  # a remote log stream's place (device:inode:offset of the file being read)
 
 
 class LocalSource:

@@ -19,10 +19,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from ..engine.mflog import MfLogParser
 from ..engine.store import Store
 from ..procs import stop_group
 from ..safe import clean
+from .files import FileTail
 from .local import Followed, followed, ingest, rank_file
+from .mflog import ingest_log, stream_rank
 from .protocol import SourceError, SourceState
 
 #: The remote command: a constant (no user text), which reads the program from standard input.
@@ -202,7 +205,8 @@ class RemoteSource:
         _LIVE.add(proc)
         _MASTERS.add((self.target.host, self.ssh_options))
         self._proc = proc
-        offsets = {name: [f.tail.offset, f.tail.signature.hex()] for name, f in self._files.items()}
+        offsets = {name: [f.tail.offset, f.cursor if f.kind == "mflog" else f.tail.signature.hex()]
+                   for name, f in self._files.items() if f.kind != "mflog" or f.cursor}
         request = json.dumps({"path": self.target.path, "offsets": offsets, "poll": self.poll or 0.2})
         try:
             assert proc.stdin is not None
@@ -247,14 +251,20 @@ class RemoteSource:
         self.bytes_received += len(line) + len(payload)
         if payload:
             payload = zlib.decompress(payload)
-        pos = 0
+        self._feed(header, payload)
+        return header
+
+    def _feed(self, header: dict, payload: bytes) -> None:
+        """Give each file's bytes of a frame to its parser (bytes a reconnect sent again are skipped)."""
+        gmtoff = header.get("gmtoff")
+        pos, seen = 0, set()
         for entry in header.get("files", []):
-            name, offset, length, reset = entry
+            name, offset, length, reset = entry[:4]
             data = payload[pos: pos + int(length)]
             pos += int(length)
             f = self._files.get(name)
             if f is None:
-                f = followed(str(name), str(name), self.store, str(self.target))  # checked; never a local path
+                f = self._followed(str(name), gmtoff)
                 if f is None:
                     continue
                 self._files[name] = f
@@ -263,8 +273,30 @@ class RemoteSource:
                 if skip < 0 or skip > len(data):
                     continue  # not the bytes we are missing: the next frame brings them again
                 data = data[skip:]  # already had these (a reconnect resent them): no duplicate rows
-            ingest(self.store, f, f.tail.feed(data, reset=bool(reset)))
-        return header
+            if f.log is not None:
+                f.cursor = str(entry[4]) if len(entry) > 4 else ""
+                seen.add(name)
+                chunk = f.tail.feed(data)
+                ingest_log(self.store, f.rank, f.log, chunk.blob, bad=chunk.overlong, flush=False)
+            else:
+                ingest(self.store, f, f.tail.feed(data, reset=bool(reset)))
+        for name, f in self._files.items():  # log streams with nothing new: their held rows go in
+            if f.log is not None and (name not in seen or header.get("caught_up")):
+                ingest_log(self.store, f.rank, f.log, b"", flush=True)
+
+    def _followed(self, name: str, gmtoff: object) -> Followed | None:
+        """The record for a remote file (checked; never used as a local path): a rank file, or a MindFormers
+        log stream read with the remote host's UTC offset."""
+        r = stream_rank(name)
+        if r is None:
+            return followed(name, name, self.store, str(self.target))
+        if not self.store.claim(r, str(self.target)):
+            return None
+        with self.store.lock:
+            self.store.rank(r)
+            self.store.rank_files.add(r)
+        off = float(gmtoff) if isinstance(gmtoff, (int, float)) and not isinstance(gmtoff, bool) else None
+        return Followed(r, "mflog", FileTail(name), log=MfLogParser(r, gmtoff=off))
 
     def _refused(self, entries: list) -> None:
         """The remote files named like rank files that are not followed (a FIFO, a directory, a dangling

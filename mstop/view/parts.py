@@ -34,7 +34,13 @@ def _int(v: Any) -> int | None:
 
 def file_notes(store: Store, opts: Options) -> list[str]:
     """What the header must say about the files: refused ones, cut events, the store's notes, clocks."""
-    notes = [f"{name} not followed: {why}" for name, why in sorted(store.refused.items())[:3]]
+    notes = []
+    src = figures.source(store)
+    if src is not None:
+        peak = opts.peak_flops or _f(figures.run_meta(store).get("peak_flops"))
+        notes.append(f"source: {src['kind']} (no {', '.join(src['cannot_give'])})"
+                     + ("" if peak else "; MFU needs --peak-tflops"))
+    notes += [f"{name} not followed: {why}" for name, why in sorted(store.refused.items())[:3]]
     if len(store.refused) > 3:
         notes.append(f"{len(store.refused) - 3} more files not followed (mstop summary lists them)")
     if store.cut_events:

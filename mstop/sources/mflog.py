@@ -1,0 +1,280 @@
+"""Following a MindFormers job through its logs: ``mstop output/`` for a job nobody changed.
+
+MindFormers writes ``output/log/rank_<R>/info.log`` with Python's ``RotatingFileHandler`` (50 MB,
+five backups by default): a restarted job appends to it, and a full one is renamed ``info.log.1``
+(``.1`` becoming ``.2`` ...) while a new ``info.log`` begins. :class:`LogStream` reads a rank's files as
+one stream: oldest backup first on a cold read, and across a rotation by following the file it was
+reading (by inode) to its new name, so no line is lost or read twice. :class:`MfLogSource` polls the
+rank folders (log lines come once a step; polling also works on network filesystems) and parses with
+:class:`~mstop.engine.mflog.MfLogParser`. The remote follower has its own copy of these rules.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import stat
+import threading
+from typing import Callable
+
+from ..engine.mflog import MfLogParser
+from ..engine.store import Store
+from .files import CHUNK, FIRST_CHUNK, Chunk, FileTail, _pread
+from .protocol import SourceState
+
+log = logging.getLogger("mstop")
+
+LOG_NAME = "info.log"
+RANK_DIR = re.compile(r"rank_(0|[1-9][0-9]{0,6})")
+ROTATED = re.compile(r"info\.log\.([1-9][0-9]{0,3})")
+#: the name a rank's log stream has in a store and over ssh: ``rank_<R>/info.log``
+STREAM = re.compile(r"rank_(0|[1-9][0-9]{0,6})/info\.log")
+#: seconds between polls while following
+POLL = 1.0
+
+
+def stream_name(rank: int) -> str:
+    return f"rank_{rank}/{LOG_NAME}"
+
+
+def stream_rank(name: str) -> int | None:
+    """The rank of a log stream's name (``rank_3/info.log``), or None for any other name."""
+    m = STREAM.fullmatch(name)
+    return int(m.group(1)) if m is not None else None
+
+
+def _has_log(folder: str) -> bool:
+    try:
+        return any(n == LOG_NAME or ROTATED.fullmatch(n) for n in os.listdir(folder))
+    except OSError:
+        return False
+
+
+def _rank_dirs(root: str) -> dict[int, str]:
+    try:
+        names = os.listdir(root)
+    except OSError:
+        return {}
+    out = {}
+    for n in names:
+        m = RANK_DIR.fullmatch(n)
+        if m is not None and os.path.isdir(os.path.join(root, n)):
+            out[int(m.group(1))] = os.path.join(root, n)
+    return out
+
+
+def log_root(path: str) -> tuple[str, int | None] | None:
+    """Where a MindFormers job's rank folders are, for its ``output/``, its ``output/log/`` or one
+    ``rank_<R>`` folder: (the folder holding ``rank_<R>`` folders, the one rank to read or None for all);
+    None when ``path`` is none of these."""
+    path = os.path.abspath(path)
+    m = RANK_DIR.fullmatch(os.path.basename(path))
+    if m is not None and _has_log(path):
+        return os.path.dirname(path), int(m.group(1))
+    for root in (os.path.join(path, "log"), path):
+        if any(_has_log(d) for d in _rank_dirs(root).values()):
+            return root, None
+    return None
+
+
+def has_writer_files(path: str) -> bool:
+    """Whether ``path`` holds rank files of mstop's writer (they win over logs beside them)."""
+    from .local import rank_file
+
+    try:
+        return any(rank_file(n) is not None for n in os.listdir(path))
+    except OSError:
+        return False
+
+
+class LogStream:
+    """A rank's log files (``info.log.K`` ... ``info.log.1``, ``info.log``) read as one stream of lines."""
+
+    def __init__(self, folder: str) -> None:
+        self.folder = folder
+        self.ident: tuple[int, int] | None = None  # the file being read
+        self.offset = 0  # bytes of it read
+        self.lines = FileTail(os.path.join(folder, LOG_NAME))  # only splits the bytes into lines
+        self.lost = 0  # times the file being read vanished before it was read to its end
+
+    def chain(self) -> list[tuple[str, os.stat_result]]:
+        """The regular log files, oldest first."""
+        try:
+            names = os.listdir(self.folder)
+        except OSError:
+            return []
+        found = []
+        for n in names:
+            m = ROTATED.fullmatch(n)
+            if m is not None or n == LOG_NAME:
+                path = os.path.join(self.folder, n)
+                try:
+                    st = os.stat(path)
+                except OSError:
+                    continue
+                if stat.S_ISREG(st.st_mode):
+                    found.append((-int(m.group(1)) if m else 0, path, st))
+        return [(p, st) for _, p, st in sorted(found)]
+
+    def read(self) -> Chunk:
+        """New complete lines: the rest of the file being read, then the newer files in order."""
+        out = Chunk()
+        chain = self.chain()
+        if not chain:
+            return out
+        pos = self._position(chain)
+        budget = FIRST_CHUNK if self.ident is None else CHUNK
+        parts: list[bytes] = []
+        while True:
+            path, st = chain[pos]
+            out.mtime = max(out.mtime or 0.0, st.st_mtime)
+            if st.st_size < self.offset:  # truncated in place (copytruncate): its new lines follow on
+                self.offset = 0
+            data = self._read(path, min(budget, st.st_size - self.offset))
+            self.ident = (st.st_dev, st.st_ino)
+            self.offset += len(data)
+            parts.append(data)
+            budget -= len(data)
+            if budget <= 0:
+                out.more = True
+                break
+            if pos + 1 >= len(chain) or self.offset < st.st_size:
+                break
+            pos += 1
+            self.ident, self.offset = None, 0
+            if self.lines.pending:  # a file that did not end with a newline: its last line ends there
+                parts.append(b"\n")
+            self.ident = (chain[pos][1].st_dev, chain[pos][1].st_ino)
+        got = self.lines.feed(b"".join(parts))
+        out.blob, out.overlong = got.blob, got.overlong
+        return out
+
+    def _position(self, chain: list[tuple[str, os.stat_result]]) -> int:
+        if self.ident is None:
+            return 0  # a cold read: from the oldest backup
+        for i, (_, st) in enumerate(chain):
+            if (st.st_dev, st.st_ino) == self.ident:
+                return i
+        self.lost += 1  # deleted, or rotated past the last backup: go on with the newest file
+        self.ident, self.offset = None, 0
+        return len(chain) - 1
+
+    def _read(self, path: str, n: int) -> bytes:
+        if n <= 0:
+            return b""
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        except OSError:
+            return b""
+        try:
+            return _pread(fd, n, self.offset)
+        except OSError:
+            return b""
+        finally:
+            os.close(fd)
+
+
+class MfLogSource:
+    """Feed ``store`` from a MindFormers job's logs (same interface as LocalSource)."""
+
+    def __init__(self, path: str, store: Store, *, poll: float | None = None,
+                 on_update: Callable[[], None] | None = None) -> None:
+        self.run_dir = os.fspath(path)
+        self.label = self.run_dir
+        self.clock_skew = 0.0
+        self.store = store
+        self.poll = poll
+        self.on_update = on_update
+        self.state = SourceState(mode="once", poll_interval=poll)
+        self._streams: dict[int, tuple[LogStream, MfLogParser]] = {}
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._errors: set[str] = set()
+
+    def read_all(self) -> int:
+        """Read every rank's log to its end, held rows included; return the rows added."""
+        before = self.store.rows
+        self._discover()
+        for r in list(self._streams):
+            self._read(r, final=True)
+        return self.store.rows - before
+
+    def follow(self) -> None:
+        self.state.mode = "poll"
+        self._thread = threading.Thread(target=self._run, name="mstop-mflog", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.state.missing = not os.path.isdir(self.run_dir)
+                self._discover()
+                for r in list(self._streams):
+                    self._read(r, final=False)
+                if self.on_update is not None:
+                    self.on_update()
+            except Exception as e:  # noqa: BLE001 - a bad file must not stop following the others
+                key = f"{type(e).__name__}: {e}"
+                if key not in self._errors:
+                    self._errors.add(key)
+                    self.state.notes.append(f"error while reading: {key}")
+                    log.exception("mstop: error while reading %s", self.run_dir)
+            self._stop.wait(self.poll or POLL)
+
+    def _discover(self) -> None:
+        found = log_root(self.run_dir)
+        if found is None:
+            return
+        root, only = found
+        for r, folder in _rank_dirs(root).items():
+            if r in self._streams or (only is not None and r != only) or not _has_log(folder):
+                continue
+            if not self.store.claim(r, self.label):
+                continue
+            with self.store.lock:
+                self.store.rank(r)
+                self.store.rank_files.add(r)
+            self._streams[r] = (LogStream(folder), MfLogParser(r, run_name=_run_name(root)))
+
+    def _read(self, r: int, *, final: bool) -> None:
+        stream, parser = self._streams[r]
+        while True:
+            chunk = stream.read()
+            if chunk.mtime is not None and (self.store.mtime is None or chunk.mtime > self.store.mtime):
+                self.store.mtime = chunk.mtime
+            ingest_log(self.store, r, parser, chunk.blob, bad=chunk.overlong, flush=not chunk.blob or
+                       (final and not chunk.more))
+            if not chunk.more:
+                break
+
+
+def ingest_log(store: Store, rank: int, parser: MfLogParser, blob: bytes, *, bad: int = 0, flush: bool) -> None:
+    """Parse new lines of a rank's log into the store (local and remote sources alike); ``flush`` when no
+    more lines are there for now (the held row and a trailing error go in)."""
+    parts = [parser.parse(blob)] if blob else []
+    if flush:
+        parts.append(parser.flush())
+    for p in parts:
+        p.rows.bad += bad
+        bad = 0
+        store.ingest_rows(rank, p.rows)
+        if p.events:
+            store.ingest_events(rank, p.events)
+
+
+def _run_name(root: str) -> str:
+    """The job's name as its folders tell it: the folder holding ``output/`` (``.../myjob/output/log``)."""
+    from ..safe import clean
+
+    parts = os.path.abspath(root).split(os.sep)
+    if parts and parts[-1] == "log":
+        parts = parts[:-1]
+    if parts and parts[-1] == "output" and len(parts) > 1:
+        return clean(parts[-2] or "output", 128)
+    return clean(parts[-1] if parts else root, 128)

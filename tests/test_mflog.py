@@ -1,0 +1,352 @@
+"""A MindFormers job watched from its own logs (issue 15, part 2): output/log/rank_<R>/info.log read as a run.
+
+The kit's captured info.log is a real 60-step Trainer run; the variants it lacks (sink mode, no lr, MoE/MTP
+losses, no throughput, restarts, errors, rotation) are lines CONSTRUCTED from MindFormers' format strings
+(tests/mflines.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mstop.engine.figures import WINDOW, Options, mfu, status
+from mstop.engine.mflog import MfLogParser
+from mstop.engine.store import Store
+from mstop.sources import Sources, read_once
+from mstop.sources.mflog import LogStream, MfLogSource, log_root
+from tests.conftest import ROOT, wait_for
+from tests.mflines import STDOUT_FORMAT, Log
+
+KIT = Path(__file__).resolve().parents[2] / "shared" / "mindformers" / "captured" / "info.log"
+needs_kit = pytest.mark.skipif(not KIT.exists(), reason=f"the MindFormers kit's captured log is not at {KIT}")
+#: MFLossMonitor's step line as the kit's log has it (the test's own reading, to compare with mstop's)
+STEP = re.compile(r"step:\[\s*(\d+)/\s*(\d+)\], loss:\[([\d.]+)/[\d.]+\], per_step_time: (\d+)ms, lr: ([\d.e-]+), "
+                  r"overflow cond: (\w+), loss_scale: ([\d.]+), global_norm: \[([\d.e-]+)\], "
+                  r"train_throughput_per_npu: ([\d.]+)T")
+
+
+def mf_output(tmp_path: Path, logs: dict[int, str]) -> Path:
+    out = tmp_path / "output"
+    for r, text in logs.items():
+        d = out / "log" / f"rank_{r}"
+        d.mkdir(parents=True, exist_ok=True)
+        (d / "info.log").write_text(text)
+    return out
+
+
+def summary(*args: object) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "mstop", "summary", *map(str, args)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+
+
+@needs_kit
+def test_the_kits_real_log_gives_mindformers_numbers_row_by_row(tmp_path):
+    out = mf_output(tmp_path, {0: KIT.read_text()})
+    truth = [STEP.search(line) for line in KIT.read_text().splitlines() if "{ Epoch:[" in line]
+    store = read_once(str(out))
+    d = store.ranks[0]
+    assert d.rows == len(truth) == 60 and store.bad_rows == 0
+    assert d.col("step").tolist() == [float(m.group(1)) for m in truth]
+    for col, g in (("loss", 3), ("lr", 5), ("loss_scale", 7), ("grad_norm", 8)):
+        np.testing.assert_allclose(d.col(col), [float(m.group(g)) for m in truth], rtol=1e-6, err_msg=col)
+    assert d.col("overflow").tolist() == [float(m.group(6) == "True") for m in truth]
+    np.testing.assert_allclose(d.col("train_throughput_per_npu"), [float(m.group(9)) for m in truth])
+    # step time: exact from samples/s/p (global batch 4 on 1 device), and it truncates to MindFormers' ms
+    assert [int(v * 1000 + 1e-6) for v in d.col("step_time")] == [int(m.group(4)) for m in truth]
+    assert d.col("samples").tolist() == [4.0] * 60
+    assert status(store, Options()) == "finished"
+    start = d.last_start
+    assert start["source"] == "mindformers log" and start["total_steps"] == 60 and start["world_size"] == 1
+    assert start["run_name"] == tmp_path.name
+    # the header's account of a log: the source and what it cannot give, and MFU from the log's TFLOP/s
+    assert mfu(store, Options()) is None
+    lo = max(1, 60 - WINDOW)  # the recent window, without the compile step
+    tflops = d.col("train_throughput_per_npu")[lo:].astype(float)
+    times = d.col("step_time")[lo:].astype(float)
+    expect = float((tflops * times).sum() / times.sum()) * 1e12 / 1e11
+    assert mfu(store, Options(peak_flops=1e11)) == pytest.approx(expect, rel=1e-5)
+
+
+@needs_kit
+@pytest.mark.parametrize("where", ["output", "output/log", "output/log/rank_0"])
+def test_summary_json_on_a_mindformers_output_log_or_rank_folder(tmp_path, where):
+    mf_output(tmp_path, {0: KIT.read_text()})
+    proc = summary(tmp_path / where, "--json")
+    assert proc.returncode == 0, proc.stderr
+    s = json.loads(proc.stdout)
+    assert (s["rows"], s["step"], s["status"], s["bad_rows"]) == (60, 60, "finished", 0)
+    assert s["loss"] == pytest.approx(5.545381, abs=1e-6)  # MFLossMonitor's last loss
+    assert s["source"] == {"kind": "mindformers log", "cannot_give": ["memory", "data wait", "heartbeats"]}
+    text = summary(tmp_path / where).stdout
+    assert "mindformers log: no memory, data wait, heartbeats" in text and "samples/s" in text
+
+
+def test_constructed_variants_sink_mode_no_lr_moe_losses_no_throughput(tmp_path):
+    log = Log()
+    log.info(".........Starting Training Model..........")
+    for s in range(1, 6):  # sink mode, MoE and MTP losses, no lr, no throughput
+        log.step(1, 2, s, 5, 3.0 - 0.1 * s, sink=True, lr=None, flops=None,
+                 separate={"lm_loss": 2.5 - 0.1 * s, "load_balancing_loss": 0.01 * s, "mtp_loss": 0.4})
+    for s in range(1, 6):  # epoch 2: overflow on one step, loss scale "unavailable" on another
+        log.step(2, 2, s, 5, 2.0, sink=True, lr=None, flops=None, overflow=(s == 3),
+                 scale="unavailable" if s == 4 else 1024.0)
+    store = read_once(str(mf_output(tmp_path, {0: log.text()})))
+    d = store.ranks[0]
+    assert d.col("step").tolist() == [float(s) for s in range(1, 11)] and store.bad_rows == 0
+    np.testing.assert_allclose(d.col("loss")[:5], [2.9, 2.8, 2.7, 2.6, 2.5], rtol=1e-6)
+    assert np.isnan(d.col("lr")).all() and np.isnan(d.col("train_throughput_per_npu")).all()
+    np.testing.assert_allclose(d.col("lm_loss")[:5], [2.4, 2.3, 2.2, 2.1, 2.0], rtol=1e-6)
+    np.testing.assert_allclose(d.col("load_balancing_loss")[:5], [0.01, 0.02, 0.03, 0.04, 0.05], rtol=1e-5)
+    assert np.isnan(d.col("mtp_loss")[5:]).all() and d.col("mtp_loss")[0] == pytest.approx(0.4)
+    assert d.col("overflow").tolist()[5:] == [0.0, 0.0, 1.0, 0.0, 0.0]
+    assert np.isnan(d.col("loss_scale")[8]) and d.col("loss_scale")[9] == 1024.0
+    assert d.col("epoch").tolist() == [1.0] * 5 + [2.0] * 5
+    assert d.col("step_time")[1] == pytest.approx(0.12)  # per_step_time, without a progress line
+    assert d.last_start["total_steps"] == 10
+
+
+def test_stdout_format_and_nan_loss(tmp_path):
+    log = Log(fmt=STDOUT_FORMAT)
+    log.step(1, 1, 1, 3, 2.0)
+    log.step(1, 1, 2, 3, float("nan"), norm=float("inf"))
+    log.step(1, 1, 3, 3, 1.5)
+    store = read_once(str(mf_output(tmp_path, {0: log.text()})))
+    d = store.ranks[0]
+    assert d.rows == 3 and np.isnan(d.col("loss")[1]) and np.isinf(d.col("grad_norm")[1])
+    assert {(i, c) for i, c, _ in d.nonfinite} == {(1, "loss"), (1, "grad_norm")}
+    assert d.col("time")[2] - d.col("time")[0] == pytest.approx(0.24, abs=2e-3)
+
+
+def test_other_lines_are_skipped_and_broken_step_lines_are_counted_bad(tmp_path):
+    log = Log()
+    log.step(1, 1, 1, 4, 2.0, samples_per_s=10.0)
+    log.record("The input config moe_config is empty.", level=30, func="_none_process")
+    lines = log.lines + ["_data_parallel:1", "  {", '    "weight_decay": 0.01,', ""]
+    log.lines = lines
+    log.step(1, 1, 2, 4, 1.9)
+    log.record("global_norm: [1.0] TrainingStateMonitor line, no step", func="print_output_info")
+    broken = log.record("{ Epoch:[  1/  1], step:[    3/    4], loss:[oops")  # a step line cut short: bad
+    assert "Epoch" in broken
+    log.step(1, 1, 4, 4, 1.8)
+    store = read_once(str(mf_output(tmp_path, {0: log.text()})))
+    assert store.ranks[0].col("step").tolist() == [1.0, 2.0, 4.0]
+    assert store.bad_rows == 1
+
+
+def _finished_log() -> Log:
+    log = Log()
+    log.info(".........Starting Training Model..........")
+    for s in range(1, 11):
+        log.step(1, 1, s, 10, 2.0)
+    return log
+
+
+def test_training_over_is_finished_and_an_error_after_the_last_step_is_failed(tmp_path):
+    log = _finished_log()
+    log.info(".........Training Over!.............")
+    store = read_once(str(mf_output(tmp_path / "a", {0: log.text()})))
+    assert status(store, Options()) == "finished"
+
+    log = _finished_log()
+    log.record("Something went wrong in the graph", level=40, func="run", path="mindformers/run.py")
+    log.lines += ["Traceback (most recent call last):", '  File "run.py", line 3, in <module>',
+                  "RuntimeError: Allocate memory failed"]
+    out = mf_output(tmp_path / "b", {0: log.text()})
+    store = read_once(str(out))
+    assert status(store, Options()) == "failed"
+    proc = summary(out)
+    assert "failed" in proc.stdout and "Something went wrong in the graph" in proc.stdout
+    assert "RuntimeError: Allocate memory failed" in proc.stdout
+
+    log = _finished_log()  # a bare traceback (no ERROR line) is a failure too, with its exception shown
+    log.lines += ["Traceback (most recent call last):", '  File "x.py", line 1', "KeyError: 'input_ids'"]
+    store = read_once(str(mf_output(tmp_path / "c", {0: log.text()})))
+    assert status(store, Options()) == "failed"
+    assert "KeyError: 'input_ids'" in store.ranks[0].aborts[-1]["error"]
+
+
+def test_an_error_that_training_goes_on_past_is_not_a_failure(tmp_path):
+    log = _finished_log()
+    log.record("checkpoint health check failed", level=40)
+    for s in range(11, 14):
+        log.step(1, 1, s, 20, 2.0)
+    store = Store()
+    out = mf_output(tmp_path, {0: log.text()})
+    src = MfLogSource(str(out), store)
+    src.read_all()  # the error is the last line only while reading: a row after it clears the failure
+    assert status(store, Options(clock=lambda: store.ranks[0].col("time")[-1] + 1)) == "running"
+
+
+def test_a_restart_appends_a_new_segment_and_steps_repeated_after_resume_are_counted(tmp_path):
+    log = _finished_log()
+    log.record("Something failed", level=40)
+    log.t += 60
+    log.info("..........Init Config..........", func="_config_init")
+    log.info(".........Starting Training Model..........")
+    for s in range(8, 16):  # resumed from the step-7 checkpoint
+        log.step(1, 1, s, 20, 1.5)
+    store = read_once(str(mf_output(tmp_path, {0: log.text()})))
+    d = store.ranks[0]
+    assert len(d.segments) == 2 and d.repeated_steps() == 3
+    assert d.segments[1].first_step == 8
+    assert status(store, Options(clock=lambda: d.col("time")[-1] + 1)) == "running"  # the abort was before
+    # the second session's start is its first line (the restart's init), not its first step
+    assert d.last_start["time"] == pytest.approx(d.col("time")[9] + 60, abs=0.01)
+
+
+def test_a_restart_without_a_marker_is_found_by_the_step_going_back(tmp_path):
+    log = Log()
+    for s in (1, 2, 3, 1, 2):
+        log.step(1, 1, s, 3, 1.0)
+    d = read_once(str(mf_output(tmp_path, {0: log.text()}))).ranks[0]
+    assert [seg.first_step for seg in d.segments] == [1.0, 1.0]
+
+
+def test_rotated_logs_are_read_oldest_first(tmp_path):
+    log = Log()
+    for s in range(1, 31):
+        log.step(1, 1, s, 30, 1.0 + s)
+    lines = log.lines
+    folder = tmp_path / "output" / "log" / "rank_0"
+    folder.mkdir(parents=True)
+    for name, part in (("info.log.2", lines[:10]), ("info.log.1", lines[10:20]), ("info.log", lines[20:])):
+        (folder / name).write_text("".join(x + "\n" for x in part))
+    d = read_once(str(tmp_path / "output")).ranks[0]
+    assert d.col("step").tolist() == [float(s) for s in range(1, 31)] and len(d.segments) == 1
+
+
+def test_following_through_rotations_half_lines_and_truncation_loses_nothing(tmp_path):
+    """A RotatingFileHandler (MindFormers' own handler class) with a tiny size writes while a LogStream
+    follows: every step arrives once, in order."""
+    import logging.handlers
+
+    folder = tmp_path / "rank_0"
+    folder.mkdir()
+    stream = LogStream(str(folder))
+    parser = MfLogParser(0)
+    got: list[float] = []
+
+    def drain(final: bool = False) -> None:
+        chunk = stream.read()
+        got.extend(parser.parse(chunk.blob).rows.columns["step"].tolist())
+        if final or not chunk.blob:
+            got.extend(parser.flush().rows.columns["step"].tolist())
+
+    handler = logging.handlers.RotatingFileHandler(folder / "info.log", maxBytes=3000, backupCount=50)
+    log = Log()
+    handler.setFormatter(logging.Formatter("%(message)s"))  # the lines come formatted already
+    n = 300
+    for s in range(1, n + 1):
+        log.step(1, 1, s, n, 1.0)
+        rec = logging.makeLogRecord({"msg": log.lines[-1], "levelno": 20})
+        handler.stream.write(log.lines[-1][: len(log.lines[-1]) // 2])  # half a line, then the rest
+        handler.stream.flush()
+        if s % 7 == 0:
+            drain()
+        handler.stream.write(log.lines[-1][len(log.lines[-1]) // 2:] + "\n")
+        handler.stream.flush()
+        if handler.shouldRollover(rec):
+            handler.doRollover()
+        if s % 11 == 0:
+            drain()
+    handler.close()
+    drain(final=True)
+    assert len(list(folder.glob("info.log.*"))) > 10  # it did rotate, many times
+    assert got == [float(s) for s in range(1, n + 1)] and stream.lost == 0
+
+
+def test_follow_a_growing_log_live(tmp_path):
+    out = tmp_path / "output"
+    folder = out / "log" / "rank_0"
+    folder.mkdir(parents=True)
+    (folder / "info.log").write_text("")
+    store = Store()
+    sources = Sources([str(out)], store, poll=0.05)
+    assert isinstance(sources.items[0], MfLogSource)
+    sources.follow()
+    log = Log()
+    try:
+        with open(folder / "info.log", "a") as f:
+            for s in range(1, 21):
+                log.step(1, 1, s, 20, 2.0, samples_per_s=40.0)
+                f.write("".join(x + "\n" for x in log.lines[-2:]))
+                f.flush()
+                time.sleep(0.01)
+        assert wait_for(lambda: store.rows == 20)
+        d = store.ranks[0]
+        assert d.col("samples_per_s_per_npu").tolist() == [40.0] * 20  # every row got its progress line
+    finally:
+        sources.stop()
+    assert not [t for t in threading.enumerate() if t.name == "mstop-mflog"]
+
+
+def test_log_root_finds_the_layouts_and_writer_files_win(tmp_path):
+    out = mf_output(tmp_path, {0: "", 1: ""})
+    assert log_root(str(out)) == (str(out / "log"), None)
+    assert log_root(str(out / "log")) == (str(out / "log"), None)
+    assert log_root(str(out / "log" / "rank_1")) == (str(out / "log"), 1)
+    assert log_root(str(tmp_path)) is None
+    (out / "rank0.csv").write_text("time,step\n")
+    assert not isinstance(Sources([str(out)], Store()).items[0], MfLogSource)
+
+
+def test_a_log_with_control_codes_shows_none(tmp_path):
+    log = _finished_log()
+    log.record("bad \x1b[2J\x1b]0;pwned\x07 thing", level=40)
+    out = mf_output(tmp_path, {0: log.text()})
+    proc = summary(out)
+    assert "\x1b" not in proc.stdout and "\\x1b[2J" in proc.stdout
+
+
+LINE = st.one_of(
+    st.text(max_size=80),
+    st.builds(lambda a, b, c: f"[INFO] 2026-12-01 07:09:4{a % 10},{b % 1000:03d} [x.py:1] f: {c}",
+              st.integers(0, 9), st.integers(0, 999),
+              st.sampled_from(["{ Epoch:[  1/  1], step:[    2/   60], loss:[5.5/5.5], per_step_time: 20ms",
+                               "{ Epoch:[", "  3.3% || 1.0 samples/s/p  0:00:01 }", ".........Training Over!...",
+                               "global_batch_size = a * b = 4 = 2 * 2", "{ Epoch:[x/y], step:[1/1], loss: nan, "])),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(LINE, max_size=30), st.integers(1, 50))
+def test_any_lines_in_any_pieces_never_crash_and_agree_with_one_read(lines, cut):
+    """Hypothesis: whatever the lines, the parser never raises, every step line is a row or one bad row, and
+    reading the text in pieces gives what one read gives."""
+    blob = "\n".join(lines).encode("utf-8", "surrogatepass") + b"\n"
+    whole = MfLogParser(0)
+    a, b = whole.parse(blob), whole.flush()
+    rows_whole = len(a.rows) + len(b.rows)
+    steps = sum(1 for ln in blob.split(b"\n") if b"{ Epoch:[" in ln and ln.startswith(b"[INFO] "))
+    assert rows_whole + a.rows.bad + b.rows.bad == steps
+    pieces = MfLogParser(0)
+    from mstop.sources.files import FileTail
+
+    tail, n = FileTail("x"), 0
+    for i in range(0, len(blob), cut):
+        n += len(pieces.parse(tail.feed(blob[i:i + cut]).blob).rows)
+    n += len(pieces.flush().rows)
+    assert n == rows_whole
+
+
+def test_a_long_log_is_read_in_pieces_with_every_row(tmp_path):
+    log = Log()
+    for s in range(1, 3001):
+        log.step(1, 1, s, 3000, 1.0, samples_per_s=5.0)
+    out = mf_output(tmp_path, {0: log.text(), 1: log.text()})
+    store = read_once(str(out))
+    assert [store.ranks[r].rows for r in (0, 1)] == [3000, 3000]
+    shutil.rmtree(out)
+    assert os.path.exists(tmp_path)
