@@ -60,7 +60,19 @@ _GLOBAL_BATCH = re.compile(r"global_batch_size = (?P<formula>[a-z_ *]+) = (?P<g>
 _FLOPS = re.compile(r"Full model flops is (?P<full>\d+)")
 _CKPT = re.compile(r"Finish saving \w+ of epoch (?P<epoch>\d+) step (?P<step>\d+)")
 _EXCEPTION = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt|Exit|Warning)\b")
-_FLOAT_COLS = {n: j for j, n in enumerate(NUMERIC)}
+#: the usual step line whole, as bytes (file format; non-sink loss; lr; no separate losses): read without
+#: decoding or splitting into fields. Groups: hour, minute, second, ms, epoch, epochs, step, steps, loss,
+#: per_step_time, lr, overflow, loss scale, global norm, TFLOP/s.
+_FAST_STEP = re.compile(
+    rb"\[INFO\] (\d{4}-\d\d-\d\d \d\d):(\d\d):(\d\d),(\d{3}) \[[^\]]*\] print_output_info: "
+    rb"\{ Epoch:\[ *(\d+)/ *(\d+)\], step:\[ *(\d+)/ *(\d+)\], "
+    rb"loss:\[ *([^/\]]+)/[^\]]*\], per_step_time: (\d+)ms, lr: ([^,]+), "
+    rb"overflow cond: (True|False), loss_scale: ([^,]+), global_norm: \[?([^\],]+)\]?"
+    rb"(?:, train_throughput_per_npu: ([^T,]+)T)?\r?$")
+_FAST_PROGRESS = re.compile(rb"\| *([0-9.]+) samples/s/p")
+assert list(NUMERIC) == ["time", "step", "epoch", "loss", "lr", "grad_norm", "step_time", "data_wait", "queue_depth",
+                         "tokens", "samples", "tokens_per_s", "mfu", "mem_used", "mem_peak", "mem_total", "overflow",
+                         "loss_scale"], "MfLogParser._row lists the columns in this order"
 
 
 @dataclass
@@ -102,15 +114,23 @@ class MfLogParser:
         self._events: list[dict[str, Any]] = []
         self._bad = 0
         self._open: int | None = None  # index of the last row, still waiting for its progress line
-        self._hours: dict[str, float] = {}
+        self._hours: dict[str | bytes, float] = {}
 
     # -- the public calls ----------------------------------------------------------------
 
     def parse(self, blob: bytes) -> Parsed:
         """Read complete lines (a :class:`~mstop.sources.files.Chunk`'s ``blob``). The last step line's row
         is held back until its progress line (or any later step) comes, or :meth:`flush`."""
+        fast, progress, line = _FAST_STEP.match, _FAST_PROGRESS.search, self.line
         for raw in blob.splitlines():
-            self.line(raw.decode("utf-8", "replace"))
+            if b"{ Epoch:[" in raw:
+                m = fast(raw)  # the usual shape, read without decoding (see _fast_step)
+                if m is None or not self._fast_step(m):
+                    line(raw.decode("utf-8", "replace"))
+            elif b"samples/s/p" in raw and (m := progress(raw)) is not None:
+                self._sps(float(m.group(1)))
+            else:
+                line(raw.decode("utf-8", "replace"))
         return self._take(keep_open=True)
 
     def flush(self) -> Parsed:
@@ -135,57 +155,79 @@ class MfLogParser:
         level = m.group("level") or m.group("level2")
         t = self._time(ts, ms)
         msg = text[m.end():]
-        if self.first_time is None:
-            self.first_time = t
         self.last_time = t
         if "{ Epoch:[" in msg:
             self._step(t, msg)
-        elif "samples/s/p" in msg:
-            self._progress(msg)
-        elif level in ("ERROR", "CRITICAL"):
+            return
+        if "samples/s/p" in msg:
+            m = _PROGRESS.search(msg)
+            if m is not None:
+                self._sps(_number(m.group("sps")))
+            return
+        if self.first_time is None:
+            self.first_time = t  # the first line since the last step: where a restart's session begins
+        if level in ("ERROR", "CRITICAL"):
             self._error(t, msg)
         else:
             self._info(t, msg)
 
     def _step(self, t: float, msg: str) -> None:
         m = _STEP.search(msg)
-        if m is None:
-            self._bad += 1
+        loss_text = None if m is None else m.group("loss") if m.group("loss") is not None else m.group("sink_loss")
+        if m is None or not _is_number(loss_text):
+            self._bad += 1  # a step line cut short, or not MindFormers'
             return
-        loss_text = m.group("loss") if m.group("loss") is not None else m.group("sink_loss")
-        if not _is_number(loss_text):
-            self._bad += 1  # a step line without a loss that reads as a number: cut short, or not MindFormers'
-            return
-        epoch, epochs, step, steps = (int(m.group(k)) for k in ("epoch", "epochs", "step", "steps"))
+        f = _fields(m.group("rest"))
+        over = f.get("overflow cond")
+        extra = [_number(f.get(k)) for k in SEPARATE_LOSSES]
+        extra.append(_number(f.get("train_throughput_per_npu", "").removesuffix("T")))
+        self._row(t, int(m.group("epoch")), int(m.group("epochs")), int(m.group("step")), int(m.group("steps")),
+                  float(loss_text), _number(f.get("lr")), _number(f.get("global_norm")),
+                  _number(f.get("per_step_time", "").removesuffix("ms")),
+                  1.0 if over == "True" else 0.0 if over == "False" else math.nan, _number(f.get("loss_scale")),
+                  extra, norm_said=_is_number(f.get("global_norm")))
+
+    def _fast_step(self, m: re.Match[bytes]) -> bool:
+        """A step line of the usual shape (file format, non-sink loss, lr, no separate losses), from
+        :data:`_FAST_STEP`'s groups; False when a value does not read (the careful path decides)."""
+        g = m.groups()
+        try:
+            hour = g[0]
+            base = self._hours.get(hour)  # type: ignore[call-overload]
+            if base is None:
+                base = self._hour(hour.decode())
+            t = base + int(g[1]) * 60 + int(g[2]) + int(g[3]) / 1000.0
+            tput = float(g[14]) if g[14] is not None else math.nan
+            self._row(t, int(g[4]), int(g[5]), int(g[6]), int(g[7]), float(g[8]), float(g[10]), float(g[13]),
+                      float(g[9]), 1.0 if g[11] == b"True" else 0.0 if g[11] == b"False" else math.nan,
+                      _number(g[12].decode()), [math.nan, math.nan, math.nan, math.nan, tput])
+        except ValueError:
+            return False
+        self.last_time = t
+        return True
+
+    def _row(self, t: float, epoch: int, epochs: int, step: int, steps: int, loss: float, lr: float,
+             norm: float, step_ms: float, overflow: float, scale: float, extra: list[float], *,
+             norm_said: bool = True) -> None:
+        """One step's row (sessions and start events kept up to date first)."""
         gstep = float((epoch - 1) * steps + step) if steps > 0 else float(step)
         if self.session is None or self.ended or (self.last_step is not None and gstep <= self.last_step):
             self._new_session(self.first_time if self.first_time is not None else t)
         self.steps_per_epoch, self.total_steps = steps, epochs * steps
-        if not self.started or self._start_stale():
+        if not self.started or self._started_total != self.total_steps:
             self._start(self._session_start)
-        fields = _fields(m.group("rest"))
-        row = [math.nan] * len(NUMERIC)
-        row[_FLOAT_COLS["time"]] = t
-        row[_FLOAT_COLS["step"]] = gstep
-        row[_FLOAT_COLS["epoch"]] = float(epoch)
-        row[_FLOAT_COLS["loss"]] = _number(loss_text)
-        row[_FLOAT_COLS["lr"]] = _number(fields.get("lr"))
-        row[_FLOAT_COLS["grad_norm"]] = _number(fields.get("global_norm"))
-        ms = _number(fields.get("per_step_time", "").removesuffix("ms"))
-        row[_FLOAT_COLS["step_time"]] = ms / 1000.0 if ms > 0 else math.nan
-        over = fields.get("overflow cond")
-        row[_FLOAT_COLS["overflow"]] = 1.0 if over == "True" else 0.0 if over == "False" else math.nan
-        row[_FLOAT_COLS["loss_scale"]] = _number(fields.get("loss_scale"))
-        if self.global_batch is not None:
-            row[_FLOAT_COLS["samples"]] = float(self.global_batch)
-        extra = [_number(fields.get(k)) for k in SEPARATE_LOSSES]
-        extra.append(_number(fields.get("train_throughput_per_npu", "").removesuffix("T")))
-        extra.append(math.nan)
         i = len(self._rows)
-        for col, v in (("loss", row[_FLOAT_COLS["loss"]]), ("grad_norm", row[_FLOAT_COLS["grad_norm"]])):
-            if not math.isfinite(v) and _literal(loss_text if col == "loss" else fields.get("global_norm")):
-                self._nonfinite.append((i, col, v))
-        self._rows.append(row)
+        if not math.isfinite(loss):
+            self._nonfinite.append((i, "loss", loss))
+        if not math.isfinite(norm) and norm_said:  # a missing norm is NaN too, but no NaN norm
+            self._nonfinite.append((i, "grad_norm", norm))
+        samples = float(self.global_batch) if self.global_batch is not None else math.nan
+        # NUMERIC's order: time step epoch loss lr grad_norm step_time data_wait queue_depth tokens samples
+        # tokens_per_s mfu mem_used mem_peak mem_total overflow loss_scale
+        self._rows.append([t, gstep, float(epoch), loss, lr, norm, step_ms / 1000.0 if step_ms > 0 else math.nan,
+                           math.nan, math.nan, math.nan, samples, math.nan, math.nan, math.nan, math.nan, math.nan,
+                           overflow, scale])
+        extra.append(math.nan)  # samples/s/p, from the progress line
         self._extra.append(extra)
         self._sessions.append(self.session or "")
         self._open = i
@@ -194,21 +236,19 @@ class MfLogParser:
         self.error = None
         self.error_sent = False
 
-    def _progress(self, msg: str) -> None:
+    def _sps(self, sps: float) -> None:
         """The progress line after a step line: samples/s/p, and with it the exact step time."""
-        m = _PROGRESS.search(msg)
-        if m is None or self._open is None:
+        if self._open is None:
             return
-        sps = _number(m.group("sps"))
         row, extra = self._rows[self._open], self._extra[self._open]
         extra[-1] = sps
         if self.global_batch and self.devices and sps > 0:
             exact = self.global_batch / self.devices / sps
-            ms = row[_FLOAT_COLS["step_time"]]
+            ms = row[6]
             # MindFormers prints int(ms): the exact figure must round down to it (else the batch or device
             # count read from the log is not the one MindFormers divided by)
             if not math.isfinite(ms) or int(exact * 1000.0 + 1e-6) == int(round(ms * 1000.0)):
-                row[_FLOAT_COLS["step_time"]] = exact
+                row[6] = exact
         self._open = None
 
     def _info(self, t: float, msg: str) -> None:
@@ -271,10 +311,6 @@ class MfLogParser:
         self.error = None
         self.error_sent = False
 
-    def _start_stale(self) -> bool:
-        """The start event was given before the step lines told the total steps."""
-        return self._started_total != self.total_steps
-
     def _start(self, t: float) -> None:
         e: dict[str, Any] = {"kind": "start", "time": t, "session": self.session, "rank": self.rank,
                              "source": SOURCE, "memory_source": "none", "cannot_give": list(CANNOT),
@@ -318,12 +354,17 @@ class MfLogParser:
         hour = ts[:13]
         base = self._hours.get(hour)
         if base is None:
-            st = time.strptime(hour, "%Y-%m-%d %H")
-            base = calendar.timegm(st) - self.gmtoff if self.gmtoff is not None else time.mktime(st)
-            if len(self._hours) > 4096:
-                self._hours.clear()
-            self._hours[hour] = base
+            base = self._hour(hour)
         return base + int(ts[14:16]) * 60 + int(ts[17:19]) + int(ms) / 1000.0
+
+    def _hour(self, hour: str) -> float:
+        """Unix time of the start of an hour ``YYYY-MM-DD HH`` (cached under its text and its bytes)."""
+        st = time.strptime(hour, "%Y-%m-%d %H")
+        base = calendar.timegm(st) - self.gmtoff if self.gmtoff is not None else time.mktime(st)
+        if len(self._hours) > 4096:
+            self._hours.clear()
+        self._hours[hour] = self._hours[hour.encode()] = base  # type: ignore[index]
+        return base
 
 
 def _fields(rest: str) -> dict[str, str]:
@@ -352,12 +393,3 @@ def _is_number(text: str | None) -> bool:
         return False
     return True
 
-
-def _literal(text: str | None) -> bool:
-    """The text says NaN or Inf (not missing)."""
-    if not text:
-        return False
-    try:
-        return not math.isfinite(float(text.strip("[]")))
-    except ValueError:
-        return False
