@@ -350,3 +350,24 @@ def test_a_long_log_is_read_in_pieces_with_every_row(tmp_path):
     assert [store.ranks[r].rows for r in (0, 1)] == [3000, 3000]
     shutil.rmtree(out)
     assert os.path.exists(tmp_path)
+
+
+@pytest.mark.parametrize("line, batch, devices", [
+    # MindFormers' base_trainer.py wording, in each parallel mode (CONSTRUCTED from its format strings)
+    ("global_batch_size = batch_size_per_card * device_num * gradient_accumulation_steps = 4 = 4 * 1 * 1", 4, 1),
+    ("global_batch_size = per_batch_size * data_parallel = 8 * 2 = 16", 16, None),
+    ("The current parallel mode is semi_auto_parallel, full batch is True,so global batch size will be changed: "
+     "global_batch_size = batch_size * data_parallel * micro_batch_interleave_num * gradient_accumulation_steps "
+     "= 32 = 4 * 8 * 1 * 1", 32, None),
+    ("Pipeline parallel was opened: pipeline_stages = 2, full batch is True, gradient_accumulation_steps will not "
+     "take effect in pipeline parallel, global batch size will be changed: global_batch_size = batch_size * "
+     "data_parallel * micro_batch_num * micro_batch_interleave_num = 64 = 1 * 8 * 8 * 1).", 64, None),
+])
+def test_the_global_batch_is_read_in_every_parallel_mode(tmp_path, line, batch, devices):
+    log = Log()
+    log.info(line, func="_check_global_batch_size_for_auto_parallel")
+    log.step(1, 1, 1, 2, 2.0, step_ms=100.0, samples_per_s=batch / (devices or 1) / 0.1004)
+    d = read_once(str(mf_output(tmp_path, {0: log.text()}))).ranks[0]
+    assert d.col("samples").tolist() == [float(batch)]
+    # the exact step time needs the device count: without it, MindFormers' whole milliseconds
+    assert d.col("step_time")[0] == pytest.approx(0.1004 if devices else 0.1, rel=1e-6)

@@ -56,7 +56,6 @@ _PREFIX = re.compile(r"^\[(?P<level>[A-Z]+)\] " + _TS + r" \[[^\]]*\] [^:\s]*: ?
 _STEP = re.compile(r"\{ Epoch:\[\s*(?P<epoch>\d+)/\s*(?P<epochs>\d+)\], step:\[\s*(?P<step>\d+)/\s*(?P<steps>\d+)\], "
                    r"(?:loss:\[\s*(?P<loss>[^/\]]*)/[^\]]*\]|loss: *(?P<sink_loss>[^,\s\[]+))(?P<rest>.*)$")
 _PROGRESS = re.compile(r"\|\s*(?P<sps>[-+0-9.eE]+|nan|inf) samples/s/p")
-_GLOBAL_BATCH = re.compile(r"global_batch_size = (?P<formula>[a-z_ *]+) = (?P<g>\d+) = (?P<factors>[\d *]+)")
 _FLOPS = re.compile(r"Full model flops is (?P<full>\d+)")
 _CKPT = re.compile(r"Finish saving \w+ of epoch (?P<epoch>\d+) step (?P<step>\d+)")
 _EXCEPTION = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt|Exit|Warning)\b")
@@ -66,9 +65,14 @@ _EXCEPTION = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt|Exit|Warnin
 _FAST_STEP = re.compile(
     rb"\[INFO\] (\d{4}-\d\d-\d\d \d\d):(\d\d):(\d\d),(\d{3}) \[[^\]]*\] print_output_info: "
     rb"\{ Epoch:\[ *(\d+)/ *(\d+)\], step:\[ *(\d+)/ *(\d+)\], "
-    rb"loss:\[ *([^/\]]+)/[^\]]*\], per_step_time: (\d+)ms, lr: ([^,]+), "
-    rb"overflow cond: (True|False), loss_scale: ([^,]+), global_norm: \[?([^\],]+)\]?"
-    rb"(?:, train_throughput_per_npu: ([^T,]+)T)?\r?$")
+    rb"loss:\[ *([-+0-9.eE]+)/[^\]]*\], per_step_time: (\d+)ms, lr: ([-+0-9.eE]+), "
+    rb"overflow cond: (True|False), loss_scale: ([-+0-9.eE]+), global_norm: \[?([-+0-9.eE]+)\]?"
+    rb"(?:, train_throughput_per_npu: ([-+0-9.eE]+)T)?\r?$")
+#: a fast line's text from its epoch on, as whitespace-separated fields for pandas ("[", "]", "/", ":", ","
+#: and the "T" of TFLOP/s become spaces; "m" too, so that "20ms" reads as 20): the columns kept of it
+_FAST_TABLE = bytes.maketrans(b"[]/:,mT", b"       ")
+_FAST_COLS = {"epoch": 0, "loss": 6, "step_ms": 10, "lr": 13, "loss_scale": 18, "grad_norm": 20, "tflops": 22}
+_NO_TFLOPS = b", train_throughput_per_npu: nanT"
 _FAST_PROGRESS = re.compile(rb"\| *([0-9.]+) samples/s/p")
 assert list(NUMERIC) == ["time", "step", "epoch", "loss", "lr", "grad_norm", "step_time", "data_wait", "queue_depth",
                          "tokens", "samples", "tokens_per_s", "mfu", "mem_used", "mem_peak", "mem_total", "overflow",
@@ -107,8 +111,13 @@ class MfLogParser:
         self.error: tuple[float, str] | None = None  # an ERROR line or traceback after the last step
         self.error_sent = False
         self.ended = False
-        self._rows: list[list[float]] = []
-        self._extra: list[list[float]] = []
+        # one entry per row not yet taken: a careful row's numbers, or None for a fast row (in _fast)
+        self._rows: list[list[float] | None] = []
+        self._extra: list[list[float] | None] = []
+        self._fast: list[tuple[bytes, bytes, float, float]] = []  # (timestamp, text, overflow, step)
+        self._last_fast_ts: bytes | None = None
+        self._sps_of: list[float] = []
+        self._batch_of: list[tuple[float, float]] = []  # (global batch, devices) as the log said at that row
         self._sessions: list[str] = []
         self._nonfinite: list[tuple[int, str, float]] = []
         self._events: list[dict[str, Any]] = []
@@ -125,8 +134,10 @@ class MfLogParser:
         for raw in blob.splitlines():
             if b"{ Epoch:[" in raw:
                 m = fast(raw)  # the usual shape, read without decoding (see _fast_step)
-                if m is None or not self._fast_step(m):
+                if m is None:
                     line(raw.decode("utf-8", "replace"))
+                else:
+                    self._fast_step(m, raw)
             elif b"samples/s/p" in raw and (m := progress(raw)) is not None:
                 self._sps(float(m.group(1)))
             else:
@@ -187,24 +198,37 @@ class MfLogParser:
                   1.0 if over == "True" else 0.0 if over == "False" else math.nan, _number(f.get("loss_scale")),
                   extra, norm_said=_is_number(f.get("global_norm")))
 
-    def _fast_step(self, m: re.Match[bytes]) -> bool:
-        """A step line of the usual shape (file format, non-sink loss, lr, no separate losses), from
-        :data:`_FAST_STEP`'s groups; False when a value does not read (the careful path decides)."""
+    def _fast_step(self, m: re.Match[bytes], raw: bytes) -> None:
+        """A step line of the usual shape (:data:`_FAST_STEP`: file format, non-sink loss, lr, finite numbers,
+        no separate losses). Only its step is read now; its numbers are read with the others at
+        :meth:`_take`, by pandas, from the text kept."""
         g = m.groups()
-        try:
-            hour = g[0]
-            base = self._hours.get(hour)  # type: ignore[call-overload]
-            if base is None:
-                base = self._hour(hour.decode())
-            t = base + int(g[1]) * 60 + int(g[2]) + int(g[3]) / 1000.0
-            tput = float(g[14]) if g[14] is not None else math.nan
-            self._row(t, int(g[4]), int(g[5]), int(g[6]), int(g[7]), float(g[8]), float(g[10]), float(g[13]),
-                      float(g[9]), 1.0 if g[11] == b"True" else 0.0 if g[11] == b"False" else math.nan,
-                      _number(g[12].decode()), [math.nan, math.nan, math.nan, math.nan, tput])
-        except ValueError:
-            return False
-        self.last_time = t
-        return True
+        epoch, epochs, step, steps = int(g[4]), int(g[5]), int(g[6]), int(g[7])
+        gstep = float((epoch - 1) * steps + step) if steps > 0 else float(step)
+        if self.session is None or self.ended or (self.last_step is not None and gstep <= self.last_step):
+            t = self._time(g[0].decode() + ":" + g[1].decode() + ":" + g[2].decode(), g[3].decode())
+            self._new_session(self.first_time if self.first_time is not None else t)
+        self._begin_row(gstep, epochs, steps)
+        self._rows.append(None)
+        self._extra.append(None)
+        text = raw[m.start(5):]
+        self._fast.append((raw[7:30], text if g[14] is not None else text + _NO_TFLOPS,
+                           1.0 if g[11] == b"True" else 0.0, gstep))
+        self._last_fast_ts, self.last_time = raw[7:30], None  # the time is read when needed (_line_time)
+
+    def _begin_row(self, gstep: float, epochs: int, steps: int) -> None:
+        """Sessions and start events up to date for a row of ``gstep``; the row's place in the lists."""
+        self.steps_per_epoch, self.total_steps = steps, epochs * steps
+        if not self.started or self._started_total != self.total_steps:
+            self._start(self._session_start)
+        self._sessions.append(self.session or "")
+        self._sps_of.append(math.nan)
+        self._batch_of.append(self._batch)
+        self._open = len(self._rows)
+        self.last_step = gstep
+        self.first_time = None
+        self.error = None
+        self.error_sent = False
 
     def _row(self, t: float, epoch: int, epochs: int, step: int, steps: int, loss: float, lr: float,
              norm: float, step_ms: float, overflow: float, scale: float, extra: list[float], *,
@@ -213,43 +237,25 @@ class MfLogParser:
         gstep = float((epoch - 1) * steps + step) if steps > 0 else float(step)
         if self.session is None or self.ended or (self.last_step is not None and gstep <= self.last_step):
             self._new_session(self.first_time if self.first_time is not None else t)
-        self.steps_per_epoch, self.total_steps = steps, epochs * steps
-        if not self.started or self._started_total != self.total_steps:
-            self._start(self._session_start)
         i = len(self._rows)
+        self._begin_row(gstep, epochs, steps)
         if not math.isfinite(loss):
             self._nonfinite.append((i, "loss", loss))
         if not math.isfinite(norm) and norm_said:  # a missing norm is NaN too, but no NaN norm
             self._nonfinite.append((i, "grad_norm", norm))
-        samples = float(self.global_batch) if self.global_batch is not None else math.nan
         # NUMERIC's order: time step epoch loss lr grad_norm step_time data_wait queue_depth tokens samples
-        # tokens_per_s mfu mem_used mem_peak mem_total overflow loss_scale
+        # tokens_per_s mfu mem_used mem_peak mem_total overflow loss_scale (samples, and the exact step time,
+        # at _take)
         self._rows.append([t, gstep, float(epoch), loss, lr, norm, step_ms / 1000.0 if step_ms > 0 else math.nan,
-                           math.nan, math.nan, math.nan, samples, math.nan, math.nan, math.nan, math.nan, math.nan,
+                           math.nan, math.nan, math.nan, math.nan, math.nan, math.nan, math.nan, math.nan, math.nan,
                            overflow, scale])
-        extra.append(math.nan)  # samples/s/p, from the progress line
-        self._extra.append(extra)
-        self._sessions.append(self.session or "")
-        self._open = i
-        self.last_step = gstep
-        self.first_time = None
-        self.error = None
-        self.error_sent = False
+        self._extra.append(extra + [math.nan])  # samples/s/p: filled at _take
 
     def _sps(self, sps: float) -> None:
-        """The progress line after a step line: samples/s/p, and with it the exact step time."""
-        if self._open is None:
-            return
-        row, extra = self._rows[self._open], self._extra[self._open]
-        extra[-1] = sps
-        if self.global_batch and self.devices and sps > 0:
-            exact = self.global_batch / self.devices / sps
-            ms = row[6]
-            # MindFormers prints int(ms): the exact figure must round down to it (else the batch or device
-            # count read from the log is not the one MindFormers divided by)
-            if not math.isfinite(ms) or int(exact * 1000.0 + 1e-6) == int(round(ms * 1000.0)):
-                row[6] = exact
-        self._open = None
+        """The progress line after a step line: samples/s/p (and with it, at _take, the exact step time)."""
+        if self._open is not None:
+            self._sps_of[self._open] = sps
+            self._open = None
 
     def _info(self, t: float, msg: str) -> None:
         if "Starting Training Model" in msg:
@@ -262,13 +268,7 @@ class MfLogParser:
                 self.ended = True
             self.first_time = None  # the process's last line: a restart's start is after it
         elif "global_batch_size = " in msg:
-            m = _GLOBAL_BATCH.search(msg)
-            if m is not None:
-                self.global_batch = int(m.group("g"))
-                names = [n.strip() for n in m.group("formula").split("*")]
-                factors = [f.strip() for f in m.group("factors").split("*")]
-                if "device_num" in names and len(names) == len(factors):
-                    self.devices = int(factors[names.index("device_num")])
+            self._global_batch(msg)
         elif "Full model flops is" in msg:
             m = _FLOPS.search(msg)
             if m is not None:
@@ -282,6 +282,26 @@ class MfLogParser:
                 self._events.append({"kind": "checkpoint", "time": t, "session": self.session, "step": step,
                                      "path": None})
 
+    def _global_batch(self, msg: str) -> None:
+        """MindFormers' account of the global batch, in each of its forms: ``global_batch_size = batch_size_per_card
+        * device_num * gradient_accumulation_steps = 4 = 4 * 1 * 1``, ``... = per_batch_size * data_parallel
+        = 8 * 2 = 16``; the device count where the formula names it."""
+        parts = [p.strip().rstrip(").") for p in msg.split("global_batch_size = ", 1)[1].split(" = ")]
+        if len(parts) != 3:
+            return
+        formula, a, b = parts
+        total, factors = (a, b) if a.isdigit() else (b, a)
+        if not total.isdigit():
+            return
+        self.global_batch = int(total)
+        names = [n.strip() for n in formula.split("*")]
+        values = [v.strip() for v in factors.split("*")]
+        devices = None
+        if "device_num" in names and len(names) == len(values) and values[names.index("device_num")].isdigit():
+            devices = float(values[names.index("device_num")])
+            self.devices = int(devices)
+        self._batch = (float(self.global_batch), devices if devices is not None else self._batch[1])
+
     def _error(self, t: float, msg: str) -> None:
         if self.session is not None and self.error is None:
             self.error = (t, clean(msg.strip(), 400))
@@ -292,8 +312,9 @@ class MfLogParser:
         if self.session is None or not text or text[0].isspace():
             return
         if text.startswith("Traceback (most recent call last)"):
-            if self.error is None and self.last_time is not None:
-                self.error = (self.last_time, "Traceback (most recent call last)")
+            t = self._line_time()
+            if self.error is None and t is not None:
+                self.error = (t, "Traceback (most recent call last)")
         elif self.error is not None and _EXCEPTION.match(text):
             t, first = self.error
             exc = clean(text.strip(), 300)
@@ -330,6 +351,7 @@ class MfLogParser:
         self._started_total = self.total_steps
 
     _session_start: float = 0.0
+    _batch: tuple[float, float] = (math.nan, math.nan)  # (global batch, devices) the log said last
     _started_total: int | None = None
 
     # -- output -----------------------------------------------------------------------------
@@ -340,14 +362,78 @@ class MfLogParser:
         bad, self._bad = self._bad, 0
         if n <= 0:
             return Parsed(_empty(list(EXTRA), bad), events)
-        table = np.array([r + x for r, x in zip(self._rows[:n], self._extra[:n])], dtype=np.float64)
+        table = np.full((n, len(NUMERIC) + len(EXTRA)), np.nan)
+        careful = [i for i in range(n) if self._rows[i] is not None]
+        if careful:
+            table[careful] = [self._rows[i] + self._extra[i] for i in careful]  # type: ignore[operator]
+        k = n - len(careful)
+        if k:
+            fast = [i for i in range(n) if self._rows[i] is None]
+            table[fast] = self._fast_table(self._fast[:k])
+            self._fast = self._fast[k:]
+        self._exact_step_time(table, n)
         nonfinite = [x for x in self._nonfinite if x[0] < n]
         rows = _rows(table, list(EXTRA), self._sessions[:n], nonfinite, bad)
-        self._rows, self._extra, self._sessions = self._rows[n:], self._extra[n:], self._sessions[n:]
+        for name in ("_rows", "_extra", "_sessions", "_sps_of", "_batch_of"):
+            setattr(self, name, getattr(self, name)[n:])
         self._nonfinite = [(i - n, c, v) for i, c, v in self._nonfinite if i >= n]
         if self._open is not None:
             self._open = self._open - n if self._open >= n else None
         return Parsed(rows, events)
+
+    def _fast_table(self, fast: list[tuple[bytes, bytes, float, float]]) -> np.ndarray:
+        """The rows of fast lines: their numbers read by one pandas call, their times by array arithmetic."""
+        import io
+
+        import pandas as pd
+
+        stamps, texts, overflow, steps = zip(*fast)
+        out = np.full((len(fast), len(NUMERIC) + len(EXTRA)), np.nan)
+        blob = b"\n".join(texts).translate(_FAST_TABLE)
+        df = pd.read_csv(io.BytesIO(blob), sep=r"\s+", header=None, usecols=list(_FAST_COLS.values()),
+                         engine="c", dtype=np.float64)
+        col = {name: df[j].to_numpy(dtype=np.float64) for name, j in _FAST_COLS.items()}
+        out[:, 0] = self._stamps(stamps)
+        out[:, 1] = steps
+        out[:, 2], out[:, 3], out[:, 4], out[:, 5] = col["epoch"], col["loss"], col["lr"], col["grad_norm"]
+        out[:, 6] = np.where(col["step_ms"] > 0, col["step_ms"] / 1000.0, np.nan)
+        out[:, 16], out[:, 17] = overflow, col["loss_scale"]
+        out[:, len(NUMERIC) + EXTRA.index("train_throughput_per_npu")] = col["tflops"]
+        return out
+
+    def _stamps(self, stamps: tuple[bytes, ...]) -> np.ndarray:
+        """Unix times of ``YYYY-MM-DD HH:MM:SS,mmm`` stamps, as arrays: one calendar call per hour."""
+        a = np.frombuffer(b"".join(stamps), np.uint8).reshape(-1, 23).astype(np.int64) - 48
+        digits = np.array([0, 1, 2, 3, 5, 6, 8, 9, 11, 12])  # YYYY MM DD HH: one number per hour
+        key = a[:, digits] @ (10 ** np.arange(9, -1, -1, dtype=np.int64))
+        hours, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+        base = np.array([self._hours.get(h) or self._hour(h.decode()) for h in (stamps[i][:13] for i in first)])
+        minute = a[:, 14] * 10 + a[:, 15]
+        second = a[:, 17] * 10 + a[:, 18]
+        ms = a[:, 20] * 100 + a[:, 21] * 10 + a[:, 22]
+        return base[inverse.reshape(-1)] + minute * 60 + second + ms / 1000.0
+
+    def _exact_step_time(self, table: np.ndarray, n: int) -> None:
+        """Samples per step (the global batch), and the step time from samples/s/p where the log gave the
+        global batch and the device count: ``batch / devices / (samples/s/p)``, kept only where it truncates
+        to MindFormers' own ``per_step_time`` (else the batch or devices read are not what it divided by)."""
+        sps = np.array(self._sps_of[:n], dtype=np.float64)
+        batch = np.array(self._batch_of[:n], dtype=np.float64).reshape(n, 2)
+        table[:, len(NUMERIC) + EXTRA.index("samples_per_s_per_npu")] = sps
+        table[:, 10] = batch[:, 0]
+        with np.errstate(all="ignore"):
+            exact = batch[:, 0] / batch[:, 1] / sps
+            ms = table[:, 6]
+            agrees = np.floor(exact * 1000.0 + 1e-6) == np.round(ms * 1000.0)
+            ok = np.isfinite(exact) & (sps > 0) & (np.isnan(ms) | agrees)
+        table[:, 6] = np.where(ok, exact, ms)
+
+    def _line_time(self) -> float | None:
+        """The time of the last line with a timestamp (a fast line's is read only now)."""
+        if self.last_time is None and self._last_fast_ts is not None:
+            ts = self._last_fast_ts.decode()
+            self.last_time = self._time(ts[:19], ts[20:23])
+        return self.last_time
 
     def _time(self, ts: str, ms: str) -> float:
         """Unix time of a timestamp (local time of the writing host), one calendar call per hour."""
