@@ -300,6 +300,12 @@ def test_log_root_finds_the_layouts_and_writer_files_win(tmp_path):
     assert log_root(str(tmp_path)) is None
     (out / "rank0.csv").write_text("time,step\n")
     assert not isinstance(Sources([str(out)], Store()).items[0], MfLogSource)
+    empty = tmp_path / "later" / "output"
+    empty.mkdir(parents=True)  # no logs yet: a writer run until logs appear with no rank file beside them
+    src = Sources([str(empty)], Store()).items[0]
+    assert not isinstance(src, MfLogSource) and src.read_all() == 0
+    mf_output(tmp_path / "later", {0: _finished_log().text()})
+    assert src.read_all() == 10 and isinstance(src.active, MfLogSource)
 
 
 def test_a_log_with_control_codes_shows_none(tmp_path):

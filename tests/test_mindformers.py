@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tests.conftest import ROOT
@@ -118,3 +120,88 @@ def test_model_shape_is_read_from_a_config_inside_the_network():
     MstopCallback._fill_shape(opts, found, Wrapper())
     assert opts == {"n_layers": 40, "n_heads": 8, "head_dim": 64, "seq_len": 128}
     assert "n_layers" not in found and found["seq_len"] == "Model.config"
+
+
+#: MFLossMonitor's step line (mindformers/core/callback/callback.py), read by the test itself
+MF_STEP = re.compile(r"step:\[\s*(\d+)/\s*\d+\], loss:\[([-\d.e]+)/[-\d.e]+\], per_step_time: \d+ms, lr: ([-\d.e]+), "
+                     r"overflow cond: (\w+), loss_scale: ([-\d.e]+), global_norm: \[([-\d.e]+)\]")
+
+
+@needs_mf
+def test_a_trainer_job_with_the_callback_from_its_yaml_agrees_with_mindformers_log(tmp_path):
+    """MindFormers' own Trainer, MstopCallback given by the yaml alone (auto_register + REGISTER_PATH, no
+    shape): every row equals MFLossMonitor's line of that step (loss, lr, global norm, overflow, loss scale);
+    n_params is the bare model's; tokens per step = MindFormers' global batch x the model's seq_length; and
+    the job's own log, followed while it is written, gives the same rows and losses."""
+    import csv
+    import json
+    import threading
+
+    from mstop.engine.figures import Options, status
+    from mstop.engine.store import Store
+
+    steps = 12
+    folder = subprocess.run([sys.executable, "-m", "mstop_writer.mindformers", "--register-path"], cwd=ROOT,
+                            capture_output=True, text=True, timeout=60).stdout.strip()
+    job = subprocess.Popen([sys.executable, str(ROOT / "tests" / "mindformers" / "trainer_job.py"), str(steps)],
+                           cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                           env={**os.environ, "REGISTER_PATH": folder})
+    (tmp_path / "output" / "log").mkdir(parents=True, exist_ok=True)
+    live = Store()
+    follow: list = []
+    follower = threading.Thread(target=lambda: follow.append(_follow_until(tmp_path / "output", live, job)))
+    follower.start()
+    out, _ = job.communicate(timeout=600)
+    follower.join(timeout=60)
+    assert job.returncode == 0 and "TRAINED" in out, out[-3000:]
+    bare = int(next(line.split()[1] for line in out.splitlines() if line.startswith("BARE_N_PARAMS")))
+
+    log = (tmp_path / "output" / "log" / "rank_0" / "info.log").read_text()
+    truth = [m.groups() for m in map(MF_STEP.search, log.splitlines()) if m is not None]
+    run = tmp_path / "mstop_run"
+    rows = list(csv.DictReader(open(run / "rank0.csv")))
+    assert len(truth) == len(rows) == steps  # rows = steps
+    for (step, loss, lr, over, scale, norm), row in zip(truth, rows):
+        assert float(row["step"]) == float(step)
+        assert float(row["loss"]) == pytest.approx(float(loss), abs=5e-7)  # MindFormers prints 6 decimals
+        assert float(row["lr"]) == pytest.approx(float(lr), rel=1e-6, abs=1e-12)
+        assert float(row["grad_norm"]) == pytest.approx(float(norm), rel=1e-6)
+        assert int(row["overflow"]) == (over == "True") and float(row["loss_scale"]) == float(scale)
+    start = json.loads((run / "rank0.events.jsonl").read_text().splitlines()[0])
+    assert start["n_params"] == bare  # the bare model's, not the optimizer's moments
+    assert start["samples_per_step"] == 4 and start["tokens_per_step"] == 4 * 32
+    assert start["detected"]["samples_per_step"] == "MFLossMonitor.global_batch_size"
+    assert start["detected"]["seq_len"] == "LlamaForCausalLM.config"
+    # MindFormers' FLOPs (the compiled graph's, per step) beside mstop's 6N + 12 L H Q T, per token
+    graph = float(re.search(r"Full model flops is (\d+)", log).group(1)) / start["tokens_per_step"]
+    assert (start["flops_per_token"], graph) == (739_200, 638_976)
+
+    # the log path: followed live while the job wrote it, and read again by `mstop summary`
+    assert follow == [True], "the live store never held every step"
+    d = live.ranks[0]
+    assert d.rows == steps and status(live, Options()) == "finished"
+    np.testing.assert_allclose(d.col("loss"), [float(t[1]) for t in truth], atol=5e-7)
+    np.testing.assert_allclose(d.col("loss"), [float(r["loss"]) for r in rows], atol=5e-7)
+    summary = json.loads(subprocess.run([sys.executable, "-m", "mstop", "summary", "--json", "output"], cwd=tmp_path,
+                                        capture_output=True, text=True, timeout=120).stdout)
+    assert (summary["rows"], summary["step"], summary["status"]) == (steps, steps, "finished")
+    assert summary["loss"] == pytest.approx(float(truth[-1][1]), abs=5e-7)
+
+
+def _follow_until(output: Path, store, job: subprocess.Popen) -> bool:
+    """Follow a MindFormers output directory while ``job`` runs; True once the store holds its every step."""
+    import time
+
+    from mstop.sources import Sources
+
+    sources = Sources([str(output)], store, poll=0.1)
+    sources.follow()
+    try:
+        while job.poll() is None:
+            time.sleep(0.1)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and store.rows < 12:
+            time.sleep(0.1)
+        return store.rows == 12
+    finally:
+        sources.stop()

@@ -121,6 +121,8 @@ class MstopCallback(Callback):
         self._names: tuple[str | None, ...] = ("loss",)
         self._lr_out = False  # the cell returns the lr: used on every row, never read from the optimizer
         self._failed: set[str] = set()
+        self._mf_monitor: Any = None  # MindFormers' MFLossMonitor in the same job: its batch and loss rules
+        self._loss_divisor = 1.0
         atexit.register(self.close)
 
     # -- hooks -----------------------------------------------------------------
@@ -132,6 +134,8 @@ class MstopCallback(Callback):
             self._s0 = int(cb.cur_step_num or 0)
             self._call_first_epoch = True
             self._ckpt = [c for c in (cb.list_callback or []) if isinstance(c, ModelCheckpoint)]
+            self._mf_monitor = next((c for c in (cb.list_callback or []) if type(c).__name__ == "MFLossMonitor"),
+                                    None)
             self._ckpt_seen = {id(c): c.latest_ckpt_file_name for c in self._ckpt}
         except Exception as e:  # noqa: BLE001
             self._warn("on_train_begin", e)
@@ -196,7 +200,8 @@ class MstopCallback(Callback):
             try:
                 writer.write_row(  # type: ignore[union-attr]
                     raw + writer.step_offset, step_time=step_time, epoch=cb.cur_epoch_num,  # type: ignore[union-attr]
-                    loss=values.pop("loss", None), lr=lr, grad_norm=values.pop("grad_norm", None),
+                    loss=_divided(values.pop("loss", None), self._loss_divisor), lr=lr,
+                    grad_norm=values.pop("grad_norm", None),
                     data_wait=data_wait, queue_depth=values.pop("queue_depth", queue_depth),
                     tokens=values.pop("tokens", None), samples=values.pop("samples", None), overflow=overflow,
                     loss_scale=values.pop("loss_scale", None), extra=values)
@@ -278,6 +283,7 @@ class MstopCallback(Callback):
         opts["detected_from"] = found
         mode = ms.get_auto_parallel_context("parallel_mode")
         opts.setdefault("parallel_mode", mode)
+        self._from_mindformers(opts, found)
         if opts.get("samples_per_step") is None and cb.train_dataset is not None:
             try:
                 opts["samples_per_step"] = cb.train_dataset.get_batch_size() * self._dp_size(mode, opts)
@@ -288,6 +294,27 @@ class MstopCallback(Callback):
         if opts.get("total_steps") is None and batch_num > 0:
             opts["total_steps"] = final_epoch * batch_num + opts.get("step_offset", 0)
         return opts
+
+    def _from_mindformers(self, opts: dict[str, Any], found: dict[str, str]) -> None:
+        """With MindFormers' MFLossMonitor in the job: the global batch it divides by, and its loss rule (it
+        prints the cell's loss divided by gradient accumulation steps, pipeline micro batches and interleave
+        copies: the mean loss of a sample), so that rows and MindFormers' log say the same."""
+        mon = self._mf_monitor
+        if mon is None:
+            return
+        gbs = getattr(mon, "global_batch_size", None)
+        if opts.get("samples_per_step") is None and isinstance(gbs, int) and gbs > 0:
+            opts["samples_per_step"], found["samples_per_step"] = gbs, "MFLossMonitor.global_batch_size"
+        div = 1.0
+        per_token = bool(getattr(mon, "calculate_per_token_loss", False))
+        if int(ms.get_auto_parallel_context("pipeline_stages") or 1) > 1 and not per_token:
+            div *= max(1, int(getattr(mon, "mirco_size", 1) or 1))  # (sic) MindFormers' attribute name
+        div *= max(1, int(getattr(mon, "micro_batch_interleave_num", 1) or 1))
+        if not per_token:
+            div *= max(1, int(getattr(mon, "gradient_accumulation_steps", 1) or 1))
+        self._loss_divisor = div
+        if div != 1.0:
+            found["loss"] = f"the cell's loss / {div:g}, as MFLossMonitor prints it"
 
     @staticmethod
     def _fill_shape(opts: dict[str, Any], found: dict[str, str], network: Any) -> None:
@@ -402,6 +429,11 @@ class MstopCallback(Callback):
         level = logging.DEBUG if where in self._failed else logging.WARNING
         self._failed.add(where)
         log.log(level, "mstop_writer: %s failed: %s: %s (training continues)", where, type(e).__name__, e)
+
+
+def _divided(loss: Any, by: float) -> Any:
+    """The loss as MindFormers prints it (see MstopCallback._from_mindformers)."""
+    return loss / by if by != 1.0 and isinstance(loss, (int, float)) and not isinstance(loss, bool) else loss
 
 
 def _check_output_names(names: Sequence[str | None] | None) -> tuple[str | None, ...] | None:

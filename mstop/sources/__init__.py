@@ -45,6 +45,60 @@ def check_spec(spec: str, *, exists: bool = True) -> Target | None:
     return target
 
 
+class LocalOrLogs:
+    """A local directory read as a writer's run directory, until MindFormers logs appear in it with no rank
+    file beside them (``mstop output/`` started before the job wrote its first log line): from then on as a
+    MindFormers job's logs. Speaks :class:`Source` through whichever it is."""
+
+    def __init__(self, spec: str, store: Store, *, poll: float | None = None,
+                 on_update: Callable[[], None] | None = None) -> None:
+        self.run_dir = self.label = spec
+        self.clock_skew = 0.0
+        self._args = (store, poll, on_update)
+        self.active: LocalSource | MfLogSource = LocalSource(spec, store, poll=poll, on_update=on_update)
+        self._following = False
+        self._stop = threading.Event()
+        self._watch: threading.Thread | None = None
+
+    @property
+    def state(self) -> SourceState:
+        return self.active.state
+
+    def _switch(self) -> bool:
+        """Become the logs' source when they are there and no rank file is; True when it switched."""
+        if isinstance(self.active, MfLogSource) or self.active.store.rank_files or has_writer_files(self.run_dir) \
+                or log_root(self.run_dir) is None:
+            return False
+        store, poll, on_update = self._args
+        if self._following:
+            self.active.stop()
+        self.active = MfLogSource(self.run_dir, store, poll=poll, on_update=on_update)
+        if self._following:
+            self.active.follow()
+        return True
+
+    def read_all(self) -> int:
+        self._switch()
+        return self.active.read_all()
+
+    def follow(self) -> None:
+        self._following = True
+        self.active.follow()
+        self._watch = threading.Thread(target=self._run, name="mstop-which", daemon=True)
+        self._watch.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.5):
+            if isinstance(self.active, MfLogSource) or self.active.store.rank_files or self._switch():
+                return
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._watch is not None:
+            self._watch.join(timeout=10)
+        self.active.stop()
+
+
 class Sources:
     """Start, read and stop several sources as one (SourceError for an argument that is refused)."""
 
@@ -58,7 +112,7 @@ class Sources:
             if target is None and not has_writer_files(spec) and log_root(spec) is not None:
                 self.items.append(MfLogSource(spec, store, poll=poll, on_update=on_update))
             elif target is None:
-                self.items.append(LocalSource(spec, store, poll=poll, on_update=on_update))
+                self.items.append(LocalOrLogs(spec, store, poll=poll, on_update=on_update))
             else:
                 self.items.append(RemoteSource(target, store, poll=poll, on_update=on_update,
                                                ssh_options=ssh_options, connect_timeout=connect_timeout))
@@ -77,7 +131,7 @@ class Sources:
         for s in self.items:
             while True:
                 try:
-                    if isinstance(s, (LocalSource, MfLogSource)) and not os.path.isdir(s.run_dir):
+                    if isinstance(s, (LocalOrLogs, MfLogSource)) and not os.path.isdir(s.run_dir):
                         check_spec(s.run_dir)  # raises, saying what is missing
                     rows += s.read_all()
                     break
