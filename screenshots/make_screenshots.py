@@ -15,6 +15,7 @@
 - compare.svg: ``mstop compare`` of real runs (a baseline of 2 repeats with a slow input pipeline against a
   run without the delay), as the terminal shows it (rich's own SVG export of the same table).
 - baseline-120x40.svg: the monitor on the faster run with the baseline overlaid by step.
+- mindformers-log.svg: a real MindFormers Trainer job watched from its own info.log (the kit's capture).
 - report-loss.png, report-tokens_per_s.png: two of ``mstop report``'s plots of the same runs.
 
 Convert to PNG to look at them: rsvg-convert screenshots/demo-120x40.svg -o /tmp/demo.png
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -33,14 +35,16 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from mstop.app import MonitorApp  # noqa: E402
+from mstop.sources import read_once  # noqa: E402
 from mstop_writer import MetricsWriter  # noqa: E402
 from tests.runs import cluster_1024  # noqa: E402
 
 
 async def shoot(run: str, out: Path, size: tuple[int, int], keys: tuple[str, ...] = (), now: float | None = None,
-                click_cell: int | None = None, baseline: str | None = None):
+                click_cell: int | None = None, baseline: str | None = None, peak_tflops: float | None = None):
     """Save the app's screen after pressing ``keys`` (and clicking heat strip cell ``click_cell``)."""
-    app = MonitorApp(run, follow=False, baseline=baseline, **({"clock": lambda: now} if now else {}))
+    app = MonitorApp(run, follow=False, baseline=baseline, peak_tflops=peak_tflops,
+                     **({"clock": lambda: now} if now else {}))
     async with app.run_test(size=size) as pilot:
         await pilot.pause()
         await pilot.pause(0.5)  # the history's incidents are scanned on a worker, then the chart is redrawn
@@ -179,7 +183,23 @@ def main() -> int:
         now = cluster_1024(cluster)
         asyncio.run(shoot(str(cluster), out / "cluster-1024.svg", (120, 40), ("r", "m"), now=now, click_cell=517))
         comparison_shots(Path(tmp), out)
+        mindformers_shot(Path(tmp), out)
     return 0
+
+
+def mindformers_shot(tmp: Path, out: Path) -> None:
+    """mindformers-log.svg: a real MindFormers Trainer job (the kit's captured 60-step tiny Llama), watched
+    from its own info.log with no change to the job; --peak-tflops 0.1 for a made-up CPU peak."""
+    kit = ROOT.parent / "shared" / "mindformers" / "captured" / "info.log"
+    if not kit.exists():
+        print("skipped mindformers-log.svg:", kit, "not found")
+        return
+    folder = tmp / "tiny-llama" / "output" / "log" / "rank_0"
+    folder.mkdir(parents=True)
+    shutil.copy(kit, folder / "info.log")
+    store = read_once(str(tmp / "tiny-llama" / "output"))
+    asyncio.run(shoot(str(tmp / "tiny-llama" / "output"), out / "mindformers-log.svg", (120, 40),
+                      now=float(store.ranks[0].col("time")[-1]) + 30, peak_tflops=0.1))
 
 
 def comparison_shots(tmp: Path, out: Path) -> None:

@@ -377,3 +377,24 @@ def test_the_global_batch_is_read_in_every_parallel_mode(tmp_path, line, batch, 
     assert d.col("samples").tolist() == [float(batch)]
     # the exact step time needs the device count: without it, MindFormers' whole milliseconds
     assert d.col("step_time")[0] == pytest.approx(0.1004 if devices else 0.1, rel=1e-6)
+
+
+@needs_kit
+async def test_the_monitor_on_a_mindformers_log_says_what_it_is_and_agrees_with_summary(tmp_path):
+    """What the screen shows for a log: the source and what it cannot give, samples/s (no tokens), MFU from
+    MindFormers' TFLOP/s with --peak-tflops equal to summary's, memory and data wait said to be absent."""
+    from mstop.app import MonitorApp
+    from tests.test_app import settle
+    from tests.test_screen_truth import screen_lines
+
+    out = mf_output(tmp_path / "job", {0: KIT.read_text()})
+    s = json.loads(summary(out, "--json", "--peak-tflops", "0.1").stdout)
+    last = read_once(str(out)).ranks[0].col("time")[-1]
+    app = MonitorApp(str(out), follow=False, peak_tflops=0.1, clock=lambda: float(last) + 30)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        screen = "\n".join(screen_lines(app))
+    assert "mindformers log: no memory, data wait" in screen and "status FINISHED" in screen
+    assert f"MFU {100 * s['mfu']:.1f} %" in screen and f"samples/s {s['samples_per_s']:.4g}" in screen
+    assert "not in a mindformers log" in screen and "data wait: not in a mindformers log" in screen
+    assert "step 60 / 60" in screen

@@ -44,7 +44,12 @@ def build_view(store: Store, opts: Options, *, points: int = 200, xaxis: str = "
     v.loss.custom = {c: charts.series(snap, v.chart_rank, c, points, steps, xaxis) for c in custom}
     v.throughput = parts.throughput(snap, opts)
     v.throughput.series = charts.series(snap, v.chart_rank, "tokens_per_s", points, steps, xaxis)
+    if v.throughput.series is None and v.throughput.tokens_per_s is None:  # no tokens (a MindFormers log)
+        v.throughput.series = charts.per_second_series(snap, v.chart_rank, "samples", points, steps, xaxis)
+        v.throughput.series_of = "samples/s" if v.throughput.series is not None else "tokens/s"
     v.throughput.mfu_series = charts.series(snap, v.chart_rank, "mfu", points, steps, xaxis)
+    if v.throughput.mfu_series is None and v.throughput.mfu is not None:  # derived, not written
+        v.throughput.mfu_series = charts.mfu_series(snap, opts, v.chart_rank, points, steps, xaxis)
     v.memory = parts.memory(snap)
     v.memory.series = charts.headroom_series(snap, v.memory.worst, v.chart_rank, points, steps, xaxis)
     v.data = parts.data(snap)

@@ -32,6 +32,29 @@ def series(store: Store, rank: int, col: str, points: int, steps: Any, xaxis: st
     return Series(x_at(d, xaxis, rows), ys)
 
 
+def per_second_series(store: Store, rank: int, col: str, points: int, steps: Any, xaxis: str) -> Series | None:
+    """A per-step count over the step time (samples/s from ``samples``), row by row; None when empty."""
+    rows = store.series_rows(rank, "step_time", points, steps=steps)
+    d = store.ranks[rank]
+    with np.errstate(all="ignore"):
+        ys = d.col(col)[rows].astype(np.float64) / d.col("step_time")[rows].astype(np.float64)
+    ok = np.isfinite(ys)
+    if not ok.any():
+        return None
+    return Series(x_at(d, xaxis, rows)[ok], ys[ok])
+
+
+def mfu_series(store: Store, opts: Any, rank: int, points: int, steps: Any, xaxis: str) -> Series | None:
+    """Each row's MFU as the figures count it (the column, else derived: see figures.mfu_rows)."""
+    rows = store.series_rows(rank, "step_time", points, steps=steps)
+    d = store.ranks[rank]
+    ys = figures.mfu_rows(d, opts)[rows]
+    ok = np.isfinite(ys)
+    if not ok.any():
+        return None
+    return Series(x_at(d, xaxis, rows)[ok], ys[ok])
+
+
 def headroom_series(store: Store, worst: MemoryScope | None, fallback: int, points: int, steps: Any,
                     xaxis: str) -> Series | None:
     """1 - mem_peak / mem_total over the run for the worst memory scope: a rank, or a host (its ranks' peaks

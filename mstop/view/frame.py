@@ -65,6 +65,9 @@ class HeaderPart:
     writer_errors: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # ssh host states, ranks found in two sources, files refused
     skew_note: str | None = None
+    #: the source when it is not mstop's writer (a MindFormers log), and the figures it cannot give
+    source: str | None = None
+    cannot_give: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -97,6 +100,7 @@ class ThroughputPart:
     samples_per_s: float | None = None
     step_time: float | None = None
     series: Series | None = None
+    series_of: str = "tokens/s"  # what ``series`` is: samples/s when the run has no tokens (a MindFormers log)
     mfu: float | None = None
     mfu_series: Series | None = None
     peak_flops: float | None = None

@@ -38,8 +38,7 @@ def file_notes(store: Store, opts: Options) -> list[str]:
     src = figures.source(store)
     if src is not None:
         peak = opts.peak_flops or _f(figures.run_meta(store).get("peak_flops"))
-        notes.append(f"source: {src['kind']} (no {', '.join(src['cannot_give'])})"
-                     + ("" if peak else "; MFU needs --peak-tflops"))
+        notes.append(f"{src['kind']}: no {', '.join(src['cannot_give'])}" + ("" if peak else "; MFU: --peak-tflops"))
     notes += [f"{name} not followed: {why}" for name, why in sorted(store.refused.items())[:3]]
     if len(store.refused) > 3:
         notes.append(f"{len(store.refused) - 3} more files not followed (mstop summary lists them)")
@@ -62,6 +61,9 @@ def header(store: Store, opts: Options, now: float, tokens: TokensSeen) -> Heade
                    notes=file_notes(store, opts), elapsed=figures.elapsed(store, opts, now),
                    compile_s=figures.compile_seconds(store), last_checkpoint=figures.last_checkpoint(store))
     h.since_last_row = figures.seconds_since_last_row(store, opts) if store.rows else None
+    src = figures.source(store)
+    if src is not None:
+        h.source, h.cannot_give = src["kind"], src["cannot_give"]
     spread = figures.clock_spread(store)
     if spread is not None and spread > 60:
         h.skew_note = (f"clocks differ by {spread:.0f} s between ranks at the same step"

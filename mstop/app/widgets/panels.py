@@ -114,9 +114,10 @@ class ThroughputPanel(Vertical):
                      f"\nstep time {fmt.ms(v.throughput.step_time)}")
         self.query_one("#tp-text", Static).update(t)
         # the baseline first: this run's line is drawn over it where they meet
-        lines = ([("baseline", b.throughput)] if v.baseline else []) + [("tokens/s", v.throughput.series)]
-        self.query_one("#tp-chart", Chart).show_series("tokens/s" + (" (and baseline)" if v.baseline else ""), lines,
-                                                       xkind=v.xaxis, yunit="tok/s")
+        what = v.throughput.series_of
+        lines = ([("baseline", b.throughput)] if v.baseline else []) + [(what, v.throughput.series)]
+        self.query_one("#tp-chart", Chart).show_series(what + (" (and baseline)" if v.baseline else ""), lines,
+                                                       xkind=v.xaxis, yunit="tok/s" if what == "tokens/s" else "/s")
 
 
 class MfuPanel(Vertical):
@@ -169,8 +170,12 @@ class MemoryPanel(Vertical):
         self.set_class(crit, "critical")
         self.set_class(warn, "warning")
         t.append("\n")
-        t.append(Text(v.memory.worst or "n/a"))
-        t.append(f": used {fmt.gib(v.memory.used)} / peak {fmt.gib(v.memory.peak)} / total {fmt.gib(v.memory.total)}")
+        if "memory" in v.header.cannot_give and h is None:
+            t.append(f"not in a {v.header.source}")
+        else:
+            t.append(Text(v.memory.worst or "n/a"))
+            t.append(f": used {fmt.gib(v.memory.used)} / peak {fmt.gib(v.memory.peak)} / "
+                     f"total {fmt.gib(v.memory.total)}")
         if v.memory.source == "host":
             t.append(" (host RAM)")
         self.query_one("#mem-text", Static).update(t)
@@ -188,6 +193,10 @@ class MemoryPanel(Vertical):
 class DataPanel(Static):
     def show(self, v: View) -> None:
         t = Text()
+        if "data wait" in v.header.cannot_give and v.data.wait_frac is None:
+            self.update(f"data wait: not in a {v.header.source}\ndevice queue depth n/a")
+            self.set_class(False, "warning")
+            return
         t.append(f"data wait {fmt.pct(v.data.wait_frac)} of step time")
         if v.data.worst_rank is not None:
             t.append(f" (worst: rank {v.data.worst_rank})")
