@@ -443,3 +443,24 @@ def test_a_writer_that_cannot_start_says_so_in_the_run_directory(tmp_path, graph
     js = json.loads(sp.run([sys.executable, "-m", "mstop", "summary", str(tmp_path), "--json"], capture_output=True,
                            text=True).stdout)
     assert js["writer_errors"] == ["ValueError: rank 3 is not in a world of 2"]
+
+
+def test_data_parallel_ranks_come_from_the_dataset_strategy():
+    """samples per step = the dataset's batch x the ranks that read distinct batches: with a dataset strategy
+    (MindFormers sets one when full_batch is off) its batch split, not world / pipeline stages."""
+    code = ("import mindspore as ms\n"
+            "from mstop_writer.callback import MstopCallback\n"
+            "ms.set_auto_parallel_context(parallel_mode='semi_auto_parallel', full_batch=False,"
+            " dataset_strategy=((2, 1),))\n"
+            "a = MstopCallback._dp_size('semi_auto_parallel', {'rank': 0, 'world_size': 8})\n"
+            "ms.set_auto_parallel_context(dataset_strategy='data_parallel')\n"
+            "b = MstopCallback._dp_size('semi_auto_parallel', {'rank': 0, 'world_size': 8})\n"
+            "ms.set_auto_parallel_context(full_batch=True)\n"
+            "c = MstopCallback._dp_size('semi_auto_parallel', {'rank': 0, 'world_size': 8})\n"
+            "print(a, b, c)\n")
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split()[-3:] == ["2", "8", "1"]

@@ -340,6 +340,10 @@ class MstopCallback(Callback):
             return world
         if ms.get_auto_parallel_context("full_batch"):
             return 1
+        strategy = ms.get_auto_parallel_context("dataset_strategy")
+        if isinstance(strategy, (tuple, list)) and strategy and isinstance(strategy[0], (tuple, list)) and \
+                strategy[0] and isinstance(strategy[0][0], int) and strategy[0][0] > 0:
+            return strategy[0][0]  # the batch dimension's split: the data-parallel ranks (MindFormers sets it)
         return max(1, world // max(1, int(ms.get_auto_parallel_context("pipeline_stages") or 1)))
 
     def _setup_lr(self) -> None:
