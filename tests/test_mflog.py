@@ -137,6 +137,8 @@ def test_other_lines_are_skipped_and_broken_step_lines_are_counted_bad(tmp_path)
     log.lines = lines
     log.step(1, 1, 2, 4, 1.9)
     log.record("global_norm: [1.0] TrainingStateMonitor line, no step", func="print_output_info")
+    log.record("Epoch:[%3d/%3d], step:[%5d/%5d] %s: %s", 1, 1, 2, 4, "local_norm", "[0.5 0.7]",
+               func="_to_log")  # TrainingStateMonitor's own step lines (its format string): not MFLossMonitor's
     broken = log.record("{ Epoch:[  1/  1], step:[    3/    4], loss:[oops")  # a step line cut short: bad
     assert "Epoch" in broken
     log.step(1, 1, 4, 4, 1.8)
