@@ -23,8 +23,9 @@ needs_mf = pytest.mark.skipif(not HAS_MF, reason="mindformers is not installed h
                                                  "../shared/mindformers/README.md shows and run these tests there")
 
 
-def run(code: str, **env: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300,
+def run(code: str, cwd: Path, **env: str) -> subprocess.CompletedProcess:
+    """Python code in a subprocess, in ``cwd``: importing MindFormers makes output/ and modules/ where it runs."""
+    return subprocess.run([sys.executable, "-c", code], cwd=cwd, capture_output=True, text=True, timeout=300,
                           env={**os.environ, **env})
 
 
@@ -42,8 +43,8 @@ def test_register_path_names_a_folder_with_the_module_auto_register_loads():
 
 
 @pytest.mark.skipif(HAS_MF, reason="mindformers is installed here: the message for its absence cannot be seen")
-def test_without_mindformers_the_import_says_what_is_missing():
-    out = run("import mstop_writer.mindformers")
+def test_without_mindformers_the_import_says_what_is_missing(tmp_path):
+    out = run("import mstop_writer.mindformers", tmp_path)
     assert out.returncode != 0
     assert "mstop_writer.mindformers needs MindFormers" in out.stderr and "pip install mindformers" in out.stderr
 
@@ -56,7 +57,7 @@ def test_one_import_registers_the_callback_for_a_yaml_entry(tmp_path):
               "from mstop_writer import MstopCallback\n"
               f"cb = build_callback({{'type': 'MstopCallback', 'run_dir': {str(tmp_path)!r}, 'rank': 0,"
               " 'world_size': 1})\n"
-              "print(type(cb).__name__, isinstance(cb, MstopCallback))\n")
+              "print(type(cb).__name__, isinstance(cb, MstopCallback))\n", tmp_path)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split()[-2:] == ["MstopCallback", "True"]
 
@@ -68,7 +69,7 @@ def test_register_path_and_auto_register_need_no_import(tmp_path):
     out = run("from mindformers.core.callback.build_callback import build_callback\n"
               f"cb = build_callback({{'type': 'MstopCallback', 'auto_register': 'mstop_mf.MstopCallback',"
               f" 'run_dir': {str(tmp_path)!r}, 'rank': 0, 'world_size': 1}})\n"
-              "print(type(cb).__module__, type(cb).__name__)\n", REGISTER_PATH=folder)
+              "print(type(cb).__module__, type(cb).__name__)\n", tmp_path, REGISTER_PATH=folder)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split()[-2:] == ["mstop_writer.callback", "MstopCallback"]
 
