@@ -16,7 +16,7 @@ from ..safe import MAX_ITEMS, MAX_TEXT, clean
 KEYS = ("run_dir", "ranks", "step", "rows", "bad_rows", "resets", "segments", "repeated_steps", "loss",
         "loss_ema", "tokens_per_s", "mfu", "mem_headroom", "data_wait_frac", "status", "last_checkpoint",
         "alerts", "stragglers", "dropped_rows", "bad_events", "writer_errors", "refused_files", "incidents",
-        "samples_per_s", "source")
+        "samples_per_s", "source", "goodput")
 
 
 def _json_number(v: float | None) -> Any:
@@ -62,9 +62,30 @@ def summarize(store: Store, run_dir: str, opts: Options, health: Any = None) -> 
             "incidents": [i.public() for i in health.incidents(store, opts, alerts)],
             "samples_per_s": _json_number(figures.samples_per_s(store)),
             "source": figures.source(store),
+            "goodput": _goodput(store, opts),
         }
     assert tuple(out) == KEYS
     return out
+
+
+def _goodput(store: Store, opts: Options) -> dict[str, Any] | None:
+    from ..engine.goodput import ledger
+
+    g = ledger(store, opts)
+    return None if g is None else g.public()
+
+
+def goodput_text(g: dict[str, Any] | None) -> str:
+    """``71 % · lost: recomputed 9 h, down 6 h`` from the summary's goodput object (the two largest losses)."""
+    from ..engine.goodput import LOST
+
+    if g is None or g.get("goodput") is None:
+        return "n/a"
+    lost = sorted(((k, g[k]) for k in LOST if g.get(k) and g[k] >= 0.005 * g["wall"]), key=lambda kv: -kv[1])[:2]
+    text = f"{100 * g['goodput']:.0f} % of {fmt.duration(g['wall'])}"
+    if lost:
+        text += " · lost: " + ", ".join(f"{k.replace('_', ' ')} {fmt.duration(v)}" for k, v in lost)
+    return text
 
 
 def _num(v: Any, form: str = "{:,.4g}", unit: str = "") -> str:
@@ -110,6 +131,7 @@ def _figure_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
         ("MFU", _pct(summary["mfu"])),
         ("memory headroom (worst)", _pct(summary["mem_headroom"])),
         ("data wait (worst rank)", _pct(summary["data_wait_frac"])),
+        ("goodput", goodput_text(summary["goodput"])),
         ("last checkpoint", "none" if ck is None else f"step {ck['step']}: {ck['path']}"),
         ("rows read", f"{summary['rows']:,}" + (f", {summary['bad_rows']:,} bad" if summary["bad_rows"] else "")
          + (f", {summary['dropped_rows']:,} dropped by the writer" if summary["dropped_rows"] else "")),

@@ -1,0 +1,89 @@
+"""The goodput ledger (issue 16, part 1): where a job's wall time went, on runs where every bucket is known."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from mstop.engine.figures import Options
+from mstop.engine.goodput import BUCKETS, ledger
+from mstop.sources import read_once
+from tests.conftest import ROOT
+from tests.runs import start, write_events, write_rank
+
+
+def row(step: int, t: float, st: float = 1.0, dw: float = 0.0, session: str = "A") -> dict:
+    return {"time": t, "step": step, "loss": 1.0, "step_time": st, "data_wait": dw, "tokens": 100,
+            "session": session}
+
+
+def known_run(path, rank: int = 0, shift: float = 0.0):
+    """Session A starts at 1000: its first row at 1010 (10 s: 1 s a step, 9 s start-up and compile), steps 2-10
+    each 1 s with 0.25 s of data wait, step 5 saving a checkpoint (3 s: 2 s over the median), a 10 s gap
+    before step 8 with no step running. A dies after step 10 (its last row at 1031); session B starts at 1100, resumed
+    from step 6 (A's steps 6-10 are recomputed: 5 s), its first row at 1105 (4 s compile), steps 7-12, ends
+    at 1111 with an end event."""
+    rows = [row(1, 1010.0 + shift)]
+    t = 1010.0
+    for s in range(2, 11):
+        st = 3.0 if s == 5 else 1.0
+        t += st + (10.0 if s == 8 else 0.0)
+        rows.append(row(s, t + shift, st=st, dw=0.25))
+    b_rows = [row(6, 1105.0 + shift, session="B")] + [row(s, 1105.0 + (s - 6) + shift, dw=0.25, session="B")
+                                                      for s in range(7, 13)]
+    write_events(path, rank, [start("A", t=1000.0 + shift, world_size=2),
+                              {"time": 1016.0 + shift, "kind": "checkpoint", "step": 5, "path": "ck5"},
+                              start("B", t=1100.0 + shift, world_size=2),
+                              {"time": 1111.0 + shift, "kind": "end", "session": "B", "rows": 7}])
+    write_rank(path, rank, rows + b_rows)
+    return path
+
+
+def test_every_bucket_of_a_known_run(tmp_path):
+    run = known_run(tmp_path / "run")
+    g = ledger(read_once(str(run)), Options(clock=lambda: 5000.0))
+    assert g is not None and g.wall == pytest.approx(111.0)  # 1000 to the end event at 1111, not to now
+    # A: step 1: 1 s (0 wait); steps 2-5: 1 + 1 + 1 + 1 (5 is 1 s at the median, its 2 s over are the save);
+    # 6-10 recomputed; B: steps 6 (first) and 7-12 on the timeline
+    assert g.seconds == pytest.approx({
+        "productive": 1.0 + 3 * 0.75 + 0.75 + 1.0 + 6 * 0.75,  # A's 1-5 (5's median share), B's 6 and 7-12
+        "input_wait": 4 * 0.25 + 6 * 0.25,
+        "compile": 9.0 + 4.0,
+        "recomputed": 5.0,  # A's 6-10, 1 s each (the 10 s gap before 8 is no step's time)
+        "checkpoint": 2.0,
+        "stalled": 10.0,
+        "down": 1100.0 - 1031.0,  # A's last row to B's start
+    })
+    assert sum(g.seconds.values()) == pytest.approx(g.wall)
+    assert g.goodput == pytest.approx(g.seconds["productive"] / 111.0)
+    assert g.largest_losses(2) == [("down", pytest.approx(69.0)), ("compile", pytest.approx(13.0))]
+
+
+def test_buckets_add_up_to_the_wall_time_while_running_and_ranks_that_differ_are_named(tmp_path):
+    run = tmp_path / "run"
+    known_run(run, 0)
+    write_events(run, 1, [start("A", t=1000.0, world_size=2)])
+    write_rank(run, 1, [row(s, 1000.0 + 2 * s, st=2.0) for s in range(1, 40)])  # rank 1: slow, never restarted
+    store = read_once(str(run))
+    g = ledger(store, Options(clock=lambda: 1200.0))
+    assert g.wall == pytest.approx(200.0)  # rank 1 is still running: to now
+    assert sum(g.seconds.values()) == pytest.approx(g.wall)
+    assert set(g.ranks) == {0, 1}  # they differ by more than a point
+    assert g.public()["ranks"]["1"] == pytest.approx(g.ranks[1], abs=1e-4)
+
+
+def test_summary_json_has_the_goodput_object(tmp_path):
+    run = known_run(tmp_path / "run")
+    out = subprocess.run([sys.executable, "-m", "mstop", "summary", str(run), "--json"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=60)
+    s = json.loads(out.stdout)
+    assert set(s["goodput"]) == {*BUCKETS, "wall", "goodput", "ranks"}
+    assert s["goodput"]["recomputed"] == 5.0 and s["goodput"]["wall"] == 111.0
+    text = subprocess.run([sys.executable, "-m", "mstop", "summary", str(run)], cwd=ROOT, capture_output=True,
+                          text=True, timeout=60).stdout
+    line = next(ln for ln in text.splitlines() if ln.startswith("goodput"))
+    pct = f"{100 * s['goodput']['goodput']:.0f} %"
+    assert line.split(None, 1)[1] == f"{pct} of 1 m 51 s · lost: down 1 m 09 s, compile 13 s"
