@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -44,7 +45,8 @@ def test_report_writes_pngs_and_the_compare_table(tmp_path):
     out = tmp_path / "report"
     proc = mstop("report", base, other, "--out", out, "--loss-at", 250)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.split() == [str(out / f"{p}.png") for p in PLOTS] + [str(out / "report.md")]
+    assert proc.stdout.split() == [str(out / f"{p}.png") for p in PLOTS] + [str(out / "goodput.png"),
+                                                                              str(out / "report.md")]
     for p in PLOTS:
         data = (out / f"{p}.png").read_bytes()
         assert data[:8] == b"\x89PNG\r\n\x1a\n"
@@ -58,6 +60,12 @@ def test_report_writes_pngs_and_the_compare_table(tmp_path):
     assert "![loss (thin: raw, thick: smoothed)](loss.png)" in md
     assert "Not drawn: other: no grad norm data." in md  # one run has no grad_norm column
     assert "restart inside the window at step 200" in md
+    # goodput: a bar per run and a table row per run whose figure is compare's (and summary's) goodput
+    assert "![Where the time went](goodput.png)" in md
+    comp = json.loads(mstop("compare", base, other, "--format", "json").stdout)
+    for label, run in (("base", comp["runs"][0]), ("other", comp["runs"][1])):
+        pct = f"{100 * run['figures']['goodput']['value']:.1f} %"
+        assert any(line.startswith(f"| {label} |") and f"| {pct} |" in line for line in md.splitlines()), pct
     assert "nan_loss at step 150" in md  # the alert at the end of the files, with its step
 
 

@@ -47,6 +47,7 @@ FIGURES: tuple[tuple[str, str, Callable[[float | None], str]], ...] = (
     ("mem_peak", "peak memory", fmt.gib),
     ("data_wait_frac", "data wait", fmt.pct),
     ("loss_at", "loss at step N", lambda v: fmt.num(v, 5)),
+    ("goodput", "goodput", fmt.pct),  # of the whole job's wall time, not the window (mstop.engine.goodput)
 )
 KEYS = tuple(k for k, _, _ in FIGURES)
 #: what the "What changed" list compares between runs (from each run's start event)
@@ -209,6 +210,12 @@ def member_figures(m: Member, first: int, last: int, loss_at: int, opts: Options
                              ("data_wait_frac", "no data_wait column"), ("step_time", "no step_time column")):
                 if cells[key].value is None:
                     cells[key].message = f"n/a: {why}"
+        from ..engine.goodput import ledger
+
+        g = ledger(store, opts)
+        cells["goodput"].value = g.goodput if g is not None else None
+        if cells["goodput"].value is None:
+            cells["goodput"].message = "n/a: no wall time"
         lo, hi = loss_at - LOSS_HALF_WIDTH, loss_at + LOSS_HALF_WIDTH
         vals = []
         for d in store.ranks.values():

@@ -202,11 +202,74 @@ def write_report(runs: list[Run], comparison: Comparison, out: str, *, opts: Opt
     draws = _draws(opts)
     pngs = {plot.name: _figure(plt, plot, draws[plot.name], members, alerts, notes[plot.name], out) for plot in PLOTS}
     written = [p for p in pngs.values() if p is not None]
+    ledgers = [(label, _ledger(m, opts)) for label, m in members]
+    bar = _goodput_bars(plt, ledgers, out)
+    if bar is not None:
+        written.append(bar)
     md = os.path.join(out, "report.md")
     with open(md, "w", encoding="utf-8") as f:
         f.write(_markdown(runs, comparison, alerts, incidents, members, notes, {k for k, p in pngs.items() if p}))
+        f.write(_goodput_markdown(ledgers, bar is not None))
     written.append(md)
     return written
+
+
+def _ledger(m: Member, opts: Options) -> Any:
+    from ..engine.goodput import ledger
+
+    with m.store.lock:
+        return ledger(m.store, opts)
+
+
+#: the goodput bar's colours, bucket by bucket (productive first, in green)
+BUCKET_COLORS = ("#2ca02c", "#ff7f0e", "#9467bd", "#d62728", "#8c564b", "#7f7f7f", "#1f1f1f")
+
+
+def _goodput_bars(plt: Any, ledgers: list[tuple[str, Any]], out: str) -> str | None:
+    """goodput.png: one horizontal stacked bar per run, its wall time split into the ledger's buckets (as
+    shares, so runs of different lengths compare); None when no run has a ledger."""
+    from ..engine.goodput import BUCKETS
+
+    have = [(label, g) for label, g in ledgers if g is not None and g.wall > 0]
+    if not have:
+        return None
+    fig, ax = plt.subplots(figsize=(10, 1.2 + 0.5 * len(have)), dpi=100)
+    for y, (_, g) in enumerate(have):
+        left = 0.0
+        for k, color in zip(BUCKETS, BUCKET_COLORS):
+            share = 100.0 * g.seconds[k] / g.wall
+            ax.barh(y, share, left=left, color=color, label=k.replace("_", " ") if y == 0 else None)
+            left += share
+    ax.set_yticks(range(len(have)), [label for label, _ in have], fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlim(0, 100)
+    ax.set_title("Where the time went: % of each job's wall time (goodput = productive)", fontsize=10)
+    ax.legend(fontsize=7, ncol=len(BUCKETS), loc="upper center", bbox_to_anchor=(0.5, -0.12), frameon=False)
+    fig.tight_layout()
+    path = os.path.join(out, "goodput.png")
+    fig.savefig(path, bbox_inches="tight")
+    plt.close(fig)
+    return path
+
+
+def _goodput_markdown(ledgers: list[tuple[str, Any]], drawn: bool) -> str:
+    """The report's goodput section: a table of every bucket per run, and the bar."""
+    from .. import fmt
+    from ..engine.goodput import BUCKETS
+
+    out = ["", "## Goodput", "", "Each run's wall time, first start to its end (or now), split into exclusive "
+           "buckets (see the README's \"Goodput\").", "",
+           "| run | wall | goodput | " + " | ".join(k.replace("_", " ") for k in BUCKETS) + " |",
+           "|---|---|---|" + "---|" * len(BUCKETS)]
+    for label, g in ledgers:
+        name = label.replace("|", "\\|").replace("\\$", "$")
+        if g is None:
+            out.append(f"| {name} | n/a | n/a |" + " |" * len(BUCKETS))
+            continue
+        cells = [fmt.duration(g.seconds[k]) for k in BUCKETS]
+        out.append(f"| {name} | {fmt.duration(g.wall)} | {fmt.pct(g.goodput)} | " + " | ".join(cells) + " |")
+    out += ["", "![Where the time went](goodput.png)" if drawn else "Not drawn: no run has a wall time.", ""]
+    return "\n".join(out)
 
 
 def _figure(plt: Any, plot: Plot, draw: Draw, members: list[tuple[str, Member]], alerts: dict[int, list[Any]],

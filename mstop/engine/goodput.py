@@ -12,7 +12,8 @@ buckets that add up to it, from its rows, sessions and events:
 - ``recomputed``: the step time of rows that a later session ran again (or will: it resumed before them);
 - ``checkpoint``: a step that saved a checkpoint (a ``checkpoint`` event at its step), beyond the median,
   and the gap around a save made between steps;
-- ``stalled``: time between rows beyond the later row's own step time (no step was running); a step that
+- ``stalled``: time between rows beyond the later row's own step time and the rank's usual time between
+  steps (no step was running); a step that
   took longer than :func:`~mstop.engine.figures.stall_after` (a hang inside it), beyond the median; and
   after a session's last row while the rank still showed signs of life;
 - ``down``: before a rank's first session, between one session's last sign of life and the next session's
@@ -143,54 +144,61 @@ def _session_span(d: RankData, k: int) -> tuple[float, float]:
 
 
 def _rank_ledger(d: RankData, first: float, end: float, median: float, hang: float) -> dict[str, float]:
+    """One rank's buckets over [first, end], session by session (array arithmetic: a long run is not read
+    row by row in Python)."""
     b = dict.fromkeys(BUCKETS, 0.0)
     times = d.col("time").astype(np.float64)
     st = np.nan_to_num(d.col("step_time").astype(np.float64), nan=0.0)
     dw = np.nan_to_num(d.col("data_wait").astype(np.float64), nan=0.0)
     eff = d.effective()
-    ckpt_steps = {float(c["step"]) for c in d.checkpoints if isinstance(c.get("step"), (int, float))}
-    ckpt_times = sorted(float(c["time"]) for c in d.checkpoints)
-    steps = d.col("step")
+    ck_steps = np.array([float(c["step"]) for c in d.checkpoints if isinstance(c.get("step"), (int, float))])
+    ck_times = np.sort(np.array([float(c["time"]) for c in d.checkpoints], dtype=np.float64))
+    steps = d.col("step").astype(np.float64)
+    normal = _normal_gap(d, times, st)
     cursor = first  # how far this rank's time is accounted for
     for k in range(len(d.segments)):
         lo, hi = _session_rows(d, k)
         begin, life = _session_span(d, k)
-        begin, life = max(begin, cursor), min(max(life, begin), end)
+        begin = max(begin, cursor)
+        life = min(max(life, begin), end)
         b["down"] += max(0.0, begin - cursor)
-        # the first row: from the session's start; beyond the median it is start-up and compilation
-        prev = begin
-        for i in range(lo, hi):
-            t = min(float(times[i]), end)
-            gap = max(0.0, t - prev)
-            own = min(st[i], gap) if i > lo else min(median, gap)
-            extra = gap - own  # no step ran (or, for the first row, start-up and compilation)
-            ck = float(steps[i]) in ckpt_steps or any(prev < c <= t + 1e-6 for c in _near(ckpt_times, prev, t))
-            if i == lo:
-                b["compile"] += extra
-            elif ck:
-                b["checkpoint"] += extra
-            else:
-                b["stalled"] += extra
-            if not eff[i]:
-                b["recomputed"] += own
-            else:
-                over = max(0.0, own - median) if i > lo and (ck or own > hang) else 0.0
-                b["checkpoint" if ck else "stalled"] += over
-                wait = min(dw[i], own - over)
-                b["input_wait"] += wait
-                b["productive"] += own - over - wait
-            prev = max(prev, t)
-        tail = max(0.0, life - prev)
-        b["stalled"] += tail  # after its last row, the rank was alive: no step was written
-        cursor = max(prev, life)
+        t = np.maximum.accumulate(np.maximum(np.minimum(times[lo:hi], end), begin))
+        prev = np.concatenate(([begin], t[:-1]))
+        gap = t - prev
+        own = np.minimum(st[lo:hi], gap)
+        own += np.minimum(gap - own, normal)  # the loop's usual time outside the step belongs to the step
+        own[0] = min(median, gap[0])  # the first row: one step; the rest is start-up and compilation
+        extra = gap - own  # time in which no step ran
+        saved = np.isin(steps[lo:hi], ck_steps) | (
+            np.searchsorted(ck_times, t + 1e-3, "right") > np.searchsorted(ck_times, prev, "right"))
+        saved[0] = False
+        b["compile"] += float(extra[0])
+        b["checkpoint"] += float(extra[1:][saved[1:]].sum())
+        b["stalled"] += float(extra[1:][~saved[1:]].sum())
+        e = eff[lo:hi]
+        b["recomputed"] += float(own[~e].sum())
+        slow = saved | (own > hang)  # a save inside the step, or a hang: its time beyond the median
+        slow[0] = False
+        over = np.where(slow & e, np.maximum(0.0, own - median), 0.0)
+        b["checkpoint"] += float(over[saved].sum())
+        b["stalled"] += float(over[~saved].sum())
+        wait = np.where(e, np.minimum(dw[lo:hi], own - over), 0.0)
+        b["input_wait"] += float(wait.sum())
+        b["productive"] += float(np.where(e, own - over - wait, 0.0).sum())
+        b["stalled"] += max(0.0, life - float(t[-1]))  # alive after its last row: no step was written
+        cursor = max(float(t[-1]), life)
     b["down"] += max(0.0, end - cursor)
     return b
 
 
-def _near(times: list[float], lo: float, hi: float) -> list[float]:
-    """The sorted ``times`` inside (lo, hi + a millisecond]."""
-    import bisect
-
-    i = bisect.bisect_right(times, lo)
-    j = bisect.bisect_right(times, hi + 1e-3)
-    return times[i:j]
+def _normal_gap(d: RankData, times: np.ndarray, st: np.ndarray) -> float:
+    """The rank's usual time between one row and the next beyond the later row's step time (the median over
+    its steady rows): the loop's own time outside the step (a MindFormers log's per-step time is the network
+    call alone), not a stall."""
+    if d.rows < 3:
+        return 0.0
+    gap = np.diff(times)
+    excess = gap - np.minimum(st[1:], gap)
+    steady = d.steady()[1:]
+    v = excess[steady & np.isfinite(excess)]
+    return float(np.median(v)) if len(v) else 0.0

@@ -7,6 +7,7 @@ holds the lock.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..engine import figures
 from ..engine.figures import Options
@@ -17,12 +18,33 @@ from .frame import View
 
 
 @dataclass
+class GoodputCache:
+    """The goodput ledger, read again at most every ``every`` seconds of the clock (it reads every row) or
+    when the status changes."""
+
+    every: float = 5.0
+    at: float | None = None
+    status: str | None = None
+    value: Any = None
+
+    def get(self, store: Store, opts: Options, status: str) -> Any:
+        from ..engine.goodput import ledger
+
+        now = opts.clock()
+        if self.at is None or status != self.status or abs(now - self.at) >= self.every:
+            self.at, self.status, self.value = now, status, ledger(store, opts)
+        return self.value
+
+
+@dataclass
 class Carry:
     """What a frame keeps for the next one, so a frame on a long run costs what it does on a short one:
-    the smoothed loss and the tokens seen, both extended as rows arrive."""
+    the smoothed loss and the tokens seen, both extended as rows arrive; the goodput ledger, read again
+    every few seconds."""
 
     ema: EmaSeries = field(default_factory=EmaSeries)
     tokens: TokensSeen = field(default_factory=TokensSeen)
+    goodput: GoodputCache = field(default_factory=GoodputCache)
 
 
 def build_view(store: Store, opts: Options, *, points: int = 200, xaxis: str = "step", recent: bool = False,
@@ -35,6 +57,9 @@ def build_view(store: Store, opts: Options, *, points: int = 200, xaxis: str = "
     now = opts.clock()
     v = View(xaxis=xaxis, now=now, chart_rank=figures.lowest_rank(snap))
     v.header = parts.header(snap, opts, now, carry.tokens)
+    g = carry.goodput.get(snap, opts, v.header.status)
+    if g is not None:
+        v.header.goodput, v.header.goodput_lost = g.goodput, g.largest_losses(2)
     v.ranks = parts.ranks(snap, opts)
     if header_only or v.chart_rank is None:
         v.throughput = parts.throughput(snap, opts)

@@ -58,6 +58,9 @@ class Header(Static):
             t.append(f"compile {fmt.ms(h.compile_s)} · ")
         if h.repeated_steps:
             t.append(f"{h.repeated_steps:,} steps repeated after a resume ({fmt.duration(h.repeated_seconds)}) · ")
+        if h.goodput is not None:
+            lost = ", ".join(f"{k.replace('_', ' ')} {fmt.duration(v)}" for k, v in h.goodput_lost)
+            t.append(f"goodput {100 * h.goodput:.0f} %" + (f" (lost: {lost})" if lost else "") + " · ")
         ck = h.last_checkpoint
         if ck is None:
             t.append("no checkpoint yet")
