@@ -219,6 +219,19 @@ _AMOUNTS = {"tokens_per_step": True, "samples_per_step": True, "flops_per_token"
             "heartbeat_interval": False, "memory_interval": True}  # name -> zero allowed
 
 
+def _profile_steps(v: Any) -> tuple[int, int] | None:
+    """``profile_steps`` as (first, last) whole steps, first >= 2 (the step before starts the profiler)."""
+    if v is None:
+        return None
+    try:
+        first, last = (int(x) for x in v)
+    except (TypeError, ValueError):
+        raise ValueError(f"profile_steps must be (first, last) steps, got {v!r}") from None
+    if first < 2 or last < first:
+        raise ValueError(f"profile_steps must be (first, last) with 2 <= first <= last, got {v!r}")
+    return first, last
+
+
 def validate_options(**options: Any) -> dict[str, Any]:
     """The options with numbers normalised (numeric strings and integral floats taken), or ``ValueError``
     for options that cannot describe a training job (before it starts). Unknown names pass through."""
@@ -232,6 +245,8 @@ def validate_options(**options: Any) -> dict[str, Any]:
     for name in ("rank", "world_size"):
         if out.get(name) is not None:
             out[name] = _positive(name, out[name], integer=True, allow_zero=name == "rank")
+    if out.get("profile_steps") is not None:
+        out["profile_steps"] = _profile_steps(out["profile_steps"])
     if "step_offset" in out:
         v = _positive("step_offset", out["step_offset"], integer=True, allow_zero=True)
         out["step_offset"] = 0 if v is None else v
@@ -297,6 +312,7 @@ class MetricsWriter:
         memory_interval: float = 1.0,
         clock: Callable[[], float] = time.time,
         detected_from: Mapping[str, str] | None = None,
+        profile_steps: tuple[int, int] | None = None,
     ) -> None:
         o = validate_options(
             tokens_per_step=tokens_per_step, samples_per_step=samples_per_step, flops_per_token=flops_per_token,
@@ -324,6 +340,12 @@ class MetricsWriter:
         start = self._hardware(o)
         self._open_files(list(o["extra_columns"]), o["memory_interval"])
         self.event("start", **self._start_fields(o, start, rank_source, detected_from or {}))
+        from .profiling import ProfileWindow
+
+        #: MindSpore's Profiler for ``profile_steps`` (first, last), or the steps a profile.request asks for
+        self.profile = ProfileWindow(self.run_dir, self.rank, lambda kind, **f: self.event(kind, session=self.session,
+                                                                                          **f),
+                                     steps=_profile_steps(profile_steps))
         self._hb_stop = threading.Event()
         self._hb = threading.Thread(target=self._heartbeat, args=(o["heartbeat_interval"],),
                                     name=f"mstop-heartbeat-{self.rank}", daemon=True)
@@ -537,6 +559,7 @@ class MetricsWriter:
             cells.append(self.session)
             if self._extra:
                 cells += [_cell(extra.get(k)) for k in self._extra]
+            row_time = float(cells[0])
             written = csv.append((",".join(cells) + "\n").encode())
             if written:
                 self._row_count += 1  # rows that reached the file: the end event's count
@@ -547,6 +570,10 @@ class MetricsWriter:
                 self._warn(f"column {k!r} was not declared in extra_columns nor in the first log(): dropped",
                            key=f"column:{k}")
         self._last_step = step
+        profile = self.profile
+        profile.check_request(step)
+        if profile.window is not None:
+            profile.after_step(step, row_time)
 
     def _report_dropped(self, soon: bool = False) -> None:
         """Tell readers how many lines were lost (I/O errors) or refused (bad input) since the last report

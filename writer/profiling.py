@@ -1,0 +1,299 @@
+"""A profiler window: MindSpore's own Profiler for a few steps, summarised into one ``profile`` event.
+
+``ProfileWindow.after_step(step, t)`` is called once a step has ended (by ``MstopCallback``, or by
+``MetricsWriter.log`` in a hand-written loop). When the step before the window ends, MindSpore's
+``Profiler`` starts; when the window's last step ends it stops, and a background thread (training goes
+on) runs its analysis, reads what it wrote, and appends a ``profile`` event: per step the time in
+compute, communication not overlapped by compute, overlapped communication, and idle, as seconds and as
+shares of the step; the ten operators that took the most time; where the profile is.
+
+Where the profiler writes ``ASCEND_PROFILER_OUTPUT/step_trace_time.csv`` (Ascend) that file is read: its
+header is MindSpore's ``StepTraceTimeHeaders`` (``mindspore/profiler/analysis/viewer/
+ascend_step_trace_time_viewer.py`` in MindSpore 2.10: ``Step, Computing, Communication(Not Overlapped),
+Overlapped, Communication, Free, Stage, Bubble, Communication(Not Overlapped and Exclude Receive),
+Preparing``), in microseconds (sums of the trace events' ``dur``, which Chrome's trace format gives in
+µs). Elsewhere (CPU, GPU) the same figures come from ``trace_view.json``: the operators' intervals inside
+each step's wall time (from one row's end to the next), communication operators known by name.
+
+``profile.request`` in the run directory (holding a step count, default 10) asks a running job to profile
+its next steps: :meth:`ProfileWindow.check_request` looks at most once every ``REQUEST_EVERY`` seconds
+(one ``stat``). Standard library only; MindSpore is imported when a window starts.
+"""
+
+from __future__ import annotations
+
+import csv
+import glob
+import json
+import logging
+import os
+import re
+import threading
+import time
+from typing import Any, Callable
+
+log = logging.getLogger("mstop_writer")
+
+#: the file a viewer (or a user) writes to ask for a profile of the next N steps
+REQUEST_NAME = "profile.request"
+#: seconds between looks for a request
+REQUEST_EVERY = 5.0
+#: steps profiled when a request gives no count; the most a request may ask for
+DEFAULT_STEPS, MAX_STEPS = 10, 1000
+#: communication operators, by name (HCCL on Ascend, NCCL on GPU, MindSpore's own op names)
+COMM = re.compile(r"AllReduce|AllGather|ReduceScatter|Broadcast|AlltoAll|AllToAll|Send|Receive|Recv|"
+                  r"hcom_|Hccl|Nccl|nccl|Barrier|CollectivePermute", re.IGNORECASE)
+#: step_trace_time.csv's columns (see the module docstring), in µs
+STEP_TRACE_COLUMNS = {"Computing": "compute", "Communication(Not Overlapped)": "comm_not_overlapped",
+                      "Overlapped": "overlapped", "Free": "idle", "Stage": "stage", "Bubble": "bubble"}
+
+
+class ProfileWindow:
+    """When to profile, and the profile's summary once it is written."""
+
+    def __init__(self, run_dir: str, rank: int, emit: Callable[..., None],
+                 steps: tuple[int, int] | None = None) -> None:
+        self.run_dir, self.rank, self.emit = run_dir, rank, emit
+        self.window: tuple[int, int] | None = None
+        self.profiler: Any = None
+        self.ends: dict[int, float] = {}  # step -> wall time it ended (time.time()), inside the window
+        self.thread: threading.Thread | None = None
+        self._next_look = 0.0
+        self._request_seen: tuple[float, int] | None = None
+        self.failed: str | None = None
+        if steps is not None:
+            self.plan(*steps)
+
+    def plan(self, first: int, last: int) -> None:
+        """Profile steps ``first`` to ``last`` (inclusive), unless a window is already open."""
+        if self.profiler is None and first >= 1 and last >= first:
+            self.window = (int(first), int(last))
+
+    @property
+    def active(self) -> bool:
+        return self.profiler is not None
+
+    def after_step(self, step: int, t: float | None = None) -> None:
+        """Step ``step`` ended (at wall time ``t``): open or close the window. Never raises."""
+        t = time.time() if t is None else t
+        try:
+            if self.window is None:
+                return
+            first, last = self.window
+            if self.profiler is not None and first <= step <= last:
+                self.ends[step] = t
+            if step == first - 1 and self.profiler is None:
+                self.ends = {step: t}
+                self._start()
+            elif step >= last and self.profiler is not None:
+                self._stop(first, last)
+            elif step >= first and self.profiler is None:
+                self.window = None  # the window's start was missed (a resume past it): nothing to profile
+        except Exception as e:  # noqa: BLE001 - profiling must never stop training
+            self._fail(f"{type(e).__name__}: {e}")
+
+    def check_request(self, step: int) -> None:
+        """At most every REQUEST_EVERY seconds: a ``profile.request`` not yet seen plans the next N steps."""
+        now = time.monotonic()
+        if now < self._next_look or self.profiler is not None:
+            return
+        self._next_look = now + REQUEST_EVERY
+        path = os.path.join(self.run_dir, REQUEST_NAME)
+        try:
+            st = os.stat(path)
+        except OSError:
+            return
+        key = (st.st_mtime, st.st_size)
+        if key == self._request_seen:
+            return
+        self._request_seen = key
+        try:
+            with open(path, encoding="utf-8", errors="replace") as f:
+                text = f.read(64).strip()
+            n = int(text) if text else DEFAULT_STEPS
+        except (OSError, ValueError):
+            n = DEFAULT_STEPS
+        n = max(1, min(MAX_STEPS, n))
+        self.plan(step + 2, step + 1 + n)  # the next step starts the profiler; the one after is the first profiled
+        if self.rank == 0:
+            try:
+                os.remove(path)  # the lowest rank takes it away: a new request is a new file
+            except OSError:
+                pass
+        self.emit("profile_request", step=step, first_step=step + 2, last_step=step + 1 + n, steps=n)
+
+    # -- the profiler ---------------------------------------------------------------------------
+
+    def _start(self) -> None:
+        import mindspore as ms
+
+        out = os.path.join(self.run_dir, "profile", f"rank{self.rank}")
+        os.makedirs(out, exist_ok=True)
+        self.path = out
+        self.profiler = ms.Profiler(start_profile=False, output_path=out)
+        self.profiler.start()
+
+    def _stop(self, first: int, last: int) -> None:
+        prof, self.profiler, self.window = self.profiler, None, None
+        prof.stop()
+        ends = dict(self.ends)
+        self.thread = threading.Thread(target=self._summarise, args=(prof, first, last, ends),
+                                       name="mstop-profile", daemon=True)
+        self.thread.start()
+
+    def _summarise(self, prof: Any, first: int, last: int, ends: dict[int, float]) -> None:
+        try:
+            prof.analyse()
+            summary = summarise(self.path, first, last, ends)
+            self.emit("profile", step=last, first_step=first, last_step=last, path=self.path, **summary)
+        except Exception as e:  # noqa: BLE001
+            self._fail(f"{type(e).__name__}: {e}")
+            self.emit("profile", step=last, first_step=first, last_step=last, path=getattr(self, "path", None),
+                      error=f"{type(e).__name__}: {e}")
+
+    def _fail(self, why: str) -> None:
+        if self.failed is None:
+            log.warning("mstop_writer: profiling failed: %s (training continues)", why)
+        self.failed = why
+
+    def wait(self, timeout: float = 120.0) -> None:
+        """Wait for a profile being summarised (tests; close() does not wait)."""
+        if self.thread is not None:
+            self.thread.join(timeout)
+
+
+def summarise(path: str, first: int, last: int, ends: dict[int, float]) -> dict[str, Any]:
+    """The ``profile`` event's figures from what the profiler wrote under ``path``."""
+    csvs = glob.glob(os.path.join(path, "**", "ASCEND_PROFILER_OUTPUT", "step_trace_time.csv"), recursive=True)
+    rows = step_trace_rows(csvs[0]) if csvs else []
+    traces = glob.glob(os.path.join(path, "**", "trace_view.json"), recursive=True)
+    ops: list[dict[str, Any]] = []
+    source = "step_trace_time.csv" if rows else "trace_view.json"
+    if traces:
+        with open(sorted(traces)[-1], encoding="utf-8") as f:
+            events = json.load(f)
+        ops = _op_events(events if isinstance(events, list) else events.get("traceEvents", []))
+    if not rows:
+        rows = trace_rows(ops, first, last, ends)
+    if not rows:
+        raise ValueError(f"no step of {first}-{last} found in the profile under {path}")
+    return {"source": source, "steps_profiled": rows, "shares": shares(rows), "top_ops": top_ops(ops)}
+
+
+def step_trace_rows(path: str) -> list[dict[str, Any]]:
+    """Ascend's step_trace_time.csv: a step per row, µs → seconds."""
+    out = []
+    with open(path, newline="", encoding="utf-8") as f:
+        for r in csv.DictReader(f):
+            row: dict[str, Any] = {"step": _int(r.get("Step"))}
+            for col, key in STEP_TRACE_COLUMNS.items():
+                v = _float(r.get(col))
+                if v is not None:
+                    row[key] = v / 1e6
+            parts = [row.get(k) for k in ("compute", "comm_not_overlapped", "idle")]
+            if all(p is not None for p in parts):
+                row["wall"] = sum(parts)  # type: ignore[arg-type]
+                out.append(row)
+    return out
+
+
+def _op_events(events: list[Any]) -> list[dict[str, Any]]:
+    """The operator events of a Chrome trace: complete events (``ph: X``) of processes named as operator
+    lanes (MindSpore's ``CPU OP``; kernels, hardware, HCCL), else every complete event with an op type."""
+    names = {e.get("pid"): str(e.get("args", {}).get("name", "")) for e in events
+             if isinstance(e, dict) and e.get("ph") == "M" and e.get("name") == "process_name"}
+    lanes = {pid for pid, n in names.items() if re.search(r"\bOP\b|Kernel|Hardware|HCCL|Communication|GPU", n)}
+    out = []
+    for e in events:
+        if not isinstance(e, dict) or e.get("ph") != "X":
+            continue
+        if lanes and e.get("pid") not in lanes:
+            continue
+        if not lanes and not (e.get("args") or {}).get("type"):
+            continue
+        ts, dur = _float(e.get("ts")), _float(e.get("dur"))
+        if ts is None or dur is None or dur < 0:
+            continue
+        name = str(e.get("name", ""))
+        out.append({"name": name, "start": ts / 1e6, "end": (ts + dur) / 1e6, "comm": bool(COMM.search(name))})
+    return out
+
+
+def trace_rows(ops: list[dict[str, Any]], first: int, last: int, ends: dict[int, float]) -> list[dict[str, Any]]:
+    """Per profiled step, from the operators' intervals inside its wall time (the previous step's end to
+    its own): compute = the union of compute operators, communication not overlapped = communication
+    outside it, overlapped = communication inside it, idle = the rest."""
+    out = []
+    for step in range(first, last + 1):
+        lo, hi = ends.get(step - 1), ends.get(step)
+        if lo is None or hi is None or hi <= lo:
+            continue
+        comp = _union([(max(o["start"], lo), min(o["end"], hi)) for o in ops if not o["comm"]
+                       and o["end"] > lo and o["start"] < hi])
+        comm = _union([(max(o["start"], lo), min(o["end"], hi)) for o in ops if o["comm"]
+                       and o["end"] > lo and o["start"] < hi])
+        c, m = _length(comp), _length(comm)
+        both = _length(_intersect(comp, comm))
+        wall = hi - lo
+        out.append({"step": step, "wall": wall, "compute": c, "comm_not_overlapped": m - both,
+                    "overlapped": both, "idle": max(0.0, wall - (c + m - both))})
+    return out
+
+
+def shares(rows: list[dict[str, Any]]) -> dict[str, float]:
+    """Each part's share of the profiled steps' wall time (compute + comm not overlapped + idle = 1;
+    overlapped is inside compute)."""
+    wall = sum(r["wall"] for r in rows)
+    if wall <= 0:
+        return {}
+    return {k: round(sum(r.get(k, 0.0) for r in rows) / wall, 6)
+            for k in ("compute", "comm_not_overlapped", "overlapped", "idle", "stage", "bubble")
+            if any(k in r for r in rows)}
+
+
+def top_ops(ops: list[dict[str, Any]], n: int = 10) -> list[dict[str, Any]]:
+    """The ``n`` operator kinds that took the most time (``.../MatMul-op3`` counts as MatMul)."""
+    total: dict[str, float] = {}
+    for o in ops:
+        kind = re.sub(r"-op\d+$", "", o["name"].rsplit("/", 1)[-1])
+        total[kind] = total.get(kind, 0.0) + (o["end"] - o["start"])
+    return [{"name": k, "seconds": round(v, 9)} for k, v in sorted(total.items(), key=lambda kv: -kv[1])[:n]]
+
+
+def _union(iv: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    out: list[tuple[float, float]] = []
+    for a, b in sorted(x for x in iv if x[1] > x[0]):
+        if out and a <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        else:
+            out.append((a, b))
+    return out
+
+
+def _intersect(a: list[tuple[float, float]], b: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    out, i, j = [], 0, 0
+    while i < len(a) and j < len(b):
+        lo, hi = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
+        if hi > lo:
+            out.append((lo, hi))
+        if a[i][1] < b[j][1]:
+            i += 1
+        else:
+            j += 1
+    return out
+
+
+def _length(iv: list[tuple[float, float]]) -> float:
+    return sum(b - a for a, b in iv)
+
+
+def _float(v: Any) -> float | None:
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return None
+
+
+def _int(v: Any) -> int | None:
+    f = _float(v)
+    return int(f) if f is not None else None
