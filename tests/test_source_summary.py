@@ -96,6 +96,9 @@ def test_summary_json_has_exactly_the_documented_keys(tmp_path):
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     assert tuple(out) == KEYS
+    g = out.pop("goodput")  # its buckets are tested in tests/test_goodput.py: here, that they add up
+    assert sum(g[k] for k in ("productive", "input_wait", "compile", "recomputed", "checkpoint", "stalled",
+                              "down")) == pytest.approx(g["wall"], abs=0.01)
     assert out == {
         "run_dir": str(tmp_path), "ranks": 1, "step": 10, "rows": 10, "bad_rows": 2, "resets": 0,
         "segments": 1, "repeated_steps": 0, "loss": 1.0, "loss_ema": 1.0, "tokens_per_s": 50.0,
@@ -108,6 +111,7 @@ def test_summary_json_has_exactly_the_documented_keys(tmp_path):
                        "last_time": 1010.0, "worst": 0.25, "active": False,
                        "message": "rank 0 waited on input 25% of its step time around step 2 (limit 10%)"}],
         "samples_per_s": None, "source": None,  # no samples column; a writer's run, not a MindFormers log
+        "profile": None,  # no profile was taken
     }
 
 

@@ -339,13 +339,15 @@ class MetricsWriter:
         self._next_report = 0.0
         start = self._hardware(o)
         self._open_files(list(o["extra_columns"]), o["memory_interval"])
-        self.event("start", **self._start_fields(o, start, rank_source, detected_from or {}))
+        steps = _profile_steps(profile_steps)
+        self.event("start", **self._start_fields(o, start, rank_source, detected_from or {}),
+                   profile_steps=list(steps) if steps else None)
         from .profiling import ProfileWindow
 
         #: MindSpore's Profiler for ``profile_steps`` (first, last), or the steps a profile.request asks for
         self.profile = ProfileWindow(self.run_dir, self.rank, lambda kind, **f: self.event(kind, session=self.session,
                                                                                           **f),
-                                     steps=_profile_steps(profile_steps))
+                                     steps=steps)
         self._hb_stop = threading.Event()
         self._hb = threading.Thread(target=self._heartbeat, args=(o["heartbeat_interval"],),
                                     name=f"mstop-heartbeat-{self.rank}", daemon=True)

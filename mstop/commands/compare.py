@@ -48,6 +48,10 @@ FIGURES: tuple[tuple[str, str, Callable[[float | None], str]], ...] = (
     ("data_wait_frac", "data wait", fmt.pct),
     ("loss_at", "loss at step N", lambda v: fmt.num(v, 5)),
     ("goodput", "goodput", fmt.pct),  # of the whole job's wall time, not the window (mstop.engine.goodput)
+    # from the profile inside the window or nearest to it (mstop_writer.profiling; the caption says which)
+    ("comm_share", "comm share", fmt.pct),
+    ("compute_share", "compute share", fmt.pct),
+    ("idle_share", "idle share", fmt.pct),
 )
 KEYS = tuple(k for k, _, _ in FIGURES)
 #: what the "What changed" list compares between runs (from each run's start event)
@@ -210,12 +214,7 @@ def member_figures(m: Member, first: int, last: int, loss_at: int, opts: Options
                              ("data_wait_frac", "no data_wait column"), ("step_time", "no step_time column")):
                 if cells[key].value is None:
                     cells[key].message = f"n/a: {why}"
-        from ..engine.goodput import ledger
-
-        g = ledger(store, opts)
-        cells["goodput"].value = g.goodput if g is not None else None
-        if cells["goodput"].value is None:
-            cells["goodput"].message = "n/a: no wall time"
+        _job_figures(cells, notes, m, first, last, opts)
         lo, hi = loss_at - LOSS_HALF_WIDTH, loss_at + LOSS_HALF_WIDTH
         vals = []
         for d in store.ranks.values():
@@ -231,6 +230,25 @@ def member_figures(m: Member, first: int, last: int, loss_at: int, opts: Options
         else:
             cells["loss_at"].message = f"no loss in steps {lo}:{hi}"
     return cells, notes
+
+
+def _job_figures(cells: dict[str, Cell], notes: list[str], m: Member, first: int, last: int, opts: Options) -> None:
+    """The whole job's goodput, and the step-time shares of the profile inside the window or nearest to it."""
+    from ..engine.goodput import ledger
+
+    store = m.store
+    g = ledger(store, opts)
+    cells["goodput"].value = g.goodput if g is not None else None
+    if cells["goodput"].value is None:
+        cells["goodput"].message = "n/a: no wall time"
+    prof = figures.profile_shares(store, first, last)
+    for key, part in (("comm_share", "comm_not_overlapped"), ("compute_share", "compute"), ("idle_share", "idle")):
+        cells[key].value = prof[part] if prof else None
+        if prof is None:
+            cells[key].message = "n/a: no profile"
+    if prof is not None:
+        notes.append(f"{m.spec}: shares from the profile of steps "
+                     + ", ".join(f"{a}-{b}" for a, b in prof["steps"][:4]))
 
 
 #: the window's tables are built for a few ranks at a time, at most this many cells each: a run of a million

@@ -16,7 +16,7 @@ from ..safe import MAX_ITEMS, MAX_TEXT, clean
 KEYS = ("run_dir", "ranks", "step", "rows", "bad_rows", "resets", "segments", "repeated_steps", "loss",
         "loss_ema", "tokens_per_s", "mfu", "mem_headroom", "data_wait_frac", "status", "last_checkpoint",
         "alerts", "stragglers", "dropped_rows", "bad_events", "writer_errors", "refused_files", "incidents",
-        "samples_per_s", "source", "goodput")
+        "samples_per_s", "source", "goodput", "profile")
 
 
 def _json_number(v: float | None) -> Any:
@@ -63,6 +63,7 @@ def summarize(store: Store, run_dir: str, opts: Options, health: Any = None) -> 
             "samples_per_s": _json_number(figures.samples_per_s(store)),
             "source": figures.source(store),
             "goodput": _goodput(store, opts),
+            "profile": figures.latest_profile(store),
         }
     assert tuple(out) == KEYS
     return out
@@ -86,6 +87,13 @@ def goodput_text(g: dict[str, Any] | None) -> str:
     if lost:
         text += " · lost: " + ", ".join(f"{k.replace('_', ' ')} {fmt.duration(v)}" for k, v in lost)
     return text
+
+
+def profile_text(p: dict[str, Any]) -> str:
+    """``compute 62 % · comm not overlapped 28 % (overlapped 9 %) · idle 10 % · steps 100-110, rank 0``."""
+    return (f"compute {100 * p['compute']:.0f} % · comm not overlapped {100 * p['comm_not_overlapped']:.0f} % "
+            f"(overlapped {100 * p['overlapped']:.0f} %) · idle {100 * p['idle']:.0f} % · "
+            f"steps {p['first_step']}-{p['last_step']}, rank {p['rank']}")
 
 
 def _num(v: Any, form: str = "{:,.4g}", unit: str = "") -> str:
@@ -132,6 +140,7 @@ def _figure_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
         ("memory headroom (worst)", _pct(summary["mem_headroom"])),
         ("data wait (worst rank)", _pct(summary["data_wait_frac"])),
         ("goodput", goodput_text(summary["goodput"])),
+        *([("step time (profile)", profile_text(summary["profile"]))] if summary["profile"] else []),
         ("last checkpoint", "none" if ck is None else f"step {ck['step']}: {ck['path']}"),
         ("rows read", f"{summary['rows']:,}" + (f", {summary['bad_rows']:,} bad" if summary["bad_rows"] else "")
          + (f", {summary['dropped_rows']:,} dropped by the writer" if summary["dropped_rows"] else "")),

@@ -647,6 +647,50 @@ def source(store: Store) -> dict[str, Any] | None:
     return {"kind": kind, "cannot_give": [str(c) for c in cannot] if isinstance(cannot, list) else []}
 
 
+#: the parts of a step a profile splits it into (compute + comm_not_overlapped + idle = the step; overlapped
+#: communication is inside compute)
+PROFILE_PARTS = ("compute", "comm_not_overlapped", "overlapped", "idle")
+
+
+def _profile_summary(d: RankData, e: dict[str, Any]) -> dict[str, Any] | None:
+    sh = e.get("shares")
+    if not isinstance(sh, dict) or not all(isinstance(sh.get(k), (int, float)) for k in PROFILE_PARTS):
+        return None
+    return {"rank": d.rank, "first_step": e.get("first_step"), "last_step": e.get("last_step"),
+            "time": float(e["time"]), **{k: float(sh[k]) for k in PROFILE_PARTS},
+            "source": e.get("source"), "path": e.get("path"),
+            "top_ops": [o for o in (e.get("top_ops") or []) if isinstance(o, dict)][:10]}
+
+
+def latest_profile(store: Store) -> dict[str, Any] | None:
+    """The newest profile of any rank (mstop_writer.profiling): where its steps' time went, as shares."""
+    best = None
+    for d in store.ranks.values():
+        for e in d.profiles:
+            p = _profile_summary(d, e)
+            if p is not None and (best is None or p["time"] > best["time"]):
+                best = p
+    return best
+
+
+def profile_shares(store: Store, first: float, last: float) -> dict[str, Any] | None:
+    """For an equal-step window: per rank the profile inside it or nearest to it, then each share's mean over
+    ranks, and which steps the profiles covered (None without profiles)."""
+    picked = []
+    for d in store.ranks.values():
+        cands = [p for p in (_profile_summary(d, e) for e in d.profiles) if p is not None
+                 and isinstance(p["first_step"], (int, float)) and isinstance(p["last_step"], (int, float))]
+        if cands:
+            def distance(p: dict[str, Any]) -> float:
+                return max(0.0, first - p["last_step"], p["first_step"] - last)
+            picked.append(min(cands, key=lambda p: (distance(p), -p["time"])))
+    if not picked:
+        return None
+    out: dict[str, Any] = {k: float(np.mean([p[k] for p in picked])) for k in PROFILE_PARTS}
+    out["steps"] = sorted({(int(p["first_step"]), int(p["last_step"])) for p in picked})
+    return out
+
+
 #: statuses of a run that is no longer running: its elapsed time is over, it has no ETA
 ENDED = ("finished", "dead", "failed")
 

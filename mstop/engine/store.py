@@ -16,6 +16,7 @@ so an exact value at any step can always be shown.
 from __future__ import annotations
 
 import copy
+import math
 import threading
 import time
 from dataclasses import dataclass, field
@@ -127,6 +128,9 @@ class RankData:
     dropped: int = 0
     aborts: list[dict[str, Any]] = field(default_factory=list)
     writer_errors: list[dict[str, Any]] = field(default_factory=list)  # the writer said it failed at something
+    profiles: list[dict[str, Any]] = field(default_factory=list)  # profile events (mstop_writer.profiling)
+    #: (first, last) steps run under the profiler (asked for, planned or done): slowed, so out of the figures
+    profiled: list[tuple[float, float]] = field(default_factory=list)
     _effective: np.ndarray | None = None
     _steady: np.ndarray | None = None
     #: per incident rule, how many leading rows are known to hold no row that could make it fire (the history
@@ -205,6 +209,7 @@ class RankData:
         c.starts, c.ends = dict(self.starts), dict(self.ends)
         c.checkpoints, c.evals = list(self.checkpoints), list(self.evals)
         c.aborts, c.writer_errors = list(self.aborts), list(self.writer_errors)
+        c.profiles, c.profiled = list(self.profiles), list(self.profiled)
         return c
 
     def effective(self) -> np.ndarray:
@@ -238,6 +243,10 @@ class RankData:
             return self._steady
         mask = self.effective().copy()
         mask[self.compile_rows()] = False
+        if self.profiled:  # steps under the profiler run slower: no figure reads them
+            step = self.col("step")
+            for first, last in self.profiled:
+                mask &= ~((step >= first) & (step <= last))
         self._steady = mask
         return mask
 
@@ -263,6 +272,14 @@ class RankData:
     def repeated_steps(self) -> int:
         """Rows of older sessions whose steps a later session ran again."""
         return int(self.repeated_rows().sum()) if len(self.segments) > 1 else 0
+
+
+def _profiled_span(e: dict[str, Any]) -> tuple[float, float] | None:
+    """The steps an event says run (or ran, or will run) under the profiler."""
+    lo, hi = (e.get("profile_steps") or (None, None)) if e.get("kind") == "start" else \
+        (e.get("first_step"), e.get("last_step"))
+    ok = all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in (lo, hi))
+    return (float(lo), float(hi)) if ok and lo <= hi else None  # type: ignore[operator]
 
 
 class Store:
@@ -460,6 +477,13 @@ class Store:
                     d.aborts.append(e)
                 elif kind == "writer_error":
                     d.writer_errors.append(e)
+                if kind in ("profile", "profile_request") or (kind == "start" and e.get("profile_steps")):
+                    span = _profiled_span(e)
+                    if span is not None and span not in d.profiled:
+                        d.profiled.append(span)
+                        d._steady = None
+                    if kind == "profile":
+                        d.profiles.append(e)
             if items:
                 self.life_arrival = time.time()
             self.version += 1
