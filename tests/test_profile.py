@@ -1,0 +1,100 @@
+"""The profiler window (issue 16, part 2): MindSpore's Profiler for a few steps, a profile event per rank,
+profiled steps out of the figures, and a running job asked for a profile by a request file."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+import pytest
+
+from mstop.engine import figures
+from mstop.sources import read_once
+from mstop_writer.profiling import REQUEST_NAME, shares, step_trace_rows, trace_rows
+from tests.conftest import ROOT
+
+
+def events(run, kind):
+    return [e for e in map(json.loads, (run / "rank0.events.jsonl").read_text().splitlines()) if e["kind"] == kind]
+
+
+def job(run, steps, *window):
+    pytest.importorskip("mindspore", reason="a real job needs MindSpore: pip install -e '.[mindspore]'")
+    return subprocess.Popen([sys.executable, str(ROOT / "tests" / "profile_job.py"), str(run), str(steps),
+                             *map(str, window)], cwd=run.parent, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)
+
+
+def test_a_real_job_profiles_its_window_and_the_window_is_left_out_of_the_figures(tmp_path):
+    run = tmp_path / "run"
+    p = job(run, 40, 10, 14)
+    out, _ = p.communicate(timeout=300)
+    assert p.returncode == 0 and "DONE" in out, out[-3000:]
+    (prof,) = events(run, "profile")
+    assert (prof["first_step"], prof["last_step"], prof["source"]) == (10, 14, "trace_view.json")
+    assert [s["step"] for s in prof["steps_profiled"]] == [10, 11, 12, 13, 14]
+    for s in prof["steps_profiled"]:  # compute + communication not overlapped + idle = the step's wall time
+        assert s["compute"] + s["comm_not_overlapped"] + s["idle"] == pytest.approx(s["wall"], rel=0.02)
+    sh = prof["shares"]
+    assert sh["compute"] + sh["comm_not_overlapped"] + sh["idle"] == pytest.approx(1.0, abs=0.02)
+    assert 0 < sh["compute"] < 1 and prof["top_ops"] and "MatMul" in {o["name"] for o in prof["top_ops"]}
+    store = read_once(str(run))
+    d = store.ranks[0]
+    steady_steps = set(d.col("step")[d.steady()].tolist())
+    assert not steady_steps & {10.0, 11.0, 12.0, 13.0, 14.0} and {9.0, 15.0} <= steady_steps
+    assert set(figures.step_rows(store, 5, 20)[0]) == {i for i in range(d.rows) if d.col("step")[i] in
+                                                       {5, 6, 7, 8, 9, 15, 16, 17, 18, 19, 20}}
+    summary = json.loads(subprocess.run([sys.executable, "-m", "mstop", "summary", str(run), "--json"], cwd=ROOT,
+                                        capture_output=True, text=True, timeout=60).stdout)
+    assert summary["profile"]["first_step"] == 10 and summary["profile"]["compute"] == pytest.approx(sh["compute"])
+    comp = json.loads(subprocess.run([sys.executable, "-m", "mstop", "compare", str(run), str(run), "--format",
+                                      "json"], cwd=ROOT, capture_output=True, text=True, timeout=60).stdout)
+    assert comp["runs"][0]["figures"]["compute_share"]["value"] == pytest.approx(sh["compute"])
+    assert comp["runs"][0]["figures"]["idle_share"]["value"] == pytest.approx(sh["idle"])
+
+
+def test_a_request_file_profiles_the_next_steps_of_a_running_job(tmp_path):
+    run = tmp_path / "run"
+    p = job(run, 400)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not ((run / "rank0.csv").exists() and
+                                                   len((run / "rank0.csv").read_text().splitlines()) > 5):
+            time.sleep(0.05)
+        (run / REQUEST_NAME).write_text("6\n")
+        out, _ = p.communicate(timeout=300)
+    finally:
+        p.kill()
+    assert p.returncode == 0, out[-3000:]
+    (req,) = events(run, "profile_request")
+    (prof,) = events(run, "profile")
+    assert req["steps"] == 6 and (prof["first_step"], prof["last_step"]) == (req["first_step"], req["last_step"])
+    assert prof["last_step"] - prof["first_step"] == 5 and not (run / REQUEST_NAME).exists()
+
+
+def test_step_trace_time_csv_is_read_in_its_columns_and_units(tmp_path):
+    """CONSTRUCTED in the format MindSpore 2.10's AscendStepTraceTimeViewer writes (its headers; µs)."""
+    path = tmp_path / "step_trace_time.csv"
+    path.write_text("Step,Computing,Communication(Not Overlapped),Overlapped,Communication,Free,Stage,Bubble,"
+                    "Communication(Not Overlapped and Exclude Receive),Preparing\n"
+                    "3,384000.000,336000.000,60000.000,396000.000,480000.000,1100000.000,100000.000,"
+                    "236000.000,2000.000\n"
+                    "4,390000.000,330000.000,58000.000,388000.000,480000.000,1100000.000,100000.000,"
+                    "230000.000,2000.000\n")
+    rows = step_trace_rows(str(path))
+    assert [r["step"] for r in rows] == [3, 4]
+    assert rows[0]["compute"] == pytest.approx(0.384) and rows[0]["wall"] == pytest.approx(1.2)
+    sh = shares(rows)  # the practitioner's case: 1.2 s a step, 32 % compute, 28 % communication, 40 % idle
+    assert (round(sh["compute"], 2), round(sh["comm_not_overlapped"], 2), round(sh["idle"], 2)) == (0.32, 0.28, 0.4)
+    assert sh["bubble"] == pytest.approx(0.2 / 2.4, abs=1e-6)
+
+
+def test_trace_rows_split_a_step_into_exclusive_parts():
+    """Compute 0-4 ms, an AllReduce 3-6 ms (1 ms overlapped), nothing 6-10 ms, in a 10 ms step."""
+    ops = [{"name": "MatMul-op0", "start": 1.000, "end": 1.004, "comm": False},
+           {"name": "AllReduce-op1", "start": 1.003, "end": 1.006, "comm": True}]
+    (row,) = trace_rows(ops, 2, 2, {1: 1.000, 2: 1.010})
+    assert row["compute"] == pytest.approx(0.004) and row["comm_not_overlapped"] == pytest.approx(0.002)
+    assert row["overlapped"] == pytest.approx(0.001) and row["idle"] == pytest.approx(0.004)
