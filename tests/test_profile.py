@@ -98,3 +98,31 @@ def test_trace_rows_split_a_step_into_exclusive_parts():
     (row,) = trace_rows(ops, 2, 2, {1: 1.000, 2: 1.010})
     assert row["compute"] == pytest.approx(0.004) and row["comm_not_overlapped"] == pytest.approx(0.002)
     assert row["overlapped"] == pytest.approx(0.001) and row["idle"] == pytest.approx(0.004)
+
+
+async def test_the_monitor_shows_the_breakdown_and_p_asks_the_job_for_a_profile(tmp_path):
+    """The time line of the throughput panel, from the run's profile event; P, Enter writes profile.request
+    with the count given (a real job takes it: the test above)."""
+    from mstop.app import MonitorApp
+    from tests.runs import start, steps, write_events, write_rank
+    from tests.test_app import settle
+    from tests.test_screen_truth import screen_lines
+
+    run = tmp_path / "run"
+    write_events(run, 0, [start("s1", t=999.0, run_name="prof", world_size=1),
+                          {"time": 1060.0, "kind": "profile", "session": "s1", "step": 14, "first_step": 10,
+                           "last_step": 14, "source": "trace_view.json", "path": "profile/rank0",
+                           "shares": {"compute": 0.32, "comm_not_overlapped": 0.28, "overlapped": 0.05,
+                                      "idle": 0.40}, "top_ops": [{"name": "MatMul", "seconds": 0.1}]}])
+    write_rank(run, 0, steps(1, 60, t0=1000.0, dt=1.0, step_time=1.0, data_wait=0.1, tokens=100, loss=1.0))
+    app = MonitorApp(str(run), follow=False, clock=lambda: 1120.0)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        screen = "\n".join(screen_lines(app))
+        assert "compute 32 %  comm 28 %  idle 40 %" in screen and "████▒▒▒░░░░░  data wait 10.0 %" in screen
+        assert "profile: steps 10-14, 1 m 00 s ago" in screen
+        await pilot.press("P")
+        await pilot.pause()
+        await pilot.press("backspace", "backspace", "7", "enter")
+        await pilot.pause()
+    assert (run / REQUEST_NAME).read_text() == "7\n"

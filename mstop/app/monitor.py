@@ -40,7 +40,7 @@ from ..view import (
     values_at_step,
 )
 from .messages import StoreChanged
-from .screens import AlertsScreen, BaselineScreen, GoToStepScreen, HelpScreen, MetricsScreen
+from .screens import AlertsScreen, BaselineScreen, GoToStepScreen, HelpScreen, MetricsScreen, ProfileScreen
 from .widgets import (
     HEAT_METRICS,
     AlertsPanel,
@@ -88,6 +88,7 @@ class MonitorApp(App[None]):
         Binding("g", "goto", "go to step", show=False),
         Binding("slash", "metrics", "metrics", show=False),
         Binding("m", "heat_metric", "heat metric", show=False),
+        Binding("P", "profile", "profile", show=False),
     ]
     #: what the keys change; each watcher redraws (p, x, l, w)
     paused = reactive(False, init=False)
@@ -390,6 +391,38 @@ class MonitorApp(App[None]):
                             thread=True, name="mstop-baseline", exit_on_error=False)
 
         self.push_screen(BaselineScreen(self.baseline_spec), chosen)
+
+    def action_profile(self) -> None:
+        """Ask the running job for a profile of its next steps: write RUN_DIR/profile.request after a
+        confirmation (a local run), or show the ssh command that would (``host:/path``)."""
+        from mstop_writer.profiling import REQUEST_NAME
+
+        from ..sources import check_spec
+        from ..sources.remote import parse_target
+
+        spec = self.source.specs[0]
+        target = parse_target(spec)
+        if target is not None:
+            import shlex
+
+            path = shlex.quote(f"{target.path.rstrip('/')}/{REQUEST_NAME}")
+            command = f"ssh {shlex.quote(target.host)} {shlex.quote(f'echo 10 > {path}')}"
+            self.push_screen(ProfileScreen(clean(spec, 256), clean(command, 1024)))
+            return
+
+        def chosen(n: int | None) -> None:
+            if n is None:
+                return
+            try:
+                check_spec(spec)
+                with open(os.path.join(spec, REQUEST_NAME), "w", encoding="utf-8") as f:
+                    f.write(f"{n}\n")
+            except (OSError, ValueError) as e:
+                self.notify(f"could not ask for a profile: {e}", severity="error")
+                return
+            self.notify(f"asked for a profile of the next {n} steps ({REQUEST_NAME} written)", timeout=5)
+
+        self.push_screen(ProfileScreen(clean(spec, 256), None), chosen)
 
     def action_goto(self) -> None:
         self.push_screen(GoToStepScreen(lambda step: values_at_step(self.store, step)))

@@ -28,6 +28,7 @@ KEYS = (
     ("h", "ranks view: group by host (Enter expands a host)"),
     ("a", "every active alert (and mark them seen)"),
     ("b", "baseline: overlay another run's curves by step (empty: none)"),
+    ("P", "profile the next N steps of the running job (a request file; over ssh: the command)"),
     ("?", "this help"),
     ("escape", "close a dialog"),
 )
@@ -60,6 +61,32 @@ class BaselineScreen(ModalScreen[str | None]):
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         self.dismiss(event.value.strip())
+
+
+class ProfileScreen(ModalScreen["int | None"]):
+    """Ask before asking a running job for a profile: for a local run, the step count to write into its
+    profile.request (Enter writes, escape cancels); for ``host:/path``, the one-line command to run (the
+    viewer writes nothing on another host by itself)."""
+
+    BINDINGS = [("escape", "dismiss", "close")]
+
+    def __init__(self, target: str, command: str | None) -> None:
+        super().__init__()
+        self.target, self.command = target, command
+
+    def compose(self) -> ComposeResult:
+        if self.command is not None:
+            yield Vertical(Static(Text("To profile the next 10 steps, run this (mstop writes nothing on another "
+                                       "host by itself), then watch for the profile:\n\n" + self.command
+                                       + "\n\nescape: close")), id="profile-dialog")
+            return
+        yield Vertical(Static(Text(f"Profile the next N steps of {self.target}? Enter writes its profile.request "
+                                   "(the job takes it within a few seconds); escape cancels.")),
+                       Input(value="10", placeholder="steps", id="profile-input"), id="profile-dialog")
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        text = event.value.strip()
+        self.dismiss(int(text) if text.isdigit() and int(text) > 0 else None)
 
 
 class GoToStepScreen(ModalScreen[None]):

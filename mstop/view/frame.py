@@ -103,6 +103,8 @@ class ThroughputPart:
     step_time: float | None = None
     series: Series | None = None
     series_of: str = "tokens/s"  # what ``series`` is: samples/s when the run has no tokens (a MindFormers log)
+    #: the newest profile's breakdown of a step (figures.latest_profile), or None
+    profile: dict[str, Any] | None = None
     mfu: float | None = None
     mfu_series: Series | None = None
     peak_flops: float | None = None

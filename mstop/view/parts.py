@@ -88,7 +88,8 @@ def throughput(store: Store, opts: Options) -> ThroughputPart:
     return ThroughputPart(tokens_per_s=figures.tokens_per_s(store), samples_per_s=figures.samples_per_s(store),
                           step_time=figures.step_time(store), mfu=figures.mfu(store, opts),
                           peak_flops=opts.peak_flops or _f(meta.get("peak_flops")),
-                          peak_source="--peak-tflops" if opts.peak_flops else meta.get("peak_flops_source"))
+                          peak_source="--peak-tflops" if opts.peak_flops else meta.get("peak_flops_source"),
+                          profile=figures.latest_profile(store))
 
 
 def memory(store: Store) -> MemoryPart:

@@ -6,6 +6,8 @@ User-controlled text (run names, notes, column names, host names, paths) is alwa
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich.text import Text
 from textual.containers import Vertical
 from textual.widgets import Static
@@ -112,12 +114,33 @@ class ThroughputPanel(Vertical):
         else:  # two lines either way: the chart below keeps its room
             t.append(f"   samples/s {fmt.num(v.throughput.samples_per_s, 4)}"
                      f"\nstep time {fmt.ms(v.throughput.step_time)}")
+        prof = v.throughput.profile
+        if prof is not None:  # three short lines: the panel is narrow
+            t.append(f"\ncompute {100 * prof['compute']:.0f} %  comm {100 * prof['comm_not_overlapped']:.0f} %  "
+                     f"idle {100 * prof['idle']:.0f} %\n")
+            t.append(profile_bar(prof, 12))
+            t.append(f"  data wait {fmt.pct(v.data.wait_frac)}\nprofile: steps {prof['first_step']}-"
+                     f"{prof['last_step']}, {fmt.duration(v.now - prof['time'])} ago")
         self.query_one("#tp-text", Static).update(t)
         # the baseline first: this run's line is drawn over it where they meet
         what = v.throughput.series_of
         lines = ([("baseline", b.throughput)] if v.baseline else []) + [(what, v.throughput.series)]
         self.query_one("#tp-chart", Chart).show_series(what + (" (and baseline)" if v.baseline else ""), lines,
                                                        xkind=v.xaxis, yunit="tok/s" if what == "tokens/s" else "/s")
+
+
+def profile_bar(prof: dict[str, Any], width: int) -> Text:
+    """A step's time as a bar: compute █, communication not overlapped ▒, idle ░ (told apart without
+    colour too); each cell one width-th of the step."""
+    parts = [("compute", "█", "green"), ("comm_not_overlapped", "▒", "red"), ("idle", "░", "grey50")]
+    t = Text()
+    used = 0
+    for i, (key, ch, style) in enumerate(parts):
+        n = round(prof[key] * width) if i < len(parts) - 1 else width - used
+        n = max(0, min(n, width - used))
+        t.append(ch * n, style=style)
+        used += n
+    return t
 
 
 class MfuPanel(Vertical):
