@@ -70,6 +70,8 @@ EVENT_KINDS: tuple[str, ...] = (
     "end",
     "abort",
     "writer_error",
+    "profile",  # a profiler window's summary (mstop_writer.profiling)
+    "profile_request",  # a profile.request taken: the steps it will profile
 )
 
 #: Seconds between two ``heartbeat`` events of a live process.

@@ -206,10 +206,15 @@ def write_report(runs: list[Run], comparison: Comparison, out: str, *, opts: Opt
     bar = _goodput_bars(plt, ledgers, out)
     if bar is not None:
         written.append(bar)
+    profiles = [(label, figures.latest_profile(m.store)) for label, m in members]
+    pbar = _profile_bars(plt, profiles, out)
+    if pbar is not None:
+        written.append(pbar)
     md = os.path.join(out, "report.md")
     with open(md, "w", encoding="utf-8") as f:
         f.write(_markdown(runs, comparison, alerts, incidents, members, notes, {k for k, p in pngs.items() if p}))
         f.write(_goodput_markdown(ledgers, bar is not None))
+        f.write(_profile_markdown(profiles, pbar is not None))
     written.append(md)
     return written
 
@@ -250,6 +255,47 @@ def _goodput_bars(plt: Any, ledgers: list[tuple[str, Any]], out: str) -> str | N
     fig.savefig(path, bbox_inches="tight")
     plt.close(fig)
     return path
+
+
+def _profile_bars(plt: Any, profiles: list[tuple[str, Any]], out: str) -> str | None:
+    """profile.png: one bar per run with a profile, its step time split into compute, communication not
+    overlapped and idle (the newest profile); None when no run has one."""
+    have = [(label, p) for label, p in profiles if p is not None]
+    if not have:
+        return None
+    fig, ax = plt.subplots(figsize=(10, 1.2 + 0.5 * len(have)), dpi=100)
+    parts = (("compute", "#2ca02c"), ("comm_not_overlapped", "#d62728"), ("idle", "#7f7f7f"))
+    for y, (_, p) in enumerate(have):
+        left = 0.0
+        for k, color in parts:
+            ax.barh(y, 100 * p[k], left=left, color=color, label=k.replace("_", " ") if y == 0 else None)
+            left += 100 * p[k]
+    ax.set_yticks(range(len(have)), [label for label, _ in have], fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlim(0, 100)
+    ax.set_title("Where a step's time goes: % of the profiled steps (the newest profile of each run)", fontsize=10)
+    ax.legend(fontsize=7, ncol=3, loc="upper center", bbox_to_anchor=(0.5, -0.12), frameon=False)
+    fig.tight_layout()
+    path = os.path.join(out, "profile.png")
+    fig.savefig(path, bbox_inches="tight")
+    plt.close(fig)
+    return path
+
+
+def _profile_markdown(profiles: list[tuple[str, Any]], drawn: bool) -> str:
+    if not drawn:
+        return ""
+    out = ["", "## Step breakdown (profiles)", "", "| run | rank | steps | compute | comm not overlapped | "
+           "overlapped | idle | top operators |", "|---|---|---|---|---|---|---|---|"]
+    for label, p in profiles:
+        if p is None:
+            continue
+        ops = ", ".join(str(o.get("name")) for o in p["top_ops"][:3])
+        out.append(f"| {label.replace('|', '/')} | {p['rank']} | {p['first_step']}-{p['last_step']} | "
+                   + " | ".join(f"{100 * p[k]:.1f} %" for k in ("compute", "comm_not_overlapped", "overlapped", "idle"))
+                   + f" | {ops.replace('|', '/')} |")
+    out += ["", "![Where a step's time goes](profile.png)", ""]
+    return "\n".join(out)
 
 
 def _goodput_markdown(ledgers: list[tuple[str, Any]], drawn: bool) -> str:
