@@ -45,7 +45,7 @@ def bench_callbacks(steps: int, repeats: int) -> dict[str, float]:
         return (time.perf_counter() - t0) / steps * 1e6
 
     run([])  # compile
-    out: dict[str, list[float]] = {"none": [], "LossMonitor": [], "MstopCallback": []}
+    out: dict[str, list[float]] = {"none": [], "LossMonitor": [], "MstopCallback": [], "profile_steps": []}
     with tempfile.TemporaryDirectory() as tmp, open(os.devnull, "w") as null:
         for r in range(repeats):
             out["none"].append(run([]))
@@ -53,6 +53,10 @@ def bench_callbacks(steps: int, repeats: int) -> dict[str, float]:
                 out["LossMonitor"].append(run([LossMonitor(1)]))
             cb = MstopCallback(os.path.join(tmp, f"r{r}"))
             out["MstopCallback"].append(run([cb]))
+            cb.close()
+            # a profiler window configured but never reached: what profiling costs when it is off
+            cb = MstopCallback(os.path.join(tmp, f"p{r}"), profile_steps=(10**9, 10**9 + 10))
+            out["profile_steps"].append(run([cb]))
             cb.close()
     return {k: statistics.median(v) for k, v in out.items()}
 
@@ -95,6 +99,9 @@ def main() -> int:
     print(f"  no callback        {none:8.1f} us/step")
     print(f"  LossMonitor(1)     {lm:8.1f} us/step   (+{lm - none:.1f})")
     print(f"  MstopCallback      {mst:8.1f} us/step   (+{mst - none:.1f})")
+    prof = cbs["profile_steps"]
+    print(f"  ... profile_steps outside the window {prof:8.1f} us/step   (+{prof - none:.1f}; "
+          f"{prof - mst:+.1f} against MstopCallback)")
     ratio = (mst - none) / (lm - none) if lm > none else float("nan")
     print(f"  ratio (Mstop - none) / (LossMonitor - none) = {ratio:.2f}   target <= 1.0, Mstop overhead < 30 us")
     lg = bench_log(a.rows, a.repeats)

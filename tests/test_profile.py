@@ -126,3 +126,36 @@ async def test_the_monitor_shows_the_breakdown_and_p_asks_the_job_for_a_profile(
         await pilot.press("backspace", "backspace", "7", "enter")
         await pilot.pause()
     assert (run / REQUEST_NAME).read_text() == "7\n"
+
+
+HAND_LOOP = """
+import sys
+import mindspore as ms
+import numpy as np
+from mindspore import nn, ops
+from mstop_writer import MetricsWriter
+
+ms.set_device("CPU")
+net = nn.Dense(64, 64)
+opt = nn.SGD(net.trainable_params(), 0.01)
+grad = ms.value_and_grad(lambda x: ops.mean(net(x) ** 2), None, opt.parameters)
+w = MetricsWriter(sys.argv[1], profile_steps=(4, 6))
+x = ms.Tensor(np.ones((32, 64), np.float32))
+for step in range(1, 11):
+    loss, g = grad(x)
+    opt(g)
+    w.log(step, loss=float(loss))
+w.profile.wait()
+w.close()
+"""
+
+
+def test_a_hand_written_loop_profiles_its_window(tmp_path):
+    pytest.importorskip("mindspore", reason="a real job needs MindSpore: pip install -e '.[mindspore]'")
+    (tmp_path / "loop.py").write_text(HAND_LOOP)
+    out = subprocess.run([sys.executable, str(tmp_path / "loop.py"), str(tmp_path / "run")], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    (prof,) = events(tmp_path / "run", "profile")
+    assert (prof["first_step"], prof["last_step"]) == (4, 6) and len(prof["steps_profiled"]) == 3
+    assert prof["shares"]["compute"] > 0 and "error" not in prof
