@@ -43,6 +43,7 @@ from .messages import StoreChanged
 from .screens import AlertsScreen, BaselineScreen, GoToStepScreen, HelpScreen, MetricsScreen, ProfileScreen
 from .widgets import (
     HEAT_METRICS,
+    PROFILE_METRICS,
     AlertsPanel,
     Chart,
     DataPanel,
@@ -446,7 +447,12 @@ class MonitorApp(App[None]):
 
     def action_heat_metric(self) -> None:
         strip = self.query_one(HeatStrip)
-        strip.metric = (strip.metric + 1) % len(HEAT_METRICS)
+        ranks = self._last_view.ranks if self._last_view is not None else []
+        for _ in HEAT_METRICS:  # the profile's shares only where several ranks have one (the slow card shows)
+            strip.metric = (strip.metric + 1) % len(HEAT_METRICS)
+            attr = HEAT_METRICS[strip.metric][1]
+            if attr not in PROFILE_METRICS or sum(getattr(r, attr) is not None for r in ranks) >= 2:
+                break
         if self._last_view is None or not self.screen.has_class("show-ranks"):
             self.redraw()
             return

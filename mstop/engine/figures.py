@@ -662,6 +662,12 @@ def _profile_summary(d: RankData, e: dict[str, Any]) -> dict[str, Any] | None:
             "top_ops": [o for o in (e.get("top_ops") or []) if isinstance(o, dict)][:10]}
 
 
+def rank_profile(d: RankData) -> dict[str, Any] | None:
+    """The rank's newest profile (see :func:`latest_profile`), or None."""
+    got = [p for p in (_profile_summary(d, e) for e in d.profiles) if p is not None]
+    return max(got, key=lambda p: p["time"]) if got else None
+
+
 def latest_profile(store: Store) -> dict[str, Any] | None:
     """The newest profile of any rank (mstop_writer.profiling): where its steps' time went, as shares."""
     best = None

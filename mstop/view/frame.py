@@ -37,6 +37,9 @@ class RankRow:
     headroom: float | None
     data_wait: float | None
     age: float | None
+    #: the rank's newest profile: communication not overlapped, and idle, as shares of its steps
+    comm_share: float | None = None
+    idle_share: float | None = None
 
 
 @dataclass

@@ -143,6 +143,9 @@ def ranks(store: Store, opts: Options) -> list[RankRow]:
                             step_time=opt(st[i]), tokens_per_s=opt(tps[i]), data_wait=opt(dwf[i]),
                             headroom=head if head is not None else heads.get(MemoryScope("host", host=host)),
                             age=None if math.isnan(last_t[i]) else base + (newest - float(last_t[i]))))
+        prof = figures.rank_profile(d)
+        if prof is not None:
+            rows[-1].comm_share, rows[-1].idle_share = prof["comm_not_overlapped"], prof["idle"]
     return rows
 
 

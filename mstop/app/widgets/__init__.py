@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from .chart import Chart
 from .header import AlertsPanel, Header
-from .heat import HEAT_METRICS, HeatStrip
+from .heat import HEAT_METRICS, PROFILE_METRICS, HeatStrip
 from .panels import DataPanel, LossPanel, MemoryPanel, MfuPanel, ThroughputPanel
 from .ranks import RankDetail, RanksTable
 
-__all__ = ["HEAT_METRICS", "AlertsPanel", "Chart", "DataPanel", "Header", "HeatStrip", "LossPanel", "MemoryPanel",
-           "MfuPanel", "RankDetail", "RanksTable", "ThroughputPanel"]
+__all__ = ["HEAT_METRICS", "PROFILE_METRICS", "AlertsPanel", "Chart", "DataPanel", "Header", "HeatStrip", "LossPanel",
+           "MemoryPanel", "MfuPanel", "RankDetail", "RanksTable", "ThroughputPanel"]

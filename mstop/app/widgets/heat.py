@@ -20,7 +20,10 @@ from ...view import View
 LEVELS = "▁▂▃▄▅▆▇█"
 #: heat strip metrics (m cycles): label, RankRow attribute, whether a high value is bad
 HEAT_METRICS = (("step time", "step_time", True), ("data wait", "data_wait", True),
-                ("headroom", "headroom", False), ("lag", "lag", True), ("last-row age", "age", True))
+                ("headroom", "headroom", False), ("lag", "lag", True), ("last-row age", "age", True),
+                ("comm share", "comm_share", True), ("idle share", "idle_share", True))
+#: metrics offered only when several ranks have a value (profiles: mstop_writer.profiling)
+PROFILE_METRICS = frozenset({"comm_share", "idle_share"})
 #: the most lines of cells the strip uses; beyond, one cell stands for several ranks (their worst)
 HEAT_LINES = 10
 #: a cell is an outlier when it is this many robust deviations (1.4826·MAD) from the median on the bad side,
