@@ -37,6 +37,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--mode", choices=("graph", "pynative"), default="graph", help="MindSpore mode (default: graph)")
     ap.add_argument("--data-delay", type=float, default=0.0, metavar="SEC",
                     help="sleep per batch in the input pipeline, in seconds (default: 0)")
+    ap.add_argument("--profile-steps", default=None, metavar="A:B",
+                    help="run MindSpore's Profiler for steps A to B (mstop's profiler window)")
     ap.add_argument("--ckpt-every", type=int, default=0, metavar="STEPS",
                     help="save a checkpoint every STEPS steps (default: 0, never)")
     ap.add_argument("--resume", action="store_true", help="resume from the newest checkpoint in RUN_DIR/ckpt")
@@ -177,6 +179,7 @@ def train(args: argparse.Namespace) -> int:
         args.run_dir, run_name=args.run_name, note=args.note, seq_len=args.seq_len,
         samples_per_step=args.batch * world,  # global: every rank stands for a data-parallel rank
         n_layers=args.layers, n_heads=args.heads, head_dim=args.dim // args.heads,
+        profile_steps=tuple(int(x) for x in args.profile_steps.split(":")) if args.profile_steps else None,
     ))
     if initial_epoch >= args.epochs:
         return 0

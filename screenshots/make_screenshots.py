@@ -12,10 +12,12 @@
   slow input pipeline in its history: the incident marks on the loss chart and the list of past incidents.
 - cluster-1024.svg: the ranks view of 1,024 generated ranks with one straggler and one dead rank,
   the straggler's cell clicked.
-- compare.svg: ``mstop compare`` of real runs (a baseline of 2 repeats with a slow input pipeline against a
+- compare.svg (each run profiled at steps 200-210): ``mstop compare`` of real runs (a baseline of 2 repeats
+  with a slow input pipeline against a
   run without the delay), as the terminal shows it (rich's own SVG export of the same table).
 - baseline-120x40.svg: the monitor on the faster run with the baseline overlaid by step.
 - mindformers-log.svg: a real MindFormers Trainer job watched from its own info.log (the kit's capture).
+- profile-120x40.svg: a baseline run above, profiled at steps 200-210 on CPU: the throughput panel's breakdown.
 - report-loss.png, report-tokens_per_s.png: two of ``mstop report``'s plots of the same runs.
 
 Convert to PNG to look at them: rsvg-convert screenshots/demo-120x40.svg -o /tmp/demo.png
@@ -218,16 +220,18 @@ def comparison_shots(tmp: Path, out: Path) -> None:
             ("no-delay", ["--seed", "1", "--run-name", "input fixed", "--note", "no per-batch delay"])]
     for name, extra in jobs:
         subprocess.run([sys.executable, str(ROOT / "examples" / "train_tiny_lm.py"), "--run-dir", str(runs / name),
-                        "--ranks", "2", "--steps", "300", "--ckpt-every", "150", *extra],
+                        "--ranks", "2", "--steps", "300", "--ckpt-every", "150", "--profile-steps", "200:210",
+                        *extra],
                        check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     args = build_parser().parse_args(["compare", "x", "y"])
     loaded = load_runs([f"{runs / 'base-1'},{runs / 'base-2'}", str(runs / "no-delay")], args)
-    console = Console(record=True, width=150, file=open("/dev/null", "w"))  # noqa: SIM115
+    console = Console(record=True, width=200, file=open("/dev/null", "w"))  # noqa: SIM115
     console.print(render_table(compare(loaded)))
     console.save_svg(str(out / "compare.svg"), title="mstop compare runs/base-1,runs/base-2 runs/no-delay")
     print("wrote", (out / "compare.svg").relative_to(ROOT))
     asyncio.run(shoot(str(runs / "no-delay"), out / "baseline-120x40.svg", (120, 40), now=last_time(runs / "no-delay"),
                       baseline=str(runs / "base-1")))
+    asyncio.run(shoot(str(runs / "base-1"), out / "profile-120x40.svg", (120, 40), now=last_time(runs / "base-1")))
     report = tmp / "report"
     subprocess.run([sys.executable, "-m", "mstop", "report", f"{runs / 'base-1'},{runs / 'base-2'}",
                     str(runs / "no-delay"), "--out", str(report)], check=True, cwd=ROOT, stdout=subprocess.DEVNULL)

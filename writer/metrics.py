@@ -219,6 +219,11 @@ _AMOUNTS = {"tokens_per_step": True, "samples_per_step": True, "flops_per_token"
             "heartbeat_interval": False, "memory_interval": True}  # name -> zero allowed
 
 
+#: seconds close() waits for a profile being summarised (training is over by then; the analysis takes
+#: seconds on CPU, more for a long Ascend window)
+PROFILE_WAIT = 120.0
+
+
 def _profile_steps(v: Any) -> tuple[int, int] | None:
     """``profile_steps`` as (first, last) whole steps, first >= 2 (the step before starts the profiler)."""
     if v is None:
@@ -488,6 +493,7 @@ class MetricsWriter:
         """Stop the heartbeat, write an ``end`` event (when ``clean``) and close the files."""
         if self._closed:
             return
+        self.profile.wait(PROFILE_WAIT)  # a profile being summarised: its event is written before the end
         self._closed = True
         self._hb_stop.set()
         if self._hb is not threading.current_thread():
