@@ -68,8 +68,10 @@ def test_buckets_add_up_to_the_wall_time_while_running_and_ranks_that_differ_are
     write_events(run, 1, [start("A", t=1000.0, world_size=2)])
     write_rank(run, 1, [row(s, 1000.0 + 2 * s, st=2.0) for s in range(1, 40)])  # rank 1: slow, never restarted
     store = read_once(str(run))
-    g = ledger(store, Options(clock=lambda: 1200.0))
-    assert g.wall == pytest.approx(200.0)  # rank 1 is still running: to now
+    g = ledger(store, Options(clock=lambda: 1115.0))
+    assert g.wall == pytest.approx(115.0)  # rank 1 is still running (its last row 37 s ago): to now
+    stalled = ledger(store, Options(clock=lambda: 5000.0))  # an hour later, stalled: to its last sign of life
+    assert stalled.wall == pytest.approx(111.0)
     assert sum(g.seconds.values()) == pytest.approx(g.wall)
     assert set(g.ranks) == {0, 1}  # they differ by more than a point
     assert g.public()["ranks"]["1"] == pytest.approx(g.ranks[1], abs=1e-4)

@@ -345,14 +345,8 @@ class MetricsWriter:
         start = self._hardware(o)
         self._open_files(list(o["extra_columns"]), o["memory_interval"])
         steps = _profile_steps(profile_steps)
-        self.event("start", **self._start_fields(o, start, rank_source, detected_from or {}),
-                   profile_steps=list(steps) if steps else None)
-        from .profiling import ProfileWindow
-
-        #: MindSpore's Profiler for ``profile_steps`` (first, last), or the steps a profile.request asks for
-        self.profile = ProfileWindow(self.run_dir, self.rank, lambda kind, **f: self.event(kind, session=self.session,
-                                                                                          **f),
-                                     steps=steps)
+        self.event("start", **self._start_fields(o, start, rank_source, detected_from or {}), profile_steps=steps)
+        self.profile = self._profile_window(steps)
         self._hb_stop = threading.Event()
         self._hb = threading.Thread(target=self._heartbeat, args=(o["heartbeat_interval"],),
                                     name=f"mstop-heartbeat-{self.rank}", daemon=True)
@@ -396,6 +390,14 @@ class MetricsWriter:
         self.events_path = os.path.join(self.run_dir, events_name(self.rank))
         self._csv = LineFile(self.csv_path, self._csv_opened, self._warn)
         self._events = LineFile(self.events_path, lambda _h: b"", self._warn)
+
+    def _profile_window(self, steps: tuple[int, int] | None) -> Any:
+        """MindSpore's Profiler for ``profile_steps`` (first, last), or the steps a profile.request asks for;
+        its events carry this session."""
+        from .profiling import ProfileWindow
+
+        return ProfileWindow(self.run_dir, self.rank, lambda kind, **f: self.event(kind, session=self.session, **f),
+                             steps=steps)
 
     def _start_fields(self, o: dict[str, Any], hardware: dict[str, Any], rank_source: str,
                       detected_from: Mapping[str, str]) -> dict[str, Any]:

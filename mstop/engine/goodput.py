@@ -1,8 +1,8 @@
 """Where a job's wall time went: the goodput ledger (issue 16), from the files that exist.
 
-The wall time runs from the earliest session start of any rank to the job's end: its last sign of life
-when it ended (finished, failed, dead), else the clock. Each rank's share of it is split into exclusive
-buckets that add up to it, from its rows, sessions and events:
+The wall time runs from the earliest session start of any rank to the job's end: the clock while rows
+arrive (running), else its last sign of life (finished, failed, dead, stalled). Each rank's share of it
+is split into exclusive buckets that add up to it, from its rows, sessions and events:
 
 - ``productive``: the step time of rows on the run's current timeline (steps computed for the last time,
   not superseded by a later session), less their data wait and less what the buckets below take;
@@ -101,12 +101,14 @@ def _ledger(store: Store, opts: Options) -> Ledger | None:
 
 
 def _job_end(store: Store, opts: Options) -> float:
-    """The job's last sign of life when it has ended; else now (on the rows' clock)."""
+    """Now (on the rows' clock) while rows arrive (running, starting: a step is in flight); else the job's
+    last sign of life (ended; or stalled: a hung job's heartbeats keep it current, a silent one's is its
+    last row, and opening it a year later must not count the year)."""
     lives = [t for d in store.ranks.values() if (t := figures.last_life(d)) is not None]
     last = max(lives) if lives else 0.0
-    if figures.status(store, opts) in figures.ENDED:
-        return last
-    return max(last, opts.clock())
+    if figures.status(store, opts) in ("running", "starting"):
+        return max(last, opts.clock())
+    return last
 
 
 def _median_step(ranks: list[RankData]) -> float:
