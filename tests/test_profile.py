@@ -197,3 +197,28 @@ async def test_the_heat_strip_offers_profile_shares_only_when_several_ranks_have
     _profiled_ranks(tmp_path / "one", {0: (0.30, 0.40), 1: (None, None)})
     got = await titles(tmp_path / "one")
     assert not any(t.startswith(("comm share", "idle share")) for t in got) and len(set(got)) == 5
+
+
+def test_a_request_gives_every_rank_the_same_steps(tmp_path):
+    """Rank 0 turns profile.request into profile.plan, far enough ahead (steps of 0.1 s, ranks looking every
+    5 s: 71 steps); rank 1 plans the same steps at its next look; a plan older than the process is ignored."""
+    from mstop_writer.profiling import PLAN_NAME, ProfileWindow
+
+    said = []
+    w0 = ProfileWindow(str(tmp_path), 0, lambda kind, **f: said.append((0, kind, f)))
+    w1 = ProfileWindow(str(tmp_path), 1, lambda kind, **f: said.append((1, kind, f)))
+    (tmp_path / REQUEST_NAME).write_text("4\n")
+    w1.check_request(100, 0.1)  # rank 1 alone does nothing with a request
+    assert w1.window is None and (tmp_path / REQUEST_NAME).exists()
+    w0.check_request(100, 0.1)
+    assert not (tmp_path / REQUEST_NAME).exists() and (tmp_path / PLAN_NAME).exists()
+    assert w0.window == (171, 174)
+    w1._next_look = 0.0
+    w1.check_request(101, 0.1)
+    assert w1.window == (171, 174)
+    assert [(r, k, f["first_step"], f["last_step"]) for r, k, f in said] == [(0, "profile_request", 171, 174),
+                                                                             (1, "profile_request", 171, 174)]
+    later = ProfileWindow(str(tmp_path), 1, lambda kind, **f: None)  # a process started after the plan
+    later.started = time.time() + 10
+    later.check_request(102, 0.1)
+    assert later.window is None

@@ -397,7 +397,7 @@ class MetricsWriter:
         from .profiling import ProfileWindow
 
         return ProfileWindow(self.run_dir, self.rank, lambda kind, **f: self.event(kind, session=self.session, **f),
-                             steps=steps)
+                             steps=steps, world_size=self.world_size)
 
     def _start_fields(self, o: dict[str, Any], hardware: dict[str, Any], rank_source: str,
                       detected_from: Mapping[str, str]) -> dict[str, Any]:
@@ -581,7 +581,7 @@ class MetricsWriter:
                            key=f"column:{k}")
         self._last_step = step
         profile = self.profile
-        profile.check_request(step)
+        profile.check_request(step, step_time)
         if profile.window is not None:
             profile.after_step(step, row_time)
 

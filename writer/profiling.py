@@ -16,8 +16,10 @@ Preparing``), in microseconds (sums of the trace events' ``dur``, which Chrome's
 each step's wall time (from one row's end to the next), communication operators known by name.
 
 ``profile.request`` in the run directory (holding a step count, default 10) asks a running job to profile
-its next steps: :meth:`ProfileWindow.check_request` looks at most once every ``REQUEST_EVERY`` seconds
-(one ``stat``). Standard library only; MindSpore is imported when a window starts.
+its next steps: rank 0 turns it into ``profile.plan`` (the steps, far enough ahead for every rank to see
+the plan) and removes it; every rank profiles the planned steps. Each looks at most once every
+``REQUEST_EVERY`` seconds (one or two ``stat`` calls). Standard library only; MindSpore is imported when a
+window starts.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import csv
 import glob
 import json
 import logging
+import math
 import os
 import re
 import threading
@@ -36,6 +39,8 @@ log = logging.getLogger("mstop_writer")
 
 #: the file a viewer (or a user) writes to ask for a profile of the next N steps
 REQUEST_NAME = "profile.request"
+#: what rank 0 makes of a request: the steps every rank profiles (JSON: first_step, last_step, steps, made)
+PLAN_NAME = "profile.plan"
 #: seconds between looks for a request
 REQUEST_EVERY = 5.0
 #: steps profiled when a request gives no count; the most a request may ask for
@@ -52,14 +57,15 @@ class ProfileWindow:
     """When to profile, and the profile's summary once it is written."""
 
     def __init__(self, run_dir: str, rank: int, emit: Callable[..., None],
-                 steps: tuple[int, int] | None = None) -> None:
-        self.run_dir, self.rank, self.emit = run_dir, rank, emit
+                 steps: tuple[int, int] | None = None, world_size: int = 2) -> None:
+        self.run_dir, self.rank, self.emit, self.world_size = run_dir, rank, emit, world_size
         self.window: tuple[int, int] | None = None
         self.profiler: Any = None
         self.ends: dict[int, float] = {}  # step -> wall time it ended (time.time()), inside the window
         self.thread: threading.Thread | None = None
         self._next_look = 0.0
         self._request_seen: tuple[float, int] | None = None
+        self.started = time.time()  # a plan older than this process is an earlier process's
         self.failed: str | None = None
         if steps is not None:
             self.plan(*steps)
@@ -92,35 +98,62 @@ class ProfileWindow:
         except Exception as e:  # noqa: BLE001 - profiling must never stop training
             self._fail(f"{type(e).__name__}: {e}")
 
-    def check_request(self, step: int) -> None:
-        """At most every REQUEST_EVERY seconds: a ``profile.request`` not yet seen plans the next N steps."""
+    def check_request(self, step: int, step_time: float | None = None) -> None:
+        """At most every REQUEST_EVERY seconds (one or two ``stat`` calls): rank 0 turns a new
+        ``profile.request`` into ``profile.plan`` (steps far enough ahead for every rank to see it at its
+        next look); every rank plans the window of a plan it has not seen."""
         now = time.monotonic()
         if now < self._next_look or self.profiler is not None:
             return
         self._next_look = now + REQUEST_EVERY
-        path = os.path.join(self.run_dir, REQUEST_NAME)
         try:
-            st = os.stat(path)
-        except OSError:
-            return
-        key = (st.st_mtime, st.st_size)
-        if key == self._request_seen:
-            return
-        self._request_seen = key
+            if self.rank == 0:
+                self._take_request(step, step_time if isinstance(step_time, (int, float)) else None)
+            self._read_plan(step)
+        except Exception as e:  # noqa: BLE001 - a request must never stop training
+            self._fail(f"{type(e).__name__}: {e}")
+
+    def _take_request(self, step: int, step_time: float | None) -> None:
+        path = os.path.join(self.run_dir, REQUEST_NAME)
         try:
             with open(path, encoding="utf-8", errors="replace") as f:
                 text = f.read(64).strip()
-            n = int(text) if text else DEFAULT_STEPS
-        except (OSError, ValueError):
+        except OSError:
+            return
+        try:
+            n = max(1, min(MAX_STEPS, int(text))) if text else DEFAULT_STEPS
+        except ValueError:
             n = DEFAULT_STEPS
-        n = max(1, min(MAX_STEPS, n))
-        self.plan(step + 2, step + 1 + n)  # the next step starts the profiler; the one after is the first profiled
-        if self.rank == 0:
-            try:
-                os.remove(path)  # the lowest rank takes it away: a new request is a new file
-            except OSError:
-                pass
-        self.emit("profile_request", step=step, first_step=step + 2, last_step=step + 1 + n, steps=n)
+        # the other ranks look every REQUEST_EVERY seconds: start after that many seconds of steps, and more
+        alone = self.world_size <= 1 or not step_time or step_time <= 0
+        ahead = 2 if alone else max(2, math.ceil((REQUEST_EVERY + 2.0) / step_time) + 1)
+        plan = {"first_step": step + ahead, "last_step": step + ahead + n - 1, "steps": n, "made": time.time()}
+        tmp = os.path.join(self.run_dir, f".{PLAN_NAME}.{os.getpid()}")
+        try:
+            with open(tmp, "w", encoding="utf-8") as f:
+                json.dump(plan, f)
+            os.replace(tmp, os.path.join(self.run_dir, PLAN_NAME))  # whole or not at all, for every reader
+            os.remove(path)  # taken: a new request is a new file
+        except OSError as e:
+            self._fail(f"cannot plan the requested profile: {e}")
+
+    def _read_plan(self, step: int) -> None:
+        path = os.path.join(self.run_dir, PLAN_NAME)
+        try:
+            st = os.stat(path)
+            key = (st.st_mtime, st.st_size)
+            if key == self._request_seen or st.st_mtime < self.started:
+                return  # seen, or left by an earlier process of this job
+            self._request_seen = key
+            with open(path, encoding="utf-8") as f:
+                plan = json.loads(f.read(4096))
+            first, last = int(plan["first_step"]), int(plan["last_step"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return
+        if first <= step:
+            return  # too late for this rank: it was past the window when it looked
+        self.plan(first, last)
+        self.emit("profile_request", step=step, first_step=first, last_step=last, steps=last - first + 1)
 
     # -- the profiler ---------------------------------------------------------------------------
 
