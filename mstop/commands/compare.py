@@ -165,6 +165,8 @@ class Comparison:
     notes: list[list[str]]  # per run: restarts inside the window, short runs, missing columns
     changes: list[list[str]] = field(default_factory=list)  # per run: what differs from the baseline
     loss_last: int | None = None  # the last step the loss mean reads: loss_at + LOSS_HALF_WIDTH, or where runs end
+    #: per run: where its step-time shares come from ("base-1: the profile of steps 200-210")
+    sources: list[list[str]] = field(default_factory=list)
 
     @property
     def loss_steps(self) -> tuple[int, int]:
@@ -232,6 +234,18 @@ def member_figures(m: Member, first: int, last: int, loss_at: int, opts: Options
     return cells, notes
 
 
+def _profile_sources(run: Run, first: int, last: int) -> list[str]:
+    """Which profiles a run's step-time shares come from (the one inside its window or nearest to it)."""
+    out = []
+    for m in run.members:
+        with m.store.lock:
+            prof = figures.profile_shares(m.store, first, last)
+        if prof is not None:
+            out.append(f"{m.spec}: shares from the profile of steps "
+                       + ", ".join(f"{a}-{b}" for a, b in prof["steps"][:4]))
+    return out
+
+
 def _job_figures(cells: dict[str, Cell], notes: list[str], m: Member, first: int, last: int, opts: Options) -> None:
     """The whole job's goodput, and the step-time shares of the profile inside the window or nearest to it."""
     from ..engine.goodput import ledger
@@ -246,9 +260,6 @@ def _job_figures(cells: dict[str, Cell], notes: list[str], m: Member, first: int
         cells[key].value = prof[part] if prof else None
         if prof is None:
             cells[key].message = "n/a: no profile"
-    if prof is not None:
-        notes.append(f"{m.spec}: shares from the profile of steps "
-                     + ", ".join(f"{a}-{b}" for a, b in prof["steps"][:4]))
 
 
 #: the window's tables are built for a few ranks at a time, at most this many cells each: a run of a million
@@ -324,11 +335,13 @@ def compare(runs: list[Run], *, steps: tuple[int, int] | None = None, loss_at: i
     n = last if loss_at is None else loss_at
     per_run: list[dict[str, Cell]] = []
     notes: list[list[str]] = []
+    sources: list[list[str]] = []
     raw: list[list[dict[str, Cell]]] = []
     for run in runs:
         got = [member_figures(m, first, last, n, opts) for m in run.members]
         raw.append([g[0] for g in got])
         notes.append([x for g in got for x in g[1]])
+        sources.append(_profile_sources(run, first, last))
     for cells in raw:
         merged = {}
         for k in KEYS:
@@ -357,7 +370,7 @@ def compare(runs: list[Run], *, steps: tuple[int, int] | None = None, loss_at: i
     changes = [[]] + [_config_diff(base_cfg, r.members[0].config()) for r in runs[1:]]
     ends = [figures.step(m.store) for r in runs for m in r.members]
     loss_last = min((e for e in ends if e is not None), default=None)
-    return Comparison(first, last, n, how, runs, per_run, notes, changes, loss_last)
+    return Comparison(first, last, n, how, runs, per_run, notes, changes, loss_last, sources)
 
 
 def _show(v: Any) -> str:
@@ -459,6 +472,7 @@ def _what_changed(c: Comparison) -> list[str]:
         if i:
             lines += [f"  {x}" for x in c.changes[i]] or ["  no recorded difference from the baseline"]
         lines += [f"  ! {n}" for n in c.notes[i]]
+        lines += [f"  · {n}" for n in (c.sources[i] if i < len(c.sources) else [])]
     return lines
 
 
@@ -508,6 +522,7 @@ def to_json(c: Comparison) -> dict[str, Any]:
             "config": run.members[0].config(),
             "changes": c.changes[i],
             "notes": c.notes[i],
+            "profile_sources": c.sources[i] if i < len(c.sources) else [],
         } for i, (run, cells) in enumerate(zip(c.runs, c.cells))],
     }
 
