@@ -181,10 +181,12 @@ def _rank_ledger(d: RankData, first: float, end: float, median: float, hang: flo
         b["recomputed"] += float(own[~e].sum())
         slow = saved | (own > hang)  # a save inside the step, or a hang: its time beyond the median
         slow[0] = False
-        over = np.where(slow & e, np.maximum(0.0, own - median), 0.0)
+        wait = np.where(e, np.minimum(dw[lo:hi], own), 0.0)  # the step's wait for data is input wait
+        wait[0] = 0.0  # the first row's is start-up's (compile)
+        # a slow step's time beyond a normal step (the median), or beyond its own data wait when that is longer
+        over = np.where(slow & e, np.maximum(0.0, own - np.maximum(median, wait)), 0.0)
         b["checkpoint"] += float(over[saved].sum())
         b["stalled"] += float(over[~saved].sum())
-        wait = np.where(e, np.minimum(dw[lo:hi], own - over), 0.0)
         b["input_wait"] += float(wait.sum())
         b["productive"] += float(np.where(e, own - over - wait, 0.0).sum())
         b["stalled"] += max(0.0, life - float(t[-1]))  # alive after its last row: no step was written

@@ -39,6 +39,7 @@ import numpy as np
 
 from ..safe import clean
 from .parse import NUMERIC, Rows, _empty, _rows
+from .parse import _num as _cell_number
 
 #: what the start events of a log say about where the figures come from, and what a log cannot give
 SOURCE = "mindformers log"
@@ -464,12 +465,8 @@ def _fields(rest: str) -> dict[str, str]:
 
 
 def _number(text: str | None) -> float:
-    if not text:
-        return math.nan
-    try:
-        return float(text)
-    except ValueError:
-        return math.nan
+    """A field's text as a float; NaN when missing or not a number (the CSV parser's rule)."""
+    return _cell_number(text or "")
 
 
 def _is_number(text: str | None) -> bool:
