@@ -56,8 +56,10 @@ class Ledger:
         return self.seconds["productive"] / self.wall if self.wall > 0 else None
 
     def largest_losses(self, n: int = 2) -> list[tuple[str, float]]:
-        """The ``n`` lost buckets with the most time, largest first (none that are empty)."""
-        lost = sorted(((k, self.seconds[k]) for k in LOST if self.seconds[k] > 0), key=lambda kv: -kv[1])
+        """The ``n`` lost buckets with the most time, largest first (none under half a percent of the wall
+        time: "input wait 0 s" says nothing)."""
+        floor = max(1e-9, 0.005 * self.wall)
+        lost = sorted(((k, v) for k in LOST if (v := self.seconds[k]) >= floor), key=lambda kv: -kv[1])
         return lost[:n]
 
     def public(self) -> dict[str, Any]:
