@@ -400,3 +400,19 @@ async def test_the_monitor_on_a_mindformers_log_says_what_it_is_and_agrees_with_
     assert f"MFU {100 * s['mfu']:.1f} %" in screen and f"samples/s {s['samples_per_s']:.4g}" in screen
     assert "not in a mindformers log" in screen and "data wait: not in a mindformers log" in screen
     assert "step 60 / 60" in screen
+
+
+def test_a_folder_waiting_for_logs_beside_a_writer_run_still_becomes_a_log_source(tmp_path):
+    """Another source's ranks in the same store do not decide what an empty folder is."""
+    from tests.runs import steps, write_rank
+
+    write_rank(tmp_path / "writer", 0, steps(1, 5, loss=1.0, step_time=1.0))
+    later = tmp_path / "later" / "output"
+    later.mkdir(parents=True)
+    store = Store()
+    sources = Sources([str(tmp_path / "writer"), str(later)], store)
+    assert sources.read_all() == 5
+    folder = later / "log" / "rank_1"
+    folder.mkdir(parents=True)
+    (folder / "info.log").write_text(_finished_log().text())
+    assert sources.read_all() == 10 and sorted(store.ranks) == [0, 1]

@@ -66,8 +66,7 @@ class LocalOrLogs:
 
     def _switch(self) -> bool:
         """Become the logs' source when they are there and no rank file is; True when it switched."""
-        if isinstance(self.active, MfLogSource) or self.active.store.rank_files or has_writer_files(self.run_dir) \
-                or log_root(self.run_dir) is None:
+        if self._settled() or has_writer_files(self.run_dir) or log_root(self.run_dir) is None:
             return False
         store, poll, on_update = self._args
         if self._following:
@@ -87,9 +86,14 @@ class LocalOrLogs:
         self._watch = threading.Thread(target=self._run, name="mstop-which", daemon=True)
         self._watch.start()
 
+    def _settled(self) -> bool:
+        """Decided: reading logs, or this directory's own rank files were found (another source's ranks in
+        the same store decide nothing here)."""
+        return isinstance(self.active, MfLogSource) or bool(getattr(self.active, "_files", None))
+
     def _run(self) -> None:
         while not self._stop.wait(0.5):
-            if isinstance(self.active, MfLogSource) or self.active.store.rank_files or self._switch():
+            if self._settled() or self._switch():
                 return
 
     def stop(self) -> None:
