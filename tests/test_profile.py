@@ -222,3 +222,24 @@ def test_a_request_gives_every_rank_the_same_steps(tmp_path):
     later.started = time.time() + 10
     later.check_request(102, 0.1)
     assert later.window is None
+
+
+def test_a_pipeline_profiles_bubble_reaches_summary(tmp_path):
+    """A profile event as the writer makes it from Ascend's step_trace_time.csv (CONSTRUCTED): its pipeline
+    bubble share is in summary's profile and line."""
+    from tests.runs import start, steps, write_events, write_rank
+
+    run = tmp_path / "run"
+    write_events(run, 0, [start("s1", t=999.0), {"time": 1050.0, "kind": "profile", "session": "s1", "step": 4,
+                                                  "first_step": 3, "last_step": 4, "source": "step_trace_time.csv",
+                                                  "shares": {"compute": 0.32, "comm_not_overlapped": 0.28,
+                                                             "overlapped": 0.05, "idle": 0.4, "stage": 0.9,
+                                                             "bubble": 0.08}}])
+    write_rank(run, 0, steps(1, 10, t0=1000.0, step_time=1.0, loss=1.0))
+    out = subprocess.run([sys.executable, "-m", "mstop", "summary", str(run), "--json"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=60)
+    p = json.loads(out.stdout)["profile"]
+    assert (p["bubble"], p["stage"], p["source"]) == (0.08, 0.9, "step_trace_time.csv")
+    text = subprocess.run([sys.executable, "-m", "mstop", "summary", str(run)], cwd=ROOT, capture_output=True,
+                          text=True, timeout=60).stdout
+    assert "idle 40 % · bubble 8 % · steps 3-4, rank 0" in text

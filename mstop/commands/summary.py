@@ -93,7 +93,8 @@ def profile_text(p: dict[str, Any]) -> str:
     """``compute 62 % · comm not overlapped 28 % (overlapped 9 %) · idle 10 % · steps 100-110, rank 0``."""
     return (f"compute {100 * p['compute']:.0f} % · comm not overlapped {100 * p['comm_not_overlapped']:.0f} % "
             f"(overlapped {100 * p['overlapped']:.0f} %) · idle {100 * p['idle']:.0f} % · "
-            f"steps {p['first_step']}-{p['last_step']}, rank {p['rank']}")
+            + (f"bubble {100 * p['bubble']:.0f} % · " if "bubble" in p else "")
+            + f"steps {p['first_step']}-{p['last_step']}, rank {p['rank']}")
 
 
 def _num(v: Any, form: str = "{:,.4g}", unit: str = "") -> str:

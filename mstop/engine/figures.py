@@ -656,8 +656,9 @@ def _profile_summary(d: RankData, e: dict[str, Any]) -> dict[str, Any] | None:
     sh = e.get("shares")
     if not isinstance(sh, dict) or not all(isinstance(sh.get(k), (int, float)) for k in PROFILE_PARTS):
         return None
+    pipeline = {k: float(sh[k]) for k in ("stage", "bubble") if isinstance(sh.get(k), (int, float))}
     return {"rank": d.rank, "first_step": e.get("first_step"), "last_step": e.get("last_step"),
-            "time": float(e["time"]), **{k: float(sh[k]) for k in PROFILE_PARTS},
+            "time": float(e["time"]), **{k: float(sh[k]) for k in PROFILE_PARTS}, **pipeline,
             "source": e.get("source"), "path": e.get("path"),
             "top_ops": [o for o in (e.get("top_ops") or []) if isinstance(o, dict)][:10]}
 

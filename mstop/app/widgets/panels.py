@@ -119,8 +119,11 @@ class ThroughputPanel(Vertical):
             t.append(f"\ncompute {100 * prof['compute']:.0f} %  comm {100 * prof['comm_not_overlapped']:.0f} %  "
                      f"idle {100 * prof['idle']:.0f} %\n")
             t.append(profile_bar(prof, 12))
-            t.append(f"  data wait {fmt.pct(v.data.wait_frac)}\nprofile: steps {prof['first_step']}-"
-                     f"{prof['last_step']}, {fmt.duration(v.now - prof['time'])} ago")
+            t.append(f"  data wait {fmt.pct(v.data.wait_frac)}")
+            if "bubble" in prof:  # pipeline parallelism (Ascend's step_trace_time.csv): receive time
+                t.append(f"  bubble {100 * prof['bubble']:.0f} %")
+            t.append(f"\nprofile: steps {prof['first_step']}-{prof['last_step']}, "
+                     f"{fmt.duration(v.now - prof['time'])} ago")
         self.query_one("#tp-text", Static).update(t)
         # the baseline first: this run's line is drawn over it where they meet
         what = v.throughput.series_of
