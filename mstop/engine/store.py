@@ -369,6 +369,12 @@ class Store:
             data = self.ranks[r] = RankData(r)
         return data
 
+    def add_rank_file(self, r: int) -> None:
+        """Rank ``r`` has a file of rows (a writer's CSV, a MindFormers log): it counts among the ranks."""
+        with self.lock:
+            self.rank(r)
+            self.rank_files.add(r)
+
     # -- feeding -----------------------------------------------------------------
 
     def ingest_rows(self, r: int, rows: Rows) -> None:

@@ -338,9 +338,7 @@ def followed(name: str, tail_path: str, store: Store, source: str,
     f = Followed(kind[0], kind[1], FileTail(tail_path))
     if f.kind == "csv":
         f.parser = CsvParser()
-        with store.lock:
-            store.rank(f.rank)
-            store.rank_files.add(f.rank)
+        store.add_rank_file(f.rank)
     return f
 
 

@@ -142,10 +142,11 @@ class LogStream:
             if pos + 1 >= len(chain) or self.offset < st.st_size:
                 break
             pos += 1
-            self.ident, self.offset = None, 0
-            if self.lines.pending:  # a file that did not end with a newline: its last line ends there
+            # a file that did not end with a newline: its last line ends there (this read's bytes of it, or
+            # what an earlier read left waiting)
+            if (data and not data.endswith(b"\n")) or (not data and self.lines.pending):
                 parts.append(b"\n")
-            self.ident = (chain[pos][1].st_dev, chain[pos][1].st_ino)
+            self.offset = 0  # the newer file from its start (the loop takes its identity)
         got = self.lines.feed(b"".join(parts))
         out.blob, out.overlong = got.blob, got.overlong
         return out
@@ -237,9 +238,7 @@ class MfLogSource:
                 continue
             if not self.store.claim(r, self.label):
                 continue
-            with self.store.lock:
-                self.store.rank(r)
-                self.store.rank_files.add(r)
+            self.store.add_rank_file(r)
             self._streams[r] = (LogStream(folder), MfLogParser(r, run_name=_run_name(root)))
 
     def _read(self, r: int, *, final: bool) -> None:

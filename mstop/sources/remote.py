@@ -292,9 +292,7 @@ class RemoteSource:
             return followed(name, name, self.store, str(self.target))
         if not self.store.claim(r, str(self.target)):
             return None
-        with self.store.lock:
-            self.store.rank(r)
-            self.store.rank_files.add(r)
+        self.store.add_rank_file(r)
         off = float(gmtoff) if isinstance(gmtoff, (int, float)) and not isinstance(gmtoff, bool) else None
         return Followed(r, "mflog", FileTail(name), log=MfLogParser(r, gmtoff=off))
 
