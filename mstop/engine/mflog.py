@@ -33,7 +33,7 @@ import math
 import re
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -204,12 +204,8 @@ class MfLogParser:
         no separate losses). Only its step is read now; its numbers are read with the others at
         :meth:`_take`, by pandas, from the text kept."""
         g = m.groups()
-        epoch, epochs, step, steps = int(g[4]), int(g[5]), int(g[6]), int(g[7])
-        gstep = float((epoch - 1) * steps + step) if steps > 0 else float(step)
-        if self.session is None or self.ended or (self.last_step is not None and gstep <= self.last_step):
-            t = self._time(g[0].decode() + ":" + g[1].decode() + ":" + g[2].decode(), g[3].decode())
-            self._new_session(self.first_time if self.first_time is not None else t)
-        self._begin_row(gstep, epochs, steps)
+        gstep = self._begin_row(int(g[4]), int(g[5]), int(g[6]), int(g[7]), lambda: self._time(
+            g[0].decode() + ":" + g[1].decode() + ":" + g[2].decode(), g[3].decode()))
         self._rows.append(None)
         self._extra.append(None)
         text = raw[m.start(5):]
@@ -217,8 +213,13 @@ class MfLogParser:
                            1.0 if g[11] == b"True" else 0.0, gstep))
         self._last_fast_ts, self.last_time = raw[7:30], None  # the time is read when needed (_line_time)
 
-    def _begin_row(self, gstep: float, epochs: int, steps: int) -> None:
-        """Sessions and start events up to date for a row of ``gstep``; the row's place in the lists."""
+    def _begin_row(self, epoch: int, epochs: int, step: int, steps: int, when: Callable[[], float]) -> float:
+        """Sessions and start events up to date for a row of this step (a new session where none is open,
+        after an end, or where the step goes back; ``when`` gives the line's time, read only then); the row's
+        place in the lists. Returns the global step."""
+        gstep = float((epoch - 1) * steps + step) if steps > 0 else float(step)
+        if self.session is None or self.ended or (self.last_step is not None and gstep <= self.last_step):
+            self._new_session(self.first_time if self.first_time is not None else when())
         self.steps_per_epoch, self.total_steps = steps, epochs * steps
         if not self.started or self._started_total != self.total_steps:
             self._start(self._session_start)
@@ -230,16 +231,14 @@ class MfLogParser:
         self.first_time = None
         self.error = None
         self.error_sent = False
+        return gstep
 
     def _row(self, t: float, epoch: int, epochs: int, step: int, steps: int, loss: float, lr: float,
              norm: float, step_ms: float, overflow: float, scale: float, extra: list[float], *,
              norm_said: bool = True) -> None:
         """One step's row (sessions and start events kept up to date first)."""
-        gstep = float((epoch - 1) * steps + step) if steps > 0 else float(step)
-        if self.session is None or self.ended or (self.last_step is not None and gstep <= self.last_step):
-            self._new_session(self.first_time if self.first_time is not None else t)
         i = len(self._rows)
-        self._begin_row(gstep, epochs, steps)
+        gstep = self._begin_row(epoch, epochs, step, steps, lambda: t)
         if not math.isfinite(loss):
             self._nonfinite.append((i, "loss", loss))
         if not math.isfinite(norm) and norm_said:  # a missing norm is NaN too, but no NaN norm
