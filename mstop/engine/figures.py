@@ -183,18 +183,17 @@ def compile_seconds(store: Store) -> float | None:
     return v if math.isfinite(v) else None
 
 
-def _mfu_scale(start: dict[str, Any], opts: Options) -> float:
-    fpt, world = start.get("flops_per_token"), start.get("world_size")
-    peak = opts.peak_flops or start.get("peak_flops")
-    if not (isinstance(fpt, (int, float)) and isinstance(world, int) and world > 0
-            and isinstance(peak, (int, float)) and peak > 0):
-        return math.nan
-    return float(fpt) / (world * float(peak))
-
-
 def _peak(start: dict[str, Any], opts: Options) -> float:
+    """The peak FLOP/s MFU is measured against: ``--peak-tflops``, else the start event's; NaN when unknown."""
     peak = opts.peak_flops or start.get("peak_flops")
     return float(peak) if isinstance(peak, (int, float)) and peak > 0 else math.nan
+
+
+def _mfu_scale(start: dict[str, Any], opts: Options) -> float:
+    fpt, world = start.get("flops_per_token"), start.get("world_size")
+    if not (isinstance(fpt, (int, float)) and isinstance(world, int) and world > 0):
+        return math.nan
+    return float(fpt) / (world * _peak(start, opts))
 
 
 def mfu_rows(d: RankData, opts: Options) -> np.ndarray:
@@ -671,13 +670,8 @@ def rank_profile(d: RankData) -> dict[str, Any] | None:
 
 def latest_profile(store: Store) -> dict[str, Any] | None:
     """The newest profile of any rank (mstop_writer.profiling): where its steps' time went, as shares."""
-    best = None
-    for d in store.ranks.values():
-        for e in d.profiles:
-            p = _profile_summary(d, e)
-            if p is not None and (best is None or p["time"] > best["time"]):
-                best = p
-    return best
+    got = [p for d in store.ranks.values() if (p := rank_profile(d)) is not None]
+    return max(got, key=lambda p: p["time"]) if got else None
 
 
 def profile_shares(store: Store, first: float, last: float) -> dict[str, Any] | None:
