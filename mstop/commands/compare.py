@@ -175,8 +175,10 @@ class Comparison:
         return self.loss_at - LOSS_HALF_WIDTH, hi if self.loss_last is None else min(hi, self.loss_last)
 
 
-def member_figures(m: Member, first: int, last: int, loss_at: int, opts: Options) -> tuple[dict[str, Cell], list[str]]:
-    """The figures of one member over steps first..last (inclusive), and notes about them."""
+def member_figures(m: Member, first: int, last: int, loss_at: int,
+                   opts: Options) -> tuple[dict[str, Cell], list[str], list[str]]:
+    """The figures of one member over steps first..last (inclusive), notes about them, and where its
+    step-time shares come from."""
     notes: list[str] = []
     cells = {k: Cell() for k in KEYS}
     store = m.store
@@ -184,7 +186,7 @@ def member_figures(m: Member, first: int, last: int, loss_at: int, opts: Options
     if span is None:
         for c in cells.values():
             c.message = "empty run: no rows"
-        return cells, [f"{m.spec}: empty run (no rows)"]
+        return cells, [f"{m.spec}: empty run (no rows)"], []
     with store.lock:
         per = _per_rank_figures(store, first, last, opts)
         if not per["ranks"]:
@@ -216,38 +218,29 @@ def member_figures(m: Member, first: int, last: int, loss_at: int, opts: Options
                              ("data_wait_frac", "no data_wait column"), ("step_time", "no step_time column")):
                 if cells[key].value is None:
                     cells[key].message = f"n/a: {why}"
-        _job_figures(cells, notes, m, first, last, opts)
-        lo, hi = loss_at - LOSS_HALF_WIDTH, loss_at + LOSS_HALF_WIDTH
-        vals = []
-        for d in store.ranks.values():
-            if not d.rows:
-                continue
-            step = d.col("step")
-            sel = d.effective() & (step >= lo) & (step <= hi)
-            v = d.col("loss")[sel].astype(np.float64)
-            vals.append(v[np.isfinite(v)])
-        got = np.concatenate(vals) if vals else np.empty(0)
-        if len(got):
-            cells["loss_at"].value = float(got.mean())
-        else:
-            cells["loss_at"].message = f"no loss in steps {lo}:{hi}"
-    return cells, notes
+        source = _job_figures(cells, m, first, last, opts)
+        cells["loss_at"] = _loss_at(store, loss_at)
+    return cells, notes, [source] if source is not None else []
 
 
-def _profile_sources(run: Run, first: int, last: int) -> list[str]:
-    """Which profiles a run's step-time shares come from (the one inside its window or nearest to it)."""
-    out = []
-    for m in run.members:
-        with m.store.lock:
-            prof = figures.profile_shares(m.store, first, last)
-        if prof is not None:
-            out.append(f"{m.spec}: shares from the profile of steps "
-                       + ", ".join(f"{a}-{b}" for a, b in prof["steps"][:4]))
-    return out
+def _loss_at(store: Store, loss_at: int) -> Cell:
+    """The mean loss over steps loss_at ± LOSS_HALF_WIDTH on the current timeline, all ranks."""
+    lo, hi = loss_at - LOSS_HALF_WIDTH, loss_at + LOSS_HALF_WIDTH
+    vals = []
+    for d in store.ranks.values():
+        if not d.rows:
+            continue
+        step = d.col("step")
+        sel = d.effective() & (step >= lo) & (step <= hi)
+        v = d.col("loss")[sel].astype(np.float64)
+        vals.append(v[np.isfinite(v)])
+    got = np.concatenate(vals) if vals else np.empty(0)
+    return Cell(value=float(got.mean())) if len(got) else Cell(message=f"no loss in steps {lo}:{hi}")
 
 
-def _job_figures(cells: dict[str, Cell], notes: list[str], m: Member, first: int, last: int, opts: Options) -> None:
-    """The whole job's goodput, and the step-time shares of the profile inside the window or nearest to it."""
+def _job_figures(cells: dict[str, Cell], m: Member, first: int, last: int, opts: Options) -> str | None:
+    """The whole job's goodput, and the step-time shares of the profile inside the window or nearest to it;
+    which profiles those were (None without one)."""
     from ..engine.goodput import ledger
 
     store = m.store
@@ -260,6 +253,9 @@ def _job_figures(cells: dict[str, Cell], notes: list[str], m: Member, first: int
         cells[key].value = prof[part] if prof else None
         if prof is None:
             cells[key].message = "n/a: no profile"
+    if prof is None:
+        return None
+    return f"{m.spec}: shares from the profile of steps " + ", ".join(f"{a}-{b}" for a, b in prof["steps"][:4])
 
 
 #: the window's tables are built for a few ranks at a time, at most this many cells each: a run of a million
@@ -341,7 +337,7 @@ def compare(runs: list[Run], *, steps: tuple[int, int] | None = None, loss_at: i
         got = [member_figures(m, first, last, n, opts) for m in run.members]
         raw.append([g[0] for g in got])
         notes.append([x for g in got for x in g[1]])
-        sources.append(_profile_sources(run, first, last))
+        sources.append([x for g in got for x in g[2]])
     for cells in raw:
         merged = {}
         for k in KEYS:
