@@ -78,15 +78,13 @@ def _goodput(store: Store, opts: Options) -> dict[str, Any] | None:
 
 def goodput_text(g: dict[str, Any] | None) -> str:
     """``71 % · lost: recomputed 9 h, down 6 h`` from the summary's goodput object (the two largest losses)."""
-    from ..engine.goodput import LOST
+    from ..engine.goodput import largest_losses, losses_text
 
     if g is None or g.get("goodput") is None:
         return "n/a"
-    lost = sorted(((k, g[k]) for k in LOST if g.get(k) and g[k] >= 0.005 * g["wall"]), key=lambda kv: -kv[1])[:2]
+    lost = largest_losses(g, g["wall"])
     text = f"{100 * g['goodput']:.0f} % of {fmt.duration(g['wall'])}"
-    if lost:
-        text += " · lost: " + ", ".join(f"{k.replace('_', ' ')} {fmt.duration(v)}" for k, v in lost)
-    return text
+    return text + (f" · lost: {losses_text(lost)}" if lost else "")
 
 
 def profile_text(p: dict[str, Any]) -> str:

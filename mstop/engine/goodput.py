@@ -26,11 +26,13 @@ time); ``goodput`` = productive / wall. Per rank goodput is given where ranks di
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from .. import fmt
 from . import figures
 from .figures import Options
 from .store import RankData, Store
@@ -56,11 +58,7 @@ class Ledger:
         return self.seconds["productive"] / self.wall if self.wall > 0 else None
 
     def largest_losses(self, n: int = 2) -> list[tuple[str, float]]:
-        """The ``n`` lost buckets with the most time, largest first (none under half a percent of the wall
-        time: "input wait 0 s" says nothing)."""
-        floor = max(1e-9, 0.005 * self.wall)
-        lost = sorted(((k, v) for k in LOST if (v := self.seconds[k]) >= floor), key=lambda kv: -kv[1])
-        return lost[:n]
+        return largest_losses(self.seconds, self.wall, n)
 
     def public(self) -> dict[str, Any]:
         """The ``goodput`` object of ``summary --json``: every bucket in seconds, the wall time, the fraction."""
@@ -70,6 +68,18 @@ class Ledger:
         out["goodput"] = None if g is None else round(g, 4)
         out["ranks"] = {str(r): round(v, 4) for r, v in sorted(self.ranks.items())}
         return out
+
+
+def largest_losses(seconds: Mapping[str, float], wall: float, n: int = 2) -> list[tuple[str, float]]:
+    """The ``n`` lost buckets with the most time, largest first (none under half a percent of the wall
+    time: "input wait 0 s" says nothing); ``seconds`` is a ledger's buckets or summary's goodput object."""
+    floor = max(1e-9, 0.005 * wall)
+    return sorted(((k, v) for k in LOST if (v := seconds[k]) >= floor), key=lambda kv: -kv[1])[:n]
+
+
+def losses_text(lost: list[tuple[str, float]]) -> str:
+    """``recomputed 9 h 02 m, down 6 h 10 m``: the header's and summary's words for the largest losses."""
+    return ", ".join(f"{k.replace('_', ' ')} {fmt.duration(v)}" for k, v in lost)
 
 
 def ledger(store: Store, opts: Options) -> Ledger | None:

@@ -11,6 +11,7 @@ from textual.widgets import Static
 
 from ... import fmt
 from ...engine.figures import ENDED, STATUSES
+from ...engine.goodput import losses_text
 from ...view import View, since_text
 
 
@@ -59,7 +60,7 @@ class Header(Static):
         if h.repeated_steps:
             t.append(f"{h.repeated_steps:,} steps repeated after a resume ({fmt.duration(h.repeated_seconds)}) · ")
         if h.goodput is not None:
-            lost = ", ".join(f"{k.replace('_', ' ')} {fmt.duration(v)}" for k, v in h.goodput_lost)
+            lost = losses_text(h.goodput_lost)
             t.append(f"goodput {100 * h.goodput:.0f} %" + (f" (lost: {lost})" if lost else "") + " · ")
         ck = h.last_checkpoint
         if ck is None:
