@@ -230,56 +230,52 @@ def _ledger(m: Member, opts: Options) -> Any:
 BUCKET_COLORS = ("#2ca02c", "#ff7f0e", "#9467bd", "#d62728", "#8c564b", "#7f7f7f", "#1f1f1f")
 
 
-def _goodput_bars(plt: Any, ledgers: list[tuple[str, Any]], out: str) -> str | None:
-    """goodput.png: one horizontal stacked bar per run, its wall time split into the ledger's buckets (as
-    shares, so runs of different lengths compare); None when no run has a ledger."""
-    from ..engine.goodput import BUCKETS
-
-    have = [(label, g) for label, g in ledgers if g is not None and g.wall > 0]
-    if not have:
+def _stacked_bars(plt: Any, bars: list[tuple[str, dict[str, float]]], colors: dict[str, str], title: str,
+                  path: str) -> str | None:
+    """A PNG of one horizontal bar per run, split into the named parts (% each, in ``colors``' order);
+    None when there is no bar to draw (no empty picture is written)."""
+    if not bars:
         return None
-    fig, ax = plt.subplots(figsize=(10, 1.2 + 0.5 * len(have)), dpi=100)
-    for y, (_, g) in enumerate(have):
+    fig, ax = plt.subplots(figsize=(10, 1.2 + 0.5 * len(bars)), dpi=100)
+    for y, (_, parts) in enumerate(bars):
         left = 0.0
-        for k, color in zip(BUCKETS, BUCKET_COLORS):
-            share = 100.0 * g.seconds[k] / g.wall
-            ax.barh(y, share, left=left, color=color, label=k.replace("_", " ") if y == 0 else None)
-            left += share
-    ax.set_yticks(range(len(have)), [label for label, _ in have], fontsize=8)
+        for k, color in colors.items():
+            ax.barh(y, parts[k], left=left, color=color, label=k.replace("_", " ") if y == 0 else None)
+            left += parts[k]
+    ax.set_yticks(range(len(bars)), [label for label, _ in bars], fontsize=8)
     ax.invert_yaxis()
     ax.set_xlim(0, 100)
-    ax.set_title("Where the time went: % of each job's wall time (goodput = productive)", fontsize=10)
-    ax.legend(fontsize=7, ncol=len(BUCKETS), loc="upper center", bbox_to_anchor=(0.5, -0.12), frameon=False)
+    ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=7, ncol=len(colors), loc="upper center", bbox_to_anchor=(0.5, -0.12), frameon=False)
     fig.tight_layout()
-    path = os.path.join(out, "goodput.png")
     fig.savefig(path, bbox_inches="tight")
     plt.close(fig)
     return path
+
+
+def _goodput_bars(plt: Any, ledgers: list[tuple[str, Any]], out: str) -> str | None:
+    """goodput.png: each run's wall time split into the ledger's buckets (as shares, so runs of different
+    lengths compare)."""
+    from ..engine.goodput import BUCKETS
+
+    bars = [(label, {k: 100.0 * g.seconds[k] / g.wall for k in BUCKETS}) for label, g in ledgers
+            if g is not None and g.wall > 0]
+    return _stacked_bars(plt, bars, dict(zip(BUCKETS, BUCKET_COLORS)),
+                         "Where the time went: % of each job's wall time (goodput = productive)",
+                         os.path.join(out, "goodput.png"))
+
+
+#: profile.png's parts and colours (compute + communication not overlapped + idle = the step)
+PROFILE_COLORS = {"compute": "#2ca02c", "comm_not_overlapped": "#d62728", "idle": "#7f7f7f"}
 
 
 def _profile_bars(plt: Any, profiles: list[tuple[str, Any]], out: str) -> str | None:
-    """profile.png: one bar per run with a profile, its step time split into compute, communication not
-    overlapped and idle (the newest profile); None when no run has one."""
-    have = [(label, p) for label, p in profiles if p is not None]
-    if not have:
-        return None
-    fig, ax = plt.subplots(figsize=(10, 1.2 + 0.5 * len(have)), dpi=100)
-    parts = (("compute", "#2ca02c"), ("comm_not_overlapped", "#d62728"), ("idle", "#7f7f7f"))
-    for y, (_, p) in enumerate(have):
-        left = 0.0
-        for k, color in parts:
-            ax.barh(y, 100 * p[k], left=left, color=color, label=k.replace("_", " ") if y == 0 else None)
-            left += 100 * p[k]
-    ax.set_yticks(range(len(have)), [label for label, _ in have], fontsize=8)
-    ax.invert_yaxis()
-    ax.set_xlim(0, 100)
-    ax.set_title("Where a step's time goes: % of the profiled steps (the newest profile of each run)", fontsize=10)
-    ax.legend(fontsize=7, ncol=3, loc="upper center", bbox_to_anchor=(0.5, -0.12), frameon=False)
-    fig.tight_layout()
-    path = os.path.join(out, "profile.png")
-    fig.savefig(path, bbox_inches="tight")
-    plt.close(fig)
-    return path
+    """profile.png: each run's step time (its newest profile) split into compute, communication not
+    overlapped and idle."""
+    bars = [(label, {k: 100.0 * p[k] for k in PROFILE_COLORS}) for label, p in profiles if p is not None]
+    return _stacked_bars(plt, bars, PROFILE_COLORS,
+                         "Where a step's time goes: % of the profiled steps (the newest profile of each run)",
+                         os.path.join(out, "profile.png"))
 
 
 def _profile_markdown(profiles: list[tuple[str, Any]], drawn: bool) -> str:
