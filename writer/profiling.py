@@ -64,7 +64,7 @@ class ProfileWindow:
         self.ends: dict[int, float] = {}  # step -> wall time it ended (time.time()), inside the window
         self.thread: threading.Thread | None = None
         self._next_look = 0.0
-        self._request_seen: tuple[float, int] | None = None
+        self._plan_seen: tuple[float, int] | None = None
         self.started = time.time()  # a plan older than this process is an earlier process's
         self.failed: str | None = None
         if steps is not None:
@@ -142,9 +142,9 @@ class ProfileWindow:
         try:
             st = os.stat(path)
             key = (st.st_mtime, st.st_size)
-            if key == self._request_seen or st.st_mtime < self.started:
+            if key == self._plan_seen or st.st_mtime < self.started:
                 return  # seen, or left by an earlier process of this job
-            self._request_seen = key
+            self._plan_seen = key
             with open(path, encoding="utf-8") as f:
                 plan = json.loads(f.read(4096))
             first, last = int(plan["first_step"]), int(plan["last_step"])
