@@ -416,3 +416,17 @@ def test_a_folder_waiting_for_logs_beside_a_writer_run_still_becomes_a_log_sourc
     folder.mkdir(parents=True)
     (folder / "info.log").write_text(_finished_log().text())
     assert sources.read_all() == 10 and sorted(store.ranks) == [0, 1]
+
+
+def test_a_rotated_file_that_ends_mid_line_does_not_swallow_the_next_files_first_line(tmp_path):
+    """The last line of info.log.1 lacks its newline (a writer killed mid-write before the rollover): it ends
+    there, and info.log's first step is a row of its own."""
+    log = Log()
+    for s in range(1, 5):
+        log.step(1, 1, s, 4, 1.0)
+    folder = tmp_path / "output" / "log" / "rank_0"
+    folder.mkdir(parents=True)
+    (folder / "info.log.1").write_text("\n".join(log.lines[:2]))  # no newline after step 2
+    (folder / "info.log").write_text("".join(x + "\n" for x in log.lines[2:]))
+    store = read_once(str(tmp_path / "output"))
+    assert store.ranks[0].col("step").tolist() == [1.0, 2.0, 3.0, 4.0] and store.bad_rows == 0
