@@ -72,8 +72,9 @@ class Ledger:
 
 def largest_losses(seconds: Mapping[str, float], wall: float, n: int = 2) -> list[tuple[str, float]]:
     """The ``n`` lost buckets with the most time, largest first (none under half a percent of the wall
-    time: "input wait 0 s" says nothing); ``seconds`` is a ledger's buckets or summary's goodput object."""
-    floor = max(1e-9, 0.005 * wall)
+    time, nor under half a second, which the words would show as "0 s"); ``seconds`` is a ledger's buckets
+    or summary's goodput object."""
+    floor = max(0.5, 0.005 * wall)
     return sorted(((k, v) for k in LOST if (v := seconds[k]) >= floor), key=lambda kv: -kv[1])[:n]
 
 
