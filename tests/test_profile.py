@@ -4,6 +4,7 @@ profiled steps out of the figures, and a running job asked for a profile by a re
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -16,15 +17,16 @@ from mstop_writer.profiling import REQUEST_NAME, shares, step_trace_rows, trace_
 from tests.conftest import ROOT
 
 
-def events(run, kind):
-    return [e for e in map(json.loads, (run / "rank0.events.jsonl").read_text().splitlines()) if e["kind"] == kind]
+def events(run, kind, rank=0):
+    lines = (run / f"rank{rank}.events.jsonl").read_text().splitlines()
+    return [e for e in map(json.loads, lines) if e["kind"] == kind]
 
 
-def job(run, steps, *window):
+def job(run, steps, *window, env=None):
     pytest.importorskip("mindspore", reason="a real job needs MindSpore: pip install -e '.[mindspore]'")
     return subprocess.Popen([sys.executable, str(ROOT / "tests" / "profile_job.py"), str(run), str(steps),
                              *map(str, window)], cwd=run.parent, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True)
+                            text=True, env=None if env is None else {**os.environ, **env})
 
 
 def test_a_real_job_profiles_its_window_and_the_window_is_left_out_of_the_figures(tmp_path):
@@ -72,6 +74,35 @@ def test_a_request_file_profiles_the_next_steps_of_a_running_job(tmp_path):
     (prof,) = events(run, "profile")
     assert req["steps"] == 6 and (prof["first_step"], prof["last_step"]) == (req["first_step"], req["last_step"])
     assert prof["last_step"] - prof["first_step"] == 5 and not (run / REQUEST_NAME).exists()
+
+
+def test_two_real_ranks_asked_by_one_request_profile_the_same_steps(tmp_path):
+    """Two processes of one run (RANK_ID 0 and 1 of RANK_SIZE 2, as msrun sets them), not in lockstep as a
+    real data-parallel job is, but started together: rank 0 plans the request, both profile the planned
+    steps, each writes its own profile event and folder, and the request is gone."""
+    run = tmp_path / "run"
+    procs = [job(run, 900, env={"RANK_ID": str(r), "RANK_SIZE": "2"}) for r in (0, 1)]
+    try:
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline and not all(
+                (run / f"rank{r}.csv").exists() and len((run / f"rank{r}.csv").read_text().splitlines()) > 5
+                for r in (0, 1)):
+            time.sleep(0.05)
+        (run / REQUEST_NAME).write_text("5\n")
+        outs = [p.communicate(timeout=400)[0] for p in procs]
+    finally:
+        for p in procs:
+            p.kill()
+    assert [p.returncode for p in procs] == [0, 0], [o[-2000:] for o in outs]
+    reqs = [events(run, "profile_request", r) for r in (0, 1)]
+    profs = [events(run, "profile", r) for r in (0, 1)]
+    assert [len(x) for x in reqs + profs] == [1, 1, 1, 1]
+    windows = {(e[0]["first_step"], e[0]["last_step"]) for e in reqs + profs}
+    assert len(windows) == 1 and next(iter(windows))[1] - next(iter(windows))[0] == 4
+    assert [p[0]["path"].endswith(f"rank{r}") and not p[0].get("error") for r, p in enumerate(profs)] == [True] * 2
+    assert not (run / REQUEST_NAME).exists()
+    store = read_once(str(run))
+    assert all(store.ranks[r].profiled for r in (0, 1))
 
 
 def test_step_trace_time_csv_is_read_in_its_columns_and_units(tmp_path):
