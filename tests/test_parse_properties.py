@@ -132,10 +132,10 @@ def test_any_bytes_in_one_read_or_in_pieces(data, cuts):
     try:
         parse.PANDAS_MIN_LINES = 1  # one read: pandas wherever the bytes allow
         whole = read(data, [])
-        parse.PANDAS_MIN_LINES = 10**9  # in pieces: the careful path
+        parse.PANDAS_MIN_LINES, parse.PLAIN_MIN_LINES = 10**9, 10**9  # in pieces: the careful path
         pieces = read(data, [c % (len(data) + 1) for c in cuts])
     finally:
-        parse.PANDAS_MIN_LINES = old
+        parse.PANDAS_MIN_LINES, parse.PLAIN_MIN_LINES = old, 8
     for steps, _, bad, *_ in (whole, pieces):
         assert steps == steps_want and bad == bad_want  # every line a row or one counted bad row
     agree(whole, pieces)
@@ -160,13 +160,33 @@ def test_bytes_that_pandas_reads_agree_with_the_careful_path(body, cuts):
     try:
         parse.PANDAS_MIN_LINES = 1
         whole = read(data, [])
-        parse.PANDAS_MIN_LINES = 10**9
+        parse.PANDAS_MIN_LINES, parse.PLAIN_MIN_LINES = 10**9, 10**9
         pieces = read(data, [c % (len(data) + 1) for c in cuts])
     finally:
-        parse.PANDAS_MIN_LINES = old
+        parse.PANDAS_MIN_LINES, parse.PLAIN_MIN_LINES = old, 8
     for steps, _, bad, *_ in (whole, pieces):
         assert steps == steps_want and bad == bad_want
     agree(whole, pieces)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.one_of(good_row(), safe_junk), max_size=60), st.lists(st.integers(0, 10**5), max_size=6))
+def test_the_column_at_a_time_path_agrees_with_the_careful_path_to_the_bit(body, cuts):
+    """Small plain reads (the runs list's tails) go a column at a time; any line it cannot vouch for sends
+    the whole read to the careful path, so both give the same rows, bad counts and NaN cells."""
+    data = b"".join(line + b"\n" for line in [HEADER, *body])
+    steps_want, bad_want = oracle(data)
+    try:
+        parse.PANDAS_MIN_LINES, parse.PLAIN_MIN_LINES = 10**9, 1
+        plain = read(data, [c % (len(data) + 1) for c in cuts])
+        parse.PLAIN_MIN_LINES = 10**9
+        careful = read(data, [])
+    finally:
+        parse.PANDAS_MIN_LINES, parse.PLAIN_MIN_LINES = 2000, 8
+    for steps, _, bad, *_ in (plain, careful):
+        assert steps == steps_want and bad == bad_want
+    assert plain[1] == careful[1]  # time too: both are Python's float
+    agree(plain, careful)
 
 
 @settings(max_examples=50, deadline=None)

@@ -17,6 +17,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.css.query import NoMatches
 from textual.reactive import reactive
+from textual.screen import Screen
 from textual.widgets import Footer, Static
 
 from ..engine.figures import Options
@@ -36,6 +37,7 @@ from ..view import (
     incident_marks,
     numeric_columns,
     rank_series,
+    run_part,
     step_range,
     values_at_step,
 )
@@ -66,16 +68,15 @@ INCIDENTS_EVERY = 10.0
 EXIT_GRACE = 5.0
 
 
-class MonitorApp(App[None]):
-    """Follow one run directory and draw its figures."""
+class MonitorScreen(Screen[None]):
+    """Follow one run (its sources) and draw its figures: the screen of ``mstop RUN_DIR``, and the one the
+    runs list opens (Enter) and closes again (Escape, ``back`` set)."""
 
-    CSS_PATH = "monitor.tcss"
-    ENABLE_COMMAND_PALETTE = False  # nothing in it a user of this screen needs, and its key crowded the footer
-    TITLE = "mstop"
     #: the footer shows the keys used most and always "? help" (it is cut at the right on narrow terminals,
     #: so help comes second); every key is in the help
     BINDINGS = [
-        ("q", "quit", "quit"),
+        ("q", "app.quit", "quit"),
+        Binding("escape", "back", "runs"),
         ("question_mark", "help", "help"),
         ("a", "alerts", "alerts"),
         ("r", "ranks", "ranks"),
@@ -101,13 +102,13 @@ class MonitorApp(App[None]):
                  clock: Callable[[], float] | None = None, follow: bool = True, ssh_options: tuple[str, ...] = (),
                  connect_timeout: float = 10.0, rules: Rules | None = None, bell: bool = False,
                  on_alert: str | None = None, baseline: str | None = None, job: subprocess.Popen | None = None,
-                 job_log: str | None = None) -> None:
+                 job_log: str | None = None, back: bool = False, overlays: list[tuple[str, Store]] = ()) -> None:
         super().__init__()
+        self.back = back  # opened from the runs list: Escape returns to it
+        #: other runs drawn by step beside this one (the runs list's o): (name, store), each with its smoothing
+        self.overlays = [(clean(name, 256), store, EmaSeries()) for name, store in overlays]
         self.job, self.job_log = job, job_log  # mstop demo: the training job it started, and where its output goes
         self._job_note: str | None = None
-        #: what must be undone however the app ends (mstop demo: stop the job, remove its directory)
-        self.cleanups: list[Callable[[], None]] = []
-        self._stopping = False
         self._incidents: tuple[int, float, list] = (-1, 0.0, [])
         specs = [run_dir] if isinstance(run_dir, str) else list(run_dir)
         self.run_dir = clean(" ".join(specs), 4096)  # shown in the title: no control codes
@@ -158,14 +159,6 @@ class MonitorApp(App[None]):
         yield Footer()
 
     def on_mount(self) -> None:
-        # SIGTERM (kill, timeout) and SIGHUP (a dropped terminal or ssh session) end the app as q does, so
-        # every source, ssh connection and the demo's job are stopped on the way out
-        loop = asyncio.get_running_loop()
-        for sig, code in ((signal.SIGTERM, 143), (signal.SIGHUP, 129)):
-            try:
-                loop.add_signal_handler(sig, self._signalled, code)
-            except (NotImplementedError, RuntimeError, ValueError):  # not the main thread (tests), or no signals
-                pass
         self.query_one("#loss").border_title = "loss"
         self.query_one("#throughput").border_title = "throughput"
         self.query_one("#mfu").border_title = "MFU"
@@ -196,7 +189,7 @@ class MonitorApp(App[None]):
         self._layout_for(event.size.width, event.size.height)
 
     def _layout_for(self, width: int, height: int) -> None:
-        self.screen.set_class(width < 100 or height < 30, "narrow")
+        self.set_class(width < 100 or height < 30, "narrow")
 
     # -- updates -------------------------------------------------------------------
 
@@ -210,26 +203,6 @@ class MonitorApp(App[None]):
         now = time.monotonic()
         if now - self._last_redraw >= REDRAW_EVERY or self._drawn_rows == 0:  # the first data: draw at once
             self.redraw()  # otherwise the next tick draws it: the store's version moved on
-
-    def _signalled(self, code: int) -> None:
-        """SIGTERM or SIGHUP: quit as q does. The terminal may be gone (a dropped ssh session) and closing the
-        screen may then never finish: after EXIT_GRACE seconds the cleanups run here and the process ends."""
-        if self._stopping:
-            return
-        self._stopping = True
-        self.exit(return_code=code)
-
-        def last_resort() -> None:
-            time.sleep(EXIT_GRACE)
-            for fn in [self.source.stop, *self.cleanups]:
-                try:
-                    fn()
-                except Exception:  # noqa: BLE001 - leaving anyway: do the rest
-                    pass
-            close_connections()
-            os._exit(code)
-
-        threading.Thread(target=last_resort, name="mstop-exit", daemon=True).start()
 
     def _check_job(self) -> None:
         """mstop demo's job: reaped when it ends (no <defunct> process), and a failure pointed at its log."""
@@ -247,7 +220,7 @@ class MonitorApp(App[None]):
         """Once a second: a delayed redraw happens, or, with nothing new, only the ages in the header move."""
         self._check_job()
         try:
-            if self.store.version != self._drawn_version or self.screen.has_class("show-ranks"):
+            if self.store.version != self._drawn_version or self.has_class("show-ranks"):
                 self.redraw()  # the ranks view: every rank's age moves, and its letters with the status
             elif not self.paused:
                 snap = self.store.snapshot()
@@ -267,12 +240,12 @@ class MonitorApp(App[None]):
         self._last_redraw = time.monotonic()
         self._drawn_version = self.store.version
         self._drawn_rows = self.store.rows
-        ranks_view = self.screen.has_class("show-ranks")
+        ranks_view = self.has_class("show-ranks")
         snap = self.store.snapshot()
         v = self._frame(snap, ranks_view)
         self._last_view = v
         self._frames += 1
-        with self.batch_update():
+        with self.app.batch_update():
             self.query_one(Header).show(v)
             self.query_one(AlertsPanel).show(v)
             if ranks_view:
@@ -285,7 +258,7 @@ class MonitorApp(App[None]):
                 self.query_one(MfuPanel).show(v)
                 self.query_one(MemoryPanel).show(v)
                 self.query_one(DataPanel).show(v)
-            self.sub_title = f"{self.run_dir}  ({self.source.mode})"
+            self.app.sub_title = f"{self.run_dir}  ({self.source.mode})"
 
     def _frame(self, snap: Store, ranks_view: bool) -> View:
         """This frame's view: the figures, the baseline's overlay, the alerts and the incidents' marks.
@@ -299,6 +272,9 @@ class MonitorApp(App[None]):
             name = clean(os.path.basename((self.baseline_spec or "").rstrip("/")) or (self.baseline_spec or ""), 256)
             baseline_overlay(v, self.baseline_store, name, self.opts, self._base_ema, points=width,
                              recent=self.recent)
+        if not ranks_view:
+            v.overlays = [run_part(v, store, name, self.opts, ema, points=width, recent=self.recent)
+                          for name, store, ema in self.overlays]
         self._alerts(v, snap)
         if not ranks_view:
             v.loss.incident_marks = incident_marks(snap, [i for i in self._past_incidents(v.alerts) if not i.active],
@@ -317,7 +293,7 @@ class MonitorApp(App[None]):
         self.paused = not self.paused
 
     def watch_paused(self, paused: bool) -> None:
-        self.screen.set_class(paused, "paused")
+        self.set_class(paused, "paused")
         if not paused:
             self.redraw()
 
@@ -325,7 +301,7 @@ class MonitorApp(App[None]):
         w = self.opts.ema_weight
         i = min(range(len(SMOOTHING)), key=lambda k: abs(SMOOTHING[k] - w))
         self.opts.ema_weight = SMOOTHING[max(0, min(len(SMOOTHING) - 1, i + delta))]
-        self.clear_notifications()  # pressed again and again: one toast, not a pile over the panels
+        self.app.clear_notifications()  # pressed again and again: one toast, not a pile over the panels
         self.notify(f"loss smoothing {self.opts.ema_weight:g}", timeout=2)
         self.redraw()
 
@@ -337,7 +313,7 @@ class MonitorApp(App[None]):
 
     def action_window(self) -> None:
         self.recent = not self.recent
-        self.clear_notifications()
+        self.app.clear_notifications()
         self.notify("window: recent (last 10 %)" if self.recent else "window: whole run", timeout=2)
 
     def watch_xaxis(self) -> None:
@@ -350,9 +326,9 @@ class MonitorApp(App[None]):
         self.redraw()
 
     def action_ranks(self) -> None:
-        self.screen.toggle_class("show-ranks")
+        self.toggle_class("show-ranks")
         table = self.query_one(RanksTable)
-        if self.screen.has_class("show-ranks"):
+        if self.has_class("show-ranks"):
             table.focus()
         else:
             self.set_focus(None)
@@ -388,10 +364,10 @@ class MonitorApp(App[None]):
                 return
             # read off the UI thread: over ssh that can take up to the connect timeout, and the screen must go on
             self.notify(f"reading baseline {spec} ...", timeout=3)
-            self.run_worker(lambda: self.call_from_thread(self._baseline_read, spec, self._read_baseline(spec)),
+            self.run_worker(lambda: self.app.call_from_thread(self._baseline_read, spec, self._read_baseline(spec)),
                             thread=True, name="mstop-baseline", exit_on_error=False)
 
-        self.push_screen(BaselineScreen(self.baseline_spec), chosen)
+        self.app.push_screen(BaselineScreen(self.baseline_spec), chosen)
 
     def action_profile(self) -> None:
         """Ask the running job for a profile of its next steps: write RUN_DIR/profile.request after a
@@ -408,7 +384,7 @@ class MonitorApp(App[None]):
 
             path = shlex.quote(f"{target.path.rstrip('/')}/{REQUEST_NAME}")
             command = f"ssh {shlex.quote(target.host)} {shlex.quote(f'echo 10 > {path}')}"
-            self.push_screen(ProfileScreen(clean(spec, 256), clean(command, 1024)))
+            self.app.push_screen(ProfileScreen(clean(spec, 256), clean(command, 1024)))
             return
 
         def chosen(n: int | None) -> None:
@@ -423,10 +399,10 @@ class MonitorApp(App[None]):
                 return
             self.notify(f"asked for a profile of the next {n} steps ({REQUEST_NAME} written)", timeout=5)
 
-        self.push_screen(ProfileScreen(clean(spec, 256), None), chosen)
+        self.app.push_screen(ProfileScreen(clean(spec, 256), None), chosen)
 
     def action_goto(self) -> None:
-        self.push_screen(GoToStepScreen(lambda step: values_at_step(self.store, step)))
+        self.app.push_screen(GoToStepScreen(lambda step: values_at_step(self.store, step)))
 
     def _alerts(self, v: View, snap: Store) -> None:
         """Evaluate the health rules; ring and run --on-alert once for each alert that is new."""
@@ -434,7 +410,7 @@ class MonitorApp(App[None]):
         v.marks = heat_marks(v.alerts)
         v.new_alerts, fresh = self.alerting.update(v.alerts)
         if fresh and self.bell_on_alert:
-            self.bell()
+            self.app.bell()
         if fresh and self.alerting.command:
             told = [a.public() for a in fresh]
             self.run_worker(lambda: self._run_on_alert(told), thread=True, name="mstop-on-alert",
@@ -443,7 +419,7 @@ class MonitorApp(App[None]):
     def _run_on_alert(self, alerts: list[dict[str, Any]]) -> None:
         """On a worker thread: the --on-alert command for each alert; what failed is shown."""
         for error in self.alerting.run_command(alerts):
-            self.call_from_thread(self.notify, error, severity="error")
+            self.app.call_from_thread(self.notify, error, severity="error")
 
     def action_heat_metric(self) -> None:
         strip = self.query_one(HeatStrip)
@@ -453,7 +429,7 @@ class MonitorApp(App[None]):
             attr = HEAT_METRICS[strip.metric][1]
             if attr not in PROFILE_METRICS or sum(getattr(r, attr) is not None for r in ranks) >= 2:
                 break
-        if self._last_view is None or not self.screen.has_class("show-ranks"):
+        if self._last_view is None or not self.has_class("show-ranks"):
             self.redraw()
             return
         # the last frame has every rank's figures: only the strip changes (a full frame at 1,024 ranks is ~100 ms)
@@ -482,7 +458,7 @@ class MonitorApp(App[None]):
 
     def on_data_table_row_highlighted(self) -> None:
         """The cursor moved: show that rank (from the last frame; no redraw, which moves rows)."""
-        if self._last_view is not None and self.screen_stack and self.screen.has_class("show-ranks"):
+        if self._last_view is not None and self.has_class("show-ranks"):
             self._show_detail(self._last_view)
 
     @on(RanksTable.SortChanged)
@@ -513,7 +489,7 @@ class MonitorApp(App[None]):
                 found = self.health.incidents(self.store, self.opts, alerts)
                 self._incidents = (self._incidents[0], self._incidents[1], found)
                 if [i.first_step for i in found] != [i.first_step for i in got]:
-                    self.call_from_thread(self.redraw)  # new marks for the loss chart
+                    self.app.call_from_thread(self.redraw)  # new marks for the loss chart
 
             self.run_worker(scan, thread=True, name="mstop-incidents", exclusive=True, group="incidents",
                             exit_on_error=False)
@@ -523,16 +499,92 @@ class MonitorApp(App[None]):
         """Show every active alert, then the run's past incidents, and mark the alerts seen."""
         alerts = self.health.alerts(self.store.snapshot(), self.opts)
         self.alerting.seen(alerts)
-        self.push_screen(AlertsScreen(alerts, [i for i in self._past_incidents(alerts, fresh=True) if not i.active]))
+        past = [i for i in self._past_incidents(alerts, fresh=True) if not i.active]
+        self.app.push_screen(AlertsScreen(alerts, past))
         self.redraw()
 
     def action_metrics(self) -> None:
         def chosen(columns: tuple[str, ...] | None) -> None:
             self.custom = columns or ()
-            self.screen.set_class(bool(self.custom), "has-custom")
+            self.set_class(bool(self.custom), "has-custom")
             self.redraw()
 
-        self.push_screen(MetricsScreen(numeric_columns(self.store), self.custom), chosen)
+        self.app.push_screen(MetricsScreen(numeric_columns(self.store), self.custom), chosen)
 
     def action_help(self) -> None:
-        self.push_screen(HelpScreen())
+        self.app.push_screen(HelpScreen())
+
+    def action_back(self) -> None:
+        """Escape, in a monitor the runs list opened: back to the list (its cursor where it was)."""
+        if self.back:
+            self.dismiss()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Escape (and its footer key) only where there is a list to go back to."""
+        return self.back if action == "back" else True
+
+
+class MonitorApp(App[None]):
+    """``mstop RUN_DIR``: the monitor screen of one run (its arguments are :class:`MonitorScreen`'s), and
+    what the process must do however it ends (signals, the demo's cleanups).
+
+    Attributes it does not have are the monitor screen's (``app.store``, ``app.redraw()``): the screen
+    is the app's only purpose, and tests and the demo reach it that way."""
+
+    CSS_PATH = "monitor.tcss"
+    ENABLE_COMMAND_PALETTE = False  # nothing in it a user of this screen needs, and its key crowded the footer
+    TITLE = "mstop"
+
+    def __init__(self, run_dir: str | list[str], **options: Any) -> None:
+        super().__init__()
+        self.monitor = MonitorScreen(run_dir, **options)
+        #: what must be undone however the app ends (mstop demo: stop the job, remove its directory)
+        self.cleanups: list[Callable[[], None]] = []
+        self._stopping = False
+
+    def __getattr__(self, name: str) -> Any:
+        monitor = self.__dict__.get("monitor")
+        if monitor is None or name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(monitor, name)
+
+    def get_default_screen(self) -> Screen:
+        return self.monitor
+
+    def on_mount(self) -> None:
+        install_signals(self)
+
+    def _signalled(self, code: int) -> None:
+        """SIGTERM or SIGHUP: quit as q does. The terminal may be gone (a dropped ssh session) and closing the
+        screen may then never finish: after EXIT_GRACE seconds the cleanups run here and the process ends."""
+        if self._stopping:
+            return
+        self._stopping = True
+        self.exit(return_code=code)
+
+        def last_resort() -> None:
+            time.sleep(EXIT_GRACE)
+            for fn in [*self.stops(), *self.cleanups]:
+                try:
+                    fn()
+                except Exception:  # noqa: BLE001 - leaving anyway: do the rest
+                    pass
+            close_connections()
+            os._exit(code)
+
+        threading.Thread(target=last_resort, name="mstop-exit", daemon=True).start()
+
+    def stops(self) -> list[Callable[[], None]]:
+        """What stops this app's sources."""
+        return [self.monitor.source.stop]
+
+
+def install_signals(app: Any) -> None:
+    """SIGTERM (kill, timeout) and SIGHUP (a dropped terminal or ssh session) end the app as q does, so
+    every source, ssh connection and the demo's job are stopped on the way out (``app._signalled``)."""
+    loop = asyncio.get_running_loop()
+    for sig, code in ((signal.SIGTERM, 143), (signal.SIGHUP, 129)):
+        try:
+            loop.add_signal_handler(sig, app._signalled, code)
+        except (NotImplementedError, RuntimeError, ValueError):  # not the main thread (tests), or no signals
+            pass

@@ -33,13 +33,17 @@ assert NUMERIC[:N_EXACT] == ("time", "step")
 WATCH_NONFINITE = ("loss", "grad_norm")
 #: text of a number beyond float32's range (3.4e38): an exponent of 38 or more, or 39 digits in a row
 _BIG = re.compile(rb"[eE]\+?0*(3[89]|[4-9][0-9]|[0-9]{3,})(?=,|$)|[0-9]{39}")
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
 #: Most extra columns kept from one file (a header of 100,000 columns must not make 100,000 columns per rank).
 MAX_EXTRA = 256
 #: Chunks with at least this many lines are parsed with pandas.
 PANDAS_MIN_LINES = 2000
-#: Bytes a chunk may hold to go through pandas: printable ASCII without quotes, and newlines. Anything else
-#: (quotes, NUL, control bytes, UTF-8 text) goes line by line through the careful path, which reads it the
-#: way the csv module reads one line.
+#: Chunks with at least this many lines (and fewer than PANDAS_MIN_LINES) of plain text are parsed a column
+#: at a time (_parse_plain): the runs list reads a few hundred rows of each of thousands of files.
+PLAIN_MIN_LINES = 8
+#: Bytes a chunk may hold to go through pandas (or the plain path): printable ASCII without quotes, and
+#: newlines. Anything else (quotes, NUL, control bytes, UTF-8 text) goes line by line through the careful
+#: path, which reads it the way the csv module reads one line.
 _PANDAS_SAFE = bytes(range(0x20, 0x7F)).replace(b'"', b"") + b"\n"
 
 # A well-formed row may hold long text cells (a note, a path): the csv module's 128 KiB default would raise.
@@ -137,10 +141,12 @@ class CsvParser:
         if self.header is None or start >= len(blob):
             return _empty(self.extra, bad)
         n_lines = blob.count(b"\n", start)
-        if n_lines >= PANDAS_MIN_LINES and not blob.translate(None, _PANDAS_SAFE):
+        plain = n_lines >= PLAIN_MIN_LINES and not blob.translate(None, _PANDAS_SAFE)
+        if plain and n_lines >= PANDAS_MIN_LINES:
             rows = self._parse_pandas(blob, start, n_lines)
         else:
-            rows = self._parse_csv(blob[start:].split(b"\n")[:-1])
+            got = self._parse_plain(blob[start:]) if plain else None
+            rows = got if got is not None else self._parse_csv(blob[start:].split(b"\n")[:-1])
         rows.bad += bad
         return rows
 
@@ -183,6 +189,42 @@ class CsvParser:
         table = np.array(out, dtype=np.float64).reshape(len(out), len(idx))
         return _rows(table, self.extra, sessions, nonfinite, bad,
                      big=any(_BIG.search(raw) is not None for raw in lines) if len(lines) < 64 else True)
+
+    def _parse_plain(self, body: bytes) -> Rows | None:
+        """Lines of plain ASCII (no quotes), every one with the header's width, and every time and step a
+        number, read a column at a time with Python's own ``float`` (the csv path's numbers, bit for bit);
+        None for anything else, which the careful path then reads line by line."""
+        assert self.header is not None
+        width = len(self.header)
+        counts = _commas_per_line(body)
+        if not len(counts) or (counts != width - 1).any():
+            return None
+        n = len(counts)
+        cells = body.replace(b"\n", b",").split(b",")[: n * width]
+        idx, watch = self._plan
+        table = np.full((n, len(idx)), np.nan)
+        for j, i in enumerate(idx):
+            if i < 0:
+                continue
+            col = cells[i::width]
+            try:
+                table[:, j] = [float(c) if c else math.nan for c in col]
+            except ValueError:  # text in a numeric column: NaN, as the csv path reads it
+                table[:, j] = [_num(c.decode()) for c in col]
+        if not (np.isfinite(table[:, 0]).all() and np.isfinite(table[:, 1]).all()):
+            return None  # a bad row: the careful path counts it
+        nonfinite = []
+        for j, c in watch:
+            for r in np.flatnonzero(~np.isfinite(table[:, j])):
+                f = _literal_nonfinite(cells[int(r) * width + idx[j]].decode())
+                if f is not None:
+                    nonfinite.append((int(r), c, f))
+        nonfinite.sort()
+        s_idx = self._index.get("session", -1)
+        sessions = [c.decode() for c in cells[s_idx::width]] if s_idx >= 0 else [""] * n
+        # beyond float32's range, from the numbers (a regex over the text costs more than the parse)
+        big = bool((np.abs(table[:, N_EXACT:len(NUMERIC)]) > _FLOAT32_MAX).any())
+        return _rows(table, self.extra, sessions, nonfinite, 0, big=big)
 
     def _parse_pandas(self, blob: bytes, start: int, n_lines: int) -> Rows:
         """Parse the lines of ``blob`` from offset ``start`` (the blob is not copied)."""

@@ -19,6 +19,8 @@ FIRST_CHUNK = 512 << 20
 #: A line still waiting for its newline is dropped (counted bad) once it is longer than this, so a
 #: runaway line is never held in memory. Complete lines of any length go to the parsers.
 MAX_LINE = 1 << 20
+#: Bytes of a file's start read for its first lines when it is read from near its end (start_near_end).
+HEAD_BYTES = 64 << 10
 #: Bytes remembered from a file's start to recognise it after an rsync-style replacement.
 SIGNATURE = 256
 
@@ -113,6 +115,44 @@ class FileTail:
             self._signature = (bytes(self._signature) + data[: SIGNATURE - self.offset])[:SIGNATURE]
         self.offset += len(data)
         self._split(data, out)
+        return out
+
+    def start_near_end(self, tail: int, head: int = 1) -> Chunk:
+        """Begin a file that is not read yet near its end (the runs list reads each run's last rows, not its
+        history): a chunk with its first ``head`` complete lines (a CSV's header; an events file's first
+        start), and the next :meth:`read` goes on from the first line that starts in its last ``tail``
+        bytes. A file smaller than that is read whole as usual (an empty chunk here)."""
+        out = Chunk()
+        if self.offset or self._ident is not None:
+            return out
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        except OSError:
+            return out
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode) or st.st_size <= tail + HEAD_BYTES:
+                return out
+            first = _pread(fd, HEAD_BYTES, 0)
+            end = _pread(fd, tail, st.st_size - tail)
+        except OSError:
+            return out
+        finally:
+            os.close(fd)
+        cut = 0
+        for _ in range(head):
+            nl = first.find(b"\n", cut)
+            if nl < 0:
+                break
+            cut = nl + 1
+        nl = end.find(b"\n")
+        if cut == 0 or nl < 0:
+            return out  # no complete first line, or one line longer than the tail: read it as usual
+        self._ident = (st.st_dev, st.st_ino)
+        self._signature = first[:SIGNATURE]
+        self.offset = st.st_size - tail + nl + 1
+        out.mtime = st.st_mtime
+        out.blob = first[:cut]
         return out
 
     def feed(self, data: bytes, *, reset: bool = False) -> Chunk:

@@ -70,8 +70,9 @@ class LocalSource:
     """Feed ``store`` from the files in ``run_dir``."""
 
     def __init__(self, run_dir: str, store: Store, *, poll: float | None = None,
-                 on_update: Callable[[], None] | None = None) -> None:
+                 on_update: Callable[[], None] | None = None, tail: Tail | None = None) -> None:
         self.run_dir = os.fspath(run_dir)
+        self.tail = tail  # read each file from near its end (the runs list), not its whole history
         self.label = self.run_dir
         self.clock_skew = 0.0
         self.store = store
@@ -292,6 +293,8 @@ class LocalSource:
                 continue
             self._files[name] = f
             new.add(name)
+        if self.tail is not None and new:
+            self.tail.begin(self.store, {n: self._files[n] for n in new})
         return new
 
     def _read(self, name: str) -> None:
@@ -304,6 +307,31 @@ class LocalSource:
             ingest(self.store, f, chunk)
             if not chunk.more:
                 break
+
+
+@dataclass
+class Tail:
+    """How much of each file a source reading "near the end" reads: the job's rank (the lowest: its loss
+    EMA needs its last terms), the other ranks' metrics, and events (their first start, then the end)."""
+
+    job_bytes: int = 32 << 10
+    rank_bytes: int = 4 << 10
+    events_bytes: int = 32 << 10
+    events_head: int = 1
+
+    def begin(self, store: Store, files: dict[str, Followed]) -> None:
+        """Position files just found near their ends (their first lines fed to the store)."""
+        ranks = [f.rank for f in files.values() if f.kind == "csv"] + [r for r, d in store.ranks.items() if d.rows]
+        job = min(ranks) if ranks else None
+        for f in files.values():
+            if f.kind == "events":
+                chunk = f.tail.start_near_end(self.events_bytes, self.events_head)
+            elif f.kind == "csv":
+                chunk = f.tail.start_near_end(self.job_bytes if f.rank == job else self.rank_bytes)
+            else:
+                continue
+            if chunk.blob:
+                ingest(store, f, chunk)
 
 
 def why_not_followed(path: str) -> str | None:

@@ -18,19 +18,27 @@ def baseline_overlay(v: View, base: Store, name: str, opts: Options, ema: EmaSer
     """Set ``v.baseline`` from a baseline run: its smoothed loss, tokens/s and MFU against step, and the
     differences at this run's current step: the smoothed loss there, tokens/s and MFU over the same steps
     (the last WINDOW steps) in both runs."""
-    b = v.baseline = BaselinePart(name)
+    v.baseline = run_part(v, base, name, opts, ema, points=points, recent=recent)
+
+
+def run_part(v: View, base: Store, name: str, opts: Options, ema: EmaSeries, *, points: int = 200,
+             recent: bool = False) -> BaselinePart:
+    """Another run beside this frame's (a baseline, or one of the runs overlaid): its curves by step and
+    the differences at this run's current step."""
+    b = BaselinePart(name)
     if v.xaxis != "step":
         b.note = "baseline drawn on the step axis only (x)"
     with base.lock:
         d = figures.job_rank(base)
         if d is None:
             b.note = "baseline has no rows"
-            return
+            return b
         idx, smooth = ema.series(base, d.rank, opts.ema_weight)
         st = d.col("step")[idx].astype(np.float64) if len(idx) else np.empty(0)
         if v.xaxis == "step":
             _curves(b, base, d.rank, st, smooth, points, charts.step_range(v.header.step, recent))
         _deltas(v, b, base, opts, st, smooth)
+    return b
 
 
 def _curves(b: BaselinePart, base: Store, r0: int, st: np.ndarray, smooth: np.ndarray, points: int,

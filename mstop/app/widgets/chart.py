@@ -7,6 +7,7 @@ User-controlled text (run names, notes, column names, host names, paths) is alwa
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 from rich.text import Text
@@ -41,8 +42,25 @@ MAIN_COLORS = ("blue+", "green+", "red+", "cyan+", "yellow+")
 SAMPLES = {"hd": "▀▄", "dot": "••", "+": "++", "*": "**", "C": "C", "!": "!", "x": "xx", "o": "oo"}
 
 
+#: runs overlaid from the runs list: their mark number as the marker (reads without colour), one colour each
+OVERLAY_COLORS = ("orange", "green", "red", "cyan", "magenta", "yellow", "white", "gray")
+#: a line whose label starts with this is an overlaid run: "run 2: NAME" (marker "2", legend "NAME")
+OVERLAY = re.compile(r"^run (\d): (.*)$", re.S)
+
+
 def _role(label: str) -> str:
     return "raw" if label == "raw" else "baseline" if label.startswith("baseline") else "main"
+
+
+def _style(label: str, mains: int) -> tuple[str, str, str]:
+    """(marker, colour, legend label) of a line."""
+    m = OVERLAY.match(label)
+    if m is not None:
+        n = int(m.group(1))
+        return m.group(1), OVERLAY_COLORS[(n - 2) % len(OVERLAY_COLORS)], m.group(2)
+    role = _role(label)
+    marker, color = ROLES.get(role, (MAIN_MARKERS[mains % len(MAIN_MARKERS)], MAIN_COLORS[mains % len(MAIN_COLORS)]))
+    return marker, color, label
 
 
 class Chart(PlotextPlot):
@@ -79,12 +97,10 @@ class Chart(PlotextPlot):
                     lows.append(min(ys))
                     highs.append(max(ys))
             if xs:
-                role = _role(label)
-                marker, color = ROLES.get(role, (MAIN_MARKERS[mains % len(MAIN_MARKERS)],
-                                                 MAIN_COLORS[mains % len(MAIN_COLORS)]))
-                mains += role == "main"
+                marker, color, shown = _style(label, mains)
+                mains += OVERLAY.match(label) is None and _role(label) == "main"
                 plt.plot(xs, ys, marker=marker, color=color)  # the legend is a line above the plot, not on the data
-                self._legend.append((marker, label))
+                self._legend.append((marker, shown))
                 spans.append((min(xs), max(xs), min(ys), max(ys)))
 
         if right is not None:  # a second quantity on its own axis (lr and grad norm differ by 10^4)

@@ -63,6 +63,7 @@ class LossPanel(Vertical):
         lines = [("raw", v.loss.raw), ("smoothed", v.loss.smooth)]
         base = self.query_one("#loss-base", Static)
         base.display = bool(v.baseline)
+        lines[1:1] = overlay_lines(v, "loss")  # drawn before this run's smoothed line, which stays on top
         if v.baseline:  # drawn before this run's smoothed line, which stays on top where they coincide
             lines.insert(1, ("baseline smoothed", b.loss))
             t = Text("vs baseline ")
@@ -127,9 +128,15 @@ class ThroughputPanel(Vertical):
         self.query_one("#tp-text", Static).update(t)
         # the baseline first: this run's line is drawn over it where they meet
         what = v.throughput.series_of
-        lines = ([("baseline", b.throughput)] if v.baseline else []) + [(what, v.throughput.series)]
+        lines = (([("baseline", b.throughput)] if v.baseline else []) + overlay_lines(v, "throughput")
+                 + [(what, v.throughput.series)])
         self.query_one("#tp-chart", Chart).show_series(what + (" (and baseline)" if v.baseline else ""), lines,
                                                        xkind=v.xaxis, yunit="tok/s" if what == "tokens/s" else "/s")
+
+
+def overlay_lines(v: View, part: str) -> list[tuple[str, Series | None]]:
+    """The runs overlaid (the runs list's o): one line each, labelled "run N: NAME" (N its mark, 2 on)."""
+    return [(f"run {i}: {o.name}", getattr(o, part)) for i, o in enumerate(v.overlays, start=2)]
 
 
 def profile_bar(prof: dict[str, Any], width: int) -> Text:
@@ -173,6 +180,7 @@ class MfuPanel(Vertical):
             lines = [("MFU %", Series(series.x, series.y * 100))]
             if b.mfu is not None:  # drawn first: this run's line goes over it where they meet
                 lines.insert(0, ("baseline", Series(b.mfu.x, b.mfu.y * 100)))
+            lines[:0] = [(label, Series(s.x, s.y * 100)) for label, s in overlay_lines(v, "mfu") if s is not None]
             chart.show_series("MFU %" + (" (and baseline)" if v.baseline else ""), lines, xkind=v.xaxis, yunit="%")
 
 

@@ -1,0 +1,157 @@
+"""A directory of runs (``mstop runs/``): which of its folders are runs, and each run's last rows.
+
+A folder is a run when it holds rank files of mstop's writer (``rank<R>.csv``, ``rank<R>.events.jsonl``)
+or a MindFormers job's logs; folders are searched down to :data:`MAX_DEPTH` levels below the root and
+never inside a run (its ``profile/`` folder, a MindFormers ``output/`` below it). The list reads each
+writer run *near its end* (:class:`~mstop.sources.local.Tail`: the job rank's last rows for its loss
+EMA, the other ranks' last rows, the events' first start and last lines) and goes on reading only what
+is appended, so a thousand long runs list in about a second; a run opened in the monitor is read whole
+there. MindFormers logs are read whole (their sessions and batch sizes are in their first lines).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+import time
+from dataclasses import dataclass, field
+
+from mstop_writer.schema import CSV_PATTERN, EVENTS_PATTERN
+
+from ..engine.store import Store
+from ..safe import clean
+from .local import LocalSource, Tail
+from .mflog import MfLogSource, log_root
+from .protocol import SourceError
+
+#: Levels of folders below the root searched for runs (``runs/<group>/<exp>/<seed>``).
+MAX_DEPTH = 3
+#: A run's tail store is read again from near the end once it holds this many rows per rank on
+#: average: a list left open for days must not grow into each run's whole history.
+REBUILD_ROWS = 2_000
+_RANK_FILE = re.compile(f"(?:{CSV_PATTERN})|(?:{EVENTS_PATTERN})")
+_LOG_HINT = re.compile(r"rank_\d+|log|info\.log")
+
+
+def _is_run(path: str, names: list[str]) -> str | None:
+    """"writer" or "mflog" when the folder ``path`` (holding ``names``) is a run, else None."""
+    if any(_RANK_FILE.fullmatch(n) for n in names):
+        return "writer"
+    if any(_LOG_HINT.fullmatch(n) for n in names) and log_root(path) is not None:
+        return "mflog"
+    return None
+
+
+def find_runs(root: str, max_depth: int = MAX_DEPTH) -> tuple[list[tuple[str, str]], list[str]]:
+    """The runs below ``root`` as (path, kind), sorted by path, and a line for each folder that could not
+    be read. ``root`` itself is not among them (a root that is a run opens the monitor instead)."""
+    runs: list[tuple[str, str]] = []
+    problems: list[str] = []
+    level = [root]
+    for _ in range(max_depth):
+        below: list[str] = []
+        for d in level:
+            try:
+                with os.scandir(d) as it:
+                    subdirs = sorted(e.path for e in it if not e.name.startswith(".") and _is_dir(e))
+            except OSError as e:
+                problems.append(f"{clean(d, 4096)}: cannot be read: {e.strerror or e}")
+                continue
+            for sub in subdirs:
+                try:
+                    names = os.listdir(sub)
+                except OSError as e:
+                    problems.append(f"{clean(sub, 4096)}: cannot be read: {e.strerror or e}")
+                    continue
+                kind = _is_run(sub, names)
+                if kind is not None:
+                    runs.append((sub, kind))
+                else:
+                    below.append(sub)
+        level = below
+    runs.sort()
+    return runs, problems
+
+
+def _is_dir(entry: os.DirEntry) -> bool:
+    try:
+        return entry.is_dir()
+    except OSError:
+        return False
+
+
+def is_run(path: str) -> bool:
+    """Whether ``path`` is itself a run (the monitor's directory), not a folder of runs."""
+    try:
+        return _is_run(path, os.listdir(path)) is not None
+    except OSError:
+        return False
+
+
+@dataclass
+class RunTail:
+    """One run of the list: a store fed from near the end of its files, and how it was read."""
+
+    path: str
+    name: str  # its path below the root: how the list names it
+    kind: str  # "writer" or "mflog"
+    host: str = ""  # "" for this machine; the ssh host otherwise
+    store: Store = field(default_factory=Store)
+    error: str | None = None  # why it cannot be read now (shown in its row)
+    full: bool = False  # the store holds the run's whole history (a MindFormers log, or opened)
+    read_at: float = 0.0  # monotonic time of its last read
+    _source: LocalSource | MfLogSource | None = None
+
+    def read(self) -> None:
+        """Read what is new (the first call: near the end); rebuilt from near the end once grown big."""
+        if self._source is not None and not self.full and self.store.rows > REBUILD_ROWS * max(
+                1, len(self.store.ranks)):
+            self._source, self.store = None, Store()
+        if self._source is None:
+            self._source = (MfLogSource(self.path, self.store) if self.kind == "mflog"
+                            else LocalSource(self.path, self.store, tail=Tail()))
+            self.full = self.kind == "mflog"
+        try:
+            if not os.path.isdir(self.path):
+                raise SourceError(f"{clean(self.path, 4096)}: no such directory (removed?)", missing=True)
+            self._source.read_all()
+            self.error = None
+        except (SourceError, OSError) as e:
+            self.error = str(e)
+        self.read_at = time.monotonic()
+
+
+class RunsWatch:
+    """The runs below one local root, found again and read again (their new bytes) every ``every``
+    seconds by :meth:`refresh`; thread-safe for one refreshing thread and any number of readers of
+    :attr:`runs` (a dict replaced whole, never changed in place)."""
+
+    def __init__(self, root: str, *, max_depth: int = MAX_DEPTH) -> None:
+        self.root = os.path.abspath(root)
+        self.label = root
+        self.max_depth = max_depth
+        self.runs: dict[str, RunTail] = {}
+        self.problems: list[str] = []
+        self.lock = threading.Lock()
+        self.found_at = 0.0
+
+    def discover(self) -> list[RunTail]:
+        """Find the runs now; return the ones that are new (already-known runs keep their stores)."""
+        if not os.path.isdir(self.root):
+            raise SourceError(f"{clean(self.root, 4096)}: no such directory", missing=True)
+        found, problems = find_runs(self.root, self.max_depth)
+        runs, new = {}, []
+        for path, kind in found:
+            old = self.runs.get(path)
+            if old is None or old.kind != kind:
+                old = RunTail(path, os.path.relpath(path, self.root), kind)
+                new.append(old)
+            runs[path] = old
+        self.runs, self.problems, self.found_at = runs, problems, time.monotonic()
+        return new
+
+    def read(self, runs: list[RunTail] | None = None) -> None:
+        """Read (the new bytes of) ``runs``, by default every run."""
+        for run in list(self.runs.values()) if runs is None else runs:
+            run.read()

@@ -1,0 +1,220 @@
+"""The runs list: one row of figures per run, its sort and its filter (``mstop runs/``).
+
+Every figure of a row is the engine's own (the same functions ``mstop summary`` calls), computed on the
+store the list holds for that run: the run's last rows until it is opened, its whole history after
+(:mod:`mstop.sources.runs`). Goodput needs the whole history, so it is known once a run has been read
+whole (opened in the monitor, or a MindFormers log).
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from ..engine import figures
+from ..engine.figures import Options
+from ..engine.health import Health
+from ..engine.store import Store
+
+#: The list's columns, in order: (key, heading). The keys are public: sort keys, filter fields, JSON.
+COLUMNS = (
+    ("name", "run"), ("status", "status"), ("step", "step"), ("loss", "loss (smoothed)"),
+    ("tokens_per_s", "tokens/s"), ("mfu", "MFU"), ("headroom", "headroom"), ("goodput", "goodput"),
+    ("alerts", "alerts"), ("started", "started"), ("duration", "duration"), ("host", "host"), ("note", "note"),
+)
+#: statuses from best to worst (the order a status sort uses: what needs a look comes last, or first reversed)
+STATUS_ORDER = {s: i for i, s in enumerate(("running", "starting", "waiting", "finished", "stalled", "dead",
+                                            "failed", "unreadable"))}
+
+
+@dataclass
+class RunRow:
+    """One run's figures for the list (None: not known)."""
+
+    key: str  # its path (local) or host:path: unique in the list
+    name: str
+    host: str
+    status: str
+    step: int | None = None
+    total: int | None = None
+    loss: float | None = None
+    tokens_per_s: float | None = None
+    mfu: float | None = None
+    headroom: float | None = None
+    goodput: float | None = None
+    alerts: int = 0
+    incidents: int = 0
+    alert_kinds: list[str] = field(default_factory=list)
+    started: float | None = None  # the run's first start (its clock)
+    duration: float | None = None
+    note: str = ""
+    error: str | None = None
+    config: dict[str, Any] = field(default_factory=dict)  # the start event's fields (filter conditions)
+    full: bool = False  # figures from the whole history (else from the last rows)
+
+    def value(self, key: str, now: float) -> Any:
+        """The value a sort or a filter compares for ``key`` (``started`` as an age in seconds)."""
+        if key == "started":
+            return None if self.started is None else now - self.started
+        if key in ROW_KEYS:
+            return getattr(self, key)
+        return self.config.get(ALIASES.get(key, key))
+
+
+ROW_KEYS = frozenset(k for k, _ in COLUMNS) | {"total", "incidents"}
+#: names the summary uses for the same figures, accepted in filters
+ALIASES = {"loss_ema": "loss", "mem_headroom": "headroom", "run_name": "run_name"}
+
+
+def run_row(key: str, name: str, host: str, store: Store, opts: Options, health: Health, *, full: bool,
+            error: str | None = None) -> RunRow:
+    """The row of one run from its store (the engine's figures; ``health`` keeps the run's alert state)."""
+    with store.lock:
+        meta = figures.run_meta(store)
+        first = _first_start(store)
+        status = "unreadable" if error and not store.ranks else figures.status(store, opts)
+        alerts = health.alerts(store, opts) if store.rows else []
+        row = RunRow(key=key, name=name, host=host or str(meta.get("host") or ""), status=status,
+                     step=figures.step(store), total=_int(meta.get("total_steps")),
+                     loss=figures.loss_ema(store, opts), tokens_per_s=figures.tokens_per_s(store),
+                     mfu=figures.mfu(store, opts), headroom=figures.mem_headroom(store),
+                     alerts=len(alerts), alert_kinds=sorted({a.kind for a in alerts}), started=first,
+                     note=str(meta.get("note") or ""), error=error, config=dict(meta), full=full)
+        if full and store.rows:
+            from ..engine.goodput import ledger
+
+            g = ledger(store, opts)
+            row.goodput = None if g is None else g.public().get("goodput")
+            row.incidents = sum(not i.active for i in health.incidents(store, opts, alerts))
+        now = opts.clock()
+        end = figures.last_row_time(store) if status in figures.ENDED else now
+        row.duration = None if first is None or end is None else max(0.0, end - first)
+    return row
+
+
+def _first_start(store: Store) -> float | None:
+    times = [float(e["time"]) for d in store.ranks.values() for e in d.starts.values()
+             if isinstance(e.get("time"), (int, float))]
+    return min(times) if times else None
+
+
+def _int(v: Any) -> int | None:
+    return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else None
+
+
+# -- sorting ------------------------------------------------------------------------------------------------
+
+
+def sort_rows(rows: list[RunRow], key: str, reverse: bool, now: float) -> list[RunRow]:
+    """Rows by ``key``; unknown values last in either direction, ties by name."""
+    def value(r: RunRow) -> Any:
+        v = r.value(key, now)
+        if key == "status":
+            return STATUS_ORDER.get(str(v), len(STATUS_ORDER))
+        if isinstance(v, float) and math.isnan(v):
+            return None
+        return v.lower() if isinstance(v, str) else v
+
+    known = [r for r in rows if value(r) not in (None, "")]
+    unknown = [r for r in rows if value(r) in (None, "")]
+    known.sort(key=lambda r: r.name)
+    known.sort(key=value, reverse=reverse)  # stable: equal values stay by name
+    return known + sorted(unknown, key=lambda r: r.name)
+
+
+# -- filtering ----------------------------------------------------------------------------------------------
+
+
+class FilterError(ValueError):
+    """A filter that does not read (its message says where and what is allowed)."""
+
+
+_OPS: dict[str, Callable[[Any, Any], bool]] = {
+    ">=": operator.ge, "<=": operator.le, "!=": operator.ne, "=": operator.eq, ">": operator.gt, "<": operator.lt,
+}
+_TERM = re.compile(r"^([A-Za-z_][A-Za-z0-9_.]*)\s*(>=|<=|!=|!~|=|>|<|~)\s*(.*)$")
+FILTER_HELP = ("words match a run's name or note; FIELD=V, FIELD!=V, FIELD>N, >=, <, <=, FIELD~TEXT (contains), "
+               "FIELD!~TEXT; FIELD is a column (status, step, loss, tokens_per_s, mfu, headroom, goodput, alerts, "
+               "host, note, name) or a field of the run's start event (world_size, device, parallel_mode, ...)")
+
+
+@dataclass
+class Condition:
+    field: str
+    op: str
+    value: str
+
+
+@dataclass
+class Filter:
+    """Terms that must all hold: bare words (in the name or note, any case) and conditions."""
+
+    text: str = ""
+    words: list[str] = field(default_factory=list)
+    conditions: list[Condition] = field(default_factory=list)
+
+    def matches(self, row: RunRow, now: float) -> bool:
+        hay = f"{row.name}\n{row.note}".lower()
+        if any(w not in hay for w in self.words):
+            return False
+        return all(_holds(c, row.value(c.field, now)) for c in self.conditions)
+
+
+def parse_filter(text: str, fields: set[str] | None = None) -> Filter:
+    """The filter typed after ``/``. ``fields``: the start-event fields the runs have (a condition on a field
+    neither a column nor one of these is a FilterError, as is a comparison of a number with text)."""
+    out = Filter(text=text.strip())
+    for term in _split_terms(text):
+        m = _TERM.match(term)
+        if m is None:
+            if any(op in term for op in ("=", "<", ">", "~")):
+                raise FilterError(f"{term!r}: a condition is FIELD OP VALUE, e.g. status=running, world_size>=64, "
+                                  "note~recompute")
+            out.words.append(term.lower())
+            continue
+        name, op, value = m.group(1), m.group(2), m.group(3).strip().strip("\"'")
+        known = ROW_KEYS | set(ALIASES) | (fields or set())
+        if fields is not None and name not in known:
+            raise FilterError(f"{name!r}: no such field; fields are the columns ({', '.join(k for k, _ in COLUMNS)}) "
+                              f"and the runs' start fields ({', '.join(sorted(fields)[:12])}"
+                              f"{', ...' if len(fields) > 12 else ''})")
+        if not value:
+            raise FilterError(f"{term!r}: nothing to compare with after {op!r}")
+        if op in (">", ">=", "<", "<=") and _number(value) is None:
+            raise FilterError(f"{term!r}: {op} compares numbers, and {value!r} is not one")
+        out.conditions.append(Condition(name, op, value))
+    return out
+
+
+def _split_terms(text: str) -> list[str]:
+    """Terms separated by spaces; ``world_size >= 64`` (spaces around the operator) is one term."""
+    return re.sub(r"\s*(>=|<=|!=|!~|=|>|<|~)\s*", r"\1", text.strip()).split()
+
+
+def _number(text: str) -> float | None:
+    t = text.strip().rstrip("%")
+    try:
+        v = float(t)
+    except ValueError:
+        return None
+    return v / 100 if text.strip().endswith("%") else v
+
+
+def _holds(c: Condition, v: Any) -> bool:
+    if c.op in ("~", "!~"):
+        found = v is not None and c.value.lower() in str(v).lower()
+        return found if c.op == "~" else not found
+    if v is None:
+        return c.op == "!="
+    want = _number(c.value)
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        if want is None:
+            return c.op == "!="
+        return _OPS[c.op](float(v), want)
+    if c.op in ("=", "!="):
+        return (str(v).lower() == c.value.lower()) == (c.op == "=")
+    got = _number(str(v))
+    return got is not None and want is not None and _OPS[c.op](got, want)
