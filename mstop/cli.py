@@ -147,16 +147,65 @@ def cmd_monitor(argv: list[str]) -> int:
             return 2
     if _no_terminal("the monitor"):
         return 2
-    from .app import MonitorApp
-
     rules = _rules(args, args.source)
     if rules is None:
         return 2
+    try:
+        watches = runs_watches(args.source, args)
+    except SourceError as e:
+        print(f"mstop: {e}", file=sys.stderr)
+        return 2
+    if watches is not None:
+        from .app.runs import RunsApp
+
+        app = RunsApp(watches, label=" ".join(args.source), peak_tflops=args.peak_tflops, rules=rules,
+                      ssh_options=_ssh_options(args), connect_timeout=args.connect_timeout, poll=args.poll)
+        app.run()
+        return app.return_code or 0
+    from .app import MonitorApp
+
     app = MonitorApp(args.source, poll=args.poll, peak_tflops=args.peak_tflops, ssh_options=_ssh_options(args),
                      connect_timeout=args.connect_timeout, rules=rules, bell=args.bell, on_alert=args.on_alert,
                      baseline=args.baseline)
     app.run()
     return app.return_code or 0  # Textual printed the traceback of a crash: it is never a success
+
+
+def runs_watches(specs: list[str], args: argparse.Namespace) -> list | None:
+    """The sources as folders of runs (:mod:`mstop.sources.runs`) when they are that: a local folder that
+    is not a run itself and has runs below it, or a remote one the host says the same of (one ssh
+    connection asks); None when every source is a run (the monitor). SourceError when ssh fails."""
+    from .sources.runs import RunsWatch, find_runs, is_run
+
+    kinds = []
+    for spec in specs:
+        target = check_spec_quiet(spec)
+        if target is None:
+            kinds.append("runs" if not is_run(spec) and find_runs(spec)[0] else "run")
+        else:
+            from .sources.remote_runs import probe
+
+            kinds.append(probe(target, ssh_options=_ssh_options(args), connect_timeout=args.connect_timeout))
+    if "runs" not in kinds:
+        return None
+    from .sources.remote_runs import RemoteRunsWatch
+
+    out: list = []
+    for spec, kind in zip(specs, kinds):
+        target = check_spec_quiet(spec)
+        if target is None:
+            out.append(RunsWatch(spec) if kind == "runs" else RunsWatch.single(spec))
+        else:
+            out.append(RemoteRunsWatch(target, single=kind == "run", ssh_options=_ssh_options(args),
+                                       connect_timeout=args.connect_timeout))
+    return out
+
+
+def check_spec_quiet(spec: str):
+    """A source's ssh target, or None for a local one (the spec was checked already)."""
+    from .sources import check_spec
+
+    return check_spec(spec, exists=False)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -303,6 +352,14 @@ def cmd_summary(args: argparse.Namespace) -> int:
     from .engine.store import Store
     from .sources import SourceError, Sources
 
+    if not args.wait:
+        try:
+            watches = runs_watches(args.source, args) if all(_exists(p) for p in args.source) else None
+        except SourceError as e:
+            print(f"mstop: {e}", file=sys.stderr)
+            return 2
+        if watches is not None:
+            return summary_of_runs(watches, args)
     store = Store()
     try:
         sources = Sources(args.source, store, ssh_options=_ssh_options(args), connect_timeout=args.connect_timeout)
@@ -314,61 +371,114 @@ def cmd_summary(args: argparse.Namespace) -> int:
     run_dir = sources.label
     opts = Options(peak_flops=_peak_flops(args), ema_weight=args.smoothing,
                    clock=sources.clock)
-    from .engine.health import KINDS, Health
+    from .engine.health import Health
 
-    fail_on: set[str] = set()
-    if args.fail_on and args.fail_on != "incident":
-        fail_on = set(KINDS) if args.fail_on == "alert" else set(args.fail_on.split(","))
-        unknown = fail_on - set(KINDS)
-        if unknown:
-            print(f"mstop: --fail-on: unknown kinds {sorted(unknown)}; known: alert, incident, {', '.join(KINDS)}",
-                  file=sys.stderr)
-            return 2
+    fail_on = _fail_kinds(args)
     rules = _rules(args, args.source)
-    if rules is None:
+    if fail_on is None or rules is None:
         return 2
     summary = summarize(store, run_dir, opts, Health(rules))
     if args.json:
         print(json.dumps(summary, ensure_ascii=False))
     else:
         _print_rich(render_table(summary, store, opts))
-    if fail_on and any(a["kind"] in fail_on for a in summary["alerts"]):
-        return 1
-    if args.fail_on == "incident" and summary["incidents"]:
-        return 1
-    return 0
+    return 1 if _fails(summary, fail_on, args) else 0
+
+
+def _exists(spec: str) -> bool:
+    from .sources import SourceError, check_spec
+
+    try:
+        check_spec(spec)
+        return True
+    except SourceError:
+        return False
+
+
+def _fail_kinds(args: argparse.Namespace) -> set[str] | None:
+    """--fail-on's alert kinds (empty: none, or 'incident'); None after saying a kind is unknown."""
+    from .engine.health import KINDS
+
+    if not args.fail_on or args.fail_on == "incident":
+        return set()
+    kinds = set(KINDS) if args.fail_on == "alert" else set(args.fail_on.split(","))
+    unknown = kinds - set(KINDS)
+    if unknown:
+        print(f"mstop: --fail-on: unknown kinds {sorted(unknown)}; known: alert, incident, {', '.join(KINDS)}",
+              file=sys.stderr)
+        return None
+    return kinds
+
+
+def _fails(summary: dict[str, Any], kinds: set[str], args: argparse.Namespace) -> bool:
+    """Whether --fail-on makes this summary a failure."""
+    if kinds and any(a["kind"] in kinds for a in summary["alerts"]):
+        return True
+    return args.fail_on == "incident" and bool(summary["incidents"])
+
+
+def summary_of_runs(watches: list, args: argparse.Namespace) -> int:
+    """``mstop summary DIR`` for a folder of runs: each run read whole and summarised (the same object as for
+    one run), ``{"runs": [...]}`` with --json, else a line per run; --fail-on applies to each run and the
+    exit code is the worst (1 when any run fails it, 2 when a run cannot be read at all)."""
+    from .commands.summary import runs_table, summarize
+    from .engine.figures import Options
+    from .engine.health import Health
+    from .sources import SourceError, read_once
+
+    kinds = _fail_kinds(args)
+    rules = _rules(args, args.source)
+    if kinds is None or rules is None:
+        return 2
+    worst, out = 0, []
+    for w in watches:
+        try:
+            w.discover()
+        except SourceError as e:
+            print(f"mstop: {e}", file=sys.stderr)
+            worst = 2
+            continue
+        for problem in w.problems:
+            print(f"mstop: {problem}", file=sys.stderr)
+        for run in sorted(w.runs.values(), key=lambda r: r.name):
+            spec = f"{run.host}:{run.path}" if run.host else run.path
+            try:
+                store = read_once(spec, ssh_options=_ssh_options(args), connect_timeout=args.connect_timeout)
+            except SourceError as e:
+                print(f"mstop: {e}", file=sys.stderr)
+                worst = 2
+                continue
+            opts = Options(peak_flops=_peak_flops(args), ema_weight=args.smoothing)
+            summary = summarize(store, spec, opts, Health(rules))
+            out.append(summary)
+            if _fails(summary, kinds, args):
+                worst = max(worst, 1)
+    if args.json:
+        print(json.dumps({"runs": out}, ensure_ascii=False))
+    else:
+        _print_rich(runs_table(out))
+    return worst
 
 
 def _print_rich(renderable: Any) -> None:
     """Print a rich table: to a terminal at its width; into a pipe or file as wide as the table needs
-    (rich would assume 80 columns and cut cells), and never with trailing spaces (rich pads every line)."""
-    import io
-
+    (:func:`~mstop.commands.plain_text`)."""
     from rich.console import Console
+
+    from .commands import plain_text
 
     if sys.stdout.isatty():
         Console().print(renderable)
         return
-    buf = io.StringIO()
-    console = Console(file=buf, width=100_000, color_system=None, force_terminal=False, legacy_windows=False)
-    console.print(renderable, crop=False, soft_wrap=False)
-    sys.stdout.write("".join(line.rstrip() + "\n" for line in buf.getvalue().splitlines()))
+    sys.stdout.write(plain_text(renderable))
 
 
 def load_runs(args_runs: list[str], args: argparse.Namespace):
     """Read every member of every run argument once; a missing source raises ValueError (said, exit 2)."""
-    from .commands.compare import Member, Run, short_labels, split_group
-    from .sources import read_once
+    from .commands.compare import read_runs, split_group
 
-    runs = []
-    groups = [split_group(arg) for arg in args_runs]
-    for label, group in zip(short_labels(groups), groups):
-        members = []
-        for spec in group:
-            store = read_once(spec, ssh_options=_ssh_options(args), connect_timeout=args.connect_timeout)
-            members.append(Member(spec, store))
-        runs.append(Run(label, members))
-    return runs
+    return read_runs([split_group(arg) for arg in args_runs], ssh_options=_ssh_options(args),
+                     connect_timeout=args.connect_timeout)
 
 
 def _compared(args: argparse.Namespace, specs: list[str], opts: Any) -> tuple[list, Any] | None:
@@ -442,11 +552,29 @@ def _replay_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+COMMANDS = ("summary", "compare", "report", "demo")
+
+
+def _typo(word: str) -> str | None:
+    """The command ``word`` was meant to be (``summry`` -> ``summary``), when it is no path that exists."""
+    import difflib
+
+    if os.path.exists(word) or "/" in word or ":" in word or word.startswith("-"):
+        return None
+    close = difflib.get_close_matches(word, COMMANDS, n=1, cutoff=0.7)
+    return close[0] if close else None
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run mstop with ``argv`` (default: ``sys.argv[1:]``); return the exit code."""
     argv = sys.argv[1:] if argv is None else argv
     parser = build_parser()
-    if argv and argv[0] not in ("summary", "compare", "report", "demo", "-h", "--help", "-V", "--version"):
+    if argv and argv[0] not in COMMANDS + ("-h", "--help", "-V", "--version"):
+        typo = _typo(argv[0])
+        if typo is not None:
+            print(f"mstop: {argv[0]!r} is no command and no directory: did you mean {typo}? "
+                  f"(mstop {typo} --help)", file=sys.stderr)
+            return 2
         return cmd_monitor(argv)
     args = parser.parse_args(argv)
     if args.command == "summary":

@@ -99,3 +99,44 @@ def cluster_1024(run: Path) -> float:
                                     run_name="moe-1024 (generated: a straggler, a dead rank)")]
                      + [{"time": hb - 30 * k, "kind": "heartbeat", "session": "s1"} for k in range(3)][::-1])
     return now
+
+
+#: the runs of :func:`runs_folder`: name -> (status at NOW_RUNS, note, world size)
+RUNS = {
+    "base": ("finished", "baseline", 2),
+    "no-delay": ("running", "remove the data delay", 2),
+    "recompute/seed1": ("running", "recompute on", 4),
+    "recompute/seed2": ("stalled", "recompute on", 4),
+    "lr-high": ("failed", "lr x10", 2),
+}
+NOW_RUNS = 1_800_000_400.0
+
+
+def write_run(run: Path, *, status: str, note: str, world: int, steps: int = 120, t0: float = 1_800_000_000.0,
+              loss0: float = 4.0, step_time: float = 1.0, clock_now: float = NOW_RUNS) -> None:
+    """One run of ``world`` ranks written with the real MetricsWriter (its start event, rows and end or
+    abort), in the state ``status`` names at ``clock_now``: finished (an end event), running (its last row
+    just now), stalled (its last row 5 minutes before), failed (an abort event)."""
+    from mstop_writer import MetricsWriter
+
+    last = {"running": clock_now - 1.0, "stalled": clock_now - 300.0}.get(status, t0 + steps * step_time)
+    n = steps if status not in ("running", "stalled") else int((last - t0) / step_time)
+    now = [t0]
+    for r in range(world):
+        now[0] = t0
+        w = MetricsWriter(run, rank=r, world_size=world, run_name=run.name, note=note, tokens_per_step=4096,
+                          total_steps=steps * 4, heartbeat_interval=3600, memory_interval=3600,
+                          clock=lambda: now[0], flops_per_token=6e6, peak_flops=1e12)
+        for s in range(1, n + 1):
+            now[0] = t0 + s * step_time
+            w.log(s, loss=loss0 * s ** -0.3, lr=1e-3, grad_norm=1.0, step_time=step_time, data_wait=0.01)
+        if status == "failed":
+            w.event("abort", step=n, session=w.session, error="RuntimeError: loss is NaN")
+        w.close(clean=status in ("finished",))
+
+
+def runs_folder(root: Path) -> Path:
+    """:data:`RUNS` below ``root`` (a nested group too), each with its own loss."""
+    for i, (name, (status, note, world)) in enumerate(RUNS.items()):
+        write_run(root / name, status=status, note=note, world=world, loss0=4.0 + 0.1 * i)
+    return root

@@ -284,8 +284,10 @@ class MonitorScreen(Screen[None]):
     def _notes(self, v: View) -> list[str]:
         """The header's notes: hosts not connected, ranks in two sources, clocks, the demo job, the view's own."""
         h = v.header
+        empty = [] if self.store.ranks or self.store.rank_files else [
+            f"no rank files (rank*.csv) nor MindFormers logs in {self.run_dir} yet, nor runs below it: waiting"]
         return (self.source.states() + self.store.duplicates + ([h.skew_note] if h.skew_note else [])
-                + ([self._job_note] if self._job_note else []) + h.notes)
+                + ([self._job_note] if self._job_note else []) + empty + h.notes)
 
     # -- keys ------------------------------------------------------------------------
 
@@ -555,28 +557,33 @@ class MonitorApp(App[None]):
         install_signals(self)
 
     def _signalled(self, code: int) -> None:
-        """SIGTERM or SIGHUP: quit as q does. The terminal may be gone (a dropped ssh session) and closing the
-        screen may then never finish: after EXIT_GRACE seconds the cleanups run here and the process ends."""
-        if self._stopping:
-            return
-        self._stopping = True
-        self.exit(return_code=code)
-
-        def last_resort() -> None:
-            time.sleep(EXIT_GRACE)
-            for fn in [*self.stops(), *self.cleanups]:
-                try:
-                    fn()
-                except Exception:  # noqa: BLE001 - leaving anyway: do the rest
-                    pass
-            close_connections()
-            os._exit(code)
-
-        threading.Thread(target=last_resort, name="mstop-exit", daemon=True).start()
+        quit_on_signal(self, code)
 
     def stops(self) -> list[Callable[[], None]]:
         """What stops this app's sources."""
         return [self.monitor.source.stop]
+
+
+def quit_on_signal(app: Any, code: int) -> None:
+    """SIGTERM or SIGHUP: quit as q does. The terminal may be gone (a dropped ssh session) and closing the
+    screen may then never finish: after EXIT_GRACE seconds ``app.stops()`` and ``app.cleanups`` run here
+    and the process ends."""
+    if app._stopping:
+        return
+    app._stopping = True
+    app.exit(return_code=code)
+
+    def last_resort() -> None:
+        time.sleep(EXIT_GRACE)
+        for fn in [*app.stops(), *app.cleanups]:
+            try:
+                fn()
+            except Exception:  # noqa: BLE001 - leaving anyway: do the rest
+                pass
+        close_connections()
+        os._exit(code)
+
+    threading.Thread(target=last_resort, name="mstop-exit", daemon=True).start()
 
 
 def install_signals(app: Any) -> None:

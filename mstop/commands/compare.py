@@ -93,6 +93,20 @@ def _remote(spec: str) -> bool:
         return False
 
 
+def read_runs(groups: list[list[str]], *, ssh_options: tuple[str, ...] = (),
+              connect_timeout: float = 10.0) -> list[Run]:
+    """Each group of specs (one run, or its repeats) read once, labelled by :func:`short_labels`; a source
+    that cannot be read raises SourceError (a ValueError: mstop compare says it and exits 2)."""
+    from ..sources import read_once
+
+    runs = []
+    for label, group in zip(short_labels(groups), groups):
+        members = [Member(spec, read_once(spec, ssh_options=ssh_options, connect_timeout=connect_timeout))
+                   for spec in group]
+        runs.append(Run(label, members))
+    return runs
+
+
 def parse_steps(text: str) -> tuple[int, int]:
     """``A:B`` (inclusive) → (A, B)."""
     a, sep, b = text.partition(":")

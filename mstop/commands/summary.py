@@ -180,3 +180,25 @@ def _alert_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
     if len(past) > 10:
         rows.append(("incidents", f"{len(past) - 10} older ones (--json lists them all)"))
     return rows
+
+
+def runs_table(summaries: list[dict[str, Any]]) -> Any:
+    """``mstop summary DIR`` for a folder of runs: a line per run (its summary object's main figures)."""
+    from rich.table import Table
+
+    t = Table(box=None, pad_edge=False)
+    for h in ("run", "status", "step", "loss (smoothed)", "tokens/s", "MFU", "headroom", "goodput", "alerts"):
+        t.add_column(h, justify="left" if h in ("run", "status") else "right")
+    for s in summaries:
+        g = s.get("goodput") or {}
+        t.add_row(clean(str(s["run_dir"]), 4096), s["status"], fmt.num(s["step"], 9) if s["step"] is not None else "",
+                  fmt.num(_num(s["loss_ema"])), fmt.si(_num(s["tokens_per_s"])), fmt.pct(_num(s["mfu"])),
+                  fmt.pct(_num(s["mem_headroom"])), fmt.pct(g.get("goodput")), str(len(s["alerts"])))
+    return t
+
+
+def _num(v: Any) -> float | None:
+    """A summary number back from its JSON form (``nan``/``inf`` strings)."""
+    if isinstance(v, str):
+        return float(v)
+    return v

@@ -38,6 +38,9 @@ def check_spec(spec: str, *, exists: bool = True) -> Target | None:
     ``exists``, for a local directory that is not there (``missing`` set, naming the parent when that
     is missing too). Whether a remote path exists is known only once connected."""
     target = parse_target(spec)
+    if target is None and exists and os.path.isfile(spec):
+        raise SourceError(f"{clean(spec, 4096)}: is a file, not a directory (give the run's directory, or a "
+                          "folder of runs)")
     if target is None and exists and not os.path.isdir(spec):
         parent = os.path.dirname(os.path.abspath(spec))
         hint = "" if os.path.isdir(parent) else f" (nor does {clean(parent, 4096)})"

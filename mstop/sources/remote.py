@@ -81,6 +81,41 @@ def _kill(proc: subprocess.Popen) -> None:
     _LIVE.discard(proc)
 
 
+def ssh_command(host: str, ssh_options: tuple[str, ...], connect_timeout: float) -> list[str]:
+    """ssh running the bootstrap on ``host``. One multiplexed connection per host: sources on the same host
+    share a master connection (a user's own ControlMaster settings, given with -o or in ssh_config, win:
+    ssh takes the first)."""
+    mux = ["-o", "ControlMaster=auto", "-o", f"ControlPath={_control_dir()}/%C", "-o", "ControlPersist=10"]
+    _MASTERS.add((host, ssh_options))
+    return ["ssh", *ssh_options, "-o", "BatchMode=yes", "-o", f"ConnectTimeout={int(connect_timeout)}",
+            "-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=3", *mux, "--", host, BOOTSTRAP]
+
+
+def ssh_error(host: str, code: int | None, err: str) -> str:
+    """What to say when ssh (or the program it ran) failed."""
+    if code == 127 or "python3: command not found" in err or "python3: not found" in err:
+        return clean(f"{host}: no python3 on the remote host (ssh said: {err or code})", 4096)
+    return clean(f"ssh {host} failed (exit {code}): {err or 'connection closed'}", 4096)
+
+
+def run_program(host: str, program: bytes, request: dict, *, ssh_options: tuple[str, ...] = (),
+                connect_timeout: float = 10.0, timeout: float = 60.0) -> bytes:
+    """Run a standalone ``program`` on ``host`` once (over the host's shared connection) with ``request``
+    as its one JSON line of input; its standard output, or RemoteError saying what failed."""
+    cmd = ssh_command(host, ssh_options, connect_timeout)
+    data = f"{len(program)}\n".encode() + program + json.dumps(request).encode() + b"\n"
+    try:
+        proc = subprocess.run(cmd, input=data, capture_output=True, timeout=connect_timeout + timeout,
+                              start_new_session=True)
+    except subprocess.TimeoutExpired:
+        raise RemoteError(clean(f"ssh {host}: no answer in {connect_timeout + timeout:g} s", 4096)) from None
+    except OSError as e:
+        raise RemoteError(f"cannot run ssh: {e}") from None
+    if proc.returncode != 0:
+        raise RemoteError(ssh_error(host, proc.returncode, proc.stderr.decode("utf-8", "replace").strip()))
+    return proc.stdout
+
+
 class RemoteError(SourceError):
     """The remote side cannot be followed (ssh's own words included)."""
 
@@ -191,19 +226,13 @@ class RemoteSource:
     # -- the connection ----------------------------------------------------------------
 
     def _command(self) -> list[str]:
-        # One multiplexed connection per host: sources on the same host share a master connection
-        # (a user's own ControlMaster settings, given with -o or in ssh_config, win: ssh takes the first).
-        mux = ["-o", "ControlMaster=auto", "-o", f"ControlPath={_control_dir()}/%C", "-o", "ControlPersist=10"]
-        return ["ssh", *self.ssh_options, "-o", "BatchMode=yes", "-o", f"ConnectTimeout={int(self.connect_timeout)}",
-                "-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=3", *mux,
-                "--", self.target.host, BOOTSTRAP]
+        return ssh_command(self.target.host, self.ssh_options, self.connect_timeout)
 
     def _connect(self) -> tuple[subprocess.Popen, dict]:
         """Start ssh and the follower; return the process and its first frame (already fed to the store)."""
         proc = subprocess.Popen(self._command(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, start_new_session=True)
         _LIVE.add(proc)
-        _MASTERS.add((self.target.host, self.ssh_options))
         self._proc = proc
         offsets = {name: [f.tail.offset, f.cursor if f.kind == "mflog" else f.tail.signature.hex()]
                    for name, f in self._files.items() if f.kind != "mflog" or f.cursor}
@@ -319,10 +348,7 @@ class RemoteSource:
             err = (proc.stderr.read() if proc.stderr else b"").decode("utf-8", "replace").strip()
         except (ValueError, OSError):
             err = ""
-        code = proc.returncode
-        if code == 127 or "python3: command not found" in err or "python3: not found" in err:
-            return clean(f"{self.target.host}: no python3 on the remote host (ssh said: {err or code})", 4096)
-        return clean(f"ssh {self.target.host} failed (exit {code}): {err or 'connection closed'}", 4096)
+        return ssh_error(self.target.host, proc.returncode, err)
 
     def _close(self, proc: subprocess.Popen) -> None:
         _kill(proc)

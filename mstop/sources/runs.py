@@ -81,6 +81,13 @@ def _is_dir(entry: os.DirEntry) -> bool:
         return False
 
 
+def is_run_writer(path: str) -> bool:
+    try:
+        return any(_RANK_FILE.fullmatch(n) for n in os.listdir(path))
+    except OSError:
+        return False
+
+
 def is_run(path: str) -> bool:
     """Whether ``path`` is itself a run (the monitor's directory), not a folder of runs."""
     try:
@@ -122,6 +129,12 @@ class RunTail:
         self.read_at = time.monotonic()
 
 
+    def adopt(self, store: Store, source: object) -> None:
+        """Keep the whole history a monitor read of this run (and its source, which reads on from where it
+        stopped): the row's figures from all of it from now on, goodput included."""
+        self.store, self._source, self.full = store, source, True  # type: ignore[assignment]
+
+
 class RunsWatch:
     """The runs below one local root, found again and read again (their new bytes) every ``every``
     seconds by :meth:`refresh`; thread-safe for one refreshing thread and any number of readers of
@@ -136,11 +149,25 @@ class RunsWatch:
         self.lock = threading.Lock()
         self.found_at = 0.0
 
+    @classmethod
+    def single(cls, path: str) -> RunsWatch:
+        """A watch of one run (``mstop runs/ other/run``: that run listed beside the folder's)."""
+        w = cls(path, max_depth=0)
+        w.root = os.path.dirname(os.path.abspath(path))
+        w.only = os.path.abspath(path)
+        return w
+
+    only: str | None = None  # single(): the one run, else None
+
     def discover(self) -> list[RunTail]:
         """Find the runs now; return the ones that are new (already-known runs keep their stores)."""
-        if not os.path.isdir(self.root):
+        if self.only is not None:
+            kind = "mflog" if log_root(self.only) is not None and not is_run_writer(self.only) else "writer"
+            found, problems = [(self.only, kind)], []
+        elif not os.path.isdir(self.root):
             raise SourceError(f"{clean(self.root, 4096)}: no such directory", missing=True)
-        found, problems = find_runs(self.root, self.max_depth)
+        else:
+            found, problems = find_runs(self.root, self.max_depth)
         runs, new = {}, []
         for path, kind in found:
             old = self.runs.get(path)

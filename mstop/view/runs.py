@@ -11,6 +11,8 @@ from __future__ import annotations
 import math
 import operator
 import re
+import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -218,3 +220,134 @@ def _holds(c: Condition, v: Any) -> bool:
         return (str(v).lower() == c.value.lower()) == (c.op == "=")
     got = _number(str(v))
     return got is not None and want is not None and _OPS[c.op](got, want)
+
+
+# -- the list, kept up to date --------------------------------------------------------------------------------
+
+#: Seconds between searches for new (or removed) runs.
+DISCOVER_EVERY = 5.0
+#: Seconds between reads of a run's new bytes.
+READ_EVERY = 2.0
+#: Seconds a run's row (its alerts: the costly part) is kept while its store does not change; its status,
+#: which time alone changes (running -> stalled -> dead), is computed again on every pass.
+ROW_EVERY = 30.0
+
+
+class RunsModel:
+    """The rows of every run the watches find, kept up to date by :meth:`refresh` (one thread calls it;
+    any thread reads :meth:`snapshot`). A watch has ``label``, ``discover()`` (new runs), ``runs`` (path ->
+    run: ``path``, ``name``, ``host``, ``store``, ``full``, ``error``, ``read()``) and ``problems``."""
+
+    def __init__(self, watches: list[Any], opts: Options, health: Callable[[], Health]) -> None:
+        self.watches = watches
+        self.opts = opts
+        self.new_health = health
+        self.lock = threading.Lock()
+        self.rows: dict[str, RunRow] = {}
+        self.problems: list[str] = []
+        self.version = 0  # moves on whenever a row or a problem changes
+        self.read_count = 0  # runs read at least once
+        self.first: list[str] = []  # keys to read before the others (the page on screen)
+        self._health: dict[str, Health] = {}
+        self._done: dict[str, tuple[int, float]] = {}  # key -> (store version, monotonic time of its row)
+        self._found_at = -math.inf
+        self._errors: dict[str, str] = {}
+
+    @staticmethod
+    def key(run: Any) -> str:
+        return f"{run.host}:{run.path}" if run.host else run.path
+
+    def runs(self) -> dict[str, Any]:
+        return {self.key(r): r for w in self.watches for r in w.runs.values()}
+
+    def refresh(self, progress: Callable[[], None] | None = None, *, every: float = 0.25) -> None:
+        """One pass: find runs (every DISCOVER_EVERY s), read the new bytes of those due (the page on screen
+        first), and compute their rows; ``progress`` is called every ``every`` seconds of work."""
+        now = time.monotonic()
+        if now - self._found_at >= DISCOVER_EVERY:
+            self._discover()
+            self._found_at = now
+        runs = self.runs()
+        order = [k for k in self.first if k in runs] + [k for k in runs if k not in self._done] + list(runs)
+        seen: set[str] = set()
+        told = time.monotonic()
+        for k in order:
+            if k in seen:
+                continue
+            seen.add(k)
+            run = runs[k]
+            if k in self._done and time.monotonic() - run.read_at < READ_EVERY:
+                continue
+            self._update(k, run)
+            if progress is not None and time.monotonic() - told >= every:
+                progress()
+                told = time.monotonic()
+        with self.lock:
+            gone = [k for k in self.rows if k not in runs]
+            for k in gone:
+                del self.rows[k]
+                self._done.pop(k, None)
+            if gone:
+                self.version += 1
+        if progress is not None:
+            progress()
+
+    def _discover(self) -> None:
+        problems = []
+        for w in self.watches:
+            try:
+                w.discover()
+                self._errors.pop(w.label, None)
+            except Exception as e:  # noqa: BLE001 - one source that cannot be read leaves the others listed
+                self._errors[w.label] = f"{w.label}: {e}"
+            problems += list(w.problems)
+        with self.lock:
+            new = list(self._errors.values()) + problems
+            if new != self.problems:
+                self.problems = new
+                self.version += 1
+
+    def update(self, key: str) -> None:
+        """Read one run now and compute its row (a run just back from its monitor)."""
+        run = self.runs().get(key)
+        if run is not None:
+            self._update(key, run)
+
+    def _update(self, key: str, run: Any) -> None:
+        """Read a run's new bytes; its row again when its store moved (or ROW_EVERY passed), else its status."""
+        try:
+            run.read()
+        except Exception as e:  # noqa: BLE001 - a run that cannot be read is a row saying so
+            run.error = f"{type(e).__name__}: {e}"
+        version = run.store.version
+        done = self._done.get(key)
+        health = self._health.setdefault(key, self.new_health())
+        if done is None or done[0] != version or time.monotonic() - done[1] >= ROW_EVERY or run.error:
+            row = run_row(key, run.name, run.host, run.store, self.opts, health, full=run.full, error=run.error)
+            self._done[key] = (version, time.monotonic())
+            if done is None:
+                self.read_count += 1
+        else:
+            old = self.rows.get(key)
+            if old is None:
+                return
+            row = RunRow(**{**old.__dict__})
+            with run.store.lock:
+                row.status = figures.status(run.store, self.opts)
+                end = figures.last_row_time(run.store) if row.status in figures.ENDED else self.opts.clock()
+                row.duration = None if row.started is None or end is None else max(0.0, end - row.started)
+            if (row.status, row.duration) == (old.status, old.duration):
+                return
+        with self.lock:
+            self.rows[key] = row
+            self.version += 1
+
+    def snapshot(self) -> tuple[list[RunRow], list[str], int]:
+        """(rows, problems, version) as they are now."""
+        with self.lock:
+            return list(self.rows.values()), list(self.problems), self.version
+
+    def fields(self) -> set[str]:
+        """The start-event fields any run has (what a filter may name besides the columns)."""
+        with self.lock:
+            return {k for r in self.rows.values() for k in r.config}

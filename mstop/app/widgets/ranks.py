@@ -40,15 +40,14 @@ def _host_row(host: str, ranks: list) -> HostRow:
                    count=len(ranks))
 
 
-class RanksTable(DataTable):
-    """Every rank, sortable by any column (click a header). Like htop, only the page on screen is
-    built (pgup/pgdn, home/end, arrows past the edge move the page): a frame costs the same with
-    8 ranks or 1,024."""
+class PagedTable(DataTable):
+    """A table that builds only the page on screen (pgup/pgdn, home/end, arrows past the edge move the
+    page), like htop: a frame costs the same with 8 rows or 10,000. Sorted by any column (click a header:
+    SortChanged). Subclasses keep what they show and redraw it in :meth:`reshow`."""
 
     BINDINGS = [Binding("pagedown", "page(1)", "page down", show=False),
                 Binding("pageup", "page(-1)", "page up", show=False),
-                Binding("home", "edge(0)", "first", show=False), Binding("end", "edge(1)", "last", show=False),
-                Binding("h", "toggle_group", "group by host", show=False)]
+                Binding("home", "edge(0)", "first", show=False), Binding("end", "edge(1)", "last", show=False)]
 
     #: the first line of the page on screen (a class default, not set in __init__: it stands in for the
     #: widget's CSS ``offset``, which the table never uses)
@@ -57,10 +56,65 @@ class RanksTable(DataTable):
     class SortChanged(Message):
         """A header was clicked: the rows must be sorted again from a fresh frame."""
 
-    def __init__(self, **kwargs: object) -> None:
+    def __init__(self, sort_key: str, **kwargs: object) -> None:
         super().__init__(**kwargs)
-        self.sort_key = "rank"
+        self.sort_key = sort_key
         self.sort_reverse = False
+
+    @property
+    def page_size(self) -> int:
+        return max(1, self.size.height - 1)
+
+    def cursor_key(self) -> str:
+        """The row key under the cursor, or empty."""
+        return str(self.coordinate_to_cell_key((self.cursor_row, 0)).row_key.value) if self.row_count else ""
+
+    def reshow(self) -> None:
+        """Draw the page again from what was last shown (nothing before anything was)."""
+
+    def on_resize(self) -> None:
+        self.reshow()  # the page holds as many rows as fit
+
+    def _move(self, offset: int) -> None:
+        self.offset = max(0, offset)
+        self.reshow()
+
+    def action_page(self, direction: int) -> None:
+        self._move(self.offset + direction * self.page_size)
+
+    def action_edge(self, last: int) -> None:
+        self._move(10**9 if last else 0)
+
+    def action_cursor_down(self) -> None:
+        if self.cursor_row >= self.row_count - 1:
+            self._move(self.offset + 1)
+        else:
+            super().action_cursor_down()
+
+    def action_cursor_up(self) -> None:
+        if self.cursor_row <= 0 and self.offset > 0:
+            self._move(self.offset - 1)
+        else:
+            super().action_cursor_up()
+
+    def on_data_table_header_selected(self, event: DataTable.HeaderSelected) -> None:
+        self.sort_by(str(event.column_key.value))
+
+    def sort_by(self, key: str) -> None:
+        """Sort by ``key``; the same key again reverses the order."""
+        self.sort_reverse = not self.sort_reverse if key == self.sort_key else False
+        self.sort_key = key
+        self.offset = 0
+        self.post_message(self.SortChanged())
+
+
+class RanksTable(PagedTable):
+    """Every rank, sortable by any column (click a header), paged like htop."""
+
+    BINDINGS = [Binding("h", "toggle_group", "group by host", show=False)]
+
+    def __init__(self, **kwargs: object) -> None:
+        super().__init__("rank", **kwargs)
         self.grouped = False  # h: a row per host, Enter expands it to its ranks
         self.expanded: set[str] = set()  # hosts shown with their ranks
         self._view: View | None = None
@@ -68,18 +122,14 @@ class RanksTable(DataTable):
         self._cursor_to: int | None = None
         self._lines: list = []
 
+    def reshow(self) -> None:
+        if self._view is not None:
+            self.show(self._view)
+
     def on_mount(self) -> None:
         self.cursor_type = "row"
         for key, label in RANK_COLUMNS:
             self.add_column(label, key=key)
-
-    @property
-    def page_size(self) -> int:
-        return max(1, self.size.height - 1)
-
-    def cursor_key(self) -> str:
-        """The row key under the cursor: a rank number, ``host:NAME``, or empty."""
-        return str(self.coordinate_to_cell_key((self.cursor_row, 0)).row_key.value) if self.row_count else ""
 
     def show(self, v: View) -> None:
         self._view = v
@@ -156,39 +206,6 @@ class RanksTable(DataTable):
             if self._view is not None:
                 self.show(self._view)
 
-    def on_resize(self) -> None:
-        if self._view is not None:  # the page holds as many rows as fit
-            self.show(self._view)
-
-    def _move(self, offset: int) -> None:
-        self.offset = max(0, offset)
-        if self._view is not None:
-            self.show(self._view)
-
-    def action_page(self, direction: int) -> None:
-        self._move(self.offset + direction * self.page_size)
-
-    def action_edge(self, last: int) -> None:
-        self._move(10**9 if last else 0)
-
-    def action_cursor_down(self) -> None:
-        if self.cursor_row >= self.row_count - 1:
-            self._move(self.offset + 1)
-        else:
-            super().action_cursor_down()
-
-    def action_cursor_up(self) -> None:
-        if self.cursor_row <= 0 and self.offset > 0:
-            self._move(self.offset - 1)
-        else:
-            super().action_cursor_up()
-
-    def on_data_table_header_selected(self, event: DataTable.HeaderSelected) -> None:
-        key = str(event.column_key.value)
-        self.sort_reverse = not self.sort_reverse if key == self.sort_key else False
-        self.sort_key = key
-        self.offset = 0
-        self.post_message(self.SortChanged())
 
 
 class RankDetail(Static):

@@ -1,0 +1,92 @@
+"""The runs table of ``mstop runs/``: one row per run, paged, sortable, marks in the first column.
+
+User-controlled text (run names, notes, host names, paths) is always wrapped in ``rich.text.Text``,
+never parsed as markup.
+"""
+
+from __future__ import annotations
+
+from rich.text import Text
+
+from ... import fmt
+from ...view.runs import COLUMNS, RunRow
+from .ranks import PagedTable
+
+#: a status's colour (the text says it too: the table reads without colour)
+STATUS_STYLE = {"running": "green", "starting": "cyan", "waiting": "grey50", "finished": "blue",
+                "stalled": "yellow", "dead": "bold red", "failed": "bold red", "unreadable": "red"}
+
+
+class RunsTable(PagedTable):
+    """Every run of the list (filtered and sorted by the screen), the cursor kept on its run."""
+
+    def __init__(self, **kwargs: object) -> None:
+        super().__init__("name", **kwargs)
+        self.lines: list[RunRow] = []
+        self.marks: dict[str, int] = {}  # run key -> its group's number (1: the baseline)
+        self.now = 0.0
+        self.cursor_run = ""  # the run under the cursor: kept there when rows move
+        self._cursor_to: str | None = None
+
+    def on_mount(self) -> None:
+        self.cursor_type = "row"
+        self.add_column(" ", key="mark")
+        for key, label in COLUMNS:
+            self.add_column(label, key=key)
+
+    def show(self, rows: list[RunRow], marks: dict[str, int], now: float) -> None:
+        """Show ``rows`` (in this order): the page holding the run under the cursor."""
+        self.lines, self.marks, self.now = rows, marks, now
+        self.reshow()
+
+    def reshow(self) -> None:
+        rows = self.lines
+        want = self._cursor_to if self._cursor_to is not None else self.cursor_run
+        self._cursor_to = None
+        at = next((i for i, r in enumerate(rows) if r.key == want), None)
+        if at is not None and not self.offset <= at < self.offset + self.page_size:
+            self.offset = max(0, at - self.page_size // 2)
+        self.offset = max(0, min(self.offset, len(rows) - self.page_size))
+        page = rows[self.offset: self.offset + self.page_size]
+        cursor = (at - self.offset) if at is not None and self.offset <= at < self.offset + len(page) \
+            else min(self.cursor_row, max(0, len(page) - 1))
+        self.clear()
+        for r in page:
+            self.add_row(*self.cells(r), key=r.key)
+        if page:
+            self.move_cursor(row=cursor)
+            self.cursor_run = page[cursor].key
+        else:
+            self.cursor_run = ""
+
+    def cells(self, r: RunRow) -> list[object]:
+        """One run's cells, as the columns order them."""
+        mark = self.marks.get(r.key)
+        status = Text(r.status, style=STATUS_STYLE.get(r.status, ""))
+        step = "" if r.step is None else f"{r.step:,}" + ("" if r.total is None else f"/{r.total:,}")
+        if r.alerts or r.incidents:
+            alerts = Text(f"{r.alerts}" + (f" +{r.incidents} past" if r.incidents else ""),
+                          style="bold red" if r.alerts else "yellow")
+        else:
+            alerts = Text("0" if r.full or r.step is not None else "")
+        loss = fmt.num(r.loss) if r.step is not None else ""
+
+        def right(text: str) -> Text:
+            return Text(text, justify="right")
+
+        return [Text("" if mark is None else str(mark), style="bold reverse"), Text(r.name), status, right(step),
+                right(loss), right(fmt.si(r.tokens_per_s) if r.tokens_per_s is not None else ""),
+                right(fmt.pct(r.mfu) if r.mfu is not None else ""),
+                right(fmt.pct(r.headroom) if r.headroom is not None else ""),
+                right(fmt.pct(r.goodput) if r.goodput is not None else ("" if not r.full else "n/a")), alerts,
+                right(fmt.duration(self.now - r.started) + " ago" if r.started is not None else ""),
+                right(fmt.duration(r.duration) if r.duration is not None else ""), Text(r.host), Text(r.note)]
+
+    def on_data_table_row_highlighted(self, event: PagedTable.RowHighlighted) -> None:
+        if event.row_key is not None and event.row_key.value is not None:
+            self.cursor_run = str(event.row_key.value)
+
+    def select_run(self, key: str) -> None:
+        """Put the cursor on run ``key`` (paging to it) at the next show."""
+        self._cursor_to = key
+        self.reshow()

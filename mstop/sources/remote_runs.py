@@ -1,0 +1,126 @@
+"""A folder of runs on another host (``mstop host:/path/runs``): the runs list over one ssh connection.
+
+Each refresh runs :mod:`mstop.sources.runs_follower` once on the host, over the connection every source
+of that host shares (ssh's ControlMaster): it finds the runs and sends, per rank file, its first lines
+and its last bytes the first time, then only what was appended. Opening a run starts an ordinary
+:class:`~mstop.sources.remote.RemoteSource` for it, on the same connection.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+import time
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..engine.store import Store
+from ..safe import clean
+from .local import Followed, Tail, followed, ingest
+from .remote import RemoteError, Target, run_program
+
+PROGRAM = (Path(__file__).resolve().parent / "runs_follower.py").read_bytes()
+
+
+def _answer(out: bytes, host: str) -> tuple[dict, bytes]:
+    line, _, rest = out.partition(b"\n")
+    try:
+        header = json.loads(line)
+        payload = zlib.decompress(rest[: int(header.get("n", 0))]) if header.get("n") else b""
+    except (ValueError, zlib.error) as e:
+        raise RemoteError(clean(f"{host}: an answer that does not read ({e})", 4096)) from None
+    if header.get("error"):
+        raise RemoteError(clean(f"{host}:{header['error']}", 4096), missing="no such directory" in header["error"])
+    return header, payload
+
+
+def probe(target: Target, *, ssh_options: tuple[str, ...] = (), connect_timeout: float = 10.0) -> str:
+    """"run" when ``host:/path`` is a run itself (or nothing below it is), "runs" when runs are below it."""
+    out = run_program(target.host, PROGRAM, {"root": target.path, "probe": True}, ssh_options=ssh_options,
+                      connect_timeout=connect_timeout)
+    header, _ = _answer(out, target.host)
+    return "runs" if not header.get("is_run") and header.get("has_runs") else "run"
+
+
+@dataclass
+class RemoteRunTail:
+    """One run on the other host: a store fed from the bytes each refresh brings (read() does nothing:
+    the watch's discover() reads every run of the host in one go)."""
+
+    path: str  # on the host
+    name: str
+    kind: str
+    host: str
+    store: Store = field(default_factory=Store)
+    error: str | None = None
+    full: bool = False
+    read_at: float = 0.0
+    files: dict[str, Followed] = field(default_factory=dict)
+
+    def read(self) -> None:
+        self.read_at = time.monotonic()
+
+
+class RemoteRunsWatch:
+    """The runs below ``host:/path`` (or that one run, ``single``), as :class:`~mstop.sources.runs.RunsWatch`."""
+
+    def __init__(self, target: Target, *, single: bool = False, ssh_options: tuple[str, ...] = (),
+                 connect_timeout: float = 10.0, tail: Tail | None = None) -> None:
+        self.target = target
+        self.label = str(target)
+        self.single = single
+        self.ssh = (ssh_options, connect_timeout)
+        self.tail = tail or Tail()
+        self.runs: dict[str, RemoteRunTail] = {}
+        self.problems: list[str] = []
+
+    def discover(self) -> list[RemoteRunTail]:
+        offsets = {f"{name}/{fname}": f.tail.offset for name, run in self.runs.items()
+                   for fname, f in run.files.items()}
+        request = {"root": self.target.path, "single": self.single, "offsets": offsets,
+                   "tail": [self.tail.job_bytes, self.tail.rank_bytes, self.tail.events_bytes]}
+        out = run_program(self.target.host, PROGRAM, request, ssh_options=self.ssh[0],
+                          connect_timeout=self.ssh[1])
+        header, payload = _answer(out, self.target.host)
+        runs: dict[str, RemoteRunTail] = {}
+        new = []
+        for rel, kind in header.get("runs", []):
+            if not isinstance(rel, str) or not isinstance(kind, str):
+                continue
+            run = self.runs.get(rel)
+            if run is None:
+                path = posixpath.normpath(posixpath.join(self.target.path, rel))
+                name = posixpath.basename(path) if rel == "." else rel
+                run = RemoteRunTail(path, clean(name, 4096), kind, self.target.host)
+                new.append(run)
+            runs[rel] = run
+        at = 0
+        for entry in header.get("files", []):
+            key, start, head, length, reset = entry
+            data = payload[at: at + int(length)]
+            at += int(length)
+            rel, _, fname = str(key).rpartition("/")
+            run = runs.get(rel)
+            if run is not None:
+                self._feed(run, fname, int(start), data[: int(head)], data[int(head):], bool(reset))
+        self.runs = runs
+        self.problems = [clean(f"{self.target.host}:{p}", 4096) for p in header.get("problems", [])]
+        return new
+
+    def _feed(self, run: RemoteRunTail, fname: str, start: int, head: bytes, data: bytes, reset: bool) -> None:
+        f = run.files.get(fname)
+        if f is None or reset:
+            if reset and f is not None:
+                run.store = Store()  # read again from near the end: a new store, as a rebuilt local tail
+                run.files = {}
+            f = followed(fname, fname, run.store, f"{run.host}:{run.path}")
+            if f is None:
+                return
+            run.files[fname] = f
+            if head:
+                ingest(run.store, f, f.tail.feed(head))
+            f.tail.offset = start
+        elif start != f.tail.offset:
+            return  # not the bytes asked for: the next refresh asks again
+        ingest(run.store, f, f.tail.feed(data))

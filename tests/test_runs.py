@@ -1,0 +1,253 @@
+"""A folder of runs (issue 17): the runs screen as a user sees it, its keys, and summary over every run.
+
+The runs are written by the real MetricsWriter (tests/runs.py: runs_folder), in known states at NOW_RUNS."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from mstop.app.monitor import MonitorScreen
+from mstop.app.runs import CompareScreen, RunsApp
+from mstop.app.widgets import Chart, Header
+from mstop.app.widgets.runs import RunsTable
+from mstop.sources.runs import RunsWatch, find_runs
+from mstop.view.runs import FilterError, parse_filter
+from tests.conftest import ROOT
+from tests.runs import NOW_RUNS, RUNS, runs_folder, write_run
+
+
+def mstop(*args, timeout=120):
+    return subprocess.run([sys.executable, "-m", "mstop", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=timeout, stdin=subprocess.DEVNULL)
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+    return runs_folder(tmp_path_factory.mktemp("runs") / "runs")
+
+
+def app_for(root, follow=False, clock=lambda: NOW_RUNS):
+    return RunsApp([RunsWatch(str(root))], label=str(root), clock=clock, follow=follow)
+
+
+def table_rows(app) -> list[list[str]]:
+    t = app.runs_screen.query_one(RunsTable)
+    return [[str(c) for c in t.get_row_at(i)] for i in range(t.row_count)]
+
+
+def title(app) -> str:
+    return str(app.runs_screen.query_one("#runs-title").content)
+
+
+async def settle(pilot, cond, tries=300):
+    for _ in range(tries):
+        await pilot.pause(0.02)
+        if cond():
+            return
+    assert cond(), "the screen did not show what was expected in time"
+
+
+def test_runs_are_found_at_any_depth_up_to_three_and_never_inside_a_run(folder, tmp_path):
+    found, problems = find_runs(str(folder))
+    assert [os.path.relpath(p, folder) for p, _ in found] == sorted(RUNS) and problems == []
+    deep = tmp_path / "a" / "b" / "c" / "d"  # four levels down: not listed
+    write_run(deep, status="finished", note="deep", world=1, steps=3)
+    write_run(tmp_path / "a" / "b" / "run3", status="finished", note="", world=1, steps=3)
+    (tmp_path / "a" / "b" / "run3" / "profile" / "rank0").mkdir(parents=True)  # inside a run: not searched
+    assert [os.path.relpath(p, tmp_path) for p, _ in find_runs(str(tmp_path))[0]] == ["a/b/run3"]
+
+
+async def test_the_list_shows_every_run_with_its_figures_and_status_as_text(folder):
+    app = app_for(folder)
+    async with app.run_test(size=(160, 30)) as pilot:
+        await settle(pilot, lambda: len(table_rows(app)) == len(RUNS))
+        rows = {r[1]: r for r in table_rows(app)}
+        assert set(rows) == set(RUNS)
+        for name, (status, note, _) in RUNS.items():
+            assert rows[name][2] == status and rows[name][-1] == note
+        assert rows["base"][3] == "120/480" and rows["lr-high"][9] == "1"  # the failed run's abort alert
+        assert f"{len(RUNS)} runs" in title(app)
+
+
+async def test_list_figures_agree_with_summary_of_each_run(folder):
+    """The list reads only each run's last rows: its figures are still summary's, to the digit shown."""
+    app = app_for(folder)
+    async with app.run_test(size=(160, 30)) as pilot:
+        await settle(pilot, lambda: len(table_rows(app)) == len(RUNS))
+        rows = {r.name: r for r in app.model.snapshot()[0]}
+    out = mstop("summary", str(folder), "--json")
+    assert out.returncode == 1 or out.returncode == 0, out.stderr
+    summaries = {os.path.relpath(s["run_dir"], folder): s for s in json.loads(out.stdout)["runs"]}
+    assert set(summaries) == set(RUNS)
+    for name, s in summaries.items():
+        r = rows[name]
+        assert r.step == s["step"] and r.loss == pytest.approx(s["loss_ema"], rel=1e-9)
+        assert r.tokens_per_s == pytest.approx(s["tokens_per_s"], rel=1e-9)
+        assert r.mfu == pytest.approx(s["mfu"], rel=1e-6)
+
+
+async def test_sort_by_key_and_by_clicking_a_header(folder):
+    app = app_for(folder)
+    async with app.run_test(size=(160, 30)) as pilot:
+        await settle(pilot, lambda: len(table_rows(app)) == len(RUNS))
+        await pilot.press("s")  # the next column: status
+        await settle(pilot, lambda: "sorted by status (up)" in title(app))
+        assert [r[2] for r in table_rows(app)] == ["running", "running", "finished", "stalled", "failed"]
+        await pilot.press("S")
+        await settle(pilot, lambda: "sorted by status (down)" in title(app))
+        assert [r[2] for r in table_rows(app)][0] == "failed"
+        table = app.runs_screen.query_one(RunsTable)
+        cols = list(table.columns.values())
+        x = sum(c.get_render_width(table) for c in cols[:4]) + 2  # the header row: the loss column
+        await pilot.click(RunsTable, offset=(x, 0))
+        await settle(pilot, lambda: "sorted by loss" in title(app))
+        losses = [float(r[4]) for r in table_rows(app)]
+        assert losses == sorted(losses)
+
+
+async def test_filter_words_and_conditions_and_a_bad_filter_says_why(folder):
+    app = app_for(folder)
+    async with app.run_test(size=(160, 30)) as pilot:
+        await settle(pilot, lambda: len(table_rows(app)) == len(RUNS))
+        await pilot.press("slash", *"status=running world_size>=4", "enter")
+        await settle(pilot, lambda: len(table_rows(app)) == 1)
+        assert table_rows(app)[0][1] == "recompute/seed1" and "1 match" in title(app)
+        await pilot.press("slash", "ctrl+u", *"recompute", "enter")
+        await settle(pilot, lambda: len(table_rows(app)) == 2)
+        await pilot.press("slash", "ctrl+u", *"note~delay", "enter")
+        await settle(pilot, lambda: [r[1] for r in table_rows(app)] == ["no-delay"])
+        await pilot.press("slash", "ctrl+u", *"step>lots", "enter")
+        await settle(pilot, lambda: "bad filter" in str(app.runs_screen.query_one("#runs-notes").content))
+        assert "compares numbers" in str(app.runs_screen.query_one("#runs-notes").content)
+        assert [r[1] for r in table_rows(app)] == ["no-delay"]  # the last good filter still holds
+        await pilot.press("escape", "slash", "ctrl+u", "enter")  # empty: every run again
+        await settle(pilot, lambda: len(table_rows(app)) == len(RUNS))
+
+
+def test_the_filter_grammar():
+    f = parse_filter("status = running  world_size>=64 note~Recompute big", {"world_size"})
+    assert [(c.field, c.op, c.value) for c in f.conditions] == [("status", "=", "running"),
+                                                                ("world_size", ">=", "64"), ("note", "~", "Recompute")]
+    assert f.words == ["big"]
+    for bad, says in (("nosuch=1", "no such field"), ("=3", "FIELD OP VALUE"), ("step>", "nothing to compare"),
+                      ("mfu<high", "compares numbers")):
+        with pytest.raises(FilterError, match=says):
+            parse_filter(bad, {"world_size"})
+
+
+async def test_enter_opens_the_monitor_and_escape_returns_with_the_cursor_on_the_run(folder):
+    app = app_for(folder)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot, lambda: len(table_rows(app)) == len(RUNS))
+        await pilot.press("down", "down", "enter")  # the third run by name: no-delay
+        await settle(pilot, lambda: isinstance(app.screen, MonitorScreen))
+        await settle(pilot, lambda: "no-delay" in str(app.screen.query_one(Header).content))
+        await pilot.press("escape")
+        await settle(pilot, lambda: app.screen is app.runs_screen)
+        table = app.runs_screen.query_one(RunsTable)
+        assert table.cursor_run.endswith("no-delay") and table_rows(app)[table.cursor_row][1] == "no-delay"
+        # opened once: its whole history is read, so goodput is known now
+        await settle(pilot, lambda: table_rows(app)[table.cursor_row][8] not in ("",))
+
+
+async def test_marked_runs_compare_on_screen_as_mstop_compare_prints_them(folder):
+    app = app_for(folder)
+    async with app.run_test(size=(160, 40)) as pilot:
+        await settle(pilot, lambda: len(table_rows(app)) == len(RUNS))
+        await pilot.press("space", "down", "space")  # base (the baseline), then lr-high
+        await settle(pilot, lambda: "marked 2" in title(app))
+        await pilot.press("c")
+        await settle(pilot, lambda: isinstance(app.screen, CompareScreen), tries=1000)
+        shown = app.screen.text
+    out = mstop("compare", str(folder / "base"), str(folder / "lr-high"))
+    assert out.returncode == 0, out.stderr
+    assert shown == out.stdout
+
+
+async def test_overlay_draws_the_marked_runs_by_step_with_their_names(folder):
+    app = app_for(folder)
+    async with app.run_test(size=(160, 45)) as pilot:
+        await settle(pilot, lambda: len(table_rows(app)) == len(RUNS))
+        await pilot.press("space", "down", "down", "space", "down", "space", "o")  # base, no-delay, seed1
+        await settle(pilot, lambda: isinstance(app.screen, MonitorScreen), tries=1000)
+        await settle(pilot, lambda: "no-delay" in str(app.screen.query_one("#loss-chart", Chart).legend()))
+        legend = str(app.screen.query_one("#loss-chart", Chart).legend())
+        assert "2 no-delay" in legend and "3 recompute/seed1" in legend
+        assert "base" in str(app.screen.query_one(Header).content)
+        tp = str(app.screen.query_one("#tp-chart", Chart).legend())
+        assert "no-delay" in tp
+
+
+async def test_a_run_appearing_and_a_run_finishing_while_the_list_is_open(tmp_path):
+    root = tmp_path / "runs"
+    now = time.time()
+    write_run(root / "a", status="running", note="first", world=1, steps=20, t0=now - 20, clock_now=now)
+    app = RunsApp([RunsWatch(str(root))], label=str(root), follow=True)
+    async with app.run_test(size=(160, 30)) as pilot:
+        await settle(pilot, lambda: len(table_rows(app)) == 1)
+        assert table_rows(app)[0][2] == "running"
+        write_run(root / "b", status="finished", note="second", world=1, steps=20, t0=now - 100)
+        await settle(pilot, lambda: len(table_rows(app)) == 2, tries=600)
+        from mstop_writer import MetricsWriter
+
+        events = root / "a" / "rank0.events.jsonl"
+        session = json.loads(events.read_text().splitlines()[0])["session"]
+        with open(events, "a") as f:  # the job ends: its end event
+            f.write(json.dumps({"time": time.time(), "kind": "end", "session": session, "step": 19}) + "\n")
+        await settle(pilot, lambda: {r[1]: r[2] for r in table_rows(app)}.get("a") == "finished", tries=600)
+        assert MetricsWriter  # the runs are the writer's own files
+
+
+def test_summary_of_a_folder_of_runs_and_the_worst_exit_code(folder):
+    out = mstop("summary", str(folder), "--json")
+    got = json.loads(out.stdout)
+    assert sorted(os.path.relpath(s["run_dir"], folder) for s in got["runs"]) == sorted(RUNS)
+    assert all(set(s) >= {"status", "loss_ema", "goodput", "alerts"} for s in got["runs"])
+    assert out.returncode == 0
+    fail = mstop("summary", str(folder), "--json", "--fail-on", "alert")
+    assert fail.returncode == 1  # lr-high failed, seed2 stalled: their alerts fail it
+    text = mstop("summary", str(folder))
+    assert text.returncode == 0 and all(name in text.stdout for name in RUNS)
+
+
+def test_bad_arguments_say_what_is_wrong(tmp_path):
+    out = mstop("summry", str(tmp_path))
+    assert out.returncode == 2 and "did you mean summary?" in out.stderr
+    f = tmp_path / "file.csv"
+    f.write_text("x\n")
+    out = mstop("summary", str(f))
+    assert out.returncode == 2 and "is a file" in out.stderr
+    out = mstop(str(f))
+    assert out.returncode == 2 and "is a file" in out.stderr
+
+
+async def test_a_broken_run_is_listed_and_the_others_still_are(tmp_path):
+    root = tmp_path / "runs"
+    write_run(root / "good", status="finished", note="", world=1, steps=10)
+    bad = root / "broken"
+    bad.mkdir(parents=True)
+    (bad / "rank0.csv").write_bytes(b"\x00\xff garbage\nnot,a,header\n")
+    os.mkfifo(bad / "rank1.csv")  # a FIFO named like a rank file must never block the list
+    app = app_for(root, clock=time.time)
+    async with app.run_test(size=(160, 30)) as pilot:
+        await settle(pilot, lambda: len(table_rows(app)) == 2)
+        rows = {r[1]: r for r in table_rows(app)}
+        assert rows["good"][2] == "finished" and rows["broken"][2] in ("waiting", "starting", "unreadable")
+
+
+def test_an_empty_folder_keeps_opening_the_monitor_and_a_run_folder_too(folder, tmp_path):
+    from mstop.cli import monitor_parser, runs_watches
+
+    args = monitor_parser().parse_args([str(tmp_path)])
+    assert runs_watches([str(tmp_path)], args) is None  # empty: the monitor waits for a job, as before
+    assert runs_watches([str(folder / "base")], args) is None  # a run: its monitor
+    watches = runs_watches([str(folder), str(folder / "base")], args)
+    assert watches is not None and len(watches) == 2
+    assert Path(watches[1].only).name == "base"
