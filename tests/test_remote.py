@@ -280,3 +280,63 @@ def test_follow_a_mindformers_log_over_ssh_through_a_rotation_and_a_reconnect(se
         assert store.ranks[0].col("samples_per_s_per_npu").tolist() == [40.0] * 60
     finally:
         src.stop()
+
+
+def test_the_runs_program_is_python36_syntax_and_knows_rank_files_as_the_schema(tmp_path):
+    import re
+
+    from mstop.sources import runs_follower
+    from mstop_writer.schema import CSV_PATTERN, EVENTS_PATTERN
+
+    ast.parse(Path(runs_follower.__file__).read_text(), feature_version=(3, 6))
+    for name in ("rank0.csv", "rank7.events.jsonl", "rank01.csv", "rank3.csv.bak", "rank12345678.csv"):
+        schema = bool(re.fullmatch(CSV_PATTERN, name) or re.fullmatch(EVENTS_PATTERN, name))
+        assert bool(runs_follower.NAME.match(name)) == schema
+
+
+def test_summary_of_a_folder_of_runs_over_ssh_equals_local(server, tmp_path):
+    from tests.runs import RUNS, runs_folder
+
+    root = runs_folder(tmp_path / "runs")
+    local = json.loads(summary(root, "--json").stdout)["runs"]
+    proc = summary(f"testhost:{root}", "--json", "-F", server.config)
+    assert proc.returncode == 0, proc.stderr
+    remote = json.loads(proc.stdout)["runs"]
+    assert [s["run_dir"] for s in remote] == [f"testhost:{root}/{n}" for n in sorted(RUNS)]
+    for a, b in zip(local, remote):
+        assert (a["status"], a["step"], a["loss_ema"], a["tokens_per_s"]) == \
+            (b["status"], b["step"], b["loss_ema"], b["tokens_per_s"])
+
+
+async def test_the_runs_list_over_ssh_and_local_side_by_side_names_each_runs_host(server, tmp_path):
+    """``mstop runs/ testhost:/other/runs``: both folders in one list, each run with where it lives; the
+    remote folder is read with one program run per refresh over the host's one shared connection."""
+    from mstop.app.runs import RunsApp
+    from mstop.app.widgets.runs import RunsTable
+    from mstop.sources.remote_runs import RemoteRunsWatch
+    from mstop.sources.runs import RunsWatch
+    from tests.runs import NOW_RUNS, RUNS, runs_folder, write_run
+
+    here = tmp_path / "here"
+    write_run(here / "local-run", status="finished", note="on this machine", world=1, steps=30)
+    there = runs_folder(tmp_path / "there")
+    watches = [RunsWatch(str(here)), RemoteRunsWatch(Target("testhost", str(there)), ssh_options=server.options())]
+    app = RunsApp(watches, label="here testhost:there", clock=lambda: NOW_RUNS, follow=False)
+    async with app.run_test(size=(160, 30)) as pilot:
+        table = app.runs_screen.query_one(RunsTable)
+        for _ in range(300):
+            await pilot.pause(0.05)
+            if table.row_count == len(RUNS) + 1:
+                break
+        rows = {str(table.get_row_at(i)[1]): [str(c) for c in table.get_row_at(i)] for i in range(table.row_count)}
+        assert set(rows) == set(RUNS) | {"local-run"}
+        for name, (status, note, _) in RUNS.items():
+            assert rows[name][2] == status and rows[name][12] == "testhost" and rows[name][13] == note
+        assert rows["local-run"][12] != "testhost"
+        local = RunsWatch(str(there))  # the same runs read here: the same figures
+        local.discover()
+        local.read()
+        from mstop.engine import figures
+
+        for run in local.runs.values():
+            assert rows[run.name][3].startswith(f"{figures.step(run.store):,}/")
