@@ -48,6 +48,17 @@ def duration(seconds: float | None) -> str:
     return f"{s // 86400} d {s % 86400 // 3600:02d} h"
 
 
+def coarse(seconds: float | None) -> str:
+    """The largest unit only (``42 s``, ``6 m``, ``2 h``, ``3 d``): an age in a narrow column."""
+    if seconds is None or math.isnan(seconds) or math.isinf(seconds):
+        return duration(seconds)
+    s = max(0, int(round(seconds)))
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if s >= size:
+            return f"{s // size} {unit}"
+    return f"{s} s"
+
+
 def ms(seconds: float | None) -> str:
     if seconds is None or math.isnan(seconds):
         return NA

@@ -58,3 +58,21 @@ def test_monitor_no_color(snap_compare, monkeypatch):
     checkpoint C, warnings written out)."""
     monkeypatch.setenv("NO_COLOR", "1")
     assert snap_compare(app(), terminal_size=(120, 40))
+
+
+def runs_app():
+    from mstop.app.runs import RunsApp
+    from mstop.sources.runs import RunsWatch
+    from tests.runs import NOW_RUNS
+
+    return RunsApp([RunsWatch("tests/fixtures/snap-runs")], label="tests/fixtures/snap-runs", clock=lambda: NOW_RUNS,
+                   follow=False)
+
+
+def test_runs_list_120x40(snap_compare):
+    """A folder of runs (tests/fixtures/snap-runs, written by MetricsWriter): one marked as the baseline."""
+    assert snap_compare(runs_app(), terminal_size=(120, 40), press=["space"])
+
+
+def test_runs_list_80x24(snap_compare):
+    assert snap_compare(runs_app(), terminal_size=(80, 24))

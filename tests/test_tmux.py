@@ -141,3 +141,37 @@ def test_demo_refuses_bad_counts():
         out = subprocess.run([sys.executable, "-m", "mstop", "demo", *args], cwd=ROOT, capture_output=True,
                              text=True, timeout=30)
         assert out.returncode == 2 and ("must be from" in out.stderr or "not a whole number" in out.stderr)
+
+
+def _until(sock: str, want: list[str], seconds: float = 30) -> str:
+    screen = ""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        screen = _screen(sock)
+        if all(w in screen for w in want):
+            return screen
+        time.sleep(0.2)
+    missing = [w for w in want if w not in screen]
+    raise AssertionError(f"not on screen: {missing}\n{screen}")
+
+
+def test_runs_list_in_tmux_open_a_run_and_come_back(tmp_path):
+    """``mstop runs/`` in a real terminal: every run listed, Enter opens one, Escape comes back, q quits."""
+    shutil.copytree(ROOT / "tests" / "fixtures" / "snap-runs", tmp_path / "runs")
+    sock = f"mstop-test-{uuid.uuid4().hex[:8]}"
+    _tmux(sock, f"{sys.executable} -m mstop {tmp_path / 'runs'}")
+    try:
+        _until(sock, ["5 runs", "base", "lr-high", "failed", "recompute/seed2", "stalled", "q quit"])
+        subprocess.run(["tmux", "-L", sock, "send-keys", "Down", "Enter"], check=True)
+        _until(sock, ["lr-high", "status FAILED", "esc runs"])
+        subprocess.run(["tmux", "-L", sock, "send-keys", "Escape"], check=True)
+        screen = _until(sock, ["5 runs", "recompute/seed1"])
+        assert "status FAILED" not in screen
+        subprocess.run(["tmux", "-L", sock, "send-keys", "q"], check=True)
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline and subprocess.run(["tmux", "-L", sock, "has-session"],
+                                                             capture_output=True).returncode == 0:
+            time.sleep(0.2)
+        assert subprocess.run(["tmux", "-L", sock, "has-session"], capture_output=True).returncode != 0
+    finally:
+        subprocess.run(["tmux", "-L", sock, "kill-server"], capture_output=True)

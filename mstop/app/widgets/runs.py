@@ -62,13 +62,13 @@ class RunsTable(PagedTable):
     def cells(self, r: RunRow) -> list[object]:
         """One run's cells, as the columns order them."""
         mark = self.marks.get(r.key)
-        status = Text(r.status, style=STATUS_STYLE.get(r.status, ""))
+        status = Text(r.status, style=STATUS_STYLE.get(r.status, ""), justify="left")
         step = "" if r.step is None else f"{r.step:,}" + ("" if r.total is None else f"/{r.total:,}")
         if r.alerts or r.incidents:
             alerts = Text(f"{r.alerts}" + (f" +{r.incidents} past" if r.incidents else ""),
-                          style="bold red" if r.alerts else "yellow")
+                          style="bold red" if r.alerts else "yellow", justify="right")
         else:
-            alerts = Text("0" if r.full or r.step is not None else "")
+            alerts = Text("0" if r.full or r.step is not None else "", justify="right")
         loss = fmt.num(r.loss) if r.step is not None else ""
 
         def right(text: str) -> Text:
@@ -79,7 +79,7 @@ class RunsTable(PagedTable):
                 right(fmt.pct(r.mfu) if r.mfu is not None else ""),
                 right(fmt.pct(r.headroom) if r.headroom is not None else ""),
                 right(fmt.pct(r.goodput) if r.goodput is not None else ("" if not r.full else "n/a")), alerts,
-                right(fmt.duration(self.now - r.started) + " ago" if r.started is not None else ""),
+                right(fmt.coarse(self.now - r.started) + " ago" if r.started is not None else ""),
                 right(fmt.duration(r.duration) if r.duration is not None else ""), Text(r.host), Text(r.note)]
 
     def on_data_table_row_highlighted(self, event: PagedTable.RowHighlighted) -> None:
