@@ -19,6 +19,11 @@
 - mindformers-log.svg: a real MindFormers Trainer job watched from its own info.log (the kit's capture).
 - profile-120x40.svg: a baseline run above, profiled at steps 200-210 on CPU: the throughput panel's breakdown.
 - report-loss.png, report-tokens_per_s.png: two of ``mstop report``'s plots of the same runs.
+- runs-120x40.svg, runs-compare.svg, runs-overlay.svg: ``mstop runs/`` on the folder of those three real runs
+  and a generated running one: the list (base-1 opened once, so its goodput is known; two runs marked), the
+  compare screen of the marked runs, and the three real runs overlaid by step.
+
+    python screenshots/make_screenshots.py --runs-only   # the three real runs and the runs screens only
 
 Convert to PNG to look at them: rsvg-convert screenshots/demo-120x40.svg -o /tmp/demo.png
 """
@@ -158,6 +163,10 @@ def dead_run(run: Path) -> float:
 
 def main() -> int:
     out = ROOT / "screenshots"
+    if "--runs-only" in sys.argv:
+        with tempfile.TemporaryDirectory() as tmp:
+            runs_shots(train_comparison_runs(Path(tmp)), out)
+        return 0
     with tempfile.TemporaryDirectory() as tmp:
         demo = Path(tmp) / "demo"
         subprocess.run([sys.executable, str(ROOT / "examples" / "train_tiny_lm.py"), "--run-dir", str(demo),
@@ -214,15 +223,7 @@ def comparison_shots(tmp: Path, out: Path) -> None:
     from mstop.cli import build_parser, load_runs
     from mstop.commands.compare import compare, render_table
 
-    runs = tmp / "runs"
-    jobs = [("base-1", ["--data-delay", "0.05", "--seed", "1", "--run-name", "baseline"]),
-            ("base-2", ["--data-delay", "0.05", "--seed", "2", "--run-name", "baseline"]),
-            ("no-delay", ["--seed", "1", "--run-name", "input fixed", "--note", "no per-batch delay"])]
-    for name, extra in jobs:
-        subprocess.run([sys.executable, str(ROOT / "examples" / "train_tiny_lm.py"), "--run-dir", str(runs / name),
-                        "--ranks", "2", "--steps", "300", "--ckpt-every", "150", "--profile-steps", "200:210",
-                        *extra],
-                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    runs = train_comparison_runs(tmp)
     args = build_parser().parse_args(["compare", "x", "y"])
     loaded = load_runs([f"{runs / 'base-1'},{runs / 'base-2'}", str(runs / "no-delay")], args)
     console = Console(record=True, width=200, file=open("/dev/null", "w"))  # noqa: SIM115
@@ -238,6 +239,70 @@ def comparison_shots(tmp: Path, out: Path) -> None:
     for name in ("loss", "tokens_per_s"):
         shutil.copy(report / f"{name}.png", out / f"report-{name}.png")
         print("wrote", (out / f"report-{name}.png").relative_to(ROOT))
+    runs_shots(runs, out)
+
+
+def train_comparison_runs(tmp: Path) -> Path:
+    """runs/base-1, runs/base-2 (input pipeline sleeping 50 ms a batch, seeds 1 and 2), runs/no-delay."""
+    runs = tmp / "runs"
+    jobs = [("base-1", ["--data-delay", "0.05", "--seed", "1", "--run-name", "baseline"]),
+            ("base-2", ["--data-delay", "0.05", "--seed", "2", "--run-name", "baseline"]),
+            ("no-delay", ["--seed", "1", "--run-name", "input fixed", "--note", "no per-batch delay"])]
+    for name, extra in jobs:
+        subprocess.run([sys.executable, str(ROOT / "examples" / "train_tiny_lm.py"), "--run-dir", str(runs / name),
+                        "--ranks", "2", "--steps", "300", "--ckpt-every", "150", "--profile-steps", "200:210",
+                        *extra],
+                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return runs
+
+
+def runs_shots(runs: Path, out: Path) -> None:
+    """The runs screen on the folder of real runs (plus a generated one still running, in a subfolder)."""
+    from mstop.app.runs import CompareScreen, RunsApp
+    from mstop.app.widgets.runs import RunsTable
+    from mstop.sources.runs import RunsWatch
+    from tests.runs import write_run
+
+    now = max(last_time(runs / n) for n in ("base-1", "base-2", "no-delay")) + 20
+    write_run(runs / "ablations" / "lr-x10", status="failed", note="lr x10: NaN at step 61", world=2, steps=61,
+              t0=now - 900, step_time=0.5)
+    write_run(runs / "ablations" / "recompute", status="running", note="recompute on", world=2, steps=400,
+              t0=now - 150, step_time=0.5, clock_now=now)
+
+    async def list_shots() -> None:
+        app = RunsApp([RunsWatch(str(runs))], label="runs", clock=lambda: now, follow=False)
+        async with app.run_test(size=(120, 40)) as pilot:
+            table = app.runs_screen.query_one(RunsTable)
+            for _ in range(100):
+                await pilot.pause(0.05)
+                if table.row_count == 5:
+                    break
+            await pilot.press("down", "down", "enter")  # base-1: opened once, its goodput known
+            await pilot.pause(1.0)
+            await pilot.press("escape")
+            await pilot.pause(0.5)
+            await pilot.press("space", "space", "space")  # base-1, base-2, no-delay marked (the cursor moves on)
+            await pilot.pause(0.3)
+            app.save_screenshot(str(out / "runs-120x40.svg"))
+            print("wrote", (out / "runs-120x40.svg").relative_to(ROOT))
+            await pilot.press("u", "up", "up", "space", "equals_sign", "space", "c")  # base-1,base-2 | no-delay
+            for _ in range(200):
+                await pilot.pause(0.05)
+                if isinstance(app.screen, CompareScreen):
+                    break
+            await pilot.pause(0.3)
+            app.save_screenshot(str(out / "runs-compare.svg"))
+            print("wrote", (out / "runs-compare.svg").relative_to(ROOT))
+            await pilot.press("escape", "u", "up", "up", "space", "space", "space", "o")
+            for _ in range(200):
+                await pilot.pause(0.05)
+                if type(app.screen).__name__ == "MonitorScreen":
+                    break
+            await pilot.pause(1.0)
+            app.save_screenshot(str(out / "runs-overlay.svg"))
+            print("wrote", (out / "runs-overlay.svg").relative_to(ROOT))
+
+    asyncio.run(list_shots())
 
 
 if __name__ == "__main__":

@@ -161,7 +161,7 @@ async def test_marked_runs_compare_on_screen_as_mstop_compare_prints_them(folder
     app = app_for(folder)
     async with app.run_test(size=(160, 40)) as pilot:
         await settle(pilot, lambda: len(table_rows(app)) == len(RUNS))
-        await pilot.press("space", "down", "space")  # base (the baseline), then lr-high
+        await pilot.press("space", "space")  # base (the baseline; the cursor moves on), then lr-high
         await settle(pilot, lambda: "marked 2" in title(app))
         await pilot.press("c")
         await settle(pilot, lambda: isinstance(app.screen, CompareScreen), tries=1000)
@@ -175,7 +175,7 @@ async def test_overlay_draws_the_marked_runs_by_step_with_their_names(folder):
     app = app_for(folder)
     async with app.run_test(size=(160, 45)) as pilot:
         await settle(pilot, lambda: len(table_rows(app)) == len(RUNS))
-        await pilot.press("space", "down", "down", "space", "down", "space", "o")  # base, no-delay, seed1
+        await pilot.press("space", "down", "space", "space", "o")  # base, (not lr-high) no-delay, seed1
         await settle(pilot, lambda: isinstance(app.screen, MonitorScreen), tries=1000)
         await settle(pilot, lambda: "no-delay" in str(app.screen.query_one("#loss-chart", Chart).legend()))
         legend = str(app.screen.query_one("#loss-chart", Chart).legend())

@@ -61,14 +61,18 @@ class CompareScreen(ModalScreen[None]):
     """The comparison of the marked runs: the text ``mstop compare`` prints for them."""
 
     BINDINGS = [("escape,q,c", "dismiss", "close")]
+    DEFAULT_CSS = """
+    CompareScreen #compare { overflow-x: auto; overflow-y: auto; }
+    CompareScreen #compare-text { width: auto; }
+    """
 
     def __init__(self, title: str, text: str) -> None:
         super().__init__()
         self.title_text, self.text = title, text
 
     def compose(self) -> ComposeResult:
-        t = Text(self.title_text + "\n\n", style="bold")
-        t.append(Text(self.text))
+        t = Text(self.title_text + "\n\n", style="bold", no_wrap=True, overflow="ignore")
+        t.append(Text(self.text))  # as wide as the table: it scrolls sideways rather than wrap
         yield VerticalScroll(Static(t, id="compare-text"), id="compare")
 
 
@@ -261,7 +265,7 @@ class RunsScreen(Screen[None]):
                 self.marks[-1].append(key)
             else:
                 self.marks.append([key])
-        self.query_one(RunsTable).action_cursor_down()
+        self.query_one(RunsTable).step_down()
         self.redraw()
 
     def action_unmark(self) -> None:
@@ -317,7 +321,7 @@ class RunsScreen(Screen[None]):
             except (CompareError, ValueError) as e:
                 self.app.call_from_thread(self.notify, f"cannot compare: {e}", severity="error", timeout=10)
                 return
-            title = "mstop compare " + " ".join(",".join(g) for g in groups)
+            title = "mstop compare " + " ".join(",".join(g) for g in groups) + "   (escape: back; arrows scroll)"
             self.app.call_from_thread(self.app.push_screen, CompareScreen(clean(title, 4096), text))
 
         self.run_worker(work, thread=True, name="mstop-compare", exit_on_error=False)
@@ -346,7 +350,8 @@ class RunsScreen(Screen[None]):
                 return
 
             def show() -> None:
-                self.app.push_screen(MonitorScreen(specs[0], back=True, overlays=others, **self.open_options))
+                self.app.push_screen(MonitorScreen(specs[0], back=True, overlays=others, name=names[0],
+                                                   **self.open_options))
 
             self.app.call_from_thread(show)
 

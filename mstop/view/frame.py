@@ -168,6 +168,7 @@ class View:
     ranks: list[RankRow] = field(default_factory=list)
     baseline: BaselinePart | None = None
     overlays: list[BaselinePart] = field(default_factory=list)  # other runs drawn by step (the runs list's o)
+    name: str = ""  # this run's name beside overlaid runs (their legend names them too)
     alerts: list[Any] = field(default_factory=list)  # active health alerts (mstop.engine.health.Alert)
     new_alerts: int = 0  # not yet seen (the a key)
     marks: dict[int, str] = field(default_factory=dict)  # the heat strip's letter per rank with an alert

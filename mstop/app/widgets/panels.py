@@ -60,7 +60,7 @@ class LossPanel(Vertical):
             marks.append(([x for x, _ in v.loss.checkpoints], [y for _, y in v.loss.checkpoints], "checkpoint"))
         if v.loss.incident_marks:
             marks.append(([x for x, _ in v.loss.incident_marks], [y for _, y in v.loss.incident_marks], "incident"))
-        lines = [("raw", v.loss.raw), ("smoothed", v.loss.smooth)]
+        lines = [("raw", v.loss.raw), (f"1 {v.name} smoothed" if v.overlays else "smoothed", v.loss.smooth)]
         base = self.query_one("#loss-base", Static)
         base.display = bool(v.baseline)
         lines[1:1] = overlay_lines(v, "loss")  # drawn before this run's smoothed line, which stays on top

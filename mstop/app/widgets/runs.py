@@ -86,6 +86,13 @@ class RunsTable(PagedTable):
         if event.row_key is not None and event.row_key.value is not None:
             self.cursor_run = str(event.row_key.value)
 
+    def step_down(self) -> None:
+        """The cursor to the next run (after a mark, as htop's space does), kept there by the next show."""
+        keys = [r.key for r in self.lines]
+        if self.cursor_run in keys:
+            i = keys.index(self.cursor_run)
+            self.select_run(keys[min(i + 1, len(keys) - 1)])
+
     def select_run(self, key: str) -> None:
         """Put the cursor on run ``key`` (paging to it) at the next show."""
         self._cursor_to = key
