@@ -103,12 +103,12 @@ class MonitorScreen(Screen[None]):
                  connect_timeout: float = 10.0, rules: Rules | None = None, bell: bool = False,
                  on_alert: str | None = None, baseline: str | None = None, job: subprocess.Popen | None = None,
                  job_log: str | None = None, back: bool = False, overlays: list[tuple[str, Store]] = (),
-                 name: str = "") -> None:
+                 run_label: str = "") -> None:
         super().__init__()
         self.back = back  # opened from the runs list: Escape returns to it
         #: other runs drawn by step beside this one (the runs list's o): (name, store), each with its smoothing
         self.overlays = [(clean(n, 256), store, EmaSeries()) for n, store in overlays]
-        self.name = clean(name, 256)  # this run's name in an overlay's legend
+        self.run_label = clean(run_label, 256)  # this run's name in an overlay's legend
         self.job, self.job_log = job, job_log  # mstop demo: the training job it started, and where its output goes
         self._job_note: str | None = None
         self._incidents: tuple[int, float, list] = (-1, 0.0, [])
@@ -277,7 +277,7 @@ class MonitorScreen(Screen[None]):
         if not ranks_view:
             v.overlays = [run_part(v, store, name, self.opts, ema, points=width, recent=self.recent)
                           for name, store, ema in self.overlays]
-            v.name = self.name
+            v.name = self.run_label
         self._alerts(v, snap)
         if not ranks_view:
             v.loss.incident_marks = incident_marks(snap, [i for i in self._past_incidents(v.alerts) if not i.active],

@@ -350,7 +350,7 @@ class RunsScreen(Screen[None]):
                 return
 
             def show() -> None:
-                self.app.push_screen(MonitorScreen(specs[0], back=True, overlays=others, name=names[0],
+                self.app.push_screen(MonitorScreen(specs[0], back=True, overlays=others, run_label=names[0],
                                                    **self.open_options))
 
             self.app.call_from_thread(show)
