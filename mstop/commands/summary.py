@@ -192,12 +192,13 @@ def runs_table(summaries: list[dict[str, Any]]) -> Any:
     for s in summaries:
         g = s.get("goodput") or {}
         t.add_row(clean(str(s["run_dir"]), 4096), s["status"], fmt.num(s["step"], 9) if s["step"] is not None else "",
-                  fmt.num(_num(s["loss_ema"])), fmt.si(_num(s["tokens_per_s"])), fmt.pct(_num(s["mfu"])),
-                  fmt.pct(_num(s["mem_headroom"])), fmt.pct(g.get("goodput")), str(len(s["alerts"])))
+                  fmt.num(_from_json(s["loss_ema"])), fmt.si(_from_json(s["tokens_per_s"])),
+                  fmt.pct(_from_json(s["mfu"])), fmt.pct(_from_json(s["mem_headroom"])), fmt.pct(g.get("goodput")),
+                  str(len(s["alerts"])))
     return t
 
 
-def _num(v: Any) -> float | None:
+def _from_json(v: Any) -> float | None:
     """A summary number back from its JSON form (``nan``/``inf`` strings)."""
     if isinstance(v, str):
         return float(v)

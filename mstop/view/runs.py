@@ -29,7 +29,7 @@ COLUMNS = (
 )
 #: statuses from best to worst (the order a status sort uses: what needs a look comes last, or first reversed)
 STATUS_ORDER = {s: i for i, s in enumerate(("running", "starting", "waiting", "finished", "stalled", "dead",
-                                            "failed", "unreadable"))}
+                                            "failed", "unreadable", "reading"))}
 
 
 @dataclass
@@ -296,8 +296,14 @@ class RunsModel:
         problems = []
         for w in self.watches:
             try:
-                w.discover()
+                new = w.discover()
                 self._errors.pop(w.label, None)
+                with self.lock:  # listed at once by name; their figures come as they are read
+                    for run in new:
+                        key = self.key(run)
+                        if key not in self.rows:
+                            self.rows[key] = RunRow(key=key, name=run.name, host=run.host, status="reading")
+                    self.version += bool(new)
             except Exception as e:  # noqa: BLE001 - one source that cannot be read leaves the others listed
                 self._errors[w.label] = f"{w.label}: {e}"
             problems += list(w.problems)

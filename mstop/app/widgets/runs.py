@@ -14,7 +14,8 @@ from .ranks import PagedTable
 
 #: a status's colour (the text says it too: the table reads without colour)
 STATUS_STYLE = {"running": "green", "starting": "cyan", "waiting": "grey50", "finished": "blue",
-                "stalled": "yellow", "dead": "bold red", "failed": "bold red", "unreadable": "red"}
+                "stalled": "yellow", "dead": "bold red", "failed": "bold red", "unreadable": "red",
+                "reading": "grey50 italic"}
 
 
 class RunsTable(PagedTable):
