@@ -529,23 +529,40 @@ class MonitorScreen(Screen[None]):
         return self.back if action == "back" else True
 
 
-class MonitorApp(App[None]):
-    """``mstop RUN_DIR``: the monitor screen of one run (its arguments are :class:`MonitorScreen`'s), and
-    what the process must do however it ends (signals, the demo's cleanups).
+class MstopApp(App[None]):
+    """What every mstop app does however the process ends: SIGTERM and SIGHUP quit as q does, and after a
+    grace time :meth:`stops` and :attr:`cleanups` run anyway (:func:`quit_on_signal`)."""
+
+    CSS_PATH = "monitor.tcss"
+    ENABLE_COMMAND_PALETTE = False  # nothing in it a user of these screens needs, and its key crowded the footer
+    TITLE = "mstop"
+
+    def __init__(self) -> None:
+        super().__init__()
+        #: what must be undone however the app ends (mstop demo: stop the job, remove its directory)
+        self.cleanups: list[Callable[[], None]] = []
+        self._stopping = False
+
+    def on_mount(self) -> None:
+        install_signals(self)
+
+    def _signalled(self, code: int) -> None:
+        quit_on_signal(self, code)
+
+    def stops(self) -> list[Callable[[], None]]:
+        """What stops this app's sources: every monitor screen's."""
+        return [s.source.stop for s in self.screen_stack if isinstance(s, MonitorScreen)]
+
+
+class MonitorApp(MstopApp):
+    """``mstop RUN_DIR``: the monitor screen of one run (its arguments are :class:`MonitorScreen`'s).
 
     Attributes it does not have are the monitor screen's (``app.store``, ``app.redraw()``): the screen
     is the app's only purpose, and tests and the demo reach it that way."""
 
-    CSS_PATH = "monitor.tcss"
-    ENABLE_COMMAND_PALETTE = False  # nothing in it a user of this screen needs, and its key crowded the footer
-    TITLE = "mstop"
-
     def __init__(self, run_dir: str | list[str], **options: Any) -> None:
         super().__init__()
         self.monitor = MonitorScreen(run_dir, **options)
-        #: what must be undone however the app ends (mstop demo: stop the job, remove its directory)
-        self.cleanups: list[Callable[[], None]] = []
-        self._stopping = False
 
     def __getattr__(self, name: str) -> Any:
         monitor = self.__dict__.get("monitor")
@@ -556,14 +573,7 @@ class MonitorApp(App[None]):
     def get_default_screen(self) -> Screen:
         return self.monitor
 
-    def on_mount(self) -> None:
-        install_signals(self)
-
-    def _signalled(self, code: int) -> None:
-        quit_on_signal(self, code)
-
     def stops(self) -> list[Callable[[], None]]:
-        """What stops this app's sources."""
         return [self.monitor.source.stop]
 
 

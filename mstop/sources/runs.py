@@ -109,9 +109,28 @@ class RunTail:
     full: bool = False  # the store holds the run's whole history (a MindFormers log, or opened)
     read_at: float = 0.0  # monotonic time of its last read
     _source: LocalSource | MfLogSource | None = None
+    _seen: tuple | None = None  # its rank files' names, sizes and times when last read
+
+    def _signature(self) -> tuple | None:
+        """Its rank files' (name, size, mtime) now: one directory scan and a stat each (None: a MindFormers
+        log, whose files live below it, is read every time)."""
+        if self.kind != "writer":
+            return None
+        try:
+            with os.scandir(self.path) as it:
+                return tuple(sorted((e.name, e.stat().st_size, e.stat().st_mtime_ns) for e in it
+                                    if _RANK_FILE.fullmatch(e.name)))
+        except OSError:
+            return None
 
     def read(self) -> None:
-        """Read what is new (the first call: near the end); rebuilt from near the end once grown big."""
+        """Read what is new (the first call: near the end); nothing when no rank file changed; rebuilt from
+        near the end once grown big."""
+        seen = self._signature()
+        if seen is not None and seen == self._seen and self._source is not None:
+            self.read_at = time.monotonic()
+            return  # nothing new: no file opened
+        self._seen = seen
         if self._source is not None and not self.full and self.store.rows > REBUILD_ROWS * max(
                 1, len(self.store.ranks)):
             self._source, self.store = None, Store()
@@ -133,6 +152,7 @@ class RunTail:
         """Keep the whole history a monitor read of this run (and its source, which reads on from where it
         stopped): the row's figures from all of it from now on, goodput included."""
         self.store, self._source, self.full = store, source, True  # type: ignore[assignment]
+        self._seen = None
 
 
 class RunsWatch:
