@@ -11,7 +11,6 @@ per rank, worst first. An alert is active while its condition holds (and, when
 
 from __future__ import annotations
 
-import math
 import warnings
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
@@ -259,21 +258,24 @@ def _spike(d: RankData, column: str, kind: str, rules: Rules) -> list[Alert]:
     tail = idx[-(w + recent):]
     vals = d.col(column)[tail].astype(np.float64)
     steps = d.col("step")[tail]
-    worst = None
-    for j in range(max(w, len(tail) - recent), len(tail)):
-        x = vals[j]
-        hist = vals[j - w: j]
-        hist = hist[np.isfinite(hist)]
-        if not math.isfinite(x) or len(hist) < w // 2:
-            continue
-        mean, std = float(hist.mean()), float(hist.std())
-        if std > 0 and x > mean + rules.spike_k * std:
-            z = (x - mean) / std
-            if worst is None or z > worst[0]:
-                worst = (z, int(steps[j]), x, mean)
-    if worst is None:
+    # each recent row against the mean and deviation of the finite values of the w rows before it, all rows
+    # at once (a loop of numpy calls on 20-value windows cost 4 ms a run: the runs list reads thousands)
+    js = np.arange(max(w, len(tail) - recent), len(tail))
+    if not len(js):
         return []
-    z, step, x, mean = worst
+    hists = np.lib.stride_tricks.sliding_window_view(vals, w)[js - w]
+    finite = np.isfinite(hists)
+    count = finite.sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = np.where(finite, hists, 0.0).sum(axis=1) / count
+        std = np.sqrt((np.where(finite, hists - mean[:, None], 0.0) ** 2).sum(axis=1) / count)
+        x = vals[js]
+        hit = np.isfinite(x) & (count >= w // 2) & (std > 0) & (x > mean + rules.spike_k * std)
+        z = np.where(hit, (x - mean) / np.where(std > 0, std, 1.0), -np.inf)
+    if not hit.any():
+        return []
+    best = int(np.argmax(z))  # the first of the highest, as a scan keeping the strictly greater would
+    z, step, x, mean = float(z[best]), int(steps[js[best]]), float(x[best]), float(mean[best])
     name = "loss" if column == "loss" else "grad norm"
     return [Alert(kind, None, step, f"{name} {x:.4g} at step {step}: {z:.1f} standard deviations above the "
                                     f"mean {mean:.4g} of the previous {w} steps")]

@@ -226,11 +226,13 @@ def _holds(c: Condition, v: Any) -> bool:
 
 #: Seconds between searches for new (or removed) runs.
 DISCOVER_EVERY = 5.0
+#: Runs read first when the screen has not said which rows it shows (a page of a tall terminal).
+PAGE = 40
 #: Seconds between reads of a run's new bytes.
 READ_EVERY = 2.0
 #: Seconds a run's row (its alerts: the costly part) is kept while its store does not change; its status,
 #: which time alone changes (running -> stalled -> dead), is computed again on every pass.
-ROW_EVERY = 30.0
+ROW_EVERY = 300.0
 
 
 class RunsModel:
@@ -268,10 +270,14 @@ class RunsModel:
             self._discover()
             self._found_at = now
         runs = self.runs()
-        order = [k for k in self.first if k in runs] + [k for k in runs if k not in self._done] + list(runs)
+        # the page on screen first; before the screen has said which, the first runs by name (its default
+        # order): it is told once they are read, then every ``every`` seconds (each telling is a redraw,
+        # which competes with the reading for the one interpreter)
+        page = [k for k in self.first if k in runs] or sorted(runs, key=lambda k: runs[k].name)[:PAGE]
+        order = page + [k for k in runs if k not in self._done] + list(runs)
         seen: set[str] = set()
         told = time.monotonic()
-        for k in order:
+        for i, k in enumerate(order):
             if k in seen:
                 continue
             seen.add(k)
@@ -279,7 +285,7 @@ class RunsModel:
             if k in self._done and time.monotonic() - run.read_at < READ_EVERY:
                 continue
             self._update(k, run)
-            if progress is not None and time.monotonic() - told >= every:
+            if progress is not None and (i == len(page) - 1 or i >= len(page) and time.monotonic() - told >= every):
                 progress()
                 told = time.monotonic()
         with self.lock:
