@@ -153,7 +153,7 @@ class RunsScreen(Screen[None]):
                     self.app.call_from_thread(self.notify, f"runs list: {type(e).__name__}: {e}", severity="error")
             # paced: a pass over a thousand idle runs costs ~0.15 s here: the list keeps to ~10 % of a core (and
             # looks again within 5 s after the first pass, which reads every run)
-            self._stop.wait(min(5.0, max(0.5, PACE * (time.monotonic() - t))))
+            self._stop.wait(min(5.0, max(1.0, PACE * (time.monotonic() - t))))
 
     def _changed(self) -> None:
         self.post_message(RunsChanged())

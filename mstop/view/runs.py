@@ -51,7 +51,7 @@ class RunRow:
     incidents: int = 0
     alert_kinds: list[str] = field(default_factory=list)
     started: float | None = None  # the run's first start (its clock)
-    duration: float | None = None
+    ended: float | None = None  # its last sign of life, once it ended (finished, dead, failed); None: going on
     note: str = ""
     error: str | None = None
     config: dict[str, Any] = field(default_factory=dict)  # the start event's fields (filter conditions)
@@ -61,9 +61,17 @@ class RunRow:
         """The value a sort or a filter compares for ``key`` (``started`` as an age in seconds)."""
         if key == "started":
             return None if self.started is None else now - self.started
+        if key == "duration":
+            return self.duration(now)
         if key in ROW_KEYS:
             return getattr(self, key)
         return self.config.get(ALIASES.get(key, key))
+
+
+    def duration(self, now: float) -> float | None:
+        """Seconds from its first start to its end, or to ``now`` while it goes on."""
+        end = self.ended if self.status in figures.ENDED else now
+        return None if self.started is None or end is None else max(0.0, end - self.started)
 
 
 ROW_KEYS = frozenset(k for k, _ in COLUMNS) | {"total", "incidents"}
@@ -91,9 +99,7 @@ def run_row(key: str, name: str, host: str, store: Store, opts: Options, health:
             g = ledger(store, opts)
             row.goodput = None if g is None else g.public().get("goodput")
             row.incidents = sum(not i.active for i in health.incidents(store, opts, alerts))
-        now = opts.clock()
-        end = figures.last_row_time(store) if status in figures.ENDED else now
-        row.duration = None if first is None or end is None else max(0.0, end - first)
+        row.ended = figures.last_row_time(store) if status in figures.ENDED else None
     return row
 
 
@@ -228,8 +234,10 @@ def _holds(c: Condition, v: Any) -> bool:
 DISCOVER_EVERY = 5.0
 #: Runs read first when the screen has not said which rows it shows (a page of a tall terminal).
 PAGE = 40
-#: Seconds between reads of a run's new bytes.
+#: Seconds between reads of a run's new bytes (a directory scan when nothing changed): a row on screen,
+#: and one off it (sorting or filtering by a figure sees it at most this late).
 READ_EVERY = 2.0
+READ_HIDDEN_EVERY = 10.0
 #: Seconds a run's row (its alerts: the costly part) is kept while its store does not change; its status,
 #: which time alone changes (running -> stalled -> dead), is computed again on every pass.
 ROW_EVERY = 300.0
@@ -282,7 +290,8 @@ class RunsModel:
                 continue
             seen.add(k)
             run = runs[k]
-            if k in self._done and time.monotonic() - run.read_at < READ_EVERY:
+            due = READ_EVERY if i < len(page) else READ_HIDDEN_EVERY  # the rows on screen most often
+            if k in self._done and time.monotonic() - run.read_at < due:
                 continue
             self._update(k, run)
             if progress is not None and (i == len(page) - 1 or i >= len(page) and time.monotonic() - told >= every):
@@ -346,10 +355,12 @@ class RunsModel:
             row = RunRow(**{**old.__dict__})
             with run.store.lock:
                 row.status = figures.status(run.store, self.opts)
-                end = figures.last_row_time(run.store) if row.status in figures.ENDED else self.opts.clock()
-                row.duration = None if row.started is None or end is None else max(0.0, end - row.started)
-            if (row.status, row.duration) == (old.status, old.duration):
-                return
+                row.ended = figures.last_row_time(run.store) if row.status in figures.ENDED else None
+            if (row.status, row.ended) == (old.status, old.ended):
+                return  # nothing to draw again: ages and durations are taken at drawing time
+            if row.status != old.status:  # what time alone changed may change its alerts too: all of it again
+                row = run_row(key, run.name, run.host, run.store, self.opts, health, full=run.full,
+                              error=run.error)
         with self.lock:
             self.rows[key] = row
             self.version += 1
