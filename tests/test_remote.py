@@ -340,3 +340,15 @@ async def test_the_runs_list_over_ssh_and_local_side_by_side_names_each_runs_hos
 
         for run in local.runs.values():
             assert rows[run.name][3].startswith(f"{figures.step(run.store):,}/")
+    # the next refresh brings only what was appended: one more row of no-delay's rank 0, nothing twice
+    remote = watches[1]
+    before = {name: run.store.rows for name, run in remote.runs.items()}
+    path = there / "no-delay" / "rank0.csv"
+    last = path.read_text().splitlines()[-1].split(",")
+    last[0], last[1] = repr(float(last[0]) + 1.0), str(int(last[1]) + 1)
+    with open(path, "a") as f:
+        f.write(",".join(last) + "\n")
+    remote.discover()
+    after = {name: run.store.rows for name, run in remote.runs.items()}
+    assert after == {**before, "no-delay": before["no-delay"] + 1}
+    assert figures.step(remote.runs["no-delay"].store) == int(last[1])
