@@ -49,7 +49,8 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("summary", help="print a run's figures once (a table, or JSON with --json)",
                        description="Print a run's figures once: a table for people, or JSON for scripts.")
     s.add_argument("source", metavar="SOURCE", nargs="+",
-                   help="run directory, or [user@]host:/path over ssh; several are merged by rank id")
+                   help="run directory, or [user@]host:/path over ssh; several are merged by rank id; a folder of "
+                        "runs: each run's summary ({\"runs\": [...]} with --json)")
     _ssh_arguments(s)
     s.add_argument("--json", action="store_true", help="print one JSON object (keys documented in the README)")
     s.add_argument("--poll", type=_positive_float, metavar="SEC",
@@ -102,7 +103,8 @@ def monitor_parser() -> argparse.ArgumentParser:
                                  "Other commands: mstop summary, mstop compare, mstop report, mstop demo "
                                  "(mstop COMMAND --help).")
     ap.add_argument("source", metavar="RUN_DIR", nargs="+",
-                    help="run directory written by mstop_writer, or [user@]host:/path over ssh (several: merged)")
+                    help="run directory written by mstop_writer, or [user@]host:/path over ssh (several: merged); "
+                         "a folder of runs (runs below it, up to 3 levels) opens the runs list")
     ap.add_argument("--poll", type=_positive_float, metavar="SEC",
                     help="poll files every SEC seconds instead of file events (network filesystems)")
     _peak_argument(ap)
