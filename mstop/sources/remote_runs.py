@@ -57,6 +57,7 @@ class RemoteRunTail:
     full: bool = False
     read_at: float = 0.0
     files: dict[str, Followed] = field(default_factory=dict)
+    hint: str = ""  # what its row says in place of a note (a run the list cannot read from here)
 
     def read(self) -> None:
         self.read_at = time.monotonic()
@@ -93,6 +94,8 @@ class RemoteRunsWatch:
                 path = posixpath.normpath(posixpath.join(self.target.path, rel))
                 name = posixpath.basename(path) if rel == "." else rel
                 run = RemoteRunTail(path, clean(name, 4096), kind, self.target.host)
+                if kind != "writer":  # its logs hold their sessions in their first lines: read whole when opened
+                    run.hint = "a MindFormers log over ssh: Enter opens and reads it"
                 new.append(run)
             runs[rel] = run
         at = 0

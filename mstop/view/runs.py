@@ -54,6 +54,7 @@ class RunRow:
     ended: float | None = None  # its last sign of life, once it ended (finished, dead, failed); None: going on
     note: str = ""
     error: str | None = None
+    hint: str = ""  # shown in place of the note: why the list has no figures for it
     config: dict[str, Any] = field(default_factory=dict)  # the start event's fields (filter conditions)
     full: bool = False  # figures from the whole history (else from the last rows)
 
@@ -345,6 +346,7 @@ class RunsModel:
         health = self._health.setdefault(key, self.new_health())
         if done is None or done[0] != version or time.monotonic() - done[1] >= ROW_EVERY or run.error:
             row = run_row(key, run.name, run.host, run.store, self.opts, health, full=run.full, error=run.error)
+            row.hint = getattr(run, "hint", "")
             self._done[key] = (version, time.monotonic())
             if done is None:
                 self.read_count += 1
@@ -361,6 +363,7 @@ class RunsModel:
             if row.status != old.status:  # what time alone changed may change its alerts too: all of it again
                 row = run_row(key, run.name, run.host, run.store, self.opts, health, full=run.full,
                               error=run.error)
+                row.hint = old.hint
         with self.lock:
             self.rows[key] = row
             self.version += 1
