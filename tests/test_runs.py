@@ -12,6 +12,8 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mstop.app.monitor import MonitorScreen
 from mstop.app.runs import CompareScreen, RunsApp
@@ -251,3 +253,29 @@ def test_an_empty_folder_keeps_opening_the_monitor_and_a_run_folder_too(folder, 
     watches = runs_watches([str(folder), str(folder / "base")], args)
     assert watches is not None and len(watches) == 2
     assert Path(watches[1].only).name == "base"
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=60))
+def test_any_filter_text_parses_or_says_why_and_never_raises_on_a_row(text):
+    from mstop.view.runs import RunRow
+
+    row = RunRow(key="k", name="exp\x1b[31m", host="h", status="running", step=5, loss=1.5, note="a note",
+                 config={"world_size": 8, "device": "Ascend"})
+    try:
+        f = parse_filter(text, {"world_size", "device"})
+    except FilterError as e:
+        assert str(e) and "\x1b" not in str(e)
+        return
+    assert "\x1b" not in f.text
+    assert f.matches(row, 100.0) in (True, False)
+
+
+async def test_a_run_named_with_control_codes_is_shown_escaped(tmp_path):
+    root = tmp_path / "runs"
+    write_run(root / "evil\x1b]2;pwned\x07", status="finished", note="", world=1, steps=5)
+    app = app_for(root)
+    async with app.run_test(size=(160, 30)) as pilot:
+        await settle(pilot, lambda: len(table_rows(app)) == 1)
+        name = table_rows(app)[0][1]
+        assert "\x1b" not in name and "\x07" not in name and "\\x1b]2;pwned" in name

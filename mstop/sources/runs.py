@@ -192,7 +192,7 @@ class RunsWatch:
         for path, kind in found:
             old = self.runs.get(path)
             if old is None or old.kind != kind:
-                old = RunTail(path, os.path.relpath(path, self.root), kind)
+                old = RunTail(path, clean(os.path.relpath(path, self.root), 4096), kind)  # shown: no control codes
                 new.append(old)
             runs[path] = old
         self.runs, self.problems, self.found_at = runs, problems, time.monotonic()

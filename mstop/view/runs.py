@@ -20,6 +20,7 @@ from ..engine import figures
 from ..engine.figures import Options
 from ..engine.health import Health
 from ..engine.store import Store
+from ..safe import clean
 
 #: The list's columns, in order: (key, heading). The keys are public: sort keys, filter fields, JSON.
 COLUMNS = (
@@ -144,7 +145,7 @@ class FilterError(ValueError):
 _OPS: dict[str, Callable[[Any, Any], bool]] = {
     ">=": operator.ge, "<=": operator.le, "!=": operator.ne, "=": operator.eq, ">": operator.gt, "<": operator.lt,
 }
-_TERM = re.compile(r"^([A-Za-z_][A-Za-z0-9_.]*)\s*(>=|<=|!=|!~|=|>|<|~)\s*(.*)$")
+_TERM = re.compile(r"^([A-Za-z_][A-Za-z0-9_.]*)\s*(>=|<=|!=|!~|==|=|>|<|~)\s*(.*)$", re.S)
 FILTER_HELP = ("words match a run's name or note; FIELD=V, FIELD!=V, FIELD>N, >=, <, <=, FIELD~TEXT (contains), "
                "FIELD!~TEXT; FIELD is a column (status, step, loss, tokens_per_s, mfu, headroom, goodput, alerts, "
                "host, note, name) or a field of the run's start event (world_size, device, parallel_mode, ...)")
@@ -175,7 +176,7 @@ class Filter:
 def parse_filter(text: str, fields: set[str] | None = None) -> Filter:
     """The filter typed after ``/``. ``fields``: the start-event fields the runs have (a condition on a field
     neither a column nor one of these is a FilterError, as is a comparison of a number with text)."""
-    out = Filter(text=text.strip())
+    out = Filter(text=clean(text.strip(), 512))  # shown in the title: no control codes
     for term in _split_terms(text):
         m = _TERM.match(term)
         if m is None:
@@ -184,7 +185,7 @@ def parse_filter(text: str, fields: set[str] | None = None) -> Filter:
                                   "note~recompute")
             out.words.append(term.lower())
             continue
-        name, op, value = m.group(1), m.group(2), m.group(3).strip().strip("\"'")
+        name, op, value = m.group(1), "=" if m.group(2) == "==" else m.group(2), m.group(3).strip()
         known = ROW_KEYS | set(ALIASES) | (fields or set())
         if fields is not None and name not in known:
             raise FilterError(f"{name!r}: no such field; fields are the columns ({', '.join(k for k, _ in COLUMNS)}) "
@@ -199,8 +200,14 @@ def parse_filter(text: str, fields: set[str] | None = None) -> Filter:
 
 
 def _split_terms(text: str) -> list[str]:
-    """Terms separated by spaces; ``world_size >= 64`` (spaces around the operator) is one term."""
-    return re.sub(r"\s*(>=|<=|!=|!~|=|>|<|~)\s*", r"\1", text.strip()).split()
+    """Terms separated by spaces, as a shell splits them (``note~"two words"`` is one term); ``world_size
+    >= 64`` (spaces around the operator) is one term too."""
+    import shlex
+
+    try:
+        return shlex.split(re.sub(r"\s*(>=|<=|!=|!~|==|=|>|<|~)\s*", r"\1", text.strip()))
+    except ValueError as e:  # an unbalanced quote
+        raise FilterError(f"{clean(text, 512)!r}: {e} (quote a value with spaces: note~\"two words\")") from None
 
 
 def _number(text: str) -> float | None:
