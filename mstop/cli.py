@@ -380,11 +380,20 @@ def cmd_summary(args: argparse.Namespace) -> int:
     if fail_on is None or rules is None:
         return 2
     summary = summarize(store, run_dir, opts, Health(rules))
+    if not store.ranks and not store.rank_files:  # said beside the figures: a typo'd path reads as "waiting"
+        print(f"mstop: no rank files (rank*.csv) nor MindFormers logs in {clean_text(run_dir)}, nor runs below it "
+              "(up to 3 levels): status waiting", file=sys.stderr)
     if args.json:
         print(json.dumps(summary, ensure_ascii=False))
     else:
         _print_rich(render_table(summary, store, opts))
     return 1 if _fails(summary, fail_on, args) else 0
+
+
+def clean_text(text: str) -> str:
+    from .safe import clean
+
+    return clean(text, 4096)
 
 
 def _exists(spec: str) -> bool:
@@ -601,4 +610,10 @@ def run() -> None:
 
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, stop)
-    sys.exit(main())
+    try:
+        code = main()
+        sys.stdout.flush()
+    except BrokenPipeError:  # mstop summary --json | head: the reader left; no traceback for that
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        code = 141  # as a shell reports SIGPIPE
+    sys.exit(code)

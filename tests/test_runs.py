@@ -279,3 +279,13 @@ async def test_a_run_named_with_control_codes_is_shown_escaped(tmp_path):
         await settle(pilot, lambda: len(table_rows(app)) == 1)
         name = table_rows(app)[0][1]
         assert "\x1b" not in name and "\x07" not in name and "\\x1b]2;pwned" in name
+
+
+def test_summary_of_an_empty_folder_says_so_and_a_closed_pipe_is_no_traceback(tmp_path):
+    (tmp_path / "sub").mkdir()
+    out = mstop("summary", str(tmp_path))
+    assert out.returncode == 0 and "waiting" in out.stdout
+    assert f"no rank files (rank*.csv) nor MindFormers logs in {tmp_path}, nor runs below it" in out.stderr
+    proc = subprocess.run(f"{sys.executable} -m mstop summary {ROOT / 'tests/fixtures/snap-run'} --json | head -c 10",
+                          shell=True, cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert "Traceback" not in proc.stderr and len(proc.stdout) == 10
