@@ -20,6 +20,7 @@ from ..engine.health import Health, Rules
 from ..safe import clean
 from ..view.runs import COLUMNS, FILTER_HELP, Filter, FilterError, RunsModel, parse_filter, sort_rows
 from .monitor import MonitorScreen, MstopApp
+from .screens import HelpScreen
 from .widgets.runs import RunsTable
 
 #: The model's thread waits this many times as long as its last pass took before the next.
@@ -42,21 +43,6 @@ RUNS_KEYS = (
 
 class RunsChanged(Message):
     """The model has new rows (posted from its thread)."""
-
-
-class RunsHelpScreen(ModalScreen[None]):
-    BINDINGS = [("escape,question_mark,q", "dismiss", "close")]
-
-    def compose(self) -> ComposeResult:
-        t = Text("mstop runs: keys\n", style="bold")
-        for key, what in RUNS_KEYS:
-            t.append(f"  {key:<10} {what}\n")
-        t.append("\nfilter\n", style="bold")
-        t.append(f"  {FILTER_HELP}\n  e.g.  status=running world_size>=64 note~recompute\n")
-        t.append("\nfigures\n", style="bold")
-        t.append("  from each run's last rows until it is opened (goodput and past incidents need the whole\n"
-                 "  history: shown once a run has been opened)\n")
-        yield VerticalScroll(Static(t), id="help")
 
 
 class CompareScreen(ModalScreen[None]):
@@ -219,7 +205,10 @@ class RunsScreen(Screen[None]):
     # -- keys ------------------------------------------------------------------------------------------
 
     def action_help(self) -> None:
-        self.app.push_screen(RunsHelpScreen())
+        self.app.push_screen(HelpScreen("mstop runs: keys", RUNS_KEYS, (
+            ("filter", f"{FILTER_HELP}\n  e.g.  status=running world_size>=64 note~recompute"),
+            ("figures", "from each run's last rows until it is opened; goodput and past incidents need the "
+                        "whole history: shown once a run has been opened"))))
 
     def action_sort(self, direction: int) -> None:
         table = self.query_one(RunsTable)

@@ -35,13 +35,24 @@ KEYS = (
 
 
 class HelpScreen(ModalScreen[None]):
+    """The keys of a screen (the monitor's by default), then any further sections: (heading, text)."""
+
     BINDINGS = [("escape,question_mark,q", "dismiss", "close")]
 
+    def __init__(self, title: str = "mstop keys", keys: tuple[tuple[str, str], ...] = KEYS,
+                 sections: tuple[tuple[str, str], ...] = ()) -> None:
+        super().__init__()
+        self.title_text, self.keys, self.sections = title, keys, sections
+
     def compose(self) -> ComposeResult:
-        t = Text("mstop keys\n", style="bold")
-        for key, what in KEYS:
-            t.append(f"  {key:<8} ")
+        t = Text(self.title_text + "\n", style="bold")
+        width = max(8, *(len(k) for k, _ in self.keys))
+        for key, what in self.keys:
+            t.append(f"  {key:<{width}} ")
             t.append(what + "\n")
+        for heading, text in self.sections:
+            t.append(f"\n{heading}\n", style="bold")
+            t.append(f"  {text}\n")
         yield VerticalScroll(Static(t), id="help")  # scrolls where the terminal is shorter than the list
 
 

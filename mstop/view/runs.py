@@ -148,7 +148,8 @@ _OPS: dict[str, Callable[[Any, Any], bool]] = {
 _TERM = re.compile(r"^([A-Za-z_][A-Za-z0-9_.]*)\s*(>=|<=|!=|!~|==|=|>|<|~)\s*(.*)$", re.S)
 FILTER_HELP = ("words match a run's name or note; FIELD=V, FIELD!=V, FIELD>N, >=, <, <=, FIELD~TEXT (contains), "
                "FIELD!~TEXT; FIELD is a column (status, step, loss, tokens_per_s, mfu, headroom, goodput, alerts, "
-               "host, note, name) or a field of the run's start event (world_size, device, parallel_mode, ...)")
+               "host, note, name) or a field of the run's start event (world_size, device, parallel_mode, ...); "
+               "quote a value with spaces: note~\"two words\"")
 
 
 @dataclass
