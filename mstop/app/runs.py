@@ -102,7 +102,6 @@ class RunsScreen(Screen[None]):
         self._drawn = -1
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._shown: list = []
 
     def compose(self) -> ComposeResult:
         yield Static(id="runs-title")
@@ -151,20 +150,19 @@ class RunsScreen(Screen[None]):
 
     # -- drawing ---------------------------------------------------------------------------------------
 
-    def visible(self) -> list:
-        """The rows shown now: filtered, sorted."""
-        rows, _, _ = self.model.snapshot()
+    def visible(self, rows: list | None = None) -> list:
+        """The rows shown now (of ``rows``, by default the model's): filtered, sorted."""
+        rows = self.model.snapshot()[0] if rows is None else rows
         table = self.query_one(RunsTable)
         now = self.clock()
         rows = [r for r in rows if self.filter.matches(r, now)]
         return sort_rows(rows, table.sort_key, table.sort_reverse, now)
 
     def redraw(self) -> None:
-        rows_all, problems, version = self.model.snapshot()
+        every, problems, version = self.model.snapshot()
         self._drawn = version
         table = self.query_one(RunsTable)
-        rows = self.visible()
-        self._shown = rows
+        rows = self.visible(every)
         table.show(rows, self._mark_numbers(), self.clock())
         # the page on screen is read first on the model's next pass
         self.model.first = [r.key for r in rows[table.offset: table.offset + table.page_size]]
