@@ -177,37 +177,27 @@ def runs_watches(specs: list[str], args: argparse.Namespace) -> list | None:
     """The sources as folders of runs (:mod:`mstop.sources.runs`) when they are that: a local folder that
     is not a run itself and has runs below it, or a remote one the host says the same of (one ssh
     connection asks); None when every source is a run (the monitor). SourceError when ssh fails."""
-    from .sources.runs import RunsWatch, find_runs, is_run
+    from .sources import check_spec
+    from .sources.remote_runs import RemoteRunsWatch, probe
+    from .sources.runs import RunsWatch, find_runs, kind_of
 
+    targets = [check_spec(spec, exists=False) for spec in specs]  # checked already: None for a local one
     kinds = []
-    for spec in specs:
-        target = check_spec_quiet(spec)
+    for spec, target in zip(specs, targets):
         if target is None:
-            kinds.append("runs" if not is_run(spec) and find_runs(spec)[0] else "run")
+            kinds.append("runs" if kind_of(spec) is None and find_runs(spec)[0] else "run")
         else:
-            from .sources.remote_runs import probe
-
             kinds.append(probe(target, ssh_options=_ssh_options(args), connect_timeout=args.connect_timeout))
     if "runs" not in kinds:
         return None
-    from .sources.remote_runs import RemoteRunsWatch
-
     out: list = []
-    for spec, kind in zip(specs, kinds):
-        target = check_spec_quiet(spec)
+    for spec, target, kind in zip(specs, targets, kinds):
         if target is None:
             out.append(RunsWatch(spec) if kind == "runs" else RunsWatch.single(spec))
         else:
             out.append(RemoteRunsWatch(target, single=kind == "run", ssh_options=_ssh_options(args),
                                        connect_timeout=args.connect_timeout))
     return out
-
-
-def check_spec_quiet(spec: str):
-    """A source's ssh target, or None for a local one (the spec was checked already)."""
-    from .sources import check_spec
-
-    return check_spec(spec, exists=False)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -436,6 +426,7 @@ def summary_of_runs(watches: list, args: argparse.Namespace) -> int:
     from .engine.figures import Options
     from .engine.health import Health
     from .sources import SourceError, read_once
+    from .sources.runs import run_spec
 
     kinds = _fail_kinds(args)
     rules = _rules(args, args.source)
@@ -452,7 +443,7 @@ def summary_of_runs(watches: list, args: argparse.Namespace) -> int:
         for problem in w.problems:
             print(f"mstop: {problem}", file=sys.stderr)
         for run in sorted(w.runs.values(), key=lambda r: r.name):
-            spec = f"{run.host}:{run.path}" if run.host else run.path
+            spec = run_spec(run)
             try:
                 store = read_once(spec, ssh_options=_ssh_options(args), connect_timeout=args.connect_timeout)
             except SourceError as e:

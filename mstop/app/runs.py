@@ -18,6 +18,7 @@ from textual.widgets import Footer, Input, Static
 from ..engine.figures import Options
 from ..engine.health import Health, Rules
 from ..safe import clean
+from ..sources.runs import run_spec
 from ..view.runs import COLUMNS, FILTER_HELP, Filter, FilterError, RunsModel, parse_filter, sort_rows
 from .monitor import MonitorScreen, MstopApp
 from .screens import HelpScreen
@@ -273,7 +274,7 @@ class RunsScreen(Screen[None]):
         run = self.model.runs().get(key)
         if run is None:
             return
-        monitor = MonitorScreen(self._spec(run), back=True, **self.open_options)
+        monitor = MonitorScreen(run_spec(run), back=True, **self.open_options)
         self.app.push_screen(monitor, lambda _: self._returned(key, monitor))
 
     def _returned(self, key: str, monitor: MonitorScreen) -> None:
@@ -285,13 +286,9 @@ class RunsScreen(Screen[None]):
         self.query_one(RunsTable).select_run(key)
         self.redraw()
 
-    @staticmethod
-    def _spec(run: Any) -> str:
-        return f"{run.host}:{run.path}" if run.host else run.path
-
     def _marked_specs(self) -> list[list[str]] | None:
         runs = self.model.runs()
-        groups = [[self._spec(runs[k]) for k in g if k in runs] for g in self.marks]
+        groups = [[run_spec(runs[k]) for k in g if k in runs] for g in self.marks]
         groups = [g for g in groups if g]
         if len(groups) < 2:
             self.notify("mark two runs or more first (space; = for a repeat)", severity="warning")

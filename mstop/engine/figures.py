@@ -703,8 +703,13 @@ def elapsed(store: Store, opts: Options, now: float) -> float | None:
         firsts = [float(d.col("time")[0]) for d in store.ranks.values() if d.rows]
         last = last_row_time(store)
         return last - min(firsts) if firsts and last is not None else None
-    starts = [float(e["time"]) for d in store.ranks.values() for e in d.starts.values()]
-    return now - min(starts) if starts else None
+    first = first_start(store)
+    return None if first is None else now - first
+
+
+def first_start(store: Store) -> float | None:
+    """The time of the run's earliest ``start`` event on any rank, or None before one."""
+    return min((float(e["time"]) for d in store.ranks.values() for e in d.starts.values()), default=None)
 
 
 def row_at_step(d: RankData, step: float) -> int | None:

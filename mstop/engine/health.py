@@ -344,8 +344,8 @@ def _no_checkpoint(store: Store, rules: Rules, opts: Options) -> list[Alert]:
         gaps = np.diff(cks)
         limit = max(600.0, 3 * float(np.median(gaps))) if len(gaps) else 6 * 3600.0
     # since the last checkpoint, else since the run started (its first start event, or first row)
-    starts = [float(e["time"]) for d in store.ranks.values() for e in d.starts.values()]
-    starts += [float(d.col("time")[0]) for d in store.ranks.values() if d.rows]
+    first = figures.first_start(store)
+    starts = ([] if first is None else [first]) + [float(d.col("time")[0]) for d in store.ranks.values() if d.rows]
     last = cks[-1] if cks else min(starts, default=None)
     if last is None:
         return []

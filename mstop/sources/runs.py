@@ -81,19 +81,19 @@ def _is_dir(entry: os.DirEntry) -> bool:
         return False
 
 
-def is_run_writer(path: str) -> bool:
+def kind_of(path: str) -> str | None:
+    """"writer" or "mflog" when ``path`` is itself a run (the monitor's directory), else None (a folder of
+    runs, an empty or unreadable one)."""
     try:
-        return any(_RANK_FILE.fullmatch(n) for n in os.listdir(path))
+        return _is_run(path, os.listdir(path))
     except OSError:
-        return False
+        return None
 
 
-def is_run(path: str) -> bool:
-    """Whether ``path`` is itself a run (the monitor's directory), not a folder of runs."""
-    try:
-        return _is_run(path, os.listdir(path)) is not None
-    except OSError:
-        return False
+def run_spec(run: RunTail) -> str:
+    """How a run of the list is named as a source (``host:/path`` over ssh): its key in the list, and what
+    the monitor, compare and summary are given for it."""
+    return f"{run.host}:{run.path}" if run.host else run.path
 
 
 @dataclass
@@ -182,8 +182,7 @@ class RunsWatch:
     def discover(self) -> list[RunTail]:
         """Find the runs now; return the ones that are new (already-known runs keep their stores)."""
         if self.only is not None:
-            kind = "mflog" if log_root(self.only) is not None and not is_run_writer(self.only) else "writer"
-            found, problems = [(self.only, kind)], []
+            found, problems = [(self.only, kind_of(self.only) or "writer")], []
         elif not os.path.isdir(self.root):
             raise SourceError(f"{clean(self.root, 4096)}: no such directory", missing=True)
         else:

@@ -21,6 +21,7 @@ from ..engine.figures import Options
 from ..engine.health import Health
 from ..engine.store import Store
 from ..safe import clean
+from ..sources.runs import run_spec
 
 #: The list's columns, in order: (key, heading). The keys are public: sort keys, filter fields, JSON.
 COLUMNS = (
@@ -86,7 +87,7 @@ def run_row(key: str, name: str, host: str, store: Store, opts: Options, health:
     """The row of one run from its store (the engine's figures; ``health`` keeps the run's alert state)."""
     with store.lock:
         meta = figures.run_meta(store)
-        first = _first_start(store)
+        first = figures.first_start(store)
         status = "unreadable" if error and not store.ranks else figures.status(store, opts)
         alerts = health.alerts(store, opts) if store.rows else []
         row = RunRow(key=key, name=name, host=host or str(meta.get("host") or ""), status=status,
@@ -103,12 +104,6 @@ def run_row(key: str, name: str, host: str, store: Store, opts: Options, health:
             row.incidents = sum(not i.active for i in health.incidents(store, opts, alerts))
         row.ended = figures.last_row_time(store) if status in figures.ENDED else None
     return row
-
-
-def _first_start(store: Store) -> float | None:
-    times = [float(e["time"]) for d in store.ranks.values() for e in d.starts.values()
-             if isinstance(e.get("time"), (int, float))]
-    return min(times) if times else None
 
 
 def _int(v: Any) -> int | None:
@@ -272,12 +267,9 @@ class RunsModel:
         self._found_at = -math.inf
         self._errors: dict[str, str] = {}
 
-    @staticmethod
-    def key(run: Any) -> str:
-        return f"{run.host}:{run.path}" if run.host else run.path
-
     def runs(self) -> dict[str, Any]:
-        return {self.key(r): r for w in self.watches for r in w.runs.values()}
+        """Every run of every watch, by its key (:func:`~mstop.sources.runs.run_spec`)."""
+        return {run_spec(r): r for w in self.watches for r in w.runs.values()}
 
     def refresh(self, progress: Callable[[], None] | None = None, *, every: float = 0.25) -> None:
         """One pass: find runs (every DISCOVER_EVERY s), read the new bytes of those due (the page on screen
@@ -324,7 +316,7 @@ class RunsModel:
                 self._errors.pop(w.label, None)
                 with self.lock:  # listed at once by name; their figures come as they are read
                     for run in new:
-                        key = self.key(run)
+                        key = run_spec(run)
                         if key not in self.rows:
                             self.rows[key] = RunRow(key=key, name=run.name, host=run.host, status="reading")
                     self.version += bool(new)
