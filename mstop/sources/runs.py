@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import re
-import threading
 import time
 from dataclasses import dataclass, field
 
@@ -118,7 +117,7 @@ class RunTail:
             return None
         try:
             with os.scandir(self.path) as it:
-                return tuple(sorted((e.name, e.stat().st_size, e.stat().st_mtime_ns) for e in it
+                return tuple(sorted((e.name, (st := e.stat()).st_size, st.st_mtime_ns) for e in it
                                     if _RANK_FILE.fullmatch(e.name)))
         except OSError:
             return None
@@ -156,9 +155,9 @@ class RunTail:
 
 
 class RunsWatch:
-    """The runs below one local root, found again and read again (their new bytes) every ``every``
-    seconds by :meth:`refresh`; thread-safe for one refreshing thread and any number of readers of
-    :attr:`runs` (a dict replaced whole, never changed in place)."""
+    """The runs below one local root, found again by :meth:`discover` (the runs list's model calls it, and
+    reads each run); :attr:`runs` is a dict replaced whole, never changed in place, so another thread may
+    read it while one discovers."""
 
     def __init__(self, root: str, *, max_depth: int = MAX_DEPTH) -> None:
         self.root = os.path.abspath(root)
@@ -166,8 +165,6 @@ class RunsWatch:
         self.max_depth = max_depth
         self.runs: dict[str, RunTail] = {}
         self.problems: list[str] = []
-        self.lock = threading.Lock()
-        self.found_at = 0.0
 
     @classmethod
     def single(cls, path: str) -> RunsWatch:
@@ -194,7 +191,7 @@ class RunsWatch:
                 old = RunTail(path, clean(os.path.relpath(path, self.root), 4096), kind)  # shown: no control codes
                 new.append(old)
             runs[path] = old
-        self.runs, self.problems, self.found_at = runs, problems, time.monotonic()
+        self.runs, self.problems = runs, problems
         return new
 
     def read(self, runs: list[RunTail] | None = None) -> None:

@@ -13,7 +13,7 @@ import operator
 import re
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from ..engine import figures
@@ -83,7 +83,7 @@ ALIASES = {"loss_ema": "loss", "mem_headroom": "headroom", "run_name": "run_name
 
 
 def run_row(key: str, name: str, host: str, store: Store, opts: Options, health: Health, *, full: bool,
-            error: str | None = None) -> RunRow:
+            error: str | None = None, hint: str = "") -> RunRow:
     """The row of one run from its store (the engine's figures; ``health`` keeps the run's alert state)."""
     with store.lock:
         meta = figures.run_meta(store)
@@ -95,7 +95,7 @@ def run_row(key: str, name: str, host: str, store: Store, opts: Options, health:
                      loss=figures.loss_ema(store, opts), tokens_per_s=figures.tokens_per_s(store),
                      mfu=figures.mfu(store, opts), headroom=figures.mem_headroom(store),
                      alerts=len(alerts), alert_kinds=sorted({a.kind for a in alerts}), started=first,
-                     note=str(meta.get("note") or ""), error=error, config=dict(meta), full=full)
+                     note=str(meta.get("note") or ""), error=error, hint=hint, config=dict(meta), full=full)
         if full and store.rows:
             from ..engine.goodput import ledger
 
@@ -123,11 +123,11 @@ def sort_rows(rows: list[RunRow], key: str, reverse: bool, now: float) -> list[R
             return None
         return v.lower() if isinstance(v, str) else v
 
-    known = [r for r in rows if value(r) not in (None, "")]
-    unknown = [r for r in rows if value(r) in (None, "")]
-    known.sort(key=lambda r: r.name)
-    known.sort(key=value, reverse=reverse)  # stable: equal values stay by name
-    return known + sorted(unknown, key=lambda r: r.name)
+    by_name = sorted(rows, key=lambda r: r.name)
+    pairs = [(value(r), r) for r in by_name]  # each value once: a sort of 1,000 rows runs every redraw
+    known = [p for p in pairs if p[0] not in (None, "")]
+    known.sort(key=lambda p: p[0], reverse=reverse)  # stable: equal values stay by name
+    return [r for _, r in known] + [r for v, r in pairs if v in (None, "")]
 
 
 # -- filtering ----------------------------------------------------------------------------------------------
@@ -345,8 +345,7 @@ class RunsModel:
         done = self._done.get(key)
         health = self._health.setdefault(key, self.new_health())
         if done is None or done[0] != version or time.monotonic() - done[1] >= ROW_EVERY or run.error:
-            row = run_row(key, run.name, run.host, run.store, self.opts, health, full=run.full, error=run.error)
-            row.hint = getattr(run, "hint", "")
+            row = self._row(key, run, health)
             self._done[key] = (version, time.monotonic())
             if done is None:
                 self.read_count += 1
@@ -354,19 +353,21 @@ class RunsModel:
             old = self.rows.get(key)
             if old is None:
                 return
-            row = RunRow(**{**old.__dict__})
+            row = replace(old)
             with run.store.lock:
                 row.status = figures.status(run.store, self.opts)
                 row.ended = figures.last_row_time(run.store) if row.status in figures.ENDED else None
             if (row.status, row.ended) == (old.status, old.ended):
                 return  # nothing to draw again: ages and durations are taken at drawing time
             if row.status != old.status:  # what time alone changed may change its alerts too: all of it again
-                row = run_row(key, run.name, run.host, run.store, self.opts, health, full=run.full,
-                              error=run.error)
-                row.hint = old.hint
+                row = self._row(key, run, health)
         with self.lock:
             self.rows[key] = row
             self.version += 1
+
+    def _row(self, key: str, run: Any, health: Health) -> RunRow:
+        return run_row(key, run.name, run.host, run.store, self.opts, health, full=run.full, error=run.error,
+                       hint=getattr(run, "hint", ""))
 
     def snapshot(self) -> tuple[list[RunRow], list[str], int]:
         """(rows, problems, version) as they are now."""
