@@ -123,6 +123,8 @@ async def test_filter_words_and_conditions_and_a_bad_filter_says_why(folder):
         assert table_rows(app)[0][1] == "recompute/seed1" and "1 match" in title(app)
         await pilot.press("slash", "ctrl+u", *"recompute", "enter")
         await settle(pilot, lambda: len(table_rows(app)) == 2)
+        await pilot.press("slash", "ctrl+u", *"loss_ema<0.69", "enter")  # summary's name for the column
+        await settle(pilot, lambda: [r[1] for r in table_rows(app)] == ["no-delay"])
         await pilot.press("slash", "ctrl+u", *"note~delay", "enter")
         await settle(pilot, lambda: [r[1] for r in table_rows(app)] == ["no-delay"])
         await pilot.press("slash", "ctrl+u", *"step>lots", "enter")

@@ -61,14 +61,16 @@ class RunRow:
     full: bool = False  # figures from the whole history (else from the last rows)
 
     def value(self, key: str, now: float) -> Any:
-        """The value a sort or a filter compares for ``key`` (``started`` as an age in seconds)."""
+        """The value a sort or a filter compares for ``key`` (``started`` as an age in seconds; the summary's
+        names for the same figures, ``loss_ema`` and ``mem_headroom``, as the columns')."""
+        key = ALIASES.get(key, key)
         if key == "started":
             return None if self.started is None else now - self.started
         if key == "duration":
             return self.duration(now)
         if key in ROW_KEYS:
             return getattr(self, key)
-        return self.config.get(ALIASES.get(key, key))
+        return self.config.get(key)
 
 
     def duration(self, now: float) -> float | None:
@@ -79,7 +81,7 @@ class RunRow:
 
 ROW_KEYS = frozenset(k for k, _ in COLUMNS) | {"total", "incidents"}
 #: names the summary uses for the same figures, accepted in filters
-ALIASES = {"loss_ema": "loss", "mem_headroom": "headroom", "run_name": "run_name"}
+ALIASES = {"loss_ema": "loss", "mem_headroom": "headroom"}
 
 
 def run_row(key: str, name: str, host: str, store: Store, opts: Options, health: Health, *, full: bool,
