@@ -286,6 +286,11 @@ class RunsScreen(Screen[None]):
         self.query_one(RunsTable).select_run(key)
         self.redraw()
 
+    def _ssh(self) -> dict[str, Any]:
+        """The ssh options a run of the list is read with (the command line's)."""
+        return {"ssh_options": self.open_options.get("ssh_options", ()),
+                "connect_timeout": self.open_options.get("connect_timeout", 10.0)}
+
     def _marked_specs(self) -> list[list[str]] | None:
         runs = self.model.runs()
         groups = [[run_spec(runs[k]) for k in g if k in runs] for g in self.marks]
@@ -301,14 +306,14 @@ class RunsScreen(Screen[None]):
             return
         self.notify(f"comparing {len(groups)} runs ...", timeout=3)
         opts = Options(peak_flops=self.open_options.get("peak_tflops") and self.open_options["peak_tflops"] * 1e12)
-        ssh = (self.open_options.get("ssh_options", ()), self.open_options.get("connect_timeout", 10.0))
+        ssh = self._ssh()
 
         def work() -> None:
             from ..commands import plain_text
             from ..commands.compare import CompareError, compare, read_runs, render
 
             try:
-                runs = read_runs(groups, ssh_options=ssh[0], connect_timeout=ssh[1])
+                runs = read_runs(groups, **ssh)
                 text = plain_text(render(compare(runs, opts=opts), "table"))
             except (CompareError, ValueError) as e:
                 self.app.call_from_thread(self.notify, f"cannot compare: {e}", severity="error", timeout=10)
@@ -326,7 +331,7 @@ class RunsScreen(Screen[None]):
         if len(specs) > MAX_OVERLAY:
             self.notify(f"{len(specs)} runs marked: overlaying the first {MAX_OVERLAY}", severity="warning")
             specs = specs[:MAX_OVERLAY]
-        ssh = (self.open_options.get("ssh_options", ()), self.open_options.get("connect_timeout", 10.0))
+        ssh = self._ssh()
         self.notify(f"reading {len(specs) - 1} runs to overlay ...", timeout=3)
 
         def work() -> None:
@@ -335,7 +340,7 @@ class RunsScreen(Screen[None]):
 
             names = short_labels([[s] for s in specs])
             try:
-                others = [(name, read_once(s, ssh_options=ssh[0], connect_timeout=ssh[1]))
+                others = [(name, read_once(s, **ssh))
                           for name, s in zip(names[1:], specs[1:])]
             except SourceError as e:
                 self.app.call_from_thread(self.notify, f"cannot overlay: {e}", severity="error", timeout=10)
