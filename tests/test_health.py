@@ -9,8 +9,12 @@ import subprocess
 import sys
 import time
 
+import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from mstop.engine import figures
 from mstop.engine.figures import Options
 from mstop.engine.health import KINDS, Health, Rules, evaluate
 from mstop.engine.store import Store
@@ -238,3 +242,20 @@ def test_a_finished_job_only_keeps_what_its_history_shows(tmp_path):
     write_rank(tmp_path, 0, steps(1, 300, t0=1000.0, dt=1.0, step_time=1.0, data_wait=0.5, tokens=100,
                                   loss=lambda s: "nan" if s == 250 else 1.0, mem_peak=63e9, mem_total=64e9))
     assert [a.kind for a in Health().alerts(load(tmp_path), Options(clock=lambda: 5000.0))] == ["nan_loss"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(st.floats(-1e6, 1e6), st.just(math.nan), st.just(math.inf)), min_size=0, max_size=400),
+       st.integers(2, 40), st.floats(0.5, 8.0), st.integers(0, 60))
+def test_the_history_spike_screen_finds_exactly_what_each_window_says(values, w, k, start):
+    """The spike rule over a whole history (running sums screen, windows decide) fires on exactly the rows a
+    window-by-window computation of the previous ``w`` finite values fires on."""
+    x = np.array(values, dtype=np.float64)
+    js, mean, z = figures.spike_rows(x, w, k, start)
+    every = np.arange(max(start, w), len(x))  # the windows computed one by one, every row
+    m, sd, n = figures.prev_window_stats(x, w, every)
+    with np.errstate(invalid="ignore"):
+        fires = np.isfinite(x[every]) & (n >= max(1, w // 2)) & (sd > 0) & (x[every] > m + k * sd)
+    want = every[fires].tolist()
+    assert js.tolist() == want
+    assert np.all(z > k * (1 - 1e-9))

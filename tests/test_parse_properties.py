@@ -14,6 +14,7 @@ import json
 import math
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -24,6 +25,10 @@ from mstop_writer import COLUMNS
 
 HEADER = ",".join(COLUMNS).encode()
 WIDTH = len(COLUMNS)
+#: the two parsers of large reads: pyarrow's where it imports, pandas' otherwise; each must agree
+LARGE = pytest.mark.parametrize("reader", [
+    pytest.param("arrow", marks=pytest.mark.skipif(parse._arrow() is None, reason="pyarrow cannot be imported here")),
+    "pandas"])
 
 numbers = st.one_of(
     st.integers(min_value=-(10**6), max_value=10**12).map(str),
@@ -124,21 +129,24 @@ def agree(whole, pieces) -> None:
     assert whole[5] == pieces[5]
 
 
+@LARGE
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(rank_file(), st.lists(st.integers(min_value=0, max_value=10**6), max_size=8))
-def test_any_bytes_in_one_read_or_in_pieces(data, cuts):
+def test_any_bytes_in_one_read_or_in_pieces(reader, data, cuts):
     steps_want, bad_want = oracle(data)
     old = parse.PANDAS_MIN_LINES
     try:
-        parse.PANDAS_MIN_LINES = 1  # one read: pandas wherever the bytes allow
+        parse.PANDAS_MIN_LINES, parse.LARGE_READER = 1, reader  # one read: the large path wherever it can
         whole = read(data, [])
         parse.PANDAS_MIN_LINES, parse.PLAIN_MIN_LINES = 10**9, 10**9  # in pieces: the careful path
         pieces = read(data, [c % (len(data) + 1) for c in cuts])
     finally:
-        parse.PANDAS_MIN_LINES, parse.PLAIN_MIN_LINES = old, 8
+        parse.PANDAS_MIN_LINES, parse.PLAIN_MIN_LINES, parse.LARGE_READER = old, 8, "auto"
     for steps, _, bad, *_ in (whole, pieces):
         assert steps == steps_want and bad == bad_want  # every line a row or one counted bad row
     agree(whole, pieces)
+    if reader == "arrow":
+        assert whole[1] == pieces[1]  # pyarrow's floats are Python's, time to the bit too
 
 
 safe_junk = st.one_of(  # bytes that pandas reads (printable ASCII without quotes): its path must agree too
@@ -149,24 +157,27 @@ safe_junk = st.one_of(  # bytes that pandas reads (printable ASCII without quote
 )
 
 
+@LARGE
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.one_of(good_row(), safe_junk), max_size=60), st.lists(st.integers(0, 10**5), max_size=6))
 # found by this test: a first line one field too long, balanced by a short one (pandas took it as an index)
 @example(body=[b"0.0," + b"0," * 17 + b",1", b"0.0" + b",0" * 17], cuts=[])
-def test_bytes_that_pandas_reads_agree_with_the_careful_path(body, cuts):
+def test_bytes_that_pandas_reads_agree_with_the_careful_path(reader, body, cuts):
     data = b"".join(line + b"\n" for line in [HEADER, *body])
     steps_want, bad_want = oracle(data)
     old = parse.PANDAS_MIN_LINES
     try:
-        parse.PANDAS_MIN_LINES = 1
+        parse.PANDAS_MIN_LINES, parse.LARGE_READER = 1, reader
         whole = read(data, [])
         parse.PANDAS_MIN_LINES, parse.PLAIN_MIN_LINES = 10**9, 10**9
         pieces = read(data, [c % (len(data) + 1) for c in cuts])
     finally:
-        parse.PANDAS_MIN_LINES, parse.PLAIN_MIN_LINES = old, 8
+        parse.PANDAS_MIN_LINES, parse.PLAIN_MIN_LINES, parse.LARGE_READER = old, 8, "auto"
     for steps, _, bad, *_ in (whole, pieces):
         assert steps == steps_want and bad == bad_want
     agree(whole, pieces)
+    if reader == "arrow":
+        assert whole[1] == pieces[1]
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -77,16 +78,23 @@ def test_rows_do_not_depend_on_how_bytes_were_split(tmp_path_factory, cuts):
     assert nonfinite == [(1, "loss", "nan"), (3, "loss", "-inf")]
 
 
-def test_pandas_path_equals_csv_path(monkeypatch):
+@pytest.mark.parametrize("reader", ["arrow", "pandas", "arrow-refused"])
+def test_pandas_path_equals_csv_path(monkeypatch, reader):
+    """Both large-read parsers give the careful path's rows; "arrow-refused": a cell pyarrow cannot read
+    as a number (Python's float reads ``1_0`` as 10) sends the chunk to pandas, which reads it cell by cell."""
+    if reader.startswith("arrow") and parse._arrow() is None:
+        pytest.skip("pyarrow cannot be imported here")
+    monkeypatch.setattr(parse, "LARGE_READER", reader.split("-")[0])
+    odd = [row(9, "1_0").encode()] if reader == "arrow-refused" else []
     lines = [HEADER.encode()] + [r.encode() for r in GOOD] * 100 + [b"1,2", row(7, "inf").encode(),
-                                                                     row(8, "nan").encode(), b"x" * 10]
+                                                                     row(8, "nan").encode(), b"x" * 10] + odd
     results = []
     for threshold in (10**9, 1):
         monkeypatch.setattr(parse, "PANDAS_MIN_LINES", threshold)
         r = CsvParser().parse(b"\n".join(lines) + b"\n")
         results.append(r)
     a, b = results
-    assert a.bad == b.bad == 2 and a.sessions == b.sessions and len(a) == 29 * 100 + 2
+    assert a.bad == b.bad == 2 and a.sessions == b.sessions and len(a) == 29 * 100 + 2 + len(odd)
     assert a.sessions[0] == "0123"
     def shown(r):
         return [(i, c, str(v)) for i, c, v in r.nonfinite]

@@ -263,12 +263,8 @@ def _spike(d: RankData, column: str, kind: str, rules: Rules) -> list[Alert]:
     js = np.arange(max(w, len(tail) - recent), len(tail))
     if not len(js):
         return []
-    hists = np.lib.stride_tricks.sliding_window_view(vals, w)[js - w]
-    finite = np.isfinite(hists)
-    count = finite.sum(axis=1)
+    mean, std, count = figures.prev_window_stats(vals, w, js)
     with np.errstate(invalid="ignore", divide="ignore"):
-        mean = np.where(finite, hists, 0.0).sum(axis=1) / count
-        std = np.sqrt((np.where(finite, hists - mean[:, None], 0.0) ** 2).sum(axis=1) / count)
         x = vals[js]
         hit = np.isfinite(x) & (count >= w // 2) & (std > 0) & (x > mean + rules.spike_k * std)
         z = np.where(hit, (x - mean) / np.where(std > 0, std, 1.0), -np.inf)

@@ -152,19 +152,18 @@ def _nan(r: int, d: RankData) -> list[Incident]:
 def _spikes(d: RankData, column: str, kind: str, rules: Any) -> list[Incident]:
     rows = np.flatnonzero(d.effective())
     w = rules.spike_window
-    if len(rows) < max(rules.warmup_steps, w) + 1:
+    start = max(rules.warmup_steps, w)
+    if len(rows) < start + 1:
         return []
-    import pandas as pd
-
     x = d.col(column)[rows].astype(np.float64)
-    x = np.where(np.isfinite(x), x, np.nan)
-    prev = pd.Series(x).shift(1).rolling(w, min_periods=max(1, w // 2))
-    mean, std = prev.mean().to_numpy(), prev.std(ddof=0).to_numpy()
-    z = (x - mean) / std
-    fire = (std > 0) & (z > rules.spike_k) & (np.arange(len(rows)) >= max(rules.warmup_steps, w))
+    js, mean_at, z_at = figures.spike_rows(x, w, rules.spike_k, start)
+    fire = np.zeros(len(rows), bool)
+    fire[js] = True
+    mean, z = np.full(len(rows), np.nan), np.full(len(rows), np.nan)
+    mean[js], z[js] = mean_at, z_at
     name = "loss" if column == "loss" else "grad norm"
     step = d.col("step")
-    return _incidents(kind, None, d, rows, fire, x,
+    return _incidents(kind, None, d, rows, fire, np.where(np.isfinite(x), x, np.nan),
                       lambda k: f"{name} {x[k]:.4g} at step {int(step[rows[k]])}: {z[k]:.1f} standard deviations "
                                 f"above the mean {mean[k]:.4g} of the previous {w} steps")
 
