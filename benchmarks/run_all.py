@@ -225,8 +225,11 @@ asyncio.run(main())
 
 
 def monitor_following(run_dir: str, seconds: float, ranks_view: bool, total: int = 0) -> dict[str, float]:
-    out = subprocess.run([PY, "-c", FOLLOW, run_dir, str(seconds), "1" if ranks_view else "0", str(total)],
-                         capture_output=True, text=True, check=True).stdout
+    got = subprocess.run([PY, "-c", FOLLOW, run_dir, str(seconds), "1" if ranks_view else "0", str(total)],
+                         capture_output=True, text=True)
+    if got.returncode:
+        raise RuntimeError(f"the monitor following {run_dir} failed:\n{got.stderr[-3000:]}")
+    out = got.stdout
     cpu, meta, key, key_max, rows, rss = (float(x) for x in out.strip().splitlines()[-1].split())
     return {"cpu": cpu, "meta": meta, "key": key, "key_max": key_max, "rows": rows, "rss_kb": rss}
 
@@ -291,7 +294,8 @@ while time.time() - t0 < seconds:
         due = t0 + (step - 10**6 - 1 + r / ranks) / rate
         if due > time.time():
             time.sleep(due - time.time())
-        os.write(fd, f"{time.time()!r},{step},1,0.5,0.0003,1.25,0.5,0.01,,524288,128,1048576.0,0.41,5e10,5.6e10,6.5e10,0,65536.0,bench\\n".encode())
+        os.write(fd, (f"{time.time()!r},{step},1,0.5,0.0003,1.25,0.5,0.01,,524288,128,1048576.0,0.41,"
+                      "5e10,5.6e10,6.5e10,0,65536.0,bench\\n").encode())
 """
     return subprocess.Popen([PY, "-c", code, run_dir, str(ranks), str(rate), str(seconds)])
 

@@ -24,6 +24,11 @@ def _finite(s: Series | None) -> tuple[list[float], list[float]]:
     return s.x[ok].tolist(), s.y[ok].tolist()
 
 
+def _key(s: Series | None) -> tuple | None:
+    """What identifies a series' drawing: its values (a few hundred points: cheap to compare)."""
+    return None if s is None else (s.x.tobytes(), s.y.tobytes())
+
+
 def _log_ticks(lo: float, hi: float) -> list[float]:
     """Tick positions (log10 values) for a log axis over [lo, hi]: the decades inside, else the ends and
     their geometric middle (a range inside one decade)."""
@@ -77,7 +82,15 @@ class Chart(PlotextPlot):
                     points: list[tuple[list[float], list[float], str]] = (), xkind: str = "step",
                     yunit: str = "") -> None:
         """Draw ``lines`` (and ``right``, on its own axis) with 1-2-5 ticks: whole steps on the step axis,
-        elapsed m:ss on the time axis, SI labels with ``yunit`` on y."""
+        elapsed m:ss on the time axis, SI labels with ``yunit`` on y. The same inputs as last time change
+        nothing: the chart keeps its drawing (plotext building a chart's text is most of a frame)."""
+        key = (title, [(label, _key(s)) for label, s in lines], log,
+               None if right is None else (right[0], _key(right[1])), tuple(hlines), tuple(vlines),
+               [(tuple(xs), tuple(ys), label) for xs, ys, label in points], xkind, yunit)
+        if key == getattr(self, "_inputs", None):
+            return
+        self._inputs = key
+        self._drawn = None
         plt = self.plt
         plt.clear_figure()
         self._title = title  # set at render time, cut to the width: plotext leaves a longer title out entirely
@@ -169,6 +182,15 @@ class Chart(PlotextPlot):
         stopping the monitor."""
         if self.size.height < 5 or self.size.width < 24:
             return Text("")  # too small to read: an empty panel beats an unreadable one
+        size = (self.size.width, self.size.height, self.app.theme)
+        drawn = getattr(self, "_drawn", None)
+        if drawn is not None and drawn[0] == size:
+            return drawn[1]  # the same series at the same size: the text built last time
+        text = self._build_text()
+        self._drawn = (size, text)
+        return text
+
+    def _build_text(self):
         try:
             title = getattr(self, "_title", "")
             if getattr(self, "_tick_args", None) is not None:
