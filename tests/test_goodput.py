@@ -7,7 +7,10 @@ import subprocess
 import sys
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
+from mstop.engine import figures, goodput
 from mstop.engine.figures import Options
 from mstop.engine.goodput import BUCKETS, ledger
 from mstop.sources import read_once
@@ -139,3 +142,36 @@ def test_a_real_job_killed_and_resumed(tmp_path):
                and r is not rows[0] and r is not second]
     median = sorted(float(r["step_time"]) for r in counted)[len(counted) // 2]
     assert g.seconds["input_wait"] == pytest.approx(sum(float(r["data_wait"]) for r in counted), abs=2 * median)
+
+
+rank_rows = st.lists(st.tuples(st.floats(0.0, 30.0), st.one_of(st.none(), st.floats(0.0, 5.0)),
+                               st.one_of(st.none(), st.floats(0.0, 2.0))), min_size=1, max_size=25)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.tuples(rank_rows, st.booleans(), st.floats(-20.0, 20.0)), min_size=2, max_size=6),
+       st.floats(0.0, 400.0))
+def test_ranks_of_one_session_counted_all_at_once_equal_rank_by_rank(tmp_path_factory, ranks, now):
+    """The buckets of many one-session ranks are computed in one pass over all their rows; each rank's
+    equals what the rank-by-rank loop gives (times that go back, missing step times, checkpoints by step
+    and by time, the job running or not)."""
+    run = tmp_path_factory.mktemp("batch")
+    for r, (rows, checkpoint, shift) in enumerate(ranks):
+        t, out = 1000.0 + shift, []
+        for k, (gap, st_, dw) in enumerate(rows):
+            t += gap if k % 7 != 5 else -gap / 4  # now and then a time that goes back
+            out.append({"time": t, "step": k + 1, "loss": 1.0, "step_time": st_, "data_wait": dw, "session": "A"})
+        events = [start("A", t=995.0 + shift)]
+        if checkpoint:
+            events += [{"time": out[len(out) // 2]["time"] - 0.5, "kind": "checkpoint", "step": 2}]
+        write_events(run, r, events)
+        write_rank(run, r, out)
+    store = read_once(str(run))
+    opts = Options(clock=lambda: 1000.0 + now)
+    ranks_ = [d for _, d in sorted(store.ranks.items()) if d.rows]
+    first = min(goodput._session_span(d, 0)[0] for d in ranks_)
+    end, median, hang = goodput._job_end(store, opts), goodput._median_step(ranks_), figures.stall_after(store)
+    batch = goodput._batch_ledgers(ranks_, first, end, median, hang)
+    for d in ranks_:
+        one = goodput._rank_ledger(d, first, end, median, hang)
+        assert batch[d.rank] == pytest.approx(one, rel=1e-9, abs=1e-9)
