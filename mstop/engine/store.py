@@ -97,6 +97,10 @@ class Block:
         return self.data.nbytes
 
 
+#: one row's session index, for the first segments (following appends a row at a time)
+_ONE_SEGMENT = [np.array([k], np.int32) for k in range(16)]
+
+
 @dataclass
 class Segment:
     """One process start of one rank (a session): where its rows begin and its first step."""
@@ -388,7 +392,8 @@ class Store:
             d = self.rank(r)
             base = d.rows
             new_steps = rows.exact[:, 1]
-            if d.monotonic and (np.any(np.diff(new_steps) < 0) or (base and new_steps[0] < d.exact.data[base - 1, 1])):
+            if d.monotonic and ((base and new_steps[0] < d.exact.data[base - 1, 1])
+                                or (len(new_steps) > 1 and bool((new_steps[1:] < new_steps[:-1]).any()))):
                 d.monotonic = False
             d.exact.extend(rows.exact)
             d.floats.extend(rows.floats)
@@ -405,7 +410,9 @@ class Store:
                     col.extend(np.full(base + len(rows) - col.n, np.nan, np.float32))
             known = d.segment_of
             if len(rows.session_names) == 1 and rows.session_names[0] in known:  # the usual increment
-                d.session_idx.extend(np.full(len(rows), known[rows.session_names[0]], np.int32))
+                k = known[rows.session_names[0]]
+                d.session_idx.extend(_ONE_SEGMENT[k] if len(rows) == 1 and k < len(_ONE_SEGMENT)
+                                     else np.full(len(rows), k, np.int32))
             else:
                 steps = rows.exact[:, 1]
                 to_segment = np.empty(len(rows.session_names), dtype=np.int32)
@@ -420,7 +427,8 @@ class Store:
                         d.segments.append(Segment(name, base + first, float(steps[first])))
                     to_segment[code] = k
                 d.session_idx.extend(to_segment[rows.session_codes])
-            d.nonfinite.extend((base + i, c, v) for i, c, v in rows.nonfinite)
+            if rows.nonfinite:
+                d.nonfinite.extend((base + i, c, v) for i, c, v in rows.nonfinite)
             self.arrival = self.life_arrival = time.time()
             self.version += 1
 
