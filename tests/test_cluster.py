@@ -112,3 +112,28 @@ def test_healthy_1024_ranks_with_heartbeats_raise_nothing(tmp_path):
     last = cluster(tmp_path, 1024, rows=40)
     assert alerts(tmp_path, last + 1) == []
     assert time.perf_counter() - t < 120
+
+
+def test_stat_scans_over_many_files_take_a_slice_each_and_miss_none(tmp_path, monkeypatch):
+    """While busy, growth is found by stat scans; with more files than the budget allows per scan, each scan
+    stats the next slice (so a scan's cost, and a network filesystem's round trips, stay bounded), and every
+    file that grew is found within files / slice scans."""
+    import mstop.sources.local as local
+
+    monkeypatch.setattr(local, "SCAN_BUDGET", 100)  # 10 files a scan (SCAN_INTERVAL 0.1 s)
+    for r in range(47):
+        write_rank(tmp_path, r, steps(1, 1))
+    store = Store()
+    src = LocalSource(str(tmp_path), store)
+    src.read_all()
+    for r in range(47):
+        write_rank(tmp_path, r, steps(2, 2))
+    found, sizes = set(), []
+    for _ in range(5):  # ceil(47 / 10)
+        got = src._grown(events=False)
+        sizes.append(len(got))
+        found |= got
+    assert max(sizes) <= 10 and found == {f"rank{r}.csv" for r in range(47)}
+    for name in sorted(found):
+        src._read(name)
+    assert store.rows == 2 * 47 and not src._grown(events=False)

@@ -52,6 +52,10 @@ CHANGE_EVENTS = frozenset({"modified", "created", "moved", "deleted"})
 BUSY_EVENTS = 100.0
 #: Seconds between stat scans while busy.
 SCAN_INTERVAL = 0.1
+#: Most ``stat`` calls a second the scans make: with more files than a scan may stat, each scan takes the
+#: next slice of them (10,000 files: each stat'ed once a second, not ten times). On a network filesystem
+#: every stat is a round trip to its metadata server.
+SCAN_BUDGET = 10_000
 
 
 @dataclass
@@ -90,6 +94,7 @@ class LocalSource:
         self._events_seen = 0
         self._listing_changed = True
         self._scanning = False
+        self._scan_at: dict[str, int] = {}  # where the next stat scan of each kind of file begins
         self._errors: set[str] = set()
 
     # -- one-shot ------------------------------------------------------------------
@@ -186,17 +191,31 @@ class LocalSource:
             self._start_observer()
 
     def _grown(self, events: bool) -> set[str]:
-        """Files whose size differs from what was read (metrics files, and events files if asked)."""
+        """Files whose size differs from what was read: metrics files, and events files if asked; at most
+        SCAN_BUDGET x SCAN_INTERVAL of them, the next slice each time (a file is then looked at every
+        ``files / SCAN_BUDGET`` seconds: that is the latency above SCAN_BUDGET / 10 files)."""
+        names = self._slice([n for n, f in self._files.items() if f.kind != "events"], "csv",
+                            int(SCAN_BUDGET * SCAN_INTERVAL))
+        if events:  # heartbeats (every 30 s): a quarter of the budget, every check
+            names += self._slice([n for n, f in self._files.items() if f.kind == "events"], "events",
+                                 int(SCAN_BUDGET * CHECK_EVERY / 4))
         out = set()
-        for name, f in self._files.items():
-            if f.kind == "events" and not events:
-                continue
+        for name in names:
+            f = self._files[name]
             try:
                 if os.stat(f.tail.path).st_size != f.tail.offset:
                     out.add(name)
             except OSError:
                 continue
         return out
+
+    def _slice(self, names: list[str], kind: str, limit: int) -> list[str]:
+        """The next ``limit`` of ``names``, round and round (all of them when they are fewer)."""
+        if len(names) <= limit:
+            return names
+        at = self._scan_at.get(kind, 0) % len(names)
+        self._scan_at[kind] = at + limit
+        return (names[at:] + names[:at])[:limit]
 
     def _start_observer(self) -> None:
         """(Re)start watchdog: native events (modifications too unless scanning), or polling."""
