@@ -177,11 +177,14 @@ def frames(repeats: int) -> list[Row]:
 
     small = [asyncio.run(redraw_time(10_000, repeats)) for _ in range(3)]
     big = [asyncio.run(redraw_time(10_000_000, repeats)) for _ in range(3)]
-    s, b = statistics.median(small), statistics.median(big)
-    return [Row("a full redraw at 120 x 40, 10,000 rows stored", f"{s * 1e3:.1f} ms", "", None, "<= 25 ms",
-                s <= 0.025),
+    header = [asyncio.run(redraw_time(10_000_000, repeats, charts=False)) for _ in range(3)]
+    s, b, h = statistics.median(small), statistics.median(big), statistics.median(header)
+    return [Row("a full redraw at 120 x 40 (every chart built), 10,000 rows stored", f"{s * 1e3:.1f} ms", "", None,
+                "<= 25 ms", s <= 0.025),
             Row("a full redraw, 10,000,000 rows stored", f"{b * 1e3:.1f} ms", f"10,000 rows: {s * 1e3:.1f} ms",
-                b / s, "<= 25 ms and ratio <= 1.10", b <= 0.025 and b / s <= 1.10)]
+                b / s, "<= 25 ms and ratio <= 1.10", b <= 0.025 and b / s <= 1.10),
+            Row("a redraw whose series did not change (charts kept), 10,000,000 rows", f"{h * 1e3:.1f} ms", "",
+                None, "<= 25 ms", h <= 0.025)]
 
 
 # -- following --------------------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 """The monitor's widgets: each turns a part of a :class:`~mstop.view.View` into something drawable.
 
-    chart.py   Chart: plotext line charts
+    chart.py   Chart: line charts (drawn by canvas.py)
+    canvas.py  the chart drawing: numpy to half blocks, glyphs, ticks
     header.py  Header, AlertsPanel
     panels.py  LossPanel, ThroughputPanel, MfuPanel, MemoryPanel, DataPanel
     ranks.py   RanksTable, RankDetail

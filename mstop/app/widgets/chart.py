@@ -1,4 +1,4 @@
-"""Line charts (plotext) that never stop the monitor: a plotting failure shows its message.
+"""Line charts that never stop the monitor: a drawing failure shows its message (drawn by canvas.py).
 
 User-controlled text (run names, notes, column names, host names, paths) is always wrapped in
 ``rich.text.Text``, never parsed as markup.
@@ -10,18 +10,23 @@ import math
 import re
 
 import numpy as np
+from rich.cells import cell_len
+from rich.segment import Segment
 from rich.text import Text
-from textual_plotext import PlotextPlot
+from textual.strip import Strip
+from textual.widget import Widget
 
 from ... import fmt
 from ...view import Series
+from .canvas import Figure, Layer, Row, draw, to_text
 
 
-def _finite(s: Series | None) -> tuple[list[float], list[float]]:
+def _finite(s: Series | None) -> tuple[np.ndarray, np.ndarray]:
     if s is None:
-        return [], []
-    ok = np.isfinite(s.y) & np.isfinite(s.x)
-    return s.x[ok].tolist(), s.y[ok].tolist()
+        return np.empty(0), np.empty(0)
+    x, y = np.asarray(s.x, np.float64), np.asarray(s.y, np.float64)
+    ok = np.isfinite(y) & np.isfinite(x)
+    return x[ok], y[ok]
 
 
 def _key(s: Series | None) -> tuple | None:
@@ -68,13 +73,14 @@ def _style(label: str, mains: int) -> tuple[str, str, str]:
     return marker, color, label
 
 
-class Chart(PlotextPlot):
-    """A line chart of one or more series (one plot object per widget: its own ``self.plt``).
+class Chart(Widget):
+    """A line chart of one or more series, drawn into text at the widget's size (see canvas.py).
 
-    Lines use half-block "hd" marks rather than braille: block elements are in
-    every monospace font, braille is missing from many (then it is drawn wider
-    and the chart runs past its frame).
+    Lines use half-block marks rather than braille: block elements are in every monospace font, braille is
+    missing from many (then it is drawn wider and the chart runs past its frame).
     """
+
+    DEFAULT_CSS = "Chart { height: 1fr; }"
 
     def show_series(self, title: str, lines: list[tuple[str, Series | None]], *, log: bool = False,
                     right: tuple[str, Series | None] | None = None,
@@ -83,7 +89,7 @@ class Chart(PlotextPlot):
                     yunit: str = "") -> None:
         """Draw ``lines`` (and ``right``, on its own axis) with 1-2-5 ticks: whole steps on the step axis,
         elapsed m:ss on the time axis, SI labels with ``yunit`` on y. The same inputs as last time change
-        nothing: the chart keeps its drawing (plotext building a chart's text is most of a frame)."""
+        nothing: the chart keeps its drawing."""
         key = (title, [(label, _key(s)) for label, s in lines], log,
                None if right is None else (right[0], _key(right[1])), tuple(hlines), tuple(vlines),
                [(tuple(xs), tuple(ys), label) for xs, ys, label in points], xkind, yunit)
@@ -91,79 +97,83 @@ class Chart(PlotextPlot):
             return
         self._inputs = key
         self._drawn = None
-        plt = self.plt
-        plt.clear_figure()
-        self._title = title  # set at render time, cut to the width: plotext leaves a longer title out entirely
+        fig = Figure()
+        self._title = title
         lows, highs = [], []
         spans: list[tuple[float, float, float, float]] = []  # (x lo, x hi, y lo, y hi) of each line drawn
         self._legend: list[tuple[str, str]] = []  # (marker, label) of everything drawn: the line above the plot
-        self._label_width = 0  # of the y tick labels: plotext leaves out a title wider than the plot beside them
         self._right = right is not None
         mains = 0
         for label, series in lines:
             xs, ys = _finite(series)
-            if log:  # drawn as log10 with decade labels: plotext's own log scale transforms its data in
-                # place, so a second render of the same figure (a resize) failed with a math domain error
-                pairs = [(x, math.log10(y)) for x, y in zip(xs, ys) if y > 0]
-                xs, ys = [p[0] for p in pairs], [p[1] for p in pairs]
-                if ys:
-                    lows.append(min(ys))
-                    highs.append(max(ys))
-            if xs:
+            if log:  # drawn as log10 with decade labels
+                ok = ys > 0
+                xs, ys = xs[ok], np.log10(ys[ok])
+                if len(ys):
+                    lows.append(float(ys.min()))
+                    highs.append(float(ys.max()))
+            if len(xs):
                 marker, color, shown = _style(label, mains)
                 mains += OVERLAY.match(label) is None and _role(label) == "main"
-                plt.plot(xs, ys, marker=marker, color=color)  # the legend is a line above the plot, not on the data
+                fig.layers.append(Layer(xs, ys, marker, color))
                 self._legend.append((marker, shown))
-                spans.append((min(xs), max(xs), min(ys), max(ys)))
-
+                spans.append((float(xs.min()), float(xs.max()), float(ys.min()), float(ys.max())))
+        rspan = None
         if right is not None:  # a second quantity on its own axis (lr and grad norm differ by 10^4)
             xs, ys = _finite(right[1])
-            if xs:
+            if len(xs):
                 marker, color = ROLES["right"]
-                plt.plot(xs, ys, marker=marker, color=color, yside="right")
+                fig.layers.append(Layer(xs, ys, marker, color, right=True))
                 self._legend.append((marker, f"{right[0]} (right axis)"))
+                rspan = (float(ys.min()), float(ys.max()))
         for xs, ys, label in points:
+            xs, ys = np.asarray(xs, np.float64), np.asarray(ys, np.float64)
             if log:
-                pairs = [(x, math.log10(y)) for x, y in zip(xs, ys) if y > 0]
-                xs, ys = [p[0] for p in pairs], [p[1] for p in pairs]
-            if xs:  # checkpoints as "C", incidents as "!", evaluations as "x"
+                ok = ys > 0
+                xs, ys = xs[ok], np.log10(ys[ok])
+            if len(xs):  # checkpoints as "C", incidents as "!", evaluations as "x"
                 marker = {"checkpoint": "C", "incident": "!"}.get(label, "x")
                 side = "right" if label.startswith("eval ") and "loss" not in label else "left"  # not loss units
-                plt.scatter(xs, ys, marker=marker, color="white" if marker == "C" else "red+", yside=side)
+                fig.layers.append(Layer(xs, ys, marker, "white" if marker == "C" else "red+", right=side == "right",
+                                        scatter=True))
                 self._legend.append((marker, label + (" (right axis)" if side == "right" else "")))
-        for y in hlines:
-            if not log or y > 0:
-                plt.hline(math.log10(y) if log else y)
-        for x in vlines[:20]:
-            plt.vline(x)
+                if side == "right":
+                    rspan = (min(rspan[0], float(ys.min())), max(rspan[1], float(ys.max()))) if rspan else \
+                        (float(ys.min()), float(ys.max()))
+        fig.hlines = [math.log10(y) if log else y for y in hlines if not log or y > 0]
+        fig.vlines = list(vlines[:20])
         if log and lows:
             ticks = _log_ticks(min(lows), max(highs))
-            plt.yticks(ticks, [fmt.tick(10 ** t, yunit) for t in ticks])
+            fig.yticks = (ticks, [fmt.tick(10 ** t, yunit) for t in ticks])
+        self._fig = fig
         # ticks depend on the chart's size: set when it is drawn (show_series may run before layout)
-        self._tick_args = (spans, xkind, None if log else yunit) if spans else None
+        self._tick_args = (spans, xkind, None if log else yunit, rspan) if spans else None
         self.refresh()
 
-    def _ticks(self, spans: list[tuple[float, float, float, float]], xkind: str, yunit: str | None) -> None:
-        """Readable ticks instead of plotext's own (``150.8``, raw unix seconds, ``34717.5``)."""
-        plt = self.plt
+    def _ticks(self, fig: Figure, spans: list[tuple[float, float, float, float]], xkind: str, yunit: str | None,
+               rspan: tuple[float, float] | None, height: int) -> None:
+        """Readable ticks: whole steps, elapsed time, SI labels (never raw unix seconds or ``34717.5``)."""
         lo, hi = min(s[0] for s in spans), max(s[1] for s in spans)
         count = max(2, min(6, self.size.width // 14 or 5))
         if xkind == "time":  # elapsed since the first point drawn (the title says from when)
             ticks = [lo + t for t in fmt.nice_ticks(0.0, hi - lo, count, whole=True)]
-            plt.xticks(ticks, [fmt.clock_tick(t, elapsed_from=lo) for t in ticks])
+            fig.xticks = (ticks, [fmt.clock_tick(t, elapsed_from=lo) for t in ticks])
         else:
             ticks = fmt.nice_ticks(lo, hi, count, whole=xkind == "step")
-            plt.xticks(ticks, [fmt.tick(t) for t in ticks])
+            fig.xticks = (ticks, [fmt.tick(t) for t in ticks])
         if yunit is not None:
-            ylo, yhi = min(s[2] for s in spans), max(s[3] for s in spans)
-            if self.size.height < 8:  # room for one label: a round value mid-range (two would overwrite each other)
-                mid = (ylo + yhi) / 2
-                ticks = [next((r for r in (float(f"{mid:.1g}"), float(f"{mid:.2g}")) if ylo <= r <= yhi), mid)]
-            else:
-                ticks = fmt.nice_ticks(ylo, yhi, min(5, self.size.height // 3))
-            labels = [fmt.tick(t, yunit) for t in ticks]
-            plt.yticks(ticks, labels)
-            self._label_width = max((len(x) for x in labels), default=0)
+            fig.yticks = self._yticks(min(s[2] for s in spans), max(s[3] for s in spans), yunit, height)
+        if rspan is not None:
+            fig.rticks = self._yticks(rspan[0], rspan[1], "", height)
+
+    @staticmethod
+    def _yticks(ylo: float, yhi: float, unit: str, height: int) -> tuple[list[float], list[str]]:
+        if height < 8:  # room for one label: a round value mid-range (two would overwrite each other)
+            mid = (ylo + yhi) / 2
+            ticks = [next((r for r in (float(f"{mid:.1g}"), float(f"{mid:.2g}")) if ylo <= r <= yhi), mid)]
+        else:
+            ticks = fmt.nice_ticks(ylo, yhi, min(5, height // 3))
+        return ticks, [fmt.tick(t, unit) for t in ticks]
 
     def legend(self) -> Text:
         """What each mark stands for, in one line above the plot (never on the data): shown when the chart
@@ -177,39 +187,59 @@ class Chart(PlotextPlot):
             t.append(Text(label))
         return t
 
-    def render(self):
-        """Draw the plot (the legend line above it); a plotting failure shows its message instead of
-        stopping the monitor."""
-        if self.size.height < 5 or self.size.width < 24:
-            return Text("")  # too small to read: an empty panel beats an unreadable one
-        size = (self.size.width, self.size.height, self.app.theme)
-        drawn = getattr(self, "_drawn", None)
-        if drawn is not None and drawn[0] == size:
-            return drawn[1]  # the same series at the same size: the text built last time
-        text = self._build_text()
-        self._drawn = (size, text)
-        return text
+    def render(self) -> Text:
+        """The chart as one rich Text (what :meth:`render_line` draws line by line)."""
+        return to_text(self._lines())
 
-    def _build_text(self):
+    def render_line(self, y: int) -> Strip:
+        """Line ``y`` of the chart for Textual's line API: no rich Text to convert on every frame."""
+        lines = self._lines()
+        strips, styles = self._drawn[2], self._drawn[3]
+        strip = strips.get(y)
+        if strip is None:
+            width, base = self.size.width, styles.get("base")
+            if base is None:
+                base = styles["base"] = self.rich_style  # a lookup through the CSS: once per drawing
+            segments, n = [], 0
+            for chunk, style in lines[y] if y < len(lines) else []:
+                st = styles.get(style)
+                if st is None:
+                    st = styles[style] = base + style if style is not None else base
+                segments.append(Segment(chunk, st))
+                n += cell_len(chunk)
+            if n < width:
+                segments.append(Segment(" " * (width - n), base))
+            strip = strips[y] = Strip(segments, max(n, width)).crop(0, width) if n > width else \
+                Strip(segments, width)
+        return strip
+
+    def _lines(self) -> list[Row]:
+        """The chart's lines at its size, built once per change of series or size."""
+        size = (self.size.width, self.size.height)
+        drawn = getattr(self, "_drawn", None)
+        if drawn is None or drawn[0] != size:
+            self._drawn = drawn = (size, self._build(), {}, {})  # lines, their strips, styles on the base
+        return drawn[1]
+
+    def _build(self) -> list[Row]:
+        """Draw the plot (the legend line above it); a drawing failure shows its message instead of stopping
+        the monitor."""
+        if self.size.height < 5 or self.size.width < 24:
+            return []  # too small to read: an empty panel beats an unreadable one
         try:
+            fig = getattr(self, "_fig", None) or Figure()
             title = getattr(self, "_title", "")
-            if getattr(self, "_tick_args", None) is not None:
-                self._ticks(*self._tick_args)
             legend = self.legend()
             small = self.size.height < 12  # a short chart keeps its rows for the data: the legend joins the title
             if small and legend.plain:
                 title = f"{title}  |{legend.plain}" if title else legend.plain.strip()
-            # plotext leaves out a title within 4 columns of its plot's width (measured): the plot is the
-            # width less the tick labels beside it
-            room = self.size.width - 4 - getattr(self, "_label_width", 0) - (6 if getattr(self, "_right", False) else 0)
-            self.plt.title(title if len(title) <= room else title[: max(0, room - 1)] + "…")
+            height = self.size.height - (1 if legend.plain and not small else 0)
+            if getattr(self, "_tick_args", None) is not None:
+                self._ticks(fig, *self._tick_args, height=height)
+            fig.title = title
+            plot = draw(fig, self.size.width, height)
             if not legend.plain or small:
-                return super().render()
-            width, height = self.size.width, self.size.height - 1  # the legend takes a row from the plot
-            self.plt.plotsize(width, height)
-            self.plt._set_size(width, height)  # as PlotextPlot.render does (textual-plotext issue 5)
-            self.plt.theme(self._get_plotext_theme_name(self.app.theme))
-            legend.append("\n")
-            return legend.append_text(Text.from_ansi(self.plt.build()))
-        except Exception as e:  # noqa: BLE001 - plotext has corner cases; the screen must go on
-            return Text(f"(chart unavailable: {type(e).__name__}: {e})")
+                return plot
+            return [[(legend.plain, None)]] + plot
+        except Exception as e:  # noqa: BLE001 - the screen must go on whatever a chart meets
+            return [[(f"(chart unavailable: {type(e).__name__}: {e})", None)]]

@@ -1,0 +1,155 @@
+"""The ssh fan-in, simulated on loopback: many hosts' followers feeding one viewer.
+
+    python benchmarks/bench_fanin.py [--seconds 15]
+
+Needs openssh-server (started here with throwaway keys, as the tests do). Each simulated host is a folder of
+rank files and one ssh connection to 127.0.0.1 running mstop's remote follower over it (one RemoteSource,
+as ``mstop host1:/run host2:/run ...`` opens); one writer process appends a row per rank per second to every
+folder. Per configuration (hosts x ranks per host) it measures, over ``--seconds``: the viewer's CPU (this
+process: every RemoteSource's reading thread and the store), its ssh clients' CPU (decryption), the remote
+followers' CPU (summed over hosts), bytes received per second and per row. A least-squares fit of the
+viewer's CPU to ``a + b x connections + c x rows/s`` then says what 100,000 ranks on 3,000 hosts would
+cost one viewer, from these figures and nothing else.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import os
+import resource
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from bench_remote import follower_pids, proc_cpu  # noqa: E402
+
+from mstop.engine.store import Store  # noqa: E402
+from mstop.sources.remote import RemoteSource, Target  # noqa: E402
+from mstop_writer import COLUMNS  # noqa: E402
+from tests import sshd  # noqa: E402
+
+
+def writer(dirs: list[str], ranks: int, rate: float, seconds: float, ready: mp.Event) -> None:
+    """Append a row to every rank file of every folder ``rate`` times a second, spread over the interval."""
+    fds = []
+    for d in dirs:
+        for r in range(ranks):
+            fd = os.open(os.path.join(d, f"rank{r}.csv"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            os.write(fd, (",".join(COLUMNS) + "\n").encode())
+            fds.append(fd)
+    ready.wait()
+    t0, step = time.time(), 0
+    while time.time() - t0 < seconds:
+        step += 1
+        for i, fd in enumerate(fds):
+            due = t0 + (step - 1 + i / len(fds)) / rate
+            if due > time.time():
+                time.sleep(due - time.time())
+            os.write(fd, f"{time.time()!r},{step},1,{2.0 / step!r},0.0003,,1.0,0.001,,4096,8,,,1,1,2,,,s\n".encode())
+    for fd in fds:
+        os.close(fd)
+
+
+def ssh_children() -> list[int]:
+    """This process's ssh client processes."""
+    me, out = os.getpid(), []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    parts = f.read().rsplit(")", 1)
+                name = parts[0].split("(", 1)[1]
+                if name == "ssh" and int(parts[1].split()[1]) == me:
+                    out.append(int(d))
+            except (OSError, IndexError, ValueError):
+                continue
+    return out
+
+
+def run(server, hosts: int, ranks: int, rate: float, seconds: float) -> dict[str, float]:
+    with tempfile.TemporaryDirectory() as tmp:
+        dirs = [os.path.join(tmp, f"host{h}") for h in range(hosts)]
+        for d in dirs:
+            os.makedirs(d)
+        ready = mp.Event()
+        w = mp.Process(target=writer, args=(dirs, ranks, rate, seconds + 4, ready))
+        w.start()
+        while sum(len(os.listdir(d)) for d in dirs) < hosts * ranks:
+            time.sleep(0.05)
+        stores = [Store() for _ in dirs]
+        sources = [RemoteSource(Target(server.host, d), s, poll=0.2, ssh_options=server.options())
+                   for d, s in zip(dirs, stores)]
+        for s in sources:
+            s.follow()
+        ready.set()
+        time.sleep(3)
+        followers, clients = follower_pids(), ssh_children()
+        f0, c0 = sum(proc_cpu(p) for p in followers), sum(proc_cpu(p) for p in clients)
+        r0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.monotonic()
+        b0, rows0 = sum(s.bytes_received for s in sources), sum(s.rows for s in stores)
+        time.sleep(seconds)
+        r1, t1 = resource.getrusage(resource.RUSAGE_SELF), time.monotonic()
+        b1, rows1 = sum(s.bytes_received for s in sources), sum(s.rows for s in stores)
+        f1 = sum(proc_cpu(p) for p in followers if os.path.exists(f"/proc/{p}"))
+        c1 = sum(proc_cpu(p) for p in clients if os.path.exists(f"/proc/{p}"))
+        for s in sources:
+            s.stop()
+        w.terminate()
+        w.join()
+    dt = t1 - t0
+    rows = (rows1 - rows0) / dt
+    return {"viewer": 100 * (r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime) / dt,
+            "ssh": 100 * (c1 - c0) / dt, "followers": 100 * (f1 - f0) / dt, "rows_s": rows,
+            "bytes_s": (b1 - b0) / dt, "bytes_row": (b1 - b0) / max(1.0, rows1 - rows0)}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seconds", type=float, default=15.0)
+    ap.add_argument("--configs", default="1x256,8x32,32x8,8x128",
+                    help="HOSTSxRANKS,... (default: 1x256,8x32,32x8,8x128)")
+    a = ap.parse_args()
+    reason = sshd.missing_reason()
+    if reason:
+        print("skipped:", reason)
+        return 0
+    server = sshd.start(Path(tempfile.mkdtemp()))
+    results = []
+    try:
+        print(f"machine: {os.cpu_count()} cores; sshd on 127.0.0.1; 1 row/s per rank; {a.seconds:.0f} s each")
+        print("| hosts (connections) | ranks | rows/s | viewer CPU | its ssh clients | remote followers (sum) "
+              "| bytes/s | bytes/row |")
+        print("|---|---|---|---|---|---|---|---|")
+        for spec in a.configs.split(","):
+            hosts, ranks = (int(x) for x in spec.split("x"))
+            res = run(server, hosts, ranks, 1.0, a.seconds)
+            results.append((hosts, res))
+            print(f"| {hosts} | {hosts * ranks:,} | {res['rows_s']:.0f} | {res['viewer']:.1f} % | {res['ssh']:.1f} % "
+                  f"| {res['followers']:.1f} % | {res['bytes_s'] / 1e3:.1f} kB/s | {res['bytes_row']:.0f} |",
+                  flush=True)
+    finally:
+        sshd.stop(server)
+    # viewer + its ssh clients = a + b * connections + c * rows/s (least squares over the configurations)
+    x = np.array([[1.0, h, r["rows_s"]] for h, r in results])
+    y = np.array([r["viewer"] + r["ssh"] for _, r in results])
+    (a0, b, c), *_ = np.linalg.lstsq(x, y, rcond=None)
+    per_row = float(np.median([r["bytes_row"] for _, r in results]))
+    for hosts, rate in ((3000, 1.0), (3000, 0.2)):
+        rows = 100_000 * rate
+        cpu = a0 + b * hosts + c * rows
+        print(f"fit: viewer + ssh CPU = {a0:.2f} + {b:.3f} x connections + {c:.4f} x rows/s (% of a core); "
+              f"100,000 ranks on {hosts:,} hosts at {rate:g} rows/s per rank: {cpu:.0f} % of a core, "
+              f"{hosts:,} connections, {rows * per_row / 1e6:.1f} MB/s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
