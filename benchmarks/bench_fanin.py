@@ -50,9 +50,9 @@ def writer(dirs: list[str], ranks: int, rate: float, seconds: float, ready: mp.E
     while time.time() - t0 < seconds:
         step += 1
         for i, fd in enumerate(fds):
-            due = t0 + (step - 1 + i / len(fds)) / rate
-            if due > time.time():
-                time.sleep(due - time.time())
+            pause = t0 + (step - 1 + i / len(fds)) / rate - time.time()
+            if pause > 0:
+                time.sleep(pause)
             os.write(fd, f"{time.time()!r},{step},1,{2.0 / step!r},0.0003,,1.0,0.001,,4096,8,,,1,1,2,,,s\n".encode())
     for fd in fds:
         os.close(fd)

@@ -294,9 +294,9 @@ t0, step = time.time(), 10**6
 while time.time() - t0 < seconds:
     step += 1
     for r, fd in enumerate(fds):
-        due = t0 + (step - 10**6 - 1 + r / ranks) / rate
-        if due > time.time():
-            time.sleep(due - time.time())
+        pause = t0 + (step - 10**6 - 1 + r / ranks) / rate - time.time()
+        if pause > 0:
+            time.sleep(pause)
         os.write(fd, (f"{time.time()!r},{step},1,0.5,0.0003,1.25,0.5,0.01,,524288,128,1048576.0,0.41,"
                       "5e10,5.6e10,6.5e10,0,65536.0,bench\\n").encode())
 """
