@@ -162,6 +162,9 @@ safe_junk = st.one_of(  # bytes that pandas reads (printable ASCII without quote
 @given(st.lists(st.one_of(good_row(), safe_junk), max_size=60), st.lists(st.integers(0, 10**5), max_size=6))
 # found by this test: a first line one field too long, balanced by a short one (pandas took it as an index)
 @example(body=[b"0.0," + b"0," * 17 + b",1", b"0.0" + b",0" * 17], cuts=[])
+# found by this test: a cell pyarrow refuses (1_000) sent the chunk to pandas, whose float parser put time one
+# unit in the last place off; pandas now reads such a chunk with Python's parser
+@example(body=[b"0.0" + b",0" * 16 + b",1_000,", b"90.13551735877991" + b",0" * 17 + b","], cuts=[])
 def test_bytes_that_pandas_reads_agree_with_the_careful_path(reader, body, cuts):
     data = b"".join(line + b"\n" for line in [HEADER, *body])
     steps_want, bad_want = oracle(data)

@@ -155,7 +155,9 @@ class CsvParser:
         if got is not None:
             rows = got
         elif plain and n_lines >= PANDAS_MIN_LINES:
-            rows = self._parse_pandas(blob, start, n_lines)
+            # pyarrow refused the chunk (a cell it cannot read): pandas reads it with Python's own float parser,
+            # so the numbers stay those the other paths give, bit for bit
+            rows = self._parse_pandas(blob, start, n_lines, exact=arrow is not None)
         else:
             got = self._parse_plain(blob[start:]) if plain else None
             rows = got if got is not None else self._parse_csv(blob[start:].split(b"\n")[:-1])
@@ -306,8 +308,9 @@ class CsvParser:
             floats = _row_major([columns[n] for n in NUMERIC[N_EXACT:]], np.float32)
         return Rows(exact, floats, {n: columns[n] for n in self.extra}, codes, session_names, nonfinite, bad)
 
-    def _parse_pandas(self, blob: bytes, start: int, n_lines: int) -> Rows:
-        """Parse the lines of ``blob`` from offset ``start`` (the blob is not copied)."""
+    def _parse_pandas(self, blob: bytes, start: int, n_lines: int, exact: bool = False) -> Rows:
+        """Parse the lines of ``blob`` from offset ``start`` (the blob is not copied); ``exact``: with Python's
+        float parser (twice as slow: pandas' own may differ from it in the last place)."""
         import pandas as pd
 
         assert self.header is not None
@@ -320,6 +323,7 @@ class CsvParser:
         source.seek(start)
         try:
             df = pd.read_csv(source, header=None, low_memory=False, names=range(width), keep_default_na=False,
+                             float_precision="round_trip" if exact else None,
                              na_values=[""], skip_blank_lines=False, engine="c", encoding_errors="strict",
                              dtype={s_idx: str} if s_idx is not None else None)
         except (UnicodeDecodeError, ValueError):  # pandas' ParserError is a ValueError: a long line

@@ -9,6 +9,7 @@ monospace font, unlike braille); a line whose role has a glyph (raw ``•``, bas
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -57,6 +58,8 @@ def span(values: list[np.ndarray]) -> tuple[float, float]:
     if not vals:
         return 0.0, 1.0
     lo, hi = min(float(v.min()) for v in vals), max(float(v.max()) for v in vals)
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        return 0.0, 1.0
     if hi - lo <= abs(hi) * 1e-12 or hi == lo:
         pad = abs(lo) * 0.05 or 0.5
         return lo - pad, hi + pad
@@ -64,8 +67,13 @@ def span(values: list[np.ndarray]) -> tuple[float, float]:
 
 
 def _scale(v: np.ndarray, lo: float, hi: float, n: int) -> np.ndarray:
-    """Values onto 0..n-1 (lo at 0)."""
-    return np.clip(np.rint((v - lo) / (hi - lo) * (n - 1)), 0, n - 1).astype(np.int64)
+    """Values onto 0..n-1 (lo at 0); a range too wide for float64 (1e308 apart) still lands inside."""
+    with np.errstate(all="ignore"):
+        f = (np.asarray(v, np.float64) - lo) / (hi - lo)
+        if not np.isfinite(hi - lo):  # scaled in two steps: each half of the range is finite
+            f = (np.asarray(v, np.float64) / 2 - lo / 2) / (hi / 2 - lo / 2)
+        f = np.nan_to_num(f, nan=0.0, posinf=1.0, neginf=0.0)
+    return np.clip(np.rint(f * (n - 1)), 0, n - 1).astype(np.int64)
 
 
 def _line_pixels(cols: np.ndarray, rows: np.ndarray, width: int, height: int) -> np.ndarray:

@@ -118,28 +118,7 @@ class Chart(Widget):
                 fig.layers.append(Layer(xs, ys, marker, color))
                 self._legend.append((marker, shown))
                 spans.append((float(xs.min()), float(xs.max()), float(ys.min()), float(ys.max())))
-        rspan = None
-        if right is not None:  # a second quantity on its own axis (lr and grad norm differ by 10^4)
-            xs, ys = _finite(right[1])
-            if len(xs):
-                marker, color = ROLES["right"]
-                fig.layers.append(Layer(xs, ys, marker, color, right=True))
-                self._legend.append((marker, f"{right[0]} (right axis)"))
-                rspan = (float(ys.min()), float(ys.max()))
-        for xs, ys, label in points:
-            xs, ys = np.asarray(xs, np.float64), np.asarray(ys, np.float64)
-            if log:
-                ok = ys > 0
-                xs, ys = xs[ok], np.log10(ys[ok])
-            if len(xs):  # checkpoints as "C", incidents as "!", evaluations as "x"
-                marker = {"checkpoint": "C", "incident": "!"}.get(label, "x")
-                side = "right" if label.startswith("eval ") and "loss" not in label else "left"  # not loss units
-                fig.layers.append(Layer(xs, ys, marker, "white" if marker == "C" else "red+", right=side == "right",
-                                        scatter=True))
-                self._legend.append((marker, label + (" (right axis)" if side == "right" else "")))
-                if side == "right":
-                    rspan = (min(rspan[0], float(ys.min())), max(rspan[1], float(ys.max()))) if rspan else \
-                        (float(ys.min()), float(ys.max()))
+        rspan = self._marks(fig, right, points, log)
         fig.hlines = [math.log10(y) if log else y for y in hlines if not log or y > 0]
         fig.vlines = list(vlines[:20])
         if log and lows:
@@ -149,6 +128,33 @@ class Chart(Widget):
         # ticks depend on the chart's size: set when it is drawn (show_series may run before layout)
         self._tick_args = (spans, xkind, None if log else yunit, rspan) if spans else None
         self.refresh()
+
+    def _marks(self, fig: Figure, right: tuple[str, Series | None] | None,
+               points: list[tuple[list[float], list[float], str]], log: bool) -> tuple[float, float] | None:
+        """Add the right axis's line and the marks (checkpoints "C", incidents "!", evaluations "x"); the
+        right axis's value range (None: nothing on it)."""
+        rs: list[float] = []
+        if right is not None:  # a second quantity on its own axis (lr and grad norm differ by 10^4)
+            xs, ys = _finite(right[1])
+            if len(xs):
+                marker, color = ROLES["right"]
+                fig.layers.append(Layer(xs, ys, marker, color, right=True))
+                self._legend.append((marker, f"{right[0]} (right axis)"))
+                rs += [float(ys.min()), float(ys.max())]
+        for xs, ys, label in points:
+            xs, ys = _finite(Series(np.asarray(xs, np.float64), np.asarray(ys, np.float64)))
+            if log:
+                ok = ys > 0
+                xs, ys = xs[ok], np.log10(ys[ok])
+            if len(xs):
+                marker = {"checkpoint": "C", "incident": "!"}.get(label, "x")
+                side = "right" if label.startswith("eval ") and "loss" not in label else "left"  # not loss units
+                fig.layers.append(Layer(xs, ys, marker, "white" if marker == "C" else "red+", right=side == "right",
+                                        scatter=True))
+                self._legend.append((marker, label + (" (right axis)" if side == "right" else "")))
+                if side == "right":
+                    rs += [float(ys.min()), float(ys.max())]
+        return (min(rs), max(rs)) if rs else None
 
     def _ticks(self, fig: Figure, spans: list[tuple[float, float, float, float]], xkind: str, yunit: str | None,
                rspan: tuple[float, float] | None, height: int) -> None:
