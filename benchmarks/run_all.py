@@ -173,16 +173,20 @@ def first_frame(data: str, repeats: int) -> list[Row]:
 
 
 def frames(repeats: int) -> list[Row]:
+    """A redraw's main-thread CPU (the app's work and Textual's compositing; the test pilot's idle wait for
+    the next frame left out), beside its wall time through the pilot."""
     from bench_monitor import redraw_time
 
-    small = [asyncio.run(redraw_time(10_000, repeats)) for _ in range(3)]
-    big = [asyncio.run(redraw_time(10_000_000, repeats)) for _ in range(3)]
-    header = [asyncio.run(redraw_time(10_000_000, repeats, charts=False)) for _ in range(3)]
-    s, b, h = statistics.median(small), statistics.median(big), statistics.median(header)
-    return [Row("a full redraw at 120 x 40 (every chart built), 10,000 rows stored", f"{s * 1e3:.1f} ms", "", None,
-                "<= 25 ms", s <= 0.025),
-            Row("a full redraw, 10,000,000 rows stored", f"{b * 1e3:.1f} ms", f"10,000 rows: {s * 1e3:.1f} ms",
-                b / s, "<= 25 ms and ratio <= 1.10", b <= 0.025 and b / s <= 1.10),
+    def med(rows: int, charts: bool, cpu: bool) -> float:
+        return statistics.median(asyncio.run(redraw_time(rows, repeats, charts=charts, cpu=cpu)) for _ in range(3))
+
+    s, b, h = med(10_000, True, True), med(10_000_000, True, True), med(10_000_000, False, True)
+    sw, bw = med(10_000, True, False), med(10_000_000, True, False)
+    return [Row("a full redraw at 120 x 40 (every chart built), 10,000 rows: main-thread CPU", f"{s * 1e3:.1f} ms",
+                f"wall through the pilot {sw * 1e3:.0f} ms", None, "<= 25 ms", s <= 0.025),
+            Row("a full redraw, 10,000,000 rows: main-thread CPU", f"{b * 1e3:.1f} ms",
+                f"10,000 rows: {s * 1e3:.1f} ms (wall {bw * 1e3:.0f} ms)", b / s, "<= 25 ms and ratio <= 1.10",
+                b <= 0.025 and b / s <= 1.10),
             Row("a redraw whose series did not change (charts kept), 10,000,000 rows", f"{h * 1e3:.1f} ms", "",
                 None, "<= 25 ms", h <= 0.025)]
 
