@@ -150,3 +150,26 @@ def test_long_series_from_block_summaries_keep_extremes_and_nans(tmp_path):
     xs, ys = store.series(0, "loss", 90, steps=(40_000, 70_000))
     assert xs.min() >= 40_000 and xs.max() <= 70_000 and np.isnan(ys).sum() == 1 and np.isinf(ys).sum() == 1
     assert -5.0 not in ys and 90.0 not in ys  # outside the range
+
+
+def test_a_snapshot_copies_only_the_ranks_that_changed_and_shows_every_change(tmp_path):
+    """A frame's snapshot reuses the frozen copy of a rank nothing touched since the last one (10,000 ranks
+    cost 0.1 s a frame to copy); new rows, new events and a reset each make a fresh copy that shows them."""
+    run = tmp_path / "run"
+    for r in range(3):
+        write_events(run, r, [start("s1", t=999.0)])
+        write_rank(run, r, steps(1, 5, t0=1000.0, loss=1.0))
+    store = Store()
+    src = LocalSource(str(run), store)
+    src.read_all()
+    a = store.snapshot()
+    write_rank(run, 1, steps(6, 6, t0=1000.0, loss=1.0))  # rank 1: a row
+    write_events(run, 2, [{"time": 1010.0, "kind": "checkpoint", "step": 5, "path": "ck"}])  # rank 2: an event
+    src.read_all()
+    b = store.snapshot()
+    assert b.ranks[0] is a.ranks[0]  # untouched: the same copy
+    assert b.ranks[1] is not a.ranks[1] and (a.ranks[1].rows, b.ranks[1].rows) == (5, 6)
+    assert b.ranks[2] is not a.ranks[2] and len(a.ranks[2].checkpoints) == 0 and len(b.ranks[2].checkpoints) == 1
+    store.reset_rank(0)
+    c = store.snapshot()
+    assert c.ranks[0] is not b.ranks[0] and c.ranks[0].rows == 0 and b.ranks[0].rows == 5
