@@ -6,10 +6,10 @@ Needs openssh-server (started here with throwaway keys, as the tests do). Each s
 rank files and one ssh connection to 127.0.0.1 running mstop's remote follower over it (one RemoteSource,
 as ``mstop host1:/run host2:/run ...`` opens); one writer process appends a row per rank per second to every
 folder. Per configuration (hosts x ranks per host) it measures, over ``--seconds``: the viewer's CPU (this
-process: every RemoteSource's reading thread and the store), its ssh clients' CPU (decryption), the remote
-followers' CPU (summed over hosts), bytes received per second and per row. A least-squares fit of the
-viewer's CPU to ``a + b x connections + c x rows/s`` then says what 100,000 ranks on 3,000 hosts would
-cost one viewer, from these figures and nothing else.
+process: every RemoteSource's reading thread and the store), its ssh clients' CPU (decryption, their
+ControlMaster processes included), the remote followers' CPU (summed over hosts), bytes received per second
+and per row. A least-squares fit of the viewer's CPU (with its ssh clients) to ``a + b x connections + c x
+rows/s`` then says what 100,000 ranks on 3,000 hosts would cost one viewer, from these figures alone.
 """
 
 from __future__ import annotations
@@ -58,20 +58,29 @@ def writer(dirs: list[str], ranks: int, rate: float, seconds: float, ready: mp.E
         os.close(fd)
 
 
-def ssh_children() -> list[int]:
-    """This process's ssh client processes."""
-    me, out = os.getpid(), []
+def ssh_clients() -> list[int]:
+    """The ssh client processes on this machine (the viewer's: ControlMaster detaches them from it)."""
+    out = []
     for d in os.listdir("/proc"):
         if d.isdigit():
             try:
-                with open(f"/proc/{d}/stat") as f:
-                    parts = f.read().rsplit(")", 1)
-                name = parts[0].split("(", 1)[1]
-                if name == "ssh" and int(parts[1].split()[1]) == me:
-                    out.append(int(d))
-            except (OSError, IndexError, ValueError):
+                with open(f"/proc/{d}/comm") as f:
+                    if f.read().strip() == "ssh":
+                        out.append(int(d))
+            except OSError:
                 continue
     return out
+
+
+def cpu_of(pids: list[int]) -> float:
+    """CPU seconds of the processes still alive."""
+    total = 0.0
+    for p in pids:
+        try:
+            total += proc_cpu(p)
+        except OSError:
+            continue
+    return total
 
 
 def run(server, hosts: int, ranks: int, rate: float, seconds: float) -> dict[str, float]:
@@ -91,15 +100,14 @@ def run(server, hosts: int, ranks: int, rate: float, seconds: float) -> dict[str
             s.follow()
         ready.set()
         time.sleep(3)
-        followers, clients = follower_pids(), ssh_children()
-        f0, c0 = sum(proc_cpu(p) for p in followers), sum(proc_cpu(p) for p in clients)
+        followers, clients = follower_pids(), ssh_clients()
+        f0, c0 = cpu_of(followers), cpu_of(clients)
         r0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.monotonic()
         b0, rows0 = sum(s.bytes_received for s in sources), sum(s.rows for s in stores)
         time.sleep(seconds)
         r1, t1 = resource.getrusage(resource.RUSAGE_SELF), time.monotonic()
         b1, rows1 = sum(s.bytes_received for s in sources), sum(s.rows for s in stores)
-        f1 = sum(proc_cpu(p) for p in followers if os.path.exists(f"/proc/{p}"))
-        c1 = sum(proc_cpu(p) for p in clients if os.path.exists(f"/proc/{p}"))
+        f1, c1 = cpu_of(followers), cpu_of(clients)
         for s in sources:
             s.stop()
         w.terminate()
