@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import sys
+import time
 
 import pytest
 
@@ -405,3 +406,27 @@ async def test_baseline_that_ended_earlier_is_said(run, tmp_path):
         await settle(pilot)
         assert "baseline ended at step 25: no difference past it" in text(app.query_one("#loss-base"))
         assert "vs baseline" not in text(app.query_one("#tp-text"))
+
+
+async def test_costly_frames_are_spaced_out_and_keys_still_draw_at_once(run):
+    """At 10,000 ranks a frame takes about a second: frames drawn on their own (new rows, the tick) then come
+    at most a quarter of the time, so keys are answered between them; a key draws at once regardless."""
+    app = app_for(run)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        scr = app.screen
+        scr._frame_cost = 10.0  # as if a frame took 10 s: the next one of its own in 40 s
+        scr._last_redraw = time.monotonic()
+        before = scr._frames
+        app.store.version += 1  # something new
+        scr._store_changed()
+        await pilot.pause(2.5)  # two ticks
+        assert scr._frames == before
+        await pilot.press("r")  # a key: drawn at once
+        await pilot.pause(0.2)
+        assert scr._frames > before and app.query_one(RanksTable).row_count == 2
+        scr._frame_cost = 0.0
+        scr._last_redraw = 0.0
+        n = scr._frames
+        await pilot.pause(1.5)
+        assert scr._frames > n  # cheap frames: once a second again

@@ -62,6 +62,10 @@ from .widgets import (
 SMOOTHING = (0.0, 0.6, 0.8, 0.9, 0.95, 0.99)
 #: Fewest seconds between two redraws caused by new rows (a burst costs one redraw).
 REDRAW_EVERY = 1.0
+#: Most of the main thread that frames drawn on their own (new rows, the once-a-second tick) may take: a frame
+#: that costs more spaces the next ones out (10,000 ranks: a frame takes about a second, and keys must still
+#: be answered between frames).
+FRAME_SHARE = 0.25
 #: Fewest seconds between two scans of the history for incidents (marks on the loss chart; a always scans).
 INCIDENTS_EVERY = 10.0
 #: Seconds a signalled app gets to close its screen before its cleanups run and the process ends anyway.
@@ -127,6 +131,7 @@ class MonitorScreen(Screen[None]):
         self.alerting = Alerting(shlex.split(on_alert) if on_alert else None)
         self._carry = Carry()
         self._last_redraw = 0.0
+        self._frame_cost = 0.0  # seconds the last frame took to build and show
         self.custom: tuple[str, ...] = ()
         self._drawn_version = -1
         self._drawn_rows = 0
@@ -202,9 +207,13 @@ class MonitorScreen(Screen[None]):
     def _store_changed(self) -> None:
         if self.store.version == self._drawn_version:
             return  # the source checked and found nothing new (it says so every pass): the tick ages the header
-        now = time.monotonic()
-        if now - self._last_redraw >= REDRAW_EVERY or self._drawn_rows == 0:  # the first data: draw at once
+        if self._due() or self._drawn_rows == 0:  # the first data: draw at once
             self.redraw()  # otherwise the next tick draws it: the store's version moved on
+
+    def _due(self, every: float = REDRAW_EVERY) -> bool:
+        """Whether a frame of its own may be drawn now: ``every`` seconds after the last one, or longer when
+        frames are costly (FRAME_SHARE). Keys and toggles draw at once regardless."""
+        return time.monotonic() - self._last_redraw >= max(every, self._frame_cost / FRAME_SHARE)
 
     def _check_job(self) -> None:
         """mstop demo's job: reaped when it ends (no <defunct> process), and a failure pointed at its log."""
@@ -222,15 +231,20 @@ class MonitorScreen(Screen[None]):
         """Once a second: a delayed redraw happens, or, with nothing new, only the ages in the header move."""
         self._check_job()
         try:
+            if not self._due(every=0.0):
+                return  # frames are costly: a later tick (the tick itself comes once a second)
             if self.store.version != self._drawn_version or self.has_class("show-ranks"):
                 self.redraw()  # the ranks view: every rank's age moves, and its letters with the status
             elif not self.paused:
+                t0 = time.perf_counter()
+                self._last_redraw = time.monotonic()
                 snap = self.store.snapshot()
                 v = build_view(snap, self.opts, header_only=True, carry=self._carry)
                 v.header.notes = self._notes(v)
                 self._alerts(v, snap)
                 self.query_one(Header).show(v)
                 self.query_one(AlertsPanel).show(v)
+                self._frame_cost = time.perf_counter() - t0
         except NoMatches:  # a tick while the app is closing: its widgets are already gone
             return
 
@@ -239,6 +253,7 @@ class MonitorScreen(Screen[None]):
         goes on meanwhile)."""
         if self.paused:
             return
+        t0 = time.perf_counter()
         self._last_redraw = time.monotonic()
         self._drawn_version = self.store.version
         self._drawn_rows = self.store.rows
@@ -261,6 +276,7 @@ class MonitorScreen(Screen[None]):
                 self.query_one(MemoryPanel).show(v)
                 self.query_one(DataPanel).show(v)
             self.app.sub_title = f"{self.run_dir}  ({self.source.mode})"
+        self._frame_cost = time.perf_counter() - t0
 
     def _frame(self, snap: Store, ranks_view: bool) -> View:
         """This frame's view: the figures, the baseline's overlay, the alerts and the incidents' marks.
