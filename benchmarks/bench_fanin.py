@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from bench_remote import follower_pids, proc_cpu  # noqa: E402
+from bench_remote import follower_pids, proc_cpu, start_server  # noqa: E402
 
 from mstop.engine.store import Store  # noqa: E402
 from mstop.sources.remote import RemoteSource, Target  # noqa: E402
@@ -125,11 +125,9 @@ def main() -> int:
     ap.add_argument("--configs", default="1x256,8x32,32x8,8x128",
                     help="HOSTSxRANKS,... (default: 1x256,8x32,32x8,8x128)")
     a = ap.parse_args()
-    reason = sshd.missing_reason()
-    if reason:
-        print("skipped:", reason)
+    server = start_server()
+    if server is None:
         return 0
-    server = sshd.start(Path(tempfile.mkdtemp()))
     results = []
     try:
         print(f"machine: {os.cpu_count()} cores; sshd on 127.0.0.1; 1 row/s per rank; {a.seconds:.0f} s each")

@@ -101,16 +101,23 @@ def run(server, ranks: int, rate: float, seconds: float, poll: float) -> dict:
     }
 
 
+def start_server() -> sshd.Server | None:
+    """A throwaway sshd on 127.0.0.1 (as the tests start one), or None, having said why, without openssh-server."""
+    reason = sshd.missing_reason()
+    if reason:
+        print("skipped:", reason)
+        return None
+    return sshd.start(Path(tempfile.mkdtemp()))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seconds", type=float, default=30.0)
     ap.add_argument("--poll", type=float, default=0.2, help="the remote follower's poll interval (default: 0.2)")
     a = ap.parse_args()
-    reason = sshd.missing_reason()
-    if reason:
-        print("skipped:", reason)
+    server = start_server()
+    if server is None:
         return 0
-    server = sshd.start(Path(tempfile.mkdtemp()))
     try:
         print(f"machine: {os.cpu_count()} cores; sshd on 127.0.0.1; both sides on this machine; "
               f"follower poll {a.poll} s; {a.seconds:.0f} s per configuration")
