@@ -1,6 +1,6 @@
 """Every performance target in one table: figure, mstop, reference, ratio, target, met / missed.
 
-    python benchmarks/run_all.py            # the issue's sizes (about 25 minutes here)
+    python benchmarks/run_all.py            # the issue's sizes (about 22 minutes here)
     python benchmarks/run_all.py --quick    # smaller runs and fewer repeats (under 5 minutes)
 
 Each figure is measured beside its reference in the same run (the machines here are noisy: medians of
@@ -47,7 +47,8 @@ PY = sys.executable
 
 @dataclass
 class Row:
-    """One figure of the table; ``lower`` says whether smaller is better for the ratio's target."""
+    """One figure of the table: what mstop measured, its reference in the same run, their ratio (None when
+    the target is absolute), the target, and whether it is met (None: no target, only printed)."""
 
     figure: str
     mstop: str

@@ -265,16 +265,3 @@ def _x_axis(fig: Figure, fr: _Frame, ylab: int, right: bool) -> list[Row]:
         labels[ylab + 1 + start:ylab + 1 + start + len(s)] = list(s)
     return [[(" " * ylab + "└" + "".join(axis) + ("┘" if right else ""), AXIS)],
             [("".join(labels).rstrip(), AXIS)]]
-
-
-def finite(xs: np.ndarray, ys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The points whose both coordinates are finite."""
-    xs, ys = np.asarray(xs, np.float64), np.asarray(ys, np.float64)
-    ok = np.isfinite(xs) & np.isfinite(ys)
-    return xs[ok], ys[ok]
-
-
-def log10_positive(xs: np.ndarray, ys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Points with a positive y, y as its log10 (a log axis is drawn as log10 with decade labels)."""
-    ok = ys > 0
-    return xs[ok], np.log10(ys[ok])

@@ -102,7 +102,6 @@ class Chart(Widget):
         lows, highs = [], []
         spans: list[tuple[float, float, float, float]] = []  # (x lo, x hi, y lo, y hi) of each line drawn
         self._legend: list[tuple[str, str]] = []  # (marker, label) of everything drawn: the line above the plot
-        self._right = right is not None
         mains = 0
         for label, series in lines:
             xs, ys = _finite(series)
