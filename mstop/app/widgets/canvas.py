@@ -60,7 +60,7 @@ def span(values: list[np.ndarray]) -> tuple[float, float]:
     lo, hi = min(float(v.min()) for v in vals), max(float(v.max()) for v in vals)
     if not (math.isfinite(lo) and math.isfinite(hi)):
         return 0.0, 1.0
-    if hi - lo <= abs(hi) * 1e-12 or hi == lo:
+    if hi - lo <= abs(hi) * 1e-12:
         pad = abs(lo) * 0.05 or 0.5
         return lo - pad, hi + pad
     return lo, hi
@@ -96,10 +96,8 @@ def _line_pixels(cols: np.ndarray, rows: np.ndarray, width: int, height: int) ->
             frac = k / n[seg]
             r_at = r0[seg] + (r1[seg] - r0[seg]) * frac  # the row where the segment crosses column c
             half = 0.5 * np.abs(r1[seg] - r0[seg]) / n[seg]  # half a column's worth of rise either side
-            np.minimum.at(lo, c, np.rint(np.maximum(np.minimum(r_at - half, r_at + half),
-                                                    np.minimum(r0[seg], r1[seg]))).astype(np.int64))
-            np.maximum.at(hi, c, np.rint(np.minimum(np.maximum(r_at - half, r_at + half),
-                                                    np.maximum(r0[seg], r1[seg]))).astype(np.int64))
+            np.minimum.at(lo, c, np.rint(np.maximum(r_at - half, np.minimum(r0[seg], r1[seg]))).astype(np.int64))
+            np.maximum.at(hi, c, np.rint(np.minimum(r_at + half, np.maximum(r0[seg], r1[seg]))).astype(np.int64))
     r = np.arange(height)[:, None]
     return (r >= lo[None, :]) & (r <= hi[None, :])
 

@@ -21,11 +21,16 @@ from ...view import Series
 from .canvas import Figure, Layer, Row, draw, to_text
 
 
-def _finite(s: Series | None) -> tuple[np.ndarray, np.ndarray]:
+def _finite(s: Series | None, log: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """A series' finite points; ``log``: those with a positive y, y as its log10 (a log axis is drawn as
+    log10 with decade labels)."""
     if s is None:
         return np.empty(0), np.empty(0)
     x, y = np.asarray(s.x, np.float64), np.asarray(s.y, np.float64)
     ok = np.isfinite(y) & np.isfinite(x)
+    if log:
+        ok &= y > 0
+        return x[ok], np.log10(y[ok])
     return x[ok], y[ok]
 
 
@@ -99,18 +104,11 @@ class Chart(Widget):
         self._drawn = None
         fig = Figure()
         self._title = title
-        lows, highs = [], []
         spans: list[tuple[float, float, float, float]] = []  # (x lo, x hi, y lo, y hi) of each line drawn
         self._legend: list[tuple[str, str]] = []  # (marker, label) of everything drawn: the line above the plot
         mains = 0
         for label, series in lines:
-            xs, ys = _finite(series)
-            if log:  # drawn as log10 with decade labels
-                ok = ys > 0
-                xs, ys = xs[ok], np.log10(ys[ok])
-                if len(ys):
-                    lows.append(float(ys.min()))
-                    highs.append(float(ys.max()))
+            xs, ys = _finite(series, log)
             if len(xs):
                 marker, color, shown = _style(label, mains)
                 mains += OVERLAY.match(label) is None and _role(label) == "main"
@@ -120,8 +118,8 @@ class Chart(Widget):
         rspan = self._marks(fig, right, points, log)
         fig.hlines = [math.log10(y) if log else y for y in hlines if not log or y > 0]
         fig.vlines = list(vlines[:20])
-        if log and lows:
-            ticks = _log_ticks(min(lows), max(highs))
+        if log and spans:
+            ticks = _log_ticks(min(sp[2] for sp in spans), max(sp[3] for sp in spans))
             fig.yticks = (ticks, [fmt.tick(10 ** t, yunit) for t in ticks])
         self._fig = fig
         # ticks depend on the chart's size: set when it is drawn (show_series may run before layout)
@@ -141,10 +139,7 @@ class Chart(Widget):
                 self._legend.append((marker, f"{right[0]} (right axis)"))
                 rs += [float(ys.min()), float(ys.max())]
         for xs, ys, label in points:
-            xs, ys = _finite(Series(np.asarray(xs, np.float64), np.asarray(ys, np.float64)))
-            if log:
-                ok = ys > 0
-                xs, ys = xs[ok], np.log10(ys[ok])
+            xs, ys = _finite(Series(np.asarray(xs, np.float64), np.asarray(ys, np.float64)), log)
             if len(xs):
                 marker = {"checkpoint": "C", "incident": "!"}.get(label, "x")
                 side = "right" if label.startswith("eval ") and "loss" not in label else "left"  # not loss units
