@@ -134,7 +134,7 @@ def spike_rows(vals: np.ndarray, w: int, k: float, start: int) -> tuple[np.ndarr
     with that mean and the number of deviations: the spike rule over a whole history.
 
     Running sums (centred) screen every position in one pass; the few within 1 % of the limit are then
-    decided by :func:`prev_window_stats`, exactly as the live rule decides its recent rows. A window by
+    decided by :func:`spikes_at`, the live rule's own decision for its recent rows. A window by
     window computation of a million rows takes seconds; pandas' rolling windows cost its import."""
     n = len(vals)
     js = np.arange(max(start, w), n)
@@ -149,11 +149,17 @@ def spike_rows(vals: np.ndarray, w: int, k: float, start: int) -> tuple[np.ndarr
         mean = (s1[js] - s1[js - w]) / cnt
         var = (s2[js] - s2[js - w]) / cnt - mean * mean
         near = fin[js] & (cnt >= max(1, w // 2)) & ~(v[js] - mean <= 0.99 * k * np.sqrt(np.maximum(var, 0.0)))
-    js = js[near]
+    return spikes_at(vals, w, k, js[near])
+
+
+def spikes_at(vals: np.ndarray, w: int, k: float, js: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Of positions ``js`` (each ``>= w``), those the spike rule fires on, with the mean of the finite values
+    among the ``w`` before each and how many standard deviations above it the value is: the rule's one
+    decision, for the live alert's recent rows and the history's screened ones."""
     mean, std, count = prev_window_stats(vals, w, js)
     x = vals[js]
     with np.errstate(invalid="ignore", divide="ignore"):
-        hit = (count >= max(1, w // 2)) & (std > 0) & (x > mean + k * std)
+        hit = np.isfinite(x) & (count >= max(1, w // 2)) & (std > 0) & (x > mean + k * std)
         z = (x - mean) / np.where(std > 0, std, 1.0)
     return js[hit], mean[hit], z[hit]
 

@@ -263,15 +263,11 @@ def _spike(d: RankData, column: str, kind: str, rules: Rules) -> list[Alert]:
     js = np.arange(max(w, len(tail) - recent), len(tail))
     if not len(js):
         return []
-    mean, std, count = figures.prev_window_stats(vals, w, js)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        x = vals[js]
-        hit = np.isfinite(x) & (count >= w // 2) & (std > 0) & (x > mean + rules.spike_k * std)
-        z = np.where(hit, (x - mean) / np.where(std > 0, std, 1.0), -np.inf)
-    if not hit.any():
+    hits, mean, z = figures.spikes_at(vals, w, rules.spike_k, js)
+    if not len(hits):
         return []
     best = int(np.argmax(z))  # the first of the highest, as a scan keeping the strictly greater would
-    z, step, x, mean = float(z[best]), int(steps[js[best]]), float(x[best]), float(mean[best])
+    z, step, x, mean = float(z[best]), int(steps[hits[best]]), float(vals[hits[best]]), float(mean[best])
     name = "loss" if column == "loss" else "grad norm"
     return [Alert(kind, None, step, f"{name} {x:.4g} at step {step}: {z:.1f} standard deviations above the "
                                     f"mean {mean:.4g} of the previous {w} steps")]

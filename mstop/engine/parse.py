@@ -150,11 +150,12 @@ class CsvParser:
         # width makes pyarrow print an "exception ignored" to stderr. Three scans at memory speed.
         got = self._parse_arrow(arrow, blob, start) if arrow is not None and blob.isascii() \
             and blob.find(b'"', start) < 0 and blob.find(b"\x00", start) < 0 else None
-        n_lines = blob.count(b"\n", start) if got is None else 0
-        plain = got is None and n_lines >= PLAIN_MIN_LINES and not blob.translate(None, _PANDAS_SAFE)
         if got is not None:
-            rows = got
-        elif plain and n_lines >= PANDAS_MIN_LINES:
+            got.bad += bad
+            return got
+        n_lines = blob.count(b"\n", start)
+        plain = n_lines >= PLAIN_MIN_LINES and not blob.translate(None, _PANDAS_SAFE)
+        if plain and n_lines >= PANDAS_MIN_LINES:
             # pyarrow refused the chunk (a cell it cannot read): pandas reads it with Python's own float parser,
             # so the numbers stay those the other paths give, bit for bit
             rows = self._parse_pandas(blob, start, n_lines, exact=arrow is not None)
