@@ -30,6 +30,7 @@ from mindspore.train import (  # noqa: E402
 from mindspore.train.callback import _InternalCallbackParam  # noqa: E402
 
 from mstop_writer import GradNormTrainOneStepCell, MstopCallback  # noqa: E402
+from mstop_writer.callback import LR_FIXED_EVERY  # noqa: E402
 
 STEPS_PER_EPOCH = 4
 LRS = [0.01 * (i + 1) for i in range(8)]
@@ -145,6 +146,35 @@ class LossScaleLikeCell(nn.Cell):
         loss = self.inner(x, y)
         overflow = ops.logical_not(ops.isfinite(loss * 1e38 * 1e38)).any()
         return loss, overflow, self.scale
+
+
+class AssignLr(Callback):
+    """A job's own callback that sets a fixed learning rate at the end of step ``at``, then pauses longer
+    than the callback's reading interval for a fixed lr."""
+
+    def __init__(self, optimizer, at: int, value: float) -> None:
+        self.optimizer, self.at, self.value = optimizer, at, value
+
+    def on_train_step_end(self, run_context):
+        if run_context.original_args().cur_step_num == self.at:
+            self.optimizer.learning_rate.set_data(ms.Tensor(self.value, ms.float32))
+            time.sleep(LR_FIXED_EVERY + 0.1)
+
+
+def test_fixed_lr_is_on_every_row_and_an_assignment_shows_within_a_second(tmp_path, mode):
+    """A fixed lr is read once a second (LR_FIXED_EVERY), not every step: every row still carries it,
+    and a value the job assigns shows from the first step after the next read."""
+    net = nn.Dense(4, 1)
+    opt = nn.SGD(net.trainable_params(), learning_rate=0.01)
+    cb = MstopCallback(tmp_path)
+    reads = []
+    read = cb._lr_now
+    cb._lr_now = lambda: reads.append(1) or read()  # the optimizer's own get_lr is compiled into its graph
+    Model(net, nn.MSELoss(), opt).train(1, dataset(8), callbacks=[AssignLr(opt, 3, 0.05), cb])
+    cb.close()
+    _, rows = read_rows(tmp_path / "rank0.csv")
+    assert [float(r["lr"]) for r in rows] == [float(np.float32(0.01))] * 3 + [float(np.float32(0.05))] * 5
+    assert len(reads) == 2  # at the first step and at the first step after the pause
 
 
 def test_loss_scale_tuple_outputs(tmp_path, mode):

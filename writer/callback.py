@@ -37,8 +37,11 @@ OUTPUTS_BY_LENGTH: dict[int, tuple[str | None, ...]] = {
 OUTPUT_COLUMNS = ("loss", "lr", "grad_norm", "overflow", "loss_scale", "tokens", "samples", "queue_depth")
 #: Options of MstopCallback: the writer's, less what only the callback itself may set.
 CALLBACK_OPTIONS = (WRITER_OPTIONS - {"detected_from"}) | {"output_names"}
-#: Largest share of the step time spent reading a learning rate that is not a list schedule.
+#: Largest share of the step time spent reading a learning rate schedule (a ``LearningRateSchedule`` cell).
 LR_BUDGET = 0.01
+#: Seconds between two reads of a fixed learning rate (a Parameter only an assignment changes): rows in
+#: between repeat the last value read.
+LR_FIXED_EVERY = 1.0
 
 
 def _scalar(v: Any) -> Any:
@@ -113,6 +116,7 @@ class MstopCallback(Callback):
         self._lr_list: Any = None
         self._lr_skip = 0
         self._lr_static = True
+        self._lr_due = 0.0
         self._step_ema = 0.0
         self._gstep = 0
         self._opt: Any = None
@@ -362,6 +366,7 @@ class MstopCallback(Callback):
                 return
         self._lr_kind = "call"
         self._lr_skip = 0
+        self._lr_due = 0.0
         self._lr_static = not getattr(opt, "dynamic_lr", False)
 
     def _read_lr(self) -> Any:
@@ -370,19 +375,30 @@ class MstopCallback(Callback):
             return float(lst[min(self._gstep, len(lst) - 1)])
         if self._lr_kind != "call":
             return None
-        # Reading a Parameter or running a LearningRateSchedule cell costs 25-250 us on
-        # CPU: read it every k-th step so that reads take at most 1 % of the step time.
+        # Reading a Parameter or running a LearningRateSchedule cell costs 25-250 us on CPU. A fixed lr
+        # changes only when the job assigns it: read once a second. A schedule: every k-th step, so that
+        # reads take at most LR_BUDGET of the step time.
+        if self._lr_static:
+            now = time.perf_counter()
+            if now < self._lr_due:
+                return self._lr
+            self._lr_due = now + LR_FIXED_EVERY
+            return self._lr_now()
         self._lr_skip -= 1
         if self._lr_skip > 0:
-            return self._lr if self._lr_static else None
+            return None
         t0 = time.perf_counter()
-        lr = self._opt.get_lr()
-        if isinstance(lr, tuple):
-            lr = lr[0]  # group learning rates: the first group's
-        value = float(lr.asnumpy().reshape(-1)[0])
+        value = self._lr_now()
         cost = time.perf_counter() - t0
         self._lr_skip = max(1, math.ceil(cost / (LR_BUDGET * self._step_ema))) if self._step_ema else 1
         return value
+
+    def _lr_now(self) -> float:
+        """The optimizer's learning rate now (group learning rates: the first group's)."""
+        lr = self._opt.get_lr()
+        if isinstance(lr, tuple):
+            lr = lr[0]
+        return float(lr.asnumpy().reshape(-1)[0])
 
     def _outputs(self, out: Any) -> dict[str, Any]:
         if isinstance(out, (tuple, list)):
