@@ -175,3 +175,16 @@ def test_ranks_of_one_session_counted_all_at_once_equal_rank_by_rank(tmp_path_fa
     for d in ranks_:
         one = goodput._rank_ledger(d, first, end, median, hang)
         assert batch[d.rank] == pytest.approx(one, rel=1e-9, abs=1e-9)
+    # in groups of a few rows (BATCH_ROWS bounds the pass's temporaries), the job's ledger is the same
+    whole = goodput._ledger(store, opts)
+    keep = goodput.BATCH_ROWS
+    try:
+        goodput.BATCH_ROWS = 20
+        grouped = goodput._ledger(store, opts)
+    finally:
+        goodput.BATCH_ROWS = keep
+    assert grouped.seconds == pytest.approx(whole.seconds, rel=1e-9, abs=1e-9)
+    assert grouped.ranks == pytest.approx(whole.ranks, rel=1e-9, abs=1e-9)
+    groups = goodput._groups(ranks_)
+    assert [d for g in groups for d in g] == ranks_
+    assert all(sum(d.rows for d in g) <= goodput.BATCH_ROWS or len(g) == 1 for g in groups)

@@ -102,8 +102,10 @@ def _ledger(store: Store, opts: Options) -> Ledger | None:
     wall = max(0.0, end - first)
     median = _median_step(ranks)
     hang = figures.stall_after(store)
-    single = [d for d in ranks if len(d.segments) == 1]
-    per_rank = _batch_ledgers(single, first, end, median, hang) if len(single) > 1 else {}
+    per_rank: dict[int, dict[str, float]] = {}
+    for group in _groups([d for d in ranks if len(d.segments) == 1]):
+        if len(group) > 1:
+            per_rank.update(_batch_ledgers(group, first, end, median, hang))
     per_rank.update({d.rank: _rank_ledger(d, first, end, median, hang) for d in ranks if d.rank not in per_rank})
     per_rank = {d.rank: per_rank[d.rank] for d in ranks}
     seconds = {k: float(np.mean([b[k] for b in per_rank.values()])) for k in BUCKETS}
@@ -114,6 +116,24 @@ def _ledger(store: Store, opts: Options) -> Ledger | None:
             if abs(b["productive"] / wall - g) > RANK_SPREAD:
                 out.ranks[r] = b["productive"] / wall
     return out
+
+
+#: rows of the one-session ranks whose ledgers are computed in one pass (see _batch_ledgers): its arrays
+#: are float64 temporaries over all their rows, so 10,000 ranks in one pass held gigabytes at once
+BATCH_ROWS = 1 << 18
+
+
+def _groups(ranks: list[RankData]) -> list[list[RankData]]:
+    """``ranks`` in consecutive groups of about BATCH_ROWS rows (a larger rank is a group of its own)."""
+    groups: list[list[RankData]] = [[]]
+    rows = 0
+    for d in ranks:
+        if groups[-1] and rows + d.rows > BATCH_ROWS:
+            groups.append([])
+            rows = 0
+        groups[-1].append(d)
+        rows += d.rows
+    return groups
 
 
 def _job_end(store: Store, opts: Options) -> float:
