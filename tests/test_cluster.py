@@ -5,6 +5,7 @@ Runs are written by the real ``MetricsWriter`` (its start events, rows and heart
 from __future__ import annotations
 
 import json
+import os
 import random
 import subprocess
 import sys
@@ -130,10 +131,41 @@ def test_stat_scans_over_many_files_take_a_slice_each_and_miss_none(tmp_path, mo
         write_rank(tmp_path, r, steps(2, 2))
     found, sizes = set(), []
     for _ in range(5):  # ceil(47 / 10)
-        got = src._grown(events=False)
+        grew, got = src._grown(events=False)
+        assert grew == len(got)
         sizes.append(len(got))
         found |= got
     assert max(sizes) <= 10 and found == {f"rank{r}.csv" for r in range(47)}
     for name in sorted(found):
         src._read(name)
-    assert store.rows == 2 * 47 and not src._grown(events=False)
+    assert store.rows == 2 * 47 and src._grown(events=False) == (0, set())
+
+
+def test_scans_read_kept_descriptors_and_verify_finds_a_silent_truncation(tmp_path, monkeypatch):
+    """Following keeps the files' descriptors: a scan's slice is read through them (the rows arrive with
+    no stat), and the verify slices (VERIFY_BUDGET) find a truncation that no event told of."""
+    import mstop.sources.local as local
+
+    monkeypatch.setattr(local, "SCAN_BUDGET", 100)  # 10 files a scan
+    monkeypatch.setattr(local, "VERIFY_BUDGET", 10)  # 20 files a check (CHECK_EVERY 2 s)
+    for r in range(47):
+        write_rank(tmp_path, r, steps(1, 1))
+    store = Store()
+    src = LocalSource(str(tmp_path), store)
+    src._keep = True  # as follow() sets it, without its thread
+    src.read_all()
+    for r in range(47):
+        write_rank(tmp_path, r, steps(2, 2))
+    stats = []
+    with monkeypatch.context() as m:
+        m.setattr(local.os, "stat", lambda *a, _real=os.stat, **k: stats.append(a) or _real(*a, **k))
+        grown = sum(src._grown(events=False)[0] for _ in range(5))
+    assert grown == 47 and store.rows == 2 * 47 and stats == []
+    write_rank(tmp_path, 5, steps(1, 3, session="again"), mode="w")  # truncated and rewritten, no event
+    with monkeypatch.context() as m:
+        m.setattr(local.os, "stat", lambda *a, _real=os.stat, **k: stats.append(a) or _real(*a, **k))
+        src._verify()
+    assert len(stats) == 20  # one slice: a stat of each path
+    src._verify()
+    src._verify()  # ceil(47 / 20) slices: every file looked at
+    assert store.ranks[5].rows == 3 and store.ranks[5].segments[-1].session == "again"

@@ -132,20 +132,22 @@ def test_megabyte_line_is_dropped_without_holding_it(tmp_path, monkeypatch):
     assert [ln.decode() for ln in c.lines] == [row(1)] and c.overlong == 0
 
 
-def test_truncation_reads_again_from_start(tmp_path):
+@pytest.mark.parametrize("keep", [False, True], ids=["opened-each-read", "kept-open"])
+def test_truncation_reads_again_from_start(tmp_path, keep):
     path = tmp_path / "rank0.csv"
     path.write_text(HEADER + "\n" + "\n".join(GOOD[:10]) + "\n")
-    f = FileTail(str(path))
+    f = FileTail(str(path), keep=keep)
     assert len(f.read().lines) == 11
     path.write_text(HEADER + "\n" + row(1, session="new") + "\n")  # truncated and rewritten
     c = f.read()
     assert c.reset and f.resets == 1 and len(c.lines) == 2
 
 
-def test_rsync_style_replacement_continues_from_the_offset(tmp_path):
+@pytest.mark.parametrize("keep", [False, True], ids=["opened-each-read", "kept-open"])
+def test_rsync_style_replacement_continues_from_the_offset(tmp_path, keep):
     path = tmp_path / "rank0.csv"
     path.write_text(HEADER + "\n" + "\n".join(GOOD[:10]) + "\n")
-    f = FileTail(str(path))
+    f = FileTail(str(path), keep=keep)
     f.read()
     tmp = tmp_path / ".rank0.csv.XyZ"
     tmp.write_text(HEADER + "\n" + "\n".join(GOOD[:12]) + "\n")
@@ -154,16 +156,66 @@ def test_rsync_style_replacement_continues_from_the_offset(tmp_path):
     assert not c.reset and [ln.decode() for ln in c.lines] == GOOD[10:12]
 
 
-def test_replacement_with_other_content_is_a_reset(tmp_path):
+@pytest.mark.parametrize("keep", [False, True], ids=["opened-each-read", "kept-open"])
+def test_replacement_with_other_content_is_a_reset(tmp_path, keep):
     path = tmp_path / "rank0.csv"
     path.write_text(HEADER + "\n" + "\n".join(GOOD[:10]) + "\n")
-    f = FileTail(str(path))
+    f = FileTail(str(path), keep=keep)
     f.read()
     tmp = tmp_path / "other"
     tmp.write_text(HEADER + "\n" + row(1, "9.0", session="other") + "\n" * 400)
     os.replace(tmp, path)
     c = f.read()
     assert c.reset and c.lines[1].decode() == row(1, "9.0", session="other")
+
+
+def test_a_kept_descriptor_is_read_without_metadata_operations(tmp_path, monkeypatch):
+    """Following, a file's descriptor stays open: a quick read is a pread and nothing else (no open, no
+    stat: each is a metadata server's round trip on a network filesystem); a full read is one stat of the
+    path while it names the same file; close gives the descriptor back."""
+    path = tmp_path / "rank0.csv"
+    path.write_text(HEADER + "\n" + "\n".join(GOOD[:5]) + "\n")
+    f = FileTail(str(path), keep=True)
+    assert len(f.read().lines) == 6 and f.kept
+    calls = []
+    with monkeypatch.context() as m:
+        for name in ("open", "stat", "fstat", "lstat"):
+            real = getattr(os, name)
+            m.setattr(tail.os, name, lambda *a, _real=real, _name=name, **k: calls.append(_name) or _real(*a, **k))
+        with open(path, "a") as fh:
+            fh.write("\n".join(GOOD[5:8]) + "\n")
+        c = f.read(quick=True)
+        assert [ln.decode() for ln in c.lines] == GOOD[5:8] and c.mtime is not None and calls == []
+        assert f.read(quick=True).blob == b"" and calls == []
+        with open(path, "a") as fh:
+            fh.write(GOOD[8] + "\n")
+        assert [ln.decode() for ln in f.read().lines] == [GOOD[8]] and calls == ["stat"]
+    fd = f._fd
+    f.close()
+    assert not f.kept
+    with pytest.raises(OSError):
+        os.fstat(fd)
+
+
+def test_descriptors_past_the_limit_are_opened_for_each_read(tmp_path, monkeypatch):
+    """Past keep_limit() descriptors, files are opened for each read as before: nothing is missed."""
+    monkeypatch.setattr(tail, "_keep_limit", tail._kept + 2)
+    tails = []
+    for r in range(5):
+        path = tmp_path / f"rank{r}.csv"
+        path.write_text(HEADER + "\n" + GOOD[0] + "\n")
+        tails.append(FileTail(str(path), keep=True))
+    assert [len(t.read().lines) for t in tails] == [2] * 5
+    assert [t.kept for t in tails] == [True, True, False, False, False]
+    for t in tails:
+        with open(t.path, "a") as fh:
+            fh.write(GOOD[1] + "\n")
+        assert [ln.decode() for ln in t.read(quick=True).lines] == [GOOD[1]]  # not kept: a full read
+    tails[0].close()
+    tails[2].read()  # a slot is free again
+    assert tails[2].kept
+    for t in tails:
+        t.close()
 
 
 def test_events_with_broken_lines():

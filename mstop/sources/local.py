@@ -56,6 +56,11 @@ SCAN_INTERVAL = 0.1
 #: next slice of them (10,000 files: each stat'ed once a second, not ten times). On a network filesystem
 #: every stat is a round trip to its metadata server.
 SCAN_BUDGET = 10_000
+#: Most files a second looked at by their path (a ``stat``, an ``open`` if replaced) to find a truncation
+#: or a replacement that no file event told of, while their kept descriptors are read without one (see
+#: FileTail): 20,000 files are each looked at every 40 s. Events (a rename, a truncation's modification)
+#: make the file looked at at once.
+VERIFY_BUDGET = 500
 
 
 @dataclass
@@ -85,7 +90,9 @@ class LocalSource:
         self.state = SourceState(mode="once", poll_interval=poll)
         self._files: dict[str, Followed] = {}
         self._files_refused: set[str] = set()
-        self._dirty: set[str] = set()
+        self._dirty: set[str] = set()  # files a modification event named: their kept descriptors are read
+        self._changed: set[str] = set()  # files created, moved or deleted: looked at by their path
+        self._keep = False  # following: the files' descriptors are kept open between reads
         self._dirty_lock = threading.Lock()
         self._wake = threading.Event()
         self._stop = threading.Event()
@@ -111,6 +118,9 @@ class LocalSource:
 
     def follow(self) -> None:
         """Start following in a background thread (stop with :meth:`stop`)."""
+        self._keep = True
+        for f in self._files.values():
+            f.tail.keep = True
         self._thread = threading.Thread(target=self._run, name="mstop-source", daemon=True)
         self._thread.start()
 
@@ -121,6 +131,9 @@ class LocalSource:
         if self._thread is not None:
             self._thread.join(timeout=10)
         self._stop_observer()
+        if self._thread is None or not self._thread.is_alive():
+            for f in self._files.values():
+                f.tail.close()
 
     def _run(self) -> None:
         self._start_observer()
@@ -134,23 +147,12 @@ class LocalSource:
                     if self.state.missing or self._observer is None:
                         self.state.missing = False
                         self._start_observer()
-                    now = time.monotonic()
-                    with self._dirty_lock:
-                        dirty, self._dirty = self._dirty, set()
-                        listing, self._listing_changed = self._listing_changed, False
-                    if self._scanning:
-                        # metrics files every scan; events files (heartbeats every 30 s) every check
-                        scanned = self._grown(events=now >= next_check)
-                        grown += len(scanned)
-                        dirty |= scanned
-                    changed = self._discover() if listing or now >= next_check else set()
-                    for name in sorted(dirty | changed):
-                        if name in self._files:
-                            self._read(name)
+                    grown += self._round(check=time.monotonic() >= next_check)
                     now = time.monotonic()
                     if now >= next_check:
                         elapsed = max(now - last_check, 1e-3)
                         self._adapt((self._events_seen - events_before) / elapsed, grown / elapsed)
+                        self._verify()  # after _adapt: growth no event told of is how it finds NFS
                         last_check, events_before, grown = now, self._events_seen, 0
                         next_check = now + CHECK_EVERY
                 if self.on_update is not None:
@@ -168,6 +170,29 @@ class LocalSource:
             if self._wake.wait(timeout) and not self._stop.is_set() and not self._scanning:
                 time.sleep(BATCH_DELAY)
             self._wake.clear()
+
+    def _round(self, check: bool) -> int:
+        """One round of reading: the files events named (modified: their kept descriptors; created, moved,
+        deleted: by their path), the scan's slice while scanning, the listing when it changed or at a
+        ``check``. Returns how many files the scan found grown."""
+        with self._dirty_lock:
+            dirty, self._dirty = self._dirty, set()
+            changed, self._changed = self._changed, set()
+            listing, self._listing_changed = self._listing_changed, False
+        grown = 0
+        if self._scanning:
+            # metrics files every scan; events files (heartbeats every 30 s) every check
+            grown, full = self._grown(events=check)
+            changed |= full
+        if listing or check:
+            changed |= self._discover()
+        for name in sorted(dirty - changed):
+            if name in self._files:
+                self._read(name, quick=True)
+        for name in sorted(changed):
+            if name in self._files:
+                self._read(name)
+        return grown
 
     def _adapt(self, event_rate: float, growth_rate: float) -> None:
         """Choose how to notice growth, every CHECK_EVERY seconds.
@@ -190,24 +215,37 @@ class LocalSource:
             self._scanning = False
             self._start_observer()
 
-    def _grown(self, events: bool) -> set[str]:
-        """Files whose size differs from what was read: metrics files, and events files if asked; at most
-        SCAN_BUDGET x SCAN_INTERVAL of them, the next slice each time (a file is then looked at every
-        ``files / SCAN_BUDGET`` seconds: that is the latency above SCAN_BUDGET / 10 files)."""
+    def _grown(self, events: bool) -> tuple[int, set[str]]:
+        """Look for growth no event told of: metrics files, and events files if asked; at most SCAN_BUDGET x
+        SCAN_INTERVAL of them, the next slice each time (a file is then looked at every ``files /
+        SCAN_BUDGET`` seconds: that is the latency above SCAN_BUDGET / 10 files). A kept descriptor is
+        read at once (no metadata operation); other files are stat'ed. Returns how many files grew, and
+        the names of those to read by their path."""
         names = self._slice([n for n, f in self._files.items() if f.kind != "events"], "csv",
                             int(SCAN_BUDGET * SCAN_INTERVAL))
         if events:  # heartbeats (every 30 s): a quarter of the budget, every check
             names += self._slice([n for n, f in self._files.items() if f.kind == "events"], "events",
                                  int(SCAN_BUDGET * CHECK_EVERY / 4))
-        out = set()
+        grew, out = 0, set()
         for name in names:
             f = self._files[name]
+            if f.tail.kept:
+                grew += self._read(name, quick=True, confirm=False)
+                continue
             try:
                 if os.stat(f.tail.path).st_size != f.tail.offset:
                     out.add(name)
+                    grew += 1
             except OSError:
                 continue
-        return out
+        return grew, out
+
+    def _verify(self) -> None:
+        """Read the next slice of files by their path (VERIFY_BUDGET a second): what their kept descriptors
+        cannot tell (a truncation, a replacement) when no event told of it."""
+        kept = [n for n, f in self._files.items() if f.tail.kept]
+        for name in self._slice(kept, "verify", int(VERIFY_BUDGET * CHECK_EVERY)):
+            self._read(name)
 
     def _slice(self, names: list[str], kind: str, limit: int) -> list[str]:
         """The next ``limit`` of ``names``, round and round (all of them when they are fewer)."""
@@ -241,8 +279,10 @@ class LocalSource:
                 if rank_file(name) is not None:
                     source._events_seen += 1
                     with source._dirty_lock:
-                        source._dirty.add(name)
-                        if event.event_type != "modified":
+                        if event.event_type == "modified":
+                            source._dirty.add(name)
+                        else:
+                            source._changed.add(name)
                             source._listing_changed = True
                     source._wake.set()
 
@@ -274,11 +314,12 @@ class LocalSource:
 
     def _check_unseen_growth(self) -> None:
         """Files that grew although no event said so: native events do not work here."""
-        grew = self._grown(events=True)
-        if grew:
+        grew, full = self._grown(events=True)
+        if full:
             with self._dirty_lock:
-                self._dirty.update(grew)
+                self._changed.update(full)
             self._wake.set()
+        if grew:
             if self.state.mode == "inotify" and self._events_seen == 0:
                 self.state.fell_back = True
                 self.state.notes.append("files grow without file events (network filesystem?): polling")
@@ -310,22 +351,30 @@ class LocalSource:
             if f is None:
                 self._files_refused.add(name)  # another source feeds this rank (reported by the store)
                 continue
+            f.tail.keep = self._keep
             self._files[name] = f
             new.add(name)
         if self.tail is not None and new:
             self.tail.begin(self.store, {n: self._files[n] for n in new})
         return new
 
-    def _read(self, name: str) -> None:
+    def _read(self, name: str, *, quick: bool = False, confirm: bool = True) -> bool:
+        """Read what file ``name`` has new; return whether it had any. ``quick``: from its kept descriptor
+        (see FileTail.read); ``confirm``: when a quick read finds nothing although an event named the
+        file, read it by its path (a truncation is a modification that adds nothing)."""
         f = self._files[name]
+        got = False
         while True:
-            chunk = f.tail.read()
+            chunk = f.tail.read(quick=quick)
+            if quick and confirm and not (chunk.blob or chunk.more or chunk.overlong or got):
+                chunk = f.tail.read()
             if f.tail.refused is not None:  # replaced by a FIFO or a directory since it was found
                 self.store.refuse(name, f.tail.refused)
-                return
+                return got
+            got = got or bool(chunk.blob or chunk.reset or chunk.overlong)
             ingest(self.store, f, chunk)
             if not chunk.more:
-                break
+                return got
 
 
 @dataclass
