@@ -24,8 +24,19 @@ def summary(*args, cwd=ROOT, timeout=120):
                           capture_output=True, text=True, timeout=timeout)
 
 
+@pytest.fixture(params=["direct", "watchdog"])
+def native(request, monkeypatch):
+    """Native file events read by our own inotify reader, or through watchdog's observer (its busy
+    threshold for the switch to scans then applies to both, so the switching is tested on each)."""
+    import mstop.sources.local as local
+
+    monkeypatch.setattr(local, "DIRECT_EVENTS", request.param == "direct")
+    monkeypatch.setattr(local, "BUSY_EVENTS_DIRECT", local.BUSY_EVENTS)
+    return request.param
+
+
 @pytest.mark.parametrize("poll", [None, 0.05])
-def test_follows_a_run_as_it_is_written(tmp_path, poll):
+def test_follows_a_run_as_it_is_written(tmp_path, poll, native):
     store = Store()
     updates = threading.Event()
     src = LocalSource(str(tmp_path), store, poll=poll, on_update=updates.set)
@@ -48,10 +59,14 @@ def test_follows_a_run_as_it_is_written(tmp_path, poll):
         src.stop()
 
 
-def test_live_truncation_and_replacement(tmp_path):
+@pytest.mark.parametrize("poll", [None, 0.05])
+def test_live_truncation_and_replacement(tmp_path, poll, native):
+    """rsync's replacement (a longer copy with the same start) continues; a truncation in place (what
+    copytruncate does) starts again: with native events the kept descriptor cannot see either, the
+    events make the file looked at by its path."""
     write_rank(tmp_path, 0, steps(1, 10, loss=1.0))
     store = Store()
-    src = LocalSource(str(tmp_path), store, poll=0.05)
+    src = LocalSource(str(tmp_path), store, poll=poll)
     src.follow()
     try:
         assert wait_for(lambda: store.rows == 10)
@@ -160,7 +175,7 @@ def test_real_mindspore_run_summarised(tmp_path):
     assert 0 < out["mem_headroom"] < 1 and out["last_checkpoint"]["step"] == 20
 
 
-def test_files_growing_without_events_switch_to_polling(tmp_path):
+def test_files_growing_without_events_switch_to_polling(tmp_path, native):
     """As on NFS: the directory's watch never hears of these writes (the files live elsewhere)."""
     real, run = tmp_path / "elsewhere", tmp_path / "run"
     write_rank(real, 0, steps(1, 2, loss=1.0))
@@ -181,7 +196,7 @@ def test_files_growing_without_events_switch_to_polling(tmp_path):
         src.stop()
 
 
-def test_busy_runs_are_scanned_and_quiet_ones_evented(tmp_path):
+def test_busy_runs_are_scanned_and_quiet_ones_evented(tmp_path, native):
     for r in range(32):
         write_rank(tmp_path, r, [])
     store = Store()
