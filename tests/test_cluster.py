@@ -147,7 +147,8 @@ def test_scans_read_kept_descriptors_and_verify_finds_a_silent_truncation(tmp_pa
     import mstop.sources.local as local
 
     monkeypatch.setattr(local, "SCAN_BUDGET", 100)  # 10 files a scan
-    monkeypatch.setattr(local, "VERIFY_BUDGET", 10)  # 20 files a check (CHECK_EVERY 2 s)
+    monkeypatch.setattr(local, "VERIFY_BUDGET", 10)  # 20 files a check (CHECK_EVERY 2 s)...
+    monkeypatch.setattr(local, "VERIFY_EVERY", 1.0)  # ... though every file is due each second
     for r in range(47):
         write_rank(tmp_path, r, steps(1, 1))
     store = Store()
@@ -169,3 +170,31 @@ def test_scans_read_kept_descriptors_and_verify_finds_a_silent_truncation(tmp_pa
     src._verify()
     src._verify()  # ceil(47 / 20) slices: every file looked at
     assert store.ranks[5].rows == 3 and store.ranks[5].segments[-1].session == "again"
+    monkeypatch.setattr(local, "VERIFY_EVERY", 30.0)
+    stats.clear()
+    with monkeypatch.context() as m:
+        m.setattr(local.os, "stat", lambda *a, _real=os.stat, **k: stats.append(a) or _real(*a, **k))
+        src._verify()
+    assert len(stats) == 4  # 47 files each every 30 s: ceil(47 x 2 / 30) a check
+
+
+def test_files_read_before_following_get_their_descriptors_kept_by_the_next_scans(tmp_path, monkeypatch):
+    """A run read whole first (the cold open) and then followed: files that never change again (an events
+    file with no heartbeats) are read once by their path by the next scans and kept from then on, not
+    stat'ed at every scan for ever."""
+    import mstop.sources.local as local
+
+    for r in range(6):
+        write_rank(tmp_path, r, steps(1, 1))
+    src = LocalSource(str(tmp_path), Store())
+    src.read_all()
+    assert not any(f.tail.kept for f in src._files.values())
+    src._keep = True  # follow() sets it
+    for f in src._files.values():
+        f.tail.keep = True
+    src._grown(events=True)
+    assert all(f.tail.kept for f in src._files.values())
+    stats = []
+    monkeypatch.setattr(local.os, "stat", lambda *a, _real=os.stat, **k: stats.append(a) or _real(*a, **k))
+    assert src._grown(events=True) == (0, set()) and stats == []
+    src.stop()

@@ -58,6 +58,11 @@ def keep_limit() -> int:
     return _keep_limit
 
 
+def slots_free() -> bool:
+    """Whether a FileTail could keep one more descriptor open now."""
+    return _kept < keep_limit()
+
+
 def _take_slot() -> bool:
     global _kept
     with _kept_lock:

@@ -11,6 +11,7 @@ events (NFS, Lustre and GPFS do not report writes made on other nodes).
 from __future__ import annotations
 
 import logging
+import math
 import os
 import re
 import stat
@@ -25,7 +26,7 @@ from ..engine.mflog import MfLogParser
 from ..engine.parse import CsvParser, parse_events
 from ..engine.store import Store
 from ..safe import clean
-from .files import Chunk, FileTail, not_regular
+from .files import Chunk, FileTail, not_regular, slots_free
 from .inotify import DirectoryWatch
 from .protocol import SourceState
 
@@ -62,10 +63,11 @@ SCAN_INTERVAL = 0.1
 #: next slice of them (10,000 files: each stat'ed once a second, not ten times). On a network filesystem
 #: every stat is a round trip to its metadata server.
 SCAN_BUDGET = 10_000
-#: Most files a second looked at by their path (a ``stat``, an ``open`` if replaced) to find a truncation
-#: or a replacement that no file event told of, while their kept descriptors are read without one (see
-#: FileTail): 20,000 files are each looked at every 40 s. Events (a rename, a truncation's modification)
-#: make the file looked at at once.
+#: Files with a kept descriptor are read without looking at their path (see FileTail); each is looked at
+#: by its path (a ``stat``, an ``open`` if replaced) every VERIFY_EVERY seconds, at most VERIFY_BUDGET
+#: files a second (20,000 files: each every 40 s), for a truncation or a replacement that no file event
+#: told of. Events (a rename, a truncation's modification) make the file looked at at once.
+VERIFY_EVERY = 30.0
 VERIFY_BUDGET = 500
 
 
@@ -270,6 +272,9 @@ class LocalSource:
             if f.tail.kept:
                 grew += self._read(name, quick=True, confirm=False)
                 continue
+            if self._keep and slots_free():  # read once by its path: its descriptor is kept from then on
+                grew += self._read(name)
+                continue
             try:
                 if os.stat(f.tail.path).st_size != f.tail.offset:
                     out.add(name)
@@ -282,7 +287,8 @@ class LocalSource:
         """Read the next slice of files by their path (VERIFY_BUDGET a second): what their kept descriptors
         cannot tell (a truncation, a replacement) when no event told of it."""
         kept = [n for n, f in self._files.items() if f.tail.kept]
-        for name in self._slice(kept, "verify", int(VERIFY_BUDGET * CHECK_EVERY)):
+        n = min(int(VERIFY_BUDGET * CHECK_EVERY), math.ceil(len(kept) * CHECK_EVERY / VERIFY_EVERY))
+        for name in self._slice(kept, "verify", n):
             self._read(name)
 
     def _slice(self, names: list[str], kind: str, limit: int) -> list[str]:
