@@ -173,3 +173,25 @@ def test_a_snapshot_copies_only_the_ranks_that_changed_and_shows_every_change(tm
     store.reset_rank(0)
     c = store.snapshot()
     assert c.ranks[0] is not b.ranks[0] and c.ranks[0].rows == 0 and b.ranks[0].rows == 5
+
+
+@pytest.mark.parametrize("reader", ["arrow", "pandas"])
+def test_rows_appended_after_a_large_read_do_not_copy_the_rows_read(tmp_path, monkeypatch, reader):
+    """A long run read in one go, then followed: the store adopts the parsed arrays with room after
+    them, so the next rows land in place (copying 2,000 rows of each of 10,000 ranks at their first new
+    row was a third of a core while following); the rows are the same either way."""
+    import mstop.engine.parse as parse
+
+    monkeypatch.setattr(parse, "LARGE_READER", reader)
+    write_rank(tmp_path, 0, steps(1, 3000, loss=1.0))
+    store = Store()
+    src = LocalSource(str(tmp_path), store)
+    src.read_all()
+    d = store.ranks[0]
+    before = d.exact.data, d.floats.data
+    write_rank(tmp_path, 0, steps(3001, 3002, loss=2.0), header=False)
+    src.read_all()
+    assert d.rows == 3002 and d.col("step")[-3:].tolist() == [3000.0, 3001.0, 3002.0]
+    assert d.col("loss")[-3:].tolist() == [1.0, 2.0, 2.0]
+    if reader == "arrow":
+        assert d.exact.data is before[0] and d.floats.data is before[1]

@@ -66,7 +66,11 @@ class Block:
     def extend(self, values: np.ndarray) -> None:
         k = len(values)
         if self.n == 0 and k > len(self.data) and values.dtype == self.data.dtype and values.flags.c_contiguous:
-            self.data, self.n = values, k  # a large first read: adopt it, no copy
+            # a large first read: adopt it, no copy; with the room the parser left after its rows, if any
+            base = values.base
+            room = (isinstance(base, np.ndarray) and base.dtype == values.dtype and base.flags.c_contiguous
+                    and base.shape[1:] == values.shape[1:] and base.ctypes.data == values.ctypes.data)
+            self.data, self.n = (base if room else values), k
             return
         if self.n + k > len(self.data):
             cap = max(len(self.data) + len(self.data) // 8 + 64, self.n + k)

@@ -16,6 +16,8 @@ from mstop_writer.schema import file_kind
 
 #: Bytes read from a file in one call once it has been read (more arrives on the next call).
 CHUNK = 8 << 20
+#: Bytes a quick read (a kept descriptor, following) asks for; a larger growth takes more calls.
+QUICK_CHUNK = 64 << 10
 #: Bytes read in the first call: a whole long run at once when it fits, so it is parsed in one go.
 FIRST_CHUNK = 512 << 20
 #: A line still waiting for its newline is dropped (counted bad) once it is longer than this, so a
@@ -225,12 +227,14 @@ class FileTail:
     def _read_kept(self) -> Chunk:
         out = Chunk()
         try:
-            data = _pread(self._fd, CHUNK, self.offset)  # type: ignore[arg-type]
+            # one pread of at most QUICK_CHUNK: fewer bytes is the end of the file for now, and a full
+            # one says "more" (asking 8 MiB for a row made Python allocate and shrink 8 MiB each time)
+            data = os.pread(self._fd, QUICK_CHUNK, self.offset)  # type: ignore[arg-type]
         except OSError:
             self.close()
             return out
         if data:
-            out.more = len(data) == CHUNK
+            out.more = len(data) == QUICK_CHUNK
             out.mtime = time.time()  # appended since the last read: modified no later than now
             self._take(data, out)
         return out
