@@ -255,12 +255,12 @@ class LocalSource:
             self._scanning = False
             self._start_observer()
 
-    def _grown(self, events: bool) -> tuple[int, set[str]]:
+    def _grown(self, events: bool, by_path: bool = False) -> tuple[int, set[str]]:
         """Look for growth no event told of: metrics files, and events files if asked; at most SCAN_BUDGET x
         SCAN_INTERVAL of them, the next slice each time (a file is then looked at every ``files /
         SCAN_BUDGET`` seconds: that is the latency above SCAN_BUDGET / 10 files). A kept descriptor is
-        read at once (no metadata operation); other files are stat'ed. Returns how many files grew, and
-        the names of those to read by their path."""
+        read at once (no metadata operation); other files, and all when ``by_path``, are stat'ed. Returns
+        how many files grew, and the names of those to read by their path."""
         names = self._slice([n for n, f in self._files.items() if f.kind != "events"], "csv",
                             int(SCAN_BUDGET * SCAN_INTERVAL))
         if events:  # heartbeats (every 30 s): a quarter of the budget, every check
@@ -269,10 +269,10 @@ class LocalSource:
         grew, out = 0, set()
         for name in names:
             f = self._files[name]
-            if f.tail.kept:
+            if not by_path and f.tail.kept:
                 grew += self._read(name, quick=True, confirm=False)
                 continue
-            if self._keep and slots_free():  # read once by its path: its descriptor is kept from then on
+            if not by_path and self._keep and slots_free():  # read by its path once: kept from then on
                 grew += self._read(name)
                 continue
             try:
@@ -284,8 +284,9 @@ class LocalSource:
         return grew, out
 
     def _verify(self) -> None:
-        """Read the next slice of files by their path (VERIFY_BUDGET a second): what their kept descriptors
-        cannot tell (a truncation, a replacement) when no event told of it."""
+        """Read the next slice of kept files by their path (each every VERIFY_EVERY seconds, at most
+        VERIFY_BUDGET a second): what their descriptors cannot tell (a truncation, a replacement) when no
+        event told of it."""
         kept = [n for n, f in self._files.items() if f.tail.kept]
         n = min(int(VERIFY_BUDGET * CHECK_EVERY), math.ceil(len(kept) * CHECK_EVERY / VERIFY_EVERY))
         for name in self._slice(kept, "verify", n):
@@ -368,8 +369,9 @@ class LocalSource:
             obs.join(timeout=10)
 
     def _check_unseen_growth(self) -> None:
-        """Files that grew although no event said so: native events do not work here."""
-        grew, full = self._grown(events=True)
+        """Files that grew although no event said so: native events do not work here. Until a first event
+        is seen, growth is found by stat (the rows then come after the switch to polling, not before)."""
+        grew, full = self._grown(events=True, by_path=self._events_seen == 0)
         if full:
             with self._dirty_lock:
                 self._changed.update(full)
