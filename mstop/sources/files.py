@@ -147,7 +147,10 @@ class FileTail:
         return self._fd is not None
 
     def __del__(self) -> None:
-        self.close()
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - at interpreter exit the module's globals may be gone
+            pass
 
     def close(self) -> None:
         """Close the kept descriptor (the next read opens the file again)."""

@@ -18,6 +18,7 @@ import errno
 import os
 import select
 import struct
+import threading
 from dataclasses import dataclass, field
 
 IN_MODIFY = 0x002
@@ -76,6 +77,7 @@ class DirectoryWatch:
             os.close(fd)
             raise OSError(err, f"cannot watch {path}: {os.strerror(err)}")
         self.fd = fd
+        self._lock = threading.Lock()  # wake() from other threads never writes to a closed (reused) fd
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
         os.set_blocking(self._wake_w, False)
@@ -92,10 +94,13 @@ class DirectoryWatch:
 
     def wake(self) -> None:
         """Make a :meth:`wait` (now or the next one) return at once (any thread)."""
-        try:
-            os.write(self._wake_w, b"!")
-        except (BlockingIOError, OSError):
-            pass  # already woken (the pipe is full), or closed
+        with self._lock:
+            if self._wake_w < 0:
+                return  # closed
+            try:
+                os.write(self._wake_w, b"!")
+            except OSError:
+                pass  # already woken: the pipe is full
 
     def read(self) -> Changes:
         """Every event queued now (never blocks), by file name."""
@@ -134,9 +139,11 @@ class DirectoryWatch:
                 (out.modified if mask & IN_MODIFY else out.changed).add(text)
 
     def close(self) -> None:
-        for fd in (self.fd, self._wake_r, self._wake_w):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
-        self.fd = -1
+        with self._lock:
+            fds, self.fd, self._wake_r, self._wake_w = (self.fd, self._wake_r, self._wake_w), -1, -1, -1
+        for fd in fds:
+            if fd >= 0:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass

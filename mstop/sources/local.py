@@ -429,8 +429,10 @@ class LocalSource:
             if f.tail.refused is not None:  # replaced by a FIFO or a directory since it was found
                 self.store.refuse(name, f.tail.refused)
                 return got
-            got = got or bool(chunk.blob or chunk.reset or chunk.overlong)
-            ingest(self.store, f, chunk)
+            new = bool(chunk.blob or chunk.reset or chunk.overlong)
+            got = got or new
+            if new or chunk.mtime is not None:  # an empty quick read (most of a scan's) has nothing to give
+                ingest(self.store, f, chunk)
             if not chunk.more:
                 return got
 
