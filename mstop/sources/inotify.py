@@ -1,6 +1,6 @@
 """Linux inotify on one directory, read by the thread that follows it: the cheap path for busy runs.
 
-watchdog's observer costs about 56 µs of CPU per file event here (its event
+watchdog's observer costs about 60 µs of CPU per file event here (its event
 objects, queues, dispatch thread and handler: ``benchmarks/bench_inotify.py``);
 a run of 1,024 ranks writing a row a second each makes 1,024 events a second.
 Reading the kernel's events directly, in batches, from the thread that then

@@ -52,7 +52,7 @@ CHECK_EVERY = 2.0
 BATCH_DELAY = 0.05
 CHANGE_EVENTS = frozenset({"modified", "created", "moved", "deleted"})
 #: File events per second above which growth is found by scans instead (see LocalSource._adapt): for
-#: watchdog's observer (about 56 µs of CPU an event), and for our own inotify reader (about 4 µs).
+#: watchdog's observer (about 60 µs of CPU an event), and for our own inotify reader (about 4 µs).
 BUSY_EVENTS = 100.0
 BUSY_EVENTS_DIRECT = 20_000.0
 #: Read Linux inotify directly (mstop.sources.inotify) rather than through watchdog's observer, where it
@@ -237,11 +237,12 @@ class LocalSource:
     def _adapt(self, event_rate: float, growth_rate: float) -> None:
         """Choose how to notice growth, every CHECK_EVERY seconds.
 
-        watchdog costs about 0.2 ms of CPU per file event (measured): fine for a
-        few events a second, a tenth of a core at 640/s. Above BUSY_EVENTS events
-        per second the source stops subscribing to modifications and instead
-        stats its files every SCAN_INTERVAL (1,024 stats cost about 2 ms); when
-        growth falls below a fifth of that, it subscribes again.
+        A file event costs about 60 µs of CPU through watchdog's observer, 4 µs
+        through our own inotify reader (bench_inotify.py). Above BUSY_EVENTS events
+        a second (BUSY_EVENTS_DIRECT for our reader) the source stops subscribing to
+        modifications and instead scans its files every SCAN_INTERVAL (kept
+        descriptors read, others stat'ed); when growth falls below a fifth of that,
+        it subscribes again.
         """
         if self.poll is not None or self.state.fell_back:
             return
