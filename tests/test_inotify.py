@@ -98,7 +98,7 @@ def test_a_queue_overflow_makes_every_file_read(tmp_path):
             os.close(fd)
         write_rank(tmp_path, 0, steps(2, 2))  # its modification is lost in the overflow
         src._take_events()
-        assert src._dirty >= {"rank0.csv", "rank1.csv", "rank2.csv"}
+        assert src._changed >= {"rank0.csv", "rank1.csv", "rank2.csv"}  # each looked at by its path
         src._round(check=False)
         assert store.ranks[0].rows == 2
     finally:

@@ -217,3 +217,28 @@ def test_busy_runs_are_scanned_and_quiet_ones_evented(tmp_path, native):
         assert wait_for(lambda: store.rows == 32 * n + 1)
     finally:
         src.stop()
+
+
+def test_a_run_directory_removed_and_made_again_is_followed_again(tmp_path, native):
+    """The directory goes away (a cleanup, a remount) and comes back with new files: it is said to be
+    missing meanwhile, and then watched and read again, new appends included."""
+    import shutil
+
+    run = tmp_path / "run"
+    write_rank(run, 0, steps(1, 3, loss=1.0))
+    store = Store()
+    src = LocalSource(str(run), store)
+    src.follow()
+    try:
+        assert wait_for(lambda: store.rows == 3)
+        shutil.rmtree(run)
+        assert wait_for(lambda: src.state.missing, timeout=10)
+        write_rank(run, 0, steps(1, 2, loss=2.0, session="again"))
+        write_rank(run, 1, steps(1, 1, loss=2.0, session="again"))
+        assert wait_for(lambda: not src.state.missing and store.ranks[0].rows == 2 and 1 in store.ranks
+                        and store.ranks[1].rows == 1, timeout=15)
+        write_rank(run, 1, steps(2, 2, loss=2.0, session="again"), header=False)
+        assert wait_for(lambda: store.ranks[1].rows == 2, timeout=10)
+        assert src.state.mode == "inotify"
+    finally:
+        src.stop()

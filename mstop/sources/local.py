@@ -147,6 +147,8 @@ class LocalSource:
 
     def _run(self) -> None:
         self._start_observer()
+        with self._dirty_lock:  # files read before (read_all) may have grown before the watch began
+            self._changed.update(self._files)
         next_check = time.monotonic() + CHECK_EVERY
         last_check, events_before, grown = time.monotonic(), 0, 0
         while not self._stop.is_set():
@@ -157,6 +159,8 @@ class LocalSource:
                     if self.state.missing or (self._observer is None and self._direct is None):
                         self.state.missing = False
                         self._start_observer()
+                        with self._dirty_lock:  # unwatched meanwhile: any file may have been replaced
+                            self._changed.update(self._files)
                     if self._direct is not None:
                         self._take_events()
                     grown += self._round(check=time.monotonic() >= next_check)
@@ -199,9 +203,9 @@ class LocalSource:
             self._direct.close()
             self._direct = None
             self._listing_changed = True
-        if got.overflow:  # the kernel dropped events: every file may have grown
+        if got.overflow:  # the kernel dropped events: every file may have grown, or been replaced
             log.info("mstop: inotify queue overflowed on %s: reading every file", self.run_dir)
-            got.modified.update(self._files)
+            got.changed.update(self._files)
         modified = {n for n in got.modified if rank_file(n) is not None}
         changed = {n for n in got.changed if rank_file(n) is not None}
         self._events_seen += len(modified) + len(changed)
