@@ -78,7 +78,11 @@ class DirectoryWatch:
             raise OSError(err, f"cannot watch {path}: {os.strerror(err)}")
         self.fd = fd
         self._lock = threading.Lock()  # wake() from other threads never writes to a closed (reused) fd
-        self._wake_r, self._wake_w = os.pipe()
+        try:
+            self._wake_r, self._wake_w = os.pipe()
+        except OSError:
+            os.close(fd)
+            raise
         os.set_blocking(self._wake_r, False)
         os.set_blocking(self._wake_w, False)
         self._poll = select.poll()
@@ -139,6 +143,7 @@ class DirectoryWatch:
                 (out.modified if mask & IN_MODIFY else out.changed).add(text)
 
     def close(self) -> None:
+        """Close the watch and its pipe (a later :meth:`wake` does nothing)."""
         with self._lock:
             fds, self.fd, self._wake_r, self._wake_w = (self.fd, self._wake_r, self._wake_w), -1, -1, -1
         for fd in fds:
