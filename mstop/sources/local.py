@@ -146,9 +146,7 @@ class LocalSource:
                 f.tail.close()
 
     def _run(self) -> None:
-        self._start_observer()
-        with self._dirty_lock:  # files read before (read_all) may have grown before the watch began
-            self._changed.update(self._files)
+        self._watch()
         next_check = time.monotonic() + CHECK_EVERY
         last_check, events_before, grown = time.monotonic(), 0, 0
         while not self._stop.is_set():
@@ -158,9 +156,7 @@ class LocalSource:
                 else:
                     if self.state.missing or (self._observer is None and self._direct is None):
                         self.state.missing = False
-                        self._start_observer()
-                        with self._dirty_lock:  # unwatched meanwhile: any file may have been replaced
-                            self._changed.update(self._files)
+                        self._watch()
                     if self._direct is not None:
                         self._take_events()
                     grown += self._round(check=time.monotonic() >= next_check)
@@ -188,6 +184,13 @@ class LocalSource:
             if woken and not self._stop.is_set() and not self._scanning:
                 time.sleep(BATCH_DELAY)
             self._wake.clear()
+
+    def _watch(self) -> None:
+        """Start watching, and read every known file by its path: while nothing watched (before following
+        began, or while the directory was gone) any of them may have grown or been replaced."""
+        self._start_observer()
+        with self._dirty_lock:
+            self._changed.update(self._files)
 
     def _poke(self) -> None:
         """Wake the reading thread (any thread)."""
