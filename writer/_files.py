@@ -159,7 +159,7 @@ class LineFile:
                 os.close(fd)
                 self._fail(f"cannot write {self.path}: it is {file_kind(st.st_mode)}, not a regular file", "not a file")
                 return False
-            header, ends_cut = self._inspect(st)
+            header, ends_cut = self._inspect(fd, st)
             self._cut_tail = ends_cut
             first = self._on_open(header)
             if first:
@@ -177,14 +177,15 @@ class LineFile:
         self._next_check = self._clock() + CHECK_INTERVAL
         return True
 
-    def _inspect(self, st: os.stat_result) -> tuple[bytes | None, bool]:
-        """Return the file's first line (None if empty) and whether it ends mid-line."""
+    def _inspect(self, fd: int, st: os.stat_result) -> tuple[bytes | None, bool]:
+        """Return the file's first line (None if empty) and whether it ends mid-line, read through the
+        descriptor already checked to be a regular file (the path could be swapped since)."""
         if st.st_size == 0:
             return None, False
-        with open(self.path, "rb") as f:
-            first = f.readline(1 << 20)
-            f.seek(st.st_size - 1)
-            ends_cut = f.read(1) != b"\n"
+        head = os.pread(fd, 1 << 20, 0)
+        nl = head.find(b"\n")
+        first = head if nl < 0 else head[: nl + 1]
+        ends_cut = os.pread(fd, 1, st.st_size - 1) != b"\n"
         return first, ends_cut
 
     def _still_ours(self) -> bool:
@@ -209,3 +210,65 @@ def _kind(what: str, e: OSError) -> str:
     name = errno.errorcode.get(e.errno or 0, "error")
     return f"{what}:{name}"
 
+
+
+# -- small control files (profile.request, profile.plan) ----------------------------------------------
+
+#: open flags for reading a control file: never blocks on a FIFO, never follows a symlink at the name
+_READ_FLAGS = (os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_NOFOLLOW", 0)
+               | getattr(os, "O_CLOEXEC", 0))
+
+
+class NotRegular(OSError):
+    """A control file's name holds something that is not a regular file (a FIFO, a device, a directory,
+    a socket, a symlink): it is never read through, written through nor removed."""
+
+
+def read_regular(path: str, limit: int) -> bytes:
+    """At most ``limit`` bytes of the regular file at ``path``: ``FileNotFoundError`` when there is none,
+    :class:`NotRegular` for a symlink, FIFO, device, socket or directory at the name. Never blocks: what is
+    at the name is looked at (``lstat``) before it is opened, so a FIFO or device is never opened at all,
+    and the open itself is non-blocking and refuses a link (a FIFO swapped in between the two)."""
+    lstat_regular(path)
+    fd = os.open(path, _READ_FLAGS)  # ELOOP for a link swapped in since the lstat
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise NotRegular(errno.EINVAL, f"{file_kind(st.st_mode)}, not a regular file", path)
+        return os.read(fd, limit)
+    finally:
+        os.close(fd)
+
+
+def lstat_regular(path: str) -> os.stat_result:
+    """``os.lstat`` of ``path``, :class:`NotRegular` when it is not a regular file (a link is not)."""
+    st = os.lstat(path)
+    if not stat.S_ISREG(st.st_mode):
+        raise NotRegular(errno.EINVAL, f"{file_kind(st.st_mode)}, not a regular file", path)
+    return st
+
+
+def replace_file(directory: str, name: str, data: bytes) -> None:
+    """Make ``directory/name`` a regular file holding ``data``, whole or not at all for every reader: the
+    bytes go to a new file of a random name made with ``O_CREAT|O_EXCL|O_NOFOLLOW`` in ``directory``
+    (``tempfile.mkstemp``: nothing planted at a guessable name is written through), then renamed over
+    ``name``. A rename replaces a link or FIFO at ``name`` itself, never what it points to. A directory
+    at ``name`` is an ``OSError``; the new file is removed on any failure."""
+    import tempfile
+
+    fd, tmp = tempfile.mkstemp(prefix=f".{name}.", dir=directory)
+    try:
+        try:
+            os.fchmod(fd, 0o644)  # readable by the viewer's user, as the rank files are
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+        finally:
+            os.close(fd)
+        os.replace(tmp, os.path.join(directory, name))
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise

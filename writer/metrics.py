@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Callable
 
 from . import __version__
-from ._files import LineFile
+from ._files import LineFile, read_regular
 from .hardware import flops_per_token as _flops_formula
 from .hardware import host_memory_limit, host_peak_rss, host_rss, lookup_peak
 from .schema import COLUMNS, HEARTBEAT_INTERVAL, SCHEMA_VERSION, csv_name, events_name
@@ -201,20 +201,20 @@ def _git_commit(start: str) -> str | None:
         if parent == d:
             return None
         d = parent
+    def text(name: str) -> str:  # a regular file only: a FIFO planted in .git must not block the job
+        return read_regular(os.path.join(git, name), 1 << 20).decode("utf-8", "replace")
+
     try:
-        with open(os.path.join(git, "HEAD")) as f:
-            head = f.read().strip()
+        head = text("HEAD").strip()
         if not head.startswith("ref: "):
             return head or None
         ref = head[5:]
         try:
-            with open(os.path.join(git, ref)) as f:
-                return f.read().strip() or None
+            return text(ref).strip() or None
         except OSError:
-            with open(os.path.join(git, "packed-refs")) as f:
-                for line in f:
-                    if line.rstrip().endswith(" " + ref):
-                        return line.split()[0]
+            for line in text("packed-refs").splitlines():
+                if line.rstrip().endswith(" " + ref):
+                    return line.split()[0]
     except OSError:
         return None
     return None

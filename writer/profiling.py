@@ -35,6 +35,8 @@ import threading
 import time
 from typing import Any, Callable
 
+from ._files import NotRegular, lstat_regular, read_regular, replace_file
+
 log = logging.getLogger("mstop_writer")
 
 #: the file a viewer (or a user) writes to ask for a profile of the next N steps
@@ -53,6 +55,13 @@ STEP_TRACE_COLUMNS = {"Computing": "compute", "Communication(Not Overlapped)": "
                       "Overlapped": "overlapped", "Free": "idle", "Stage": "stage", "Bubble": "bubble"}
 
 
+def write_request(run_dir: str, steps: int) -> None:
+    """Ask the job writing ``run_dir`` for a profile of its next ``steps`` steps (what the monitor's ``P``
+    does): ``profile.request`` is made a new regular file, renamed over whatever is at the name (a link or
+    a FIFO planted there is replaced, never written through nor opened). ``OSError`` when it cannot be."""
+    replace_file(run_dir, REQUEST_NAME, f"{int(steps)}\n".encode())
+
+
 class ProfileWindow:
     """When to profile, and the profile's summary once it is written."""
 
@@ -67,6 +76,7 @@ class ProfileWindow:
         self._plan_seen: tuple[float, int] | None = None
         self.started = time.time()  # a plan older than this process is an earlier process's
         self.failed: str | None = None
+        self._refused: set[str] = set()
         if steps is not None:
             self.plan(*steps)
 
@@ -90,7 +100,13 @@ class ProfileWindow:
                 self.ends[step] = t
             if step == first - 1 and self.profiler is None:
                 self.ends = {step: t}
-                self._start()
+                try:
+                    self._start()
+                except Exception as e:  # noqa: BLE001 - said in a profile event, so readers show why
+                    self.window = None
+                    self.emit("profile", step=last, first_step=first, last_step=last, path=None,
+                              error=f"{type(e).__name__}: {e}")
+                    raise
             elif step >= last and self.profiler is not None:
                 self._stop(first, last)
             elif step >= first and self.profiler is None:
@@ -116,9 +132,11 @@ class ProfileWindow:
     def _take_request(self, step: int, step_time: float | None) -> None:
         path = os.path.join(self.run_dir, REQUEST_NAME)
         try:
-            with open(path, encoding="utf-8", errors="replace") as f:
-                text = f.read(64).strip()
-        except OSError:
+            text = read_regular(path, 64).decode("utf-8", "replace").strip()
+        except FileNotFoundError:
+            return
+        except OSError as e:  # a FIFO, device, directory or link at the name: never read through, left alone
+            self._refuse(REQUEST_NAME, e)
             return
         try:
             n = max(1, min(MAX_STEPS, int(text))) if text else DEFAULT_STEPS
@@ -128,11 +146,10 @@ class ProfileWindow:
         alone = self.world_size <= 1 or not step_time or step_time <= 0
         ahead = 2 if alone else max(2, math.ceil((REQUEST_EVERY + 2.0) / step_time) + 1)
         plan = {"first_step": step + ahead, "last_step": step + ahead + n - 1, "steps": n, "made": time.time()}
-        tmp = os.path.join(self.run_dir, f".{PLAN_NAME}.{os.getpid()}")
         try:
-            with open(tmp, "w", encoding="utf-8") as f:
-                json.dump(plan, f)
-            os.replace(tmp, os.path.join(self.run_dir, PLAN_NAME))  # whole or not at all, for every reader
+            # a new file of a random name, renamed over the plan: whole or not at all for every reader, and
+            # nothing planted at the plan's or a temporary name is written through
+            replace_file(self.run_dir, PLAN_NAME, json.dumps(plan).encode())
             os.remove(path)  # taken: a new request is a new file
         except OSError as e:
             self._fail(f"cannot plan the requested profile: {e}")
@@ -140,28 +157,49 @@ class ProfileWindow:
     def _read_plan(self, step: int) -> None:
         path = os.path.join(self.run_dir, PLAN_NAME)
         try:
-            st = os.stat(path)
+            st = lstat_regular(path)
             key = (st.st_mtime, st.st_size)
             if key == self._plan_seen or st.st_mtime < self.started:
                 return  # seen, or left by an earlier process of this job
             self._plan_seen = key
-            with open(path, encoding="utf-8") as f:
-                plan = json.loads(f.read(4096))
-            first, last = int(plan["first_step"]), int(plan["last_step"])
-        except (OSError, ValueError, KeyError, TypeError):
+            plan = json.loads(read_regular(path, 4096))
+            first, last = _whole(plan["first_step"]), _whole(plan["last_step"])
+        except FileNotFoundError:
+            return
+        except NotRegular as e:
+            self._refuse(PLAN_NAME, e)
+            return
+        except (OSError, ValueError, KeyError, TypeError, OverflowError):
             return
         if first <= step:
             return  # too late for this rank: it was past the window when it looked
+        if last - first + 1 > MAX_STEPS:
+            return  # no plan rank 0 makes
         self.plan(first, last)
         self.emit("profile_request", step=step, first_step=first, last_step=last, steps=last - first + 1)
+
+    def _refuse(self, name: str, e: OSError) -> None:
+        """Warn once per name that what is there is not a regular file, and leave it alone."""
+        if name not in self._refused:
+            self._refused.add(name)
+            log.warning("mstop_writer: %s in %s is %s: not read, not written, not removed (training continues)",
+                        name, self.run_dir, e.strerror or e)
 
     # -- the profiler ---------------------------------------------------------------------------
 
     def _start(self) -> None:
         import mindspore as ms
 
-        out = os.path.join(self.run_dir, "profile", f"rank{self.rank}")
-        os.makedirs(out, exist_ok=True)
+        top = os.path.join(self.run_dir, "profile")
+        out = os.path.join(top, f"rank{self.rank}")
+        for d in (top, out):  # the profile stays inside the run directory (README: "Profiles")
+            if os.path.islink(d):
+                raise OSError(f"{d} is a symlink: not profiling through it (profiles stay in the run directory)")
+            try:
+                os.mkdir(d)
+            except FileExistsError:
+                if not os.path.isdir(d):
+                    raise OSError(f"{d} is not a directory: not profiling") from None
         self.path = out
         self.profiler = ms.Profiler(start_profile=False, output_path=out)
         self.profiler.start()
@@ -325,6 +363,14 @@ def _float(v: Any) -> float | None:
         return float(v)
     except (TypeError, ValueError):
         return None
+
+
+def _whole(v: Any) -> int:
+    """A plan's step: a JSON integer of at most 18 digits (a bool, float, text or huge number is a
+    ``ValueError``: a hand-made plan never opens a window no rank will reach)."""
+    if type(v) is not int or not -10**18 < v < 10**18:
+        raise ValueError(f"not a step: {v!r}")
+    return v
 
 
 def _int(v: Any) -> int | None:

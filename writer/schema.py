@@ -95,7 +95,8 @@ def file_kind(mode: int) -> str:
     import stat
 
     for test, name in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
-                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory")):
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory"),
+                       (stat.S_ISLNK, "a symlink")):
         if test(mode):
             return name
     return "a special file"

@@ -393,7 +393,7 @@ class MonitorScreen(Screen[None]):
     def action_profile(self) -> None:
         """Ask the running job for a profile of its next steps: write RUN_DIR/profile.request after a
         confirmation (a local run), or show the ssh command that would (``host:/path``)."""
-        from mstop_writer.profiling import REQUEST_NAME
+        from mstop_writer.profiling import REQUEST_NAME, write_request
 
         from ..sources import check_spec
         from ..sources.remote import parse_target
@@ -413,8 +413,7 @@ class MonitorScreen(Screen[None]):
                 return
             try:
                 check_spec(spec)
-                with open(os.path.join(spec, REQUEST_NAME), "w", encoding="utf-8") as f:
-                    f.write(f"{n}\n")
+                write_request(spec, n)  # never through a link, never blocks on a FIFO
             except (OSError, ValueError) as e:
                 self.notify(f"could not ask for a profile: {e}", severity="error")
                 return
