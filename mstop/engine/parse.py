@@ -604,13 +604,51 @@ def _metrics(v: Any) -> bool:
                                                      for x in v.values()))
 
 
+#: The largest step number an event may carry: beyond it a step is not a count of anything a job ran (a
+#: 400-digit step is a hostile line, and would print as one)
+MAX_STEP = 2.0**53
+
+
+def _step(v: Any) -> bool:
+    """A step: a finite number no larger than :data:`MAX_STEP` (or None)."""
+    return v is None or (_number(v) and abs(float(v)) <= MAX_STEP)
+
+
+def _span(v: Any) -> bool:
+    """A ``profile_steps`` span: two steps, first <= last (or None)."""
+    return v is None or (isinstance(v, list) and len(v) == 2 and all(x is not None and _step(x) for x in v)
+                         and v[0] <= v[1])
+
+
+def _shares(v: Any) -> bool:
+    """A profile's shares: names to finite numbers from 0 to 100 (of the step; or None)."""
+    return v is None or (isinstance(v, dict) and all(x is not None and _number(x) and 0 <= x <= 100
+                                                     for x in v.values()))
+
+
+def _top_ops(v: Any) -> bool:
+    """A profile's operators: a list of {name: text, seconds: a finite number >= 0}."""
+    return v is None or (isinstance(v, list) and all(
+        isinstance(o, dict) and isinstance(o.get("name"), str) and o.get("seconds") is not None
+        and _number(o.get("seconds")) and o["seconds"] >= 0 for o in v))
+
+
+def _step_rows(v: Any) -> bool:
+    """A profile's steps: a list of mappings of names to finite numbers, each with a step."""
+    return v is None or (isinstance(v, list) and all(
+        isinstance(r, dict) and r.get("step") is not None and _step(r.get("step"))
+        and all(x is not None and _number(x) for x in r.values()) for r in v))
+
+
 #: The known fields of events and what each must be; a wrong one makes the event a counted bad event.
 #: Unknown fields are kept (cleaned), for newer writers.
 EVENT_FIELDS: dict[str, Any] = {
     "session": _text, "run_name": _text, "note": _text, "host": _text, "device": _text, "path": _text,
     "error": _text, "message": _text, "memory_source": _text, "memory_detail": _text, "parallel_mode": _text,
     "peak_flops_source": _text, "flops_per_token_source": _text, "rank_source": _text, "n_params_source": _text,
-    "step": _number, "epoch": _number, "peak_flops": _number, "flops_per_token": _number,
+    "step": _step, "first_step": _step, "last_step": _step, "profile_steps": _span, "steps": _count,
+    "shares": _shares, "top_ops": _top_ops, "steps_profiled": _step_rows, "source": _text, "epoch": _number,
+    "peak_flops": _number, "flops_per_token": _number,
     "tokens_per_step": _number, "samples_per_step": _number, "heartbeat_interval": _number,
     "world_size": _count, "rank": _count, "total_steps": _count, "n_params": _count, "rows": _count,
     "events": _count, "rejected": _count, "step_offset": _count, "schema": _count, "pid": _count,

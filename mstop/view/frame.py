@@ -66,6 +66,7 @@ class HeaderPart:
     last_checkpoint: dict[str, Any] | None = None
     checkpoint_age: float | None = None
     bad_rows: int = 0
+    bad_events: int = 0  # event lines that are not JSON objects of known fields of the right types
     dropped_rows: int = 0  # reported by the writers' dropped events
     writer_errors: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # ssh host states, ranks found in two sources, files refused

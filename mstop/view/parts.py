@@ -57,6 +57,7 @@ def header(store: Store, opts: Options, now: float, tokens: TokensSeen) -> Heade
     h = HeaderPart(run_name=meta.get("run_name"), device=meta.get("device"), world_size=_int(meta.get("world_size")),
                    total_steps=_int(meta.get("total_steps")), ranks_seen=len(store.rank_files),
                    status=figures.status(store, opts), step=figures.step(store), bad_rows=store.bad_rows,
+                   bad_events=store.bad_events,
                    dropped_rows=figures.dropped_rows(store), writer_errors=figures.writer_errors(store),
                    notes=file_notes(store, opts), elapsed=figures.elapsed(store, opts, now),
                    compile_s=figures.compile_seconds(store), last_checkpoint=figures.last_checkpoint(store))

@@ -29,10 +29,10 @@ class Header(Static):
         if h.writer_errors:
             t.append("   ! writer failed: ")
             t.append(Text(h.writer_errors[0]))
-        if h.bad_rows:
-            t.append(f"   ! {h.bad_rows:,} bad rows")
-        if h.dropped_rows:
-            t.append(f"   ! {h.dropped_rows:,} rows dropped by the writer")
+        for n, what in ((h.bad_rows, "bad rows"), (h.bad_events, "bad events"),
+                        (h.dropped_rows, "rows dropped by the writer")):
+            if n:
+                t.append(f"   ! {n:,} {what}")
         if v.alerts:
             t.append(f"   ALERTS {len(v.alerts)}")
             if v.new_alerts:
