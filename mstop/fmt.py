@@ -32,12 +32,20 @@ def gib(v: float | None) -> str:
     return NA if v is None or math.isnan(v) else f"{v / 2**30:,.1f} GiB"
 
 
+#: the longest duration shown as a number: anything longer (clocks years apart, times near 1.7e308) is
+#: shown as "over 10 years", never as a 300-digit count of days
+LONGEST = 10 * 365.25 * 86400
+LONGEST_TEXT = "over 10 years"
+
+
 def duration(seconds: float | None) -> str:
     """``42 s``, ``3 m 05 s``, ``2 h 07 m``, ``3 d 04 h``."""
     if seconds is None or math.isnan(seconds):
         return NA
     if math.isinf(seconds):
         return "forever" if seconds > 0 else "0 s"
+    if seconds >= LONGEST:
+        return LONGEST_TEXT
     s = max(0, int(round(seconds)))
     if s < 60:
         return f"{s} s"
@@ -50,7 +58,7 @@ def duration(seconds: float | None) -> str:
 
 def coarse(seconds: float | None) -> str:
     """The largest unit only (``42 s``, ``6 m``, ``2 h``, ``3 d``): an age in a narrow column."""
-    if seconds is None or math.isnan(seconds) or math.isinf(seconds):
+    if seconds is None or math.isnan(seconds) or math.isinf(seconds) or seconds >= LONGEST:
         return duration(seconds)
     s = max(0, int(round(seconds)))
     for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
@@ -168,6 +176,11 @@ def clock_tick(t: float, *, elapsed_from: float | None = None) -> str:
     import time as _time
 
     if elapsed_from is not None:
+        if not t - elapsed_from < LONGEST:  # NaN too
+            return "--:--"
         s = max(0, int(round(t - elapsed_from)))
         return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60}:{s % 60:02d}"
-    return _time.strftime("%H:%M", _time.localtime(t))
+    try:
+        return _time.strftime("%H:%M", _time.localtime(t))
+    except (OverflowError, OSError, ValueError):  # a time no calendar holds (rows stamped 1e17 s)
+        return "--:--"
