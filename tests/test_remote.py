@@ -352,3 +352,20 @@ async def test_the_runs_list_over_ssh_and_local_side_by_side_names_each_runs_hos
     after = {name: run.store.rows for name, run in remote.runs.items()}
     assert after == {**before, "no-delay": before["no-delay"] + 1}
     assert figures.step(remote.runs["no-delay"].store) == int(last[1])
+
+
+def test_the_follower_reads_a_file_rewritten_in_place_with_more_bytes_again(tmp_path):
+    """Issue 26 #8 on the remote side: same inode, a larger size, other first bytes: read from the start."""
+    from mstop.sources import follower
+
+    path = tmp_path / "rank0.csv"
+    write_rank(tmp_path, 0, steps(1, 20, loss=1.0, session="old"))
+    state = [0, None, b""]
+    _, data, reset = follower.read_new(str(path), os.stat(path), state)
+    assert not reset and data.count(b"\n") == 21
+    write_rank(tmp_path, 0, steps(1, 40, loss=2.0, session="new"), mode="w")
+    offset, data, reset = follower.read_new(str(path), os.stat(path), state)
+    assert reset and offset == 0 and data == path.read_bytes()
+    write_rank(tmp_path, 0, steps(41, 42, loss=2.0, session="new"))  # appended: continues
+    offset, data, reset = follower.read_new(str(path), os.stat(path), state)
+    assert not reset and data.count(b"\n") == 2

@@ -14,7 +14,7 @@ import pytest
 from mstop.commands.summary import KEYS
 from mstop.engine.store import Store
 from mstop.sources.local import LocalSource
-from mstop_writer import MetricsWriter
+from mstop_writer import COLUMNS, MetricsWriter
 from tests.conftest import ROOT, wait_for
 from tests.runs import start, steps, write_events, write_rank
 
@@ -83,6 +83,28 @@ def test_live_truncation_and_replacement(tmp_path, poll, native):
         write_rank(tmp_path, 0, steps(1, 3, loss=2.0, session="new"), mode="w")  # truncated and rewritten
         assert wait_for(lambda: store.resets == 1 and store.rows == 3)
         assert store.ranks[0].col("loss").tolist() == [2.0, 2.0, 2.0]
+    finally:
+        src.stop()
+
+
+@pytest.mark.parametrize("poll", [None, 0.05])
+def test_a_followed_file_rewritten_in_place_with_more_bytes(tmp_path, poll, native):
+    """Issue 26 #8: open(p, "w") with more bytes than before, while followed: the 20 old rows are
+    forgotten and the 40 new ones read, not 20 stale rows kept and the new ones read from the old offset."""
+    write_rank(tmp_path, 0, steps(1, 20, loss=1.0, session="old"))
+    store = Store()
+    src = LocalSource(str(tmp_path), store, poll=poll)
+    src.follow()
+    try:
+        assert wait_for(lambda: store.rows == 20)
+        time.sleep(0.3)  # a kept descriptor and an event watch in place
+        rows = "".join(",".join("" if r.get(c) is None else str(r[c]) for c in COLUMNS) + "\n"
+                       for r in steps(1, 40, loss=2.0, session="new"))
+        with open(tmp_path / "rank0.csv", "w") as f:  # one write: no read round sees it empty
+            f.write(",".join(COLUMNS) + "\n" + rows)
+        assert wait_for(lambda: store.resets >= 1 and store.rows == 40)
+        d = store.ranks[0]
+        assert d.col("loss").tolist() == [2.0] * 40 and store.bad_rows == 0
     finally:
         src.stop()
 

@@ -143,6 +143,22 @@ def test_truncation_reads_again_from_start(tmp_path, keep):
     assert c.reset and f.resets == 1 and len(c.lines) == 2
 
 
+@pytest.mark.parametrize("quick", [False, True], ids=["full-read", "quick-read"])
+@pytest.mark.parametrize("keep", [False, True], ids=["opened-each-read", "kept-open"])
+def test_a_file_rewritten_in_place_with_more_bytes_is_read_again(tmp_path, keep, quick):
+    """open(p, "w") and more bytes than before between two reads (issue 26 #8): the size never went down,
+    the inode is the same; the first bytes tell it from an appended file."""
+    path = tmp_path / "rank0.csv"
+    path.write_text(HEADER + "\n" + "\n".join(row(s, session="old") for s in range(1, 21)) + "\n")
+    f = FileTail(str(path), keep=keep)
+    assert len(f.read().lines) == 21
+    new = [row(s, session="new") for s in range(1, 41)]
+    with open(path, "w") as fh:
+        fh.write(HEADER + "\n" + "\n".join(new) + "\n")
+    c = f.read(quick=quick)
+    assert c.reset and f.resets == 1 and [ln.decode() for ln in c.lines] == [HEADER, *new]
+
+
 @pytest.mark.parametrize("keep", [False, True], ids=["opened-each-read", "kept-open"])
 def test_rsync_style_replacement_continues_from_the_offset(tmp_path, keep):
     path = tmp_path / "rank0.csv"

@@ -184,7 +184,8 @@ class FileTail:
             if self.refused is not None:
                 return out
             ident = (st.st_dev, st.st_ino)
-            if self._ident is not None and (ident != self._ident or st.st_size < self.offset):
+            if self._ident is not None and (ident != self._ident or st.st_size < self.offset
+                                            or (st.st_size > self.offset and not self._starts_as_read(fd))):
                 if not self._same_start(fd, st.st_size):
                     self._restart()
                     out.reset = True
@@ -237,10 +238,32 @@ class FileTail:
             self.close()
             return out
         if data:
+            if not self._starts_as_read(self._fd):  # type: ignore[arg-type]
+                # rewritten in place (open(p, "w") and more bytes than before, between two reads): what
+                # lies past the old offset is the new file's middle; read the new file from its start
+                self._restart()
+                out.reset = True
+                try:
+                    data = os.pread(self._fd, QUICK_CHUNK, 0)  # type: ignore[arg-type]
+                except OSError:
+                    self.close()
+                    return out
             out.more = len(data) == QUICK_CHUNK
             out.mtime = time.time()  # appended since the last read: modified no later than now
             self._take(data, out)
         return out
+
+    def _starts_as_read(self, fd: int) -> bool:
+        """Whether the file still starts with the bytes read from its start (one ``pread`` of at most
+        SIGNATURE bytes): a file truncated and written again between two reads grows past the old offset,
+        so only its first bytes tell it from an appended one."""
+        sig = self._signature
+        if not sig:
+            return True
+        try:
+            return _pread(fd, len(sig), 0) == sig
+        except OSError:
+            return True  # the read that follows says what is wrong
 
     def _take(self, data: bytes, out: Chunk) -> None:
         if len(self._signature) < SIGNATURE and self.offset < SIGNATURE:

@@ -50,11 +50,10 @@ def read_new(path, st, state):
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             return offset, b"", False
         here = (st.st_dev, st.st_ino)
-        if ident is not None and (here != ident or st.st_size < offset):
+        # another file (replaced, or unknown after a reconnect), a shorter one, or a longer one that may have
+        # been rewritten in place: the same start continues from the offset, any other is read again
+        if offset and (here != ident or st.st_size != offset):
             if not (sig and st.st_size >= offset and f.read(len(sig)) == sig):
-                offset, sig, reset = 0, b"", True
-        if ident is None and offset and sig:  # a reconnect: check that it is still the same file
-            if f.read(len(sig)) != sig or st.st_size < offset:
                 offset, sig, reset = 0, b"", True
         state[1] = here
         if st.st_size <= offset:
