@@ -623,19 +623,30 @@ def _last_session(d: RankData) -> str | None:
     return d.segments[-1].session if d.segments else None
 
 
+def _unnamed_rows(d: RankData) -> bool:
+    """Whether the rank's newest rows carry no session (a CSV without the column, written by a job's own
+    code): their session is then told by time, not by name."""
+    return bool(d.rows) and d.segments[-1].session == ""
+
+
 def _finished(d: RankData) -> bool:
     s = _last_session(d)
     if s is None or s not in d.ends:
         return False
-    if d.rows and d.segments[-1].session == s:
+    if d.rows and (d.segments[-1].session == s or _unnamed_rows(d)):
         return d.ends[s] >= float(d.col("time")[-1])
     return True
 
 
 def _restarting(d: RankData) -> bool:
-    """The rank's newest start event belongs to a session with no rows yet."""
+    """The rank's newest start event belongs to a session with no rows yet (rows that carry no session
+    belong to it once one is as late as the start event)."""
     s = _last_session(d)
-    return s is not None and bool(d.segments) and s not in {seg.session for seg in d.segments}
+    if s is None or not d.segments or s in {seg.session for seg in d.segments}:
+        return False
+    if _unnamed_rows(d) and d.last_start is not None:
+        return float(d.col("time")[-1]) < float(d.last_start["time"])
+    return True
 
 
 def last_checkpoint(store: Store) -> dict[str, Any] | None:
