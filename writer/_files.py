@@ -144,9 +144,14 @@ class LineFile:
         self.close()
         try:
             os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
-            # O_NONBLOCK: a FIFO at the path (with or without a reader) must not block the job
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK
-                         | getattr(os, "O_CLOEXEC", 0), 0o644)
+            # O_NONBLOCK: a FIFO at the path (with or without a reader) must not block the job. Read and
+            # write, so the header is read through the descriptor checked to be a regular file; write only
+            # where the file may not be read
+            flags = os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+            try:
+                fd, readable = os.open(self.path, os.O_RDWR | flags, 0o644), True
+            except PermissionError:
+                fd, readable = os.open(self.path, os.O_WRONLY | flags, 0o644), False
         except OSError as e:
             if e.errno == errno.ENXIO:  # a FIFO without a reader
                 self._fail(f"cannot write {self.path}: it is a FIFO, not a regular file", "not a file")
@@ -159,7 +164,9 @@ class LineFile:
                 os.close(fd)
                 self._fail(f"cannot write {self.path}: it is {file_kind(st.st_mode)}, not a regular file", "not a file")
                 return False
-            header, ends_cut = self._inspect(fd, st)
+            if not readable and st.st_size:  # appending to a file whose header cannot be read: refused
+                raise PermissionError(errno.EACCES, "cannot read its header to append to it", self.path)
+            header, ends_cut = self._inspect(fd, st) if readable else (None, False)
             self._cut_tail = ends_cut
             first = self._on_open(header)
             if first:
