@@ -607,4 +607,7 @@ def run() -> None:
     except BrokenPipeError:  # mstop summary --json | head: the reader left; no traceback for that
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         code = 141  # as a shell reports SIGPIPE
+    except KeyboardInterrupt:  # Ctrl-C during a long read: a word, not a traceback
+        print("mstop: interrupted", file=sys.stderr)
+        code = 130  # as a shell reports SIGINT
     sys.exit(code)

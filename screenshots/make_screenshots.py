@@ -45,6 +45,7 @@ from mstop.app import MonitorApp  # noqa: E402
 from mstop.sources import read_once  # noqa: E402
 from mstop_writer import MetricsWriter  # noqa: E402
 from tests.runs import cluster_1024  # noqa: E402
+from tests.test_app import settle  # noqa: E402
 
 
 async def shoot(run: str, out: Path, size: tuple[int, int], keys: tuple[str, ...] = (), now: float | None = None,
@@ -53,7 +54,7 @@ async def shoot(run: str, out: Path, size: tuple[int, int], keys: tuple[str, ...
     app = MonitorApp(run, follow=False, baseline=baseline, peak_tflops=peak_tflops,
                      **({"clock": lambda: now} if now else {}))
     async with app.run_test(size=size) as pilot:
-        await pilot.pause()
+        await settle(pilot)  # the first read is done on a thread
         await pilot.pause(0.5)  # the history's incidents are scanned on a worker, then the chart is redrawn
         for k in keys:
             await pilot.press(k)

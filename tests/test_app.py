@@ -43,6 +43,14 @@ def style_at(text, i: int):
 
 
 async def settle(pilot, cond=None, tries=200):
+    """Let the app draw: the first read (on a thread) done on every monitor screen, then ``cond`` or a few
+    turns of the event loop."""
+    from mstop.app.monitor import MonitorScreen
+
+    for _ in range(1000):
+        if not any(getattr(s, "reading", False) for s in pilot.app.screen_stack if isinstance(s, MonitorScreen)):
+            break
+        await pilot.pause(0.01)
     for _ in range(tries):
         await pilot.pause(0.02 if cond else 0)
         if cond is None or cond():

@@ -4,12 +4,22 @@ unreadable modes), read without a traceback, without blocking, and with a word f
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import threading
 import time
 
 from mstop.engine.figures import Options, status
 from mstop.engine.store import Store
 from mstop.sources.local import LocalSource
-from tests.conftest import wait_for
+from tests.conftest import ROOT, wait_for
+
+
+def mstop(*args: str, timeout: float = 60, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "mstop", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=timeout, **kw)
 
 
 def test_a_csv_without_a_session_column_runs_finishes_and_restarts_by_time(tmp_path):
@@ -42,3 +52,70 @@ def test_a_csv_without_a_session_column_runs_finishes_and_restarts_by_time(tmp_p
         assert wait_for(lambda: status(store, opts) == "running")
     finally:
         src.stop()
+
+
+def test_a_100_gb_hole_named_like_a_rank_file_costs_one_lseek(tmp_path):
+    """Issue 26 #10: a sparse file of 100 GB with no newline, named rank1.csv, beside a good rank: summary
+    answers at once (the hole is stepped over, not read), counts the line bad and says why."""
+    from tests.runs import start, steps, write_events, write_rank
+
+    write_events(tmp_path, 0, [start("s1", t=1000.0, world_size=2)])
+    write_rank(tmp_path, 0, steps(1, 50, loss=1.0, step_time=1.0))
+    with open(tmp_path / "rank1.csv", "wb") as f:
+        f.truncate(100 << 30)
+    out = mstop("summary", str(tmp_path), "--json", timeout=60)
+    assert out.returncode == 0, out.stderr
+    js = json.loads(out.stdout)
+    assert js["rows"] == 50 and js["bad_rows"] == 1
+    table = mstop("summary", str(tmp_path), env={**os.environ, "COLUMNS": "300"}, timeout=60).stdout
+    assert "rank1.csv: a line of over 1 MiB with no line end skipped" in table
+
+
+def test_a_hole_after_good_rows_is_stepped_over_and_rows_after_it_are_read(tmp_path):
+    """A hole in the middle (a preallocated or crashed file): the rows before and after it are read."""
+    from mstop.sources import read_once
+    from tests.runs import steps, write_rank
+
+    write_rank(tmp_path, 0, steps(1, 10, loss=1.0))
+    with open(tmp_path / "rank0.csv", "r+b") as f:
+        f.seek(0, os.SEEK_END)
+        f.truncate(f.tell() + (4 << 30))
+    write_rank(tmp_path / "more", 0, steps(11, 12, loss=1.0), header=False)
+    with open(tmp_path / "rank0.csv", "ab") as f:
+        f.write(b"\n" + (tmp_path / "more" / "rank0.csv").read_bytes())
+    store = read_once(str(tmp_path))
+    assert store.ranks[0].col("step").tolist() == [float(s) for s in range(1, 13)] and store.bad_rows == 1
+
+
+def test_ctrl_c_during_a_command_is_a_word_not_a_traceback(tmp_path):
+    p = subprocess.Popen([sys.executable, "-m", "mstop", "summary", str(tmp_path / "not-yet"), "--wait"],
+                         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(2.0)
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=30)
+    assert p.returncode == 130 and "Traceback" not in err and "interrupted" in err, err
+
+
+async def test_keys_work_and_q_quits_while_a_long_log_is_read(tmp_path):
+    """Issue 26 #18: the first read of a long MindFormers log (600,000 lines, 5-6 s to parse here) is done
+    on a thread: the screen says so, ? opens the help, q quits, and the reading stops. (The pilot takes
+    about 2 s a key while the reader holds the GIL; in a terminal q ends mstop in about 0.5 s.)"""
+    from benchmarks.bench_mflog import make
+    from mstop.app import MonitorApp
+    from mstop.app.screens import HelpScreen
+    from tests.test_screen_truth import screen_lines
+
+    make(str(tmp_path), 600_000)
+    app = MonitorApp(str(tmp_path / "output"), follow=False)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause(0.3)
+        assert app.reading
+        assert "reading what is written so far" in "\n".join(screen_lines(app))
+        await pilot.press("question_mark")
+        await pilot.pause(0.2)
+        assert isinstance(app.screen, HelpScreen) and app.monitor.reading
+        await pilot.press("escape")
+        await pilot.pause(0.1)
+        await pilot.press("q")
+    assert app.monitor.reading and app.store.rows < 300_000  # it quit while reading
+    assert wait_for(lambda: not [t for t in threading.enumerate() if t.name == "mstop-load"], 5)

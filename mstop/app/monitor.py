@@ -143,6 +143,7 @@ class MonitorScreen(Screen[None]):
         self.selected_rank: int | None = None  # the rank the ranks view shows in detail
         self._detail_of: tuple[int, str] | None = None  # (frame, row key) the detail shows
         self._frames = 0  # frames drawn (redraws)
+        self.reading = False  # the first read of what is already written is going on (on a thread)
 
     def compose(self) -> ComposeResult:
         yield Static(" PAUSED: the display is frozen, reading goes on (p to resume)", id="paused")
@@ -173,14 +174,28 @@ class MonitorScreen(Screen[None]):
         self.query_one("#data").border_title = "input pipeline"
         self._layout_for(self.size.width, self.size.height)
         self.set_focus(None)  # the ranks table takes the keys only while it is shown
-        # What is already written is read here, at full speed (a reading thread competing with the
-        # event loop for the GIL took half as long again); new rows then come from the source's thread.
-        try:
-            self.source.read_all()
-        except SourceError as e:  # shown, and retried by the source's own loop
-            self.notify(str(e), severity="error", timeout=10)
+        # What is already written is read on a thread while the screen shows how far it is and keys work
+        # (q and Ctrl-C quit during a long load; the thread stops at its next chunk). The event loop only
+        # ticks meanwhile, so the reading thread has the GIL nearly to itself.
+        self.reading = True
+        self.redraw()
+        self._reading_ticker = self.set_interval(1.0, self._loading_tick)
+        _on_thread(self.source.read_all, lambda error: self.app.call_from_thread(self._read, error),
+                   name="mstop-load")
+
+    def _read(self, error: BaseException | None) -> None:
+        """The first read is done: follow from here, draw, tick."""
+        self._reading_ticker.stop()
+        self.reading = False
+        if not self.is_attached:
+            return  # quit while reading
+        if isinstance(error, SourceError):  # shown, and retried by the source's own loop
+            self.notify(str(error), severity="error", timeout=10)
+        elif error is not None:
+            raise error
         # what was already there did not just arrive: its own times tell its age
         self.store.arrival = self.store.life_arrival = None
+        self._carry = Carry()  # the smoothed loss, tokens and goodput of a part of the files: from the whole
         if self.baseline_spec:
             self._load_baseline(self.baseline_spec)
         if self.follow:
@@ -188,9 +203,15 @@ class MonitorScreen(Screen[None]):
         self.redraw()
         self.set_interval(1.0, self._tick)
 
+    def _loading_tick(self) -> None:
+        """While the first read goes on: the header says how far it is (rows so far), once a second."""
+        try:
+            self.redraw()
+        except NoMatches:
+            return
+
     def on_unmount(self) -> None:
-        if self.follow:
-            self.source.stop()
+        self.source.stop()  # following, or still reading what was written (a long first read stops too)
 
     def on_resize(self, event) -> None:  # noqa: ANN001
         self._layout_for(event.size.width, event.size.height)
@@ -294,6 +315,8 @@ class MonitorScreen(Screen[None]):
             v.overlays = [run_part(v, store, name, self.opts, ema, points=width, recent=self.recent)
                           for name, store, ema in self.overlays]
             v.name = self.run_label
+        if self.reading:  # a part of the files: no alert rung, no incident scanned from it
+            return v
         self._alerts(v, snap)
         if not ranks_view:
             v.loss.incident_marks = incident_marks(snap, [i for i in self._past_incidents(v.alerts) if not i.active],
@@ -303,6 +326,8 @@ class MonitorScreen(Screen[None]):
     def _notes(self, v: View) -> list[str]:
         """The header's notes: hosts not connected, ranks in two sources, clocks, the demo job, the view's own."""
         h = v.header
+        if self.reading:  # the first read is still going on (q quits meanwhile)
+            return [f"reading what is written so far: {self.store.rows:,} rows (q quits)"]
         empty = [] if self.store.ranks or self.store.rank_files else [
             f"no rank files (rank*.csv) nor MindFormers logs in {self.run_dir} yet, nor runs below it: waiting"]
         return (self.source.states() + self.store.duplicates + ([h.skew_note] if h.skew_note else [])
@@ -549,6 +574,9 @@ class MstopApp(App[None]):
     grace time :meth:`stops` and :attr:`cleanups` run anyway (:func:`quit_on_signal`)."""
 
     CSS_PATH = "monitor.tcss"
+    #: Ctrl-C quits as q does, as in top and htop (Textual's own asks "Do you want to quit?"), on every
+    #: screen and while the first read is going on
+    BINDINGS = [Binding("ctrl+c", "quit", "quit", show=False, priority=True)]
     ENABLE_COMMAND_PALETTE = False  # nothing in it a user of these screens needs, and its key crowded the footer
     TITLE = "mstop"
 
@@ -590,6 +618,24 @@ class MonitorApp(MstopApp):
 
     def stops(self) -> list[Callable[[], None]]:
         return [self.monitor.source.stop]
+
+
+def _on_thread(fn: Callable[[], Any], then: Callable[[BaseException | None], None], name: str) -> None:
+    """Run ``fn`` on a daemon thread, then ``then(what it raised, or None)`` on that thread (``then`` hands
+    it to the event loop). A daemon thread: quitting mid-read never waits for it at interpreter exit."""
+
+    def work() -> None:
+        result: BaseException | None = None
+        try:
+            fn()
+        except BaseException as e:  # noqa: BLE001 - handed on
+            result = e
+        try:
+            then(result)
+        except RuntimeError:  # the app is gone: it quit while reading
+            pass
+
+    threading.Thread(target=work, name=name, daemon=True).start()
 
 
 def quit_on_signal(app: Any, code: int) -> None:

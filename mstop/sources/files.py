@@ -6,6 +6,7 @@ that the local source (and, later, the remote follower) drive.
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 import threading
@@ -191,6 +192,8 @@ class FileTail:
                     out.reset = True
             self._ident = ident
             out.mtime = st.st_mtime
+            if (self.offset == 0 or self._skipping) and st.st_size > self.offset:
+                self._skip_hole(fd, st.st_size, out)
             if st.st_size <= self.offset:
                 return out
             limit = FIRST_CHUNK if self.offset == 0 else CHUNK
@@ -228,8 +231,35 @@ class FileTail:
         else:
             os.close(fd)
 
+    def _skip_hole(self, fd: int, size: int, out: Chunk) -> None:
+        """Step over a hole (a sparse file's unwritten bytes, zeros: no line end among them) without reading
+        it, when it lies inside a line already too long or is itself longer than MAX_LINE: a 100 GB hole
+        named rank1.csv costs one ``lseek``, not 100 GB of reads. The line it is in counts as overlong."""
+        seek_data = getattr(os, "SEEK_DATA", None)
+        if seek_data is None:  # this system cannot tell holes
+            return
+        try:
+            data = os.lseek(fd, self.offset, seek_data)
+        except OSError as e:
+            if e.errno != errno.ENXIO:  # this filesystem cannot tell holes
+                return
+            data = size  # no data after the offset: a hole to the end
+        gap = min(data, size) - self.offset
+        if gap <= 0 or (not self._skipping and len(self._partial) + gap <= MAX_LINE):
+            return
+        if not self._skipping:
+            self._partial.clear()
+            self._skipping = True
+            out.overlong += 1
+        self.offset += gap
+
     def _read_kept(self) -> Chunk:
         out = Chunk()
+        if self._skipping:  # inside an overlong line: step over holes first (see _skip_hole)
+            try:
+                self._skip_hole(self._fd, os.fstat(self._fd).st_size, out)  # type: ignore[arg-type]
+            except OSError:
+                pass
         try:
             # one pread of at most QUICK_CHUNK: fewer bytes is the end of the file for now, and a full
             # one says "more" (asking 8 MiB for a row made Python allocate and shrink 8 MiB each time)

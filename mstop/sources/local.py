@@ -26,6 +26,7 @@ from ..engine.mflog import MfLogParser
 from ..engine.parse import CsvParser, parse_events
 from ..engine.store import Store
 from ..safe import clean
+from . import files as _files
 from .files import Chunk, FileTail, not_regular, slots_free
 from .inotify import DirectoryWatch
 from .protocol import SourceState
@@ -121,6 +122,8 @@ class LocalSource:
         self._discover()
         before = self.store.rows
         for name in list(self._files):
+            if self._stop.is_set():  # stopped during a long first read (q while loading)
+                break
             self._read(name)
         return self.store.rows - before
 
@@ -441,7 +444,7 @@ class LocalSource:
             got = got or new
             if new or chunk.mtime is not None:  # an empty quick read (most of a scan's) has nothing to give
                 ingest(self.store, f, chunk)
-            if not chunk.more:
+            if not chunk.more or self._stop.is_set():  # a huge file read in chunks: stopping ends it
                 return got
 
 
@@ -517,6 +520,10 @@ def ingest(store: Store, f: Followed, chunk: Chunk) -> None:
             store.reset_rank(f.rank)
         else:
             store.reset_events(f.rank)
+    if chunk.overlong:
+        name = f"rank{f.rank}.csv" if f.kind == "csv" else f"rank{f.rank}.events.jsonl"
+        store.note(f"{name}: a line of over {_files.MAX_LINE >> 20} MiB with no line end skipped (counted bad; "
+                   "a sparse or zero-filled file?)")
     if f.kind == "csv":
         assert f.parser is not None
         rows = f.parser.parse(chunk.blob)

@@ -20,7 +20,7 @@ from typing import Callable
 
 from ..engine.mflog import MfLogParser
 from ..engine.store import Store
-from .files import CHUNK, FIRST_CHUNK, Chunk, FileTail, _pread
+from .files import CHUNK, Chunk, FileTail, _pread
 from .protocol import SourceState
 
 log = logging.getLogger("mstop")
@@ -124,7 +124,9 @@ class LogStream:
         if not chain:
             return out
         pos = self._position(chain)
-        budget = FIRST_CHUNK if self.ident is None else CHUNK
+        # logs are parsed line by line in Python (about 1 us a byte): 8 MiB at a time, so a reader that is
+        # told to stop (q during a long first read) stops within a fraction of a second
+        budget = CHUNK
         parts: list[bytes] = []
         while True:
             path, st = chain[pos]
@@ -198,6 +200,8 @@ class MfLogSource:
         before = self.store.rows
         self._discover()
         for r in list(self._streams):
+            if self._stop.is_set():
+                break
             self._read(r, final=True)
         return self.store.rows - before
 
@@ -249,7 +253,7 @@ class MfLogSource:
                 self.store.mtime = chunk.mtime
             ingest_log(self.store, r, parser, chunk.blob, bad=chunk.overlong, flush=not chunk.blob or
                        (final and not chunk.more))
-            if not chunk.more:
+            if not chunk.more or self._stop.is_set():
                 break
 
 
