@@ -54,8 +54,13 @@ _TS = r"(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(?P<ms>\d{3})"
 _PREFIX = re.compile(r"^\[(?P<level>[A-Z]+)\] " + _TS + r" \[[^\]]*\] [^:\s]*: ?"
                      r"|^" + _TS.replace("?P<ts>", "?P<ts2>").replace("?P<ms>", "?P<ms2>")
                      + r" - \S+ - (?P<level2>[A-Z]+) - ")
-_STEP = re.compile(r"\{ Epoch:\[\s*(?P<epoch>\d+)/\s*(?P<epochs>\d+)\], step:\[\s*(?P<step>\d+)/\s*(?P<steps>\d+)\], "
+_STEP = re.compile(r"\{ Epoch:\[\s*(?P<epoch>\d{1,15})/\s*(?P<epochs>\d{1,15})\], "
+                   r"step:\[\s*(?P<step>\d{1,15})/\s*(?P<steps>\d{1,15})\], "
                    r"(?:loss:\[\s*(?P<loss>[^/\]]*)/[^\]]*\]|loss: *(?P<sink_loss>[^,\s\[]+))(?P<rest>.*)$")
+#: MindFormers' own lines that start and end training (``.........Starting Training Model..........``), the
+#: whole message: the words inside a config dump or a job's own message are not a start or an end
+_START_LINE = re.compile(r"\.*\s*Starting Training Model\s*\.*\s*$")
+_OVER_LINE = re.compile(r"\.*\s*Training Over!\s*\.*\s*$")
 _PROGRESS = re.compile(r"\|\s*(?P<sps>[-+0-9.eE]+|nan|inf) samples/s/p")
 _FLOPS = re.compile(r"Full model flops is (?P<full>\d+)")
 _CKPT = re.compile(r"Finish saving \w+ of epoch (?P<epoch>\d+) step (?P<step>\d+)")
@@ -63,12 +68,14 @@ _EXCEPTION = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt|Exit|Warnin
 #: the usual step line whole, as bytes (file format; non-sink loss; lr; no separate losses): read without
 #: decoding or splitting into fields. Groups: hour, minute, second, ms, epoch, epochs, step, steps, loss,
 #: per_step_time, lr, overflow, loss scale, global norm, TFLOP/s.
+#: a number as pandas reads it, and nothing else (bounded: a 5,000-digit field is not a fast line)
+_FLOAT = rb"[-+]?(?:\d{1,40}\.?\d{0,40}|\.\d{1,40})(?:[eE][-+]?\d{1,4})?"
 _FAST_STEP = re.compile(
-    rb"\[INFO\] (\d{4}-\d\d-\d\d \d\d):(\d\d):(\d\d),(\d{3}) \[[^\]]*\] print_output_info: "
-    rb"\{ Epoch:\[ *(\d+)/ *(\d+)\], step:\[ *(\d+)/ *(\d+)\], "
-    rb"loss:\[ *([-+0-9.eE]+)/[^\]]*\], per_step_time: (\d+)ms, lr: ([-+0-9.eE]+), "
-    rb"overflow cond: (True|False), loss_scale: ([-+0-9.eE]+), global_norm: \[?([-+0-9.eE]+)\]?"
-    rb"(?:, train_throughput_per_npu: ([-+0-9.eE]+)T)?\r?$")
+    rb"\[INFO\] (\d{4}-\d\d-\d\d \d\d):([0-5]\d):([0-5]\d|60),(\d{3}) \[[^\]]*\] print_output_info: "
+    rb"\{ Epoch:\[ *(\d{1,15})/ *(\d{1,15})\], step:\[ *(\d{1,15})/ *(\d{1,15})\], "
+    rb"loss:\[ *(" + _FLOAT + rb")/ *" + _FLOAT + rb"\], per_step_time: (\d{1,15})ms, lr: (" + _FLOAT + rb"), "
+    rb"overflow cond: (True|False), loss_scale: (" + _FLOAT + rb"), global_norm: \[?(" + _FLOAT + rb")\]?"
+    rb"(?:, train_throughput_per_npu: (" + _FLOAT + rb")T)?\r?$")
 #: a fast line's text from its epoch on, as whitespace-separated fields for pandas ("[", "]", "/", ":", ","
 #: and the "T" of TFLOP/s become spaces; "m" too, so that "20ms" reads as 20): the columns kept of it
 _FAST_TABLE = bytes.maketrans(b"[]/:,mT", b"       ")
@@ -125,6 +132,8 @@ class MfLogParser:
         self._bad = 0
         self._open: int | None = None  # index of the last row, still waiting for its progress line
         self._hours: dict[str | bytes, float] = {}
+        #: "le" or "be" once the log is known to be UTF-16 (its lines are read as such; the source says so)
+        self.utf16: str | None = None
 
     # -- the public calls ----------------------------------------------------------------
 
@@ -133,6 +142,10 @@ class MfLogParser:
         is held back until its progress line (or any later step) comes, or :meth:`flush`."""
         fast, progress, line = _FAST_STEP.match, _FAST_PROGRESS.search, self.line
         for raw in blob.splitlines():
+            if b"\x00" in raw and (self.utf16 is not None or 3 * raw.count(0) >= len(raw)):
+                raw = self._utf16(raw)  # a UTF-16 log (PowerShell's > and Tee-Object write one), split at b"\n"
+            elif raw[:3] == b"\xef\xbb\xbf":  # a UTF-8 BOM
+                raw = raw[3:]
             if b"{ Epoch:[" in raw:
                 m = fast(raw)  # the usual shape, read without decoding (see _fast_step)
                 if m is None:
@@ -144,6 +157,21 @@ class MfLogParser:
             else:
                 line(raw.decode("utf-8", "replace"))
         return self._take(keep_open=True)
+
+    def _utf16(self, raw: bytes) -> bytes:
+        """A line of a UTF-16 log as UTF-8. Split at its b"\\n" bytes, each line keeps a stray byte of its
+        line ends (the leading 0 of a little-endian line after the first, the trailing 0 of a big-endian
+        one); the byte order comes from the BOM, else from where the zero bytes of ASCII text fall."""
+        for bom, order in ((b"\xff\xfe", "le"), (b"\xfe\xff", "be")):
+            if raw.startswith(bom):
+                self.utf16, raw = order, raw[len(bom):]
+        order = self.utf16 or ("le" if raw[1::2].count(0) >= raw[0::2].count(0) else "be")
+        if len(raw) % 2:
+            raw = raw[1:] if order == "le" else raw[:-1]
+        text = raw.decode("utf-16-le" if order == "le" else "utf-16-be", "replace").rstrip("\r")
+        if self.utf16 is None and text.isprintable():
+            self.utf16 = order
+        return text.encode("utf-8", "surrogatepass").replace(b"\x00", b"")
 
     def flush(self) -> Parsed:
         """The lines read so far are all there is for now: give the held row, and the abort of a session
@@ -167,10 +195,18 @@ class MfLogParser:
         level = m.group("level") or m.group("level2")
         t = self._time(ts, ms)
         msg = text[m.end():]
-        self.last_time = t
         if "{ Epoch:[" in msg:
+            if math.isnan(t):
+                self._bad += 1  # a step at no time: one bad row
+                return
+            self.last_time = t
             self._step(t, msg)
             return
+        if math.isnan(t):  # a stamp that is no date: the line counts as one of the last dated line's
+            t = self._line_time()
+            if t is None:
+                return
+        self.last_time = t
         if "samples/s/p" in msg:
             m = _PROGRESS.search(msg)
             if m is not None:
@@ -189,6 +225,9 @@ class MfLogParser:
         if m is None or not _is_number(loss_text):
             self._bad += 1  # a step line cut short, or not MindFormers'
             return
+        if not _real_step(int(m.group("epoch")), int(m.group("epochs")), int(m.group("step")), int(m.group("steps"))):
+            self._bad += 1  # Epoch:[0/0], step:[0/0]: no step a job ran (it would start a phantom session)
+            return
         f = _fields(m.group("rest"))
         over = f.get("overflow cond")
         extra = [_number(f.get(k)) for k in SEPARATE_LOSSES]
@@ -204,6 +243,13 @@ class MfLogParser:
         no separate losses). Only its step is read now; its numbers are read with the others at
         :meth:`_take`, by pandas, from the text kept."""
         g = m.groups()
+        hour = raw[7:20]
+        base = self._hours.get(hour)
+        if base is None:
+            base = self._hour(hour.decode())
+        if math.isnan(base) or not _real_step(int(g[4]), int(g[5]), int(g[6]), int(g[7])):
+            self._bad += 1  # a stamp that is no date, or a step no job ran (step 0 of 0): one bad row
+            return
         gstep = self._begin_row(int(g[4]), int(g[5]), int(g[6]), int(g[7]), lambda: self._time(
             g[0].decode() + ":" + g[1].decode() + ":" + g[2].decode(), g[3].decode()))
         self._rows.append(None)
@@ -258,11 +304,11 @@ class MfLogParser:
             self._open = None
 
     def _info(self, t: float, msg: str) -> None:
-        if "Starting Training Model" in msg:
+        if "Starting Training Model" in msg and _START_LINE.match(msg):
             if self.session is None or self.last_step is not None or self.ended:
                 self._new_session(self.first_time if self.first_time is not None else t)
             self._start(self._session_start)
-        elif "Training Over!" in msg:
+        elif "Training Over!" in msg and _OVER_LINE.match(msg):
             if self.session is not None and not self.ended:
                 self._events.append({"kind": "end", "time": t, "session": self.session, "step": self.last_step})
                 self.ended = True
@@ -444,13 +490,22 @@ class MfLogParser:
         return base + int(ts[14:16]) * 60 + int(ts[17:19]) + int(ms) / 1000.0
 
     def _hour(self, hour: str) -> float:
-        """Unix time of the start of an hour ``YYYY-MM-DD HH`` (cached under its text and its bytes)."""
-        st = time.strptime(hour, "%Y-%m-%d %H")
-        base = calendar.timegm(st) - self.gmtoff if self.gmtoff is not None else time.mktime(st)
+        """Unix time of the start of an hour ``YYYY-MM-DD HH`` (cached under its text and its bytes); NaN
+        for a stamp that is no date."""
+        try:
+            st = time.strptime(hour, "%Y-%m-%d %H")
+            base = calendar.timegm(st) - self.gmtoff if self.gmtoff is not None else time.mktime(st)
+        except (ValueError, OverflowError):  # no date (2026-13-45, 2026-02-30): the line has no time
+            base = math.nan
         if len(self._hours) > 4096:
             self._hours.clear()
         self._hours[hour] = self._hours[hour.encode()] = base  # type: ignore[index]
         return base
+
+
+def _real_step(epoch: int, epochs: int, step: int, steps: int) -> bool:
+    """Whether a step line names a step a job ran: MindFormers counts epochs and steps from 1."""
+    return epoch >= 1 and epochs >= 1 and step >= 1 and steps >= 1
 
 
 def _fields(rest: str) -> dict[str, str]:

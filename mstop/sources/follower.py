@@ -172,26 +172,26 @@ def read_log(folder, state):
     files = log_chain(folder)
     if not files:
         return b"", False
-    ident, phys = state[1], state[2]
+    ident, phys, head = state[1], state[2], state[3]
     pos = 0
     if ident is not None:
         pos = next((i for i, (_, st) in enumerate(files) if (st.st_dev, st.st_ino) == ident), None)
-        if pos is None:  # gone (deleted, or rotated past the last backup): the newest file
-            pos, phys = len(files) - 1, 0
+        if pos is None:  # gone (deleted, or rotated past the last backup): the newest file; lines lost
+            pos, phys, head = len(files) - 1, 0, b""
+            state[4] += 1
     parts, budget, more = [], CHUNK, False
     while True:
         full, st = files[pos]
-        if st.st_size < phys:
-            phys = 0  # truncated in place: its new lines follow on
-        data = b""
-        if st.st_size > phys:
-            try:
-                fd = os.open(full, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-                with os.fdopen(fd, "rb") as f:
-                    f.seek(phys)
-                    data = f.read(min(budget, st.st_size - phys))
-            except OSError:
-                data = b""
+        if st.st_size < phys or (phys and st.st_size > phys and head and read_at(full, 0, len(head)) != head):
+            # truncated in place (copytruncate), perhaps grown past the old size since: the lines since the
+            # last read from its copy, then its new lines
+            rest = log_copy(files, st, phys, head, budget, state)
+            parts.append(rest)
+            budget -= len(rest)
+            phys, head = 0, b""
+        data = read_at(full, phys, min(budget, st.st_size - phys))
+        if phys < SIGNATURE:
+            head = (head + data[:SIGNATURE - phys])[:SIGNATURE]
         ident, phys = (st.st_dev, st.st_ino), phys + len(data)
         parts.append(data)
         budget -= len(data)
@@ -203,10 +203,38 @@ def read_log(folder, state):
         pos += 1
         if data and not data.endswith(b"\n"):
             parts.append(b"\n")
-        ident, phys = (files[pos][1].st_dev, files[pos][1].st_ino), 0
+        ident, phys, head = (files[pos][1].st_dev, files[pos][1].st_ino), 0, b""
     data = b"".join(parts)
-    state[0], state[1], state[2] = state[0] + len(data), ident, phys
+    state[0], state[1], state[2], state[3] = state[0] + len(data), ident, phys, head
     return data, more
+
+
+def read_at(path, offset, n):
+    """``n`` bytes of ``path`` from ``offset`` (fewer at its end; none when it cannot be read)."""
+    if n <= 0:
+        return b""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        with os.fdopen(fd, "rb") as f:
+            f.seek(offset)
+            return f.read(n)
+    except OSError:
+        return b""
+
+
+def log_copy(files, truncated, phys, head, budget, state):
+    """The lines a log gained before it was truncated in place, from its copy (another file of the chain
+    that starts with the same bytes and is as long as what was read); none found: counted lost."""
+    for full, st in files:
+        if (st.st_dev, st.st_ino) == (truncated.st_dev, truncated.st_ino) or st.st_size < phys:
+            continue
+        if head and read_at(full, 0, len(head)) == head:
+            data = read_at(full, phys, min(budget, st.st_size - phys))
+            if phys + len(data) < st.st_size:
+                state[4] += 1
+            return data if not data or data.endswith(b"\n") else data + b"\n"
+    state[4] += 1
+    return b""
 
 
 def read_logs(found, states):
@@ -217,16 +245,16 @@ def read_logs(found, states):
         if only is not None and r != only:
             continue
         name = f"rank_{r}/info.log"
-        state = states.setdefault(name, [0, None, 0])
-        start = state[0]
+        state = states.setdefault(name, [0, None, 0, b"", 0])
+        start, lost = state[0], state[4]
         data, m = read_log(folder, state)
-        if data:
+        if data or state[4] != lost:
             try:
                 newest = max(newest, os.stat(os.path.join(folder, "info.log")).st_mtime)
             except OSError:
                 pass
-            cursor = f"{state[1][0]}:{state[1][1]}:{state[2]}"
-            files.append([name, start, len(data), False, cursor])
+            cursor = f"{state[1][0]}:{state[1][1]}:{state[2]}" if state[1] else ""
+            files.append([name, start, len(data), False, cursor, state[4]])  # the last: times lines were lost
             payload.append(data)
             more = more or m
     return files, payload, more, newest
@@ -243,7 +271,7 @@ def main():
             states[name] = [int(offset), None, bytes.fromhex(sig)]
         elif MF_STREAM.match(name):  # a log stream's cursor: device, inode and offset of the file being read
             dev, ino, phys = (int(x) for x in sig.split(":"))
-            states[name] = [int(offset), (dev, ino), phys]
+            states[name] = [int(offset), (dev, ino), phys, b"", 0]  # its first bytes are not known again
     if not os.path.isdir(path):
         send(out, {"error": "no such directory: " + path})
         return

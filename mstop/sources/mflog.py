@@ -20,7 +20,7 @@ from typing import Callable
 
 from ..engine.mflog import MfLogParser
 from ..engine.store import Store
-from .files import CHUNK, Chunk, FileTail, _pread
+from .files import CHUNK, SIGNATURE, Chunk, FileTail, _pread
 from .protocol import SourceState
 
 log = logging.getLogger("mstop")
@@ -96,7 +96,10 @@ class LogStream:
         self.ident: tuple[int, int] | None = None  # the file being read
         self.offset = 0  # bytes of it read
         self.lines = FileTail(os.path.join(folder, LOG_NAME))  # only splits the bytes into lines
-        self.lost = 0  # times the file being read vanished before it was read to its end
+        #: times lines were lost: the file being read rotated past the last backup between two reads, or
+        #: truncated in place (copytruncate) with no copy of it found
+        self.lost = 0
+        self._head = b""  # the first bytes of the file being read: its copy after a copytruncate starts so
 
     def chain(self) -> list[tuple[str, os.stat_result]]:
         """The regular log files, oldest first."""
@@ -131,10 +134,17 @@ class LogStream:
         while True:
             path, st = chain[pos]
             out.mtime = max(out.mtime or 0.0, st.st_mtime)
-            if st.st_size < self.offset:  # truncated in place (copytruncate): its new lines follow on
-                self.offset = 0
+            if st.st_size < self.offset or (self.offset and st.st_size > self.offset and self._head
+                                            and self._read_at(path, 0, len(self._head)) != self._head):
+                # truncated in place (copytruncate), perhaps grown past the old size since: its new lines follow
+                rest = self._from_copy(chain, st, budget)
+                parts.append(rest)
+                budget -= len(rest)
+                self.offset, self._head = 0, b""
             data = self._read(path, min(budget, st.st_size - self.offset))
             self.ident = (st.st_dev, st.st_ino)
+            if self.offset < SIGNATURE:
+                self._head = (self._head + data[: SIGNATURE - self.offset])[:SIGNATURE]
             self.offset += len(data)
             parts.append(data)
             budget -= len(data)
@@ -148,10 +158,25 @@ class LogStream:
             # what an earlier read left waiting)
             if (data and not data.endswith(b"\n")) or (not data and self.lines.pending):
                 parts.append(b"\n")
-            self.offset = 0  # the newer file from its start (the loop takes its identity)
+            self.offset, self._head = 0, b""  # the newer file from its start (the loop takes its identity)
         got = self.lines.feed(b"".join(parts))
         out.blob, out.overlong = got.blob, got.overlong
         return out
+
+    def _from_copy(self, chain: list[tuple[str, os.stat_result]], truncated: os.stat_result, budget: int) -> bytes:
+        """The lines the file being read had gained since the last read before it was truncated in place: in
+        its copy (logrotate's copytruncate copies, then truncates), another file of the chain that starts
+        with the same bytes and is at least as long as what was read. None found: counted lost."""
+        for path, st in chain:
+            if (st.st_dev, st.st_ino) == (truncated.st_dev, truncated.st_ino) or st.st_size < self.offset:
+                continue
+            if self._head and self._read_at(path, 0, len(self._head)) == self._head:
+                data = self._read(path, min(budget, st.st_size - self.offset))
+                if self.offset + len(data) < st.st_size:
+                    self.lost += 1  # more than one read's worth: the rest is not read
+                return data if not data or data.endswith(b"\n") else data + b"\n"
+        self.lost += 1
+        return b""
 
     def _position(self, chain: list[tuple[str, os.stat_result]]) -> int:
         if self.ident is None:
@@ -164,6 +189,10 @@ class LogStream:
         return len(chain) - 1
 
     def _read(self, path: str, n: int) -> bytes:
+        return self._read_at(path, self.offset, n)
+
+    @staticmethod
+    def _read_at(path: str, offset: int, n: int) -> bytes:
         if n <= 0:
             return b""
         try:
@@ -171,7 +200,7 @@ class LogStream:
         except OSError:
             return b""
         try:
-            return _pread(fd, n, self.offset)
+            return _pread(fd, n, offset)
         except OSError:
             return b""
         finally:
@@ -247,6 +276,7 @@ class MfLogSource:
 
     def _read(self, r: int, *, final: bool) -> None:
         stream, parser = self._streams[r]
+        lost = stream.lost
         while True:
             chunk = stream.read()
             if chunk.mtime is not None and (self.store.mtime is None or chunk.mtime > self.store.mtime):
@@ -255,6 +285,14 @@ class MfLogSource:
                        (final and not chunk.more))
             if not chunk.more or self._stop.is_set():
                 break
+        if stream.lost > lost:
+            note_lost(self.store, r)
+
+
+def note_lost(store: Store, rank: int) -> None:
+    """Say that lines of a rank's log could not be read (local and remote sources alike)."""
+    store.note(f"{stream_name(rank)}: lines lost between two reads (rotated past its last backup, or "
+               "truncated in place with no copy found): their rows are missing")
 
 
 def ingest_log(store: Store, rank: int, parser: MfLogParser, blob: bytes, *, bad: int = 0, flush: bool) -> None:
@@ -263,6 +301,8 @@ def ingest_log(store: Store, rank: int, parser: MfLogParser, blob: bytes, *, bad
     parts = [parser.parse(blob)] if blob else []
     if flush:
         parts.append(parser.flush())
+    if parser.utf16 is not None:
+        store.note(f"{stream_name(rank)} is UTF-16 ({parser.utf16.upper()}): read as such")
     for p in parts:
         p.rows.bad += bad
         bad = 0

@@ -25,7 +25,7 @@ from ..procs import stop_group
 from ..safe import clean
 from .files import FileTail
 from .local import Followed, followed, ingest, rank_file
-from .mflog import ingest_log, stream_rank
+from .mflog import ingest_log, note_lost, stream_rank
 from .protocol import SourceError, SourceState
 
 #: The remote command: a constant (no user text), which reads the program from standard input.
@@ -304,6 +304,8 @@ class RemoteSource:
                 data = data[skip:]  # already had these (a reconnect resent them): no duplicate rows
             if f.log is not None:
                 f.cursor = str(entry[4]) if len(entry) > 4 else ""
+                if len(entry) > 5 and entry[5]:  # the follower could not read some lines (rotations)
+                    note_lost(self.store, f.rank)
                 seen.add(name)
                 chunk = f.tail.feed(data)
                 ingest_log(self.store, f.rank, f.log, chunk.blob, bad=chunk.overlong, flush=False)

@@ -1,0 +1,253 @@
+"""Issue 26, MindFormers logs: lines shaped by accident or on purpose (impossible dates, numbers that do not
+parse, steps of thousands of digits, MindFormers' marker words inside other messages, step 0 of 0, UTF-16,
+rotations faster than the polls, copytruncate). One bad line is one bad row; nothing is a traceback; what
+cannot be read is said. Lines are CONSTRUCTED from MindFormers 2.0.0's format strings (tests/mflines.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from mstop.engine.mflog import MfLogParser
+from mstop.engine.store import Store
+from mstop.sources.files import FileTail
+from mstop.sources.mflog import LogStream, MfLogSource
+from tests.conftest import ROOT, wait_for
+from tests.mflines import Log
+
+GOOD = ("[INFO] 2026-12-01 07:09:{s:02d},553 [mindformers/core/callback/callback.py:747] print_output_info: "
+        "{{ Epoch:[  1/  1], step:[{step:5d}/  100], loss:[{loss}/5.544593], per_step_time: 20ms, "
+        "lr: 0.0002, overflow cond: False, loss_scale: 1.0, global_norm: [1.013255], "
+        "train_throughput_per_npu: 0.004T")
+
+number = st.one_of(st.floats(allow_nan=True, allow_infinity=True).map(repr), st.integers().map(str),
+                   st.sampled_from(["1.2.3", "9" * 400, "9" * 5000, "", "-", "e5", "1e999", "0x10", "١٢"]),
+                   st.text(max_size=6))
+stamp = st.builds(lambda y, mo, d, h, mi, s: f"{y}-{mo}-{d} {h}:{mi}:{s},553",
+                  st.sampled_from(["2026", "0000", "9999"]), st.sampled_from(["12", "13", "00", "02"]),
+                  st.sampled_from(["01", "30", "45", "00"]), st.sampled_from(["07", "24", "99"]),
+                  st.sampled_from(["09", "60", "99"]), st.sampled_from(["48", "60", "61", "99"]))
+step_line = st.builds(
+    lambda ts, e, es, s, ss, loss, ms, lr, norm: (
+        f"[INFO] {ts} [mindformers/core/callback/callback.py:747] print_output_info: "
+        f"{{ Epoch:[{e:>3}/{es:>3}], step:[{s:>5}/{ss:>5}], loss:[{loss}/5.5], per_step_time: {ms}ms, "
+        f"lr: {lr}, overflow cond: False, loss_scale: 1.0, global_norm: [{norm}], train_throughput_per_npu: 0.004T"),
+    stamp, number, number, number, number, number, number, number, number)
+other = st.one_of(
+    st.text(max_size=60),
+    st.builds(lambda ts, words: f"[INFO] {ts} [mindformers/trainer/base_trainer.py:1680] training_process: {words}",
+              stamp, st.sampled_from([".........Starting Training Model..........", ".........Training Over!......",
+                                      "config: {'note': 'Training Over!', 'msg': 'Starting Training Model'}",
+                                      "  3.3% |█| 192.56489 samples/s/p  0:00:01 }"])),
+    st.just("Traceback (most recent call last):"), st.just("ValueError: boom"))
+encoding = st.sampled_from(["utf-8", "utf-16", "utf-16-le", "utf-16-be", "latin-1", "utf-8-sig"])
+
+
+def steps_in(text: str) -> int:
+    """Step lines as the parser must count them: an [INFO] line holding a step record (a row or a bad row)."""
+    return sum(1 for ln in text.splitlines() if ln.startswith("[INFO] ") and "{ Epoch:[" in ln)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(step_line, other), max_size=25), encoding, st.integers(1, 97))
+@example([GOOD.format(s=1, step=1, loss="1.2.3"), GOOD.format(s=2, step=2, loss="5.0")], "utf-8", 7)
+def test_any_line_in_any_encoding_in_any_pieces_is_a_row_a_bad_row_or_skipped(lines, enc, cut):
+    text = "".join(ln + "\n" for ln in lines)
+    try:
+        blob = text.encode(enc)
+    except UnicodeEncodeError:
+        blob = text.encode("utf-8")
+        enc = "utf-8"
+    whole = MfLogParser(0)
+    a, b = whole.parse(blob), whole.flush()
+    rows = len(a.rows) + len(b.rows)
+    assert rows + a.rows.bad + b.rows.bad == steps_in(blob.decode(enc, "replace").lstrip("\ufeff"))
+    pieces, tail, n = MfLogParser(0), FileTail("x"), 0
+    for i in range(0, len(blob), cut):
+        n += len(pieces.parse(tail.feed(blob[i:i + cut]).blob).rows)
+    n += len(pieces.flush().rows)
+    assert n == rows
+
+
+def mf_output(tmp_path: Path, text: str | bytes, rank: int = 0) -> Path:
+    d = tmp_path / "output" / "log" / f"rank_{rank}"
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "info.log").write_bytes(text if isinstance(text, bytes) else text.encode())
+    return tmp_path / "output"
+
+
+def summary(path: Path, *args: str) -> dict:
+    out = subprocess.run([sys.executable, "-m", "mstop", "summary", str(path), "--json", *args], cwd=ROOT,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and "Traceback" not in out.stderr, out.stderr
+    return json.loads(out.stdout)
+
+
+def table(path: Path) -> str:
+    out = subprocess.run([sys.executable, "-m", "mstop", "summary", str(path)], cwd=ROOT, capture_output=True,
+                         text=True, timeout=120, env={**os.environ, "COLUMNS": "300"})
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+def thirty(**kw) -> Log:
+    log = Log()
+    log.info(".........Starting Training Model..........")
+    for s in range(1, 31):
+        log.step(1, 1, s, 30, 5.0 - s * 0.01, samples_per_s=100.0, **kw)
+    return log
+
+
+def replaced(log: Log, index: int, old: str, new: str) -> str:
+    lines = list(log.lines)
+    assert old in lines[index]
+    lines[index] = lines[index].replace(old, new)
+    return "".join(ln + "\n" for ln in lines)
+
+
+def step_index(log: Log, step: int) -> int:
+    return next(i for i, ln in enumerate(log.lines) if f"step:[{step:5d}/" in ln)
+
+
+def test_a_timestamp_that_is_no_date_is_one_bad_row(tmp_path):
+    log = thirty()
+    i, j = step_index(log, 10), step_index(log, 20)
+    date = log.lines[i][7:17]
+    text = replaced(log, i, date, "2026-13-45")
+    lines = text.splitlines()
+    lines[j] = lines[j].replace(date, "2026-02-30")
+    js = summary(mf_output(tmp_path, "\n".join(lines) + "\n"))
+    assert (js["rows"], js["bad_rows"], js["step"]) == (28, 2, 30)
+
+
+def test_a_number_that_does_not_parse_is_one_bad_row_cold_and_while_following(tmp_path):
+    log = thirty()
+    bad = replaced(log, step_index(log, 5), "loss:[", "loss:[1.2.3").replace("[1.2.3 ", "[1.2.3")
+    js = summary(mf_output(tmp_path / "cold", bad))
+    assert (js["rows"], js["bad_rows"], js["step"]) == (29, 1, 30)
+    # followed: the bad line arrives first, then more steps; the rank keeps getting rows
+    out = mf_output(tmp_path / "live", "".join(ln + "\n" for ln in log.lines[: step_index(log, 5)]))
+    store = Store()
+    src = MfLogSource(str(out), store, poll=0.05)
+    src.follow()
+    try:
+        assert wait_for(lambda: store.rows == 4)
+        with open(out / "log" / "rank_0" / "info.log", "a") as f:
+            f.write(bad.splitlines()[step_index(log, 5)] + "\n")
+            f.write("".join(ln + "\n" for ln in log.lines[step_index(log, 5) + 1:]))
+        assert wait_for(lambda: store.rows == 29 and store.bad_rows == 1)
+    finally:
+        src.stop()
+
+
+def test_steps_of_hundreds_and_thousands_of_digits_are_bad_rows(tmp_path):
+    log = thirty()
+    text = replaced(log, step_index(log, 7), "step:[    7/", "step:[" + "7" * 400 + "/")
+    lines = text.splitlines()
+    k = step_index(log, 8)
+    lines[k] = lines[k].replace("step:[    8/", "step:[" + "8" * 5000 + "/")
+    js = summary(mf_output(tmp_path, "\n".join(lines) + "\n"))
+    assert (js["rows"], js["bad_rows"], js["segments"]) == (28, 2, 1)
+
+
+def test_marker_words_inside_other_messages_start_and_end_nothing(tmp_path):
+    """'Training Over!' and 'Starting Training Model' inside a config dump or a job's own message."""
+    log = Log()
+    log.info(".........Starting Training Model..........")
+    for s in range(1, 16):
+        log.step(1, 1, s, 30, 5.0, samples_per_s=100.0)
+    log.info("the config: {'callbacks': 'stop when Training Over! is printed'}")
+    log.info("user hook: Starting Training Model warm-up done")
+    log.record("%s", "restart policy: Training Over! means done", level=30)
+    for s in range(16, 31):
+        log.step(1, 1, s, 30, 5.0, samples_per_s=100.0)
+    js = summary(mf_output(tmp_path, log.text()))
+    assert (js["rows"], js["segments"], js["repeated_steps"], js["status"]) == (30, 1, 0, "stalled")
+    log.info(".........Training Over!.............")
+    assert summary(mf_output(tmp_path, log.text()))["status"] == "finished"
+
+
+def test_one_step_zero_of_zero_line_is_a_bad_row_not_a_restart(tmp_path):
+    log = thirty()
+    lines = list(log.lines)
+    lines.insert(step_index(log, 15), lines[step_index(log, 15)].replace("Epoch:[  1/  1], step:[   15/   30]",
+                                                                           "Epoch:[0/0], step:[0/0]"))
+    js = summary(mf_output(tmp_path, "".join(ln + "\n" for ln in lines)))
+    assert (js["rows"], js["bad_rows"], js["segments"], js["repeated_steps"]) == (30, 1, 1, 0)
+
+
+def test_a_utf16_log_is_read_and_said(tmp_path):
+    log = thirty()
+    log.info(".........Training Over!.............")
+    for enc in ("utf-16", "utf-16-be"):
+        out = mf_output(tmp_path / enc, log.text().replace("\n", "\r\n").encode(enc))
+        js = summary(out)
+        assert (js["rows"], js["bad_rows"], js["status"]) == (30, 0, "finished")
+        assert "rank_0/info.log is UTF-16" in table(out)
+
+
+def write_lines(path: Path, lines: list[str]) -> None:
+    with open(path, "a") as f:
+        f.write("".join(ln + "\n" for ln in lines))
+
+
+def rotate(folder: Path, backups: int = 5) -> None:
+    """What RotatingFileHandler does: info.log.K dropped past ``backups``, the others renamed up one."""
+    for k in range(backups, 0, -1):
+        p = folder / f"info.log.{k}"
+        if p.exists():
+            if k == backups:
+                p.unlink()
+            else:
+                p.rename(folder / f"info.log.{k + 1}")
+    (folder / "info.log").rename(folder / "info.log.1")
+
+
+def test_more_rotations_between_two_reads_than_backups_are_said(tmp_path):
+    log = Log()
+    for s in range(1, 61):
+        log.step(1, 1, s, 60, 5.0, samples_per_s=100.0)
+    folder = tmp_path / "output" / "log" / "rank_0"
+    folder.mkdir(parents=True)
+    store = Store()
+    stream = LogStream(str(folder))
+    write_lines(folder / "info.log", log.lines[:20])
+    src = MfLogSource(str(tmp_path / "output"), store)
+    src.read_all()
+    assert store.rows == 10
+    stream = src._streams[0][0]
+    for k in range(7):  # seven rotations before the next read: the file being read is gone
+        write_lines(folder / "info.log", log.lines[20 + 10 * k: 30 + 10 * k] if k < 4 else [])
+        rotate(folder)
+    write_lines(folder / "info.log", log.lines[60:])
+    src.read_all()
+    assert stream.lost == 1
+    assert any("rank_0/info.log: lines lost between two reads" in n for n in store.notes)
+
+
+def test_copytruncate_of_a_followed_log_loses_no_line(tmp_path):
+    """logrotate's copytruncate: the lines written since the last read are read from the copy."""
+    import shutil
+
+    log = Log()
+    for s in range(1, 41):
+        log.step(1, 1, s, 40, 5.0 - s * 0.01, samples_per_s=100.0)
+    folder = tmp_path / "output" / "log" / "rank_0"
+    folder.mkdir(parents=True)
+    write_lines(folder / "info.log", log.lines[:20])
+    store = Store()
+    src = MfLogSource(str(tmp_path / "output"), store)
+    src.read_all()
+    write_lines(folder / "info.log", log.lines[20:50])  # written after the read, before the copy
+    shutil.copyfile(folder / "info.log", folder / "info.log.1")
+    os.truncate(folder / "info.log", 0)
+    write_lines(folder / "info.log", log.lines[50:])
+    src.read_all()
+    assert store.rows == 40 and store.ranks[0].col("step").tolist() == [float(s) for s in range(1, 41)]
+    assert src._streams[0][0].lost == 0 and not store.notes
