@@ -41,6 +41,11 @@ def _smoothing(text: str) -> float:
     return v
 
 
+def _depth_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--depth", type=_count(1, 32), default=3, metavar="N",
+                   help="for a folder of runs: look for runs down to N levels below it (default: 3)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="mstop", description="top for MindSpore training. The live monitor: "
                                  "mstop RUN_DIR [--baseline SOURCE] ... (mstop RUN_DIR --help); or a COMMAND:")
@@ -59,6 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--smoothing", type=_smoothing, default=0.9, metavar="W",
                    help="weight of the loss EMA, 0 to <1 (default: 0.9)")
     s.add_argument("--wait", action="store_true", help="wait for SOURCE to appear instead of failing")
+    _depth_argument(s)
     s.add_argument("--fail-on", metavar="alert|incident|KIND[,KIND]",
                    help="exit 1 when any alert is active (alert), when the run's history holds any incident "
                         "(incident), or when an alert of one of these kinds is active")
@@ -111,6 +117,7 @@ def monitor_parser() -> argparse.ArgumentParser:
     ap.add_argument("--baseline", metavar="SOURCE",
                     help="another run (directory or host:/path) whose loss, tokens/s and MFU curves are overlaid "
                          "by step, with the differences at the current step in the panels (b: choose another)")
+    _depth_argument(ap)
     ap.add_argument("--bell", action="store_true", help="ring the terminal bell on each new alert")
     ap.add_argument("--on-alert", metavar="CMD",
                     help="run CMD (split like a shell would, never run through one) for each new alert, "
@@ -182,10 +189,11 @@ def runs_watches(specs: list[str], args: argparse.Namespace) -> list | None:
     from .sources.runs import RunsWatch, find_runs, kind_of
 
     targets = [check_spec(spec, exists=False) for spec in specs]  # checked already: None for a local one
+    depth = getattr(args, "depth", 3)
     kinds = []
     for spec, target in zip(specs, targets):
         if target is None:
-            kinds.append("runs" if kind_of(spec) is None and find_runs(spec)[0] else "run")
+            kinds.append("runs" if kind_of(spec) is None and find_runs(spec, depth)[0] else "run")
         else:
             kinds.append(probe(target, ssh_options=_ssh_options(args), connect_timeout=args.connect_timeout))
     if "runs" not in kinds:
@@ -193,10 +201,10 @@ def runs_watches(specs: list[str], args: argparse.Namespace) -> list | None:
     out: list = []
     for spec, target, kind in zip(specs, targets, kinds):
         if target is None:
-            out.append(RunsWatch(spec) if kind == "runs" else RunsWatch.single(spec))
+            out.append(RunsWatch(spec, max_depth=depth) if kind == "runs" else RunsWatch.single(spec))
         else:
             out.append(RemoteRunsWatch(target, single=kind == "run", ssh_options=_ssh_options(args),
-                                       connect_timeout=args.connect_timeout))
+                                       connect_timeout=args.connect_timeout, max_depth=depth))
     return out
 
 
@@ -373,10 +381,17 @@ def cmd_summary(args: argparse.Namespace) -> int:
     if not store.ranks and not store.rank_files:  # said beside the figures: a typo'd path reads as "waiting"
         print(f"mstop: no rank files (rank*.csv) nor MindFormers logs in {clean_text(run_dir)}, nor runs below it "
               "(up to 3 levels): status waiting", file=sys.stderr)
+    denied = [n for n, why in sorted(store.refused.items()) if why == "permission denied"]
+    denied += [n for n in store.notes if "permission denied" in n]
+    if denied and not store.rows:  # nothing read because nothing may be: an error, not "waiting"
+        print(f"mstop: {clean_text(run_dir)}: permission denied: {', '.join(clean_text(n) for n in denied[:5])}",
+              file=sys.stderr)
     if args.json:
         print(json.dumps(summary, ensure_ascii=False))
     else:
         _print_rich(render_table(summary, store, opts))
+    if denied and not store.rows:
+        return 2
     return 1 if _fails(summary, fail_on, args) else 0
 
 
@@ -432,7 +447,7 @@ def summary_of_runs(watches: list, args: argparse.Namespace) -> int:
     rules = _rules(args, args.source)
     if kinds is None or rules is None:
         return 2
-    worst, out = 0, []
+    worst, out, errors = 0, [], []
     for w in watches:
         try:
             w.discover()
@@ -446,17 +461,23 @@ def summary_of_runs(watches: list, args: argparse.Namespace) -> int:
             spec = run_spec(run)
             try:
                 store = read_once(spec, ssh_options=_ssh_options(args), connect_timeout=args.connect_timeout)
+                opts = Options(peak_flops=_peak_flops(args), ema_weight=args.smoothing)
+                summary = summarize(store, spec, opts, Health(rules))
             except SourceError as e:
                 print(f"mstop: {e}", file=sys.stderr)
                 worst = 2
                 continue
-            opts = Options(peak_flops=_peak_flops(args), ema_weight=args.smoothing)
-            summary = summarize(store, spec, opts, Health(rules))
+            except Exception as e:  # noqa: BLE001 - one run that breaks a figure never hides the others
+                why = f"cannot be summarised: {type(e).__name__}: {e} (a bug: please report it)"
+                print(f"mstop: {clean_text(spec)}: {clean_text(why)}", file=sys.stderr)
+                errors.append({"run_dir": clean_text(spec), "error": clean_text(why)})
+                worst = 2
+                continue
             out.append(summary)
             if _fails(summary, kinds, args):
                 worst = max(worst, 1)
     if args.json:
-        print(json.dumps({"runs": out}, ensure_ascii=False))
+        print(json.dumps({"runs": out, **({"errors": errors} if errors else {})}, ensure_ascii=False))
     else:
         _print_rich(runs_table(out))
     return worst

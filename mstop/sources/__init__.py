@@ -45,6 +45,9 @@ def check_spec(spec: str, *, exists: bool = True) -> Target | None:
         parent = os.path.dirname(os.path.abspath(spec))
         hint = "" if os.path.isdir(parent) else f" (nor does {clean(parent, 4096)})"
         raise SourceError(f"{clean(spec, 4096)}: no such directory{hint}", missing=True)
+    if target is None and exists and not os.access(spec, os.R_OK | os.X_OK):
+        raise SourceError(f"{clean(spec, 4096)}: permission denied (its files cannot be listed or read by "
+                          "this user)")
     return target
 
 

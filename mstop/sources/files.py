@@ -176,6 +176,10 @@ class FileTail:
         out = Chunk()
         try:
             fd, st = self._descriptor()
+        except PermissionError:
+            self.close()
+            self.refused = "permission denied"  # said, and tried again next time
+            return out
         except OSError:
             self.close()  # gone or unreadable for now: try again next time
             return out

@@ -400,6 +400,9 @@ class LocalSource:
         """Add new rank files; return the names of files that appeared."""
         try:
             names = os.listdir(self.run_dir)
+        except PermissionError:
+            self.store.note(f"{clean(self.run_dir, 4096)}: permission denied: its files cannot be listed")
+            return set()
         except OSError:
             return set()
         new = set()
@@ -437,9 +440,11 @@ class LocalSource:
             chunk = f.tail.read(quick=quick)
             if quick and confirm and not (chunk.blob or chunk.more or chunk.overlong or got):
                 chunk = f.tail.read()
-            if f.tail.refused is not None:  # replaced by a FIFO or a directory since it was found
+            if f.tail.refused is not None:  # replaced by a FIFO or a directory, or made unreadable, since found
                 self.store.refuse(name, f.tail.refused)
                 return got
+            if name in self.store.refused:
+                self.store.refuse(name, None)  # readable again
             new = bool(chunk.blob or chunk.reset or chunk.overlong)
             got = got or new
             if new or chunk.mtime is not None:  # an empty quick read (most of a scan's) has nothing to give
@@ -483,7 +488,9 @@ def why_not_followed(path: str) -> str | None:
         return "a dangling symbolic link" if os.path.islink(path) else None  # None: raced away, read as missing
     except OSError as e:
         return f"cannot be read: {e.strerror or e}"
-    return None if stat.S_ISREG(st.st_mode) else not_regular(st.st_mode)
+    if not stat.S_ISREG(st.st_mode):
+        return not_regular(st.st_mode)
+    return None if os.access(path, os.R_OK) else "permission denied"
 
 
 def rank_file(name: str) -> tuple[int, str] | None:

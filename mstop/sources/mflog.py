@@ -100,6 +100,7 @@ class LogStream:
         #: truncated in place (copytruncate) with no copy of it found
         self.lost = 0
         self._head = b""  # the first bytes of the file being read: its copy after a copytruncate starts so
+        self.denied: set[str] = set()  # its files this user may not read
 
     def chain(self) -> list[tuple[str, os.stat_result]]:
         """The regular log files, oldest first."""
@@ -117,6 +118,10 @@ class LogStream:
                 except OSError:
                     continue
                 if stat.S_ISREG(st.st_mode):
+                    if not os.access(path, os.R_OK):
+                        self.denied.add(n)  # said by the source; its lines are missing
+                        continue
+                    self.denied.discard(n)
                     found.append((-int(m.group(1)) if m else 0, path, st))
         return [(p, st) for _, p, st in sorted(found)]
 
@@ -287,6 +292,8 @@ class MfLogSource:
                 break
         if stream.lost > lost:
             note_lost(self.store, r)
+        for name in sorted(stream.denied):
+            self.store.note(f"rank_{r}/{name}: permission denied: its lines are not read")
 
 
 def note_lost(store: Store, rank: int) -> None:

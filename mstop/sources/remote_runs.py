@@ -67,8 +67,9 @@ class RemoteRunsWatch:
     """The runs below ``host:/path`` (or that one run, ``single``), as :class:`~mstop.sources.runs.RunsWatch`."""
 
     def __init__(self, target: Target, *, single: bool = False, ssh_options: tuple[str, ...] = (),
-                 connect_timeout: float = 10.0, tail: Tail | None = None) -> None:
+                 connect_timeout: float = 10.0, tail: Tail | None = None, max_depth: int = 3) -> None:
         self.target = target
+        self.max_depth = max_depth
         self.label = str(target)
         self.single = single
         self.ssh = (ssh_options, connect_timeout)
@@ -79,7 +80,7 @@ class RemoteRunsWatch:
     def discover(self) -> list[RemoteRunTail]:
         offsets = {f"{name}/{fname}": f.tail.offset for name, run in self.runs.items()
                    for fname, f in run.files.items()}
-        request = {"root": self.target.path, "single": self.single, "offsets": offsets,
+        request = {"root": self.target.path, "single": self.single, "offsets": offsets, "max_depth": self.max_depth,
                    "tail": [self.tail.job_bytes, self.tail.rank_bytes, self.tail.events_bytes]}
         out = run_program(self.target.host, PROGRAM, request, ssh_options=self.ssh[0],
                           connect_timeout=self.ssh[1])

@@ -44,20 +44,27 @@ def _is_run(path: str, names: list[str]) -> str | None:
 
 def find_runs(root: str, max_depth: int = MAX_DEPTH) -> tuple[list[tuple[str, str]], list[str]]:
     """The runs below ``root`` as (path, kind), sorted by path, and a line for each folder that could not
-    be read. ``root`` itself is not among them (a root that is a run opens the monitor instead)."""
+    be read, and for folders deeper than ``max_depth`` levels that were not searched. ``root`` itself is not
+    among them (a root that is a run opens the monitor instead). A folder reached by two paths (a link
+    ``latest -> run42``) is listed once, by its own name rather than the link's."""
     runs: list[tuple[str, str]] = []
     problems: list[str] = []
+    seen = {os.path.realpath(root)}
     level = [root]
-    for _ in range(max_depth):
+    for depth in range(max_depth):
         below: list[str] = []
         for d in level:
             try:
                 with os.scandir(d) as it:
-                    subdirs = sorted(e.path for e in it if not e.name.startswith(".") and _is_dir(e))
+                    entries = [(e.path, e.is_symlink()) for e in it if not e.name.startswith(".") and _is_dir(e)]
             except OSError as e:
                 problems.append(f"{clean(d, 4096)}: cannot be read: {e.strerror or e}")
                 continue
-            for sub in subdirs:
+            for sub, _ in sorted(entries, key=lambda pe: (pe[1], pe[0])):  # real folders before links to them
+                real = os.path.realpath(sub)
+                if real in seen:
+                    continue  # a second path to a folder already listed or searched (or a loop)
+                seen.add(real)
                 try:
                     names = os.listdir(sub)
                 except OSError as e:
@@ -66,11 +73,18 @@ def find_runs(root: str, max_depth: int = MAX_DEPTH) -> tuple[list[tuple[str, st
                 kind = _is_run(sub, names)
                 if kind is not None:
                     runs.append((sub, kind))
-                else:
+                elif depth + 1 < max_depth:
                     below.append(sub)
+                elif any(_is_subdir(sub, n) for n in names):
+                    problems.append(f"{clean(sub, 4096)}: holds folders {max_depth} levels below "
+                                    f"{clean(root, 4096)}, deeper than runs are looked for (--depth N)")
         level = below
     runs.sort()
     return runs, problems
+
+
+def _is_subdir(parent: str, name: str) -> bool:
+    return not name.startswith(".") and os.path.isdir(os.path.join(parent, name))
 
 
 def _is_dir(entry: os.DirEntry) -> bool:

@@ -54,17 +54,23 @@ def kind_of(path, names):
 
 
 def find_runs(root, max_depth):
-    runs, problems, level = [], [], [root]
-    for _ in range(max_depth):
+    """As mstop.sources.runs.find_runs: a folder reached by two paths once (its own name before a link's),
+    and a line for folders deeper than max_depth."""
+    runs, problems, level, seen = [], [], [root], {os.path.realpath(root)}
+    for depth in range(max_depth):
         below = []
         for d in level:
             try:
-                subdirs = sorted(os.path.join(d, n) for n in os.listdir(d)
+                entries = sorted((os.path.islink(os.path.join(d, n)), os.path.join(d, n)) for n in os.listdir(d)
                                  if not n.startswith(".") and os.path.isdir(os.path.join(d, n)))
             except OSError as e:
                 problems.append(d + ": cannot be read: " + (e.strerror or str(e)))
                 continue
-            for sub in subdirs:
+            for _, sub in entries:
+                real = os.path.realpath(sub)
+                if real in seen:
+                    continue
+                seen.add(real)
                 try:
                     names = os.listdir(sub)
                 except OSError as e:
@@ -73,8 +79,11 @@ def find_runs(root, max_depth):
                 kind = kind_of(sub, names)
                 if kind is not None:
                     runs.append([os.path.relpath(sub, root), kind])
-                else:
+                elif depth + 1 < max_depth:
                     below.append(sub)
+                elif any(not n.startswith(".") and os.path.isdir(os.path.join(sub, n)) for n in names):
+                    problems.append(sub + ": holds folders " + str(max_depth) + " levels below " + root
+                                    + ", deeper than runs are looked for (--depth N)")
         level = below
     runs.sort()
     return runs, problems

@@ -8,6 +8,7 @@ whole (opened in the monitor, or a MindFormers log).
 
 from __future__ import annotations
 
+import logging
 import math
 import operator
 import re
@@ -32,6 +33,8 @@ COLUMNS = (
 #: statuses from best to worst (the order a status sort uses: what needs a look comes last, or first reversed)
 STATUS_ORDER = {s: i for i, s in enumerate(("running", "starting", "waiting", "finished", "stalled", "dead",
                                             "failed", "unreadable", "reading"))}
+
+log = logging.getLogger("mstop")
 
 
 @dataclass
@@ -368,8 +371,13 @@ class RunsModel:
             self.version += 1
 
     def _row(self, key: str, run: Any, health: Health) -> RunRow:
-        return run_row(key, run.name, run.host, run.store, self.opts, health, full=run.full, error=run.error,
-                       hint=getattr(run, "hint", ""))
+        try:
+            return run_row(key, run.name, run.host, run.store, self.opts, health, full=run.full, error=run.error,
+                           hint=getattr(run, "hint", ""))
+        except Exception as e:  # noqa: BLE001 - one run that breaks a figure is a row saying so, never the list
+            log.exception("mstop: the row of %s could not be computed", key)
+            return RunRow(key=key, name=run.name, host=run.host, status="unreadable",
+                          error=f"cannot be summarised: {type(e).__name__}: {e} (a bug: please report it)")
 
     def snapshot(self) -> tuple[list[RunRow], list[str], int]:
         """(rows, problems, version) as they are now."""
