@@ -22,6 +22,18 @@ def write_rank(run: Path, rank: int, rows: list[dict[str, Any]], *, mode: str = 
             f.write(",".join("" if r.get(c) is None else str(r[c]) for c in COLUMNS) + "\n")
 
 
+def written_at(run: Path, t: float) -> Path:
+    """Date every file of ``run`` ``t`` (its modification time): an old run, its files last written when its
+    rows say. Files written just now with rows dated long ago are a live job whose clock is wrong
+    (mstop.engine.clocks), whose figures move with the clock."""
+    import os
+
+    for f in run.iterdir():
+        if f.is_file():
+            os.utime(f, (t, t))
+    return run
+
+
 def write_events(run: Path, rank: int, events: list[dict[str, Any]]) -> None:
     run.mkdir(parents=True, exist_ok=True)
     with open(run / f"rank{rank}.events.jsonl", "a") as f:
@@ -79,22 +91,24 @@ def write_with_writer(run: Path, rank: int, world: int, rows: list[dict[str, Any
 
 
 def cluster_1024(run: Path) -> float:
-    """1,024 ranks on 128 hosts: rank 517's input pipeline drags (a straggler), rank 300 died 5 minutes ago
-    (generated with the test helpers: a CPU cannot run 1,024 ranks)."""
-    t0, n = 1_800_000_000.0, 60
-    now = t0 + n + 2
+    """1,024 ranks on 128 hosts, 5 s a step: rank 517's input pipeline drags (a straggler), rank 300 died at
+    step 20, 202 s ago, its rows those of the same steps of the others (data parallel: every rank's step ends
+    at the same moment), its heartbeats gone since (generated with the test helpers: a CPU cannot run 1,024
+    ranks)."""
+    t0, n, dt = 1_800_000_000.0, 60, 5.0
+    now = t0 + n * dt + 2
     for r in range(1024):
         g = random.Random(r)
         dead = r == 300
         last = 20 if dead else n
-        base = now - 300 - last if dead else t0
+        base = t0
 
-        def dw(s, r=r, g=g):
-            return 0.35 + g.gauss(0, 0.02) if r == 517 and s > 30 else abs(g.gauss(0.02, 0.005))
+        def dw(s, r=r, g=g):  # seconds of the 5 s step: 35 % on rank 517 from step 31, 2 % elsewhere
+            return dt * (0.35 + g.gauss(0, 0.02) if r == 517 and s > 30 else abs(g.gauss(0.02, 0.005)))
 
-        write_rank(run, r, steps(1, last, t0=base, dt=1.0, loss=lambda s: 4.0 * s ** -0.2, step_time=1.0,
+        write_rank(run, r, steps(1, last, t0=base, dt=dt, loss=lambda s: 4.0 * s ** -0.2, step_time=dt,
                                  data_wait=dw, tokens=4096, mem_peak=50e9 + r * 1e6, mem_total=64e9))
-        hb = now - 300 if dead else now - 3
+        hb = t0 + last * dt if dead else now - 3
         write_events(run, r, [start("s1", t=base - 5, host=f"node{r // 8:03d}", memory_source="device",
                                     run_name="moe-1024 (generated: a straggler, a dead rank)")]
                      + [{"time": hb - 30 * k, "kind": "heartbeat", "session": "s1"} for k in range(3)][::-1])

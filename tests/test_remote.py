@@ -19,7 +19,7 @@ from mstop.sources.remote import RemoteError, RemoteSource, Target, parse_target
 from mstop_writer import MetricsWriter
 from tests import sshd
 from tests.conftest import ROOT, processes_with, wait_for
-from tests.runs import steps, write_rank
+from tests.runs import steps, write_rank, written_at
 
 
 def test_follower_is_python36_syntax():
@@ -62,6 +62,7 @@ def test_summary_over_ssh_equals_local(server, tmp_path):
     run = tmp_path / "run"
     for r in range(3):
         write_rank(run, r, steps(1, 50, loss=lambda s: 1.0 / s, step_time=0.5, tokens=100))
+    written_at(run, 1051.0)  # an old run (a live one's figures move between the two reads)
     local = json.loads(summary(run, "--json").stdout)
     proc = summary(f"testhost:{run}", "--json", "-F", server.config)
     assert proc.returncode == 0, proc.stderr
@@ -166,6 +167,7 @@ def test_compare_over_ssh_equals_local(server, tmp_path):
     for name, st in (("base", 0.5), ("other", 0.4)):
         for r in range(2):
             write_rank(tmp_path / name, r, steps(1, 80, loss=lambda s: 1.0 / s, step_time=st, tokens=100))
+        written_at(tmp_path / name, 1081.0)
 
     def compare(*args):
         proc = subprocess.run([sys.executable, "-m", "mstop", "compare", *map(str, args), "--format", "json",

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from tests.conftest import ROOT
-from tests.runs import start, steps, write_events, write_rank
+from tests.runs import start, steps, write_events, write_rank, written_at
 
 mpl_image = pytest.importorskip("matplotlib.image", reason="matplotlib not installed (pip install 'mstop[report]')")
 
@@ -36,7 +36,9 @@ def make(run, *, step_time, grad=True, restart_at=None, nan_at=None):
             write_rank(run, r, steps(restart_at, 300, session="s2", t0=5000.0, dt=step_time, step_time=step_time,
                                      data_wait=0.01, loss=lambda s: 5.0 / s ** 0.3, lr=1e-3, tokens=4096,
                                      mem_peak=30e9, mem_total=64e9))
-    return run
+    # an old run: its files last written when its last rows say (written just now, it is a live job whose
+    # clock reads 1970, whose goodput moves between two commands: mstop.engine.clocks)
+    return written_at(run, 5000.0 + 300 * step_time if restart_at else 1000.0 + 300 * step_time)
 
 
 def test_report_writes_pngs_and_the_compare_table(tmp_path):

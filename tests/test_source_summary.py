@@ -149,7 +149,12 @@ def test_summary_json_has_exactly_the_documented_keys(tmp_path):
                        "message": "rank 0 waited on input 25% of its step time around step 2 (limit 10%)"}],
         "samples_per_s": None, "source": None,  # no samples column; a writer's run, not a MindFormers log
         "profile": None,  # no profile was taken
+        # its file written now, its rows dated 1970: the writing host's clock reads 56 years behind
+        "clocks": {"job_ahead_s": out["clocks"]["job_ahead_s"], "ahead_s": {"0": out["clocks"]["job_ahead_s"]},
+                   "reference_rank": 0, "ranks_ahead_s": {},
+                   "notes": ["rank 0's clock is over 10 years behind this machine (file times): ages use file times"]},
     }
+    assert out["clocks"]["job_ahead_s"] < -50 * 365 * 86400
 
 
 def test_summary_table_for_people_shows_markup_literally(tmp_path):

@@ -16,7 +16,7 @@ from ..safe import MAX_ITEMS, MAX_TEXT, clean
 KEYS = ("run_dir", "ranks", "step", "rows", "bad_rows", "resets", "segments", "repeated_steps", "loss",
         "loss_ema", "tokens_per_s", "mfu", "mem_headroom", "data_wait_frac", "status", "last_checkpoint",
         "alerts", "stragglers", "dropped_rows", "bad_events", "writer_errors", "refused_files", "incidents",
-        "samples_per_s", "source", "goodput", "profile")
+        "samples_per_s", "source", "goodput", "profile", "clocks")
 
 
 def _json_number(v: float | None) -> Any:
@@ -64,9 +64,21 @@ def summarize(store: Store, run_dir: str, opts: Options, health: Any = None) -> 
             "source": figures.source(store),
             "goodput": _goodput(store, opts),
             "profile": figures.latest_profile(store),
+            "clocks": _clocks(store, opts),
         }
     assert tuple(out) == KEYS
     return out
+
+
+def _clocks(store: Store, opts: Options) -> dict[str, Any] | None:
+    """Clocks that disagree (mstop.engine.clocks): seconds the job's clock reads ahead of this machine's,
+    per rank seconds its clock reads ahead of the reference rank's, and the words; None when they agree."""
+    c = figures.rank_clocks(store, opts)
+    if not c.own and not c.ranks:
+        return None
+    return {"job_ahead_s": round(c.job, 3), "ahead_s": {str(r): round(v, 3) for r, v in sorted(c.own.items())},
+            "reference_rank": c.reference,
+            "ranks_ahead_s": {str(r): round(v, 3) for r, v in sorted(c.ranks.items())}, "notes": c.notes()}
 
 
 def _goodput(store: Store, opts: Options) -> dict[str, Any] | None:
@@ -151,7 +163,8 @@ def _figure_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
 def _file_rows(summary: dict[str, Any], store: Store, opts: Options | None) -> list[tuple[str, str]]:
     """What is wrong with the files and clocks: read again, ignored, bad, cut, refused, not merged."""
     rows = []
-    ahead = figures.future_skew(store, opts) if opts is not None else None
+    rows += [("! clock", note) for note in (summary["clocks"] or {}).get("notes", [])]
+    ahead = figures.future_skew(store, opts) if opts is not None and not summary["clocks"] else None
     if ahead is not None:
         rows.append(("! clock", f"row times are {fmt.duration(ahead)} ahead of this machine's clock: ages use "
                                 "the files' modification times"))

@@ -29,6 +29,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from .clocks import Clocks, clocks
 from .store import BLOCK, FLOAT_INDEX, RankData, Store
 
 WINDOW = 20
@@ -525,34 +526,45 @@ def dead_after(store: Store, opts: Options) -> float:
 
 
 def last_life(d: RankData) -> float | None:
-    """The rank's last sign of life on its own clock: a heartbeat, any event, or a row."""
+    """The rank's last sign of life on its own clock: a heartbeat, an event, a row, or the start of a session
+    with no row yet (a start whose session has rows is not: its rows are newer, unless its clock is wrong)."""
     times = [t for t in (d.last_heartbeat, d.last_event_time) if t is not None]
     if d.rows:
         times.append(float(d.exact.view()[-1, 0]))
+    if d.last_start is not None and str(d.last_start.get("session")) not in d.segment_of:
+        times.append(float(d.last_start["time"]))  # (re)started, no row of it yet: the start is its life
     return max(times) if times else None
 
 
+def rank_clocks(store: Store, opts: Options) -> Clocks:
+    """The ranks' clocks against each other and the job's against the viewer's (mstop.engine.clocks)."""
+    return clocks(store, opts.clock(), stall_after(store))
+
+
 def seconds_since_life(store: Store, opts: Options) -> float:
-    """Age of the newest sign of life of any rank (arrival on our clock while following live)."""
+    """Age of the newest sign of life of any rank (arrival on our clock while following live), each rank's
+    times read on the viewer's clock (mstop.engine.clocks)."""
     if opts.arrival_clock is not None and store.life_arrival is not None:
         return opts.arrival_clock() - store.life_arrival
-    # the newest of every rank's heartbeats, events and rows: the rows' from the (cached) recent window
-    lives = [t for d in store.ranks.values() for t in (d.last_heartbeat, d.last_event_time) if t is not None]
-    row = last_row_time(store)
-    if row is not None:
-        lives.append(row)
+    c = rank_clocks(store, opts)
+    lives = [c.local(r, t) for r, d in store.ranks.items() if (t := last_life(d)) is not None]
     if not lives:
         return 0.0
     return _age(store, opts, max(lives))
 
 
 def seconds_since_last_row(store: Store, opts: Options) -> float:
-    """Age of the newest row: by its arrival on our clock when following live, else by its time column
-    (or by the files' modification times when the rows' times lie in the future: a host clock set wrong)."""
+    """Age of the newest row: by its arrival on our clock when following live, else by its time column read
+    on the viewer's clock (mstop.engine.clocks: a rank's clock off its peers', the job's off the files'
+    modification times), or by the files' modification times when the rows' times lie in the future."""
     if opts.arrival_clock is not None and store.arrival is not None:
         return opts.arrival_clock() - store.arrival
-    last = last_row_time(store)
-    return 0.0 if last is None else _age(store, opts, last)
+    c = rank_clocks(store, opts)
+    if not c.own:
+        last = last_row_time(store)
+        return 0.0 if last is None else _age(store, opts, last)
+    lasts = [c.local(r, float(d.col("time")[-1])) for r, d in store.ranks.items() if d.rows]
+    return 0.0 if not lasts else _age(store, opts, max(lasts))
 
 
 def _age(store: Store, opts: Options, t: float) -> float:
@@ -768,9 +780,25 @@ def elapsed(store: Store, opts: Options, now: float) -> float | None:
     return None if first is None else now - first
 
 
+#: the longest start-up believed (a start event to its session's first row); see goodput.MAX_STARTUP
+MAX_STARTUP = 6 * 3600.0
+
+
 def first_start(store: Store) -> float | None:
-    """The time of the run's earliest ``start`` event on any rank, or None before one."""
-    return min((float(e["time"]) for d in store.ranks.values() for e in d.starts.values()), default=None)
+    """The time of the run's earliest ``start`` event on any rank, or None before one. A start event after
+    its session's first row, or more than MAX_STARTUP before it, was stamped by a clock that moved: that
+    session's first row stands for it."""
+    out = None
+    for d in store.ranks.values():
+        for name, e in d.starts.items():
+            t = float(e["time"])
+            k = d.segment_of.get(name)
+            if k is not None and d.segments[k].first_row < d.rows:
+                row = float(d.exact.view()[d.segments[k].first_row, 0])
+                if not row - MAX_STARTUP <= t <= row:
+                    t = row
+            out = t if out is None else min(out, t)
+    return out
 
 
 def row_at_step(d: RankData, step: float) -> int | None:

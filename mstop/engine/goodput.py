@@ -34,6 +34,7 @@ import numpy as np
 
 from .. import fmt
 from . import figures
+from .clocks import Clocks, shifted
 from .figures import Options
 from .store import RankData, Store
 
@@ -94,11 +95,12 @@ def ledger(store: Store, opts: Options) -> Ledger | None:
 
 
 def _ledger(store: Store, opts: Options) -> Ledger | None:
-    ranks = [d for _, d in sorted(store.ranks.items()) if d.rows]
+    c = figures.rank_clocks(store, opts)  # a rank whose clock is off its peers' is laid on theirs
+    ranks = [shifted(d, c.ranks.get(r, 0.0)) for r, d in sorted(store.ranks.items()) if d.rows]
     if not ranks:
         return None
     first = min(_session_span(d, k)[0] for d in ranks for k in range(len(d.segments)))
-    end = _job_end(store, opts)
+    end = _job_end(store, opts, c)
     wall = max(0.0, end - first)
     median = _median_step(ranks)
     hang = figures.stall_after(store)
@@ -118,6 +120,10 @@ def _ledger(store: Store, opts: Options) -> Ledger | None:
     return out
 
 
+#: the longest a session's start-up (from its start event to its first row: process start, data loading,
+#: graph compilation) is taken to be; a start event further from its first row was stamped by a clock that
+#: moved (or is wrong), and the first row less its step time is the start instead
+MAX_STARTUP = figures.MAX_STARTUP
 #: rows of the one-session ranks whose ledgers are computed in one pass (see _batch_ledgers): its arrays
 #: are float64 temporaries over all their rows, so 10,000 ranks in one pass held gigabytes at once
 BATCH_ROWS = 1 << 18
@@ -136,14 +142,15 @@ def _groups(ranks: list[RankData]) -> list[list[RankData]]:
     return groups
 
 
-def _job_end(store: Store, opts: Options) -> float:
-    """Now (on the rows' clock) while rows arrive (running, starting: a step is in flight); else the job's
-    last sign of life (ended; or stalled: a hung job's heartbeats keep it current, a silent one's is its
-    last row, and opening it a year later must not count the year)."""
-    lives = [t for d in store.ranks.values() if (t := figures.last_life(d)) is not None]
+def _job_end(store: Store, opts: Options, c: Clocks | None = None) -> float:
+    """Now (on the rows' clock: the reference rank's) while rows arrive (running, starting: a step is in
+    flight); else the job's last sign of life (ended; or stalled: a hung job's heartbeats keep it current, a
+    silent one's is its last row, and opening it a year later must not count the year)."""
+    c = c if c is not None else figures.rank_clocks(store, opts)
+    lives = [t - c.ranks.get(r, 0.0) for r, d in store.ranks.items() if (t := figures.last_life(d)) is not None]
     last = max(lives) if lives else 0.0
-    if figures.status(store, opts) in ("running", "starting"):
-        return max(last, opts.clock())
+    if figures.status(store, opts) in ("running", "starting"):  # now on the reference rank's clock
+        return max(last, opts.clock() + c.own.get(c.reference, 0.0) if c.reference is not None else opts.clock())
     return last
 
 
@@ -170,8 +177,10 @@ def _session_span(d: RankData, k: int) -> tuple[float, float]:
     name = d.segments[k].session
     start = d.starts.get(name)
     st0 = float(d.col("step_time")[lo])
-    begin = float(start["time"]) if start and isinstance(start.get("time"), (int, float)) else \
-        first_row - (st0 if math.isfinite(st0) else 0.0)
+    before = first_row - (st0 if math.isfinite(st0) else 0.0)
+    begin = float(start["time"]) if start and isinstance(start.get("time"), (int, float)) else before
+    if not first_row - MAX_STARTUP <= begin <= first_row:
+        begin = before  # a start event after its first row, or days before it: a clock, not a start-up
     life = [last_row]
     if name in d.ends:
         life.append(float(d.ends[name]))

@@ -395,6 +395,7 @@ def _liveness(store: Store, rules: Rules, opts: Options) -> tuple[list[int], lis
     limit = figures.dead_after(store, opts)
     now = opts.clock()
     basis = "heartbeats" if figures.heartbeats_seen(store) else "rows"
+    clocks = figures.rank_clocks(store, opts)  # a rank whose clock is off its peers' is judged on theirs
     life: dict[int, float] = {}
     for r, d in store.ranks.items():
         if d.ends and d.last_start and str(d.last_start.get("session")) in d.ends:
@@ -403,7 +404,7 @@ def _liveness(store: Store, rules: Rules, opts: Options) -> tuple[list[int], lis
             continue  # without heartbeats a rank that never wrote a row cannot be judged
         t = figures.last_life(d)
         if t is not None:
-            life[r] = t
+            life[r] = clocks.local(r, t)
     alive = [r for r, t in life.items() if now - t <= limit]
     if not alive:
         return [], [], basis  # nobody is alive: a stalled or finished job, not dead ranks

@@ -146,6 +146,9 @@ class RankData:
     #: scan then reads only the rows after them: a followed run is not scanned whole every second)
     quiet: dict[str, int] = field(default_factory=dict)
     monotonic: bool = True  # steps never go down within the file (true of every well-formed run)
+    #: when its rank file was last written (its modification time; while following, when rows arrived): a
+    #: witness of the rank's clock (mstop.engine.clocks)
+    csv_mtime: float | None = None
     summaries: dict[str, Summary] = field(default_factory=dict)
     #: guards extending the summaries, which a rank shares with its frozen copies (see frozen())
     summary_lock: threading.Lock = field(default_factory=threading.Lock)
@@ -385,6 +388,21 @@ class Store:
                 self.refused[name] = why
                 self.version += 1
 
+    def file_time(self, r: int, kind: str, mtime: float | None, *, newest: bool = True) -> None:
+        """A file of rank ``r`` was found modified at ``mtime``, on the source's clock (the newest of all
+        files: ``mtime``, on this machine's clock, unless ``newest`` is False; of its rank file: the rank's
+        ``csv_mtime``, on the source's clock: a remote host's for a remote source)."""
+        if mtime is None:
+            return
+        with self.lock:
+            if newest and (self.mtime is None or mtime > self.mtime):
+                self.mtime = mtime
+            if kind == "csv":
+                d = self.rank(r)
+                if d.csv_mtime is None or mtime > d.csv_mtime:
+                    d.csv_mtime = mtime
+                    d.stamp += 1
+
     def rank(self, r: int) -> RankData:
         data = self.ranks.get(r)
         if data is None:
@@ -467,6 +485,7 @@ class Store:
                 d._effective = None
                 d._steady = None
                 d.quiet = {}
+                d.csv_mtime = None
                 d.stamp += 1
             self.version += 1
 
@@ -493,7 +512,9 @@ class Store:
             d = self.rank(r)
             for e in items:
                 kind, t = e["kind"], float(e["time"])
-                d.last_event_time = t if d.last_event_time is None else max(d.last_event_time, t)
+                if kind != "start":  # a start begins a session: what follows it is the sign of life (a start
+                    # stamped years off by a clock not yet set must not keep a finished rank alive)
+                    d.last_event_time = t if d.last_event_time is None else max(d.last_event_time, t)
                 if kind == "start":
                     d.starts[str(e.get("session"))] = e
                     d.last_start = e

@@ -111,7 +111,7 @@ def read_dir(path, states, refused):
         if got is not None:
             offset, data, reset, mtime = got
             newest = max(newest, mtime)
-            files.append([name, offset, len(data), reset])
+            files.append([name, offset, len(data), reset, mtime])  # mtime: when it was last written
             payload.append(data)
             more = more or len(data) == CHUNK
     return files, payload, more, newest

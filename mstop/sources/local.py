@@ -518,8 +518,7 @@ def followed(name: str, tail_path: str, store: Store, source: str,
 
 def ingest(store: Store, f: Followed, chunk: Chunk) -> None:
     """Parse one chunk of a rank file into the store (local and remote sources alike)."""
-    if chunk.mtime is not None and (store.mtime is None or chunk.mtime > store.mtime):
-        store.mtime = chunk.mtime
+    store.file_time(f.rank, f.kind, chunk.mtime)
     if chunk.reset:
         if f.kind == "csv":
             assert f.parser is not None

@@ -10,6 +10,7 @@ remote login shell never sees user text. Only new bytes travel, compressed.
 from __future__ import annotations
 
 import json
+import math
 import re
 import subprocess
 import threading
@@ -311,6 +312,9 @@ class RemoteSource:
                 ingest_log(self.store, f.rank, f.log, chunk.blob, bad=chunk.overlong, flush=False)
             else:
                 ingest(self.store, f, f.tail.feed(data, reset=bool(reset)))
+                mtime = entry[4] if len(entry) > 4 else None  # on the host's clock, as the source's clock is
+                if isinstance(mtime, (int, float)) and not isinstance(mtime, bool) and math.isfinite(mtime):
+                    self.store.file_time(f.rank, f.kind, float(mtime), newest=False)
         for name, f in self._files.items():  # log streams with nothing new: their held rows go in
             if f.log is not None and (name not in seen or header.get("caught_up")):
                 ingest_log(self.store, f.rank, f.log, b"", flush=True)

@@ -46,7 +46,7 @@ def file_notes(store: Store, opts: Options) -> list[str]:
         notes.append(f"{store.cut_events} events had text or lists cut short")
     notes += store.notes[:3]
     ahead = figures.future_skew(store, opts)
-    if ahead is not None:
+    if ahead is not None and not figures.rank_clocks(store, opts).job:
         notes.append(f"row times are {fmt.duration(ahead)} ahead of this clock: ages use file times")
     return notes
 
@@ -65,10 +65,14 @@ def header(store: Store, opts: Options, now: float, tokens: TokensSeen) -> Heade
     src = figures.source(store)
     if src is not None:
         h.source, h.cannot_give = src["kind"], src["cannot_give"]
-    spread = figures.clock_spread(store)
-    if spread is not None and spread > 60:
-        h.skew_note = (f"clocks differ by {spread:.0f} s between ranks at the same step"
-                       + ("; ages use arrival times" if opts.arrival_clock else ""))
+    clock_notes = figures.rank_clocks(store, opts).notes()
+    if clock_notes:
+        h.skew_note = "; ".join(clock_notes)
+    else:
+        spread = figures.clock_spread(store)
+        if spread is not None and spread > 60:
+            h.skew_note = (f"clocks differ by {spread:.0f} s between ranks at the same step"
+                           + ("; ages use arrival times" if opts.arrival_clock else ""))
     if h.last_checkpoint is not None:
         h.checkpoint_age = now - h.last_checkpoint["time"]
     step_time = figures.step_time(store)

@@ -1,0 +1,146 @@
+"""Clocks that disagree: each rank's clock against the others', and the job's against this machine's.
+
+A row's ``time`` is read off the writing host's clock. When that clock is wrong (never set: rows dated
+1970; stepped back an hour by NTP mid-run; one host an hour off its peers), every age and duration computed
+from row times is wrong with it: a job writing rows now reads as "no new row for 20789 d", a 100 s job as
+goodput 3 % "down 1 h". Two witnesses say what the row times cannot:
+
+- **ranks at equal steps**: the ranks of one job finish the same step at about the same moment (data
+  parallel ones within a step time), so a rank whose rows of a step are an hour later than the lowest
+  rank's reads a clock an hour ahead of it;
+- **the files' modification times**: a rank file's mtime is the moment its last row was written, on this
+  machine's clock (or, over ssh, on the host's, which the source's clock already follows); while following,
+  it is the moment the rows arrived. It is trusted only for a file written within the stall limit by the
+  clock (a file copied a year later, or a test's fixed clock, says nothing about the job's clock).
+
+Offsets under :data:`SKEW_S` (or ten step times) are noise and taken as 0. Every figure that compares times
+of several ranks, or a rank's time with the clock, corrects by these offsets; the header and ``summary``
+say once which clock is off and by how much.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .. import fmt
+from .store import EXACT_INDEX, Block, RankData, Store
+
+#: the least disagreement between clocks that is called a skew (seconds; also at least 10 step times)
+SKEW_S = 60.0
+
+
+@dataclass
+class Clocks:
+    """What the witnesses say of the clocks.
+
+    ``own``: per rank, seconds its clock reads ahead of the viewer's (the source's: this machine's, or the
+    ssh host's), from its rank file written within the stall limit: ages and liveness read the rank's
+    times as ``t - own[r]`` (:meth:`local`). ``ranks``: per rank, seconds its clock reads ahead of the
+    reference rank's at equal steps: goodput lays every rank's history on the reference's clock (a job
+    whose files were written long ago has no other witness)."""
+
+    own: dict[int, float] = field(default_factory=dict)
+    ranks: dict[int, float] = field(default_factory=dict)
+    reference: int | None = None
+
+    def local(self, rank: int, t: float) -> float:
+        """Rank ``rank``'s time ``t`` on the viewer's clock."""
+        return t - self.own.get(rank, 0.0)
+
+    @property
+    def job(self) -> float:
+        """Seconds the job's clocks read ahead of the viewer's (the median rank's, by its file), 0 if none."""
+        return float(np.median(list(self.own.values()))) if self.own else 0.0
+
+    def notes(self) -> list[str]:
+        """What the header and summary say of the clocks (nothing when they agree)."""
+        out = []
+        for r, off in sorted(self.own.items(), key=lambda kv: -abs(kv[1]))[:2]:
+            out.append(f"rank {r}'s clock is {_apart(off)} this machine (file times): ages use file times")
+        if len(self.own) > 2:
+            out.append(f"{len(self.own) - 2} more ranks' clocks differ from this machine's")
+        for r, off in sorted(self.ranks.items(), key=lambda kv: -abs(kv[1]))[:2]:
+            out.append(f"rank {r}'s clock is {_apart(off)} rank {self.reference}'s at equal steps: goodput "
+                       f"lays its times on rank {self.reference}'s")
+        if len(self.ranks) > 2:
+            out.append(f"{len(self.ranks) - 2} more ranks' clocks differ from rank {self.reference}'s")
+        return out
+
+
+def _apart(off: float) -> str:
+    return f"{fmt.duration(abs(off))} {'ahead of' if off > 0 else 'behind'}"
+
+
+def clocks(store: Store, clock: float, limit: float) -> Clocks:
+    """The clocks of the store's ranks (see the module docstring); ``clock`` is the viewer's now and
+    ``limit`` the stall limit (files written more recently than that witness their rank's clock). Computed
+    once per store version and clock second."""
+    key = round(clock)
+    seen = store.memo("clocks", dict)
+    if key not in seen:
+        seen.clear()
+        seen[key] = _clocks(store, clock, limit)
+    return seen[key]
+
+
+def _clocks(store: Store, clock: float, limit: float) -> Clocks:
+    ranks = [r for r in sorted(store.ranks) if store.ranks[r].rows]
+    if not ranks:
+        return Clocks()
+    out = Clocks(reference=ranks[0])
+    for r in ranks:  # a rank file written within the stall limit, its last row's time far from then
+        d = store.ranks[r]
+        if d.csv_mtime is not None and abs(clock - d.csv_mtime) <= limit:
+            off = float(d.col("time")[-1]) - d.csv_mtime
+            if abs(off) > SKEW_S:
+                out.own[r] = off
+    ref = store.ranks[ranks[0]]
+    steps, times = ref.col("step"), ref.col("time")
+    if not ref.monotonic or not len(steps):
+        return out
+    for r in ranks[1:]:  # each rank's last step against the reference's row of the same step
+        d = store.ranks[r]
+        s, t = float(d.col("step")[-1]), float(d.col("time")[-1])
+        i = int(np.searchsorted(steps, s))
+        if i < len(steps) and steps[i] == s:
+            off = t - float(times[i])
+            if abs(off) > _noise(store, r):
+                out.ranks[r] = off
+    return out
+
+
+def _noise(store: Store, r: int) -> float:
+    """The disagreement at equal steps that is not a skew: SKEW_S, or ten of the rank's step times."""
+    st = store.ranks[r].col("step_time")[-8:]
+    st = st[np.isfinite(st)]
+    return max(SKEW_S, 10.0 * float(np.median(st))) if len(st) else SKEW_S
+
+
+def shifted(d: RankData, off: float) -> RankData:
+    """Rank ``d`` with every time moved back by ``off`` seconds (its rows, events, heartbeats, checkpoints):
+    its history on the reference clock, for figures that lay several ranks' times side by side (goodput).
+    A copy; ``d`` is unchanged. ``off`` 0 returns ``d`` itself."""
+    if not off:
+        return d
+    c = d.frozen()
+    exact = d.exact.view().copy()
+    exact[:, EXACT_INDEX["time"]] -= off
+    c.exact = Block(exact.dtype, exact.shape[1], capacity=0)
+    c.exact.extend(exact)
+    c.starts = {k: _moved(e, off) for k, e in d.starts.items()}
+    c.last_start = _moved(d.last_start, off) if d.last_start is not None else None
+    c.ends = {k: t - off for k, t in d.ends.items()}
+    c.aborts = [_moved(a, off) for a in d.aborts]
+    c.checkpoints = [_moved(ck, off) for ck in d.checkpoints]
+    c.last_heartbeat = None if d.last_heartbeat is None else d.last_heartbeat - off
+    c.last_event_time = None if d.last_event_time is None else d.last_event_time - off
+    return c
+
+
+def _moved(e: dict, off: float) -> dict:
+    out = dict(e)
+    if isinstance(out.get("time"), (int, float)):
+        out["time"] = float(out["time"]) - off
+    return out
