@@ -185,6 +185,7 @@ def test_fail_on_exit_codes(tmp_path):
     t0 = time.time() - 405  # the summary runs on the real clock: the run must be live, not stalled
     last = healthy(tmp_path, ranks=2, t0=t0)
     write_rank(tmp_path, 1, steps(401, 430, t0=last, data_wait=0.5, step_time=1.0, loss=1.0))
+    write_rank(tmp_path, 0, steps(401, 430, t0=last, data_wait=0.01, step_time=1.0, loss=1.0))  # not lagging
     assert summary(tmp_path, "--json").returncode == 0
     assert summary(tmp_path, "--json", "--fail-on", "alert").returncode == 1
     assert summary(tmp_path, "--json", "--fail-on", "data_starvation,nan_loss").returncode == 1

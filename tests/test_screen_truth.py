@@ -26,9 +26,10 @@ def screen_lines(app: MonitorApp) -> list[str]:
     return ["".join(t for _, t in sorted(parts)).replace("\xa0", " ") for _, parts in sorted(rows.items())]
 
 
-def _run(path, *, last=200, data_wait=lambda s: 0.01, end=False, dt=1.0, total=1000):
+def _run(path, *, last=200, data_wait=lambda s: 0.01, end=False, dt=1.0, total=1000, beats=True):
+    """A one-rank run; ``beats``: its start event promises heartbeats (every 30 s), as the writer's does."""
     write_events(path, 0, [start("s1", t=999.0, run_name="truth", total_steps=total, host="n0",
-                                 heartbeat_interval=30)])
+                                 **({"heartbeat_interval": 30} if beats else {}))])
     write_rank(path, 0, steps(1, last, t0=1000.0, dt=dt, step_time=dt, data_wait=data_wait, tokens=1000,
                               loss=lambda s: 3.0 / s ** 0.2, lr=1e-4))
     if end:
@@ -52,8 +53,8 @@ async def test_a_finished_run_opened_an_hour_later_shows_its_own_duration_and_no
 
 
 async def test_a_stalled_run_has_no_pace_and_no_eta(tmp_path):
-    run = _run(tmp_path / "run", last=200)
-    head, _ = await _header(run, now=1200.0 + 600)  # ten minutes without a row, heartbeats unknown
+    run = _run(tmp_path / "run", last=200, beats=False)
+    head, _ = await _header(run, now=1200.0 + 600)  # ten minutes without a row, no heartbeats promised
     assert "status STALLED" in head
     assert "ETA n/a (stalled)" in head and "n/a steps/s" in head
     live, _ = await _header(run, now=1201.0)
@@ -92,7 +93,8 @@ async def test_the_footer_always_shows_help(tmp_path):
 
 async def test_small_terminal_collapses_alerts_to_one_line(tmp_path):
     run = _run(tmp_path / "run", last=200, data_wait=lambda s: 0.4)
-    write_rank(run, 0, [{"time": 1201.0, "step": 201, "loss": "nan", "step_time": 1.0, "data_wait": 0.4}])
+    write_rank(run, 0, [{"time": 1201.0, "step": 201, "loss": "nan", "step_time": 1.0, "data_wait": 0.4,
+                         "session": "s1"}])
     app = MonitorApp(str(run), follow=False, clock=lambda: 1202.0)
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)

@@ -453,6 +453,32 @@ def last_row_time(store: Store) -> float | None:
     return float(t.max()) if len(t) else None
 
 
+#: the least silence the header calls out while a job runs (see :func:`quiet_for`)
+QUIET_S = 5.0
+
+
+def usual_interval(store: Store) -> float | None:
+    """The job's usual time between two rows: the median over ranks of each rank's median interval over the
+    recent window (None before two rows)."""
+    def compute() -> float | None:
+        t = window(store).cols["time"]
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            return median(np.nanmedian(np.diff(t, axis=1), axis=1)) if t.shape[1] > 1 else None
+    return store.memo("usual_interval", compute)
+
+
+def quiet_for(store: Store, opts: Options) -> float | None:
+    """Seconds since the last row when that is well past the job's pace (over QUIET_S and 20 usual
+    intervals), while it is not yet stalled: the header says so at once (a killed job must not show a live
+    ETA and pace for a minute); None otherwise."""
+    if not store.rows:
+        return None
+    since = seconds_since_last_row(store, opts)
+    usual = usual_interval(store) or 0.0
+    return since if since > max(QUIET_S, 20.0 * usual) else None
+
+
 def stall_after(store: Store) -> float:
     """Seconds without a new row after which a running job counts as stalled:
     max(60 s, 10 x the median step time, 3 x the median interval between rows)."""
@@ -494,22 +520,29 @@ def _status(store: Store, opts: Options) -> str:
     with_rows = [d for d in store.ranks.values() if d.rows]
     if any(aborted(d) for d in store.ranks.values()):
         return "failed"
+    if with_rows and all(_finished(d) for d in store.ranks.values() if d.rows or d.starts):
+        return "finished"
+    starting = not with_rows or all(_restarting(d) for d in with_rows)
+    if heartbeats_seen(store) and seconds_since_life(store, opts) > dead_after(store, opts, starting=starting):
+        return "dead"  # killed (kill -9, a lost node), not hung: no heartbeat, no row, no event for that long
     if not with_rows:
         return "starting" if any(d.starts for d in store.ranks.values()) else "waiting"
-    if all(_finished(d) for d in store.ranks.values() if d.rows or d.starts):
-        return "finished"
-    if all(_restarting(d) for d in with_rows):
+    if starting:
         return "starting"
-    if heartbeats_seen(store) and seconds_since_life(store, opts) > dead_after(store, opts):
-        return "dead"
     if seconds_since_last_row(store, opts) > stall_after(store):
         return "stalled"
     return "running"
 
 
 def heartbeats_seen(store: Store) -> bool:
-    """Whether any rank wrote heartbeats (only then can a dead job be told from a hung one)."""
-    return any(d.last_heartbeat is not None for d in store.ranks.values())
+    """Whether a dead job can be told from a hung one: a rank wrote heartbeats, or its writer said in its start
+    event that it would (``heartbeat_interval``): none within the limit is then a death, not a silence."""
+    return any(d.last_heartbeat is not None or _promises_heartbeats(d) for d in store.ranks.values())
+
+
+def _promises_heartbeats(d: RankData) -> bool:
+    hb = d.last_start.get("heartbeat_interval") if d.last_start else None
+    return isinstance(hb, (int, float)) and not isinstance(hb, bool) and hb > 0
 
 
 def heartbeat_interval(store: Store, opts: Options) -> float:
@@ -520,9 +553,17 @@ def heartbeat_interval(store: Store, opts: Options) -> float:
     return max(given, default=opts.heartbeat_s)
 
 
-def dead_after(store: Store, opts: Options) -> float:
-    """Seconds without any sign of life after which a rank (or the whole job) is dead."""
-    return opts.dead_after * heartbeat_interval(store, opts)
+#: the least silence that is a death while a session starts (no row yet): graph compilation holds the GIL in
+#: stretches, and the writer's heartbeat thread waits for it (3.5 s at a time measured compiling a 300-layer
+#: network on CPU for 25 s)
+STARTUP_DEAD_S = 30.0
+
+
+def dead_after(store: Store, opts: Options, *, starting: bool = False) -> float:
+    """Seconds without any sign of life after which a rank (or the whole job) is dead: ``dead_after``
+    heartbeat intervals; at least STARTUP_DEAD_S while ``starting`` (a session with no row yet)."""
+    limit = opts.dead_after * heartbeat_interval(store, opts)
+    return max(limit, STARTUP_DEAD_S) if starting else limit
 
 
 def last_life(d: RankData) -> float | None:
@@ -641,6 +682,16 @@ def _unnamed_rows(d: RankData) -> bool:
     return bool(d.rows) and d.segments[-1].session == ""
 
 
+def last_session(d: RankData) -> str | None:
+    """The session of the rank's newest start event (or of its last rows)."""
+    return _last_session(d)
+
+
+def finished_cleanly(d: RankData) -> bool:
+    """Whether the rank's last session ended with an ``end`` event after its last row."""
+    return _finished(d)
+
+
 def _finished(d: RankData) -> bool:
     s = _last_session(d)
     if s is None or s not in d.ends:
@@ -659,6 +710,22 @@ def _restarting(d: RankData) -> bool:
     if _unnamed_rows(d) and d.last_start is not None:
         return float(d.col("time")[-1]) < float(d.last_start["time"])
     return True
+
+
+def checkpoint_times(store: Store) -> list[float]:
+    """When the job saved checkpoints, one time per save (the earliest rank's): a checkpoint of a step is one
+    save whichever ranks write it (4 ranks saving step 500 is one checkpoint, not four a second apart);
+    events without a step count one each."""
+    by_step: dict[float, float] = {}
+    other: list[float] = []
+    for d in store.ranks.values():
+        for c in d.checkpoints:
+            step = c.get("step")
+            if isinstance(step, (int, float)) and math.isfinite(step):
+                by_step[float(step)] = min(by_step.get(float(step), math.inf), float(c["time"]))
+            else:
+                other.append(float(c["time"]))
+    return sorted(list(by_step.values()) + other)
 
 
 def last_checkpoint(store: Store) -> dict[str, Any] | None:

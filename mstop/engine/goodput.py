@@ -101,14 +101,16 @@ def _ledger(store: Store, opts: Options) -> Ledger | None:
         return None
     first = min(_session_span(d, k)[0] for d in ranks for k in range(len(d.segments)))
     end = _job_end(store, opts, c)
+    until = end if figures.status(store, opts) in LIVE else None
     wall = max(0.0, end - first)
     median = _median_step(ranks)
     hang = figures.stall_after(store)
     per_rank: dict[int, dict[str, float]] = {}
     for group in _groups([d for d in ranks if len(d.segments) == 1]):
         if len(group) > 1:
-            per_rank.update(_batch_ledgers(group, first, end, median, hang))
-    per_rank.update({d.rank: _rank_ledger(d, first, end, median, hang) for d in ranks if d.rank not in per_rank})
+            per_rank.update(_batch_ledgers(group, first, end, median, hang, until))
+    per_rank.update({d.rank: _rank_ledger(d, first, end, median, hang, until) for d in ranks
+                     if d.rank not in per_rank})
     per_rank = {d.rank: per_rank[d.rank] for d in ranks}
     seconds = {k: float(np.mean([b[k] for b in per_rank.values()])) for k in BUCKETS}
     out = Ledger(wall, seconds)
@@ -142,16 +144,29 @@ def _groups(ranks: list[RankData]) -> list[list[RankData]]:
     return groups
 
 
+#: the statuses of a job that may still live: its wall time runs to now, and a rank that has not ended is
+#: alive to now (the time since its last row is a stall, not downtime)
+LIVE = ("running", "starting", "stalled")
+#: the longest a stall counts past the job's last sign of life: a job silent for longer (a log with no
+#: heartbeats, opened a year later) is taken as stopped then, not as stalled for the year
+STALL_HORIZON = 3600.0
+
+
 def _job_end(store: Store, opts: Options, c: Clocks | None = None) -> float:
-    """Now (on the rows' clock: the reference rank's) while rows arrive (running, starting: a step is in
-    flight); else the job's last sign of life (ended; or stalled: a hung job's heartbeats keep it current, a
-    silent one's is its last row, and opening it a year later must not count the year)."""
+    """The end of the wall time, one definition for every reader: now (on the rows' clock: the reference
+    rank's) while the job may still live (running, starting, stalled: a hung job and a silent one alike,
+    a stall up to STALL_HORIZON); else its last sign of life (finished, failed, dead: opening it a year
+    later must not count the year). So goodput only falls as a stall grows, and the stall is ``stalled``."""
     c = c if c is not None else figures.rank_clocks(store, opts)
     lives = [t - c.ranks.get(r, 0.0) for r, d in store.ranks.items() if (t := figures.last_life(d)) is not None]
     last = max(lives) if lives else 0.0
-    if figures.status(store, opts) in ("running", "starting"):  # now on the reference rank's clock
-        return max(last, opts.clock() + c.own.get(c.reference, 0.0) if c.reference is not None else opts.clock())
-    return last
+    status = figures.status(store, opts)
+    if status not in LIVE:
+        return last
+    now = opts.clock() + (c.own.get(c.reference, 0.0) if c.reference is not None else 0.0)  # the rows' clock
+    if status == "stalled":  # a stall counts as it grows, up to STALL_HORIZON past the last sign of life
+        return min(max(last, now), last + STALL_HORIZON)
+    return max(last, now)
 
 
 def _median_step(ranks: list[RankData]) -> float:
@@ -168,9 +183,10 @@ def _session_rows(d: RankData, k: int) -> tuple[int, int]:
     return seg.first_row, end
 
 
-def _session_span(d: RankData, k: int) -> tuple[float, float]:
+def _session_span(d: RankData, k: int, until: float | None = None) -> tuple[float, float]:
     """When session ``k`` began (its start event, else its first row less that row's step time) and its last
-    sign of life (its last row or its end or abort event; the rank's heartbeats for its last session)."""
+    sign of life (its last row or its end or abort event; the rank's heartbeats for its last session; for the
+    last session of a rank that has not ended while the job may live, ``until``: now)."""
     lo, hi = _session_rows(d, k)
     times = d.col("time")
     first_row, last_row = float(times[lo]), float(times[hi - 1])
@@ -187,10 +203,13 @@ def _session_span(d: RankData, k: int) -> tuple[float, float]:
     life += [float(a["time"]) for a in d.aborts if str(a.get("session")) == name]
     if k == len(d.segments) - 1:
         life += [t for t in (d.last_heartbeat, d.last_event_time) if t is not None]
+        if until is not None and name not in d.ends and not figures.aborted(d):
+            life.append(until)
     return min(begin, first_row), max(life)
 
 
-def _rank_ledger(d: RankData, first: float, end: float, median: float, hang: float) -> dict[str, float]:
+def _rank_ledger(d: RankData, first: float, end: float, median: float, hang: float,
+                 until: float | None = None) -> dict[str, float]:
     """One rank's buckets over [first, end], session by session (array arithmetic: a long run is not read
     row by row in Python)."""
     b = dict.fromkeys(BUCKETS, 0.0)
@@ -202,7 +221,7 @@ def _rank_ledger(d: RankData, first: float, end: float, median: float, hang: flo
     cursor = first  # how far this rank's time is accounted for
     for k in range(len(d.segments)):
         lo, hi = _session_rows(d, k)
-        begin, life = _session_span(d, k)
+        begin, life = _session_span(d, k, until)
         begin = max(begin, cursor)
         life = min(max(life, begin), end)
         b["down"] += max(0.0, begin - cursor)
@@ -237,7 +256,7 @@ def _rank_ledger(d: RankData, first: float, end: float, median: float, hang: flo
 
 
 def _batch_ledgers(ranks: list[RankData], first: float, end: float, median: float,
-                   hang: float) -> dict[int, dict[str, float]]:
+                   hang: float, until: float | None = None) -> dict[int, dict[str, float]]:
     """The buckets of ranks of one session each, all at once: :func:`_rank_ledger`'s arithmetic over their
     rows laid end to end, summed per rank (a Python loop of numpy calls per rank cost 0.6 s a ledger with
     1,024 short ranks; the monitor's header asks for one every 5 s)."""
@@ -248,7 +267,7 @@ def _batch_ledgers(ranks: list[RankData], first: float, end: float, median: floa
     times = np.concatenate([d.col("time") for d in ranks]).astype(np.float64)
     st = np.nan_to_num(np.concatenate([d.col("step_time") for d in ranks]).astype(np.float64), nan=0.0)
     dw = np.nan_to_num(np.concatenate([d.col("data_wait") for d in ranks]).astype(np.float64), nan=0.0)
-    spans = np.array([_session_span(d, 0) for d in ranks])
+    spans = np.array([_session_span(d, 0, until) for d in ranks])
     begin = np.maximum(spans[:, 0], first)
     life = np.minimum(np.maximum(spans[:, 1], begin), end)
     within = rid[1:] == rid[:-1]  # pairs of rows of one rank

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from .. import fmt
-from . import figures
+from . import endings, figures
 from .config import read_settings
 from .figures import Options
 from .store import RankData, Store
@@ -42,7 +42,10 @@ class Rules:
     overflow_n: int = 5  # overflows in n ...
     overflow_m: int = 20  # ... of the last m steps
     oom_critical: float = 0.05  # memory headroom below this fraction
-    data_wait: float = 0.10  # data-wait share of step time above this fraction
+    data_wait: float = 0.10  # data-wait share of step time above this fraction ...
+    data_wait_floor_s: float = 0.005  # ... and a mean wait per step of at least this (1 ms of a 2 ms step is no
+    # starving pipeline worth an alert), never in a session's first data_wait_warmup rows (the pipeline fills)
+    data_wait_warmup: int = 10
     throughput_fraction: float = 0.7  # recent tokens/s under this fraction of the run's median
     no_checkpoint_s: float | None = None  # None: 3 x the median interval between checkpoints (at least 10 min)
     hold_s: float = 0.0  # an alert stays active this long after its condition ends (0: it leaves at once)
@@ -78,11 +81,13 @@ class Alert:
     since_step: int | None = None  # the step at which it began to hold (this stretch of it)
     since_time: float | None = None  # and when, on the run's clock
     cleared: float | None = None  # a held alert (hold_s): when its condition ended
+    #: the rest of a multi-line message (an error's call stack): the alerts list shows it, the header not
+    detail: str = ""
 
     def public(self) -> dict[str, Any]:
         """The alert as ``summary --json`` shows it: ``{kind, rank, step, message}``."""
         d = asdict(self)
-        for k in ("severity", "since_step", "since_time", "cleared"):
+        for k in ("severity", "since_step", "since_time", "cleared", "detail"):
             d.pop(k)
         return d
 
@@ -183,13 +188,10 @@ def evaluate(store: Store, rules: Rules, opts: Options) -> list[Alert]:
             # a job that ended is not starving, slowing down or dying: only what its history shows
             # (NaN, spikes, overflows) is still worth an alert, and how it ended when that was not cleanly
             if status == "dead":
-                out.append(Alert("job_dead", None, figures.step(store),
-                                 f"no rank shows a sign of life for "
-                                 f"{fmt.duration(figures.seconds_since_life(store, opts))} (dead after "
-                                 f"{fmt.duration(figures.dead_after(store, opts))}): the job was killed or its "
-                                 "hosts are gone"))
+                out.append(Alert("job_dead", None, figures.step(store), endings.dead_message(store, opts)))
             elif status == "failed":
-                out.append(Alert("job_failed", None, figures.step(store), _failure(store)))
+                message, error = endings.failure_message(store, opts)
+                out.append(Alert("job_failed", None, figures.step(store), message, detail=error))
             return sorted(out, key=_order)
         if d is not None:
             out += _throughput_drop(store, d, rules)
@@ -203,7 +205,7 @@ def evaluate(store: Store, rules: Rules, opts: Options) -> list[Alert]:
             age = figures.seconds_since_last_row(store, opts)
             hint = ""
             if alive and not dead and basis == "heartbeats":
-                hint = "; all ranks alive: likely waiting in a collective"
+                hint = _alive_hint(store, opts, alive)
             elif basis == "rows":
                 hint = "; no heartbeats to tell dead from hung"
             out.append(Alert("stalled", None, figures.step(store),
@@ -214,16 +216,23 @@ def evaluate(store: Store, rules: Rules, opts: Options) -> list[Alert]:
         return sorted(out, key=_order)
 
 
-def _failure(store: Store) -> str:
-    """What ended the failed job: the first rank's abort (its error)."""
-    for r in sorted(store.ranks):
-        d = store.ranks[r]
-        if figures.aborted(d):
-            a = d.aborts[-1]
-            step = a.get("step")
-            where = f" at step {int(step)}" if isinstance(step, (int, float)) else ""
-            return f"rank {r} aborted{where}: {a.get('error') or 'no error given'}"
-    return "a rank aborted"
+def _alive_hint(store: Store, opts: Options, alive: list[int]) -> str:
+    """What the heartbeats say of a stalled job: alive ranks are those whose heartbeat came after their last
+    row (evidence newer than the stall); several of them wait in a collective, one is stuck in its step."""
+    clocks = figures.rank_clocks(store, opts)
+    beating = [r for r in alive if (d := store.ranks[r]).last_heartbeat is not None and d.rows
+               and d.last_heartbeat > float(d.col("time")[-1])]
+    if not beating:
+        return ""
+    newest = max(clocks.local(r, store.ranks[r].last_heartbeat) for r in beating)  # type: ignore[arg-type]
+    ago = fmt.duration(max(0.0, opts.clock() - newest))
+    if len(store.rank_files) <= 1 and len(beating) == 1:
+        return (f"; the process is alive (a heartbeat {ago} ago) but writes no rows: stuck in a step, or in a long "
+                "pause (evaluation, a checkpoint)")
+    if len(beating) == len([d for d in store.ranks.values() if d.rows]):
+        return f"; all ranks alive: likely waiting in a collective (heartbeats, the newest {ago} ago)"
+    return (f"; {endings.ranks_text(beating)} alive (heartbeats, the newest {ago} ago), the others silent: "
+            "likely waiting in a collective for them")
 
 
 def _order(a: Alert) -> tuple:
@@ -317,10 +326,15 @@ def _oom(store: Store, rules: Rules) -> list[Alert]:
 def _starvation(store: Store, rules: Rules) -> list[Alert]:
     w = figures.window(store)
     frac = figures.rank_data_wait_frac(store)
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        mean_wait = np.nanmean(w.cols["data_wait"], axis=1)
     out = []
-    for r, f in zip(w.ranks, frac):
-        if np.isfinite(f) and f > rules.data_wait:
+    for r, f, mw in zip(w.ranks, frac, mean_wait):
+        if np.isfinite(f) and f > rules.data_wait and mw >= rules.data_wait_floor_s:
             d = store.ranks[r]
+            if d.rows - d.segments[-1].first_row <= rules.data_wait_warmup:
+                continue  # the session's first steps: its input pipeline is filling
             out.append(Alert("data_starvation", r, int(d.col("step")[-1]),
                              f"rank {r} waits on input {f:.0%} of its step time (limit {rules.data_wait:.0%})",
                              severity=float(f)))
@@ -328,7 +342,7 @@ def _starvation(store: Store, rules: Rules) -> list[Alert]:
 
 
 def _no_checkpoint(store: Store, rules: Rules, opts: Options) -> list[Alert]:
-    cks = sorted({round(c["time"], 3) for d in store.ranks.values() for c in d.checkpoints})
+    cks = figures.checkpoint_times(store)
     limit = rules.no_checkpoint_s
     if limit is None:
         if not cks:
@@ -391,40 +405,58 @@ def _stragglers(store: Store, rules: Rules) -> list[Alert]:
 
 def _liveness(store: Store, rules: Rules, opts: Options) -> tuple[list[int], list[Alert], str]:
     """(ranks alive, dead_rank alerts, what was judged): a rank whose last sign of life (heartbeat, event or
-    row) is older than ``dead_after`` heartbeat intervals while another rank's is recent is dead."""
+    row) is older than ``dead_after`` heartbeat intervals while another rank's is recent is dead. While the
+    job restarts (a rank's newest session has no row yet) every rank gets the start-up allowance from the
+    newest start: ranks come back one by one, and one not back yet is not dead."""
     limit = figures.dead_after(store, opts)
+    startup = figures.dead_after(store, opts, starting=True)
     now = opts.clock()
     basis = "heartbeats" if figures.heartbeats_seen(store) else "rows"
     clocks = figures.rank_clocks(store, opts)  # a rank whose clock is off its peers' is judged on theirs
-    life: dict[int, float] = {}
+    restarts = [clocks.local(r, float(d.last_start["time"])) for r, d in store.ranks.items()
+                if d.last_start is not None and str(d.last_start.get("session")) not in d.segment_of]
+    restart = max(restarts) if restarts else None  # the newest start of a session with no row yet
+    age: dict[int, float] = {}
+    allowed: dict[int, float] = {}
     for r, d in store.ranks.items():
-        if d.ends and d.last_start and str(d.last_start.get("session")) in d.ends:
+        if figures.finished_cleanly(d) and d.rows:
             continue  # finished cleanly: not dead
         if basis == "rows" and not d.rows:
             continue  # without heartbeats a rank that never wrote a row cannot be judged
         t = figures.last_life(d)
-        if t is not None:
-            life[r] = clocks.local(r, t)
-    alive = [r for r, t in life.items() if now - t <= limit]
+        if t is None:
+            continue
+        t = clocks.local(r, t)
+        if restart is not None and now - restart <= startup:
+            age[r], allowed[r] = now - max(t, restart), startup  # restarting: judged from the restart
+        else:
+            age[r], allowed[r] = now - t, limit
+    alive = [r for r in age if age[r] <= allowed[r]]
     if not alive:
         return [], [], basis  # nobody is alive: a stalled or finished job, not dead ranks
     dead = []
-    for r, t in sorted(life.items()):
-        if now - t > limit:
+    for r in sorted(age):
+        if age[r] > allowed[r]:
             d = store.ranks[r]
             step = int(d.col("step")[-1]) if d.rows else None
             how = "heartbeat" if basis == "heartbeats" else "row (no heartbeats: judged by rows)"
-            dead.append(Alert("dead_rank", r, step, f"rank {r}: no {how} for {now - t:.0f} s while "
-                                                    f"{len(alive)} other ranks are alive", severity=now - t))
+            others = len(alive)
+            dead.append(Alert("dead_rank", r, step, f"rank {r}: no {how} for {age[r]:.0f} s while "
+                                                    f"{others} other rank{'s are' if others != 1 else ' is'} alive",
+                              severity=age[r]))
     return alive, dead, basis
 
 
 def _lagging(store: Store, rules: Rules, alive: list[int]) -> list[Alert]:
-    """Ranks alive but whose latest step trails the median latest step by more than ``lag_steps``."""
+    """Ranks alive but whose latest step trails the median latest step by more than ``lag_steps``; with two
+    ranks (no median to speak of), the leader's."""
     lasts = {r: float(store.ranks[r].col("step")[-1]) for r in alive if store.ranks[r].rows}
-    if len(lasts) < 3:
+    if len(lasts) < 2:
         return []
-    med = float(np.median(list(lasts.values())))
-    return [Alert("lagging_rank", r, int(s), f"rank {r} is at step {int(s)}, {med - s:.0f} steps behind the "
-                                              f"median rank ({int(med)}) and alive", severity=med - s)
-            for r, s in lasts.items() if med - s > rules.lag_steps]
+    if len(lasts) == 2:
+        ref, what = max(lasts.values()), "the leading rank"
+    else:
+        ref, what = float(np.median(list(lasts.values()))), "the median rank"
+    return [Alert("lagging_rank", r, int(s), f"rank {r} is at step {int(s)}, {ref - s:.0f} steps behind {what} "
+                                              f"({int(ref)}) and alive", severity=ref - s)
+            for r, s in lasts.items() if ref - s > rules.lag_steps]

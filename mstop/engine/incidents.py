@@ -29,7 +29,7 @@ from .store import RankData, Store
 GAP = 20
 #: kinds the history scan answers; the others come from live alerts
 SCANNED = ("nan_loss", "loss_spike", "grad_spike", "overflow", "oom_risk", "data_starvation", "throughput_drop",
-           "stalled")
+           "stalled", "job_dead", "job_failed")
 
 
 @dataclass
@@ -120,6 +120,8 @@ def scan(store: Store, rules: Any) -> list[Incident]:
                 out += _nan(r, d)
                 out += _starvation(r, d, rules, hit[0])
                 out += _oom(r, d, rules, hit[1])
+        with store.lock:
+            out += _sessions(store)
         d = figures.job_rank(store)
         if d is not None:
             for part in (lambda: _spikes(d, "loss", "loss_spike", rules),
@@ -200,8 +202,15 @@ def _starvation(r: int, d: RankData, rules: Any, recent_hit: bool | None = None)
     rows = np.flatnonzero(d.steady())
     dw, st = d.col("data_wait")[rows].astype(np.float64), d.col("step_time")[rows].astype(np.float64)
     ok = np.isfinite(dw) & np.isfinite(st)
-    share = _rolling_sum(np.where(ok, dw, 0.0), figures.WINDOW) / _rolling_sum(np.where(ok, st, 0.0), figures.WINDOW)
-    fire = np.isfinite(share) & (share > rules.data_wait)
+    waited = _rolling_sum(np.where(ok, dw, 0.0), figures.WINDOW)
+    share = waited / _rolling_sum(np.where(ok, st, 0.0), figures.WINDOW)
+    mean_wait = waited / np.maximum(_rolling_sum(ok.astype(np.float64), figures.WINDOW), 1.0)
+    # the live rule's conditions: a share over the limit, a wait that matters (the floor), past the warm-up
+    # rows of the row's session (its input pipeline is filling)
+    sess = d.session_idx.view()[rows]
+    first = np.array([seg.first_row for seg in d.segments], dtype=np.int64)[sess]
+    fire = np.isfinite(share) & (share > rules.data_wait) & (mean_wait >= rules.data_wait_floor_s) & \
+        (rows - first > rules.data_wait_warmup)
     return _incidents("data_starvation", r, d, rows, fire, share,
                       lambda k: f"rank {r} waited on input {share[k]:.0%} of its step time around step "
                                 f"{int(d.col('step')[rows[k]])} (limit {rules.data_wait:.0%})")
@@ -256,12 +265,53 @@ def _stalls(store: Store, d: RankData) -> list[Incident]:
                      f"(limit {fmt.duration(limit)})") for i in at]
 
 
+def _sessions(store: Store) -> list[Incident]:
+    """How each process start of the job ended, from the files: a session with an ``abort`` is a
+    ``job_failed`` incident (the first abort's rank and error); one that ended with no ``end`` event and was
+    followed by another session is a ``job_dead`` incident at its last step (killed, or its host lost). The
+    job's last session is the live alert's (dead or failed now), so every reader, live or not, agrees."""
+    from .endings import first_line
+
+    by_k: dict[int, list[tuple[int, RankData, int, int]]] = {}  # session index -> (rank, data, lo, hi)
+    for r, d in sorted(store.ranks.items()):
+        for k in range(len(d.segments)):
+            lo = d.segments[k].first_row
+            hi = d.segments[k + 1].first_row if k + 1 < len(d.segments) else d.rows
+            if hi > lo:
+                by_k.setdefault(k, []).append((r, d, lo, hi))
+    out = []
+    for k in sorted(by_k):
+        members = by_k[k]
+        later = [m for m in members if k + 1 < len(m[1].segments)]
+        if not later:
+            continue  # the job's last session: what holds now (the live alerts) says how it ended
+        aborts = sorted(((float(a["time"]), r, a) for r, d, _, _ in members for a in d.aborts
+                         if str(a.get("session")) == d.segments[k].session), key=lambda x: (x[0], x[1]))
+        last = max(members, key=lambda m: float(m[1].col("step")[m[3] - 1]))
+        r_last, d_last, _, hi = last
+        step, t = int(d_last.col("step")[hi - 1]), float(d_last.col("time")[hi - 1])
+        resumed = [int(m[1].col("step")[m[1].segments[k + 1].first_row]) for m in later
+                   if m[1].segments[k + 1].first_row < m[1].rows]
+        then = f"; it resumed at step {min(resumed)}" if resumed else ""
+        if aborts:
+            ta, r, a = aborts[0]
+            err = first_line(str(a.get("error") or "no error given"))
+            out.append(Incident("job_failed", None, step, step, t, ta,
+                                None, f"rank {r} aborted at step {a.get('step', step)}: {err}{then}"))
+        elif not any(m[1].segments[k].session in m[1].ends for m in later):
+            out.append(Incident("job_dead", None, step, step, t, t, None,
+                                f"the job stopped at step {step} with no end (killed, or its hosts lost){then}"))
+    return out
+
+
 def merge(history: list[Incident], live: list[Incident], alerts: list[Any]) -> list[Incident]:
     """The scanned incidents, the live-only ones, and each marked active when an alert of its kind and rank
     holds now (the newest of them); oldest first."""
     out = list(history) + [replace(i, active=False) for i in live if i.kind not in SCANNED]  # copies: marked below
     for a in alerts:
         same = [i for i in out if i.kind == a.kind and i.rank == a.rank]
+        if a.kind in ("job_dead", "job_failed"):  # the last session's end: the history holds only earlier ones
+            same = []
         if same:
             newest = max(same, key=order)
             newest.active = True

@@ -56,6 +56,8 @@ class HeaderPart:
     eta: float | None = None
     elapsed: float | None = None
     steps_per_s: float | None = None
+    #: "no row for 14 s, usual step 40 ms": the job writes no rows far beyond its pace (pace and ETA not live)
+    quiet: str | None = None
     tokens_seen: float | None = None
     since_last_row: float | None = None
     compile_s: float | None = None  # the newest session's first step (graph compilation), left out of windows

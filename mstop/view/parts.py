@@ -79,6 +79,11 @@ def header(store: Store, opts: Options, now: float, tokens: TokensSeen) -> Heade
     # steps/s is the pace now: a stalled or ended run has none (its last pace is the step time's business)
     h.steps_per_s = 1.0 / step_time if step_time and h.status in ("running", "starting") else None
     h.eta = figures.eta(store, opts, step_time)
+    quiet = figures.quiet_for(store, opts) if h.status == "running" else None
+    if quiet is not None:  # far past its pace: the last pace and its ETA are not live figures
+        usual = figures.usual_interval(store)
+        h.quiet = f"no row for {fmt.duration(quiet)}" + (f", usual step {fmt.ms(usual)}" if usual else "")
+        h.steps_per_s = h.eta = None
     d = figures.job_rank(store)
     if d is not None:
         h.tokens_seen = tokens.total(store, d.rank)

@@ -20,12 +20,24 @@ class Header(Static):
 
     def show(self, v: View) -> None:
         h = v.header
+        for s in STATUSES:
+            self.set_class(h.status == s, f"status-{s}")
+        self.set_class(bool(v.new_alerts), "new-alerts")
+        t = self._first_line(v)
+        t.append("\n")
+        t.append_text(self._progress_line(v))
+        t.append("\n")
+        t.append_text(self._times_line(v))
+        self.update(t)
+
+    @staticmethod
+    def _first_line(v: View) -> Text:
+        """The run, its status, what is wrong with its files, the alerts badge, the notes."""
+        h = v.header
         t = Text()
         t.append(Text(h.run_name or "(unnamed run)", style="bold"))
         t.append(f" · {h.device or 'device n/a'} · world {h.world_size or 'n/a'} · ranks seen {h.ranks_seen}")
         t.append(f"   status {h.status.upper()}")
-        for s in STATUSES:
-            self.set_class(h.status == s, f"status-{s}")
         if h.writer_errors:
             t.append("   ! writer failed: ")
             t.append(Text(h.writer_errors[0]))
@@ -37,24 +49,37 @@ class Header(Static):
             t.append(f"   ALERTS {len(v.alerts)}")
             if v.new_alerts:
                 t.append(f" ({v.new_alerts} new: a)")
-        self.set_class(bool(v.new_alerts), "new-alerts")
         for note in h.notes:
             t.append("   ! ")
             t.append(Text(note))
-        t.append("\n")
+        return t
+
+    @staticmethod
+    def _progress_line(v: View) -> Text:
+        """The step (of the total), the ETA and pace, or how long no row came; tokens seen, elapsed."""
+        h = v.header
+        t = Text()
         step = "n/a" if h.step is None else f"{h.step:,}"
         if h.total_steps:
             frac = (h.step or 0) / h.total_steps
             t.append(f"step {step} / {h.total_steps:,} {fmt.bar(frac, 10)} {100 * frac:.0f} %")
-            if h.status not in ENDED:  # an ended run has no time to go; a stalled one says why it has none
+            if h.status not in ENDED and h.quiet is None:  # an ended run has no time to go
                 t.append(f" · ETA {fmt.duration(h.eta) if h.eta is not None else 'n/a (' + h.status + ')'}")
         else:
             t.append(f"step {step}")
-        if h.status not in ENDED:
+        if h.quiet is not None:  # far past its pace: no live ETA nor pace, but how long it has been silent
+            t.append(" · ")
+            t.append(h.quiet, style="bold")
+        elif h.status not in ENDED:
             t.append(f" · {fmt.num(h.steps_per_s, 3)} steps/s")
-        t.append(f" · tokens seen {fmt.si(h.tokens_seen)}"
-                 f" · elapsed {fmt.duration(h.elapsed)}\n")
-        t.append(f"last row {fmt.duration(h.since_last_row)} ago · ")
+        t.append(f" · tokens seen {fmt.si(h.tokens_seen)} · elapsed {fmt.duration(h.elapsed)}")
+        return t
+
+    @staticmethod
+    def _times_line(v: View) -> Text:
+        """The last row's age, compilation, repeated steps, goodput, the last checkpoint."""
+        h = v.header
+        t = Text(f"last row {fmt.duration(h.since_last_row)} ago · ")
         if h.compile_s is not None:
             t.append(f"compile {fmt.ms(h.compile_s)} · ")
         if h.repeated_steps:
@@ -68,9 +93,7 @@ class Header(Static):
         else:
             t.append(f"checkpoint step {ck.get('step')}, {fmt.duration(h.checkpoint_age)} ago: ")
             t.append(Text(str(ck.get("path"))))
-        self.update(t)
-
-
+        return t
 
 
 class AlertsPanel(Static):
