@@ -34,6 +34,17 @@ def _count(low: int, high: int):
     return parse
 
 
+def _fraction(text: str) -> float:
+    """A share, over 0 and under 1 (``--data-wait 15`` is a usage error, not a rule turned off)."""
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0 < v < 1:
+        raise argparse.ArgumentTypeError(f"must be a fraction over 0 and under 1 (0.1 for 10 %): {text!r}")
+    return v
+
+
 def _smoothing(text: str) -> float:
     v = float(text)
     if not 0 <= v < 1:
@@ -118,6 +129,9 @@ def monitor_parser() -> argparse.ArgumentParser:
                     help="another run (directory or host:/path) whose loss, tokens/s and MFU curves are overlaid "
                          "by step, with the differences at the current step in the panels (b: choose another)")
     _depth_argument(ap)
+    ap.add_argument("--wait", action="store_true",
+                    help="wait for RUN_DIR to appear even when its parent does not exist yet (one whose parent "
+                         "exists is always waited for)")
     ap.add_argument("--bell", action="store_true", help="ring the terminal bell on each new alert")
     ap.add_argument("--on-alert", metavar="CMD",
                     help="run CMD (split like a shell would, never run through one) for each new alert, "
@@ -143,9 +157,16 @@ def cmd_monitor(argv: list[str]) -> int:
 
     try:
         for spec in args.source:
-            check_spec(spec)
+            try:
+                check_spec(spec)
+            except SourceError as e:
+                # a run directory the job is about to make (msrun makes it a moment after starting): waited
+                # for, and the header says so, when its parent exists or --wait says to
+                parent = os.path.dirname(os.path.abspath(spec))
+                if not (e.missing and (args.wait or os.path.isdir(parent))):
+                    raise
     except SourceError as e:
-        hint = " (the monitor waits for files in an existing one)" if e.missing else ""
+        hint = " (the monitor waits for a directory whose parent exists, or with --wait)" if e.missing else ""
         print(f"mstop: {e}{hint}", file=sys.stderr)
         return 2
     if args.baseline:
@@ -317,10 +338,10 @@ def _window_arguments(p: argparse.ArgumentParser) -> None:
 def _health_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("health rules (defaults in the README; also mstop.toml in the run directory)")
     g.add_argument("--spike-k", type=_positive_float, metavar="K", help="spike: K standard deviations (default: 6)")
-    g.add_argument("--oom-critical", type=_positive_float, metavar="FRAC",
-                   help="memory headroom alert under FRAC (default: 0.05)")
-    g.add_argument("--data-wait", type=_positive_float, metavar="FRAC",
-                   help="data-wait share alert above FRAC (default: 0.10)")
+    g.add_argument("--oom-critical", type=_fraction, metavar="FRAC",
+                   help="memory headroom alert under FRAC, 0 to 1 (default: 0.05)")
+    g.add_argument("--data-wait", type=_fraction, metavar="FRAC",
+                   help="data-wait share alert above FRAC, 0 to 1 (default: 0.10)")
     g.add_argument("--no-checkpoint", type=_positive_float, metavar="SEC",
                    help="alert when no checkpoint for SEC seconds (default: 3 x the usual interval)")
 

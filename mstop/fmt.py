@@ -184,3 +184,15 @@ def clock_tick(t: float, *, elapsed_from: float | None = None) -> str:
         return _time.strftime("%H:%M", _time.localtime(t))
     except (OverflowError, OSError, ValueError):  # a time no calendar holds (rows stamped 1e17 s)
         return "--:--"
+
+
+def count(n: int, noun: str) -> str:
+    """``1 bad row``, ``2 bad rows``, ``1,024 rows lost``: ``noun`` in the singular, ``{s}`` where the plural
+    adds an s if not at its end."""
+    s = "" if n == 1 else "s"
+    return f"{n:,} " + (noun.replace("{s}", s) if "{s}" in noun else noun + s)
+
+
+def rate(v: float) -> str:
+    """A pace in words: ``12,345`` (whole units from 100 on), ``7.25`` below."""
+    return f"{v:,.0f}" if abs(v) >= 100 else num(v, 3)

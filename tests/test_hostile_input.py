@@ -20,6 +20,7 @@ from mstop.sources.local import LocalSource
 from mstop_writer import COLUMNS, MetricsWriter
 from tests.conftest import ROOT, read_events, wait_for
 from tests.runs import start, steps, write_events, write_rank
+from tests.test_app import settle
 
 HOSTILE = {"run_name": "\x1b]2;PWNED\x1b\\", "note": "\x1b[2J wipe", "host": "\x1b[5;5Hhere\x9b31m\x07"}
 CONTROL = ("\x1b", "\x9b", "\x07")
@@ -458,11 +459,11 @@ async def test_dropped_rows_are_shown_everywhere(tmp_path):
                                                "session": "s1"},
                           {"time": 1031.0, "kind": "end", "session": "s1", "rows": 30}])
     assert summary_json(run)["dropped_rows"] == 7
-    assert "7 dropped by the writer" in mstop("summary", str(run), env={**os.environ, "COLUMNS": "200"}).stdout
+    assert "7 lost by the writer" in mstop("summary", str(run), env={**os.environ, "COLUMNS": "200"}).stdout
     app = MonitorApp(str(run), clock=lambda: 1040.0, follow=False)
     async with app.run_test(size=(120, 40)) as pilot:
-        await pilot.pause()
-        assert "7 rows dropped by the writer" in str(app.query_one("#header").render())
+        await settle(pilot)
+        assert "7 rows lost by the writer" in str(app.query_one("#header").render())
     pytest.importorskip("matplotlib")
     assert mstop("report", str(run), "--out", str(tmp_path / "rep"), timeout=180).returncode == 0
     assert "7 reported dropped by the writer" in (tmp_path / "rep" / "report.md").read_text()

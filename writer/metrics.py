@@ -494,11 +494,13 @@ class MetricsWriter:
 
     def _error_event(self, message: str, kind: str) -> None:
         """Say in the run directory, once per kind, that the writer failed at something (readers show
-        "writer failed: ..." instead of a run that seems not to have started)."""
+        "writer failed: ..." instead of a run that seems not to have started), or refused a row it was given
+        (``reason`` "rejected": readers show "1 row refused by the writer")."""
         if kind in self._told:
             return
         self._told.add(kind)
-        self.event("writer_error", message=message, session=self.session, step=self._last_step)
+        self.event("writer_error", message=message, session=self.session, step=self._last_step,
+                   reason=kind.split(":", 1)[0])
 
     def close(self, *, clean: bool = True) -> None:
         """Stop the heartbeat, write an ``end`` event (when ``clean``) and close the files."""

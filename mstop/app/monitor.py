@@ -328,7 +328,9 @@ class MonitorScreen(Screen[None]):
         h = v.header
         if self.reading:  # the first read is still going on (q quits meanwhile)
             return [f"reading what is written so far: {self.store.rows:,} rows (q quits)"]
+        missing = [spec for spec in self.source.specs if ":" not in spec and not os.path.isdir(spec)]
         empty = [] if self.store.ranks or self.store.rank_files else [
+            f"{clean(missing[0], 4096)} does not exist yet: waiting for it" if missing else
             f"no rank files (rank*.csv) nor MindFormers logs in {self.run_dir} yet, nor runs below it: waiting"]
         return (self.source.states() + self.store.duplicates + ([h.skew_note] if h.skew_note else [])
                 + ([self._job_note] if self._job_note else []) + empty + h.notes)
@@ -424,6 +426,11 @@ class MonitorScreen(Screen[None]):
         from ..sources.remote import parse_target
 
         spec = self.source.specs[0]
+        status = self._last_view.header.status if self._last_view is not None else None
+        if status in ("finished", "dead", "failed"):  # no job reads a request any more
+            self.notify(f"the run is {status}: there is no job to profile (a request is read by a running job)",
+                        severity="warning", timeout=6)
+            return
         target = parse_target(spec)
         if target is not None:
             import shlex

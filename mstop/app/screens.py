@@ -13,6 +13,7 @@ from textual.widgets import Input, SelectionList, Static
 from mstop_writer.schema import UNITS
 
 from .. import fmt
+from ..view import error_lines
 
 KEYS = (
     ("q", "quit"),
@@ -195,6 +196,8 @@ class AlertsScreen(ModalScreen[None]):
             t.append(f"{a.kind:<16} {where:<9} step {a.step if a.step is not None else 'n/a'}: ")
             t.append(Text(a.message))
             t.append("\n")
+            for line in error_lines(getattr(a, "detail", "") or "")[:40]:  # a multi-line error, line by line
+                t.append(Text(f"{'':27}{line}\n", style="dim"))
         if not self.alerts:
             t.append("none: the run looks healthy now\n")
         n = len(self.incidents)

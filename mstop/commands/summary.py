@@ -125,17 +125,20 @@ def render_table(summary: dict[str, Any], store: Store, opts: Options | None = N
     table = Table(show_header=False, box=None, pad_edge=False)
     table.add_column(style="bold")
     table.add_column()
-    for k, v in _figure_rows(summary) + _file_rows(summary, store, opts) + _alert_rows(summary):
+    for k, v in _figure_rows(summary, store) + _file_rows(summary, store, opts) + _alert_rows(summary):
         table.add_row(Text(k), Text(str(v)))  # Text: names from files are shown literally, never as markup
     return table
 
 
-def _figure_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
+def _figure_rows(summary: dict[str, Any], store: Store) -> list[tuple[str, str]]:
     """The run's figures, one per line."""
     ck = summary["last_checkpoint"]
     status = summary["status"]
-    if summary["writer_errors"]:
-        status += f" — writer failed: {summary['writer_errors'][0]}"
+    failures = figures.writer_failures(store)
+    if failures:
+        status += f" — writer failed: {failures[0]}"
+    refused, why = figures.refused_rows(store)
+    lost = max(0, summary["dropped_rows"] - sum(d.rejected for d in store.ranks.values()))
     source = summary["source"]
     return [
         ("run", summary["run_dir"]),
@@ -154,7 +157,9 @@ def _figure_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
         *([("step time (profile)", profile_text(summary["profile"]))] if summary["profile"] else []),
         ("last checkpoint", "none" if ck is None else f"step {ck['step']}: {ck['path']}"),
         ("rows read", f"{summary['rows']:,}" + (f", {summary['bad_rows']:,} bad" if summary["bad_rows"] else "")
-         + (f", {summary['dropped_rows']:,} dropped by the writer" if summary["dropped_rows"] else "")),
+         + (f", {lost:,} lost by the writer" if lost else "")
+         + (f", {fmt.count(refused, 'row{s} refused by the writer')}" + (f" ({why})" if why else "")
+            if refused else "")),
         ("segments", f"{summary['segments']}" + (f", {summary['repeated_steps']} repeated steps"
                                                   if summary["repeated_steps"] else "")),
     ]
@@ -179,7 +184,7 @@ def _file_rows(summary: dict[str, Any], store: Store, opts: Options | None) -> l
                                    "items kept short)"))
     rows += [("! note", note) for note in store.notes]
     rows += [("! not followed", f"{name}: {why}") for name, why in summary["refused_files"].items()]
-    rows += [("! writer failed", msg) for msg in summary["writer_errors"][1:]]
+    rows += [("! writer failed", msg) for msg in figures.writer_failures(store)[1:]]
     rows += [("! not merged", note) for note in store.duplicates]
     return rows
 

@@ -34,7 +34,7 @@ from .store import BLOCK, FLOAT_INDEX, RankData, Store
 
 WINDOW = 20
 EMA_WEIGHT = 0.9
-STALL_MIN_S = 60.0
+STALL_MIN_S = 30.0
 #: the writer's default seconds between heartbeats (a start event may say otherwise)
 HEARTBEAT_S = 30.0
 #: rows whose times lie further ahead of this machine's clock than this cannot be trusted for ages
@@ -479,6 +479,26 @@ def quiet_for(store: Store, opts: Options) -> float | None:
     return since if since > max(QUIET_S, 20.0 * usual) else None
 
 
+def pace_basis(d: RankData) -> tuple[str, np.ndarray]:
+    """What a job's pace is counted in, and per row how much of it a step did: tokens when the rows give
+    them, else samples, else steps (one a row)."""
+    for unit, col in (("tokens/s", "tokens"), ("samples/s", "samples")):
+        v = d.col(col).astype(np.float64)
+        if np.isfinite(v).any():
+            return unit, v
+    return "steps/s", np.ones(d.rows)
+
+
+def recent_pace(store: Store, unit: str) -> float | None:
+    """The job's pace over the recent window in ``unit`` (:func:`pace_basis`)."""
+    if unit == "tokens/s":
+        return tokens_per_s(store)
+    if unit == "samples/s":
+        return samples_per_s(store)
+    st = step_time(store)
+    return 1.0 / st if st else None
+
+
 def stall_after(store: Store) -> float:
     """Seconds without a new row after which a running job counts as stalled:
     max(60 s, 10 x the median step time, 3 x the median interval between rows)."""
@@ -650,6 +670,33 @@ def writer_errors(store: Store) -> list[str]:
             msg = str(e.get("message"))
             seen.setdefault(f"rank {r}: {msg}" if len(store.ranks) > 1 else msg, float(e["time"]))
     return sorted(seen, key=seen.get)
+
+
+def _refusal(e: dict[str, Any]) -> bool:
+    """A writer_error that is a row the writer refused (bad input), not a failure of the writer."""
+    return e.get("reason") == "rejected" or str(e.get("message", "")).startswith("row for step ")
+
+
+def writer_failures(store: Store) -> list[str]:
+    """What the writers failed at, rows they refused left out (those are :func:`refused_rows`)."""
+    seen: dict[str, float] = {}
+    for r in sorted(store.ranks):
+        for e in store.ranks[r].writer_errors:
+            if not _refusal(e):
+                msg = str(e.get("message"))
+                seen.setdefault(f"rank {r}: {msg}" if len(store.ranks) > 1 else msg, float(e["time"]))
+    return sorted(seen, key=seen.get)
+
+
+def refused_rows(store: Store) -> tuple[int, str | None]:
+    """Rows the writers refused for bad input (their dropped events' count), and what the first refusal
+    said (``row for step 'abc' not written: ...``)."""
+    n = sum(d.rejected for d in store.ranks.values())
+    first = [e for r in sorted(store.ranks) for e in store.ranks[r].writer_errors if _refusal(e)]
+    first.sort(key=lambda e: float(e["time"]))
+    if first and not n:
+        n = len(first)  # the dropped event that counts them is not written yet (at most a second later)
+    return n, (str(first[0].get("message")) if first else None)
 
 
 def dropped_rows(store: Store) -> int:

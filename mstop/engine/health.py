@@ -53,9 +53,26 @@ class Rules:
     straggler_margin: float = 0.05  # ... and by at least this absolute share ...
     straggler_k: int = 8  # ... in k ...
     straggler_n: int = 10  # ... of its last n rows
-    heartbeat_s: float = 30.0  # the writer's heartbeat interval
+    heartbeat_s: float = 30.0  # heartbeat interval when no start event gives one (writers before it did)
     dead_after: float = 3.0  # a rank is dead after this many heartbeat intervals without a sign of life
     lag_steps: int = 10  # a lagging rank: its latest step this many steps behind the median
+
+    def __post_init__(self) -> None:
+        """A setting out of its range is an error naming the range (``data_wait = 15`` would turn the rule off,
+        ``oom_critical = 5`` would read as 500 %)."""
+        for name in ("oom_critical", "data_wait", "throughput_fraction", "straggler_margin"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v < 1:
+                raise ValueError(f"health setting {name} must be a fraction over 0 and under 1, got {v!r}")
+        for name in ("spike_k", "straggler_m", "heartbeat_s", "dead_after"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
+                raise ValueError(f"health setting {name} must be a positive number, got {v!r}")
+        for name in ("spike_window", "warmup_steps", "recent_rows", "overflow_n", "overflow_m", "straggler_k",
+                     "straggler_n", "lag_steps", "data_wait_warmup"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                raise ValueError(f"health setting {name} must be a whole number of 0 or more, got {v!r}")
 
     def options(self, opts: Options) -> Options:
         """``opts`` with this rule set's liveness settings, so the status and the rules judge death alike."""
@@ -296,21 +313,23 @@ def _overflow(d: RankData, rules: Rules) -> list[Alert]:
 
 
 def _throughput_drop(store: Store, d: RankData, rules: Rules) -> list[Alert]:
+    """The job's recent pace under ``throughput_fraction`` of its median: in tokens/s, else samples/s, else
+    steps/s (a job that gives neither tokens nor samples still slows down)."""
     if d.rows < rules.warmup_steps + figures.WINDOW:
         return []
-    recent = figures.tokens_per_s(store)
-    tok = d.col("tokens").astype(np.float64)
+    unit, per_step = figures.pace_basis(d)
     st = d.col("step_time").astype(np.float64)
     with np.errstate(all="ignore"):
-        rate = (tok / st)[d.steady()][rules.warmup_steps:]  # compilation steps are no throughput
+        rate = (per_step / st)[d.steady()][rules.warmup_steps:]  # compilation steps are no throughput
     rate = rate[np.isfinite(rate)]
+    recent = figures.recent_pace(store, unit)
     if recent is None or not len(rate):
         return []
     median = float(np.median(rate))
     if recent >= rules.throughput_fraction * median:
         return []
     return [Alert("throughput_drop", None, figures.step(store),
-                  f"tokens/s {recent:,.0f} is {recent / median:.0%} of the run's median {median:,.0f}")]
+                  f"{unit} {fmt.rate(recent)} is {recent / median:.0%} of the run's median {fmt.rate(median)}")]
 
 
 def _oom(store: Store, rules: Rules) -> list[Alert]:

@@ -234,7 +234,8 @@ def _throughput(d: RankData, rules: Any) -> list[Incident]:
     rows = np.flatnonzero(d.steady())
     if len(rows) < rules.warmup_steps + figures.WINDOW:
         return []
-    tok, st = d.col("tokens")[rows].astype(np.float64), d.col("step_time")[rows].astype(np.float64)
+    unit, per_step = figures.pace_basis(d)  # tokens, else samples, else steps
+    tok, st = per_step[rows], d.col("step_time")[rows].astype(np.float64)
     ok = np.isfinite(tok) & np.isfinite(st) & (st > 0)
     rate = np.where(ok, tok / np.where(ok, st, 1.0), np.nan)
     base = rate[rules.warmup_steps:]
@@ -247,8 +248,8 @@ def _throughput(d: RankData, rules: Any) -> list[Incident]:
     fire = (np.arange(len(rows)) >= rules.warmup_steps + figures.WINDOW) & np.isfinite(recent) & \
         (recent < rules.throughput_fraction * med)
     return _incidents("throughput_drop", None, d, rows, fire, recent,
-                      lambda k: f"tokens/s {recent[k]:,.0f} around step {int(d.col('step')[rows[k]])} was "
-                                f"{recent[k] / med:.0%} of the run's median {med:,.0f}", worst_high=False)
+                      lambda k: f"{unit} {fmt.rate(recent[k])} around step {int(d.col('step')[rows[k]])} was "
+                                f"{recent[k] / med:.0%} of the run's median {fmt.rate(med)}", worst_high=False)
 
 
 def _stalls(store: Store, d: RankData) -> list[Incident]:

@@ -644,7 +644,8 @@ def _step_rows(v: Any) -> bool:
 #: Unknown fields are kept (cleaned), for newer writers.
 EVENT_FIELDS: dict[str, Any] = {
     "session": _text, "run_name": _text, "note": _text, "host": _text, "device": _text, "path": _text,
-    "error": _text, "message": _text, "memory_source": _text, "memory_detail": _text, "parallel_mode": _text,
+    "error": _text, "message": _text, "reason": _text, "memory_source": _text, "memory_detail": _text,
+    "parallel_mode": _text,
     "peak_flops_source": _text, "flops_per_token_source": _text, "rank_source": _text, "n_params_source": _text,
     "step": _step, "first_step": _step, "last_step": _step, "profile_steps": _span, "steps": _count,
     "shares": _shares, "top_ops": _top_ops, "steps_profiled": _step_rows, "source": _text, "epoch": _number,

@@ -135,6 +135,7 @@ class RankData:
     checkpoints: list[dict[str, Any]] = field(default_factory=list)
     evals: list[dict[str, Any]] = field(default_factory=list)
     dropped: int = 0
+    rejected: int = 0  # of the dropped rows, those the writer refused for bad input (not lost to I/O)
     aborts: list[dict[str, Any]] = field(default_factory=list)
     writer_errors: list[dict[str, Any]] = field(default_factory=list)  # the writer said it failed at something
     profiles: list[dict[str, Any]] = field(default_factory=list)  # profile events (mstop_writer.profiling)
@@ -528,6 +529,7 @@ class Store:
                     d.ends[str(e.get("session"))] = t
                 elif kind == "dropped":
                     d.dropped += int(e.get("rows") or 0)
+                    d.rejected += int(e.get("rejected") or 0)
                 elif kind == "abort":
                     d.aborts.append(e)
                 elif kind == "writer_error":

@@ -13,6 +13,7 @@ Nothing here imports textual, so a frame can be tested, printed or drawn by anot
 
 from __future__ import annotations
 
+from ..engine.endings import error_lines
 from .alerting import MARKS, Alerting, heat_marks, since_text
 from .baseline import baseline_overlay, run_part
 from .build import Carry, build_view
@@ -35,5 +36,5 @@ from .frame import (
 
 __all__ = ["DATA_WARN", "MARKS", "MEM_CRIT", "MEM_WARN", "X_AXES", "Alerting", "BaselinePart", "Carry", "DataPart",
            "HeaderPart", "LossPart", "MemoryPart", "RankRow", "Series", "ThroughputPart", "View", "baseline_overlay",
-           "build_view", "heat_marks", "incident_marks", "numeric_columns", "rank_series", "run_part", "since_text",
-           "step_range", "values_at_step"]
+           "build_view", "error_lines", "heat_marks", "incident_marks", "numeric_columns", "rank_series", "run_part",
+           "since_text", "step_range", "values_at_step"]

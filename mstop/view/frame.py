@@ -69,8 +69,10 @@ class HeaderPart:
     checkpoint_age: float | None = None
     bad_rows: int = 0
     bad_events: int = 0  # event lines that are not JSON objects of known fields of the right types
-    dropped_rows: int = 0  # reported by the writers' dropped events
-    writer_errors: list[str] = field(default_factory=list)
+    dropped_rows: int = 0  # lost to I/O errors, as the writers' dropped events report them
+    writer_errors: list[str] = field(default_factory=list)  # what the writers failed at
+    refused_rows: int = 0  # rows the writers refused for bad input
+    refused: str | None = None  # what the first refusal said
     notes: list[str] = field(default_factory=list)  # ssh host states, ranks found in two sources, files refused
     skew_note: str | None = None
     #: the source when it is not mstop's writer (a MindFormers log), and the figures it cannot give

@@ -58,23 +58,41 @@ def header(store: Store, opts: Options, now: float, tokens: TokensSeen) -> Heade
                    total_steps=_int(meta.get("total_steps")), ranks_seen=len(store.rank_files),
                    status=figures.status(store, opts), step=figures.step(store), bad_rows=store.bad_rows,
                    bad_events=store.bad_events,
-                   dropped_rows=figures.dropped_rows(store), writer_errors=figures.writer_errors(store),
+                   writer_errors=figures.writer_failures(store),
                    notes=file_notes(store, opts), elapsed=figures.elapsed(store, opts, now),
                    compile_s=figures.compile_seconds(store), last_checkpoint=figures.last_checkpoint(store))
+    h.refused_rows, h.refused = figures.refused_rows(store)
+    h.dropped_rows = max(0, figures.dropped_rows(store) - sum(d.rejected for d in store.ranks.values()))
     h.since_last_row = figures.seconds_since_last_row(store, opts) if store.rows else None
     src = figures.source(store)
     if src is not None:
         h.source, h.cannot_give = src["kind"], src["cannot_give"]
-    clock_notes = figures.rank_clocks(store, opts).notes()
-    if clock_notes:
-        h.skew_note = "; ".join(clock_notes)
-    else:
-        spread = figures.clock_spread(store)
-        if spread is not None and spread > 60:
-            h.skew_note = (f"clocks differ by {spread:.0f} s between ranks at the same step"
-                           + ("; ages use arrival times" if opts.arrival_clock else ""))
+    h.skew_note = _skew_note(store, opts)
     if h.last_checkpoint is not None:
         h.checkpoint_age = now - h.last_checkpoint["time"]
+    _pace(h, store, opts)
+    d = figures.job_rank(store)
+    if d is not None:
+        h.tokens_seen = tokens.total(store, d.rank)
+        if len(d.segments) > 1:
+            h.repeated_steps, h.repeated_seconds = d.repeated_steps(), figures.repeated_seconds(d)
+    return h
+
+
+def _skew_note(store: Store, opts: Options) -> str | None:
+    """What the header says of clocks that disagree (mstop.engine.clocks), or None."""
+    clock_notes = figures.rank_clocks(store, opts).notes()
+    if clock_notes:
+        return "; ".join(clock_notes)
+    spread = figures.clock_spread(store)
+    if spread is not None and spread > 60:
+        return (f"clocks differ by {spread:.0f} s between ranks at the same step"
+                + ("; ages use arrival times" if opts.arrival_clock else ""))
+    return None
+
+
+def _pace(h: HeaderPart, store: Store, opts: Options) -> None:
+    """steps/s and the ETA while rows arrive; far past the job's pace, how long none came instead."""
     step_time = figures.step_time(store)
     # steps/s is the pace now: a stalled or ended run has none (its last pace is the step time's business)
     h.steps_per_s = 1.0 / step_time if step_time and h.status in ("running", "starting") else None
@@ -84,12 +102,6 @@ def header(store: Store, opts: Options, now: float, tokens: TokensSeen) -> Heade
         usual = figures.usual_interval(store)
         h.quiet = f"no row for {fmt.duration(quiet)}" + (f", usual step {fmt.ms(usual)}" if usual else "")
         h.steps_per_s = h.eta = None
-    d = figures.job_rank(store)
-    if d is not None:
-        h.tokens_seen = tokens.total(store, d.rank)
-        if len(d.segments) > 1:
-            h.repeated_steps, h.repeated_seconds = d.repeated_steps(), figures.repeated_seconds(d)
-    return h
 
 
 def throughput(store: Store, opts: Options) -> ThroughputPart:

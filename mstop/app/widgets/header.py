@@ -15,6 +15,12 @@ from ...engine.goodput import losses_text
 from ...view import View, since_text
 
 
+def refusal_step(message: str) -> str:
+    """``step 'abc'`` out of a refusal's words (``row for step 'abc' not written: ...``), else its start."""
+    words = message.removeprefix("row for ").split(" not written", 1)[0]
+    return words if words.startswith("step ") else message[:60]
+
+
 class Header(Static):
     """Run name, device, ranks, progress, times, checkpoint, status."""
 
@@ -41,10 +47,12 @@ class Header(Static):
         if h.writer_errors:
             t.append("   ! writer failed: ")
             t.append(Text(h.writer_errors[0]))
-        for n, what in ((h.bad_rows, "bad rows"), (h.bad_events, "bad events"),
-                        (h.dropped_rows, "rows dropped by the writer")):
+        for n, what in ((h.bad_rows, "bad row"), (h.bad_events, "bad event"), (h.dropped_rows,
+                        "row{s} lost by the writer"), (h.refused_rows, "row{s} refused by the writer")):
             if n:
-                t.append(f"   ! {n:,} {what}")
+                t.append(f"   ! {fmt.count(n, what)}")
+                if what.startswith("row{s} refused") and h.refused:
+                    t.append(Text(f" ({refusal_step(h.refused)})"))
         if v.alerts:
             t.append(f"   ALERTS {len(v.alerts)}")
             if v.new_alerts:

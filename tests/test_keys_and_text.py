@@ -1,0 +1,129 @@
+"""Issue 27, keys and text: Ctrl-C quits, a refused row reads as one, P refuses a run with no job, health
+flags out of range are usage errors, a multi-line error is a line in the header and lines in the list."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+
+import pytest
+
+from mstop_writer import MetricsWriter
+from tests.conftest import ROOT
+from tests.runs import start, steps, write_events, write_rank
+from tests.test_app import settle
+
+
+def mstop(*args: str, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "mstop", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120, **kw)
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed (.ci/run installs it)")
+def test_ctrl_c_quits_the_monitor_in_a_terminal():
+    """Item 12: Ctrl-C quits as q does (Textual's own asks 'Do you want to quit?')."""
+    from tests.test_tmux import _screen, _tmux, _until
+
+    sock = f"mstop-test-{uuid.uuid4().hex[:8]}"
+    _tmux(sock, f"{sys.executable} -m mstop tests/fixtures/snap-run; echo EXIT $?; sleep 30")
+    try:
+        _until(sock, ["llama-7b baseline", "q quit"])
+        subprocess.run(["tmux", "-L", sock, "send-keys", "C-c"], check=True)
+        screen = _until(sock, ["EXIT 0"], seconds=15)
+        assert "Do you want to quit" not in screen
+    finally:
+        subprocess.run(["tmux", "-L", sock, "kill-server"], capture_output=True)
+    del _screen
+
+
+async def test_one_refused_row_is_one_row_refused_not_a_writer_failure(tmp_path):
+    """Item 14: log(step='abc') in a hand-written loop: the header says '1 row refused by the writer (step
+    'abc')', not '! writer failed: ...', and summary says the same."""
+    from mstop.app import MonitorApp
+    from mstop.app.widgets import Header
+    from tests.test_app import text
+
+    t = time.time()
+    with MetricsWriter(tmp_path, rank=0, world_size=1, heartbeat_interval=3600) as w:
+        w.log(1, loss=1.0, step_time=0.1)
+        w.log("abc", loss=1.0, step_time=0.1)
+        for s in range(2, 11):
+            w.log(s, loss=1.0, step_time=0.1)
+    app = MonitorApp(str(tmp_path), follow=False, clock=lambda: t + 5)
+    async with app.run_test(size=(160, 40)) as pilot:
+        await settle(pilot)
+        head = text(app.query_one(Header))
+        assert "! 1 row refused by the writer (step 'abc')" in head and "writer failed" not in head, head
+        assert "rows" not in head.split("refused")[0].split("!")[-1]
+    table = mstop("summary", str(tmp_path), env={**os.environ, "COLUMNS": "200"}).stdout
+    assert "1 row refused by the writer (row for step 'abc' not written" in table and "writer failed" not in table
+
+
+async def test_p_on_a_finished_run_refuses_with_the_reason(tmp_path):
+    """Item 15: no job reads a profile request of a finished run."""
+    from mstop.app import MonitorApp
+
+    write_events(tmp_path, 0, [start("s1", t=999.0, world_size=1),
+                               {"time": 1031.0, "kind": "end", "session": "s1", "rows": 30}])
+    write_rank(tmp_path, 0, steps(1, 30, t0=1000.0, dt=1.0, step_time=1.0, loss=1.0))
+    app = MonitorApp(str(tmp_path), follow=False, clock=lambda: 1040.0)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("P")
+        await pilot.pause()
+        said = [n.message for n in app._notifications]
+        assert any("the run is finished: there is no job to profile" in m for m in said), said
+        assert type(app.screen).__name__ == "MonitorScreen"  # no dialog
+    assert not (tmp_path / "profile.request").exists()
+
+
+def test_health_flags_and_settings_out_of_range_are_usage_errors(tmp_path):
+    """Item 16: --data-wait 15 turned the rule off, --oom-critical 5 read as 500 %."""
+    write_rank(tmp_path, 0, steps(1, 5, loss=1.0))
+    for flag, value in (("--data-wait", "15"), ("--oom-critical", "5"), ("--data-wait", "0")):
+        out = mstop("summary", str(tmp_path), flag, value)
+        assert out.returncode == 2 and "must be a fraction over 0 and under 1" in out.stderr, out.stderr
+    (tmp_path / "mstop.toml").write_text("[health]\ndata_wait = 15\n")
+    out = mstop("summary", str(tmp_path))
+    assert out.returncode == 2 and "data_wait must be a fraction over 0 and under 1" in out.stderr
+
+
+MINDSPORE_ERROR = ("RuntimeError: The pointer[input] is null.\n\n"
+                   "----------------------------------------------------\n"
+                   "- Framework Unexpected Exception Raised:\n"
+                   "----------------------------------------------------\n"
+                   "This exception is caused by framework's unexpected error.\n\n"
+                   "----------------------------------------------------\n"
+                   "- C++ Call Stack: (For framework developers)\n"
+                   "----------------------------------------------------\n"
+                   "mindspore/ccsrc/pipeline/jit/ps/pipeline.cc:2075 RunGraph\n")
+
+
+async def test_a_multi_line_error_is_one_line_in_the_header_and_lines_in_the_list(tmp_path):
+    """Item 28: MindSpore's multi-line error filled 7 header lines of \\x0a escapes."""
+    from mstop.app import MonitorApp
+    from mstop.app.screens import AlertsScreen
+    from mstop.app.widgets import Header
+    from tests.test_app import text
+
+    write_events(tmp_path, 0, [start("s1", t=999.0, world_size=1),
+                               {"time": 1031.0, "kind": "abort", "session": "s1", "step": 30,
+                                "error": MINDSPORE_ERROR}])
+    write_rank(tmp_path, 0, steps(1, 30, t0=1000.0, dt=1.0, step_time=1.0, loss=1.0))
+    app = MonitorApp(str(tmp_path), follow=False, clock=lambda: 1040.0)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        alerts = str(app.query_one("#alerts").content)
+        assert "rank 0 aborted at step 30: RuntimeError: The pointer[input] is null." in alerts
+        assert "\\x0a" not in alerts and "C++ Call Stack" not in alerts
+        assert "status FAILED" in text(app.query_one(Header))
+        await pilot.press("a")
+        await pilot.pause()
+        assert isinstance(app.screen, AlertsScreen)
+        shown = str(app.screen.query_one("#alert-list").children[0].content)
+        assert "- C++ Call Stack: (For framework developers)" in shown and "pipeline.cc:2075 RunGraph" in shown
+        assert "\\x0a" not in shown
