@@ -294,3 +294,54 @@ def test_summary_of_an_empty_folder_says_so_and_a_closed_pipe_is_no_traceback(tm
     proc.stdout.close()
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=60) == 141 and "Traceback" not in err, err
+
+
+def test_every_filter_example_of_the_readme_reads():
+    """Issue 27 #9: the README's own examples were refused (`mfu<0.3 !~ablation`, `cnn !~sweep`, `!~sweep`)."""
+    import re as _re
+
+    from mstop.view.runs import RunRow
+
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("**Filter.**", 1)[1].split("**What the figures", 1)[0]
+    examples = [e for e in _re.findall(r"`([^`]+)`", section.split("Examples:", 1)[1].split(".\n", 1)[0])]
+    assert {"mfu<0.3 !~ablation", "cnn !~sweep", "!~sweep", "status=running world_size>=64"} <= set(examples)
+    fields = {"world_size", "device", "run_name"}
+    for e in examples:
+        parse_filter(e, fields)
+    ablation = RunRow(key="a", name="ablation/x", host="", status="running", mfu=0.2)
+    cnn = RunRow(key="c", name="cnn-base", host="", status="running", mfu=0.2, note="resnet")
+    sweep = RunRow(key="s", name="sweep/cnn-3", host="", status="running", mfu=0.2)
+    f = parse_filter("mfu<0.3 !~ablation", fields)
+    assert [r.key for r in (ablation, cnn, sweep) if f.matches(r, 0)] == ["c", "s"]
+    f = parse_filter("cnn !~sweep", fields)
+    assert [r.key for r in (ablation, cnn, sweep) if f.matches(r, 0)] == ["c"]
+    assert [r.key for r in (ablation, cnn, sweep) if parse_filter("!~sweep", fields).matches(r, 0)] == ["a", "c"]
+    named = RunRow(key="n", name="exp/7", host="", status="running", run_name="llama-lr-high")
+    assert parse_filter("lr-high", fields).matches(named, 0)  # a word matches the run's name too
+
+
+async def test_a_nan_long_ago_is_in_the_lists_alerts_once_its_history_is_read(tmp_path):
+    """Issue 27 #8: a NaN loss at step 350 of 2,000 (outside the files' ends the list reads first): '?' while
+    the history is unread, then the alert summary shows, and alerts>0 keeps the run; the run's name shows."""
+    from mstop_writer import MetricsWriter
+
+    run = tmp_path / "runs" / "exp-7"
+    now = [1_800_000_000.0]
+    w = MetricsWriter(run, rank=0, world_size=1, run_name="llama-nan", heartbeat_interval=3600,
+                      memory_interval=3600, clock=lambda: now[0])
+    for s in range(1, 2001):
+        now[0] += 1.0
+        w.log(s, loss=float("nan") if s == 350 else 1.0, step_time=1.0)
+    w.close()
+    write_run(tmp_path / "runs" / "other", status="finished", note="", world=1, steps=30)
+    js = json.loads(mstop("summary", str(run), "--json").stdout)
+    assert [a["kind"] for a in js["alerts"]] == ["nan_loss"]
+    app = RunsApp([RunsWatch(str(tmp_path / "runs"))], label="runs", clock=lambda: now[0] + 10, follow=False)
+    async with app.run_test(size=(160, 30)) as pilot:
+        await settle(pilot, lambda: any(r[1].startswith("exp-7") and r[9].strip() == "1" for r in table_rows(app)),
+                     tries=500)
+        row = next(r for r in table_rows(app) if r[1].startswith("exp-7"))
+        assert row[1] == "exp-7 · llama-nan"
+        await pilot.press("slash", *"alerts>0", "enter")
+        await settle(pilot, lambda: [r[1].split(" ")[0] for r in table_rows(app)] == ["exp-7"])

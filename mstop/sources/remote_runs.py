@@ -58,9 +58,15 @@ class RemoteRunTail:
     read_at: float = 0.0
     files: dict[str, Followed] = field(default_factory=dict)
     hint: str = ""  # what its row says in place of a note (a run the list cannot read from here)
+    #: how the whole run is read over ssh (read_once's options), for the list's history pass
+    read_options: dict = field(default_factory=dict)
 
     def read(self) -> None:
         self.read_at = time.monotonic()
+
+    def history_version(self) -> tuple:
+        """What its files hold now (names and bytes received): a history read before is stale when it moved."""
+        return tuple(sorted((n, f.tail.offset) for n, f in self.files.items()))
 
 
 class RemoteRunsWatch:
@@ -94,7 +100,8 @@ class RemoteRunsWatch:
             if run is None:
                 path = posixpath.normpath(posixpath.join(self.target.path, rel))
                 name = posixpath.basename(path) if rel == "." else rel
-                run = RemoteRunTail(path, clean(name, 4096), kind, self.target.host)
+                run = RemoteRunTail(path, clean(name, 4096), kind, self.target.host,
+                                    read_options={"ssh_options": self.ssh[0], "connect_timeout": self.ssh[1]})
                 if kind != "writer":  # its logs hold their sessions in their first lines: read whole when opened
                     run.hint = "a MindFormers log over ssh: Enter opens and reads it"
                 new.append(run)

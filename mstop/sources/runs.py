@@ -161,6 +161,11 @@ class RunTail:
         self.read_at = time.monotonic()
 
 
+    def history_version(self) -> tuple | None:
+        """Its rank files as last read (names, sizes, times): a history read before is stale when they moved;
+        None for a MindFormers log (read whole anyway)."""
+        return self._seen
+
     def adopt(self, store: Store, source: object) -> None:
         """Keep the whole history a monitor read of this run (and its source, which reads on from where it
         stopped): the row's figures from all of it from now on, goodput included."""

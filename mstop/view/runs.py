@@ -58,6 +58,10 @@ class RunRow:
     started: float | None = None  # the run's first start (its clock)
     ended: float | None = None  # its last sign of life, once it ended (finished, dead, failed); None: going on
     note: str = ""
+    run_name: str | None = None  # the name the writer was given (shown where it differs from the path)
+    #: the alerts and incidents count from the whole history (summary's figures): False while only the files'
+    #: ends are read (a NaN 300 steps back is not among them); the list shows "?" until it is read
+    history: bool = False
     error: str | None = None
     hint: str = ""  # shown in place of the note: why the list has no figures for it
     config: dict[str, Any] = field(default_factory=dict)  # the start event's fields (filter conditions)
@@ -88,8 +92,10 @@ ALIASES = {"loss_ema": "loss", "mem_headroom": "headroom"}
 
 
 def run_row(key: str, name: str, host: str, store: Store, opts: Options, health: Health, *, full: bool,
-            error: str | None = None, hint: str = "") -> RunRow:
-    """The row of one run from its store (the engine's figures; ``health`` keeps the run's alert state)."""
+            error: str | None = None, hint: str = "", history: History | None = None) -> RunRow:
+    """The row of one run from its store (the engine's figures; ``health`` keeps the run's alert state). A
+    store of the files' ends (``full`` False) gives its alerts and incidents from ``history`` (the whole
+    history read by :func:`read_history`) and the newest rows' alerts; without one they are unknown."""
     with store.lock:
         meta = figures.run_meta(store)
         first = figures.first_start(store)
@@ -100,15 +106,46 @@ def run_row(key: str, name: str, host: str, store: Store, opts: Options, health:
                      loss=figures.loss_ema(store, opts), tokens_per_s=figures.tokens_per_s(store),
                      mfu=figures.mfu(store, opts), headroom=figures.mem_headroom(store),
                      alerts=len(alerts), alert_kinds=sorted({a.kind for a in alerts}), started=first,
-                     note=str(meta.get("note") or ""), error=error, hint=hint, config=dict(meta), full=full)
+                     note=str(meta.get("note") or ""), error=error, hint=hint, config=dict(meta), full=full,
+                     run_name=str(meta["run_name"]) if meta.get("run_name") else None, history=full)
         if full and store.rows:
             from ..engine.goodput import ledger
 
             g = ledger(store, opts)
             row.goodput = None if g is None else g.public().get("goodput")
             row.incidents = sum(not i.active for i in health.incidents(store, opts, alerts))
+        elif history is not None:  # the tail's alerts and what the whole history held (a NaN long ago)
+            kinds = {(a.kind, a.rank) for a in alerts} | set(history.active)
+            row.alerts, row.alert_kinds = len(kinds), sorted({k for k, _ in kinds})
+            row.incidents, row.goodput, row.history = history.incidents, history.goodput, True
         row.ended = figures.last_row_time(store) if status in figures.ENDED else None
     return row
+
+
+@dataclass
+class History:
+    """What a run's whole history says that the files' ends cannot: its alerts that still hold (a NaN loss
+    300 steps back keeps nan_loss active), its past incidents, its goodput; read once in the background."""
+
+    active: list[tuple[str, int | None]]
+    incidents: int
+    goodput: float | None
+    version: tuple | None = ()  # the run's files when read (their names, sizes and times)
+    read_at: float = 0.0  # monotonic time of the read
+
+
+def read_history(spec: str, opts: Options, health: Health, **read: Any) -> History:
+    """Read a run whole (``read_once``), take its alerts, incidents and goodput, and let the store go."""
+    from ..engine.goodput import ledger
+    from ..sources import read_once
+
+    store = read_once(spec, **read)
+    with store.lock:
+        alerts = health.alerts(store, opts)
+        g = ledger(store, opts) if store.rows else None
+        incidents = sum(not i.active for i in health.incidents(store, opts, alerts))
+    return History(sorted({(a.kind, a.rank) for a in alerts}, key=str), incidents,
+                   None if g is None else g.public().get("goodput"))
 
 
 def _int(v: Any) -> int | None:
@@ -165,29 +202,34 @@ class Filter:
 
     text: str = ""
     words: list[str] = field(default_factory=list)
+    not_words: list[str] = field(default_factory=list)  # !~WORD: not in the name, run name nor note
     conditions: list[Condition] = field(default_factory=list)
 
     def matches(self, row: RunRow, now: float) -> bool:
-        hay = f"{row.name}\n{row.note}".lower()
-        if any(w not in hay for w in self.words):
+        hay = f"{row.name}\n{row.run_name or ''}\n{row.note}".lower()
+        if any(w not in hay for w in self.words) or any(w in hay for w in self.not_words):
             return False
         return all(_holds(c, row.value(c.field, now)) for c in self.conditions)
 
 
 def parse_filter(text: str, fields: set[str] | None = None) -> Filter:
     """The filter typed after ``/``. ``fields``: the start-event fields the runs have (a condition on a field
-    neither a column nor one of these is a FilterError, as is a comparison of a number with text)."""
+    neither a column nor one of these is a FilterError, as is a comparison of a number with text). A bare
+    ``!~WORD`` is a word the run's name and note must not contain (``mfu<0.3 !~ablation``)."""
     out = Filter(text=clean(text.strip(), 512))  # shown in the title: no control codes
-    for term in _split_terms(text):
+    known = ROW_KEYS | set(ALIASES) | (fields or set())
+    for term in _split_terms(text, known):
+        if term.startswith("!~") and len(term) > 2:
+            out.not_words.append(term[2:].lower())
+            continue
         m = _TERM.match(term)
         if m is None:
             if any(op in term for op in ("=", "<", ">", "~")):
                 raise FilterError(f"{term!r}: a condition is FIELD OP VALUE, e.g. status=running, world_size>=64, "
-                                  "note~recompute")
+                                  "note~recompute; !~WORD leaves out runs whose name or note has WORD")
             out.words.append(term.lower())
             continue
         name, op, value = m.group(1), "=" if m.group(2) == "==" else m.group(2), m.group(3).strip()
-        known = ROW_KEYS | set(ALIASES) | (fields or set())
         if fields is not None and name not in known:
             raise FilterError(f"{name!r}: no such field; fields are the columns ({', '.join(k for k, _ in COLUMNS)}) "
                               f"and the runs' start fields ({', '.join(sorted(fields)[:12])}"
@@ -200,15 +242,30 @@ def parse_filter(text: str, fields: set[str] | None = None) -> Filter:
     return out
 
 
-def _split_terms(text: str) -> list[str]:
-    """Terms separated by spaces, as a shell splits them (``note~"two words"`` is one term); ``world_size
-    >= 64`` (spaces around the operator) is one term too."""
+_OP = re.compile(r"^(>=|<=|!=|!~|==|=|>|<|~)")
+
+
+def _split_terms(text: str, known: set[str]) -> list[str]:
+    """Terms separated by spaces, as a shell splits them (``note~"two words"`` is one term). An operator with
+    spaces around it joins the field before it when that is a field (``world_size >= 64``); after a word
+    that is no field (``cnn !~sweep``) or a condition (``mfu<0.3 !~ablation``) it starts a term of its own."""
     import shlex
 
     try:
-        return shlex.split(re.sub(r"\s*(>=|<=|!=|!~|==|=|>|<|~)\s*", r"\1", text.strip()))
+        tokens = shlex.split(text.strip())
     except ValueError as e:  # an unbalanced quote
         raise FilterError(f"{clean(text, 512)!r}: {e} (quote a value with spaces: note~\"two words\")") from None
+    out: list[str] = []
+    for tok in tokens:
+        prev = out[-1] if out else None
+        if prev is not None and prev in known and _OP.match(tok):
+            out[-1] = prev + tok  # FIELD OP[VALUE]
+        elif prev is not None and _OP.fullmatch(prev[len(prev.rstrip("=<>!~")):] or "-") and \
+                prev.rstrip("=<>!~") in known:
+            out[-1] = prev + tok  # FIELD OP VALUE, the value after a space
+        else:
+            out.append(tok)
+    return out
 
 
 def _number(text: str) -> float | None:
@@ -250,6 +307,9 @@ READ_HIDDEN_EVERY = 10.0
 #: Seconds a run's row (its alerts: the costly part) is kept while its store does not change; its status,
 #: which time alone changes (running -> stalled -> dead), is computed again on every pass.
 ROW_EVERY = 300.0
+#: Least seconds between two reads of one run's whole history (a live run's files change every second; its
+#: new rows' alerts come from the files' ends meanwhile).
+HISTORY_EVERY = 60.0
 
 
 class RunsModel:
@@ -271,6 +331,9 @@ class RunsModel:
         self._done: dict[str, tuple[int, float]] = {}  # key -> (store version, monotonic time of its row)
         self._found_at = -math.inf
         self._errors: dict[str, str] = {}
+        self.histories: dict[str, History] = {}  # key -> its whole history's alerts, read in the background
+        #: seconds of each pass spent reading histories once every tail is read (one run at least)
+        self.history_budget = 1.0
 
     def runs(self) -> dict[str, Any]:
         """Every run of every watch, by its key (:func:`~mstop.sources.runs.run_spec`)."""
@@ -303,15 +366,45 @@ class RunsModel:
             if progress is not None and (i == len(page) - 1 or i >= len(page) and time.monotonic() - told >= every):
                 progress()
                 told = time.monotonic()
+        self._histories(runs, page)
         with self.lock:
             gone = [k for k in self.rows if k not in runs]
             for k in gone:
                 del self.rows[k]
                 self._done.pop(k, None)
+                self.histories.pop(k, None)
             if gone:
                 self.version += 1
         if progress is not None:
             progress()
+
+    def _histories(self, runs: dict[str, Any], page: list[str]) -> None:
+        """Read the whole history of runs whose rows only know their files' ends (the page first), for up to
+        ``history_budget`` seconds once every run's tail has been read; a run's history is read again when
+        its files change (and this pass has time)."""
+        if any(k not in self._done for k in runs):
+            return  # every tail first: the list's figures before its histories
+        t0 = time.monotonic()
+        order = [k for k in page if k in runs] + sorted(k for k in runs if k not in page)
+        for k in order:
+            run = runs[k]
+            if run.full or run.error:
+                continue
+            seen = run.history_version()
+            had = self.histories.get(k)
+            if had is not None and (had.version == seen or time.monotonic() - had.read_at < HISTORY_EVERY):
+                continue  # read, and unchanged since (or read again at most every HISTORY_EVERY s)
+            try:
+                got = read_history(k, self.opts, self.new_health(), **getattr(run, "read_options", {}))
+            except Exception as e:  # noqa: BLE001 - a history that cannot be read leaves the row as it is
+                log.info("mstop: the history of %s could not be read: %s", k, e)
+                continue
+            got.version, got.read_at = seen, time.monotonic()
+            self.histories[k] = got
+            self._done.pop(k, None)  # its row again, with the history
+            self._update(k, run)
+            if time.monotonic() - t0 >= self.history_budget:
+                return
 
     def _discover(self) -> None:
         problems = []
@@ -373,7 +466,7 @@ class RunsModel:
     def _row(self, key: str, run: Any, health: Health) -> RunRow:
         try:
             return run_row(key, run.name, run.host, run.store, self.opts, health, full=run.full, error=run.error,
-                           hint=getattr(run, "hint", ""))
+                           hint=getattr(run, "hint", ""), history=self.histories.get(key))
         except Exception as e:  # noqa: BLE001 - one run that breaks a figure is a row saying so, never the list
             log.exception("mstop: the row of %s could not be computed", key)
             return RunRow(key=key, name=run.name, host=run.host, status="unreadable",

@@ -81,17 +81,21 @@ class RunsTable(PagedTable):
         mark = self.marks.get(r.key)
         status = Text(r.status, style=STATUS_STYLE.get(r.status, ""), justify="left")
         step = "" if r.step is None else f"{r.step:,}" + ("" if r.total is None else f"/{r.total:,}")
+        unknown = r.step is not None and not r.history  # only the files' ends are read: a NaN long ago unseen
         if r.alerts or r.incidents:
-            alerts = Text(f"{r.alerts}" + (f" +{r.incidents} past" if r.incidents else ""),
+            alerts = Text(f"{r.alerts}" + (f" +{r.incidents} past" if r.incidents else "") + ("?" if unknown else ""),
                           style="bold red" if r.alerts else "yellow", justify="right")
         else:
-            alerts = Text("0" if r.full or r.step is not None else "", justify="right")
+            alerts = Text("?" if unknown else "0" if r.full or r.step is not None else "", justify="right")
+        name = Text(r.name)
+        if r.run_name and r.run_name != r.name.rstrip("/").rsplit("/", 1)[-1]:
+            name.append(f" · {r.run_name}", style="dim")  # the name the writer was given, where it differs
         loss = fmt.num(r.loss) if r.step is not None else ""
 
         def right(text: str) -> Text:
             return Text(text, justify="right")
 
-        return [Text("" if mark is None else str(mark), style="bold reverse"), Text(r.name), status, right(step),
+        return [Text("" if mark is None else str(mark), style="bold reverse"), name, status, right(step),
                 right(loss), right(fmt.si(r.tokens_per_s) if r.tokens_per_s is not None else ""),
                 right(fmt.pct(r.mfu) if r.mfu is not None else ""),
                 right(fmt.pct(r.headroom) if r.headroom is not None else ""),
