@@ -345,3 +345,23 @@ async def test_a_nan_long_ago_is_in_the_lists_alerts_once_its_history_is_read(tm
         assert row[1] == "exp-7 · llama-nan"
         await pilot.press("slash", *"alerts>0", "enter")
         await settle(pilot, lambda: [r[1].split(" ")[0] for r in table_rows(app)] == ["exp-7"])
+
+
+async def test_an_overlay_of_a_repeat_group_draws_every_member_and_the_name_stays_on_scroll(folder):
+    """Issue 27 #11: `=` made seed2 a repeat of seed1: the overlay drew seed1 alone."""
+    app = app_for(folder)
+    async with app.run_test(size=(160, 45)) as pilot:
+        await settle(pilot, lambda: len(table_rows(app)) == len(RUNS))
+        names = [r[1] for r in table_rows(app)]
+        await pilot.press("space")  # base: the baseline (the cursor steps down, as htop's space does)
+        for _ in range(names.index("recompute/seed1") - 1):
+            await pilot.press("down")
+        await pilot.press("space", "equals_sign", "o")  # seed1, then seed2 as its repeat
+        await settle(pilot, lambda: isinstance(app.screen, MonitorScreen), tries=1000)
+        await settle(pilot, lambda: "seed2" in str(app.screen.query_one("#loss-chart", Chart).legend()))
+        legend = str(app.screen.query_one("#loss-chart", Chart).legend())
+        assert "recompute/seed1" in legend and "recompute/seed2" in legend, legend
+        await pilot.press("escape")
+        await settle(pilot, lambda: not isinstance(app.screen, MonitorScreen))
+        table = app.runs_screen.query_one(RunsTable)
+        assert table.fixed_columns == 2

@@ -33,7 +33,8 @@ RUNS_KEYS = (
     ("space", "mark / unmark a run (the first marked is the baseline)"),
     ("=", "mark as a repeat of the last marked run (compared as one group)"),
     ("c", "compare the marked runs (the table of mstop compare)"),
-    ("o", f"overlay the marked runs by step in one monitor (up to {MAX_OVERLAY})"),
+    ("o", f"overlay the marked runs by step in one monitor, every repeat of a group (up to {MAX_OVERLAY})"),
+    ("left right", "scroll the columns sideways (the run's name stays)"),
     ("u", "unmark every run"),
     ("/", "filter (escape: leave it as it was; empty: no filter)"),
     ("s / S", "sort by the next column / reverse (or click a header)"),
@@ -205,9 +206,9 @@ class RunsScreen(Screen[None]):
 
     def action_help(self) -> None:
         self.app.push_screen(HelpScreen("mstop runs: keys", RUNS_KEYS, (
-            ("filter", f"{FILTER_HELP}\n  e.g.  status=running world_size>=64 note~recompute"),
-            ("figures", "from each run's last rows until it is opened; goodput and past incidents need the "
-                        "whole history: shown once a run has been opened"))))
+            ("filter", f"{FILTER_HELP}\n  e.g.  status=running world_size>=64 note~recompute  mfu<0.3 !~ablation"),
+            ("figures", "from each run's last rows first; alerts, past incidents and goodput from its whole history, "
+                        "read in the background (alerts '?' until then)"))))
 
     def action_sort(self, direction: int) -> None:
         table = self.query_one(RunsTable)
@@ -327,7 +328,7 @@ class RunsScreen(Screen[None]):
         groups = self._marked_specs()
         if groups is None:
             return
-        specs = [g[0] for g in groups]  # a group's first member stands for it on the charts
+        specs = [spec for g in groups for spec in g]  # every member of a group of repeats: its spread shows
         if len(specs) > MAX_OVERLAY:
             self.notify(f"{len(specs)} runs marked: overlaying the first {MAX_OVERLAY}", severity="warning")
             specs = specs[:MAX_OVERLAY]

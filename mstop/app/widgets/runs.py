@@ -31,6 +31,7 @@ class RunsTable(PagedTable):
 
     def on_mount(self) -> None:
         self.cursor_type = "row"
+        self.fixed_columns = 2  # the mark and the run's name stay when the columns scroll sideways
         self.add_column(" ", key="mark")
         for key, label in COLUMNS:
             self.add_column(label, key=key)
