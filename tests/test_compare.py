@@ -152,7 +152,7 @@ def test_bad_input_gets_messages_not_tracebacks(tmp_path):
     # a run without memory columns or MFU inputs
     res = as_json(base, nomem)
     assert fig(res, 1, "mem_headroom")["message"] == "n/a: no memory columns"
-    assert fig(res, 1, "mfu")["message"].startswith("n/a: peak or FLOPs/token unknown")
+    assert fig(res, 1, "mfu")["message"].startswith("n/a: no FLOPs per token")  # names what is missing
     # an empty run (files, no rows) beside a real one: the window comes from the runs that have rows
     res = as_json(base, empty)
     assert fig(res, 1, "tokens_per_s")["message"] == "empty run: no rows"

@@ -127,3 +127,28 @@ async def test_a_multi_line_error_is_one_line_in_the_header_and_lines_in_the_lis
         shown = str(app.screen.query_one("#alert-list").children[0].content)
         assert "- C++ Call Stack: (For framework developers)" in shown and "pipeline.cc:2075 RunGraph" in shown
         assert "\\x0a" not in shown
+
+
+async def test_mfu_says_what_is_missing_and_warns_over_100_percent(tmp_path):
+    """Item 19: a CNN given peak_flops but no tokens said 'MFU n/a' with no reason (compare: 'peak or
+    FLOPs/token unknown' though the peak is known); MFU 180 % was shown with no warning."""
+    from mstop.app import MonitorApp
+
+    cnn = tmp_path / "cnn"
+    write_events(cnn, 0, [start("s1", t=999.0, world_size=1, peak_flops=1e12)])
+    write_rank(cnn, 0, steps(1, 40, t0=1000.0, dt=1.0, step_time=1.0, loss=1.0, samples=32))
+    hot = tmp_path / "hot"
+    write_events(hot, 0, [start("s1", t=999.0, world_size=1, peak_flops=1e12, flops_per_token=6e6)])
+    write_rank(hot, 0, steps(1, 40, t0=1000.0, dt=1.0, step_time=1.0, loss=1.0, tokens=300000, mfu=1.8))
+    for run, want in ((cnn, "MFU n/a: no tokens (tokens_per_step), no FLOPs per token (n_params or "
+                            "flops_per_token)"), (hot, "MFU 180.0 % ! over 100 %: the peak or the FLOPs per token")):
+        app = MonitorApp(str(run), follow=False, clock=lambda: 1041.0)
+        async with app.run_test(size=(200, 50)) as pilot:
+            await settle(pilot)
+            shown = str(app.query_one("#mfu-text").content)
+            assert want in shown, shown
+    out = mstop("compare", str(cnn), str(cnn), "--format", "json")
+    import json
+
+    cell = json.loads(out.stdout)["runs"][0]["figures"]["mfu"]
+    assert cell["message"] == "n/a: no tokens (tokens_per_step), no FLOPs per token (n_params or flops_per_token)"

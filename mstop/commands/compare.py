@@ -227,7 +227,8 @@ def member_figures(m: Member, first: int, last: int, loss_at: int,
             cells["mem_peak"].value = max(peaks) if peaks else None
             dwf = per["data_wait_frac"]
             cells["data_wait_frac"].value = float(np.nanmax(dwf)) if (~np.isnan(dwf)).any() else None
-            for key, why in (("tokens_per_s", "no tokens column"), ("mfu", "peak or FLOPs/token unknown"),
+            no_mfu = figures.mfu_missing(store, opts) or "none in this window"
+            for key, why in (("tokens_per_s", "no tokens column"), ("mfu", no_mfu),
                              ("mem_headroom", "no memory columns"), ("mem_peak", "no memory columns"),
                              ("data_wait_frac", "no data_wait column"), ("step_time", "no step_time column")):
                 if cells[key].value is None:

@@ -282,6 +282,22 @@ def mfu(store: Store, opts: Options) -> float | None:
     return median(rank_mfu(store, opts))
 
 
+def mfu_missing(store: Store, opts: Options) -> str | None:
+    """Why the run has no MFU, naming what is missing (MFU = tokens/s x FLOPs per token / (ranks x peak));
+    None when it has one."""
+    if mfu(store, opts) is not None:
+        return None
+    meta = run_meta(store)
+    missing = []
+    if tokens_per_s(store) is None:
+        missing.append("no tokens (tokens_per_step)")
+    if not isinstance(meta.get("flops_per_token"), (int, float)) or not meta["flops_per_token"]:
+        missing.append("no FLOPs per token (n_params or flops_per_token)")
+    if not (opts.peak_flops or (isinstance(meta.get("peak_flops"), (int, float)) and meta["peak_flops"])):
+        missing.append("no peak (--peak-tflops)")
+    return ", ".join(missing) if missing else "no rows with all of its figures yet"
+
+
 def rank_data_wait_frac(store: Store, w: Window | None = None) -> np.ndarray:
     """Per rank: Σdata_wait / Σstep_time over the window."""
     w = w or window(store)

@@ -117,6 +117,7 @@ class ThroughputPart:
     mfu_series: Series | None = None
     peak_flops: float | None = None
     peak_source: str | None = None
+    mfu_missing: str | None = None  # why there is no MFU, naming what is missing (figures.mfu_missing)
 
 
 @dataclass

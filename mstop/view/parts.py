@@ -111,7 +111,7 @@ def throughput(store: Store, opts: Options) -> ThroughputPart:
                           step_time=figures.step_time(store), mfu=figures.mfu(store, opts),
                           peak_flops=opts.peak_flops or _f(meta.get("peak_flops")),
                           peak_source="--peak-tflops" if opts.peak_flops else meta.get("peak_flops_source"),
-                          profile=figures.latest_profile(store))
+                          profile=figures.latest_profile(store), mfu_missing=figures.mfu_missing(store, opts))
 
 
 def memory(store: Store) -> MemoryPart:

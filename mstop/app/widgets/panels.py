@@ -163,10 +163,14 @@ class MfuPanel(Vertical):
     def show(self, v: View) -> None:
         b = v.baseline or NO_BASELINE  # every field None without one
         t = Text()
-        if v.throughput.peak_flops is None:
+        if v.throughput.mfu is None and v.throughput.mfu_missing:
+            t.append(f"MFU n/a: {v.throughput.mfu_missing}")
+        elif v.throughput.peak_flops is None:
             t.append("MFU n/a: peak unknown, pass --peak-tflops")
         else:
             t.append(f"MFU {fmt.pct(v.throughput.mfu)}")
+            if v.throughput.mfu is not None and v.throughput.mfu > 1.0:  # more than the device can do
+                t.append(" ! over 100 %: the peak or the FLOPs per token is wrong", style="bold red")
             if b.mfu_delta is not None:
                 t.append(f" ({100 * b.mfu_delta:+.1f} pp vs baseline)")
             t.append(f" · peak {fmt.flops(v.throughput.peak_flops)}\n")
