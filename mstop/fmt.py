@@ -196,3 +196,14 @@ def count(n: int, noun: str) -> str:
 def rate(v: float) -> str:
     """A pace in words: ``12,345`` (whole units from 100 on), ``7.25`` below."""
     return f"{v:,.0f}" if abs(v) >= 100 else num(v, 3)
+
+
+def share_vs(v: float, limit: float, digits: int = 0) -> tuple[str, str]:
+    """``v`` and ``limit`` as percentages, ``v`` with as many decimals as it takes to differ from ``limit``
+    (at most three): ``10%`` against a limit of ``10%`` would say a share over its limit equals it."""
+    b = f"{100 * limit:.3f}".rstrip("0").rstrip(".") + "%"
+    for d in range(digits, 4):
+        a = f"{100 * v:.{d}f}"
+        if float(a) != round(100 * limit, d) or d == 3:
+            return a + "%", b
+    return f"{100 * v:.0f}%", b

@@ -449,6 +449,6 @@ def test_a_throughput_drop_without_tokens_is_seen_in_step_time(tmp_path):
     store = read_once(str(tmp_path))
     opts = Options(clock=lambda: t + 401)
     (a,) = [a for a in Health().alerts(store, opts) if a.kind == "throughput_drop"]
-    assert a.message == "steps/s 0.5 is 50% of the run's median 1", a.message
+    assert a.message == "steps/s 0.5 is 50% of the run's median 1 (limit 70%)", a.message
     (i,) = [i for i in Health().incidents(store, opts) if i.kind == "throughput_drop"]
     assert i.message.startswith("steps/s 0.5 around step") and i.active

@@ -329,7 +329,8 @@ def _throughput_drop(store: Store, d: RankData, rules: Rules) -> list[Alert]:
     if recent >= rules.throughput_fraction * median:
         return []
     return [Alert("throughput_drop", None, figures.step(store),
-                  f"{unit} {fmt.rate(recent)} is {recent / median:.0%} of the run's median {fmt.rate(median)}")]
+                  f"{unit} {fmt.rate(recent)} is {fmt.share_vs(recent / median, rules.throughput_fraction)[0]} of "
+                  f"the run's median {fmt.rate(median)} (limit {fmt.share_vs(0, rules.throughput_fraction)[1]})")]
 
 
 def _oom(store: Store, rules: Rules) -> list[Alert]:
@@ -337,7 +338,8 @@ def _oom(store: Store, rules: Rules) -> list[Alert]:
     for who, head in figures.headrooms(store).items():
         if head < rules.oom_critical:
             out.append(Alert("oom_risk", who.rank, figures.step(store),
-                             f"{who}: memory headroom {head:.1%} (critical under {rules.oom_critical:.0%})",
+                             f"{who}: memory headroom {fmt.share_vs(head, rules.oom_critical, 1)[0]} (critical "
+                             f"under {fmt.share_vs(head, rules.oom_critical)[1]})",
                              severity=-head))
     return out
 
@@ -355,7 +357,8 @@ def _starvation(store: Store, rules: Rules) -> list[Alert]:
             if d.rows - d.segments[-1].first_row <= rules.data_wait_warmup:
                 continue  # the session's first steps: its input pipeline is filling
             out.append(Alert("data_starvation", r, int(d.col("step")[-1]),
-                             f"rank {r} waits on input {f:.0%} of its step time (limit {rules.data_wait:.0%})",
+                             "rank {} waits on input {} of its step time (limit {})".format(
+                                 r, *fmt.share_vs(float(f), rules.data_wait)),
                              severity=float(f)))
     return out
 
@@ -417,8 +420,8 @@ def _stragglers(store: Store, rules: Rules) -> list[Alert]:
         since = int(d.col("step")[-run]) if run else int(d.col("step")[-1])
         alerts.append(Alert("straggler", r, since,
                             f"rank {r} waits on input {np.nanmedian(share[i]):.0%} of its step time, "
-                            f"{factor:.1f}x the median rank, in {int(count[i])} of its last {n} rows "
-                            f"(since step {since})", severity=factor))
+                            f"{factor:.1f}x the median rank, in {int(count[i])} of its last {n} rows",
+                            severity=factor))  # since which step: the alert's step, shown beside it
     return alerts
 
 

@@ -212,8 +212,9 @@ def _starvation(r: int, d: RankData, rules: Any, recent_hit: bool | None = None)
     fire = np.isfinite(share) & (share > rules.data_wait) & (mean_wait >= rules.data_wait_floor_s) & \
         (rows - first > rules.data_wait_warmup)
     return _incidents("data_starvation", r, d, rows, fire, share,
-                      lambda k: f"rank {r} waited on input {share[k]:.0%} of its step time around step "
-                                f"{int(d.col('step')[rows[k]])} (limit {rules.data_wait:.0%})")
+                      lambda k: "rank {} waited on input {} of its step time around step {} (limit {})".format(
+                          r, fmt.share_vs(share[k], rules.data_wait)[0], int(d.col('step')[rows[k]]),
+                          fmt.share_vs(share[k], rules.data_wait)[1]))
 
 
 def _oom(r: int, d: RankData, rules: Any, recent_hit: bool | None = None) -> list[Incident]:
@@ -226,8 +227,9 @@ def _oom(r: int, d: RankData, rules: Any, recent_hit: bool | None = None) -> lis
     head = 1.0 - d.col("mem_peak")[rows].astype(np.float64) / d.col("mem_total")[rows].astype(np.float64)
     fire = np.isfinite(head) & (head < rules.oom_critical)
     return _incidents("oom_risk", r, d, rows, fire, head,
-                      lambda k: f"rank {r}: memory headroom {head[k]:.1%} at step {int(d.col('step')[rows[k]])} "
-                                f"(critical under {rules.oom_critical:.0%})", worst_high=False)
+                      lambda k: f"rank {r}: memory headroom {fmt.share_vs(head[k], rules.oom_critical, 1)[0]} at "
+                                f"step {int(d.col('step')[rows[k]])} (critical under "
+                                f"{fmt.share_vs(head[k], rules.oom_critical)[1]})", worst_high=False)
 
 
 def _throughput(d: RankData, rules: Any) -> list[Incident]:
@@ -249,7 +251,8 @@ def _throughput(d: RankData, rules: Any) -> list[Incident]:
         (recent < rules.throughput_fraction * med)
     return _incidents("throughput_drop", None, d, rows, fire, recent,
                       lambda k: f"{unit} {fmt.rate(recent[k])} around step {int(d.col('step')[rows[k]])} was "
-                                f"{recent[k] / med:.0%} of the run's median {fmt.rate(med)}", worst_high=False)
+                                f"{fmt.share_vs(recent[k] / med, rules.throughput_fraction)[0]} of the run's median "
+                                f"{fmt.rate(med)}", worst_high=False)
 
 
 def _stalls(store: Store, d: RankData) -> list[Incident]:
