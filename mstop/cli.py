@@ -480,10 +480,12 @@ def summary_of_runs(watches: list, args: argparse.Namespace) -> int:
             print(f"mstop: {problem}", file=sys.stderr)
         for run in sorted(w.runs.values(), key=lambda r: r.name):
             spec = run_spec(run)
+            # named as the argument names its folder: a relative folder gives relative paths
+            shown = spec if run.host or os.path.isabs(w.label) else os.path.join(w.label, run.name)
             try:
                 store = read_once(spec, ssh_options=_ssh_options(args), connect_timeout=args.connect_timeout)
                 opts = Options(peak_flops=_peak_flops(args), ema_weight=args.smoothing)
-                summary = summarize(store, spec, opts, Health(rules))
+                summary = summarize(store, shown, opts, Health(rules))
             except SourceError as e:
                 print(f"mstop: {e}", file=sys.stderr)
                 worst = 2

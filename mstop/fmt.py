@@ -207,3 +207,20 @@ def share_vs(v: float, limit: float, digits: int = 0) -> tuple[str, str]:
         if float(a) != round(100 * limit, d) or d == 3:
             return a + "%", b
     return f"{100 * v:.0f}%", b
+
+
+def exact(v: float | None, unit: str) -> str:
+    """A value to the last digit the store keeps (time and step exact, the rest float32: 7 significant
+    digits), then in its unit where that reads easier: ``553,648,128 B (528 MiB)``, ``0.0401 s (40.1 ms)``."""
+    if v is None or not math.isfinite(v):
+        return num(v)
+    if unit == "bytes":
+        return f"{v:,.0f} B ({tick(v, 'B')})"
+    text = f"{v:,.0f}" if v == int(v) and abs(v) < 1e15 else f"{v:.7g}"
+    if unit == "s":
+        return f"{text} s ({ms(v)})"
+    if unit == "fraction":
+        return f"{text} ({pct(v)})"
+    if unit in ("tokens/s", "tokens", "samples"):
+        return f"{text} {unit}"
+    return text

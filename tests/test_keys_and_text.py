@@ -152,3 +152,59 @@ async def test_mfu_says_what_is_missing_and_warns_over_100_percent(tmp_path):
 
     cell = json.loads(out.stdout)["runs"][0]["figures"]["mfu"]
     assert cell["message"] == "n/a: no tokens (tokens_per_step), no FLOPs per token (n_params or flops_per_token)"
+
+
+def test_the_loss_window_of_compare_never_reads_backwards(tmp_path):
+    """Item 23: 'loss at step 700: mean over steps 690:512' when a run ended at 512."""
+    write_rank(tmp_path / "a", 0, steps(1, 800, loss=lambda s: 1.0 / s, step_time=0.5, tokens=100))
+    write_rank(tmp_path / "b", 0, steps(1, 512, loss=lambda s: 1.0 / s, step_time=0.4, tokens=100))
+    out = mstop("compare", str(tmp_path / "a"), str(tmp_path / "b"), "--steps", "600:700", "--format", "markdown")
+    assert "loss at step 700: mean over steps 690:710" in out.stdout and "690:512" not in out.stdout
+    assert "no loss in steps 690:710" in out.stdout
+
+
+async def test_go_to_step_shows_every_figure_to_the_last_digit(tmp_path):
+    """Item 23: `g` promised the last digit and printed tokens_per_s=6.1 k and 528 MiB."""
+    from mstop.app import MonitorApp
+
+    write_rank(tmp_path, 0, steps(1, 20, t0=1000.0, loss=lambda s: 1.0 / s, step_time=0.0401, tokens_per_s=6123.457,
+                                  mem_used=553648128, tokens=4096))
+    app = MonitorApp(str(tmp_path), follow=False, clock=lambda: 1030.0)
+    async with app.run_test(size=(200, 50)) as pilot:
+        await settle(pilot)
+        await pilot.press("g", "1", "0", "enter")
+        await pilot.pause()
+        shown = str(app.screen.query_one("#step-values").content)
+        assert "tokens_per_s=6123.457 tokens/s" in shown and "mem_used=553,648,128 B (528 MiB)" in shown, shown
+        assert "step_time=0.0401 s (40.1 ms)" in shown and "loss=0.1 " in shown
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed (.ci/run installs it)")
+def test_no_color_means_no_colour_codes_at_all():
+    """Item 23: NO_COLOR=1 still drew 256-colour greys."""
+    import re
+
+    from tests.test_tmux import _tmux, _until
+
+    sock = f"mstop-test-{uuid.uuid4().hex[:8]}"
+    _tmux(sock, f"{sys.executable} -m mstop tests/fixtures/snap-run; sleep 30", {"NO_COLOR": "1"})
+    try:
+        _until(sock, ["llama-7b baseline", "q quit"])
+        time.sleep(0.5)
+        raw = subprocess.run(["tmux", "-L", sock, "capture-pane", "-p", "-e"], capture_output=True,
+                             text=True).stdout
+        colours = re.findall(r"\x1b\[[0-9;]*(?:38|48);[25];[0-9;]*m|\x1b\[(?:3|4|9|10)[0-7]m", raw)
+        assert not colours, sorted(set(colours))[:5]
+    finally:
+        subprocess.run(["tmux", "-L", sock, "kill-server"], capture_output=True)
+
+
+def test_summary_of_a_relative_folder_names_its_runs_relative(tmp_path):
+    """Item 23: `summary runs/` printed absolute paths for a relative argument."""
+    import json
+
+    shutil.copytree(ROOT / "tests" / "fixtures" / "snap-runs", tmp_path / "runs")
+    out = subprocess.run([sys.executable, "-m", "mstop", "summary", "runs", "--json"], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=120)
+    dirs = sorted(r["run_dir"] for r in json.loads(out.stdout)["runs"])
+    assert dirs[0] == os.path.join("runs", "base") and all(not os.path.isabs(d) for d in dirs), dirs

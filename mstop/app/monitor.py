@@ -588,7 +588,9 @@ class MstopApp(App[None]):
     TITLE = "mstop"
 
     def __init__(self) -> None:
-        super().__init__()
+        # NO_COLOR: no colour at all (Textual's own maps colours to 256-colour greys unless it draws with the
+        # terminal's ANSI colours, where it drops them): every distinction is a glyph or a word too
+        super().__init__(ansi_color=True if "NO_COLOR" in os.environ else None)
         #: what must be undone however the app ends (mstop demo: stop the job, remove its directory)
         self.cleanups: list[Callable[[], None]] = []
         self._stopping = False

@@ -129,7 +129,7 @@ class GoToStepScreen(ModalScreen[None]):
         cols = sorted({c for row in values.values() for c, val in row.items() if val is not None})
         for r, row in list(values.items())[:16]:
             t.append(f"rank {r}: ")
-            t.append(Text("  ".join(f"{c}={fmt.with_unit(row.get(c), UNITS.get(c, ''))}" for c in cols
+            t.append(Text("  ".join(f"{c}={fmt.exact(row.get(c), UNITS.get(c, ''))}" for c in cols
                                     if row.get(c) is not None)))
             t.append("\n")
         if len(values) > 16:

@@ -184,9 +184,12 @@ class Comparison:
 
     @property
     def loss_steps(self) -> tuple[int, int]:
-        """The steps the "loss at step N" mean covers, as far as every run goes."""
-        hi = self.loss_at + LOSS_HALF_WIDTH
-        return self.loss_at - LOSS_HALF_WIDTH, hi if self.loss_last is None else min(hi, self.loss_last)
+        """The steps the "loss at step N" mean covers, as far as every run goes (a run that ends before them
+        has no loss there: its cell says so, and the range is not cut below its start: never ``690:512``)."""
+        lo, hi = self.loss_at - LOSS_HALF_WIDTH, self.loss_at + LOSS_HALF_WIDTH
+        if self.loss_last is not None and lo <= self.loss_last < hi:
+            hi = self.loss_last
+        return lo, hi
 
 
 def member_figures(m: Member, first: int, last: int, loss_at: int,
