@@ -17,7 +17,7 @@ from textual.widgets import DataTable, Static
 from ... import fmt
 from ...view import RankRow, View
 
-RANK_COLUMNS = (("rank", "rank"), ("host", "host"), ("step", "step"), ("step_time", "step time"),
+RANK_COLUMNS = (("rank", "rank"), ("host", "host"), ("step", "step"), ("step_time", "step time (median)"),
                 ("tokens_per_s", "tokens/s"), ("headroom", "headroom"), ("data_wait", "data wait"),
                 ("age", "last row"))
 
