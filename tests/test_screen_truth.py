@@ -48,7 +48,7 @@ async def test_a_finished_run_opened_an_hour_later_shows_its_own_duration_and_no
     run = _run(tmp_path / "run", last=100, end=True, total=100)
     head, _ = await _header(run, now=1100.0 + 3600)
     assert "status FINISHED" in head
-    assert "elapsed 1 m 39 s" in head  # first row (1001) to last row (1100), not to now
+    assert "elapsed 1 m 41 s" in head  # its start (999) to its end (1100), not to now
     assert "ETA" not in head and "steps/s" not in head
 
 
@@ -129,12 +129,13 @@ def test_piped_text_has_no_trailing_spaces_and_cuts_no_cell(tmp_path):
 
 
 async def test_a_dead_run_has_no_eta_and_its_own_duration(tmp_path):
-    """Heartbeats every 30 s, the last row at 1,200 and nothing since: dead after 3 heartbeats."""
+    """Heartbeats every 30 s, the last row at 1,200 and nothing since: dead after 3 heartbeats; elapsed runs
+    from its start (999) to its last sign of life (1,200)."""
     run = _run(tmp_path / "run", last=200)
     write_events(run, 0, [{"time": 1200.0, "kind": "heartbeat"}])
     head, _ = await _header(run, now=1200.0 + 3600)
     assert "status DEAD" in head
-    assert "elapsed 3 m 19 s" in head and "ETA" not in head and "steps/s" not in head
+    assert "elapsed 3 m 21 s" in head and "ETA" not in head and "steps/s" not in head
 
 
 async def test_the_recent_window_narrows_the_loss_axis_whatever_the_marks(tmp_path):
@@ -192,7 +193,9 @@ async def test_units_in_the_go_to_step_dialog_and_the_mfu_peak(tmp_path):
         await pilot.press("enter")
         await settle(pilot)
         shown = str(app.screen.query_one("#step-values").content)
-        assert "mem_peak=524 MiB" in shown and "data_wait=0.3 ms" in shown and "step_time=500.0 ms" in shown
+        # the exact value as written, then its unit's reading
+        assert "mem_peak=549,704,000 B (524 MiB)" in shown and "data_wait=0.000324707 s (0.3 ms)" in shown
+        assert "step_time=0.5 s (500.0 ms)" in shown
         assert "e+08" not in shown and "e-04" not in shown
 
 

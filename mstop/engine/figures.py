@@ -84,7 +84,7 @@ def window(store: Store) -> Window:
 
 def _window(store: Store) -> Window:
     ranks = [r for r in sorted(store.ranks) if store.ranks[r].rows]
-    cols = {c: np.full((len(ranks), WINDOW), np.nan) for c in (*_COLS, ACHIEVED)}
+    cols = {c: np.full((len(ranks), WINDOW), np.nan) for c in (*_COLS, "step", ACHIEVED)}
     for i, r in enumerate(ranks):
         d = store.ranks[r]
         if len(d.segments) > 1:  # a resume cut older rows, and each session's first row is left out
@@ -94,6 +94,7 @@ def _window(store: Store) -> Window:
         exact, floats = d.exact.view()[idx], d.floats.view()[idx]
         k = len(exact)
         cols["time"][i, WINDOW - k:] = exact[:, 0]
+        cols["step"][i, WINDOW - k:] = exact[:, 1]
         for c in _COLS[1:]:
             cols[c][i, WINDOW - k:] = floats[:, FLOAT_INDEX[c]]
         if ACHIEVED in d.extras:
@@ -900,14 +901,19 @@ ENDED = ("finished", "dead", "failed")
 
 
 def elapsed(store: Store, opts: Options, now: float) -> float | None:
-    """Seconds the run has taken: since its earliest ``start`` event while it goes on; for a run that ended
-    (finished, dead or failed), from its first row to its last (opening it an hour later changes nothing)."""
-    if status(store, opts) in ENDED:
-        firsts = [float(d.col("time")[0]) for d in store.ranks.values() if d.rows]
-        last = last_row_time(store)
-        return last - min(firsts) if firsts and last is not None else None
+    """Seconds the run has taken: since its earliest ``start`` event (else its first row) while it goes on;
+    for a run that ended (finished, dead or failed), from then to its last sign of life (its end: opening it an
+    hour later changes nothing, and the figure does not shrink when the run finishes)."""
     first = first_start(store)
-    return None if first is None else now - first
+    if first is None:
+        firsts = [float(d.col("time")[0]) for d in store.ranks.values() if d.rows]
+        first = min(firsts) if firsts else None
+    if first is None:
+        return None
+    if status(store, opts) in ENDED:  # to its last sign of life (its end): it never shrinks at the finish
+        lives = [t for d in store.ranks.values() if (t := last_life(d)) is not None]
+        return max(lives) - first if lives else None
+    return now - first
 
 
 #: the longest start-up believed (a start event to its session's first row); see goodput.MAX_STARTUP
@@ -967,6 +973,21 @@ def rank_step_time(w: Window) -> np.ndarray:
 def step_time(store: Store) -> float | None:
     """The median over ranks of each rank's median step time in the recent window."""
     return median(rank_step_time(window(store)))
+
+
+def seconds_per_step(store: Store) -> float | None:
+    """The job's real pace: per rank the median over the recent window of the time between rows per step
+    between them, then the median over ranks; else the step time. A MindFormers log's per-step time is the
+    network's compute alone (2 steps/s real against 86 from the compute), and a log may print every N steps."""
+    def compute() -> float | None:
+        w = window(store)
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            dt, ds = np.diff(w.cols["time"], axis=1), np.diff(w.cols["step"], axis=1)
+            per = np.where(ds > 0, dt / np.where(ds > 0, ds, 1.0), np.nan)
+            got = median(np.nanmedian(per, axis=1)) if per.size else None
+        return got if got is not None and got > 0 else step_time(store)
+    return store.memo("seconds_per_step", compute)
 
 
 def eta(store: Store, opts: Options, seconds_per_step: float | None) -> float | None:

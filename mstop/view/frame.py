@@ -56,6 +56,8 @@ class HeaderPart:
     eta: float | None = None
     elapsed: float | None = None
     steps_per_s: float | None = None
+    #: the slowest and the furthest rank's last steps when they differ (the header's step is the furthest's)
+    step_spread: tuple[int, int] | None = None
     #: "no row for 14 s, usual step 40 ms": the job writes no rows far beyond its pace (pace and ETA not live)
     quiet: str | None = None
     tokens_seen: float | None = None

@@ -94,10 +94,13 @@ def _skew_note(store: Store, opts: Options) -> str | None:
 
 def _pace(h: HeaderPart, store: Store, opts: Options) -> None:
     """steps/s and the ETA while rows arrive; far past the job's pace, how long none came instead."""
-    step_time = figures.step_time(store)
+    pace = figures.seconds_per_step(store)  # the real pace: rows' times, not the step's own time
     # steps/s is the pace now: a stalled or ended run has none (its last pace is the step time's business)
-    h.steps_per_s = 1.0 / step_time if step_time and h.status in ("running", "starting") else None
-    h.eta = figures.eta(store, opts, step_time)
+    h.steps_per_s = 1.0 / pace if pace and h.status in ("running", "starting") else None
+    h.eta = figures.eta(store, opts, pace)
+    lasts = [int(d.col("step")[-1]) for d in store.ranks.values() if d.rows]
+    if len(lasts) > 1 and min(lasts) != max(lasts):  # the header's step is the furthest rank's
+        h.step_spread = (min(lasts), max(lasts))
     quiet = figures.quiet_for(store, opts) if h.status == "running" else None
     if quiet is not None:  # far past its pace: the last pace and its ETA are not live figures
         usual = figures.usual_interval(store)

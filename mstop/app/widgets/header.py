@@ -75,6 +75,8 @@ class Header(Static):
                 t.append(f" · ETA {fmt.duration(h.eta) if h.eta is not None else 'n/a (' + h.status + ')'}")
         else:
             t.append(f"step {step}")
+        if h.step_spread is not None and h.step_spread[1] - h.step_spread[0] > 1:
+            t.append(f" (ranks at {h.step_spread[0]:,}-{h.step_spread[1]:,})")
         if h.quiet is not None:  # far past its pace: no live ETA nor pace, but how long it has been silent
             t.append(" · ")
             t.append(h.quiet, style="bold")

@@ -81,7 +81,8 @@ class LossPanel(Vertical):
         if v.loss.custom:
             self._custom(v, xlabel)
         self.query_one("#lr-chart", Chart).show_series(
-            f"lr {fmt.num(v.loss.lr_now)}   grad norm {fmt.num(v.loss.grad_norm_now)}   x: {xlabel}",
+            f"lr {fmt.num(v.loss.lr_now)}   grad norm {fmt.num(v.loss.grad_norm_now)}   x: {xlabel}"
+            + (f" · rank {v.chart_rank}" if v.header.ranks_seen > 1 and v.chart_rank is not None else ""),
             [("lr", v.loss.lr)], right=("grad norm", v.loss.grad_norm), xkind=v.xaxis)
 
 
