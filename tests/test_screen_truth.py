@@ -260,3 +260,38 @@ async def test_smoothing_keys_leave_one_toast(tmp_path):
             await pilot.press("s")
         await settle(pilot)
         assert len(app._notifications) == 1
+
+
+async def test_a_mindformers_log_paces_by_its_lines_not_its_compute_time(tmp_path):
+    """MindFormers' per_step_time is the network's compute (12 ms) while a step takes 0.5 s of wall time: the
+    header's pace and ETA follow the wall (2 steps/s, 60 steps to go = 30 s), not 86 steps/s and ETA 0 s."""
+    from tests.mflines import Log
+
+    log = Log(t0=1_796_108_985.0)
+    for s in range(1, 41):
+        log.t += 0.488
+        log.step(1, 1, s, 100, 5.0 - s * 0.01, step_ms=12.0)
+    d = tmp_path / "output" / "log" / "rank_0"
+    d.mkdir(parents=True)
+    (d / "info.log").write_text(log.text())
+    head, _ = await _header(tmp_path / "output", now=log.t + 0.2)
+    assert "status RUNNING" in head, head
+    assert "· 2 steps/s" in head and "ETA 30 s" in head, head
+
+
+async def test_the_header_says_when_ranks_are_at_different_steps_and_the_charts_name_their_rank(tmp_path):
+    """Rank 1 is 60 steps ahead of rank 0: the header's step is rank 1's and says where the ranks are; the
+    loss, lr and throughput charts, drawn from rank 0, say so."""
+    run = tmp_path / "run"
+    for rank, last in ((0, 140), (1, 200)):
+        write_events(run, rank, [start("s1", t=999.0, total_steps=1000, rank=rank, world_size=2)])
+        write_rank(run, rank, steps(1, last, t0=1000.0 + (200 - last), dt=1.0, step_time=1.0, tokens=1000,
+                                    loss=lambda s: 3.0 / s ** 0.2, lr=1e-4))
+    app = MonitorApp(str(run), follow=False, clock=lambda: 1201.0)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settle(pilot)
+        lines = screen_lines(app)
+        screen = "\n".join(lines)
+        assert "step 200 / 1,000" in screen and "(ranks at 140-200)" in screen, screen
+        assert any(line.lstrip("│ ").startswith("loss ") and "(rank 0)" in line for line in lines), screen
+        assert "x: step · rank 0" in screen and "tokens/s, rank 0" in screen, screen

@@ -42,7 +42,7 @@ class LossPanel(Vertical):
         title = f"loss {fmt.num(v.loss.now)}  smoothed({smoothing:g}) {fmt.num(v.loss.ema)}  min {fmt.num(v.loss.min)}"
         if v.loss.nan_steps:
             title += f"  !! NaN/Inf at step {v.loss.nan_first_step:,}"  # a step on every x axis, not unix seconds
-        if v.chart_rank:
+        if v.chart_rank is not None and (v.chart_rank or v.header.ranks_seen > 1):  # the header's is the furthest
             title += f"  (rank {v.chart_rank})"
         if log:
             title += "  (log)"
@@ -131,7 +131,9 @@ class ThroughputPanel(Vertical):
         what = v.throughput.series_of
         lines = (([("baseline", b.throughput)] if v.baseline else []) + overlay_lines(v, "throughput")
                  + [(what, v.throughput.series)])
-        self.query_one("#tp-chart", Chart).show_series(what + (" (and baseline)" if v.baseline else ""), lines,
+        whose = f", rank {v.chart_rank}" if v.chart_rank is not None and v.header.ranks_seen > 1 else ""
+        self.query_one("#tp-chart", Chart).show_series(what + whose + (" (and baseline)" if v.baseline else ""),
+                                                       lines,
                                                        xkind=v.xaxis, yunit="tok/s" if what == "tokens/s" else "/s")
 
 
