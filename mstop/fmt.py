@@ -145,8 +145,9 @@ def nice_ticks(lo: float, hi: float, count: int = 5, *, whole: bool = False) -> 
     first = math.ceil(lo / step - 1e-9) * step
     out = []
     k = 0
+    digits = 2 - math.floor(math.log10(step))  # the step's digits and two more: float dust off, tiny steps kept
     while first + k * step <= hi + step * 1e-9 and k < 100:
-        out.append(round(first + k * step, 12))
+        out.append(round(first + k * step, digits))
         k += 1
     return out
 
@@ -169,6 +170,81 @@ def tick(v: float, unit: str = "", step: float | None = None) -> str:
     else:
         text = f"{v:.3g}"
     return f"{text} {unit}" if unit else text
+
+
+#: an axis's scales by unit, largest first: (name, factor); one is chosen for the whole axis
+_AXIS_SCALES = {
+    "B": (("TiB", 2.0**40), ("GiB", 2.0**30), ("MiB", 2.0**20), ("KiB", 2.0**10), ("B", 1.0)),
+    "s": (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)),
+}
+_SI = (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3), ("", 1.0))
+
+
+def binary_scale(v: float) -> float:
+    """The factor of the binary unit ``v`` bytes is read in (2**20 for 528 MiB; 1 below 1 KiB)."""
+    return next((f for _, f in _AXIS_SCALES["B"] if abs(v) >= f), 1.0)
+
+
+def ticks(values: list[float], unit: str = "", *, log: bool = False) -> list[str]:
+    """The labels of one axis, in one format: one scale for all (``1.5 k``, ``2.0 k``; ``528.2 MiB``,
+    ``528.4 MiB``; ``5.0e-05``, ``1.0e-04``), with the fewest decimals that tell every label from its
+    neighbours (a linear axis: the tick step's digits) and read each (round) value as it is. A per-label format
+    mixes ``0.001 / 5.0e-04 / 0`` on one axis and labels 528.1 and 528.4 MiB both ``528 MiB``."""
+    vals = [float(v) for v in values if math.isfinite(v)]
+    if len(vals) != len(values) or not vals:
+        return [tick(float(v), unit) for v in values]
+    big = max(abs(v) for v in vals)
+    small = min((abs(v) for v in vals if v), default=0.0)
+    scales = _AXIS_SCALES.get(unit, _SI)
+
+    def scale_of(v: float) -> tuple[str, float]:
+        return next(((n, f) for n, f in scales if abs(v) >= f), scales[-1])
+
+    # the scientific form: an axis of tiny values, or a log axis that reaches them (1e-02 … 1e-04)
+    sci = unit not in _AXIS_SCALES and (0 < big < 1e-3 or (log and 0 < small < 1e-3))
+    # one scale for a linear axis; a log axis over decades reads best with each label's own (1, 100, 10 k, 1 M)
+    named = [("", 1.0)] * len(vals) if sci else [scale_of(v) for v in vals] if log else [scale_of(big)] * len(vals)
+    xs = [v / f for v, (_, f) in zip(vals, named)]
+    distinct = sorted(set(xs))
+    gaps = [b - a for a, b in zip(distinct, distinct[1:])]
+    # a linear axis: the tick step's digits (a step of 0.2 needs one decimal, of 0.05 two)
+    first = 0 if sci or log or not gaps else max(0, -math.floor(math.log10(min(gaps)) + 1e-9))
+
+    def label(x: float, d: int) -> str:
+        if sci:
+            return "0" if x == 0 else f"{x:.{d}e}"
+        text = f"{x:.{d}f}"
+        return text.lstrip("-") if float(text) == 0 else text
+
+    labels: list[str] = []
+    for d in range(first, first + 12):
+        labels = [label(x, d) for x in xs]
+        close = all(abs(float(lab) - x) <= 1e-6 * abs(x) for lab, x in zip(labels, xs))  # ticks are round
+        if len({(lab, n) for lab, (n, _) in zip(labels, named)}) == len(set(vals)) and (close or d >= first + 3):
+            break
+    out = []
+    for lab, (name, _) in zip(labels, named):
+        suffix = " ".join(p for p in (name, unit if unit not in _AXIS_SCALES else "") if p)
+        out.append(f"{lab} {suffix}" if suffix else lab)
+    return out
+
+
+def log_ticks(lo: float, hi: float, count: int = 5) -> list[float]:
+    """Tick positions (log10 values) for a log axis over log10 values [lo, hi], at values people read: the
+    decades inside (thinned to about ``count``), else the 1-2-5 values inside, else 1..9 times a power of
+    ten, else (a range narrower than that) 1-2-5 steps of the values themselves."""
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        return []
+    if hi <= lo:
+        return [lo]
+    for mantissas in ((1,), (1, 2, 5), tuple(range(1, 10))):
+        vals = [math.log10(m) + k for k in range(math.floor(lo) - 1, math.ceil(hi) + 1) for m in mantissas]
+        inside = [v for v in vals if lo - 1e-9 <= v <= hi + 1e-9]
+        if len(inside) >= 2:
+            step = max(1, math.ceil(len(inside) / count))
+            return inside[::step]
+    linear = sorted({v for v in nice_ticks(10 ** lo, 10 ** hi, min(count, 3)) if v > 0})
+    return [math.log10(v) for v in linear]
 
 
 def clock_tick(t: float, *, elapsed_from: float | None = None) -> str:

@@ -50,3 +50,48 @@ def test_glyph_lines_keep_their_glyph_and_marks_sit_over_lines():
                          Layer(np.array([2.0]), np.array([2.0]), "C", "white", scatter=True)])
     text = to_text(draw(fig, 20, 10)).plain
     assert text.count("C") == 1 and text.count("•") == 4  # the checkpoint hides one raw point
+
+
+# a chart's range: any start, a width above float dust (canvas.span widens a flat one)
+_ends = st.tuples(st.floats(-1e13, 1e13, allow_nan=False), st.floats(1e-9, 1e13)).filter(
+    lambda e: e[1] > abs(e[0]) * 1e-9)
+
+
+@given(_ends, st.integers(2, 6), st.sampled_from(["", "B", "s", "%", "tok/s"]))
+@settings(max_examples=300, deadline=None)
+def test_a_linear_axis_labels_every_tick_apart_in_one_format(lo_width, count, unit):
+    """Whatever the range: one scale and one number of decimals for the whole axis, and no two ticks alike."""
+    from mstop import fmt
+
+    lo, width = lo_width
+    ticks = fmt.nice_ticks(lo, lo + width, count)
+    labels = fmt.ticks(ticks, unit)
+    assert len(labels) == len(ticks)
+    assert len(set(labels)) == len(set(ticks)), (ticks, labels)
+    numbers = [lab.split(" ")[0] for lab in labels]
+    suffixes = {lab.partition(" ")[2] for lab in labels}
+    assert len(suffixes) == 1, labels  # one unit and prefix
+    sci = {("e" in n) for n in numbers if n != "0"}
+    assert len(sci) <= 1, labels  # never 0.001 beside 5.0e-04
+    if sci != {True}:
+        assert len({len(n.partition(".")[2]) for n in numbers}) == 1, labels  # one number of decimals
+
+
+@given(st.floats(-12, 12), st.floats(0.01, 20))
+@settings(max_examples=300, deadline=None)
+def test_a_log_axis_ticks_at_values_people_read(lo, width):
+    """Log ticks are decades, 1-2-5 or 1..9 times a power of ten, or round linear steps of a narrow range;
+    their labels differ and never show a log10 exponent (a negative label for positive values)."""
+    import math
+
+    from mstop import fmt
+
+    ticks = fmt.log_ticks(lo, lo + width)
+    assert ticks and all(lo - 1e-9 <= t <= lo + width + 1e-9 for t in ticks)
+    labels = fmt.ticks([10 ** t for t in ticks], log=True)
+    assert len(set(labels)) == len(labels) and not any(lab.startswith("-") for lab in labels), labels
+    if width >= math.log10(2):  # wide enough for two 1-2-5 values
+        assert len(ticks) >= 2
+        for t in ticks:
+            mant = 10 ** (t - math.floor(t + 1e-9))
+            assert min(abs(mant - m) for m in range(1, 11)) < 1e-6, (ticks, labels)

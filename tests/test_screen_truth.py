@@ -295,3 +295,78 @@ async def test_the_header_says_when_ranks_are_at_different_steps_and_the_charts_
         assert "step 200 / 1,000" in screen and "(ranks at 140-200)" in screen, screen
         assert any(line.lstrip("│ ").startswith("loss ") and "(rank 0)" in line for line in lines), screen
         assert "x: step · rank 0" in screen and "tokens/s, rank 0" in screen, screen
+
+
+def _axis_labels(chart_text: str, side: str) -> list[str]:
+    """The tick labels of a chart's left or right axis, as drawn: the text before the first ``┤`` (left), or
+    after the last ``├`` (right), of each line that has one."""
+    out = []
+    for line in chart_text.splitlines():
+        if side == "left" and "┤" in line:
+            out.append(line.split("┤", 1)[0].strip(" │"))
+        elif side == "right" and "├" in line:
+            out.append(line.rsplit("├", 1)[1].strip(" │"))
+    return [lab for lab in out if lab]
+
+
+async def test_a_log_loss_axis_reads_values_and_the_eval_axis_stays_linear(tmp_path):
+    """l: the loss (2.3 to 4.4) on a log axis labels values people read (3, 4), not log10 exponents nor the
+    ends and their geometric middle (4.36 / 3.18 / 2.32); an eval MAE of 0.15-0.26 on the right axis keeps
+    its values (never -0.6 … -0.8)."""
+    run = tmp_path / "run"
+    write_events(run, 0, [start("s1", t=999.0, total_steps=1000)] + [
+        {"time": 1000.0 + s, "kind": "eval", "step": s, "metrics": {"eval_mae": 0.26 - 0.011 * (s // 20)}}
+        for s in range(20, 201, 20)])
+    write_rank(run, 0, steps(1, 200, t0=1000.0, step_time=1.0, loss=lambda s: 4.36 * (2.32 / 4.36) ** (s / 200)))
+    app = MonitorApp(str(run), follow=False, clock=lambda: 1201.0)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("l")
+        await settle(pilot)
+        chart = text(app.query_one("#loss-chart"))
+        left, right = _axis_labels(chart, "left"), _axis_labels(chart, "right")
+        assert "(log)" in chart and set(left) <= {"2", "3", "4", "5"} and len(left) >= 2, chart
+        assert right and all(0.1 <= float(lab) <= 0.3 for lab in right), chart
+        assert len({len(lab.split(".")[-1]) for lab in right}) == 1, right  # one format on the axis
+
+
+async def test_a_custom_bytes_chart_has_distinct_labels_in_one_format(tmp_path):
+    """mem_used between 528.1 and 528.9 MiB: the axis's labels differ (never ``528 MiB`` twice)."""
+    run = tmp_path / "run"
+    write_events(run, 0, [start("s1", t=999.0, total_steps=1000)])
+    write_rank(run, 0, steps(1, 200, t0=1000.0, step_time=1.0, loss=1.0,
+                             mem_used=lambda s: (528.1 + 0.004 * s) * 2**20))
+    app = MonitorApp(str(run), follow=False, clock=lambda: 1201.0)
+    async with app.run_test(size=(160, 60)) as pilot:
+        await settle(pilot)
+        await pilot.press("slash")  # the metrics chooser: filter to mem_used, pick it, back
+        await pilot.press(*"mem_used", "enter", "space", "escape")
+        await settle(pilot)
+        labels = _axis_labels(text(app.query_one("#custom-chart")), "left")
+        assert len(labels) >= 2 and len(set(labels)) == len(labels), labels
+        assert all(lab.endswith(" MiB") for lab in labels), labels
+        assert len({len(lab.split()[0].split(".")[-1]) for lab in labels}) == 1, labels
+
+
+async def test_each_eval_metric_has_its_glyph_and_a_checkpoint_hides_none(tmp_path):
+    """eval_loss and eval_acc at steps 50-200, checkpoints at the same steps: two glyphs, both names whole in
+    the legend, every eval point drawn and every checkpoint mark too (on the x axis, under no point)."""
+    run = tmp_path / "run"
+    write_events(run, 0, [start("s1", t=999.0, total_steps=1000)] + [
+        ev for s in (50, 100, 150, 200) for ev in (
+            {"time": 1000.0 + s, "kind": "checkpoint", "step": s, "path": f"/ck/{s}"},
+            {"time": 1000.5 + s, "kind": "eval", "step": s,
+             "metrics": {"eval_loss": 3.0 / s ** 0.2 + 0.05, "eval_acc": 0.5 + s / 1000}})])
+    write_rank(run, 0, steps(1, 200, t0=1000.0, step_time=1.0, loss=lambda s: 3.0 / s ** 0.2))
+    app = MonitorApp(str(run), follow=False, clock=lambda: 1201.0)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        chart = text(app.query_one("#loss-chart"))
+        legend, plot = chart.splitlines()[0], "\n".join(chart.splitlines()[2:])
+        assert "eval_loss" in legend and "eval_acc" in legend and "…" not in legend, legend
+        assert "xx eval_loss" in legend.replace("xx eval eval_loss", "xx eval_loss")
+        assert "oo eval eval_acc" in legend or "oo eval_acc" in legend, legend
+        body = [line.split("┤", 1)[-1] for line in plot.splitlines() if "└" not in line]
+        axis = next(line for line in plot.splitlines() if "└" in line)
+        assert axis.count("C") == 4 and not any("C" in line for line in body), chart  # on the x axis
+        assert sum(line.count("x") for line in body) == 4 and sum(line.count("o") for line in body) == 4, chart

@@ -50,6 +50,8 @@ class Figure:
     xticks: tuple[list[float], list[str]] | None = None
     yticks: tuple[list[float], list[str]] | None = None
     rticks: tuple[list[float], list[str]] | None = None
+    #: marks on the x axis itself, (x, glyph, colour): checkpoints, which no data point may hide nor they one
+    xmarks: list[tuple[float, str, str]] = field(default_factory=list)
 
 
 def span(values: list[np.ndarray]) -> tuple[float, float]:
@@ -261,5 +263,17 @@ def _x_axis(fig: Figure, fr: _Frame, ylab: int, right: bool) -> list[Row]:
     labels = [" "] * (ylab + 1 + fr.pw)
     for start, s in _labels_row(fr.pw, cols, shown):
         labels[ylab + 1 + start:ylab + 1 + start + len(s)] = list(s)
-    return [[(" " * ylab + "└" + "".join(axis) + ("┘" if right else ""), AXIS)],
-            [("".join(labels).rstrip(), AXIS)]]
+    marked: dict[int, tuple[str, str]] = {}
+    for x, glyph, colour in fig.xmarks:
+        if fr.x[0] <= x <= fr.x[1]:
+            marked[fr.col(x)] = (glyph[:1], colour)
+    row: Row = [(" " * ylab + "└", AXIS)]
+    last = 0
+    for c in sorted(marked):
+        if c > last:
+            row.append(("".join(axis[last:c]), AXIS))
+        glyph, colour = marked[c]
+        row.append((glyph, Style(color=COLORS.get(colour, colour), bold=True)))
+        last = c + 1
+    row.append(("".join(axis[last:]) + ("┘" if right else ""), AXIS))
+    return [row, [("".join(labels).rstrip(), AXIS)]]

@@ -39,22 +39,15 @@ def _key(s: Series | None) -> tuple | None:
     return None if s is None else (s.x.tobytes(), s.y.tobytes())
 
 
-def _log_ticks(lo: float, hi: float) -> list[float]:
-    """Tick positions (log10 values) for a log axis over [lo, hi]: the decades inside, else the ends and
-    their geometric middle (a range inside one decade)."""
-    decades = [float(k) for k in range(math.ceil(lo), math.floor(hi) + 1)]
-    if len(decades) >= 2:
-        step = max(1, len(decades) // 5)
-        return decades[::step]
-    return sorted({lo, (lo + hi) / 2, hi})
-
-
 #: how a line is drawn, by its role: a marker that reads without colour, and a colour
 MAIN_MARKERS = ("hd", "dot", "x", "o")  # a second or third line of this run differs by its glyph too
 ROLES = {"raw": ("dot", "gray"), "baseline": ("+", "orange"), "right": ("*", "magenta")}
 MAIN_COLORS = ("blue+", "green+", "red+", "cyan+", "yellow+")
 #: what each marker looks like in the legend line
-SAMPLES = {"hd": "▀▄", "dot": "••", "+": "++", "*": "**", "C": "C", "!": "!", "x": "xx", "o": "oo"}
+SAMPLES = {"hd": "▀▄", "dot": "••", "+": "++", "*": "**", "C": "C", "!": "!", "x": "xx", "o": "oo", "#": "##",
+           "%": "%%", "&": "&&", "@": "@@"}
+#: one glyph per evaluation metric (``eval_loss`` x, ``eval_acc`` o, ...): they read apart without colour
+EVAL_MARKERS = ("x", "o", "#", "%", "&", "@")
 
 
 #: runs overlaid from the runs list: their mark number as the marker (reads without colour), one colour each
@@ -76,6 +69,15 @@ def _style(label: str, mains: int) -> tuple[str, str, str]:
     role = _role(label)
     marker, color = ROLES.get(role, (MAIN_MARKERS[mains % len(MAIN_MARKERS)], MAIN_COLORS[mains % len(MAIN_COLORS)]))
     return marker, color, label
+
+
+def _short(label: str) -> str:
+    """A legend label's short form: ``eval eval_loss`` → ``eval_loss``, ``grad norm (right axis)`` →
+    ``grad norm (R)``, ``checkpoint`` → ``ckpt``."""
+    label = label.replace(" (right axis)", " (R)")
+    if label.startswith("eval ") and any(w in label[5:].lower() for w in ("eval", "val", "test")):
+        label = label[5:]
+    return {"checkpoint": "ckpt", "smoothed": "smooth", "incident": "incid."}.get(label, label)
 
 
 class Chart(Widget):
@@ -119,8 +121,8 @@ class Chart(Widget):
         fig.hlines = [math.log10(y) if log else y for y in hlines if not log or y > 0]
         fig.vlines = list(vlines[:20])
         if log and spans:
-            ticks = _log_ticks(min(sp[2] for sp in spans), max(sp[3] for sp in spans))
-            fig.yticks = (ticks, [fmt.tick(10 ** t, yunit) for t in ticks])
+            ticks = fmt.log_ticks(min(sp[2] for sp in spans), max(sp[3] for sp in spans))
+            fig.yticks = (ticks, fmt.ticks([10 ** t for t in ticks], yunit, log=True))
         self._fig = fig
         # ticks depend on the chart's size: set when it is drawn (show_series may run before layout)
         self._tick_args = (spans, xkind, None if log else yunit, rspan) if spans else None
@@ -128,8 +130,11 @@ class Chart(Widget):
 
     def _marks(self, fig: Figure, right: tuple[str, Series | None] | None,
                points: list[tuple[list[float], list[float], str]], log: bool) -> tuple[float, float] | None:
-        """Add the right axis's line and the marks (checkpoints "C", incidents "!", evaluations "x"); the
-        right axis's value range (None: nothing on it)."""
+        """Add the right axis's line and the marks; the right axis's value range (None: nothing on it).
+
+        Checkpoints ("C") sit on the x axis at their step, where no data point hides them nor they a point;
+        each evaluation metric has its own glyph (x, o, #, ...), drawn over the lines; incidents ("!") last, at
+        the value that raised them."""
         rs: list[float] = []
         if right is not None:  # a second quantity on its own axis (lr and grad norm differ by 10^4)
             xs, ys = _finite(right[1])
@@ -138,16 +143,29 @@ class Chart(Widget):
                 fig.layers.append(Layer(xs, ys, marker, color, right=True))
                 self._legend.append((marker, f"{right[0]} (right axis)"))
                 rs += [float(ys.min()), float(ys.max())]
-        for xs, ys, label in points:
-            xs, ys = _finite(Series(np.asarray(xs, np.float64), np.asarray(ys, np.float64)), log)
-            if len(xs):
-                marker = {"checkpoint": "C", "incident": "!"}.get(label, "x")
-                side = "right" if label.startswith("eval ") and "loss" not in label else "left"  # not loss units
-                fig.layers.append(Layer(xs, ys, marker, "white" if marker == "C" else "red+", right=side == "right",
-                                        scatter=True))
-                self._legend.append((marker, label + (" (right axis)" if side == "right" else "")))
-                if side == "right":
-                    rs += [float(ys.min()), float(ys.max())]
+        evals = 0
+        order = {"checkpoint": 0, "incident": 2}
+        for xs, ys, label in sorted(points, key=lambda p: order.get(p[2], 1)):
+            side = "right" if label.startswith("eval ") and "loss" not in label else "left"  # not loss units
+            if label == "checkpoint":  # on the x axis itself: it hides no point, none hides it
+                at = [float(x) for x in xs if math.isfinite(float(x))]
+                fig.xmarks += [(x, "C", "white") for x in at]
+                if at:
+                    self._legend.append(("C", label))
+                continue
+            # the right axis is linear: on a log chart only the left (loss) axis is log
+            xs, ys = _finite(Series(np.asarray(xs, np.float64), np.asarray(ys, np.float64)), log and side == "left")
+            if not len(xs):
+                continue
+            if label == "incident":
+                marker = "!"
+            else:
+                marker, evals = EVAL_MARKERS[evals % len(EVAL_MARKERS)], evals + 1
+            fig.layers.append(Layer(xs, ys, marker, "white" if marker == "C" else "red+", right=side == "right",
+                                    scatter=True))
+            self._legend.append((marker, label + (" (right axis)" if side == "right" else "")))
+            if side == "right":
+                rs += [float(ys.min()), float(ys.max())]
         return (min(rs), max(rs)) if rs else None
 
     def _ticks(self, fig: Figure, spans: list[tuple[float, float, float, float]], xkind: str, yunit: str | None,
@@ -160,7 +178,7 @@ class Chart(Widget):
             fig.xticks = (ticks, [fmt.clock_tick(t, elapsed_from=lo) for t in ticks])
         else:
             ticks = fmt.nice_ticks(lo, hi, count, whole=xkind == "step")
-            fig.xticks = (ticks, [fmt.tick(t) for t in ticks])
+            fig.xticks = (ticks, fmt.ticks(ticks))
         if yunit is not None:
             fig.yticks = self._yticks(min(s[2] for s in spans), max(s[3] for s in spans), yunit, height)
         if rspan is not None:
@@ -170,22 +188,36 @@ class Chart(Widget):
     def _yticks(ylo: float, yhi: float, unit: str, height: int) -> tuple[list[float], list[str]]:
         if height < 8:  # room for one label: a round value mid-range (two would overwrite each other)
             mid = (ylo + yhi) / 2
-            ticks = [next((r for r in (float(f"{mid:.1g}"), float(f"{mid:.2g}")) if ylo <= r <= yhi), mid)]
+            ticks = [next((r for r in (float(f"{mid:.{g}g}") for g in (1, 2, 3)) if ylo <= r <= yhi),
+                          float(f"{mid:.3g}"))]
+        elif unit == "B":  # round in the axis's binary unit (528.5 MiB), not in bytes (554,200,000 B)
+            scale = fmt.binary_scale(max(abs(ylo), abs(yhi)))
+            ticks = [t * scale for t in fmt.nice_ticks(ylo / scale, yhi / scale, min(5, height // 3))]
         else:
             ticks = fmt.nice_ticks(ylo, yhi, min(5, height // 3))
-        return ticks, [fmt.tick(t, unit) for t in ticks]
+        return ticks, fmt.ticks(ticks, unit)
 
-    def legend(self) -> Text:
+    def legend(self, width: int | None = None) -> Text:
         """What each mark stands for, in one line above the plot (never on the data): shown when the chart
-        has more than one thing drawn. Each mark differs by its glyph, so it reads without colour."""
+        has more than one thing drawn. Each mark differs by its glyph, so it reads without colour. Narrower
+        than ``width`` by shortening the words first (``eval eval_loss`` → ``eval_loss``, ``(right axis)`` →
+        ``(R)``, ``checkpoint`` → ``ckpt``), then each label alike, so no mark's meaning falls off the end."""
         items = getattr(self, "_legend", [])
         if len(items) < 2:
             return Text("")
-        t = Text(no_wrap=True, overflow="ellipsis")
-        for i, (marker, label) in enumerate(items):
-            t.append(("  " if i else " ") + SAMPLES.get(marker, marker) + " ")
-            t.append(Text(label))
-        return t
+
+        def line(labels: list[str]) -> str:
+            return "".join(("  " if i else " ") + SAMPLES.get(m, m) + " " + lab
+                           for i, ((m, _), lab) in enumerate(zip(items, labels)))
+
+        labels = [lab for _, lab in items]
+        if width is not None and len(line(labels)) > width:
+            labels = [_short(lab) for lab in labels]
+            longest = max(len(lab) for lab in labels)
+            while len(line(labels)) > width and longest > 3:
+                longest -= 1
+                labels = [lab if len(lab) <= longest else lab[:longest - 1] + "…" for lab in labels]
+        return Text(line(labels), no_wrap=True, overflow="ellipsis")
 
     def render(self) -> Text:
         """The chart as one rich Text (what :meth:`render_line` draws line by line)."""
@@ -229,8 +261,8 @@ class Chart(Widget):
         try:
             fig = getattr(self, "_fig", None) or Figure()
             title = getattr(self, "_title", "")
-            legend = self.legend()
             small = self.size.height < 12  # a short chart keeps its rows for the data: the legend joins the title
+            legend = self.legend(max(24, self.size.width - len(title) - 3) if small else self.size.width)
             if small and legend.plain:
                 title = f"{title}  |{legend.plain}" if title else legend.plain.strip()
             height = self.size.height - (1 if legend.plain and not small else 0)
