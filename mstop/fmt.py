@@ -216,8 +216,12 @@ def ticks(values: list[float], unit: str = "", *, log: bool = False) -> list[str
         text = f"{x:.{d}f}"
         return text.lstrip("-") if float(text) == 0 else text
 
+    # float64 holds 15 significant digits: decimals past them are dust (ticks of 1e17 + 1 apart)
+    top = max(abs(x) for x in xs)
+    most = max(0, 14 - math.floor(math.log10(top))) if top and not sci else 12
+    first = min(first, most)
     labels: list[str] = []
-    for d in range(first, first + 12):
+    for d in range(first, max(first, most) + 1):
         labels = [label(x, d) for x in xs]
         close = all(abs(float(lab) - x) <= 1e-6 * abs(x) for lab, x in zip(labels, xs))  # ticks are round
         if len({(lab, n) for lab, (n, _) in zip(labels, named)}) == len(set(vals)) and (close or d >= first + 3):

@@ -166,10 +166,15 @@ class MfuPanel(Vertical):
     def show(self, v: View) -> None:
         b = v.baseline or NO_BASELINE  # every field None without one
         t = Text()
+        box = self.query_one("#mfu-text", Static)
+        why = None
         if v.throughput.mfu is None and v.throughput.mfu_missing:
-            t.append(f"MFU n/a: {v.throughput.mfu_missing}")
+            why = v.throughput.mfu_missing
         elif v.throughput.peak_flops is None:
-            t.append("MFU n/a: peak unknown, pass --peak-tflops")
+            why = "peak unknown, pass --peak-tflops"
+        box.set_class(why is not None, "wrap")  # why it is missing, over both lines: never cut at a flag
+        if why is not None:
+            t.append(f"MFU n/a: {why}")
         else:
             t.append(f"MFU {fmt.pct(v.throughput.mfu)}")
             if v.throughput.mfu is not None and v.throughput.mfu > 1.0:  # more than the device can do
@@ -210,15 +215,26 @@ class MemoryPanel(Vertical):
         t.append(fmt.bar(None if h is None else 1 - h, 8))
         self.set_class(crit, "critical")
         self.set_class(warn, "warning")
-        t.append("\n")
+        host = " (host RAM)" if v.memory.source == "host" else ""
         if "memory" in v.header.cannot_give and h is None:
-            t.append(f"not in a {v.header.source}")
-        else:
-            t.append(Text(v.memory.worst or "n/a"))
-            t.append(f": used {fmt.gib(v.memory.used)} / peak {fmt.gib(v.memory.peak)} / "
-                     f"total {fmt.gib(v.memory.total)}")
-        if v.memory.source == "host":
-            t.append(" (host RAM)")
+            t.append(f"\nnot in a {v.header.source}{host}")
+        else:  # the longest form that fits: the total is never the part cut off
+            text = self.query_one("#mem-text", Static)
+            width = text.content_size.width if text.is_mounted and text.content_size.width else 10_000
+            who = v.memory.worst or "n/a"
+            used, peak, total = (fmt.gib(x) for x in (v.memory.used, v.memory.peak, v.memory.total))
+            full = f"used {used} / peak {peak} / total {total}"
+            same = all(x.endswith(" GiB") for x in (used, peak, total))
+            short = f"used {used[:-4]} / peak {peak[:-4]} / total {total}" if same else full
+            least = f"peak {peak[:-4]} / total {total}" if same else f"peak {peak} / total {total}"
+            if len(f"{who}: {full}{host}") <= width:
+                t.append("\n").append_text(Text(who)).append(f": {full}{host}")
+            elif len(f"{who}: {short}{host}") <= width:
+                t.append("\n").append_text(Text(who)).append(f": {short}{host}")
+            else:  # the rank joins the first line if it fits there; the peak and the total stay
+                if t.cell_len + 1 + len(who) <= width:
+                    t.append(" ").append_text(Text(who))
+                t.append(f"\n{short if len(short + host) <= width else least}{host}")
         self.query_one("#mem-text", Static).update(t)
         chart = self.query_one("#mem-chart", Chart)
         chart.set_class(v.memory.series is None, "empty")
