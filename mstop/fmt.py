@@ -220,6 +220,8 @@ def ticks(values: list[float], unit: str = "", *, log: bool = False) -> list[str
     top = max(abs(x) for x in xs)
     most = max(0, 14 - math.floor(math.log10(top))) if top and not sci else 12
     first = min(first, most)
+    if not gaps and not log and not sci and top:  # one label (a flat line): three significant digits
+        first = most = min(most, max(0, 2 - math.floor(math.log10(top))))
     labels: list[str] = []
     for d in range(first, max(first, most) + 1):
         labels = [label(x, d) for x in xs]
