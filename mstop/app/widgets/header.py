@@ -38,14 +38,20 @@ class Piece:
     sep: str = " · "
     least: int | None = None
     cut_rank: int | None = None
-    keep_end: bool = False
+    keep_end: bool | str = False
 
 
-def _cut(t: Text, n: int, keep_end: bool) -> Text:
-    """``t`` in ``n`` cells: its start and ``…`` (or ``…`` and its end)."""
+def _cut(t: Text, n: int, keep_end: bool | str) -> Text:
+    """``t`` in ``n`` cells: its start and ``…`` (or ``…`` and its end; "middle": its start, ``…`` and its
+    last 20 cells, where a note's file name is)."""
     if t.cell_len <= n:
         return t
-    if keep_end:
+    if keep_end == "middle" and n > 30:
+        out = t[:n - 21]
+        out.append("…")
+        out.append_text(t[len(t) - 20:])
+        return out
+    if keep_end is True:
         out = Text("…")
         out.append_text(t[len(t) - (n - 1):])
         return out
@@ -147,10 +153,12 @@ class Header(Static):
         if v.alerts:
             badge = f"ALERTS {len(v.alerts)}" + (f" ({v.new_alerts} new: a)" if v.new_alerts else "")
             out.append(Piece(Text(badge), KEEP, sep="   "))
-        for note in h.notes:
-            # a note says what is wrong with the reading (a clock, a host, a folder not there yet): it goes
-            # after the device and the counts, cut before it goes
-            out.append(Piece(Text("! ").append_text(Text(note)), 8, sep="   ", least=24, cut_rank=5))
+        for i, note in enumerate(h.notes):
+            # a note says what is wrong with the reading (a clock, a host, a folder not there yet): the first
+            # goes after the device and the counts, cut before it goes; later ones go before it
+            first = i == 0
+            out.append(Piece(Text("! ").append_text(Text(note)), 8 if first else max(1, 6 - i), sep="   ",
+                             least=40 if first else 24, cut_rank=5 if first else 1, keep_end="middle"))
         return out
 
     @staticmethod
