@@ -9,6 +9,7 @@ non-MoE variant only; these build the others (sink mode, no lr, MoE/MTP separate
 from __future__ import annotations
 
 import logging
+import re
 import time
 from datetime import timedelta
 
@@ -71,3 +72,15 @@ class Log:
 
     def text(self) -> str:
         return "".join(line + "\n" for line in self.lines)
+
+
+#: a step-looking line as the README defines it, written here apart from mstop's code: it names a step and a
+#: loss, each with a number, or it is a MindFormers step record (``{ Epoch:[``, ``step:[..]`` with a loss)
+_LOOKS = re.compile(r"\bstep\b\W{0,8}\d.*\bloss\b\W{0,12}(?:is\W{1,4})?[-+]?(?:\d|nan|inf)"
+                    r"|\bloss\b\W{0,12}(?:is\W{1,4})?[-+]?(?:\d|nan|inf).*\bstep\b\W{0,8}\d", re.I)
+
+
+def step_looking(text: str) -> int:
+    """How many lines of ``text`` look like training steps: each must be a row or a counted bad row."""
+    lines = [b.decode("utf-8", "replace") for b in text.encode("utf-8", "surrogatepass").splitlines()]  # \n, \r
+    return sum(1 for ln in lines if "{ Epoch:[" in ln or ("step:[" in ln and "loss" in ln) or _LOOKS.search(ln))

@@ -45,7 +45,8 @@ from .parse import _num as _cell_number
 SOURCE = "mindformers log"
 CANNOT = ("memory", "data wait", "heartbeats")
 #: the losses MindFormers prints beside the loss, kept as extra columns
-SEPARATE_LOSSES = ("lm_loss", "load_balancing_loss", "mtp_loss", "indexer_loss")
+SEPARATE_LOSSES = ("lm_loss", "load_balancing_loss", "mtp_loss", "indexer_loss", "aux_loss", "kl_loss",
+                   "extra_loss")
 #: extra columns of a log's rows, in this order
 EXTRA = (*SEPARATE_LOSSES, "train_throughput_per_npu", "samples_per_s_per_npu")
 
@@ -54,9 +55,27 @@ _TS = r"(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(?P<ms>\d{3})"
 _PREFIX = re.compile(r"^\[(?P<level>[A-Z]+)\] " + _TS + r" \[[^\]]*\] [^:\s]*: ?"
                      r"|^" + _TS.replace("?P<ts>", "?P<ts2>").replace("?P<ms>", "?P<ms2>")
                      + r" - \S+ - (?P<level2>[A-Z]+) - ")
-_STEP = re.compile(r"\{ Epoch:\[\s*(?P<epoch>\d{1,15})/\s*(?P<epochs>\d{1,15})\], "
-                   r"step:\[\s*(?P<step>\d{1,15})/\s*(?P<steps>\d{1,15})\], "
-                   r"(?:loss:\[\s*(?P<loss>[^/\]]*)/[^\]]*\]|loss: *(?P<sink_loss>[^,\s\[]+))(?P<rest>.*)$")
+#: MFLossMonitor's step line (r0.7 on: ``{ Epoch:[..], step:[..], loss...``) and the PyNative trainer's (r2.0:
+#: ``{ step:[    1/   10], loss:  11.813965, per_step_time:  13570ms, ...}``, no epoch), wherever it stands
+_STEP = re.compile(r"\{\s*(?:Epoch:\[\s*(?P<epoch>\d{1,15})/\s*(?P<epochs>\d{1,15})\],\s*)?"
+                   r"step:\[\s*(?P<step>\d{1,15})/\s*(?P<steps>\d{1,15})\],\s*"
+                   r"(?:loss:\[\s*(?P<loss>[^/\]]*)/[^\]]*\]|loss:\s*(?P<sink_loss>[^,\s\[]+))(?P<rest>.*)$")
+#: MindFormers v0.6 and before: no braces, ``time:`` the step's (in sink mode the sink's) milliseconds
+_STEP06 = re.compile(r"Epoch:\[\s*(?P<epoch>\d{1,15})/\s*(?P<epochs>\d{1,15})\],\s*"
+                     r"step:\[\s*(?P<step>\d{1,15})/\s*(?P<steps>\d{1,15})\],\s*"
+                     r"loss:\[\s*(?P<loss>[^/\]]*)/[^\]]*\],\s*time:\s*(?P<ms>[^,\s]+)\s*ms(?P<rest>.*)$")
+#: MindSpore's LossMonitor (``print("epoch: %s step: %s, loss is %s")``, the step within its epoch) and
+#: TimeMonitor (``"{} epoch time: {:5.3f} ms, per step time: {:5.3f} ms"``, mode.title() first)
+_LOSS_MONITOR = re.compile(r"\bepoch: (?P<epoch>\d{1,15}) step: (?P<step>\d{1,15}), loss is (?P<loss>.+?)\s*$")
+_TIME_MONITOR = re.compile(r"\bepoch time: (?P<epoch_ms>[-+0-9.eE]+|nan|inf) ms, per step time: "
+                           r"(?P<step_ms>[-+0-9.eE]+|nan|inf) ms")
+#: a timestamp anywhere before a step in a line of an unknown logger: ``2026-12-01 07:09:48,553``, ISO
+#: ``2026-12-01T07:09:48.553``, MindSpore's own ``2026-12-01-07:09:48.553.123``
+_ANY_TS = re.compile(r"(?P<date>\d{4}-\d\d-\d\d)[ T-](?P<time>\d\d:\d\d:\d\d)(?:[,.](?P<frac>\d{1,6}))?")
+#: what a training step's line looks like to a person: a step (a number after it) and a loss (a number)
+_LOOKS_LIKE_STEP = re.compile(r"\bstep\b\W{0,8}\d.*\bloss\b\W{0,12}(?:is\W{1,4})?[-+]?(?:\d|nan|inf)"
+                              r"|\bloss\b\W{0,12}(?:is\W{1,4})?[-+]?(?:\d|nan|inf).*\bstep\b\W{0,8}\d", re.I)
+_SINK_SIZE = re.compile(r"Will be Training epochs:\s*\d+, sink_size:\s*(?P<sink>-?\d+)")
 #: MindFormers' own lines that start and end training (``.........Starting Training Model..........``), the
 #: whole message: the words inside a config dump or a job's own message are not a start or an end
 _START_LINE = re.compile(r"\.*\s*Starting Training Model\s*\.*\s*$")
@@ -65,6 +84,8 @@ _PROGRESS = re.compile(r"\|\s*(?P<sps>[-+0-9.eE]+|nan|inf) samples/s/p")
 _FLOPS = re.compile(r"Full model flops is (?P<full>\d+)")
 _CKPT = re.compile(r"Finish saving \w+ of epoch (?P<epoch>\d+) step (?P<step>\d+)")
 _EXCEPTION = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt|Exit|Warning)\b")
+#: an exception's last line on its own (``ValueError: ...``), a failure even with no traceback header read
+_RAISED = re.compile(r"^(?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*(?:Error|Exception): ")
 #: the usual step line whole, as bytes (file format; non-sink loss; lr; no separate losses): read without
 #: decoding or splitting into fields. Groups: hour, minute, second, ms, epoch, epochs, step, steps, loss,
 #: per_step_time, lr, overflow, loss scale, global norm, TFLOP/s.
@@ -134,14 +155,32 @@ class MfLogParser:
         self._hours: dict[str | bytes, float] = {}
         #: "le" or "be" once the log is known to be UTF-16 (its lines are read as such; the source says so)
         self.utf16: str | None = None
+        self.sink_size: int | None = None  # v0.6's "Will be Training epochs:1, sink_size:4" (-1: no sink)
+        #: when the lines being parsed were written (the file's time): the time of a step line with no stamp
+        self.arrived: float | None = None
+        self.untimed = 0  # step rows timed by their arrival, not by a stamp of their own
+        self.lines_seen = 0
+        self.step_lines = 0  # lines read as steps (rows or bad rows)
+        self.look_alike = 0  # lines that look like steps but match no format (each a bad row)
+        self.first_look_alike: str | None = None
+        self.formats: set[str] = set()  # the step formats read: "mindformers", "mindformers v0.6", ...
+        # LossMonitor's step is within its epoch: the epoch's size (from TimeMonitor, else the last step seen)
+        self._lm_epoch: int | None = None
+        self._lm_size: dict[int, int] = {}
+        self._lm_base = 0
 
     # -- the public calls ----------------------------------------------------------------
 
-    def parse(self, blob: bytes) -> Parsed:
-        """Read complete lines (a :class:`~mstop.sources.files.Chunk`'s ``blob``). The last step line's row
-        is held back until its progress line (or any later step) comes, or :meth:`flush`."""
+    def parse(self, blob: bytes, arrived: float | None = None) -> Parsed:
+        """Read complete lines (a :class:`~mstop.sources.files.Chunk`'s ``blob``); ``arrived``: when they
+        were written (the file's time), the time of step lines with no timestamp of their own. The last step
+        line's row is held back until its progress line (or any later step) comes, or :meth:`flush`."""
+        if arrived is not None:
+            self.arrived = arrived
         fast, progress, line = _FAST_STEP.match, _FAST_PROGRESS.search, self.line
-        for raw in blob.splitlines():
+        lines = blob.splitlines()
+        self.lines_seen += len(lines)
+        for raw in lines:
             if b"\x00" in raw and (self.utf16 is not None or 3 * raw.count(0) >= len(raw)):
                 raw = self._utf16(raw)  # a UTF-16 log (PowerShell's > and Tee-Object write one), split at b"\n"
             elif raw[:3] == b"\xef\xbb\xbf":  # a UTF-8 BOM
@@ -189,19 +228,21 @@ class MfLogParser:
         """Read one line (without its newline)."""
         m = _PREFIX.match(text)
         if m is None:
-            self._continuation(text)
+            if not self._unprefixed(text):
+                self._continuation(text)
             return
         ts, ms = (m.group("ts"), m.group("ms")) if m.group("ts") else (m.group("ts2"), m.group("ms2"))
         level = m.group("level") or m.group("level2")
         t = self._time(ts, ms)
         msg = text[m.end():]
-        if "{ Epoch:[" in msg:
-            if math.isnan(t):
+        if "loss is" in msg or "per step time" in msg or looks_like_step(msg):
+            if math.isnan(t) and looks_like_step(msg):
                 self._bad += 1  # a step at no time: one bad row
+                self.step_lines += 1
                 return
-            self.last_time = t
-            self._step(t, msg)
-            return
+            if self._any_step(t, msg, text):
+                self.last_time = t
+                return
         if math.isnan(t):  # a stamp that is no date: the line counts as one of the last dated line's
             t = self._line_time()
             if t is None:
@@ -219,29 +260,147 @@ class MfLogParser:
         else:
             self._info(t, msg)
 
-    def _step(self, t: float, msg: str) -> None:
-        m = _STEP.search(msg)
-        loss_text = None if m is None else m.group("loss") if m.group("loss") is not None else m.group("sink_loss")
-        if m is None or not _is_number(loss_text):
+    def _any_step(self, t: float, msg: str, whole: str) -> bool:
+        """A step of any format mstop knows in ``msg`` (its time ``t``; NaN: the line had none): a row, or a
+        bad row for a step line that cannot be read. A line that only looks like a step is a bad row too,
+        counted and shown (never a silent zero); False for a line that is no step at all."""
+        if "step:[" in msg:
+            m = _STEP.search(msg)
+            if m is not None:
+                self._step(t, m)
+                return True
+            m = _STEP06.search(msg)
+            if m is not None:
+                self._step06(t, m)
+                return True
+        if "loss is" in msg and (m := _LOSS_MONITOR.search(msg)) is not None:
+            self._loss_monitor(t, m)
+            return True
+        if "per step time" in msg and (m := _TIME_MONITOR.search(msg)) is not None:
+            self._time_monitor(m)
+            return True
+        if looks_like_step(msg):  # a step line cut short, or of a format mstop does not know
+            self.step_lines += 1
+            self.look_alike += 1
+            self._bad += 1
+            if self.first_look_alike is None:
+                self.first_look_alike = clean(whole.strip(), 160)
+            return True
+        return False
+
+    def _unprefixed(self, text: str) -> bool:
+        """A line with none of MindFormers' prefixes (stdout of ``print``, a job's own logger, ``tee``,
+        lines pasted into a file): a step in it is read, timed by a timestamp before it, else by when the
+        line was written (the file's time). False: no step here."""
+        if not ("per step time" in text or "loss is" in text or looks_like_step(text)):
+            return False
+        ts = _ANY_TS.search(text)
+        t = math.nan
+        if ts is not None and ts.start() < text.find("step"):
+            t = self._time(f"{ts.group('date')} {ts.group('time')}", ((ts.group("frac") or "") + "000")[:3])
+        untimed = math.isnan(t)
+        if untimed and self.arrived is not None:
+            t = self.arrived
+        if math.isnan(t) and "per step time" not in text:
+            self.step_lines += 1
+            self._bad += 1  # a step at no time at all (no stamp, no file time): one bad row
+            return True
+        rows = len(self._rows)
+        if not self._any_step(t, text, text):
+            return False
+        if untimed:
+            self.untimed += len(self._rows) - rows
+        elif not math.isnan(t):
+            self.last_time = t
+        return True
+
+    def _step(self, t: float, m: re.Match[str]) -> None:
+        """A row of MFLossMonitor's (or the PyNative trainer's) step line."""
+        self.step_lines += 1
+        loss_text = m.group("loss") if m.group("loss") is not None else m.group("sink_loss")
+        if not _is_number(loss_text):
             self._bad += 1  # a step line cut short, or not MindFormers'
             return
-        if not _real_step(int(m.group("epoch")), int(m.group("epochs")), int(m.group("step")), int(m.group("steps"))):
+        epoch, epochs = int(m.group("epoch") or 1), int(m.group("epochs") or 1)
+        if not _real_step(epoch, epochs, int(m.group("step")), int(m.group("steps"))):
             self._bad += 1  # Epoch:[0/0], step:[0/0]: no step a job ran (it would start a phantom session)
             return
+        self.formats.add("mindformers" if m.group("epoch") is not None else "mindformers pynative")
         f = _fields(m.group("rest"))
-        over = f.get("overflow cond")
+        over = f.get("overflow_cond")
         extra = [_number(f.get(k)) for k in SEPARATE_LOSSES]
-        extra.append(_number(f.get("train_throughput_per_npu", "").removesuffix("T")))
-        self._row(t, int(m.group("epoch")), int(m.group("epochs")), int(m.group("step")), int(m.group("steps")),
-                  float(loss_text), _number(f.get("lr")), _number(f.get("global_norm")),
-                  _number(f.get("per_step_time", "").removesuffix("ms")),
+        extra.append(_number((f.get("train_throughput_per_npu") or f.get("throughput") or "").removesuffix("T")))
+        norm = f.get("global_norm", f.get("grad_norm"))
+        self._row(t, epoch, epochs, int(m.group("step")), int(m.group("steps")),
+                  float(loss_text), _number(f.get("lr")), _number(norm),
+                  _number(f.get("per_step_time", "").removesuffix("ms").strip()),
                   1.0 if over == "True" else 0.0 if over == "False" else math.nan, _number(f.get("loss_scale")),
-                  extra, norm_said=_is_number(f.get("global_norm")))
+                  extra, norm_said=_is_number(norm))
+
+    def _step06(self, t: float, m: re.Match[str]) -> None:
+        """A row of MindFormers v0.6's step line: ``time`` is the step's milliseconds, in sink mode the whole
+        sink's (``sink_size`` steps, as its "Will be Training" line said): the row's is per step."""
+        self.step_lines += 1
+        if not _is_number(m.group("loss")) or not _is_number(m.group("ms")):
+            self._bad += 1
+            return
+        epoch, epochs, step, steps = (int(m.group(k)) for k in ("epoch", "epochs", "step", "steps"))
+        if not _real_step(epoch, epochs, step, steps):
+            self._bad += 1
+            return
+        self.formats.add("mindformers v0.6")
+        f = _fields(m.group("rest"))
+        ms = float(m.group("ms")) / (self.sink_size if self.sink_size and self.sink_size > 1 else 1)
+        over = f.get("overflow_cond")
+        self._row(t, epoch, epochs, step, steps, float(m.group("loss")), _number(f.get("lr")), math.nan, ms,
+                  1.0 if over == "True" else 0.0 if over == "False" else math.nan, _number(f.get("loss_scale")),
+                  [math.nan] * (len(SEPARATE_LOSSES) + 1), norm_said=False)
+
+    def _loss_monitor(self, t: float, m: re.Match[str]) -> None:
+        """A row of MindSpore's LossMonitor: its step is within the epoch; the global step adds the sizes
+        of the epochs before (TimeMonitor's count, else the last step seen in each)."""
+        self.step_lines += 1
+        loss_text = m.group("loss").strip().strip("[]()").strip()
+        epoch, step = int(m.group("epoch")), int(m.group("step"))
+        if not _is_number(loss_text) or epoch < 1 or step < 1:
+            self._bad += 1
+            return
+        self.formats.add("mindspore LossMonitor")
+        if self._lm_epoch is not None and epoch < self._lm_epoch:
+            self._lm_size.clear()  # a new process from an earlier epoch: the sizes count again
+        size = self._lm_size.get(epoch - 1) or max(self._lm_size.values(), default=0)
+        base = sum(self._lm_size.get(e, size) for e in range(1, epoch))
+        self._lm_epoch = epoch
+        self._lm_size[epoch] = max(self._lm_size.get(epoch, 0), step)
+        gstep = base + step
+        i = len(self._rows)
+        self._begin_row(1, 1, gstep, 0, lambda: t)
+        loss = float(loss_text)
+        if not math.isfinite(loss):
+            self._nonfinite.append((i, "loss", loss))
+        row = [math.nan] * len(NUMERIC)
+        row[0], row[1], row[2], row[3] = t, float(gstep), float(epoch), loss
+        self._rows.append(row)
+        self._extra.append([math.nan] * len(EXTRA))
+
+    def _time_monitor(self, m: re.Match[str]) -> None:
+        """TimeMonitor's epoch line: the epoch's size (epoch time / per step time), and its per-step time
+        for the epoch's rows not given out yet (a log read afterwards: all of them)."""
+        epoch_ms, step_ms = _number(m.group("epoch_ms")), _number(m.group("step_ms"))
+        if not (step_ms > 0 and math.isfinite(epoch_ms)):
+            return
+        self.formats.add("mindspore TimeMonitor")
+        if self._lm_epoch is not None:
+            self._lm_size[self._lm_epoch] = max(1, round(epoch_ms / step_ms))
+        for row in self._rows:
+            if row is not None and (self._lm_epoch is None or row[2] == self._lm_epoch) and math.isnan(row[6]):
+                row[6] = step_ms / 1000.0
 
     def _fast_step(self, m: re.Match[bytes], raw: bytes) -> None:
         """A step line of the usual shape (:data:`_FAST_STEP`: file format, non-sink loss, lr, finite numbers,
         no separate losses). Only its step is read now; its numbers are read with the others at
         :meth:`_take`, by pandas, from the text kept."""
+        self.step_lines += 1
         g = m.groups()
         hour = raw[7:20]
         base = self._hours.get(hour)
@@ -313,6 +472,8 @@ class MfLogParser:
                 self._events.append({"kind": "end", "time": t, "session": self.session, "step": self.last_step})
                 self.ended = True
             self.first_time = None  # the process's last line: a restart's start is after it
+        elif "sink_size:" in msg and (m := _SINK_SIZE.search(msg)) is not None:
+            self.sink_size = int(m.group("sink"))
         elif "global_batch_size = " in msg:
             self._global_batch(msg)
         elif "Full model flops is" in msg:
@@ -503,18 +664,28 @@ class MfLogParser:
         return base
 
 
+def looks_like_step(text: str) -> bool:
+    """Whether a line reads as a training step to a person: it names a step and a loss, each with a number
+    (``step:[ 3/ 4], loss:[oops`` or ``{ Epoch:[`` too: a MindFormers step record cut short). Such a line is a
+    row, or a bad row that is counted and shown; MindFormers' other ``step:[..]`` lines (TrainingStateMonitor's norms)
+    name no loss and are not steps."""
+    return ("{ Epoch:[" in text or ("step:[" in text and "loss" in text)
+            or _LOOKS_LIKE_STEP.search(text) is not None)
+
+
 def _real_step(epoch: int, epochs: int, step: int, steps: int) -> bool:
     """Whether a step line names a step a job ran: MindFormers counts epochs and steps from 1."""
     return epoch >= 1 and epochs >= 1 and step >= 1 and steps >= 1
 
 
 def _fields(rest: str) -> dict[str, str]:
-    """``, key: value`` pairs after the loss (``global_norm: [1.0]`` gives ``1.0``)."""
+    """``, key: value`` pairs after the loss (``global_norm: [1.0]`` gives ``1.0``; ``lm loss`` is
+    ``lm_loss``; the record's closing brace is not part of its last value)."""
     out = {}
-    for part in rest.split(", "):
-        key, sep, value = part.partition(": ")
+    for part in rest.split(","):
+        key, sep, value = part.partition(":")  # v0.6 prints "lr:[0.]", later ones "lr: 1e-05"
         if sep:
-            out[key.strip()] = value.strip().strip("[]").strip()
+            out[key.strip().replace(" ", "_")] = value.strip().rstrip("}").strip().strip("[]").strip()
     return out
 
 

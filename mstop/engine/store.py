@@ -308,6 +308,7 @@ class Store:
         self.ignored_files: set[str] = set()
         self.refused: dict[str, str] = {}  # rank-file names that are not regular files -> why
         self.notes: list[str] = []  # what readers should say about the files (columns cut, ...)
+        self._keyed: dict[str, str] = {}  # a note that changes (a count) by what it is about: see note_as
         self._memo: dict[str, tuple[int, Any]] = {}  # key -> (version, value): see memo()
         self.rank_files: set[int] = set()  # ranks whose rank<R>.csv exists
         self.owners: dict[int, str] = {}  # rank -> the source its files come from
@@ -378,6 +379,26 @@ class Store:
             if text not in self.notes:
                 self.notes.append(text)
                 self.version += 1
+
+    def note_as(self, key: str, text: str | None) -> None:
+        """Say ``text`` about ``key`` in place of what was said about it before (a count that grows is one
+        note, not one per count); None: nothing is to be said about it any more."""
+        with self.lock:
+            old = self._keyed.get(key)
+            if old == text:
+                return
+            if text is None:
+                self._keyed.pop(key, None)
+                if old in self.notes:
+                    self.notes.remove(old)
+                self.version += 1
+                return
+            if old is not None and old in self.notes:
+                self.notes[self.notes.index(old)] = text
+            else:
+                self.notes.append(text)
+            self._keyed[key] = text
+            self.version += 1
 
     def refuse(self, name: str, why: str | None) -> None:
         """Record that the file ``name`` is not followed and why (None: it is followed again)."""

@@ -23,7 +23,7 @@ from typing import Callable
 from ..engine.store import Store
 from ..safe import clean
 from .local import LocalSource
-from .mflog import MfLogSource, has_writer_files, log_root
+from .mflog import MfLogSource, has_logs, has_writer_files
 from .protocol import Source, SourceError, SourceState
 from .remote import RemoteSource, Target, parse_target
 from .remote import cleanup as close_connections
@@ -72,7 +72,7 @@ class LocalOrLogs:
 
     def _switch(self) -> bool:
         """Become the logs' source when they are there and no rank file is; True when it switched."""
-        if self._settled() or has_writer_files(self.run_dir) or log_root(self.run_dir) is None:
+        if self._settled() or has_writer_files(self.run_dir) or not has_logs(self.run_dir):
             return False
         store, poll, on_update = self._args
         if self._following:
@@ -119,7 +119,7 @@ class Sources:
         self.items: list[Source] = []
         for spec in specs:
             target = check_spec(spec, exists=False)
-            if target is None and not has_writer_files(spec) and log_root(spec) is not None:
+            if target is None and not has_writer_files(spec) and has_logs(spec):
                 self.items.append(MfLogSource(spec, store, poll=poll, on_update=on_update))
             elif target is None:
                 self.items.append(LocalOrLogs(spec, store, poll=poll, on_update=on_update))

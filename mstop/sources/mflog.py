@@ -20,6 +20,7 @@ from typing import Callable
 
 from ..engine.mflog import MfLogParser
 from ..engine.store import Store
+from ..fmt import count as fmt_count
 from .files import CHUNK, SIGNATURE, Chunk, FileTail, _pread
 from .protocol import SourceState
 
@@ -42,6 +43,50 @@ def stream_rank(name: str) -> int | None:
     """The rank of a log stream's name (``rank_3/info.log``), or None for any other name."""
     m = STREAM.fullmatch(name)
     return int(m.group(1)) if m is not None else None
+
+
+#: msrun's per-rank logs (``msrun --log_dir=DIR``: ``DIR/worker_<N>.log``, each rank's stdout and stderr) and
+#: its scheduler's; a MindFormers job's ``output/msrun_log/`` holds them
+WORKER_LOG = re.compile(r"worker_(0|[1-9][0-9]{0,6})\.log")
+SCHEDULER_LOG = "scheduler.log"
+MSRUN_DIR = "msrun_log"
+
+
+def worker_logs(folder: str) -> dict[int, str]:
+    """The msrun worker logs in ``folder`` by rank (from the file name)."""
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return {}
+    out = {}
+    for n in names:
+        m = WORKER_LOG.fullmatch(n)
+        if m is not None and os.path.isfile(os.path.join(folder, n)):
+            out[int(m.group(1))] = n
+    return out
+
+
+def find_logs(path: str) -> dict[int, tuple[str, str]]:
+    """Every rank's log of a job nobody changed, as rank → (folder, file name): a MindFormers job's
+    ``rank_<R>/info.log`` (for its ``output/``, ``output/log/`` or one ``rank_<R>``), else msrun's
+    ``worker_<N>.log`` (in ``path`` or its ``msrun_log/``). MindFormers' own logs win: the worker logs of
+    such a job hold the same lines."""
+    found = log_root(path)
+    if found is not None:
+        root, only = found
+        return {r: (d, LOG_NAME) for r, d in _rank_dirs(root).items()
+                if (only is None or r == only) and _has_log(d)}
+    path = os.path.abspath(path)
+    for folder in (path, os.path.join(path, MSRUN_DIR)):
+        workers = worker_logs(folder)
+        if workers:
+            return {r: (folder, n) for r, n in workers.items()}
+    return {}
+
+
+def has_logs(path: str) -> bool:
+    """Whether ``path`` is a job read from its own logs (MindFormers' or msrun's)."""
+    return bool(find_logs(path))
 
 
 def _has_log(folder: str) -> bool:
@@ -89,13 +134,16 @@ def has_writer_files(path: str) -> bool:
 
 
 class LogStream:
-    """A rank's log files (``info.log.K`` ... ``info.log.1``, ``info.log``) read as one stream of lines."""
+    """A rank's log files (``info.log.K`` ... ``info.log.1``, ``info.log``; or ``worker_3.log``'s) read as one
+    stream of lines."""
 
-    def __init__(self, folder: str) -> None:
+    def __init__(self, folder: str, name: str = LOG_NAME) -> None:
         self.folder = folder
+        self.name = name
+        self._rotated = re.compile(re.escape(name) + r"\.([1-9][0-9]{0,3})")
         self.ident: tuple[int, int] | None = None  # the file being read
         self.offset = 0  # bytes of it read
-        self.lines = FileTail(os.path.join(folder, LOG_NAME))  # only splits the bytes into lines
+        self.lines = FileTail(os.path.join(folder, name))  # only splits the bytes into lines
         #: times lines were lost: the file being read rotated past the last backup between two reads, or
         #: truncated in place (copytruncate) with no copy of it found
         self.lost = 0
@@ -110,8 +158,8 @@ class LogStream:
             return []
         found = []
         for n in names:
-            m = ROTATED.fullmatch(n)
-            if m is not None or n == LOG_NAME:
+            m = self._rotated.fullmatch(n)
+            if m is not None or n == self.name:
                 path = os.path.join(self.folder, n)
                 try:
                     st = os.stat(path)
@@ -267,17 +315,14 @@ class MfLogSource:
             self._stop.wait(self.poll or POLL)
 
     def _discover(self) -> None:
-        found = log_root(self.run_dir)
-        if found is None:
-            return
-        root, only = found
-        for r, folder in _rank_dirs(root).items():
-            if r in self._streams or (only is not None and r != only) or not _has_log(folder):
+        for r, (folder, name) in find_logs(self.run_dir).items():
+            if r in self._streams:
                 continue
             if not self.store.claim(r, self.label):
                 continue
             self.store.add_rank_file(r)
-            self._streams[r] = (LogStream(folder), MfLogParser(r, run_name=_run_name(root)))
+            root = os.path.dirname(folder) if name == LOG_NAME else folder  # rank_R's parent, or msrun's folder
+            self._streams[r] = (LogStream(folder, name), MfLogParser(r, run_name=_run_name(root)))
 
     def _read(self, r: int, *, final: bool) -> None:
         stream, parser = self._streams[r]
@@ -287,7 +332,7 @@ class MfLogSource:
             if chunk.mtime is not None and (self.store.mtime is None or chunk.mtime > self.store.mtime):
                 self.store.mtime = chunk.mtime
             ingest_log(self.store, r, parser, chunk.blob, bad=chunk.overlong, flush=not chunk.blob or
-                       (final and not chunk.more))
+                       (final and not chunk.more), arrived=chunk.mtime, name=label(stream))
             if not chunk.more or self._stop.is_set():
                 break
         if stream.lost > lost:
@@ -302,14 +347,36 @@ def note_lost(store: Store, rank: int) -> None:
                "truncated in place with no copy found): their rows are missing")
 
 
-def ingest_log(store: Store, rank: int, parser: MfLogParser, blob: bytes, *, bad: int = 0, flush: bool) -> None:
+def label(stream: LogStream) -> str:
+    """A log stream's name as readers say it: ``rank_3/info.log``, ``worker_3.log``."""
+    if stream.name == LOG_NAME:
+        return f"{os.path.basename(stream.folder)}/{LOG_NAME}"
+    return stream.name
+
+
+def ingest_log(store: Store, rank: int, parser: MfLogParser, blob: bytes, *, bad: int = 0, flush: bool,
+               arrived: float | None = None, name: str | None = None) -> None:
     """Parse new lines of a rank's log into the store (local and remote sources alike); ``flush`` when no
-    more lines are there for now (the held row and a trailing error go in)."""
-    parts = [parser.parse(blob)] if blob else []
+    more lines are there for now (the held row and a trailing error go in); ``arrived``: when the lines
+    were written (the file's time: the time of step lines with no timestamp). What could not be read is
+    said, never a silent zero: lines that look like steps in no known format, a log with no step yet."""
+    name = name or stream_name(rank)
+    parts = [parser.parse(blob, arrived)] if blob else []
     if flush:
         parts.append(parser.flush())
     if parser.utf16 is not None:
-        store.note(f"{stream_name(rank)} is UTF-16 ({parser.utf16.upper()}): read as such")
+        store.note(f"{name} is UTF-16 ({parser.utf16.upper()}): read as such")
+    if parser.look_alike:
+        store.note_as(f"{name}:look-alike", f"{name}: {fmt_count(parser.look_alike, 'line')} look"
+                      f"{'s' if parser.look_alike == 1 else ''} like steps but match no format mstop knows "
+                      f"(counted bad); the first: {parser.first_look_alike}")
+    if parser.untimed:
+        store.note_as(f"{name}:untimed", f"{name}: {fmt_count(parser.untimed, 'step line')} without a "
+                      "timestamp: timed by when the file was written")
+    if parser.lines_seen and not parser.step_lines:
+        store.note_as(f"{name}:none", f"{name}: {fmt_count(parser.lines_seen, 'line')}, no step lines yet")
+    elif parser.step_lines:
+        store.note_as(f"{name}:none", None)
     for p in parts:
         p.rows.bad += bad
         bad = 0
@@ -323,7 +390,7 @@ def _run_name(root: str) -> str:
     from ..safe import clean
 
     parts = os.path.abspath(root).split(os.sep)
-    if parts and parts[-1] == "log":
+    if parts and parts[-1] in ("log", MSRUN_DIR):
         parts = parts[:-1]
     if parts and parts[-1] == "output" and len(parts) > 1:
         return clean(parts[-2] or "output", 128)

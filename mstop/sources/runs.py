@@ -21,7 +21,7 @@ from mstop_writer.schema import CSV_PATTERN, EVENTS_PATTERN
 from ..engine.store import Store
 from ..safe import clean
 from .local import LocalSource, Tail
-from .mflog import MfLogSource, log_root
+from .mflog import MfLogSource, has_logs
 from .protocol import SourceError
 
 #: Levels of folders below the root searched for runs (``runs/<group>/<exp>/<seed>``).
@@ -30,14 +30,14 @@ MAX_DEPTH = 3
 #: average: a list left open for days must not grow into each run's whole history.
 REBUILD_ROWS = 2_000
 _RANK_FILE = re.compile(f"(?:{CSV_PATTERN})|(?:{EVENTS_PATTERN})")
-_LOG_HINT = re.compile(r"rank_\d+|log|info\.log")
+_LOG_HINT = re.compile(r"rank_\d+|log|info\.log|msrun_log|worker_\d+\.log")
 
 
 def _is_run(path: str, names: list[str]) -> str | None:
     """"writer" or "mflog" when the folder ``path`` (holding ``names``) is a run, else None."""
     if any(_RANK_FILE.fullmatch(n) for n in names):
         return "writer"
-    if any(_LOG_HINT.fullmatch(n) for n in names) and log_root(path) is not None:
+    if any(_LOG_HINT.fullmatch(n) for n in names) and has_logs(path):
         return "mflog"
     return None
 
