@@ -367,9 +367,10 @@ def ingest_log(store: Store, rank: int, parser: MfLogParser, blob: bytes, *, bad
     if parser.utf16 is not None:
         store.note(f"{name} is UTF-16 ({parser.utf16.upper()}): read as such")
     if parser.look_alike:
-        store.note_as(f"{name}:look-alike", f"{name}: {fmt_count(parser.look_alike, 'line')} look"
-                      f"{'s' if parser.look_alike == 1 else ''} like steps but match no format mstop knows "
-                      f"(counted bad); the first: {parser.first_look_alike}")
+        one = parser.look_alike == 1
+        store.note_as(f"{name}:look-alike", f"{name}: {fmt_count(parser.look_alike, 'line')} "
+                      f"{'looks like a step but matches' if one else 'look like steps but match'} no format "
+                      f"mstop knows (counted bad); the first: {parser.first_look_alike}")
     if parser.untimed:
         store.note_as(f"{name}:untimed", f"{name}: {fmt_count(parser.untimed, 'step line')} without a "
                       "timestamp: timed by when the file was written")
