@@ -8,6 +8,7 @@ import logging
 import os
 import time
 
+import numpy as np
 import pytest
 
 from mstop.sources import read_once
@@ -149,3 +150,37 @@ def test_msrun_worker_logs_are_ranks_and_a_mindformers_output_finds_them(tmp_pat
         store = read_once(str(path))
         assert sorted(store.ranks) == [0, 1, 2, 3]
         assert [store.ranks[r].col("loss")[0] for r in range(4)] == [2.0, 3.0, 4.0, 5.0]
+
+
+def test_a_real_msrun_job_with_loss_monitor_and_no_mstop_code(tmp_path):
+    """Item 3: a 2-worker data-parallel msrun job on CPU with LossMonitor and TimeMonitor only: mstop reads
+    its worker logs as ranks, every loss equal to the job's own lines, and the TimeMonitor step time."""
+    import re
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    pytest.importorskip("mindspore", reason="a real job needs MindSpore: pip install -e '.[mindspore]'")
+    from tests.conftest import ROOT
+    from tests.test_what_happened import _free_port
+
+    msrun = shutil.which("msrun") or str(Path(sys.executable).parent / "msrun")
+    logs = tmp_path / "logs"
+    subprocess.run([msrun, "--worker_num=2", "--local_worker_num=2", "--master_addr=127.0.0.1",
+                    f"--master_port={_free_port()}", f"--log_dir={logs}", "--join=True",
+                    str(ROOT / "tests" / "msrun_plain_job.py"), "12", "2"],
+                   cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=300, check=True,
+                   env={**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"})
+    store = read_once(str(logs))
+    assert sorted(store.ranks) == [0, 1]
+    for rank in (0, 1):
+        text = (logs / f"worker_{rank}.log").read_text(errors="replace")
+        said = [float(m.group(1)) for m in re.finditer(r"epoch: \d+ step: \d+, loss is (\S+)", text)]
+        per_step = [float(m.group(1)) for m in re.finditer(r"per step time: ([\d.]+) ms", text)]
+        d = store.ranks[rank]
+        assert len(said) == 24 and d.col("step").tolist() == [float(s) for s in range(1, 25)]
+        np.testing.assert_allclose(d.col("loss"), said, rtol=1e-6)
+        np.testing.assert_allclose(d.col("step_time"), np.repeat(per_step, 12) / 1000.0, rtol=1e-6)
+        assert d.col("epoch").tolist() == [1.0] * 12 + [2.0] * 12
+    assert store.bad_rows == 0

@@ -1,0 +1,29 @@
+"""A plain data-parallel MindSpore job for msrun with MindSpore's own LossMonitor and TimeMonitor and no mstop
+code at all (tests/test_log_formats.py): mstop must watch it from msrun's worker logs alone.
+
+    msrun --worker_num=2 --local_worker_num=2 --master_addr=127.0.0.1 --master_port=P --log_dir=L \\
+        --join=True tests/msrun_plain_job.py STEPS EPOCHS
+
+Graph mode needs this source in a file."""
+
+import sys
+
+import mindspore as ms
+import numpy as np
+from mindspore import dataset as ds
+from mindspore import nn
+from mindspore.communication import get_rank, init
+from mindspore.train import LossMonitor, Model, TimeMonitor
+
+ms.set_device("CPU")
+ms.set_context(mode=ms.GRAPH_MODE)
+init()
+ms.set_auto_parallel_context(parallel_mode=ms.ParallelMode.DATA_PARALLEL, gradients_mean=True)
+steps, epochs = int(sys.argv[1]), int(sys.argv[2])
+rng = np.random.default_rng(get_rank())
+x = rng.standard_normal((steps * 8, 16)).astype(np.float32)
+y = rng.standard_normal((steps * 8, 1)).astype(np.float32)
+data = ds.NumpySlicesDataset({"x": x, "y": y}, shuffle=False).batch(8)
+net = nn.SequentialCell(nn.Dense(16, 32), nn.ReLU(), nn.Dense(32, 1))
+Model(net, nn.MSELoss(), nn.Adam(net.trainable_params(), 1e-3)).train(
+    epochs, data, callbacks=[LossMonitor(), TimeMonitor()], dataset_sink_mode=False)
