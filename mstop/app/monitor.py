@@ -215,8 +215,10 @@ class MonitorScreen(Screen[None]):
 
     def on_resize(self, event) -> None:  # noqa: ANN001
         self._layout_for(event.size.width, event.size.height)
-        if self._last_view is not None:  # the texts choose their form by width: choose again
-            self.call_after_refresh(self.redraw)
+        size = (event.size.width, event.size.height)
+        if self._last_view is not None and size != getattr(self, "_sized", size):
+            self.call_after_refresh(self.redraw)  # the texts choose their form by width: choose again
+        self._sized = size
 
     def _layout_for(self, width: int, height: int) -> None:
         self.set_class(width < 100 or height < 30, "narrow")
