@@ -200,8 +200,9 @@ def ticks(values: list[float], unit: str = "", *, log: bool = False) -> list[str
     def scale_of(v: float) -> tuple[str, float]:
         return next(((n, f) for n, f in scales if abs(v) >= f), scales[-1])
 
-    # the scientific form: an axis of tiny values, or a log axis that reaches them (1e-02 … 1e-04)
-    sci = unit not in _AXIS_SCALES and (0 < big < 1e-3 or (log and 0 < small < 1e-3))
+    # the scientific form: an axis of tiny values, or a log axis that reaches them (1e-02 … 1e-04), or values
+    # past the T prefix (1e+20, not 100000000 T)
+    sci = unit not in _AXIS_SCALES and (0 < big < 1e-3 or big >= 1e15 or (log and 0 < small < 1e-3))
     # one scale for a linear axis; a log axis over decades reads best with each label's own (1, 100, 10 k, 1 M)
     named = [("", 1.0)] * len(vals) if sci else [scale_of(v) for v in vals] if log else [scale_of(big)] * len(vals)
     xs = [v / f for v, (_, f) in zip(vals, named)]

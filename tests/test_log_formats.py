@@ -184,3 +184,6 @@ def test_a_real_msrun_job_with_loss_monitor_and_no_mstop_code(tmp_path):
         np.testing.assert_allclose(d.col("step_time"), np.repeat(per_step, 12) / 1000.0, rtol=1e-6)
         assert d.col("epoch").tolist() == [1.0] * 12 + [2.0] * 12
     assert store.bad_rows == 0
+    from mstop.engine.figures import Options, status
+
+    assert status(store, Options()) == "finished"  # every worker unregistered (scheduler.log): a clean end

@@ -256,6 +256,23 @@ def test_a_mindformers_log_over_ssh_equals_local(server, tmp_path):
     assert remote == local and remote["rows"] == 80 and remote["source"]["kind"] == "mindformers log"
 
 
+def test_msrun_worker_logs_over_ssh_equal_local(server, tmp_path):
+    """Issue 28: ``mstop summary host:LOG_DIR`` on msrun's worker logs (LossMonitor lines, no timestamps)
+    gives what the local read gives: the ranks from the file names, the same rows and losses."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    for r in range(2):
+        (logs / f"worker_{r}.log").write_text("".join(
+            f"epoch: 1 step: {s}, loss is {2.0 + r - s / 100}\n" for s in range(1, 31)))
+    (logs / "scheduler.log").write_text("scheduler\n")
+    local = json.loads(summary(logs, "--json").stdout)
+    proc = summary(f"testhost:{logs}", "--json", "-F", server.config)
+    assert proc.returncode == 0, proc.stderr
+    remote = json.loads(proc.stdout)
+    assert remote["rows"] == local["rows"] == 60 and remote["ranks"] == local["ranks"]
+    assert remote["loss"] == local["loss"] and remote["step"] == local["step"] == 30
+
+
 def test_follow_a_mindformers_log_over_ssh_through_a_rotation_and_a_reconnect(server, tmp_path):
     folder = tmp_path / "output" / "log" / "rank_0"
     folder.mkdir(parents=True)

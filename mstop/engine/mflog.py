@@ -701,3 +701,41 @@ def _is_number(text: str | None) -> bool:
         return False
     return True
 
+
+
+#: msrun's scheduler log (MindSpore's meta server node): a worker registering (its node id and rank id) and
+#: unregistering (it called finalize: it ended cleanly)
+_REGISTER = re.compile(r"The new node: (?P<node>\d{1,7})\(role: MS_WORKER\), rank id: (?P<rank>\d{1,7})")
+_UNREGISTER = re.compile(r"Node (?P<node>\d{1,7}) has unregistered")
+
+
+class SchedulerLog:
+    """msrun's ``scheduler.log``, for the job's state: which workers ended cleanly, and when."""
+
+    def __init__(self) -> None:
+        self.rank_of: dict[int, int] = {}
+        self._hours: dict[str, float] = {}
+
+    def parse(self, blob: bytes) -> list[tuple[int, float]]:
+        """(rank, unix time) of each worker that unregistered in these lines (a clean exit)."""
+        out = []
+        for raw in blob.splitlines():
+            if b"node" not in raw.lower():
+                continue
+            text = raw.decode("utf-8", "replace")
+            m = _REGISTER.search(text)
+            if m is not None:
+                self.rank_of[int(m.group("node"))] = int(m.group("rank"))
+                continue
+            m = _UNREGISTER.search(text)
+            ts = _ANY_TS.search(text)
+            if m is None or ts is None:
+                continue
+            try:
+                base = time.mktime(time.strptime(f"{ts.group('date')} {ts.group('time')}", "%Y-%m-%d %H:%M:%S"))
+            except (ValueError, OverflowError):
+                continue
+            frac = ts.group("frac") or "0"
+            node = int(m.group("node"))
+            out.append((self.rank_of.get(node, node), base + int(frac) / 10 ** len(frac)))
+        return out

@@ -26,7 +26,8 @@ NAME = re.compile(r"^rank(0|[1-9][0-9]{0,6})\.(csv|events\.jsonl)$")
 # mstop.sources.mflog's names: a MindFormers job's rank folders and log files, and the stream name sent
 MF_DIR = re.compile(r"^rank_(0|[1-9][0-9]{0,6})$")
 MF_ROTATED = re.compile(r"^info\.log\.([1-9][0-9]{0,3})$")
-MF_STREAM = re.compile(r"^rank_(0|[1-9][0-9]{0,6})/info\.log$")
+MF_STREAM = re.compile(r"^(?:rank_(0|[1-9][0-9]{0,6})/info\.log|worker_(0|[1-9][0-9]{0,6})\.log)$")
+MF_WORKER = re.compile(r"^worker_(0|[1-9][0-9]{0,6})\.log$")
 SIGNATURE = 256
 CHUNK = 4 << 20
 HEARTBEAT = 5.0
@@ -145,16 +146,37 @@ def mf_root(path):
     return None
 
 
-def log_chain(folder):
-    """A rank's regular log files, oldest first: info.log.K ... info.log.1, info.log."""
+def find_logs(path):
+    """mstop.sources.mflog.find_logs: rank -> (folder, file name) of a MindFormers job's rank logs, else of
+    msrun's worker logs (in ``path`` or its msrun_log/)."""
+    found = mf_root(path)
+    if found is not None:
+        root, only = found
+        return {r: (d, "info.log") for r, d in rank_dirs(root).items() if (only is None or r == only) and has_log(d)}
+    path = os.path.abspath(path)
+    for folder in (path, os.path.join(path, "msrun_log")):
+        try:
+            names = os.listdir(folder)
+        except OSError:
+            continue
+        workers = {int(m.group(1)): n for n, m in ((n, MF_WORKER.match(n)) for n in names)
+                   if m is not None and os.path.isfile(os.path.join(folder, n))}
+        if workers:
+            return {r: (folder, n) for r, n in workers.items()}
+    return {}
+
+
+def log_chain(folder, name="info.log"):
+    """A rank's regular log files, oldest first: info.log.K ... info.log.1, info.log (or worker_N.log's)."""
     found = []
     try:
         names = os.listdir(folder)
     except OSError:
         return []
+    rotated = re.compile("^" + re.escape(name) + r"\.([1-9][0-9]{0,3})$")
     for n in names:
-        m = MF_ROTATED.match(n)
-        if m is not None or n == "info.log":
+        m = rotated.match(n)
+        if m is not None or n == name:
             full = os.path.join(folder, n)
             try:
                 st = os.stat(full)
@@ -165,11 +187,11 @@ def log_chain(folder):
     return [(p, st) for _, p, st in sorted(found)]
 
 
-def read_log(folder, state):
+def read_log(folder, state, name="info.log"):
     """New bytes of a rank's log stream (mstop.sources.mflog.LogStream's rules): the rest of the file being
     read (found by inode after a rotation), then the newer files. ``state``: [stream offset, ident, offset in
     that file]. Returns (data, more)."""
-    files = log_chain(folder)
+    files = log_chain(folder, name)
     if not files:
         return b"", False
     ident, phys, head = state[1], state[2], state[3]
@@ -238,19 +260,16 @@ def log_copy(files, truncated, phys, head, budget, state):
 
 
 def read_logs(found, states):
-    """One pass over a MindFormers job's rank logs: (files, payload, more, newest mtime)."""
-    root, only = found
+    """One pass over a job's rank logs (find_logs): (files, payload, more, newest mtime)."""
     files, payload, more, newest = [], [], False, 0.0
-    for r, folder in sorted(rank_dirs(root).items()):
-        if only is not None and r != only:
-            continue
-        name = f"rank_{r}/info.log"
+    for r, (folder, file_name) in sorted(found.items()):
+        name = f"rank_{r}/info.log" if file_name == "info.log" else file_name
         state = states.setdefault(name, [0, None, 0, b"", 0])
         start, lost = state[0], state[4]
-        data, m = read_log(folder, state)
+        data, m = read_log(folder, state, file_name)
         if data or state[4] != lost:
             try:
-                newest = max(newest, os.stat(os.path.join(folder, "info.log")).st_mtime)
+                newest = max(newest, os.stat(os.path.join(folder, file_name)).st_mtime)
             except OSError:
                 pass
             cursor = f"{state[1][0]}:{state[1][1]}:{state[2]}" if state[1] else ""
@@ -281,8 +300,8 @@ def main():
         try:
             files, payload, more, newest = read_dir(path, states, refused)
             if not files and not any(NAME.match(n) for n in states):
-                found = mf_root(path)  # no writer files: a MindFormers job's own logs
-                if found is not None:
+                found = find_logs(path)  # no writer files: a job's own logs (MindFormers', msrun's)
+                if found:
                     files, payload, more, newest = read_logs(found, states)
         except OSError as e:
             send(out, {"error": "cannot list " + path + ": " + str(e)})

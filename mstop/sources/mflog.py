@@ -18,7 +18,7 @@ import stat
 import threading
 from typing import Callable
 
-from ..engine.mflog import MfLogParser
+from ..engine.mflog import MfLogParser, SchedulerLog
 from ..engine.store import Store
 from ..fmt import count as fmt_count
 from .files import CHUNK, SIGNATURE, Chunk, FileTail, _pread
@@ -29,8 +29,8 @@ log = logging.getLogger("mstop")
 LOG_NAME = "info.log"
 RANK_DIR = re.compile(r"rank_(0|[1-9][0-9]{0,6})")
 ROTATED = re.compile(r"info\.log\.([1-9][0-9]{0,3})")
-#: the name a rank's log stream has in a store and over ssh: ``rank_<R>/info.log``
-STREAM = re.compile(r"rank_(0|[1-9][0-9]{0,6})/info\.log")
+#: the name a rank's log stream has in a store and over ssh: ``rank_<R>/info.log``, or msrun's ``worker_<R>.log``
+STREAM = re.compile(r"rank_(0|[1-9][0-9]{0,6})/info\.log|worker_(0|[1-9][0-9]{0,6})\.log")
 #: seconds between polls while following
 POLL = 1.0
 
@@ -42,7 +42,7 @@ def stream_name(rank: int) -> str:
 def stream_rank(name: str) -> int | None:
     """The rank of a log stream's name (``rank_3/info.log``), or None for any other name."""
     m = STREAM.fullmatch(name)
-    return int(m.group(1)) if m is not None else None
+    return int(m.group(1) or m.group(2)) if m is not None else None
 
 
 #: msrun's per-rank logs (``msrun --log_dir=DIR``: ``DIR/worker_<N>.log``, each rank's stdout and stderr) and
@@ -276,6 +276,8 @@ class MfLogSource:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._errors: set[str] = set()
+        self._scheduler: tuple[LogStream, SchedulerLog] | None = None
+        self._ended: set[tuple[int, str]] = set()  # (rank, session) given an end from the scheduler log
 
     def read_all(self) -> int:
         """Read every rank's log to its end, held rows included; return the rows added."""
@@ -285,7 +287,33 @@ class MfLogSource:
             if self._stop.is_set():
                 break
             self._read(r, final=True)
+        self._read_scheduler()
         return self.store.rows - before
+
+    def _read_scheduler(self) -> None:
+        """msrun's scheduler log beside the worker logs: a worker that unregistered ended cleanly (LossMonitor
+        prints no end of its own), so its session ends there (``finished``)."""
+        if self._scheduler is None:
+            folder = next((st.folder for st, _ in self._streams.values() if st.name != LOG_NAME), None)
+            if folder is None or not os.path.isfile(os.path.join(folder, SCHEDULER_LOG)):
+                return
+            self._scheduler = (LogStream(folder, SCHEDULER_LOG), SchedulerLog())
+        stream, sched = self._scheduler
+        while True:
+            chunk = stream.read()
+            for rank, t in sched.parse(chunk.blob):
+                got = self._streams.get(rank)
+                if got is None or got[1].session is None or got[1].ended:
+                    continue
+                parser = got[1]
+                key = (rank, parser.session)
+                if key in self._ended:
+                    continue
+                self._ended.add(key)
+                self.store.ingest_events(rank, [{"kind": "end", "time": t, "session": parser.session,
+                                                 "step": parser.last_step, "source": "msrun scheduler.log"}])
+            if not chunk.more:
+                break
 
     def follow(self) -> None:
         self.state.mode = "poll"
@@ -304,6 +332,7 @@ class MfLogSource:
                 self._discover()
                 for r in list(self._streams):
                     self._read(r, final=False)
+                self._read_scheduler()
                 if self.on_update is not None:
                     self.on_update()
             except Exception as e:  # noqa: BLE001 - a bad file must not stop following the others

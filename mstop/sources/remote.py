@@ -309,7 +309,11 @@ class RemoteSource:
                     note_lost(self.store, f.rank)
                 seen.add(name)
                 chunk = f.tail.feed(data)
-                ingest_log(self.store, f.rank, f.log, chunk.blob, bad=chunk.overlong, flush=False)
+                arrived = header.get("mtime")  # when the host last wrote them: the time of unstamped lines
+                arrived = (float(arrived) - self.clock_skew
+                           if isinstance(arrived, (int, float)) and not isinstance(arrived, bool) else None)
+                ingest_log(self.store, f.rank, f.log, chunk.blob, bad=chunk.overlong, flush=False,
+                           arrived=arrived, name=str(name))
             else:
                 ingest(self.store, f, f.tail.feed(data, reset=bool(reset)))
                 mtime = entry[4] if len(entry) > 4 else None  # on the host's clock, as the source's clock is
@@ -317,7 +321,7 @@ class RemoteSource:
                     self.store.file_time(f.rank, f.kind, float(mtime), newest=False)
         for name, f in self._files.items():  # log streams with nothing new: their held rows go in
             if f.log is not None and (name not in seen or header.get("caught_up")):
-                ingest_log(self.store, f.rank, f.log, b"", flush=True)
+                ingest_log(self.store, f.rank, f.log, b"", flush=True, name=str(name))
 
     def _followed(self, name: str, gmtoff: object) -> Followed | None:
         """The record for a remote file (checked; never used as a local path): a rank file, or a MindFormers
