@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -261,3 +262,77 @@ def test_copytruncate_of_a_followed_log_loses_no_line(tmp_path):
     src.read_all()
     assert store.rows == 40 and store.ranks[0].col("step").tolist() == [float(s) for s in range(1, 41)]
     assert src._streams[0][0].lost == 0 and not store.notes
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["step", "step", "step", "progress", "progress2", "restart", "other",
+                                           "error", "over", "badstamp", "zero", "nan", "nostamp"]),
+                          st.integers(1, 3)), min_size=1, max_size=40),
+       st.integers(512, 20000), st.integers(0, 2**31))
+def test_lines_read_as_arrays_give_what_one_by_one_gives(plan, cut, seed):
+    """Issue 28 #5: runs of step and progress lines are read as arrays (pyarrow, RE2): rows, bad rows and
+    events are exactly those of reading every line on its own, whatever the mix, in any pieces."""
+    import random
+
+    import mstop.engine.mflog as mflog
+    from tests.mflines import Log
+
+    rnd = random.Random(seed)
+    log, step, total = Log(t0=1_796_108_985.0), 0, 4000
+    for what, times in plan:
+        for _ in range(times * 120):  # runs long enough to be read as arrays
+            if what in ("step", "progress", "progress2"):
+                step += 1
+                log.step(1, 1, step, total, 5.0 - step * 1e-4 + rnd.random() * 0.01,
+                         samples_per_s=None if what == "step" else 40.0 + rnd.random())
+                if what == "progress2":
+                    log.lines.append(log.lines[-1])  # a second progress line after one step
+            elif what == "restart":
+                step = max(0, step - 50)
+                log.info(".........Starting Training Model..........")
+                break
+            elif what == "other":
+                log.info("global_batch_size = batch_size * device_num = 8 = 4 * 2")
+            elif what == "error":
+                log.record("something failed", level=40)
+                break
+            elif what == "over":
+                log.info(".........Training Over!..........")
+                break
+            elif what == "badstamp":
+                log.lines.append(log.lines[-1].replace("2026-", "2026-13-", 1) if log.lines else "x")
+                break
+            elif what == "zero":
+                log.record("{ Epoch:[  0/  0], step:[    0/    0], loss:[1.0/1.0], per_step_time: 9ms, lr: 1e-05, "
+                           "overflow cond: False, loss_scale: 1.0, global_norm: [1.0]")
+                break
+            elif what == "nan":
+                step += 1
+                log.step(1, 1, step, total, float("nan"))
+                break
+            elif what == "nostamp":
+                log.lines.append("{ Epoch:[  1/  1], step:[    1/    2], loss:[1.0/1.0]")
+                break
+    blob = log.text().encode()
+
+    def read(bulk_run: int):
+        old = mflog.BULK_RUN
+        mflog.BULK_RUN = bulk_run
+        try:
+            p, tail, outs = MfLogParser(0), FileTail("x"), []
+            for i in range(0, len(blob), cut):
+                outs.append(p.parse(tail.feed(blob[i:i + cut]).blob))
+            outs.append(p.flush())
+        finally:
+            mflog.BULK_RUN = old
+        rows = np.concatenate([np.hstack([o.rows.exact, o.rows.floats.astype(np.float64)]) for o in outs])
+        extra = {k: np.concatenate([o.rows.extra[k] for o in outs]) for k in outs[0].rows.extra}
+        sessions = [o.rows.session_names[c] for o in outs for c in o.rows.session_codes]
+        events = [e for o in outs for e in o.events]
+        return rows, extra, sessions, events, sum(o.rows.bad for o in outs)
+
+    arrays, one = read(256), read(10**9)
+    np.testing.assert_array_equal(arrays[0], one[0])
+    for k in one[1]:
+        np.testing.assert_array_equal(arrays[1][k], one[1][k])
+    assert arrays[2:] == one[2:]
