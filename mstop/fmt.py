@@ -223,11 +223,15 @@ def ticks(values: list[float], unit: str = "", *, log: bool = False) -> list[str
     first = min(first, most)
     if not gaps and not log and not sci and top:  # one label (a flat line): three significant digits
         first = most = min(most, max(0, 2 - math.floor(math.log10(top))))
+    # where an inexact value stops getting digits: the step's three more, and four significant digits of the
+    # smallest value (0.0565 of a narrow log axis is not 0.056)
+    least = min((abs(x) for x in xs if x), default=0.0)
+    enough = max(first + 3, 3 - math.floor(math.log10(least)) if least and not sci else 0)
     labels: list[str] = []
     for d in range(first, max(first, most) + 1):
         labels = [label(x, d) for x in xs]
         close = all(abs(float(lab) - x) <= 1e-6 * abs(x) for lab, x in zip(labels, xs))  # ticks are round
-        if len({(lab, n) for lab, (n, _) in zip(labels, named)}) == len(set(vals)) and (close or d >= first + 3):
+        if len({(lab, n) for lab, (n, _) in zip(labels, named)}) == len(set(vals)) and (close or d >= enough):
             break
     out = []
     for lab, (name, _) in zip(labels, named):
