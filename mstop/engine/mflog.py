@@ -196,14 +196,16 @@ class MfLogParser:
         line's row is held back until its progress line (or any later step) comes, or :meth:`flush`."""
         if arrived is not None:
             self.arrived = arrived
-        lines = blob.splitlines()
-        self.lines_seen += len(lines)
-        got = _classify(blob, lines) if len(lines) >= BULK_RUN and self.utf16 is None else None
+        got = _classify(blob) if len(blob) >= 64 * BULK_RUN and self.utf16 is None else None
         if got is None:
+            lines = blob.splitlines()
+            self.lines_seen += len(lines)
             for raw in lines:
                 self._one(raw)
             return self._take(keep_open=True)
-        kinds, arr = got
+        kinds, arr, offsets = got
+        self.lines_seen += len(kinds)
+        lines = _Lines(blob, offsets)
         # runs of step and progress lines as arrays; the lines between them (and short runs) one by one
         prev = 0
         for j in [*np.flatnonzero(kinds == 0).tolist(), len(lines)]:
@@ -234,7 +236,7 @@ class MfLogParser:
         else:
             self.line(raw.decode("utf-8", "replace"))
 
-    def _bulk(self, lines: list[bytes], arr: Any, kinds: np.ndarray, a: int, b: int) -> bool:
+    def _bulk(self, lines: Any, arr: Any, kinds: np.ndarray, a: int, b: int) -> bool:
         """Lines ``a``..``b`` (each a fast step line or a progress line) as arrays: their fields by one RE2
         pass, their times by array arithmetic, sessions and progress lines by where the steps go back.
         The same rows and events as reading them one by one; False (nothing done) where that would differ
@@ -836,7 +838,20 @@ def _extract(arr: Any, pattern: str) -> Any:
 _BULK: Any = ()
 
 
-def _classify(blob: bytes, lines: list[bytes]) -> tuple[np.ndarray, Any] | None:
+class _Lines:
+    """The lines of a blob split at its newlines, each made when asked for (most are read as arrays)."""
+
+    def __init__(self, blob: bytes, offsets: np.ndarray) -> None:
+        self.blob, self.offsets = blob, offsets
+
+    def __getitem__(self, k: int) -> bytes:
+        return self.blob[int(self.offsets[k]):int(self.offsets[k + 1]) - 1]
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+
+def _classify(blob: bytes) -> tuple[np.ndarray, Any, np.ndarray] | None:
     """Each line's kind, found over the whole array at once (RE2, pyarrow.compute): 1 a fast step line,
     2 a progress line, 0 any other (read one by one); and the lines as an Arrow array. None without
     pyarrow, or for text whose lines the two splittings would not cut alike (a CR), or with NULs or a BOM
@@ -848,21 +863,24 @@ def _classify(blob: bytes, lines: list[bytes]) -> tuple[np.ndarray, Any] | None:
         return None
     if b"\r" in blob or b"\x00" in blob or b"\xef\xbb\xbf" in blob or not blob.endswith(b"\n"):
         return None
-    ends = np.flatnonzero(np.frombuffer(blob, np.uint8) == 10)
-    if len(ends) != len(lines):
-        return None
+    ends = np.flatnonzero(np.frombuffer(blob, np.uint8) == 10)  # no CR: the lines splitlines() would give
     offsets = np.empty(len(ends) + 1, np.int64)
     offsets[0], offsets[1:] = 0, ends + 1
     arr = pa.LargeBinaryArray.from_buffers(pa.large_binary(), len(ends),
                                            [None, pa.py_buffer(offsets), pa.py_buffer(blob)])
-    kinds = np.zeros(len(lines), np.int8)
+    kinds = np.zeros(len(ends), np.int8)
     cand = np.flatnonzero(pc.match_substring(arr, _FAST_WORDS).to_numpy(zero_copy_only=False))
     if len(cand):
         ok = pc.match_substring_regex(arr.take(pa.array(cand)), _FAST_RE2[:-1] + r"\n$")
         kinds[cand[ok.to_numpy(zero_copy_only=False)]] = 1
-    prog = pc.and_not(pc.match_substring(arr, b"samples/s/p"), pc.match_substring(arr, b"{ Epoch:["))
-    kinds[prog.to_numpy(zero_copy_only=False) & (kinds == 0)] = 2
-    return kinds, arr
+    rest = np.flatnonzero(kinds == 0)  # progress lines among the others: "samples/s/p", and no step record
+    if len(rest):
+        sub = arr.take(pa.array(rest))
+        prog = rest[pc.match_substring(sub, b"samples/s/p").to_numpy(zero_copy_only=False)]
+        if len(prog):
+            prog = prog[~pc.match_substring(arr.take(pa.array(prog)), b"{ Epoch:[").to_numpy(zero_copy_only=False)]
+        kinds[prog] = 2
+    return kinds, arr, offsets
 
 
 def looks_like_step(text: str) -> bool:
