@@ -17,6 +17,8 @@
   run without the delay), as the terminal shows it (rich's own SVG export of the same table).
 - baseline-120x40.svg: the monitor on the faster run with the baseline overlaid by step.
 - mindformers-log.svg: a real MindFormers Trainer job watched from its own info.log (the kit's capture).
+- msrun-workers.svg, msrun-ranks.svg: a real 4-worker msrun job with MindSpore's LossMonitor and TimeMonitor
+  and no mstop code (tests/msrun_plain_job.py), watched from msrun's worker logs alone.
 - profile-120x40.svg: a baseline run above, profiled at steps 200-210 on CPU: the throughput panel's breakdown.
 - report-loss.png, report-tokens_per_s.png: two of ``mstop report``'s plots of the same runs.
 - runs-120x40.svg, runs-compare.svg, runs-overlay.svg: ``mstop runs/`` on the folder of those three real runs
@@ -196,7 +198,30 @@ def main() -> int:
         asyncio.run(shoot(str(cluster), out / "cluster-1024.svg", (120, 40), ("r", "m"), now=now, click_cell=517))
         comparison_shots(Path(tmp), out)
         mindformers_shot(Path(tmp), out)
+        msrun_shot(Path(tmp), out)
     return 0
+
+
+def msrun_shot(tmp: Path, out: Path) -> None:
+    """msrun-workers.svg, msrun-ranks.svg: a real 4-worker data-parallel msrun job on CPU with LossMonitor and
+    TimeMonitor only, read from its worker logs (``mstop LOG_DIR``)."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    logs = tmp / "msrun-logs"
+    msrun = shutil.which("msrun") or str(Path(sys.executable).parent / "msrun")
+    subprocess.run([msrun, "--worker_num=4", "--local_worker_num=4", "--master_addr=127.0.0.1",
+                    f"--master_port={port}", f"--log_dir={logs}", "--join=True",
+                    str(ROOT / "tests" / "msrun_plain_job.py"), "60", "3"],
+                   cwd=tmp, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                   env={**__import__("os").environ, "PATH": f"{Path(sys.executable).parent}:"
+                                                           f"{__import__('os').environ['PATH']}"})
+    store = read_once(str(logs))
+    now = max(float(d.col("time")[-1]) for d in store.ranks.values()) + 5
+    asyncio.run(shoot(str(logs), out / "msrun-workers.svg", (120, 40), now=now))
+    asyncio.run(shoot(str(logs), out / "msrun-ranks.svg", (120, 40), ("r",), now=now))
 
 
 def mindformers_shot(tmp: Path, out: Path) -> None:

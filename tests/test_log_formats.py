@@ -187,3 +187,21 @@ def test_a_real_msrun_job_with_loss_monitor_and_no_mstop_code(tmp_path):
     from mstop.engine.figures import Options, status
 
     assert status(store, Options()) == "finished"  # every worker unregistered (scheduler.log): a clean end
+
+
+def test_unstamped_rows_of_one_read_are_spaced_by_their_step_time(tmp_path):
+    """LossMonitor's lines have no stamp: read afterwards, they are counted back from the file's time by
+    TimeMonitor's per-step time (not all at one instant), the last at the file's time; the source says
+    it is a MindSpore log."""
+    lines = [LOSS_MONITOR % (1, s, 2.0 - s / 100) for s in range(1, 11)]
+    lines.append(TIME_MONITOR.format("Train", 5000.0, 500.0))
+    d = tmp_path / "job"
+    d.mkdir()
+    (d / "worker_0.log").write_text("".join(ln + "\n" for ln in lines))
+    when = time.time() - 60
+    os.utime(d / "worker_0.log", (when, when))
+    store = read_once(str(d))
+    times = store.ranks[0].col("time")
+    assert times[-1] == pytest.approx(when, abs=1e-3)
+    np.testing.assert_allclose(np.diff(times), 0.5, rtol=1e-9)
+    assert store.ranks[0].last_start["source"] == "mindspore log"

@@ -43,6 +43,8 @@ from .parse import _num as _cell_number
 
 #: what the start events of a log say about where the figures come from, and what a log cannot give
 SOURCE = "mindformers log"
+#: the source of a plain MindSpore job's log (LossMonitor, TimeMonitor: an msrun worker log, a captured stdout)
+SOURCE_PLAIN = "mindspore log"
 CANNOT = ("memory", "data wait", "heartbeats")
 #: the losses MindFormers prints beside the loss, kept as extra columns
 SEPARATE_LOSSES = ("lm_loss", "load_balancing_loss", "mtp_loss", "indexer_loss", "aux_loss", "kl_loss",
@@ -187,6 +189,7 @@ class MfLogParser:
         self._lm_epoch: int | None = None
         self._lm_size: dict[int, int] = {}
         self._lm_base = 0
+        self._arrival_rows = []
 
     # -- the public calls ----------------------------------------------------------------
 
@@ -202,6 +205,7 @@ class MfLogParser:
             self.lines_seen += len(lines)
             for raw in lines:
                 self._one(raw)
+            self._space_arrivals()
             return self._take(keep_open=True)
         kinds, arr, offsets = got
         self.lines_seen += len(kinds)
@@ -217,6 +221,7 @@ class MfLogParser:
             if j < len(lines):
                 self._one(lines[j])
             prev = j + 1
+        self._space_arrivals()
         return self._take(keep_open=True)
 
     def _one(self, raw: bytes) -> None:
@@ -435,8 +440,12 @@ class MfLogParser:
             self._bad += 1  # a step at no time at all (no stamp, no file time): one bad row
             return True
         rows = len(self._rows)
-        if not self._any_step(t, text, text):
-            return False
+        self._timing_by_arrival = untimed
+        try:
+            if not self._any_step(t, text, text):
+                return False
+        finally:
+            self._timing_by_arrival = False
         if untimed:
             self.untimed += len(self._rows) - rows
         elif not math.isnan(t):
@@ -509,6 +518,8 @@ class MfLogParser:
             self._nonfinite.append((i, "loss", loss))
         row = [math.nan] * len(NUMERIC)
         row[0], row[1], row[2], row[3] = t, float(gstep), float(epoch), loss
+        if self._timing_by_arrival:
+            self._arrival_rows.append(row)
         self._rows.append(row)
         self._extra.append([math.nan] * len(EXTRA))
 
@@ -669,9 +680,12 @@ class MfLogParser:
         self.error_sent = False
 
     def _start(self, t: float) -> None:
+        plain = bool(self.formats) and all(f.startswith("mindspore") for f in self.formats)
         e: dict[str, Any] = {"kind": "start", "time": t, "session": self.session, "rank": self.rank,
-                             "source": SOURCE, "memory_source": "none", "cannot_give": list(CANNOT),
-                             "note": f"read from a MindFormers log: no {', '.join(CANNOT)}"}
+                             "source": SOURCE_PLAIN if plain else SOURCE, "memory_source": "none",
+                             "cannot_give": list(CANNOT),
+                             "note": f"read from a {'MindSpore' if plain else 'MindFormers'} log: no "
+                                     f"{', '.join(CANNOT)}"}
         if self.run_name:
             e["run_name"] = self.run_name
         if self.total_steps:
@@ -687,6 +701,17 @@ class MfLogParser:
         self._started_total = self.total_steps
 
     _session_start: float = 0.0
+    _timing_by_arrival = False  # the step being read has no stamp: it is timed by the file's time
+    _arrival_rows: list[list[float]] = []  # this read's rows timed so (see _space_arrivals)
+
+    def _space_arrivals(self) -> None:
+        """Rows of one read timed by the file's time (no stamps: LossMonitor's print) all got that one
+        instant; counted back from it by their step times instead (TimeMonitor's per-step time), the last
+        at the file's time, so elapsed, pace and goodput read as the job ran, not as one moment."""
+        rows, self._arrival_rows = self._arrival_rows, []
+        for i in range(len(rows) - 2, -1, -1):  # one read's rows share one arrival time
+            if math.isfinite(rows[i + 1][6]):
+                rows[i][0] = rows[i + 1][0] - rows[i + 1][6]
     _batch: tuple[float, float] = (math.nan, math.nan)  # (global batch, devices) the log said last
     _started_total: int | None = None
 
