@@ -284,7 +284,8 @@ def test_lines_read_as_arrays_give_what_one_by_one_gives(plan, cut, seed):
             if what in ("step", "progress", "progress2"):
                 step += 1
                 log.step(1, 1, step, total, 5.0 - step * 1e-4 + rnd.random() * 0.01,
-                         samples_per_s=None if what == "step" else 40.0 + rnd.random())
+                         samples_per_s=None if what == "step" else 40.0 + rnd.random(),
+                         flops=None if rnd.random() < 0.3 else 0.5, lr=None if rnd.random() < 0.01 else 1e-4)
                 if what == "progress2":
                     log.lines.append(log.lines[-1])  # a second progress line after one step
             elif what == "restart":

@@ -265,11 +265,12 @@ class MfLogParser:
         try:
             epoch, epochs, step, nsteps = col("epoch"), col("epochs"), col("step"), col("steps")
             loss, ms, lr, scale, norm = col("loss"), col("ms"), col("lr"), col("scale"), col("norm")
-            tf = f.field("tflops")
+            tf = f.field("tflops")  # an optional group: empty where the line has none
             tflops = np.full(len(step_at), np.nan)
-            if tf.null_count < len(tf):
-                got = pc.cast(tf.cast(pa.string()), pa.float64()).to_numpy(zero_copy_only=False)
-                tflops = np.where(np.isnan(got), np.nan, got)
+            said = pc.binary_length(tf).to_numpy(zero_copy_only=False) > 0
+            if said.any():
+                tflops[said] = pc.cast(tf.filter(pa.array(said)).cast(pa.string()),
+                                       pa.float64()).to_numpy(zero_copy_only=False)
             sps = np.full(0, np.nan)
             if len(prog_at):
                 p = pc.extract_regex(arr.take(pa.array(prog_at)), _PROGRESS_RE2)
