@@ -205,3 +205,22 @@ def test_unstamped_rows_of_one_read_are_spaced_by_their_step_time(tmp_path):
     assert times[-1] == pytest.approx(when, abs=1e-3)
     np.testing.assert_allclose(np.diff(times), 0.5, rtol=1e-9)
     assert store.ranks[0].last_start["source"] == "mindspore log"
+
+
+def test_the_runs_list_says_why_a_log_gave_no_rows(tmp_path):
+    """Item 4: in the runs list, a log with lines that look like steps in no known format, and one with no
+    step yet, say so in the run's note column (never a bare 0 rows)."""
+    from mstop.engine.figures import Options
+    from mstop.engine.health import Health, Rules
+    from mstop.sources.runs import RunsWatch
+    from mstop.view.runs import RunsModel
+
+    _rank_log(tmp_path / "a", 0, ["2026-12-01 07:09:49 | step 10 | loss 2.345 | lr 1e-4"])
+    _rank_log(tmp_path / "b", 0, [_logger_line(V06_FILE, 1_796_108_985.0, "building %d", i) for i in range(5)])
+    model = RunsModel([RunsWatch(str(tmp_path))], Options(), lambda: Health(Rules()))
+    for _ in range(3):
+        model.refresh()
+    rows, _, _ = model.snapshot()
+    hints = {row.name: row.hint for row in rows}
+    assert any("looks like a step but matches no format mstop knows" in h for h in hints.values()), hints
+    assert any("5 lines, no step lines yet" in h for h in hints.values()), hints

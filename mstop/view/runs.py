@@ -99,6 +99,10 @@ def run_row(key: str, name: str, host: str, store: Store, opts: Options, health:
     with store.lock:
         meta = figures.run_meta(store)
         first = figures.first_start(store)
+        # a log read to no rows, or with lines that look like steps in no known format: say it in the list
+        said = [n for n in store.notes if "like steps but match" in n or "like a step but matches" in n
+                or "no step lines yet" in n]
+        hint = hint or (said[0] if said else "")
         status = "unreadable" if error and not store.ranks else figures.status(store, opts)
         alerts = health.alerts(store, opts) if store.rows else []
         row = RunRow(key=key, name=name, host=host or str(meta.get("host") or ""), status=status,
