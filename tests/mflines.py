@@ -83,4 +83,6 @@ _LOOKS = re.compile(r"\bstep\b\W{0,8}\d.*\bloss\b\W{0,12}(?:is\W{1,4})?[-+]?(?:\
 def step_looking(text: str) -> int:
     """How many lines of ``text`` look like training steps: each must be a row or a counted bad row."""
     lines = [b.decode("utf-8", "replace") for b in text.encode("utf-8", "surrogatepass").splitlines()]  # \n, \r
-    return sum(1 for ln in lines if "{ Epoch:[" in ln or ("step:[" in ln and "loss" in ln) or _LOOKS.search(ln))
+    raised = re.compile(r"^(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception): ")  # a failure, not a step
+    return sum(1 for ln in lines if not raised.match(ln)
+               and ("{ Epoch:[" in ln or ("step:[" in ln and "loss" in ln) or _LOOKS.search(ln)))

@@ -224,3 +224,21 @@ def test_the_runs_list_says_why_a_log_gave_no_rows(tmp_path):
     hints = {row.name: row.hint for row in rows}
     assert any("looks like a step but matches no format mstop knows" in h for h in hints.values()), hints
     assert any("5 lines, no step lines yet" in h for h in hints.values()), hints
+
+
+def test_an_exception_line_after_the_last_step_fails_the_run(tmp_path):
+    """Item 1: ``ValueError: ...`` after a session's last step marks it failed, with or without a traceback
+    header before it (LossMonitor raises on a NaN loss: its job's log ends so)."""
+    from mstop.engine.figures import Options, status
+
+    for i, tail in enumerate((["ValueError: In epoch: 1 step: 4, loss is NAN or INF, training process cannot "
+                               "continue, terminating training."],
+                              ["Traceback (most recent call last):", '  File "train.py", line 9, in <module>',
+                               "RuntimeError: out of memory"])):
+        d = tmp_path / f"job{i}"
+        d.mkdir()
+        (d / "worker_0.log").write_text("".join(ln + "\n" for ln in [LOSS_MONITOR % (1, s, 2.0) for s in (1, 2, 3)]
+                                                + tail))
+        store = read_once(str(d))
+        assert status(store, Options()) == "failed", tail
+        assert tail[-1].split(":")[0] in str(store.ranks[0].aborts[-1]["error"])

@@ -370,7 +370,7 @@ class MfLogParser:
         level = m.group("level") or m.group("level2")
         t = self._time(ts, ms)
         msg = text[m.end():]
-        if "loss is" in msg or "per step time" in msg or looks_like_step(msg):
+        if ("loss is" in msg or "per step time" in msg or looks_like_step(msg)) and not _RAISED.match(msg):
             if math.isnan(t) and looks_like_step(msg):
                 self._bad += 1  # a step at no time: one bad row
                 self.step_lines += 1
@@ -427,8 +427,8 @@ class MfLogParser:
         """A line with none of MindFormers' prefixes (stdout of ``print``, a job's own logger, ``tee``,
         lines pasted into a file): a step in it is read, timed by a timestamp before it, else by when the
         line was written (the file's time). False: no step here."""
-        if not ("per step time" in text or "loss is" in text or looks_like_step(text)):
-            return False
+        if _RAISED.match(text) or not ("per step time" in text or "loss is" in text or looks_like_step(text)):
+            return False  # an exception's line ("ValueError: In epoch: 1 step: 4, loss is NAN") is no step
         ts = _ANY_TS.search(text)
         t = math.nan
         if ts is not None and ts.start() < text.find("step"):
@@ -661,12 +661,18 @@ class MfLogParser:
             return
         if text.startswith("Traceback (most recent call last)"):
             t = self._line_time()
+            t = t if t is not None else self.arrived  # a log of prints has no stamps: the file's time
             if self.error is None and t is not None:
                 self.error = (t, "Traceback (most recent call last)")
         elif self.error is not None and _EXCEPTION.match(text):
             t, first = self.error
             exc = clean(text.strip(), 300)
             self.error = (t, exc if first.startswith("Traceback") else f"{first} ({exc})")
+        elif self.error is None and _RAISED.match(text):  # an exception's line with no traceback read before
+            t = self._line_time()
+            t = t if t is not None else self.arrived
+            if t is not None:
+                self.error = (t, clean(text.strip(), 300))
 
     # -- sessions and events ----------------------------------------------------------------
 
@@ -914,6 +920,8 @@ def looks_like_step(text: str) -> bool:
     (``step:[ 3/ 4], loss:[oops`` or ``{ Epoch:[`` too: a MindFormers step record cut short). Such a line is a
     row, or a bad row that is counted and shown; MindFormers' other ``step:[..]`` lines (TrainingStateMonitor's norms)
     name no loss and are not steps."""
+    if _RAISED.match(text):  # an exception's line names a step and a loss too: it is a failure, not a step
+        return False
     return ("{ Epoch:[" in text or ("step:[" in text and "loss" in text)
             or _LOOKS_LIKE_STEP.search(text) is not None)
 
