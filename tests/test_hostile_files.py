@@ -97,7 +97,7 @@ def test_ctrl_c_during_a_command_is_a_word_not_a_traceback(tmp_path):
     assert p.returncode == 130 and "Traceback" not in err and "interrupted" in err, err
 
 
-async def test_keys_work_and_q_quits_while_a_long_log_is_read(tmp_path):
+async def test_keys_work_and_q_quits_while_a_long_log_is_read(tmp_path, monkeypatch):
     """Issue 26 #18: the first read of a long MindFormers log (1,000,000 lines, about 10 s to parse here) is
     done on a thread: the screen says so, ? opens the help, Ctrl-C quits, and the reading stops. (The pilot takes
     about 2 s a key while the reader holds the GIL; in a terminal q ends mstop in about 0.5 s.)"""
@@ -107,6 +107,8 @@ async def test_keys_work_and_q_quits_while_a_long_log_is_read(tmp_path):
     from tests.test_screen_truth import screen_lines
 
     make(str(tmp_path), 1_000_000)
+    # read line by line (about 10 s here), not as arrays (about 3 s): long enough for the keys to land
+    monkeypatch.setattr("mstop.engine.mflog.BULK_RUN", 10**9)
     app = MonitorApp(str(tmp_path / "output"), follow=False)
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.pause(0.3)

@@ -246,51 +246,15 @@ class MfLogParser:
         pass, their times by array arithmetic, sessions and progress lines by where the steps go back.
         The same rows and events as reading them one by one; False (nothing done) where that would differ
         (a step no job ran, a stamp that is no date, a number a progress line cannot be read as)."""
-        import pyarrow as pa
-        import pyarrow.compute as pc
-
         k = kinds[a:b]
         step_at = np.flatnonzero(k == 1) + a
         prog_at = np.flatnonzero(k == 2) + a
         if len(step_at) < 2:
             return False
-        f = _extract(arr.take(pa.array(step_at)), _FIELDS_RE2[:-1] + r"\n$")
-        if f.null_count:
+        got = self._bulk_fields(arr, step_at, prog_at)
+        if got is None:
             return False
-
-        def col(name: str) -> np.ndarray:
-            field = f.field(name)
-            return pc.cast(field.cast(pa.string()), pa.float64()).to_numpy(zero_copy_only=False)
-
-        try:
-            epoch, epochs, step, nsteps = col("epoch"), col("epochs"), col("step"), col("steps")
-            loss, ms, lr, scale, norm = col("loss"), col("ms"), col("lr"), col("scale"), col("norm")
-            tf = f.field("tflops")  # an optional group: empty where the line has none
-            tflops = np.full(len(step_at), np.nan)
-            said = pc.binary_length(tf).to_numpy(zero_copy_only=False) > 0
-            if said.any():
-                tflops[said] = pc.cast(tf.filter(pa.array(said)).cast(pa.string()),
-                                       pa.float64()).to_numpy(zero_copy_only=False)
-            sps = np.full(0, np.nan)
-            if len(prog_at):
-                p = pc.extract_regex(arr.take(pa.array(prog_at)), _PROGRESS_RE2)
-                if p.null_count:
-                    return False
-                sps = pc.cast(p.field("sps").cast(pa.string()), pa.float64()).to_numpy(zero_copy_only=False)
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-            return False  # "1.2.3" samples/s/p, a field that is no number: line by line
-        ts = f.field("ts")
-        data = np.frombuffer(ts.buffers()[2], np.uint8)
-        width = np.int64 if pa.types.is_large_binary(ts.type) else np.int32
-        off = np.frombuffer(ts.buffers()[1], width)[ts.offset:ts.offset + len(ts) + 1]
-        raw_ts = data[off[0]:off[-1]]
-        if len(raw_ts) != 23 * len(ts):
-            return False
-        times = self._stamp_array(raw_ts.reshape(-1, 23))
-        if not (np.isfinite(times).all() and (epoch >= 1).all() and (epochs >= 1).all() and (step >= 1).all()
-                and (nsteps >= 1).all()):
-            return False
-        over = (f.field("over").to_numpy(zero_copy_only=False) == b"True").astype(np.float64)
+        c, sps = got
         self.step_lines += len(step_at)
         # progress lines before the segment's first step belong to the row held from before
         early = prog_at < step_at[0]
@@ -303,34 +267,82 @@ class MfLogParser:
             owner = np.searchsorted(step_at, prog_at[late], side="right") - 1
             first = np.unique(owner, return_index=True)[1]
             row_sps[owner[first]] = sps[late][first]
-        gstep = (epoch - 1) * nsteps + step
-        total = epochs * nsteps
+        self._bulk_rows_of(c, row_sps)
+        last = lines[int(step_at[-1])]
+        self._last_fast_ts, self.last_time = last[7:30], None
+        return True
+
+    def _bulk_fields(self, arr: Any, step_at: np.ndarray,
+                     prog_at: np.ndarray) -> tuple[dict[str, np.ndarray], np.ndarray] | None:
+        """The step lines' fields as float arrays (and ``time``), and the progress lines' samples/s/p; None
+        where a line would read otherwise one by one."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        f = _extract(arr.take(pa.array(step_at)), _FIELDS_RE2[:-1] + r"\n$")
+        if f.null_count:
+            return None
+
+        def number(field: Any) -> np.ndarray:
+            return pc.cast(field.cast(pa.string()), pa.float64()).to_numpy(zero_copy_only=False)
+
+        try:
+            c = {n: number(f.field(n)) for n in ("epoch", "epochs", "step", "steps", "loss", "ms", "lr", "scale",
+                                                 "norm")}
+            tf = f.field("tflops")  # an optional group: empty where the line has none
+            c["tflops"] = np.full(len(step_at), np.nan)
+            said = pc.binary_length(tf).to_numpy(zero_copy_only=False) > 0
+            if said.any():
+                c["tflops"][said] = number(tf.filter(pa.array(said)))
+            sps = np.full(0, np.nan)
+            if len(prog_at):
+                p = pc.extract_regex(arr.take(pa.array(prog_at)), _PROGRESS_RE2)
+                if p.null_count:
+                    return None
+                sps = number(p.field("sps"))
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            return None  # "1.2.3" samples/s/p, a field that is no number: line by line
+        ts = f.field("ts")
+        data = np.frombuffer(ts.buffers()[2], np.uint8)
+        width = np.int64 if pa.types.is_large_binary(ts.type) else np.int32
+        off = np.frombuffer(ts.buffers()[1], width)[ts.offset:ts.offset + len(ts) + 1]
+        raw_ts = data[off[0]:off[-1]]
+        if len(raw_ts) != 23 * len(ts):
+            return None
+        c["time"] = self._stamp_array(raw_ts.reshape(-1, 23))
+        if not (np.isfinite(c["time"]).all() and all((c[n] >= 1).all() for n in ("epoch", "epochs", "step", "steps"))):
+            return None
+        c["over"] = (f.field("over").to_numpy(zero_copy_only=False) == b"True").astype(np.float64)
+        return c, sps
+
+    def _bulk_rows_of(self, c: dict[str, np.ndarray], row_sps: np.ndarray) -> None:
+        """The rows of a run of step lines read as arrays: sessions cut where the step goes back (or the
+        total changes), as :meth:`_begin_row` does row by row, and one block of numbers."""
+        gstep = (c["epoch"] - 1) * c["steps"] + c["step"]
+        total = c["epochs"] * c["steps"]
         cuts = np.flatnonzero((gstep[1:] <= gstep[:-1]) | (total[1:] != total[:-1])) + 1
-        first_row = len(self._rows)
-        for s0, e0 in zip([0, *cuts.tolist()], [*cuts.tolist(), len(step_at)]):
-            t0 = float(times[s0])
-            self._begin_row(int(epoch[s0]), int(epochs[s0]), int(step[s0]), int(nsteps[s0]), lambda t=t0: t)
+        first_row, m = len(self._rows), len(gstep)
+        for s0, e0 in zip([0, *cuts.tolist()], [*cuts.tolist(), m]):
+            t0 = float(c["time"][s0])
+            self._begin_row(int(c["epoch"][s0]), int(c["epochs"][s0]), int(c["step"][s0]), int(c["steps"][s0]),
+                            lambda t=t0: t)
             n = e0 - s0 - 1
             if n:
                 self._sessions.extend([self.session or ""] * n)
                 self._sps_of.extend([math.nan] * n)
                 self._batch_of.extend([self._batch] * n)
                 self.last_step = float(gstep[e0 - 1])
-        m = len(step_at)
         self._sps_of[first_row:first_row + m] = row_sps.tolist()
         self._open = None if not np.isnan(row_sps[-1]) else first_row + m - 1
         table = np.full((m, len(NUMERIC) + len(EXTRA)), np.nan)
-        table[:, 0], table[:, 1], table[:, 2] = times, gstep, epoch
-        table[:, 3], table[:, 4], table[:, 5] = loss, lr, norm
-        table[:, 6] = np.where(ms > 0, ms / 1000.0, np.nan)
-        table[:, 16], table[:, 17] = over, scale
-        table[:, len(NUMERIC) + EXTRA.index("train_throughput_per_npu")] = tflops
+        table[:, 0], table[:, 1], table[:, 2] = c["time"], gstep, c["epoch"]
+        table[:, 3], table[:, 4], table[:, 5] = c["loss"], c["lr"], c["norm"]
+        table[:, 6] = np.where(c["ms"] > 0, c["ms"] / 1000.0, np.nan)
+        table[:, 16], table[:, 17] = c["over"], c["scale"]
+        table[:, len(NUMERIC) + EXTRA.index("train_throughput_per_npu")] = c["tflops"]
         self._rows.extend([_BULK] * m)
         self._extra.extend([_BULK] * m)
         self._bulk_rows.append(table)
-        last = lines[int(step_at[-1])]
-        self._last_fast_ts, self.last_time = last[7:30], None
-        return True
 
     def _utf16(self, raw: bytes) -> bytes:
         """A line of a UTF-16 log as UTF-8. Split at its b"\\n" bytes, each line keeps a stray byte of its
