@@ -52,18 +52,24 @@ SCHEDULER_LOG = "scheduler.log"
 MSRUN_DIR = "msrun_log"
 
 
-def worker_logs(folder: str) -> dict[int, str]:
-    """The msrun worker logs in ``folder`` by rank (from the file name)."""
+def _numbered(folder: str, pattern: re.Pattern[str], kind: Callable[[str], bool]) -> dict[int, str]:
+    """The entries of ``folder`` whose names ``pattern`` matches, by the number in them, that ``kind``
+    (os.path.isfile, os.path.isdir) holds for."""
     try:
         names = os.listdir(folder)
     except OSError:
         return {}
     out = {}
     for n in names:
-        m = WORKER_LOG.fullmatch(n)
-        if m is not None and os.path.isfile(os.path.join(folder, n)):
+        m = pattern.fullmatch(n)
+        if m is not None and kind(os.path.join(folder, n)):
             out[int(m.group(1))] = n
     return out
+
+
+def worker_logs(folder: str) -> dict[int, str]:
+    """The msrun worker logs in ``folder`` by rank (from the file name)."""
+    return _numbered(folder, WORKER_LOG, os.path.isfile)
 
 
 def find_logs(path: str) -> dict[int, tuple[str, str]]:
@@ -97,16 +103,7 @@ def _has_log(folder: str) -> bool:
 
 
 def _rank_dirs(root: str) -> dict[int, str]:
-    try:
-        names = os.listdir(root)
-    except OSError:
-        return {}
-    out = {}
-    for n in names:
-        m = RANK_DIR.fullmatch(n)
-        if m is not None and os.path.isdir(os.path.join(root, n)):
-            out[int(m.group(1))] = os.path.join(root, n)
-    return out
+    return {r: os.path.join(root, n) for r, n in _numbered(root, RANK_DIR, os.path.isdir).items()}
 
 
 def log_root(path: str) -> tuple[str, int | None] | None:
