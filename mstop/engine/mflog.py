@@ -188,8 +188,7 @@ class MfLogParser:
         # LossMonitor's step is within its epoch: the epoch's size (from TimeMonitor, else the last step seen)
         self._lm_epoch: int | None = None
         self._lm_size: dict[int, int] = {}
-        self._lm_base = 0
-        self._arrival_rows = []
+        self._arrival_rows: list[list[float]] = []  # this read's rows timed by the file (_space_arrivals)
 
     # -- the public calls ----------------------------------------------------------------
 
@@ -721,7 +720,6 @@ class MfLogParser:
 
     _session_start: float = 0.0
     _timing_by_arrival = False  # the step being read has no stamp: it is timed by the file's time
-    _arrival_rows: list[list[float]] = []  # this read's rows timed so (see _space_arrivals)
 
     def _space_arrivals(self) -> None:
         """Rows of one read timed by the file's time (no stamps: LossMonitor's print) all got that one
