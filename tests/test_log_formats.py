@@ -10,6 +10,8 @@ import time
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mstop.sources import read_once
 
@@ -189,6 +191,43 @@ def test_a_real_msrun_job_with_loss_monitor_and_no_mstop_code(tmp_path):
     assert status(store, Options()) == "finished"  # every worker unregistered (scheduler.log): a clean end
 
 
+@pytest.mark.slow
+def test_a_real_msrun_worker_killed_is_dead_from_the_scheduler_log(tmp_path):
+    """Item 2: rank 1 of a LossMonitor msrun job is SIGKILLed at step 10; msrun's scheduler times it out
+    (``The node: N is timed out``; measured: N is rank 0, blocked in the AllReduce with the dead one, as
+    often as rank 1) and ends the job: mstop reads that as the job dead, where before it said ``stalled``
+    for ever (no heartbeats in a plain job's logs), and says which rank the scheduler named and how far to
+    trust it."""
+    import json
+    import re
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    pytest.importorskip("mindspore", reason="a real job needs MindSpore: pip install -e '.[mindspore]'")
+    from tests.conftest import ROOT
+    from tests.test_what_happened import _free_port
+
+    msrun = shutil.which("msrun") or str(Path(sys.executable).parent / "msrun")
+    logs = tmp_path / "logs"
+    done = subprocess.run([msrun, "--worker_num=2", "--local_worker_num=2", "--master_addr=127.0.0.1",
+                           f"--master_port={_free_port()}", f"--log_dir={logs}", "--join=True",
+                           str(ROOT / "tests" / "msrun_plain_job.py"), "40", "1", "10"],
+                          cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=300,
+                          env={**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"})
+    assert done.returncode != 0
+    named = re.search(r"The node: (\d) is timed out", (logs / "scheduler.log").read_text(errors="replace"))
+    assert named is not None
+    out = subprocess.run([sys.executable, "-m", "mstop", "summary", "--json", str(logs)], capture_output=True,
+                         text=True, timeout=60)
+    js = json.loads(out.stdout)
+    assert js["status"] == "dead" and js["step"] == 10, js
+    (a,) = [a for a in js["alerts"] if a["kind"] == "job_dead"]
+    assert f"msrun's scheduler timed out rank {named.group(1)} and ended the job" in a["message"], a
+    assert "not always the one that died" in a["message"], a
+
+
 def test_unstamped_rows_of_one_read_are_spaced_by_their_step_time(tmp_path):
     """LossMonitor's lines have no stamp: read afterwards, they are counted back from the file's time by
     TimeMonitor's per-step time (not all at one instant), the last at the file's time; the source says
@@ -242,3 +281,75 @@ def test_an_exception_line_after_the_last_step_fails_the_run(tmp_path):
         store = read_once(str(d))
         assert status(store, Options()) == "failed", tail
         assert tail[-1].split(":")[0] in str(store.ranks[0].aborts[-1]["error"])
+
+
+FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "msrun")
+
+
+def _workers(folder, scheduler: str, steps: int = 10) -> None:
+    """Two LossMonitor worker logs of ``steps`` steps beside a captured scheduler.log (fixtures/msrun)."""
+    import shutil
+
+    os.makedirs(folder, exist_ok=True)
+    for r in range(2):
+        with open(os.path.join(folder, f"worker_{r}.log"), "w") as f:
+            f.write("".join(f"epoch: 1 step: {s}, loss is {1.5 - s / 100 + r}\n" for s in range(1, steps + 1)))
+    shutil.copy(os.path.join(FIXTURES, scheduler), os.path.join(folder, "scheduler.log"))
+
+
+def test_the_scheduler_logs_captured_here_read_as_the_workers_states():
+    """Item 2 on real scheduler logs of this machine's msrun (fixtures/msrun): registrations map node to rank,
+    ``Node N has unregistered`` is a clean end, ``The node: N is timed out`` a lost worker, at the line's
+    time; nothing else in them (the cluster's start-up, its alive counts, the traceback) is a state."""
+    from mstop.engine.mflog import SchedulerLog
+
+    def states(name: str) -> list[tuple[int, str]]:
+        with open(os.path.join(FIXTURES, name), "rb") as f:
+            return [(w.rank, w.kind) for w in SchedulerLog().parse(f.read())]
+
+    assert states("finished.scheduler.log") == [(1, "end"), (0, "end")]
+    assert states("lost-rank1.scheduler.log") == [(1, "lost")]
+    assert states("lost-names-survivor.scheduler.log") == [(0, "lost")]
+    with open(os.path.join(FIXTURES, "lost-rank1.scheduler.log"), "rb") as f:
+        (w,) = SchedulerLog(gmtoff=0).parse(f.read())
+    assert w.line.startswith("The node: 1 is timed out. It may exit with exception")
+    assert time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(w.time)) == "2026-12-02 11:26:04"
+
+
+def test_a_worker_the_scheduler_timed_out_makes_the_job_dead_not_stalled(tmp_path):
+    """Item 2: a LossMonitor job (no heartbeats) whose scheduler timed a worker out is ``dead``, and the alert
+    says which rank the scheduler named and how far to trust it; with every worker unregistered, finished."""
+    import json
+    import subprocess
+    import sys
+
+    _workers(tmp_path / "lost", "lost-rank1.scheduler.log")
+    _workers(tmp_path / "done", "finished.scheduler.log")
+    out = subprocess.run([sys.executable, "-m", "mstop", "summary", str(tmp_path / "lost")], capture_output=True,
+                         text=True, timeout=60)
+    assert "status                   dead" in out.stdout, out.stdout
+    assert "job_dead               msrun's scheduler timed out rank 1 and ended the job" in out.stdout
+    js = json.loads(subprocess.run([sys.executable, "-m", "mstop", "summary", "--json", str(tmp_path / "done")],
+                                   capture_output=True, text=True, timeout=60).stdout)
+    assert js["status"] == "finished" and js["step"] == 10
+
+
+@given(st.lists(st.one_of(st.binary(max_size=80), st.sampled_from([
+    b"[ERROR] DISTRIBUTED(1,2,python):2026-12-02-11:26:04.081.379 [x.cc:548] UpdateTopoState] The node: 3 is "
+    b"timed out. It may exit with exception, please check this node's log.",
+    b"[WARNING] DISTRIBUTED(1,2,python):2026-12-02-11:35:09.856.804 [x.cc:323] ProcessUnregister] Node 1 has "
+    b"unregistered.",
+    b"[WARNING] D(1,2,python):2026-12-02-11:35:02.900.617 [x.cc:254] ProcessRegister] The new node: 3(role: "
+    b"MS_WORKER), rank id: 7, device id: 0, hostname: vm, ip: 127.0.0.1 is registered successfully.",
+    b"The node: 99999999999 is timed out", b"2026-13-45-99:99:99.000.000 Node 2 has unregistered.",
+    b"\x1b]0;x\x07 The node: 2 is timed out \x1b[31m"])), max_size=20))
+@settings(max_examples=200, deadline=None)
+def test_the_scheduler_log_parser_never_crashes_and_its_words_are_clean(lines):
+    """Any bytes: no exception; every state has a rank, a finite time and a line with no control code."""
+    import math
+
+    from mstop.engine.mflog import SchedulerLog
+
+    for w in SchedulerLog().parse(b"\n".join(lines)):
+        assert w.kind in ("end", "lost") and w.rank >= 0 and math.isfinite(w.time)
+        assert not any(ord(c) < 32 or ord(c) == 127 for c in w.line), w.line

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -271,6 +272,14 @@ def test_msrun_worker_logs_over_ssh_equal_local(server, tmp_path):
     remote = json.loads(proc.stdout)
     assert remote["rows"] == local["rows"] == 60 and remote["ranks"] == local["ranks"]
     assert remote["loss"] == local["loss"] and remote["step"] == local["step"] == 30
+    # the scheduler's word travels too: a worker it timed out (a real scheduler.log of this machine's msrun)
+    shutil.copy(ROOT / "tests" / "fixtures" / "msrun" / "lost-rank1.scheduler.log", logs / "scheduler.log")
+    local = json.loads(summary(logs, "--json").stdout)
+    remote = json.loads(summary(f"testhost:{logs}", "--json", "-F", server.config).stdout)
+    assert remote["status"] == local["status"] == "dead"
+    said = [[a["kind"], a["message"]] for a in remote["alerts"]]
+    assert said == [[a["kind"], a["message"]] for a in local["alerts"]]
+    assert any("msrun's scheduler timed out rank 1" in m for _, m in said), said
 
 
 def test_follow_a_mindformers_log_over_ssh_through_a_rotation_and_a_reconnect(server, tmp_path):

@@ -133,6 +133,7 @@ def shifted(d: RankData, off: float) -> RankData:
     c.last_start = _moved(d.last_start, off) if d.last_start is not None else None
     c.ends = {k: t - off for k, t in d.ends.items()}
     c.aborts = [_moved(a, off) for a in d.aborts]
+    c.losts = [_moved(a, off) for a in d.losts]
     c.checkpoints = [_moved(ck, off) for ck in d.checkpoints]
     c.last_heartbeat = None if d.last_heartbeat is None else d.last_heartbeat - off
     c.last_event_time = None if d.last_event_time is None else d.last_event_time - off

@@ -108,6 +108,12 @@ def dead_message(store: Store, opts: Options) -> str:
     if e.first is not None:
         first = (f"rank {e.first} stopped first, at step {_step(e.first_step)}, {fmt.duration(e.ahead)} before "
                  "the others; ")
+    lost = sorted(r for r, d in store.ranks.items() if figures.lost(d) is not None)
+    if lost:  # the scheduler names the worker it stopped hearing from first: measured here, when rank 1 was
+        # killed it named rank 0 (blocked in a collective with the dead one) as often as rank 1
+        return (f"{first}msrun's scheduler timed out {ranks_text(lost)} and ended the job: a worker exited "
+                "abnormally, was killed or stopped (the scheduler names the first it stopped hearing from, "
+                "not always the one that died: see the worker logs)")
     return (f"{first}no rank shows a sign of life for {quiet} (dead after {limit}): the job was killed or its "
             "hosts are gone")
 

@@ -537,7 +537,8 @@ STATUSES = ("waiting", "starting", "running", "stalled", "dead", "failed", "fini
 def status(store: Store, opts: Options) -> str:
     """``waiting`` (no rank files), ``starting`` (started, no rows yet), ``running``,
     ``stalled`` (no new row for longer than :func:`stall_after`, but alive or unknown), ``dead`` (no rank
-    showed a sign of life for :func:`dead_after` although heartbeats were seen: killed, not hung),
+    showed a sign of life for :func:`dead_after` although heartbeats were seen: killed, not hung; or msrun's
+    scheduler timed a worker out: a ``lost`` event),
     ``failed`` (an ``abort`` event ends a rank's last session), ``finished`` (every rank's last session
     ended after its last row). Computed once per store version and tenth of a second of the clocks (a
     frame or a summary asks several times)."""
@@ -557,6 +558,8 @@ def _status(store: Store, opts: Options) -> str:
     with_rows = [d for d in store.ranks.values() if d.rows]
     if any(aborted(d) for d in store.ranks.values()):
         return "failed"
+    if any(lost(d) is not None for d in store.ranks.values()):
+        return "dead"  # the launcher lost a worker (timed out): it exited abnormally or stopped
     if with_rows and all(_finished(d) for d in store.ranks.values() if d.rows or d.starts):
         return "finished"
     starting = not with_rows or all(_restarting(d) for d in with_rows)
@@ -749,6 +752,15 @@ def _unnamed_rows(d: RankData) -> bool:
 def last_session(d: RankData) -> str | None:
     """The session of the rank's newest start event (or of its last rows)."""
     return _last_session(d)
+
+
+def lost(d: RankData) -> dict[str, Any] | None:
+    """The ``lost`` event (msrun's scheduler timed the worker out) that ends the rank's last session, if
+    any: no end of that session and no start after it."""
+    s = _last_session(d)
+    if s is None or s in d.ends:
+        return None
+    return next((e for e in d.losts if str(e.get("session")) == s), None)
 
 
 def finished_cleanly(d: RankData) -> bool:

@@ -966,21 +966,37 @@ def _is_number(text: str | None) -> bool:
 
 
 
-#: msrun's scheduler log (MindSpore's meta server node): a worker registering (its node id and rank id) and
-#: unregistering (it called finalize: it ended cleanly)
+#: msrun's scheduler log (MindSpore's meta server node): a worker registering (its node id and rank id),
+#: unregistering (it called finalize: it ended cleanly), and timed out (no heartbeat reached the scheduler
+#: for its timeout: the process exited abnormally, was killed, or hangs stopped; MindSpore 2.x's
+#: meta_server_node.cc ``UpdateTopoState``: ``The node: 1 is timed out. It may exit with exception, please
+#: check this node's log.``)
 _REGISTER = re.compile(r"The new node: (?P<node>\d{1,7})\(role: MS_WORKER\), rank id: (?P<rank>\d{1,7})")
 _UNREGISTER = re.compile(r"Node (?P<node>\d{1,7}) has unregistered")
+_TIMED_OUT = re.compile(r"The node: (?P<node>\d{1,7}) is timed out")
+
+
+@dataclass(frozen=True)
+class WorkerState:
+    """What msrun's scheduler log says of one worker: ``end`` (it unregistered: a clean exit) or ``lost``
+    (timed out: it exited abnormally or stopped), when (unix time), and the scheduler's line (cleaned)."""
+
+    rank: int
+    time: float
+    kind: str
+    line: str
 
 
 class SchedulerLog:
-    """msrun's ``scheduler.log``, for the job's state: which workers ended cleanly, and when."""
+    """msrun's ``scheduler.log``, for the job's state: which workers ended cleanly, which were lost, and
+    when."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, gmtoff: float | None = None) -> None:
         self.rank_of: dict[int, int] = {}
-        self._hours: dict[str, float] = {}
+        self.gmtoff = gmtoff  # the writing host's offset from UTC (as MfLogParser's), else the viewer's zone
 
-    def parse(self, blob: bytes) -> list[tuple[int, float]]:
-        """(rank, unix time) of each worker that unregistered in these lines (a clean exit)."""
+    def parse(self, blob: bytes) -> list[WorkerState]:
+        """What these lines say of workers ending (cleanly or not), oldest first."""
         out = []
         for raw in blob.splitlines():
             if b"node" not in raw.lower():
@@ -991,14 +1007,19 @@ class SchedulerLog:
                 self.rank_of[int(m.group("node"))] = int(m.group("rank"))
                 continue
             m = _UNREGISTER.search(text)
+            kind = "end"
+            if m is None:
+                m, kind = _TIMED_OUT.search(text), "lost"
             ts = _ANY_TS.search(text)
             if m is None or ts is None:
                 continue
             try:
-                base = time.mktime(time.strptime(f"{ts.group('date')} {ts.group('time')}", "%Y-%m-%d %H:%M:%S"))
+                st = time.strptime(f"{ts.group('date')} {ts.group('time')}", "%Y-%m-%d %H:%M:%S")
+                base = calendar.timegm(st) - self.gmtoff if self.gmtoff is not None else time.mktime(st)
             except (ValueError, OverflowError):
                 continue
             frac = ts.group("frac") or "0"
             node = int(m.group("node"))
-            out.append((self.rank_of.get(node, node), base + int(frac) / 10 ** len(frac)))
+            line = clean(text[m.start():].strip(), 300)
+            out.append(WorkerState(self.rank_of.get(node, node), base + int(frac) / 10 ** len(frac), kind, line))
         return out

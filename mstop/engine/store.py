@@ -137,6 +137,8 @@ class RankData:
     dropped: int = 0
     rejected: int = 0  # of the dropped rows, those the writer refused for bad input (not lost to I/O)
     aborts: list[dict[str, Any]] = field(default_factory=list)
+    #: ``lost`` events: a launcher (msrun's scheduler) lost the rank (timed out: exited abnormally or stopped)
+    losts: list[dict[str, Any]] = field(default_factory=list)
     writer_errors: list[dict[str, Any]] = field(default_factory=list)  # the writer said it failed at something
     profiles: list[dict[str, Any]] = field(default_factory=list)  # profile events (mstop_writer.profiling)
     #: (first, last) steps run under the profiler (asked for, planned or done): slowed, so out of the figures
@@ -221,7 +223,7 @@ class RankData:
         c.segments, c.segment_of, c.nonfinite = list(self.segments), dict(self.segment_of), list(self.nonfinite)
         c.starts, c.ends = dict(self.starts), dict(self.ends)
         c.checkpoints, c.evals = list(self.checkpoints), list(self.evals)
-        c.aborts, c.writer_errors = list(self.aborts), list(self.writer_errors)
+        c.aborts, c.losts, c.writer_errors = list(self.aborts), list(self.losts), list(self.writer_errors)
         c.profiles, c.profiled = list(self.profiles), list(self.profiled)
         return c
 
@@ -293,6 +295,11 @@ def _profiled_span(e: dict[str, Any]) -> tuple[float, float] | None:
         (e.get("first_step"), e.get("last_step"))
     ok = all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in (lo, hi))
     return (float(lo), float(hi)) if ok and lo <= hi else None  # type: ignore[operator]
+
+
+#: event kinds a rank keeps whole, by the RankData list they go in (``lost``: a launcher's word, said long
+#: after the rank's last sign of life: msrun's scheduler timed the worker out)
+_LISTED = {"eval": "evals", "abort": "aborts", "lost": "losts", "writer_error": "writer_errors"}
 
 
 class Store:
@@ -534,8 +541,9 @@ class Store:
             d = self.rank(r)
             for e in items:
                 kind, t = e["kind"], float(e["time"])
-                if kind != "start":  # a start begins a session: what follows it is the sign of life (a start
-                    # stamped years off by a clock not yet set must not keep a finished rank alive)
+                if kind not in ("start", "lost"):  # a start begins a session: what follows it is the sign of
+                    # life (a start stamped years off by a clock not yet set must not keep a finished rank
+                    # alive); a launcher's word that it lost the rank is no life of the rank
                     d.last_event_time = t if d.last_event_time is None else max(d.last_event_time, t)
                 if kind == "start":
                     d.starts[str(e.get("session"))] = e
@@ -544,17 +552,13 @@ class Store:
                     d.last_heartbeat = t
                 elif kind == "checkpoint":
                     d.checkpoints.append({"step": e.get("step"), "time": t, "path": e.get("path")})
-                elif kind == "eval":
-                    d.evals.append(e)
+                elif kind in _LISTED:  # kept whole, in order: evals, aborts, losses, the writer's errors
+                    getattr(d, _LISTED[kind]).append(e)
                 elif kind == "end":
                     d.ends[str(e.get("session"))] = t
                 elif kind == "dropped":
                     d.dropped += int(e.get("rows") or 0)
                     d.rejected += int(e.get("rejected") or 0)
-                elif kind == "abort":
-                    d.aborts.append(e)
-                elif kind == "writer_error":
-                    d.writer_errors.append(e)
                 if kind in ("profile", "profile_request") or (kind == "start" and e.get("profile_steps")):
                     span = _profiled_span(e)
                     if span is not None and span not in d.profiled:

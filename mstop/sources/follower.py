@@ -26,7 +26,7 @@ NAME = re.compile(r"^rank(0|[1-9][0-9]{0,6})\.(csv|events\.jsonl)$")
 # mstop.sources.mflog's names: a MindFormers job's rank folders and log files, and the stream name sent
 MF_DIR = re.compile(r"^rank_(0|[1-9][0-9]{0,6})$")
 MF_ROTATED = re.compile(r"^info\.log\.([1-9][0-9]{0,3})$")
-MF_STREAM = re.compile(r"^(?:rank_(0|[1-9][0-9]{0,6})/info\.log|worker_(0|[1-9][0-9]{0,6})\.log)$")
+MF_STREAM = re.compile(r"^(?:rank_(0|[1-9][0-9]{0,6})/info\.log|worker_(0|[1-9][0-9]{0,6})\.log|scheduler\.log)$")
 MF_WORKER = re.compile(r"^worker_(0|[1-9][0-9]{0,6})\.log$")
 SIGNATURE = 256
 CHUNK = 4 << 20
@@ -260,18 +260,23 @@ def log_copy(files, truncated, phys, head, budget, state):
 
 
 def read_logs(found, states):
-    """One pass over a job's rank logs (find_logs): (files, payload, more, newest mtime)."""
+    """One pass over a job's rank logs (find_logs), and msrun's scheduler.log beside worker logs (the job's
+    state: workers that ended, or were lost): (files, payload, more, newest mtime)."""
     files, payload, more, newest = [], [], False, 0.0
-    for r, (folder, file_name) in sorted(found.items()):
-        name = f"rank_{r}/info.log" if file_name == "info.log" else file_name
+    streams = [(f"rank_{r}/info.log" if n == "info.log" else n, folder, n) for r, (folder, n) in sorted(found.items())]
+    workers = [folder for _, folder, n in streams if n != "info.log"]
+    if workers and os.path.isfile(os.path.join(workers[0], "scheduler.log")):
+        streams.append(("scheduler.log", workers[0], "scheduler.log"))
+    for name, folder, file_name in streams:
         state = states.setdefault(name, [0, None, 0, b"", 0])
         start, lost = state[0], state[4]
         data, m = read_log(folder, state, file_name)
         if data or state[4] != lost:
-            try:
-                newest = max(newest, os.stat(os.path.join(folder, file_name)).st_mtime)
-            except OSError:
-                pass
+            if file_name != "scheduler.log":  # its time is not a worker's life
+                try:
+                    newest = max(newest, os.stat(os.path.join(folder, file_name)).st_mtime)
+                except OSError:
+                    pass
             cursor = f"{state[1][0]}:{state[1][1]}:{state[2]}" if state[1] else ""
             files.append([name, start, len(data), False, cursor, state[4]])  # the last: times lines were lost
             payload.append(data)

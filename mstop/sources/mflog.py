@@ -16,9 +16,9 @@ import os
 import re
 import stat
 import threading
-from typing import Callable
+from typing import Any, Callable
 
-from ..engine.mflog import MfLogParser, SchedulerLog
+from ..engine.mflog import MfLogParser, SchedulerLog, WorkerState
 from ..engine.store import Store
 from ..fmt import count as fmt_count
 from .files import CHUNK, SIGNATURE, Chunk, FileTail, _pread
@@ -274,7 +274,7 @@ class MfLogSource:
         self._thread: threading.Thread | None = None
         self._errors: set[str] = set()
         self._scheduler: tuple[LogStream, SchedulerLog] | None = None
-        self._ended: set[tuple[int, str]] = set()  # (rank, session) given an end from the scheduler log
+        self._ended: set[tuple[int, str, str]] = set()  # (rank, session, kind) given from the scheduler log
 
     def read_all(self) -> int:
         """Read every rank's log to its end, held rows included; return the rows added."""
@@ -289,7 +289,7 @@ class MfLogSource:
 
     def _read_scheduler(self) -> None:
         """msrun's scheduler log beside the worker logs: a worker that unregistered ended cleanly (LossMonitor
-        prints no end of its own), so its session ends there (``finished``)."""
+        prints no end of its own), one that timed out was lost (mstop.engine.mflog.SchedulerLog)."""
         if self._scheduler is None:
             folder = next((st.folder for st, _ in self._streams.values() if st.name != LOG_NAME), None)
             if folder is None or not os.path.isfile(os.path.join(folder, SCHEDULER_LOG)):
@@ -298,17 +298,8 @@ class MfLogSource:
         stream, sched = self._scheduler
         while True:
             chunk = stream.read()
-            for rank, t in sched.parse(chunk.blob):
-                got = self._streams.get(rank)
-                if got is None or got[1].session is None or got[1].ended:
-                    continue
-                parser = got[1]
-                key = (rank, parser.session)
-                if key in self._ended:
-                    continue
-                self._ended.add(key)
-                self.store.ingest_events(rank, [{"kind": "end", "time": t, "session": parser.session,
-                                                 "step": parser.last_step, "source": "msrun scheduler.log"}])
+            worker_states(self.store, {r: p for r, (_, p) in self._streams.items()}, sched.parse(chunk.blob),
+                          self._ended)
             if not chunk.more:
                 break
 
@@ -365,6 +356,33 @@ class MfLogSource:
             note_lost(self.store, r)
         for name in sorted(stream.denied):
             self.store.note(f"rank_{r}/{name}: permission denied: its lines are not read")
+
+
+def worker_states(store: Store, parsers: dict[int, MfLogParser], states: list[WorkerState],
+                  told: set[tuple[int, str, str]]) -> None:
+    """What msrun's scheduler log said of workers, as events of their current sessions (local and remote
+    sources alike): an ``end`` for a worker that unregistered, a ``lost`` for one the scheduler timed out.
+    ``told``: (rank, session, kind) already given, so a session gets each once."""
+    for w in states:
+        parser = parsers.get(w.rank)
+        if parser is None or parser.session is None or parser.ended:
+            continue
+        key = (w.rank, parser.session, w.kind)
+        if key in told:
+            continue
+        told.add(key)
+        t = w.time
+        if w.kind == "end":  # it unregistered after its last step, whatever the log's clock says (unstamped
+            # lines are timed by when the file was written, which can be after the scheduler's line)
+            with store.lock:
+                d = store.ranks.get(w.rank)
+                if d is not None and d.rows:
+                    t = max(t, float(d.col("time")[-1]))
+        e: dict[str, Any] = {"kind": w.kind, "time": t, "session": parser.session, "step": parser.last_step,
+                             "source": "msrun scheduler.log"}
+        if w.kind == "lost":
+            e["error"] = w.line
+        store.ingest_events(w.rank, [e])
 
 
 def note_lost(store: Store, rank: int) -> None:

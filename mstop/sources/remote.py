@@ -20,13 +20,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from ..engine.mflog import MfLogParser
+from ..engine.mflog import MfLogParser, SchedulerLog
 from ..engine.store import Store
 from ..procs import stop_group
 from ..safe import clean
 from .files import FileTail
 from .local import Followed, followed, ingest, rank_file
-from .mflog import ingest_log, note_lost, stream_rank
+from .mflog import SCHEDULER_LOG, ingest_log, note_lost, stream_rank, worker_states
 from .protocol import SourceError, SourceState
 
 #: The remote command: a constant (no user text), which reads the program from standard input.
@@ -169,6 +169,9 @@ class RemoteSource:
         self._clock = clock
         self._files: dict[str, Followed] = {}
         self._refused_names: set[str] = set()
+        self._scheduler: tuple[FileTail, SchedulerLog] | None = None  # msrun's scheduler.log, when sent
+        self._scheduler_cursor = ""
+        self._told: set[tuple[int, str, str]] = set()  # (rank, session, kind) the scheduler log gave
         self._proc: subprocess.Popen | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -237,6 +240,8 @@ class RemoteSource:
         self._proc = proc
         offsets = {name: [f.tail.offset, f.cursor if f.kind == "mflog" else f.tail.signature.hex()]
                    for name, f in self._files.items() if f.kind != "mflog" or f.cursor}
+        if self._scheduler is not None and self._scheduler_cursor:
+            offsets[SCHEDULER_LOG] = [self._scheduler[0].offset, self._scheduler_cursor]
         request = json.dumps({"path": self.target.path, "offsets": offsets, "poll": self.poll or 0.2})
         try:
             assert proc.stdin is not None
@@ -292,6 +297,9 @@ class RemoteSource:
             name, offset, length, reset = entry[:4]
             data = payload[pos: pos + int(length)]
             pos += int(length)
+            if name == SCHEDULER_LOG:
+                self._scheduler_lines(entry, data, gmtoff)
+                continue
             f = self._files.get(name)
             if f is None:
                 f = self._followed(str(name), gmtoff)
@@ -322,6 +330,19 @@ class RemoteSource:
         for name, f in self._files.items():  # log streams with nothing new: their held rows go in
             if f.log is not None and (name not in seen or header.get("caught_up")):
                 ingest_log(self.store, f.rank, f.log, b"", flush=True, name=str(name))
+
+    def _scheduler_lines(self, entry: list, data: bytes, gmtoff: object) -> None:
+        """msrun's scheduler.log, sent beside the worker logs: the workers' ends and losses (as local)."""
+        if self._scheduler is None:
+            off = float(gmtoff) if isinstance(gmtoff, (int, float)) and not isinstance(gmtoff, bool) else None
+            self._scheduler = (FileTail(SCHEDULER_LOG), SchedulerLog(gmtoff=off))
+        tail, sched = self._scheduler
+        skip = tail.offset - int(entry[1])
+        if skip < 0 or skip > len(data):
+            return  # not the bytes that follow what was read: the next frame brings them again
+        self._scheduler_cursor = str(entry[4]) if len(entry) > 4 else ""
+        parsers = {f.rank: f.log for f in self._files.values() if f.log is not None}
+        worker_states(self.store, parsers, sched.parse(tail.feed(data[skip:]).blob), self._told)
 
     def _followed(self, name: str, gmtoff: object) -> Followed | None:
         """The record for a remote file (checked; never used as a local path): a rank file, or a MindFormers
