@@ -2,6 +2,10 @@
 
     python benchmarks/bench_mflog.py [LINES]      # default 1,000,000 lines (about 270 MB), 3 repeats
 
+Then the same for MindSpore's own LossMonitor lines in an msrun worker log (issue 28: ``epoch: 1 step: 10,
+loss is 2.302585``, one a step, TimeMonitor's ``epoch time: ..., per step time: ...`` closing each epoch of
+1,000 steps), beside pandas reading epoch, step and loss from a CSV.
+
 The log is made of MFLossMonitor's two lines per step (the step line and its progress line, as in the kit's
 captured info.log: half the lines are step lines); the CSV holds those steps' values, one row per step:
 the timestamp as text, epoch, step, steps per epoch, loss, mean loss, per_step_time, lr, overflow as
@@ -51,6 +55,49 @@ def make(folder: str, lines: int) -> tuple[str, str]:
     return os.path.join(folder, "output"), csv_path
 
 
+def make_plain(folder: str, lines: int) -> tuple[str, str]:
+    """msrun's worker_0.log of a LossMonitor + TimeMonitor job, and the CSV of its values."""
+    rnd = random.Random(0)
+    logs = os.path.join(folder, "msrun_log")
+    os.makedirs(logs)
+    csv_path = os.path.join(folder, "plain.csv")
+    per_epoch = 1000
+    with open(os.path.join(logs, "worker_0.log"), "w") as f, open(csv_path, "w") as g:
+        g.write("epoch,step,loss\n")
+        for i in range(1, lines + 1):
+            epoch = 1 + (i - 1) // per_epoch
+            loss = 2.3 - i * 1e-6 + rnd.random() * 0.01
+            f.write(f"epoch: {epoch} step: {i}, loss is {loss!r}\n")
+            g.write(f"{epoch},{i},{loss!r}\n")
+            if i % per_epoch == 0:
+                f.write(f"epoch time: {per_epoch * 24.5:.3f} ms, per step time: 24.500 ms\n")
+    return logs, csv_path
+
+
+def plain(lines: int) -> None:
+    import pandas as pd
+
+    from mstop.sources import read_once
+
+    with tempfile.TemporaryDirectory() as tmp:
+        logs, csv_path = make_plain(tmp, lines)
+        ref, ours = [], []
+        for _ in range(3):
+            t = time.perf_counter()
+            df = pd.read_csv(csv_path)
+            ref.append(time.perf_counter() - t)
+            t = time.perf_counter()
+            store = read_once(logs)
+            ours.append(time.perf_counter() - t)
+        assert store.ranks[0].rows == len(df) == lines
+        r, o = statistics.median(ref), statistics.median(ours)
+        print(f"worker_0.log (LossMonitor): {lines:,} step lines, "
+              f"{os.path.getsize(os.path.join(logs, 'worker_0.log')) / 1e6:.0f} MB")
+        print(f"pandas.read_csv of the same values:                   {r:6.2f} s")
+        print(f"mstop reading the worker log cold (read_once):        {o:6.2f} s  = {o / r:.1f} x pandas "
+              "(target <= 2)")
+
+
 def floor(path: str) -> None:
     pattern = re.compile(rb"\[INFO\] (\S+ \S+) \[[^\]]*\] print_output_info: \{ Epoch:\[ *(\d+)/ *(\d+)\], "
                          rb"step:\[ *(\d+)/ *(\d+)\], loss:\[([^/]+)/[^\]]*\], per_step_time: (\d+)ms, lr: ([^,]+), "
@@ -88,6 +135,7 @@ def main() -> int:
         print(f"mstop reading the log cold (read_once):               {o:6.2f} s  = {o / r:.1f} x pandas "
               "(target <= 2)")
         print(f"floor: split + one regex match per step line, no rows:  {b:6.2f} s  = {b / r:.1f} x pandas")
+    plain(lines // 2)
     return 0
 
 

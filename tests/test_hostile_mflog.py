@@ -337,3 +337,69 @@ def test_lines_read_as_arrays_give_what_one_by_one_gives(plan, cut, seed):
     for k in one[1]:
         np.testing.assert_array_equal(arrays[1][k], one[1][k])
     assert arrays[2:] == one[2:]
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["step", "step", "step", "epoch", "time", "restart", "other", "nan",
+                                           "bracket", "back", "cutshort"]),
+                          st.integers(1, 3)), min_size=1, max_size=30),
+       st.integers(16384, 80000), st.booleans())
+def test_loss_monitor_lines_read_as_arrays_give_what_one_by_one_gives(plan, cut, timed):
+    """Issue 28 #5: runs of LossMonitor's bare lines (msrun's worker logs) are read as arrays: rows, step
+    times (TimeMonitor's), the spacing by them, sessions, bad rows and events equal reading line by line,
+    whatever the mix of epochs, restarts and odd losses, in any pieces, with or without a file time."""
+    import mstop.engine.mflog as mflog
+
+    lines, epoch, step = [], 1, 0
+    for what, times in plan:
+        if what == "step":
+            for _ in range(times * 400):  # runs long enough to be read as arrays (pieces of 16 KB and more)
+                step += 1
+                lines.append(f"epoch: {epoch} step: {step}, loss is {2.0 - step * 1e-4!r}")
+        elif what == "epoch":
+            epoch, step = epoch + 1, 0
+        elif what == "time":
+            lines.append(f"Train epoch time: {max(step, 1) * 24.5:.3f} ms, per step time: 24.500 ms")
+        elif what == "restart":
+            epoch, step = 1, 0
+        elif what == "other":
+            lines.append("[WARNING] ME(1:2,python):2026-12-02-11:35:37.844.006 [x.cc:1] something")
+        elif what == "nan":
+            step += 1
+            lines.append(f"epoch: {epoch} step: {step}, loss is nan")
+        elif what == "bracket":
+            step += 1
+            lines.append(f"epoch: {epoch} step: {step}, loss is [1.25]")
+        elif what == "back":
+            step = max(0, step - 20 * times)
+        elif what == "cutshort":
+            lines.append(f"epoch: {epoch} step: {step + 1}, loss is")
+    blob = "".join(x + "\n" for x in lines).encode()
+
+    def read(bulk_run: int):
+        old = mflog.BULK_RUN
+        mflog.BULK_RUN = bulk_run
+        try:
+            p, tail, outs = MfLogParser(0), FileTail("x"), []
+            for k, i in enumerate(range(0, len(blob), cut)):
+                outs.append(p.parse(tail.feed(blob[i:i + cut]).blob, arrived=1_796_108_985.0 + k if timed else None))
+            outs.append(p.flush())
+        finally:
+            mflog.BULK_RUN = old
+        rows = np.concatenate([np.hstack([o.rows.exact, o.rows.floats.astype(np.float64)]) for o in outs])
+        sessions = [o.rows.session_names[c] for o in outs for c in o.rows.session_codes]
+        events = [e for o in outs for e in o.events]
+        return rows, sessions, events, sum(o.rows.bad for o in outs), p.untimed, p.step_lines
+
+    blocks = []
+    real = MfLogParser._lm_rows
+    MfLogParser._lm_rows = lambda self, *a: (blocks.append(len(a[2])), real(self, *a))[1]  # type: ignore
+    try:
+        arrays = read(256)
+    finally:
+        MfLogParser._lm_rows = real  # type: ignore[method-assign]
+    one = read(10**9)
+    np.testing.assert_array_equal(arrays[0], one[0])
+    assert arrays[1:] == one[1:]
+    if timed and len(blob) >= 2 * cut and max((n for w, n in plan if w == "step"), default=0) >= 2:
+        assert blocks, "no run was read as arrays"

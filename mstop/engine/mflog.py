@@ -121,6 +121,8 @@ _FU = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
 _FIELDS_RE2 = _FAST_RE2.replace(_F, _FU).replace(r"\d{1,15}", r"\d+")
 #: the words every fast step line holds (a cheap first sieve before the regular expression)
 _FAST_WORDS = b"] print_output_info: { Epoch:["
+#: LossMonitor's line with nothing around it (as msrun's worker logs hold it) and a plain number for a loss
+_LM_RE2 = r"^epoch: (?P<epoch>\d{1,9}) step: (?P<step>\d{1,9}), loss is (?P<loss>" + _F + r")\n$"
 #: a run of at least this many step and progress lines between other lines is read as arrays (pyarrow)
 BULK_RUN = 256
 assert list(NUMERIC) == ["time", "step", "epoch", "loss", "lr", "grad_norm", "step_time", "data_wait", "queue_depth",
@@ -188,6 +190,8 @@ class MfLogParser:
         # LossMonitor's step is within its epoch: the epoch's size (from TimeMonitor, else the last step seen)
         self._lm_epoch: int | None = None
         self._lm_size: dict[int, int] = {}
+        self._lm_base: tuple[int, int] | None = None  # (epoch, global step before it) while the sizes hold
+        self._lm_waiting: list[list[float]] = []  # this epoch's rows not given out, waiting for TimeMonitor
         self._arrival_rows: list[list[float]] = []  # this read's rows timed by the file (_space_arrivals)
 
     # -- the public calls ----------------------------------------------------------------
@@ -209,17 +213,17 @@ class MfLogParser:
         kinds, arr, offsets = got
         self.lines_seen += len(kinds)
         lines = _Lines(blob, offsets)
-        # runs of step and progress lines as arrays; the lines between them (and short runs) one by one
-        prev = 0
-        for j in [*np.flatnonzero(kinds == 0).tolist(), len(lines)]:
-            if j - prev >= BULK_RUN and self._bulk(lines, arr, kinds, prev, j):
-                pass
-            else:
-                for k in range(prev, j):
-                    self._one(lines[k])
-            if j < len(lines):
-                self._one(lines[j])
-            prev = j + 1
+        # runs of one family's lines as arrays (MindFormers' step and progress lines; LossMonitor's); the
+        # lines between them, and short runs, one by one
+        family = np.where(kinds == 3, 2, np.minimum(kinds, 1))
+        cuts = [0, *(np.flatnonzero(family[1:] != family[:-1]) + 1).tolist(), len(kinds)]
+        for a, b in zip(cuts[:-1], cuts[1:]):
+            fam = int(family[a])
+            if fam and b - a >= BULK_RUN and (self._bulk(lines, arr, kinds, a, b) if fam == 1 else
+                                              self._bulk_loss_monitor(lines, arr, a, b)):
+                continue
+            for k in range(a, b):
+                self._one(lines[k])
         self._space_arrivals()
         return self._take(keep_open=True)
 
@@ -270,6 +274,60 @@ class MfLogParser:
         last = lines[int(step_at[-1])]
         self._last_fast_ts, self.last_time = last[7:30], None
         return True
+
+    def _bulk_loss_monitor(self, lines: Any, arr: Any, a: int, b: int) -> bool:
+        """Lines ``a``..``b`` (each LossMonitor's bare line) as arrays, an epoch at a time: the first line of
+        each epoch one by one (sessions, the epoch's base step), the rest as one block timed by the file,
+        as one by one. False (nothing done) before the first line where that would differ (no file time,
+        a step that goes back, a loss that is no finite number)."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        if self.arrived is None:
+            return False
+        f = pc.extract_regex(arr.slice(a, b - a), _LM_RE2)
+        try:
+            ep, st, loss = (pc.cast(f.field(n).cast(pa.string()), pa.float64()).to_numpy(zero_copy_only=False)
+                            for n in ("epoch", "step", "loss"))
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            return False
+        if f.null_count or not np.isfinite(loss).all() or (ep < 1).any() or (st < 1).any():
+            return False
+        cuts = [0, *(np.flatnonzero(ep[1:] != ep[:-1]) + 1).tolist(), len(ep)]
+        for s0, e0 in zip(cuts[:-1], cuts[1:]):
+            rows = len(self._rows)
+            self._one(lines[a + s0])
+            base = self._lm_base
+            steps = st[s0 + 1:e0]
+            if (len(self._rows) != rows + 1 or base is None or base[0] != int(ep[s0]) or
+                    (np.diff(st[s0:e0]) <= 0).any()):
+                for k in range(s0 + 1, e0):  # as one by one would: the line does not fit a block
+                    self._one(lines[a + k])
+                continue
+            if len(steps):
+                self._lm_rows(int(ep[s0]), base[1], steps, loss[s0 + 1:e0])
+        return True
+
+    def _lm_rows(self, epoch: int, base: int, steps: np.ndarray, loss: np.ndarray) -> None:
+        """LossMonitor rows of one epoch after its first (which opened the session): one block, each row
+        timed by the file and waiting for the epoch's TimeMonitor line."""
+        m, gstep = len(steps), base + steps
+        table = np.full((m, len(NUMERIC) + len(EXTRA)), np.nan)
+        table[:, 0], table[:, 1], table[:, 2], table[:, 3] = self.arrived, gstep, float(epoch), loss
+        self._sessions.extend([self.session or ""] * m)
+        self._sps_of.extend([math.nan] * m)
+        self._batch_of.extend([self._batch] * m)
+        self._open = len(self._rows) + m - 1
+        self._rows.extend([_BULK] * m)
+        self._extra.extend([_BULK] * m)
+        self._bulk_rows.append(table)
+        views = list(table)  # each row a view: TimeMonitor's step time and the spacing by it write through
+        self._arrival_rows.extend(views)
+        self._lm_waiting.extend(views)
+        self.last_step = float(gstep[-1])
+        self._lm_size[epoch] = max(self._lm_size.get(epoch, 0), int(steps[-1]))
+        self.step_lines += m
+        self.untimed += m
 
     def _bulk_fields(self, arr: Any, step_at: np.ndarray,
                      prog_at: np.ndarray) -> tuple[dict[str, np.ndarray], np.ndarray] | None:
@@ -518,8 +576,16 @@ class MfLogParser:
         self.formats.add("mindspore LossMonitor")
         if self._lm_epoch is not None and epoch < self._lm_epoch:
             self._lm_size.clear()  # a new process from an earlier epoch: the sizes count again
-        size = self._lm_size.get(epoch - 1) or max(self._lm_size.values(), default=0)
-        base = sum(self._lm_size.get(e, size) for e in range(1, epoch))
+            self._lm_base = None
+        if epoch != self._lm_epoch:
+            self._lm_waiting = []
+        if self._lm_base is not None and self._lm_base[0] == epoch:
+            base = self._lm_base[1]
+        else:
+            size = self._lm_size.get(epoch - 1) or max(self._lm_size.values(), default=0)
+            base = sum(self._lm_size.get(e, size) for e in range(1, epoch))
+            if all(e in self._lm_size for e in range(1, epoch)):  # no size guessed: it holds for the epoch
+                self._lm_base = (epoch, base)
         self._lm_epoch = epoch
         self._lm_size[epoch] = max(self._lm_size.get(epoch, 0), step)
         gstep = base + step
@@ -533,6 +599,7 @@ class MfLogParser:
         if self._timing_by_arrival:
             self._arrival_rows.append(row)
         self._rows.append(row)
+        self._lm_waiting.append(row)
         self._extra.append([math.nan] * len(EXTRA))
 
     def _time_monitor(self, m: re.Match[str]) -> None:
@@ -544,9 +611,11 @@ class MfLogParser:
         self.formats.add("mindspore TimeMonitor")
         if self._lm_epoch is not None:
             self._lm_size[self._lm_epoch] = max(1, round(epoch_ms / step_ms))
-        for row in self._rows:
-            if row is not None and (self._lm_epoch is None or row[2] == self._lm_epoch) and math.isnan(row[6]):
+            self._lm_base = None  # an epoch's size changed: the next epoch's base is counted again
+        for row in self._lm_waiting:  # the epoch's rows still here (not given out), each once
+            if math.isnan(row[6]):
                 row[6] = step_ms / 1000.0
+        self._lm_waiting = []
 
     def _fast_step(self, m: re.Match[bytes], raw: bytes) -> None:
         """A step line of the usual shape (:data:`_FAST_STEP`: file format, non-sink loss, lr, finite numbers,
@@ -760,6 +829,9 @@ class MfLogParser:
         self._nonfinite = [(i - n, c, v) for i, c, v in self._nonfinite if i >= n]
         if self._open is not None:
             self._open = self._open - n if self._open >= n else None
+        # rows given out are no longer filled in by a TimeMonitor line (the waiting rows are the newest: at
+        # most the rows still here are kept; a kept one given out is written to, read by no one)
+        self._lm_waiting = self._lm_waiting[len(self._lm_waiting) - min(len(self._lm_waiting), len(self._rows)):]
         return Parsed(rows, events)
 
     def _take_bulk(self, k: int) -> np.ndarray:
@@ -895,8 +967,8 @@ class _Lines:
 
 def _classify(blob: bytes) -> tuple[np.ndarray, Any, np.ndarray] | None:
     """Each line's kind, found over the whole array at once (RE2, pyarrow.compute): 1 a fast step line,
-    2 a progress line, 0 any other (read one by one); and the lines as an Arrow array. None without
-    pyarrow, or for text whose lines the two splittings would not cut alike (a CR), or with NULs or a BOM
+    2 a progress line, 3 LossMonitor's bare line, 0 any other (read one by one); and the lines as an Arrow
+    array. None without pyarrow, or for text whose lines the two splittings would not cut alike (a CR), or with NULs or a BOM
     (those lines have rules of their own): every line one by one then."""
     try:
         import pyarrow as pa
@@ -922,6 +994,12 @@ def _classify(blob: bytes) -> tuple[np.ndarray, Any, np.ndarray] | None:
         if len(prog):
             prog = prog[~pc.match_substring(arr.take(pa.array(prog)), b"{ Epoch:[").to_numpy(zero_copy_only=False)]
         kinds[prog] = 2
+    rest = np.flatnonzero(kinds == 0)  # LossMonitor's bare lines: 3
+    if len(rest):
+        lm = rest[pc.match_substring(arr.take(pa.array(rest)), b"loss is").to_numpy(zero_copy_only=False)]
+        if len(lm):
+            ok = pc.match_substring_regex(arr.take(pa.array(lm)), _LM_RE2)
+            kinds[lm[ok.to_numpy(zero_copy_only=False)]] = 3
     return kinds, arr, offsets
 
 
