@@ -968,8 +968,8 @@ class _Lines:
 def _classify(blob: bytes) -> tuple[np.ndarray, Any, np.ndarray] | None:
     """Each line's kind, found over the whole array at once (RE2, pyarrow.compute): 1 a fast step line,
     2 a progress line, 3 LossMonitor's bare line, 0 any other (read one by one); and the lines as an Arrow
-    array. None without pyarrow, or for text whose lines the two splittings would not cut alike (a CR), or with NULs or a BOM
-    (those lines have rules of their own): every line one by one then."""
+    array. None without pyarrow, or for text whose lines the two splittings would not cut alike (a CR), or
+    with NULs or a BOM (those lines have rules of their own): every line one by one then."""
     try:
         import pyarrow as pa
         import pyarrow.compute as pc
