@@ -43,3 +43,20 @@ def test_the_rooms_follow_the_data_flow():
                 if isinstance(node, ast.ImportFrom) and node.level >= 2 and node.module:
                     top = node.module.split(".")[0]
                     assert top not in later[room], f"{f.relative_to(ROOT)} imports ..{node.module}"
+
+
+def test_each_package_map_names_exactly_its_modules():
+    """A package docstring that maps its modules (``    name.py  what it holds``) names every module of the
+    folder and no other: a map that has gone stale is worse than none (issue 29)."""
+    import re
+
+    checked = 0
+    for init in sorted((ROOT / "mstop").rglob("__init__.py")):
+        doc = ast.get_docstring(ast.parse(init.read_text()), clean=False) or ""
+        named = set(re.findall(r"^ {4}(\w+\.py) ", doc, re.M))
+        if not named:
+            continue
+        checked += 1
+        there = {p.name for p in init.parent.glob("*.py") if p.name != "__init__.py"}
+        assert named == there, (str(init.relative_to(ROOT)), sorted(there - named), sorted(named - there))
+    assert checked >= 3

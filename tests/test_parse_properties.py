@@ -134,14 +134,14 @@ def agree(whole, pieces) -> None:
 @given(rank_file(), st.lists(st.integers(min_value=0, max_value=10**6), max_size=8))
 def test_any_bytes_in_one_read_or_in_pieces(reader, data, cuts):
     steps_want, bad_want = oracle(data)
-    old = parse.PANDAS_MIN_LINES
+    old = parse.LARGE_MIN_LINES
     try:
-        parse.PANDAS_MIN_LINES, parse.LARGE_READER = 1, reader  # one read: the large path wherever it can
+        parse.LARGE_MIN_LINES, parse.LARGE_READER = 1, reader  # one read: the large path wherever it can
         whole = read(data, [])
-        parse.PANDAS_MIN_LINES, parse.PLAIN_MIN_LINES = 10**9, 10**9  # in pieces: the careful path
+        parse.LARGE_MIN_LINES, parse.PLAIN_MIN_LINES = 10**9, 10**9  # in pieces: the careful path
         pieces = read(data, [c % (len(data) + 1) for c in cuts])
     finally:
-        parse.PANDAS_MIN_LINES, parse.PLAIN_MIN_LINES, parse.LARGE_READER = old, 8, "auto"
+        parse.LARGE_MIN_LINES, parse.PLAIN_MIN_LINES, parse.LARGE_READER = old, 8, "auto"
     for steps, _, bad, *_ in (whole, pieces):
         assert steps == steps_want and bad == bad_want  # every line a row or one counted bad row
     agree(whole, pieces)
@@ -168,14 +168,14 @@ safe_junk = st.one_of(  # bytes that pandas reads (printable ASCII without quote
 def test_bytes_that_pandas_reads_agree_with_the_careful_path(reader, body, cuts):
     data = b"".join(line + b"\n" for line in [HEADER, *body])
     steps_want, bad_want = oracle(data)
-    old = parse.PANDAS_MIN_LINES
+    old = parse.LARGE_MIN_LINES
     try:
-        parse.PANDAS_MIN_LINES, parse.LARGE_READER = 1, reader
+        parse.LARGE_MIN_LINES, parse.LARGE_READER = 1, reader
         whole = read(data, [])
-        parse.PANDAS_MIN_LINES, parse.PLAIN_MIN_LINES = 10**9, 10**9
+        parse.LARGE_MIN_LINES, parse.PLAIN_MIN_LINES = 10**9, 10**9
         pieces = read(data, [c % (len(data) + 1) for c in cuts])
     finally:
-        parse.PANDAS_MIN_LINES, parse.PLAIN_MIN_LINES, parse.LARGE_READER = old, 8, "auto"
+        parse.LARGE_MIN_LINES, parse.PLAIN_MIN_LINES, parse.LARGE_READER = old, 8, "auto"
     for steps, _, bad, *_ in (whole, pieces):
         assert steps == steps_want and bad == bad_want
     agree(whole, pieces)
@@ -191,12 +191,12 @@ def test_the_column_at_a_time_path_agrees_with_the_careful_path_to_the_bit(body,
     data = b"".join(line + b"\n" for line in [HEADER, *body])
     steps_want, bad_want = oracle(data)
     try:
-        parse.PANDAS_MIN_LINES, parse.PLAIN_MIN_LINES = 10**9, 1
+        parse.LARGE_MIN_LINES, parse.PLAIN_MIN_LINES = 10**9, 1
         plain = read(data, [c % (len(data) + 1) for c in cuts])
         parse.PLAIN_MIN_LINES = 10**9
         careful = read(data, [])
     finally:
-        parse.PANDAS_MIN_LINES, parse.PLAIN_MIN_LINES = 2000, 8
+        parse.LARGE_MIN_LINES, parse.PLAIN_MIN_LINES = 2000, 8
     for steps, _, bad, *_ in (plain, careful):
         assert steps == steps_want and bad == bad_want
     assert plain[1] == careful[1]  # time too: both are Python's float

@@ -90,7 +90,7 @@ def test_pandas_path_equals_csv_path(monkeypatch, reader):
                                                                      row(8, "nan").encode(), b"x" * 10] + odd
     results = []
     for threshold in (10**9, 1):
-        monkeypatch.setattr(parse, "PANDAS_MIN_LINES", threshold)
+        monkeypatch.setattr(parse, "LARGE_MIN_LINES", threshold)
         r = CsvParser().parse(b"\n".join(lines) + b"\n")
         results.append(r)
     a, b = results
@@ -242,7 +242,7 @@ def test_events_with_broken_lines():
 
 
 def test_pandas_path_with_a_long_line_balancing_a_short_one(monkeypatch):
-    monkeypatch.setattr(parse, "PANDAS_MIN_LINES", 1)
+    monkeypatch.setattr(parse, "LARGE_MIN_LINES", 1)
     body = [r.encode() for r in GOOD]
     body[3] = body[3] + b",extra"  # one field too many ...
     body[7] = body[7].rsplit(b",", 1)[0]  # ... and one too few: the comma total looks right

@@ -2,7 +2,7 @@
 
 Two runs with different throughput are at different steps at the same wall time, so
 their losses are not comparable there; at the same step they are. Every figure here is
-the engine's own definition (:mod:`mstop.figures`) evaluated over the rows with
+the engine's own definition (:mod:`mstop.engine.figures`) evaluated over the rows with
 ``first <= step <= last`` instead of the recent window.
 
 A run is a group of one or more repeats (``base-1,base-2``): a figure of a group is the

@@ -29,7 +29,7 @@ def _json_number(v: float | None) -> Any:
 
 
 def summarize(store: Store, run_dir: str, opts: Options, health: Any = None) -> dict[str, Any]:
-    """The summary object: exactly :data:`KEYS` (``alerts`` from ``health``, a :class:`~mstop.health.Health`)."""
+    """The summary object: exactly :data:`KEYS` (``alerts`` from ``health``, a :class:`~mstop.engine.health.Health`)."""
     from ..engine.health import Health
 
     health = health or Health()

@@ -1,6 +1,6 @@
 """The figures people watch, each defined once: the screen, ``summary`` and ``compare`` use these.
 
-Every function reads a :class:`~mstop.store.Store` and returns plain numbers
+Every function reads a :class:`~mstop.engine.store.Store` and returns plain numbers
 (None when unknown). Definitions (also in the README):
 
 - recent window: each rank's last ``WINDOW`` rows on its current timeline, each session's first row (its

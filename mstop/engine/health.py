@@ -123,7 +123,7 @@ class Health:
     _since: dict[tuple[str, int | None], tuple[int | None, float]] = field(default_factory=dict)
 
     def incidents(self, store: Store, opts: Options, alerts: list[Alert] | None = None) -> list[Any]:
-        """Every alert that fired in the run's history, oldest first, the active ones marked (mstop.incidents).
+        """Every alert that fired in the run's history, oldest first, the active ones marked (mstop.engine.incidents).
         With ``alerts`` given (the ones just evaluated) this only reads: safe on another thread."""
         from .incidents import merge, scan
 

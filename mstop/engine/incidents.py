@@ -5,7 +5,7 @@ that a run's rows can answer after the fact (NaN loss, loss and grad-norm spikes
 starvation, throughput drops, memory under the critical headroom, stalls between rows) are scanned
 over the whole current timeline here, the same way ``summary`` and the monitor see them. The rules
 that only the present can answer (dead and lagging ranks, stragglers, a missing checkpoint, a dead or
-failed job) become incidents when they fire live (:class:`~mstop.health.Health` records them; a
+failed job) become incidents when they fire live (:class:`~mstop.engine.health.Health` records them; a
 one-shot ``summary`` records those active at its moment).
 
 An incident is ``{kind, rank, first_step, last_step, first_time, last_time, worst, message, active}``;

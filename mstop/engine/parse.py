@@ -37,11 +37,12 @@ _BIG = re.compile(rb"[eE]\+?0*(3[89]|[4-9][0-9]|[0-9]{3,})(?=,|$)|[0-9]{39}")
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
 #: Most extra columns kept from one file (a header of 100,000 columns must not make 100,000 columns per rank).
 MAX_EXTRA = 256
-#: Chunks with at least this many lines are parsed by pyarrow (or pandas without it): a large read.
-PANDAS_MIN_LINES = 2000
+#: Chunks with at least this many lines are a large read: parsed by pyarrow (by pandas without it, or where
+#: pyarrow refuses a cell).
+LARGE_MIN_LINES = 2000
 #: The large reads' parser: "arrow" when pyarrow imports, else "pandas" (tests set it to run both).
 LARGE_READER = "auto"
-#: Chunks with at least this many lines (and fewer than PANDAS_MIN_LINES) of plain text are parsed a column
+#: Chunks with at least this many lines (and fewer than LARGE_MIN_LINES) of plain text are parsed a column
 #: at a time (_parse_plain): the runs list reads a few hundred rows of each of thousands of files.
 PLAIN_MIN_LINES = 8
 #: Bytes a chunk may hold to go through pandas (or the plain path): printable ASCII without quotes, and
@@ -113,7 +114,7 @@ class CsvParser:
         self._index = {}
 
     def parse(self, blob: bytes) -> Rows:
-        """Parse complete lines (a :class:`~mstop.tail.Chunk`'s ``blob``). A line ends with LF, CRLF or a
+        """Parse complete lines (a :class:`~mstop.sources.files.Chunk`'s ``blob``). A line ends with LF, CRLF or a
         lone CR. Every line is a row or one counted bad row, and no line changes how the next is read
         (quoting never spans lines)."""
         if b"\r" in blob:
@@ -143,7 +144,7 @@ class CsvParser:
                 bad += 1  # garbage before a header: counted, and the next line may be the header
         if self.header is None or start >= len(blob):
             return _empty(self.extra, bad)
-        large = _lines_at_least(blob, start, PANDAS_MIN_LINES)
+        large = _lines_at_least(blob, start, LARGE_MIN_LINES)
         arrow = _arrow() if large and LARGE_READER != "pandas" else None
         # pyarrow reads ASCII without quotes (a quote may span lines there) and NUL as the careful path does,
         # or refuses the chunk (a cell that is not a number); not other bytes: a bad UTF-8 line of the wrong
@@ -155,7 +156,7 @@ class CsvParser:
             return got
         n_lines = blob.count(b"\n", start)
         plain = n_lines >= PLAIN_MIN_LINES and not blob.translate(None, _PANDAS_SAFE)
-        if plain and n_lines >= PANDAS_MIN_LINES:
+        if plain and n_lines >= LARGE_MIN_LINES:
             # pyarrow refused the chunk (a cell it cannot read): pandas reads it with Python's own float parser,
             # so the numbers stay those the other paths give, bit for bit
             rows = self._parse_pandas(blob, start, n_lines, exact=arrow is not None)

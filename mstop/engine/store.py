@@ -533,7 +533,7 @@ class Store:
             self.version += 1
 
     def ingest_events(self, r: int, items: list[dict[str, Any]], bad: int = 0, cut: int = 0) -> None:
-        """Record events of rank ``r`` (checked by :func:`mstop.parse.parse_events`; ``cut``: how many had
+        """Record events of rank ``r`` (checked by :func:`mstop.engine.parse.parse_events`; ``cut``: how many had
         text or lists cut to mstop.safe's bounds)."""
         with self.lock:
             self.bad_events += bad

@@ -5,12 +5,18 @@ id (a rank found in two sources is reported by the store's ``duplicates``, not m
 speaks :class:`~mstop.sources.protocol.Source` and raises :class:`SourceError`; the monitor and the
 commands hold a :class:`Sources` and never a source class of their own.
 
-    files.py     reading a growing file: only new, complete lines; truncation and replacement noticed
-    local.py     a directory on this machine: discovery, watchdog events or polling
-    mflog.py     a MindFormers job's own logs (output/log/rank_<R>/info.log), for a job nobody changed
-    remote.py    a directory on another host over the system's ssh
-    follower.py  the program remote.py sends to the other host (standard library only, standalone)
-    replay.py    the demo's recorded run, written out at its own pace
+    protocol.py       what every source is: the Source protocol, SourceState, SourceError
+    files.py          reading a growing file: only new, complete lines; truncation and replacement noticed
+    local.py          a directory on this machine: discovery, file events or polling, rank files to the store
+    inotify.py        Linux inotify on one directory, read by the following thread (watchdog elsewhere)
+    mflog.py          a job's own logs (MindFormers' rank_<R>/info.log, msrun's worker_<N>.log and
+                      scheduler.log), for a job nobody changed
+    remote.py         a directory on another host over the system's ssh
+    follower.py       the program remote.py sends to the other host (standard library only, standalone)
+    runs.py           a directory of runs: which folders are runs, each run's last rows
+    remote_runs.py    a directory of runs on another host, over one ssh connection
+    runs_follower.py  the program remote_runs.py runs on that host for each refresh
+    replay.py         the demo's recorded run, written out at its own pace
 """
 
 from __future__ import annotations

@@ -1,10 +1,11 @@
 """Linux inotify on one directory, read by the thread that follows it: the cheap path for busy runs.
 
-watchdog's observer costs about 60 µs of CPU per file event here (its event
-objects, queues, dispatch thread and handler: ``benchmarks/bench_inotify.py``);
-a run of 1,024 ranks writing a row a second each makes 1,024 events a second.
-Reading the kernel's events directly, in batches, from the thread that then
-reads the files costs about 4 µs an event. Only the directory is watched, and
+watchdog's observer costs many times more CPU per file event (its event
+objects, queues, dispatch thread and handler; the measured figures are in
+benchmarks/README.md, from ``benchmarks/bench_inotify.py``); a run of 1,024
+ranks writing a row a second each makes 1,024 events a second. Reading the
+kernel's events directly, in batches, from the thread that then reads the
+files is the cheap path. Only the directory is watched, and
 only for what changes a rank file (modifications, creations, deletions,
 renames): our own opens and reads never come back as events. watchdog stays
 for everything else (polling, other systems, a kernel without inotify).

@@ -1,11 +1,12 @@
 """Following a run directory on this machine: discovery, file events, polling, reading.
 
 A :class:`LocalSource` finds ``rank<R>.csv`` and ``rank<R>.events.jsonl`` files,
-reads their new bytes (:class:`~mstop.tail.FileTail`), parses them and feeds a
-:class:`~mstop.store.Store`. ``follow()`` does that in a background thread,
-woken by watchdog's native observer (inotify on Linux), with a check every few
-seconds that switches to watchdog's polling observer when files grow without
-events (NFS, Lustre and GPFS do not report writes made on other nodes).
+reads their new bytes (:class:`~mstop.sources.files.FileTail`), parses them and feeds a
+:class:`~mstop.engine.store.Store`. ``follow()`` does that in a background thread,
+woken on Linux by mstop's own inotify reader (:mod:`mstop.sources.inotify`, far cheaper
+an event: benchmarks/README.md), elsewhere by watchdog's observer, with a check every few seconds that
+switches to polling when files grow without events (NFS, Lustre and GPFS do not report
+writes made on other nodes).
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ CHECK_EVERY = 2.0
 BATCH_DELAY = 0.05
 CHANGE_EVENTS = frozenset({"modified", "created", "moved", "deleted"})
 #: File events per second above which growth is found by scans instead (see LocalSource._adapt): for
-#: watchdog's observer (about 60 µs of CPU an event), and for our own inotify reader (about 4 µs).
+#: watchdog's observer, and for our own inotify reader (its events cost far less: benchmarks/README.md).
 BUSY_EVENTS = 100.0
 BUSY_EVENTS_DIRECT = 20_000.0
 #: Read Linux inotify directly (mstop.sources.inotify) rather than through watchdog's observer, where it
@@ -247,8 +248,8 @@ class LocalSource:
     def _adapt(self, event_rate: float, growth_rate: float) -> None:
         """Choose how to notice growth, every CHECK_EVERY seconds.
 
-        A file event costs about 60 µs of CPU through watchdog's observer, 4 µs
-        through our own inotify reader (bench_inotify.py). Above BUSY_EVENTS events
+        A file event costs much more CPU through watchdog's observer than through
+        our own inotify reader (bench_inotify.py; figures in benchmarks/README.md). Above BUSY_EVENTS events
         a second (BUSY_EVENTS_DIRECT for our reader) the source stops subscribing to
         modifications and instead scans its files every SCAN_INTERVAL (kept
         descriptors read, others stat'ed); when growth falls below a fifth of that,

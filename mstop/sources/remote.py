@@ -2,7 +2,7 @@
 
 The system OpenSSH client is used, so ``~/.ssh/config``, ProxyJump, agents,
 Kerberos and ControlMaster all apply. The remote side needs ``python3`` and
-nothing else: the follower program (:mod:`mstop.follower`) is sent over the
+nothing else: the follower program (:mod:`mstop.sources.follower`) is sent over the
 channel; the path and offsets follow as data on standard input, so the
 remote login shell never sees user text. Only new bytes travel, compressed.
 """

@@ -6,6 +6,7 @@
     panels.py  LossPanel, ThroughputPanel, MfuPanel, MemoryPanel, DataPanel
     ranks.py   RanksTable, RankDetail
     heat.py    HeatStrip
+    runs.py    RunsTable: the runs list's table
 """
 
 from __future__ import annotations
