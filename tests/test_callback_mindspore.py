@@ -452,7 +452,7 @@ def test_callback_options_are_checked_at_construction(tmp_path):
     with pytest.raises(ValueError, match="'step' is a column the writer fills itself"):
         MstopCallback(tmp_path, output_names=("loss", "step"))
     cb = MstopCallback(tmp_path, peak_flops="1.0e12", n_params=7e9)  # as a yaml gives them
-    assert cb._options["peak_flops"] == 1e12 and cb._options["n_params"] == 7_000_000_000
+    assert cb._options.peak_flops == 1e12 and cb._options.n_params == 7_000_000_000
 
 
 def test_a_writer_that_cannot_start_says_so_in_the_run_directory(tmp_path, graph, monkeypatch, caplog):

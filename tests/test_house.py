@@ -60,3 +60,21 @@ def test_each_package_map_names_exactly_its_modules():
         there = {p.name for p in init.parent.glob("*.py") if p.name != "__init__.py"}
         assert named == there, (str(init.relative_to(ROOT)), sorted(there - named), sorted(named - there))
     assert checked >= 3
+
+
+def test_only_the_store_changes_the_store():
+    """The store's door (issue 29): its docstring promises one lock and a version bump for every change, so
+    no module outside it assigns to a store's attributes (``store.mtime = ...``): it calls a method."""
+    offenders = []
+    for path in sorted((ROOT / "mstop").rglob("*.py")):
+        if path.name == "store.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            targets = node.targets if isinstance(node, ast.Assign) else \
+                [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else []
+            for t in targets:
+                if isinstance(t, ast.Attribute) and (
+                        (isinstance(t.value, ast.Name) and t.value.id == "store") or
+                        (isinstance(t.value, ast.Attribute) and t.value.attr == "store")):
+                    offenders.append(f"{path.relative_to(ROOT)}:{node.lineno} store.{t.attr}")
+    assert not offenders, offenders

@@ -11,10 +11,10 @@ from typing import Any
 
 __version__ = "0.1.0"
 
-from .metrics import MetricsWriter  # noqa: E402
+from .metrics import MetricsWriter, WriterOptions  # noqa: E402
 from .schema import COLUMNS, EVENT_KINDS, SCHEMA_VERSION, UNITS  # noqa: E402
 
-__all__ = ["COLUMNS", "EVENT_KINDS", "SCHEMA_VERSION", "UNITS", "MetricsWriter", "MstopCallback",
+__all__ = ["COLUMNS", "EVENT_KINDS", "SCHEMA_VERSION", "UNITS", "MetricsWriter", "WriterOptions", "MstopCallback",
            "GradNormTrainOneStepCell", "__version__"]
 
 

@@ -16,7 +16,7 @@ import mindspore as ms
 from mindspore import nn, ops
 from mindspore.train import Callback, ModelCheckpoint
 
-from .metrics import WRITER_OPTIONS, MetricsWriter, check_keywords, check_name, resolve_rank, validate_options
+from .metrics import WRITER_OPTIONS, MetricsWriter, WriterOptions, check_keywords, check_name, resolve_rank
 from .schema import COLUMNS
 
 log = logging.getLogger("mstop_writer")
@@ -101,7 +101,7 @@ class MstopCallback(Callback):
         super().__init__()
         check_keywords(type(self).__name__, options, CALLBACK_OPTIONS)
         self.run_dir = run_dir
-        self._options = validate_options(**options)
+        self._options = WriterOptions(**options)  # checked now, before training; filled in at the start
         self._output_names = _check_output_names(output_names)
         self.writer: MetricsWriter | None = None
         self._last_raw = 0  # last global step written (without step_offset)
@@ -267,14 +267,16 @@ class MstopCallback(Callback):
         self._lr_out = "lr" in self._names
         if self.writer is None:
             try:
-                self.writer = MetricsWriter(self.run_dir, **self._auto_options(cb, batch_num, e0 + cb.epoch_num))
+                self.writer = MetricsWriter(self.run_dir,
+                                            WriterOptions(**self._auto_options(cb, batch_num, e0 + cb.epoch_num)))
             except Exception as e:
                 _report_failure(self.run_dir, self._options, e)
                 raise
         self._t_prev = time.perf_counter()
 
     def _auto_options(self, cb: Any, batch_num: int, final_epoch: int) -> dict[str, Any]:
-        opts = dict(self._options)
+        """The options given, with what the job tells filled in where not given (and where each came from)."""
+        opts = self._options.as_dict()
         found: dict[str, str] = {}
         if opts.get("n_params") is None:
             try:
@@ -286,7 +288,8 @@ class MstopCallback(Callback):
         self._fill_shape(opts, found, cb.network if cb.network is not None else cb.train_network)
         opts["detected_from"] = found
         mode = ms.get_auto_parallel_context("parallel_mode")
-        opts.setdefault("parallel_mode", mode)
+        if opts["parallel_mode"] is None:
+            opts["parallel_mode"] = mode
         self._from_mindformers(opts, found)
         if opts.get("samples_per_step") is None and cb.train_dataset is not None:
             try:
@@ -562,7 +565,7 @@ def count_parameters(optimizer: Any, network: Any) -> tuple[int, str]:
     return int(sum(p.size for p in params.values())), "trainable parameters of the network (optimizer state left out)"
 
 
-def _report_failure(run_dir: Any, options: dict[str, Any], e: BaseException) -> None:
+def _report_failure(run_dir: Any, options: WriterOptions, e: BaseException) -> None:
     """The writer could not be made: say so in the rank's events file where we can, so readers show
     "writer failed: ..." instead of a run that never starts (never raises itself)."""
     import json
@@ -572,7 +575,7 @@ def _report_failure(run_dir: Any, options: dict[str, Any], e: BaseException) -> 
 
     try:
         try:
-            rank = resolve_rank(options.get("rank"), options.get("world_size"))[0]
+            rank = resolve_rank(options.rank, options.world_size)[0]
         except Exception:  # noqa: BLE001
             rank = 0
         path = os.path.join(os.fspath(run_dir), events_name(max(0, int(rank))))

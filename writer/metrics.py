@@ -6,7 +6,6 @@ Standard library only. MindSpore is used when the job has already imported it
 
 from __future__ import annotations
 
-import inspect
 import json
 import logging
 import math
@@ -17,6 +16,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, fields
 from typing import Any, Callable
 
 from . import __version__
@@ -244,9 +244,9 @@ def _profile_steps(v: Any) -> tuple[int, int] | None:
     return first, last
 
 
-def validate_options(**options: Any) -> dict[str, Any]:
+def _normalised(options: dict[str, Any]) -> dict[str, Any]:
     """The options with numbers normalised (numeric strings and integral floats taken), or ``ValueError``
-    for options that cannot describe a training job (before it starts). Unknown names pass through."""
+    for options that cannot describe a training job (before it starts)."""
     out = dict(options)
     for name, zero in _AMOUNTS.items():
         if name in out:
@@ -269,11 +269,67 @@ def validate_options(**options: Any) -> dict[str, Any]:
         extras = [check_name(c) for c in extra]
         if len(set(extras)) != len(extras):
             raise ValueError(f"extra_columns has duplicates: {extras}")
-        out["extra_columns"] = extras  # a list even when given as a generator (read once, here)
+        out["extra_columns"] = tuple(extras)  # a tuple even when given as a generator (read once, here)
+    else:
+        out["extra_columns"] = ()
     for name in ("run_name", "note", "device", "parallel_mode"):
         if out.get(name) is not None and not isinstance(out[name], str):
             out[name] = str(out[name])
     return out
+
+
+@dataclass(frozen=True)
+class WriterOptions:
+    """Every option of :class:`MetricsWriter` (``MstopCallback`` takes the same ones), checked and
+    normalised once, here: numbers may be numeric strings (YAML reads ``1.0e12`` as one) and counts
+    integral floats (``7e9``); an option that cannot describe a training job is a ``ValueError`` before
+    training starts. Build it with :meth:`of` for a misspelled name's ``TypeError`` naming the nearest
+    option. Adding an option is adding a field here."""
+
+    rank: int | None = None
+    world_size: int | None = None
+    run_name: str | None = None
+    note: str | None = None
+    tokens_per_step: float | None = None
+    samples_per_step: float | None = None
+    flops_per_token: float | None = None
+    n_params: int | None = None
+    n_layers: int | None = None
+    n_heads: int | None = None
+    head_dim: int | None = None
+    seq_len: int | None = None
+    peak_flops: float | None = None
+    device: str | None = None
+    extra_columns: Iterable[str] = ()
+    step_offset: int = 0
+    total_steps: int | None = None
+    parallel_mode: str | None = None
+    heartbeat_interval: float = HEARTBEAT_INTERVAL
+    memory_interval: float = 1.0
+    #: the unix time written in ``time`` columns (injectable for tests; durations use perf_counter)
+    clock: Callable[[], float] = time.time
+    #: for options the caller filled in itself (``MstopCallback``), where each came from
+    detected_from: Mapping[str, str] | None = None
+    profile_steps: tuple[int, int] | None = None
+
+    def __post_init__(self) -> None:
+        for name, value in _normalised(self.as_dict()).items():
+            object.__setattr__(self, name, value)
+
+    @classmethod
+    def of(cls, owner: str, keywords: Mapping[str, Any]) -> WriterOptions:
+        """The options from keywords, a name that is no option a ``TypeError`` naming ``owner`` and the
+        nearest option."""
+        check_keywords(owner, keywords, WRITER_OPTIONS)
+        return cls(**keywords)
+
+    def as_dict(self) -> dict[str, Any]:
+        """Every option by name."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+#: The keyword options of :class:`MetricsWriter` (``MstopCallback`` takes the same ones).
+WRITER_OPTIONS = frozenset(f.name for f in fields(WriterOptions))
 
 
 class MetricsWriter:
@@ -284,63 +340,27 @@ class MetricsWriter:
     a ``dropped`` event is written when writing works again. Wrong options raise
     ``ValueError`` at construction, before training starts.
 
-    ``clock`` gives the unix time written in ``time`` columns (injectable for
-    tests); durations always come from ``time.perf_counter``. ``detected_from``
-    names, for options the caller filled in itself (``MstopCallback``), where
-    each came from; the ``start`` event records it.
-
-    Options are checked here: a misspelled keyword is a ``TypeError`` naming the
-    nearest option; numbers may be given as numeric strings (YAML reads ``1.0e12``
-    as one) and counts as integral floats (``7e9``).
+    Its options are the fields of :class:`WriterOptions`, given as keywords
+    (``MetricsWriter(run, rank=0, tokens_per_step=4096)``) or as one
+    ``WriterOptions``; a misspelled keyword is a ``TypeError`` naming the
+    nearest option. The ``start`` event records them, and ``detected_from``
+    (where options the caller filled in itself came from).
     """
 
-    def __new__(cls, *args: Any, **kwargs: Any) -> MetricsWriter:
-        check_keywords(cls.__name__, kwargs, WRITER_OPTIONS)
-        return super().__new__(cls)
-
-    def __init__(
-        self,
-        run_dir: str | os.PathLike[str],
-        *,
-        rank: int | None = None,
-        world_size: int | None = None,
-        run_name: str | None = None,
-        note: str | None = None,
-        tokens_per_step: float | None = None,
-        samples_per_step: float | None = None,
-        flops_per_token: float | None = None,
-        n_params: int | None = None,
-        n_layers: int | None = None,
-        n_heads: int | None = None,
-        head_dim: int | None = None,
-        seq_len: int | None = None,
-        peak_flops: float | None = None,
-        device: str | None = None,
-        extra_columns: Iterable[str] = (),
-        step_offset: int = 0,
-        total_steps: int | None = None,
-        parallel_mode: str | None = None,
-        heartbeat_interval: float = HEARTBEAT_INTERVAL,
-        memory_interval: float = 1.0,
-        clock: Callable[[], float] = time.time,
-        detected_from: Mapping[str, str] | None = None,
-        profile_steps: tuple[int, int] | None = None,
-    ) -> None:
-        o = validate_options(
-            tokens_per_step=tokens_per_step, samples_per_step=samples_per_step, flops_per_token=flops_per_token,
-            peak_flops=peak_flops, n_params=n_params, n_layers=n_layers, n_heads=n_heads, head_dim=head_dim,
-            seq_len=seq_len, total_steps=total_steps, heartbeat_interval=heartbeat_interval,
-            memory_interval=memory_interval, step_offset=step_offset, extra_columns=extra_columns, rank=rank,
-            world_size=world_size, run_name=run_name, note=note, device=device, parallel_mode=parallel_mode)
-        self.rank, self.world_size, rank_source = resolve_rank(o["rank"], o["world_size"])
+    def __init__(self, run_dir: str | os.PathLike[str], options: WriterOptions | None = None,
+                 **keywords: Any) -> None:
+        if options is not None and keywords:
+            raise TypeError("MetricsWriter() takes options or keywords, not both")
+        o = options if options is not None else WriterOptions.of(type(self).__name__, keywords)
+        self.rank, self.world_size, rank_source = resolve_rank(o.rank, o.world_size)
         if self.rank < 0 or self.world_size < 1 or self.rank >= self.world_size:
             raise ValueError(f"rank {self.rank} is not in a world of {self.world_size}")
         self.run_dir = os.fspath(run_dir)
         self.session = uuid.uuid4().hex[:12]
-        self.tokens_per_step = o["tokens_per_step"]
-        self.samples_per_step = o["samples_per_step"]
-        self.step_offset = o["step_offset"]
-        self._clock = clock
+        self.tokens_per_step = o.tokens_per_step
+        self.samples_per_step = o.samples_per_step
+        self.step_offset = o.step_offset
+        self._clock = o.clock
         self._warned: set[str] = set()
         self._lock = threading.Lock()
         self._closed = False
@@ -350,32 +370,32 @@ class MetricsWriter:
         self._told: set[str] = set()  # writer_error kinds already written
         self._next_report = 0.0
         start = self._hardware(o)
-        self._open_files(list(o["extra_columns"]), o["memory_interval"])
-        steps = _profile_steps(profile_steps)
-        self.event("start", **self._start_fields(o, start, rank_source, detected_from or {}), profile_steps=steps)
+        self._open_files(list(o.extra_columns), o.memory_interval)
+        steps = o.profile_steps
+        self.event("start", **self._start_fields(o, start, rank_source, o.detected_from or {}), profile_steps=steps)
         self.profile = self._profile_window(steps)
         self._hb_stop = threading.Event()
-        self._hb = threading.Thread(target=self._heartbeat, args=(o["heartbeat_interval"],),
+        self._hb = threading.Thread(target=self._heartbeat, args=(o.heartbeat_interval,),
                                     name=f"mstop-heartbeat-{self.rank}", daemon=True)
         self._hb.start()
 
-    def _hardware(self, o: dict[str, Any]) -> dict[str, Any]:
+    def _hardware(self, o: WriterOptions) -> dict[str, Any]:
         """FLOPs per token, the device and its peak, the memory total: what MFU and headroom are measured
         against. Returns the start event's fields that say where each came from."""
-        fpt, fpt_source = (o["flops_per_token"], "given") if o["flops_per_token"] else _flops_formula(
-            n_params=o["n_params"], n_layers=o["n_layers"], n_heads=o["n_heads"], head_dim=o["head_dim"],
-            seq_len=o["seq_len"])
+        fpt, fpt_source = (o.flops_per_token, "given") if o.flops_per_token else _flops_formula(
+            n_params=o.n_params, n_layers=o.n_layers, n_heads=o.n_heads, head_dim=o.head_dim,
+            seq_len=o.seq_len)
         self.flops_per_token: float | None = fpt
         detected, self._target = _detect_device()
-        self.device = o["device"] or detected
-        if o["peak_flops"]:
-            self.peak_flops: float | None = float(o["peak_flops"])
+        self.device = o.device or detected
+        if o.peak_flops:
+            self.peak_flops: float | None = float(o.peak_flops)
             peak_source = "given"
         else:
             peak = lookup_peak(self.device)
             self.peak_flops, peak_source = (peak.flops, peak.source) if peak else (None, None)
-            if peak is None and o["device"] is not None and o["device"].upper() != "CPU":
-                self._warn(f"unknown device {o['device']!r}: no MFU is written; pass peak_flops=FLOP/s of one "
+            if peak is None and o.device is not None and o.device.upper() != "CPU":
+                self._warn(f"unknown device {o.device!r}: no MFU is written; pass peak_flops=FLOP/s of one "
                            "device", key="device")
         self._mfu_scale = (fpt / (self.world_size * self.peak_flops)) if fpt and self.peak_flops else None
         self._mem_device = self._target in ("Ascend", "GPU")
@@ -408,23 +428,23 @@ class MetricsWriter:
         return ProfileWindow(self.run_dir, self.rank, lambda kind, **f: self.event(kind, session=self.session, **f),
                              steps=steps, world_size=self.world_size)
 
-    def _start_fields(self, o: dict[str, Any], hardware: dict[str, Any], rank_source: str,
+    def _start_fields(self, o: WriterOptions, hardware: dict[str, Any], rank_source: str,
                       detected_from: Mapping[str, str]) -> dict[str, Any]:
         """The ``start`` event: who, where, what, and the source of every figure MFU is computed from."""
         ms = _mindspore()
         return dict(
-            schema=SCHEMA_VERSION, session=self.session, run_name=o["run_name"], note=o["note"],
+            schema=SCHEMA_VERSION, session=self.session, run_name=o.run_name, note=o.note,
             host=socket.gethostname(), pid=os.getpid(), rank=self.rank, world_size=self.world_size,
             rank_source=rank_source, device=self.device, peak_flops=self.peak_flops,
             peak_flops_source=hardware["peak_flops_source"], flops_per_token=hardware["flops_per_token"],
-            flops_per_token_source=hardware["flops_per_token_source"], n_params=o["n_params"],
-            n_params_source=detected_from.get("n_params", "given" if o["n_params"] is not None else None),
-            n_layers=o["n_layers"], n_heads=o["n_heads"], head_dim=o["head_dim"], seq_len=o["seq_len"],
-            detected=dict(detected_from), heartbeat_interval=o["heartbeat_interval"],
+            flops_per_token_source=hardware["flops_per_token_source"], n_params=o.n_params,
+            n_params_source=detected_from.get("n_params", "given" if o.n_params is not None else None),
+            n_layers=o.n_layers, n_heads=o.n_heads, head_dim=o.head_dim, seq_len=o.seq_len,
+            detected=dict(detected_from), heartbeat_interval=o.heartbeat_interval,
             tokens_per_step=self.tokens_per_step, samples_per_step=self.samples_per_step,
             memory_source="device" if self._mem_device else "host", memory_detail=hardware["memory_detail"],
             mindspore_version=getattr(ms, "__version__", None) if ms else None, mstop_version=__version__,
-            parallel_mode=o["parallel_mode"], total_steps=o["total_steps"], step_offset=self.step_offset,
+            parallel_mode=o.parallel_mode, total_steps=o.total_steps, step_offset=self.step_offset,
             argv=list(sys.argv), env={k: v for k, v in os.environ.items() if k.startswith(("MS_", "RANK_"))},
             git_commit=_git_commit(os.getcwd()), cwd=os.getcwd(),
         )
@@ -695,10 +715,6 @@ class MetricsWriter:
             return
         self._warned.add(key)
         log.warning("mstop_writer: %s (training continues; further such messages at debug level)", message)
-
-
-#: The keyword options of :class:`MetricsWriter` (``MstopCallback`` takes the same ones).
-WRITER_OPTIONS = frozenset(inspect.signature(MetricsWriter.__init__).parameters) - {"self", "run_dir"}
 
 
 def _step(step: Any) -> int:

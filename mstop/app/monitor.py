@@ -194,7 +194,7 @@ class MonitorScreen(Screen[None]):
         elif error is not None:
             raise error
         # what was already there did not just arrive: its own times tell its age
-        self.store.arrival = self.store.life_arrival = None
+        self.store.forget_arrivals()
         self._carry = Carry()  # the smoothed loss, tokens and goodput of a part of the files: from the whole
         if self.baseline_spec:
             self._load_baseline(self.baseline_spec)

@@ -417,6 +417,20 @@ class Store:
                 self.refused[name] = why
                 self.version += 1
 
+    def saw_mtime(self, mtime: float) -> None:
+        """The files read were last modified at ``mtime`` (this machine's clock): the store's ``mtime`` moves
+        to it when newer (a job's own logs: not one rank file's time)."""
+        with self.lock:
+            if self.mtime is None or mtime > self.mtime:
+                self.mtime = mtime
+
+    def forget_arrivals(self) -> None:
+        """What the store holds did not just arrive (the first read of files that were already there): its
+        own times tell its age, not our clock at the read."""
+        with self.lock:
+            self.arrival = self.life_arrival = None
+            self.version += 1
+
     def file_time(self, r: int, kind: str, mtime: float | None, *, newest: bool = True) -> None:
         """A file of rank ``r`` was found modified at ``mtime``, on the source's clock (the newest of all
         files: ``mtime``, on this machine's clock, unless ``newest`` is False; of its rank file: the rank's

@@ -346,8 +346,8 @@ class MfLogSource:
         lost = stream.lost
         while True:
             chunk = stream.read()
-            if chunk.mtime is not None and (self.store.mtime is None or chunk.mtime > self.store.mtime):
-                self.store.mtime = chunk.mtime
+            if chunk.mtime is not None:
+                self.store.saw_mtime(chunk.mtime)
             ingest_log(self.store, r, parser, chunk.blob, bad=chunk.overlong, flush=not chunk.blob or
                        (final and not chunk.more), arrived=chunk.mtime, name=label(stream))
             if not chunk.more or self._stop.is_set():

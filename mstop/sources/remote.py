@@ -279,10 +279,7 @@ class RemoteSource:
             self._refused(header["refused"])
         mtime = header.get("mtime")
         if isinstance(mtime, (int, float)) and not isinstance(mtime, bool):
-            local = float(mtime) - self.clock_skew  # the files' modification time on this machine's clock
-            with self.store.lock:
-                if self.store.mtime is None or local > self.store.mtime:
-                    self.store.mtime = local
+            self.store.saw_mtime(float(mtime) - self.clock_skew)  # the files' time on this machine's clock
         self.bytes_received += len(line) + len(payload)
         if payload:
             payload = zlib.decompress(payload)
