@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shlex
 import signal
 import subprocess
 import threading
@@ -20,27 +19,12 @@ from textual.reactive import reactive
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
-from ..engine.figures import Options
-from ..engine.health import Health, Rules
-from ..engine.smoothing import EmaSeries
+from ..engine.health import Rules
 from ..engine.store import Store
 from ..safe import clean
-from ..sources import SourceError, Sources, close_connections, read_once
-from ..view import (
-    X_AXES,
-    Alerting,
-    Carry,
-    View,
-    baseline_overlay,
-    build_view,
-    heat_marks,
-    incident_marks,
-    numeric_columns,
-    rank_series,
-    run_part,
-    step_range,
-    values_at_step,
-)
+from ..sources import SourceError, close_connections
+from ..view import X_AXES, View, numeric_columns, rank_series, values_at_step
+from ..view.session import Frame, MonitorSession
 from .messages import StoreChanged
 from .screens import AlertsScreen, BaselineScreen, GoToStepScreen, HelpScreen, MetricsScreen, ProfileScreen
 from .widgets import (
@@ -66,8 +50,6 @@ REDRAW_EVERY = 1.0
 #: that costs more spaces the next ones out (10,000 ranks: a frame takes about a second, and keys must still
 #: be answered between frames).
 FRAME_SHARE = 0.25
-#: Fewest seconds between two scans of the history for incidents (marks on the loss chart; a always scans).
-INCIDENTS_EVERY = 10.0
 #: Seconds a signalled app gets to close its screen before its cleanups run and the process ends anyway.
 EXIT_GRACE = 5.0
 
@@ -110,40 +92,39 @@ class MonitorScreen(Screen[None]):
                  run_label: str = "") -> None:
         super().__init__()
         self.back = back  # opened from the runs list: Escape returns to it
-        #: other runs drawn by step beside this one (the runs list's o): (name, store), each with its smoothing
-        self.overlays = [(clean(n, 256), store, EmaSeries()) for n, store in overlays]
-        self.run_label = clean(run_label, 256)  # this run's name in an overlay's legend
         self.job, self.job_log = job, job_log  # mstop demo: the training job it started, and where its output goes
-        self._job_note: str | None = None
-        self._incidents: tuple[int, float, list] = (-1, 0.0, [])
         specs = [run_dir] if isinstance(run_dir, str) else list(run_dir)
-        self.run_dir = clean(" ".join(specs), 4096)  # shown in the title: no control codes
-        self.store = Store()
-        self.source = Sources(specs, self.store, poll=poll, on_update=self._source_updated,
-                              ssh_options=ssh_options, connect_timeout=connect_timeout)
-        # ages and "stalled" use the remote host's clock when following over ssh
-        self.health = Health(rules or Rules())
-        self.opts = self.health.rules.options(Options(peak_flops=peak_tflops * 1e12 if peak_tflops else None,
-                                                      clock=clock or self.source.clock,
-                                                      arrival_clock=None if clock else time.time))
+        #: what the monitor follows and its frames, without screen code (mstop.view.session)
+        self.session = MonitorSession(specs, poll=poll, peak_tflops=peak_tflops, clock=clock,
+                                      ssh_options=ssh_options, connect_timeout=connect_timeout, rules=rules,
+                                      on_alert=on_alert, baseline=baseline, overlays=overlays, run_label=run_label,
+                                      on_update=self._source_updated)
         self.follow = follow
         self.bell_on_alert = bell
-        self.alerting = Alerting(shlex.split(on_alert) if on_alert else None)
-        self._carry = Carry()
         self._last_redraw = 0.0
         self._frame_cost = 0.0  # seconds the last frame took to build and show
-        self.custom: tuple[str, ...] = ()
         self._drawn_version = -1
         self._drawn_rows = 0
-        self._last_view = None
-        self.baseline_spec = baseline  # --baseline / b: another run overlaid by step
-        self.baseline_store: Store | None = None
-        self._base_ema = EmaSeries()
-        self._ssh = (ssh_options, connect_timeout)
+        self._last_view: View | None = None
         self.selected_rank: int | None = None  # the rank the ranks view shows in detail
         self._detail_of: tuple[int, str] | None = None  # (frame, row key) the detail shows
         self._frames = 0  # frames drawn (redraws)
-        self.reading = False  # the first read of what is already written is going on (on a thread)
+
+    # the session's state, as the screen's (tests and the demo reach it as app.store, app.health, ...)
+    store = property(lambda self: self.session.store)
+    source = property(lambda self: self.session.source)
+    health = property(lambda self: self.session.health)
+    opts = property(lambda self: self.session.opts)
+    alerting = property(lambda self: self.session.alerting)
+    run_dir = property(lambda self: self.session.run_dir)
+    baseline_store = property(lambda self: self.session.baseline_store)
+    baseline_spec = property(lambda self: self.session.baseline_spec)
+    custom = property(lambda self: self.session.custom)
+
+    @property
+    def reading(self) -> bool:
+        """The first read of what is already written is going on (on a thread)."""
+        return self.session.reading
 
     def compose(self) -> ComposeResult:
         yield Static(" PAUSED: the display is frozen, reading goes on (p to resume)", id="paused")
@@ -177,7 +158,7 @@ class MonitorScreen(Screen[None]):
         # What is already written is read on a thread while the screen shows how far it is and keys work
         # (q and Ctrl-C quit during a long load; the thread stops at its next chunk). The event loop only
         # ticks meanwhile, so the reading thread has the GIL nearly to itself.
-        self.reading = True
+        self.session.reading = True
         self.redraw()
         self._reading_ticker = self.set_interval(1.0, self._loading_tick)
         _on_thread(self.source.read_all, lambda error: self.app.call_from_thread(self._read, error),
@@ -186,18 +167,16 @@ class MonitorScreen(Screen[None]):
     def _read(self, error: BaseException | None) -> None:
         """The first read is done: follow from here, draw, tick."""
         self._reading_ticker.stop()
-        self.reading = False
+        self.session.reading = False
         if not self.is_attached:
             return  # quit while reading
         if isinstance(error, SourceError):  # shown, and retried by the source's own loop
             self.notify(str(error), severity="error", timeout=10)
         elif error is not None:
             raise error
-        # what was already there did not just arrive: its own times tell its age
-        self.store.forget_arrivals()
-        self._carry = Carry()  # the smoothed loss, tokens and goodput of a part of the files: from the whole
+        self.session.first_read_done()
         if self.baseline_spec:
-            self._load_baseline(self.baseline_spec)
+            self._baseline_read(self.baseline_spec, self.session.read_baseline(self.baseline_spec))
         if self.follow:
             self.source.follow()
         self.redraw()
@@ -242,14 +221,14 @@ class MonitorScreen(Screen[None]):
 
     def _check_job(self) -> None:
         """mstop demo's job: reaped when it ends (no <defunct> process), and a failure pointed at its log."""
-        if self.job is None or self._job_note is not None or self.job.poll() is None:
+        if self.job is None or self.session.job_note is not None or self.job.poll() is None:
             return
         code = self.job.returncode
         if code == 0:
-            self._job_note = "the demo job finished"
+            self.session.job_note = "the demo job finished"
         else:
-            self._job_note = f"the demo job exited with code {code}: its output is in {self.job_log}"
-            self.notify(self._job_note, severity="error", timeout=30)
+            self.session.job_note = f"the demo job exited with code {code}: its output is in {self.job_log}"
+            self.notify(self.session.job_note, severity="error", timeout=30)
         self.redraw()
 
     def _tick(self) -> None:
@@ -263,10 +242,7 @@ class MonitorScreen(Screen[None]):
             elif not self.paused:
                 t0 = time.perf_counter()
                 self._last_redraw = time.monotonic()
-                snap = self.store.snapshot()
-                v = build_view(snap, self.opts, header_only=True, carry=self._carry)
-                v.header.notes = self._notes(v)
-                self._alerts(v, snap)
+                v = self._act(self.session.frame(points=self._points(), header_only=True))
                 self.query_one(Header).show(v)
                 self.query_one(AlertsPanel).show(v)
                 self._frame_cost = time.perf_counter() - t0
@@ -283,8 +259,8 @@ class MonitorScreen(Screen[None]):
         self._drawn_version = self.store.version
         self._drawn_rows = self.store.rows
         ranks_view = self.has_class("show-ranks")
-        snap = self.store.snapshot()
-        v = self._frame(snap, ranks_view)
+        v = self._act(self.session.frame(points=self._points(), xaxis=self.xaxis, recent=self.recent,
+                                         ranks_view=ranks_view))
         self._last_view = v
         self._frames += 1
         with self.app.batch_update():
@@ -303,41 +279,29 @@ class MonitorScreen(Screen[None]):
             self.app.sub_title = f"{self.run_dir}  ({self.source.mode})"
         self._frame_cost = time.perf_counter() - t0
 
-    def _frame(self, snap: Store, ranks_view: bool) -> View:
-        """This frame's view: the figures, the baseline's overlay, the alerts and the incidents' marks.
-        The ranks view shows no run-wide chart: their series are not built (at 1,024 ranks every ms counts)."""
-        width = max(40, self.size.width * 2 // 3)
-        v = build_view(snap, self.opts, points=width, xaxis=self.xaxis, recent=self.recent, carry=self._carry,
-                       custom=self.custom, header_only=ranks_view)
-        v.header.notes = self._notes(v)
-        if self.baseline_store is not None and not ranks_view:
-            # its last path component names it on the screen (the whole path is in the b dialog)
-            name = clean(os.path.basename((self.baseline_spec or "").rstrip("/")) or (self.baseline_spec or ""), 256)
-            baseline_overlay(v, self.baseline_store, name, self.opts, self._base_ema, points=width,
-                             recent=self.recent)
-        if not ranks_view:
-            v.overlays = [run_part(v, store, name, self.opts, ema, points=width, recent=self.recent)
-                          for name, store, ema in self.overlays]
-            v.name = self.run_label
-        if self.reading:  # a part of the files: no alert rung, no incident scanned from it
-            return v
-        self._alerts(v, snap)
-        if not ranks_view:
-            v.loss.incident_marks = incident_marks(snap, [i for i in self._past_incidents(v.alerts) if not i.active],
-                                                   self.xaxis, step_range(v.header.step, self.recent))
-        return v
+    def _points(self) -> int:
+        """Points per chart series: about the loss chart's width in braille dots."""
+        return max(40, self.size.width * 2 // 3)
 
-    def _notes(self, v: View) -> list[str]:
-        """The header's notes: hosts not connected, ranks in two sources, clocks, the demo job, the view's own."""
-        h = v.header
-        if self.reading:  # the first read is still going on (q quits meanwhile)
-            return [f"reading what is written so far: {self.store.rows:,} rows (q quits)"]
-        missing = [spec for spec in self.source.specs if ":" not in spec and not os.path.isdir(spec)]
-        empty = [] if self.store.ranks or self.store.rank_files else [
-            f"{clean(missing[0], 4096)} does not exist yet: waiting for it" if missing else
-            f"no rank files (rank*.csv) nor MindFormers logs in {self.run_dir} yet, nor runs below it: waiting"]
-        return (self.source.states() + self.store.duplicates + ([h.skew_note] if h.skew_note else [])
-                + ([self._job_note] if self._job_note else []) + empty + h.notes)
+    def _act(self, f: Frame) -> View:
+        """Do what a frame asks of the screen: ring and run --on-alert once for each alert that is new, and
+        scan the history for incidents on a worker when due (drawn again when its marks changed)."""
+        if f.fresh and self.bell_on_alert:
+            self.app.bell()
+        if f.fresh and self.alerting.command:
+            told = [a.public() for a in f.fresh]
+            self.run_worker(lambda: self._run_on_alert(told), thread=True, name="mstop-on-alert",
+                            group="on-alert", exit_on_error=False)
+        if f.scan is not None:
+            alerts = f.scan
+
+            def scan() -> None:
+                if self.session.scan(alerts):
+                    self.app.call_from_thread(self.redraw)  # new marks for the loss chart
+
+            self.run_worker(scan, thread=True, name="mstop-incidents", exclusive=True, group="incidents",
+                            exit_on_error=False)
+        return f.view
 
     # -- keys ------------------------------------------------------------------------
 
@@ -386,24 +350,11 @@ class MonitorScreen(Screen[None]):
             self.set_focus(None)
         self.call_after_refresh(self.redraw)  # after layout: the ranks page fills the table's height
 
-    def _read_baseline(self, spec: str) -> Store | str:
-        """Read a baseline run once (a finished run, usually): its store, or why it cannot be read."""
-        try:
-            return read_once(spec, ssh_options=self._ssh[0], connect_timeout=self._ssh[1])
-        except SourceError as e:
-            return str(e)
-
-    def _load_baseline(self, spec: str) -> None:
-        self._baseline_read(spec, self._read_baseline(spec))
-
     def _baseline_read(self, spec: str, got: Store | str) -> None:
         """Use a baseline just read, or say why there is none (never fatal)."""
-        if isinstance(got, str):
-            self.notify(f"baseline not loaded: {got}", severity="error", timeout=10)
-            self.baseline_spec, self.baseline_store = None, None
-        else:
-            self.baseline_spec, self.baseline_store = spec, got
-            self._base_ema = EmaSeries()
+        why = self.session.use_baseline(spec, got)
+        if why is not None:
+            self.notify(f"baseline not loaded: {why}", severity="error", timeout=10)
         self.redraw()
 
     def action_baseline(self) -> None:
@@ -411,12 +362,13 @@ class MonitorScreen(Screen[None]):
             if spec is None:  # escape: unchanged
                 return
             if not spec:
-                self.baseline_spec, self.baseline_store = None, None
+                self.session.use_baseline(None)
                 self.redraw()
                 return
             # read off the UI thread: over ssh that can take up to the connect timeout, and the screen must go on
             self.notify(f"reading baseline {spec} ...", timeout=3)
-            self.run_worker(lambda: self.app.call_from_thread(self._baseline_read, spec, self._read_baseline(spec)),
+            self.run_worker(lambda: self.app.call_from_thread(self._baseline_read, spec,
+                                                              self.session.read_baseline(spec)),
                             thread=True, name="mstop-baseline", exit_on_error=False)
 
         self.app.push_screen(BaselineScreen(self.baseline_spec), chosen)
@@ -460,21 +412,9 @@ class MonitorScreen(Screen[None]):
     def action_goto(self) -> None:
         self.app.push_screen(GoToStepScreen(lambda step: values_at_step(self.store, step)))
 
-    def _alerts(self, v: View, snap: Store) -> None:
-        """Evaluate the health rules; ring and run --on-alert once for each alert that is new."""
-        v.alerts = self.health.alerts(snap, self.opts)
-        v.marks = heat_marks(v.alerts)
-        v.new_alerts, fresh = self.alerting.update(v.alerts)
-        if fresh and self.bell_on_alert:
-            self.app.bell()
-        if fresh and self.alerting.command:
-            told = [a.public() for a in fresh]
-            self.run_worker(lambda: self._run_on_alert(told), thread=True, name="mstop-on-alert",
-                            group="on-alert", exit_on_error=False)
-
     def _run_on_alert(self, alerts: list[dict[str, Any]]) -> None:
         """On a worker thread: the --on-alert command for each alert; what failed is shown."""
-        for error in self.alerting.run_command(alerts):
+        for error in self.session.on_alert(alerts):
             self.app.call_from_thread(self.notify, error, severity="error")
 
     def action_heat_metric(self) -> None:
@@ -528,40 +468,15 @@ class MonitorScreen(Screen[None]):
         if self._last_view is not None:
             self._show_detail(self._last_view)
 
-    def _past_incidents(self, alerts: list, fresh: bool = False) -> list:
-        """The run's incidents. Scanning the whole history costs milliseconds to a second on long runs, so
-        a frame uses the last scan and starts a new one on a worker thread at most every INCIDENTS_EVERY
-        seconds; ``fresh`` (the a key) scans now."""
-        now = time.monotonic()
-        version, at, got = self._incidents
-        if fresh:
-            got = self.health.incidents(self.store, self.opts, alerts)
-            self._incidents = (self.store.version, now, got)
-        elif version != self.store.version and now - at >= INCIDENTS_EVERY:
-            self._incidents = (self.store.version, now, got)  # one scan at a time
-            alerts = list(alerts)
-
-            def scan() -> None:
-                found = self.health.incidents(self.store, self.opts, alerts)
-                self._incidents = (self._incidents[0], self._incidents[1], found)
-                if [i.first_step for i in found] != [i.first_step for i in got]:
-                    self.app.call_from_thread(self.redraw)  # new marks for the loss chart
-
-            self.run_worker(scan, thread=True, name="mstop-incidents", exclusive=True, group="incidents",
-                            exit_on_error=False)
-        return got
-
     def action_alerts(self) -> None:
         """Show every active alert, then the run's past incidents, and mark the alerts seen."""
-        alerts = self.health.alerts(self.store.snapshot(), self.opts)
-        self.alerting.seen(alerts)
-        past = [i for i in self._past_incidents(alerts, fresh=True) if not i.active]
+        alerts, past = self.session.alerts_now()
         self.app.push_screen(AlertsScreen(alerts, past))
         self.redraw()
 
     def action_metrics(self) -> None:
         def chosen(columns: tuple[str, ...] | None) -> None:
-            self.custom = columns or ()
+            self.session.custom = columns or ()
             self.set_class(bool(self.custom), "has-custom")
             self.redraw()
 

@@ -7,6 +7,8 @@
     charts.py    chart series against the x axis, marks on the loss chart, values at a step
     baseline.py  a baseline run's curves by step and the differences at the current step
     alerting.py  alert bookkeeping between frames (seen, told, --on-alert) and the heat-strip letters
+    session.py   MonitorSession: the monitor's store, sources, health, alerting, baseline and overlays; each
+                 frame returned with what is new (alerts to tell, a history scan due), no screen code
     runs.py      the runs list's rows: each run's figures, status and note, sorted and filtered
 
 Nothing here imports textual, so a frame can be tested, printed or drawn by another front end.

@@ -1,0 +1,178 @@
+"""The monitor's state and its frames, without a screen: what ``mstop RUN_DIR`` follows and shows.
+
+A :class:`MonitorSession` owns the store and its sources, the health rules and the alert bookkeeping, the
+baseline and the overlays, and the cache of the history's incidents. :meth:`MonitorSession.frame` builds
+one frame from a snapshot and **returns** it with what is new in it (alerts never told before, whether a
+history scan is due); it never calls back into whoever draws. The screen draws the frame, rings the bell,
+runs ``--on-alert`` and schedules the scan from what it got, so the frame can be built and tested without
+Textual, and no circle runs through the screen's redraw.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from ..engine.figures import Options
+from ..engine.health import Alert, Health, Rules
+from ..engine.incidents import Incident
+from ..engine.smoothing import EmaSeries
+from ..engine.store import Store
+from ..safe import clean
+from ..sources import SourceError, Sources, read_once
+from .alerting import Alerting, heat_marks
+from .baseline import baseline_overlay, run_part
+from .build import Carry, build_view
+from .charts import incident_marks, step_range
+from .frame import View
+
+#: Fewest seconds between two scans of the history for incidents (marks on the loss chart; a always scans).
+INCIDENTS_EVERY = 10.0
+
+
+@dataclass
+class Frame:
+    """One frame and what is new in it, for the screen to act on."""
+
+    view: View
+    fresh: list[Alert] = field(default_factory=list)  # alerts never told before: ring, --on-alert
+    scan: list[Alert] | None = None  # a history scan is due, for these alerts (run it off the UI thread)
+
+
+class MonitorSession:
+    """What the monitor follows, and its frames (no screen code: see the module's docstring)."""
+
+    def __init__(self, specs: list[str], *, poll: float | None = None, peak_tflops: float | None = None,
+                 clock: Callable[[], float] | None = None, ssh_options: tuple[str, ...] = (),
+                 connect_timeout: float = 10.0, rules: Rules | None = None, on_alert: str | None = None,
+                 baseline: str | None = None, overlays: list[tuple[str, Store]] = (), run_label: str = "",
+                 on_update: Callable[[], None] | None = None) -> None:
+        self.specs = list(specs)
+        self.run_dir = clean(" ".join(self.specs), 4096)  # shown in the title: no control codes
+        self.store = Store()
+        self.source = Sources(self.specs, self.store, poll=poll, on_update=on_update, ssh_options=ssh_options,
+                              connect_timeout=connect_timeout)
+        self.health = Health(rules or Rules())
+        # ages and "stalled" use the remote host's clock when following over ssh
+        self.opts = self.health.rules.options(Options(peak_flops=peak_tflops * 1e12 if peak_tflops else None,
+                                                      clock=clock or self.source.clock,
+                                                      arrival_clock=None if clock else time.time))
+        self.alerting = Alerting(shlex.split(on_alert) if on_alert else None)
+        self.carry = Carry()
+        self.custom: tuple[str, ...] = ()  # the m dialog's columns
+        #: other runs drawn by step beside this one (the runs list's o): (name, store), each with its smoothing
+        self.overlays = [(clean(n, 256), store, EmaSeries()) for n, store in overlays]
+        self.run_label = clean(run_label, 256)  # this run's name in an overlay's legend
+        self.baseline_spec = baseline  # --baseline / b: another run overlaid by step
+        self.baseline_store: Store | None = None
+        self._base_ema = EmaSeries()
+        self._ssh = (tuple(ssh_options), connect_timeout)
+        self.reading = False  # the first read of what is already written is going on
+        self.job_note: str | None = None  # mstop demo: how its job ended
+        self._incidents: tuple[int, float, list[Incident]] = (-1, 0.0, [])
+
+    # -- frames ----------------------------------------------------------------------
+
+    def frame(self, *, points: int, xaxis: str = "step", recent: bool = False, ranks_view: bool = False,
+              header_only: bool = False) -> Frame:
+        """This moment's frame: the figures, the baseline's and overlays' curves, the alerts and the
+        incidents' marks. The ranks view (and ``header_only``, the once-a-second tick) builds no run-wide
+        chart: at 1,024 ranks every millisecond counts."""
+        snap = self.store.snapshot()
+        charts = not (ranks_view or header_only)
+        v = build_view(snap, self.opts, points=points, xaxis=xaxis, recent=recent, carry=self.carry,
+                       custom=self.custom, header_only=not charts)
+        v.header.notes = self.notes(v)
+        if charts and self.baseline_store is not None:
+            # its last path component names it on the screen (the whole path is in the b dialog)
+            spec = self.baseline_spec or ""
+            name = clean(os.path.basename(spec.rstrip("/")) or spec, 256)
+            baseline_overlay(v, self.baseline_store, name, self.opts, self._base_ema, points=points, recent=recent)
+        if charts:
+            v.overlays = [run_part(v, store, name, self.opts, ema, points=points, recent=recent)
+                          for name, store, ema in self.overlays]
+            v.name = self.run_label
+        out = Frame(v)
+        if self.reading:  # a part of the files: no alert told, no incident scanned from it
+            return out
+        v.alerts = self.health.alerts(snap, self.opts)
+        v.marks = heat_marks(v.alerts)
+        v.new_alerts, out.fresh = self.alerting.update(v.alerts)
+        if charts:
+            past, out.scan = self._past_incidents(v.alerts)
+            v.loss.incident_marks = incident_marks(snap, [i for i in past if not i.active], xaxis,
+                                                   step_range(v.header.step, recent))
+        return out
+
+    def notes(self, v: View) -> list[str]:
+        """The header's notes: hosts not connected, ranks in two sources, clocks, the demo job, the view's own."""
+        h = v.header
+        if self.reading:  # the first read is still going on (q quits meanwhile)
+            return [f"reading what is written so far: {self.store.rows:,} rows (q quits)"]
+        missing = [spec for spec in self.specs if ":" not in spec and not os.path.isdir(spec)]
+        empty = [] if self.store.ranks or self.store.rank_files else [
+            f"{clean(missing[0], 4096)} does not exist yet: waiting for it" if missing else
+            f"no rank files (rank*.csv) nor MindFormers logs in {self.run_dir} yet, nor runs below it: waiting"]
+        return (self.source.states() + self.store.duplicates + ([h.skew_note] if h.skew_note else [])
+                + ([self.job_note] if self.job_note else []) + empty + h.notes)
+
+    def first_read_done(self) -> None:
+        """What was already there did not just arrive: its own times tell its age; and the smoothed loss,
+        tokens and goodput of a part of the files are counted again from the whole."""
+        self.reading = False
+        self.store.forget_arrivals()
+        self.carry = Carry()
+
+    # -- incidents -------------------------------------------------------------------
+
+    def _past_incidents(self, alerts: list[Alert]) -> tuple[list[Incident], list[Alert] | None]:
+        """The last scan's incidents, and the alerts to scan with when a new scan is due (the store changed
+        and INCIDENTS_EVERY seconds passed): scanning a long history costs up to a second, so the caller
+        runs :meth:`scan` off its UI thread."""
+        version, at, got = self._incidents
+        now = time.monotonic()
+        if version != self.store.version and now - at >= INCIDENTS_EVERY:
+            self._incidents = (self.store.version, now, got)  # one scan at a time
+            return got, list(alerts)
+        return got, None
+
+    def scan(self, alerts: list[Alert]) -> bool:
+        """Scan the history for incidents (any thread); whether the loss chart's marks changed."""
+        before = self._incidents[2]
+        found = self.health.incidents(self.store, self.opts, alerts)
+        self._incidents = (self._incidents[0], self._incidents[1], found)
+        return [i.first_step for i in found] != [i.first_step for i in before]
+
+    def alerts_now(self) -> tuple[list[Alert], list[Incident]]:
+        """The a key: every active alert (marked seen) and the run's past incidents, scanned now."""
+        alerts = self.health.alerts(self.store.snapshot(), self.opts)
+        self.alerting.seen(alerts)
+        got = self.health.incidents(self.store, self.opts, alerts)
+        self._incidents = (self.store.version, time.monotonic(), got)
+        return alerts, [i for i in got if not i.active]
+
+    # -- the baseline ----------------------------------------------------------------
+
+    def read_baseline(self, spec: str) -> Store | str:
+        """Read a baseline run once (a finished run, usually; any thread): its store, or why it cannot be
+        read."""
+        try:
+            return read_once(spec, ssh_options=self._ssh[0], connect_timeout=self._ssh[1])
+        except SourceError as e:
+            return str(e)
+
+    def use_baseline(self, spec: str | None, got: Store | str | None = None) -> str | None:
+        """Use a baseline just read (``spec`` None: none); why it is not used, or None."""
+        if spec is None or isinstance(got, str) or got is None:
+            self.baseline_spec, self.baseline_store = None, None
+            return got if isinstance(got, str) else None
+        self.baseline_spec, self.baseline_store = spec, got
+        self._base_ema = EmaSeries()
+        return None
+
+    def on_alert(self, alerts: list[dict[str, Any]]) -> list[str]:
+        """Run --on-alert for these alerts (a worker thread: it may take a while); what failed."""
+        return list(self.alerting.run_command(alerts))
