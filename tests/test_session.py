@@ -14,8 +14,8 @@ def _run(tmp_path, *, nan_at: int | None = None):
     t0 = 1_800_000_000.0
     for r in range(2):
         write_events(tmp_path, r, [start("s1", t0)])
-        write_rank(tmp_path, r, steps(1, 40, t0=t0, loss=lambda s: "nan" if s == nan_at and r == 1 else 2.0 - s / 100,
-                                      step_time=1.0, tokens=4096))
+        write_rank(tmp_path, r, steps(1, 40, t0=t0, step_time=1.0, tokens=4096,
+                                      loss=lambda s, r=r: "nan" if s == nan_at and r == 1 else 2.0 - s / 100))
     return t0 + 41
 
 
