@@ -78,3 +78,15 @@ def test_only_the_store_changes_the_store():
                         (isinstance(t.value, ast.Attribute) and t.value.attr == "store")):
                     offenders.append(f"{path.relative_to(ROOT)}:{node.lineno} store.{t.attr}")
     assert not offenders, offenders
+
+
+def test_the_app_goes_through_the_views_door():
+    """The app draws what the view hands it (issue 29): no module of mstop/app imports the engine or the
+    sources itself; what it needs of them the view names (mstop.view's __all__, the session)."""
+    offenders = []
+    for f in sorted((ROOT / "mstop" / "app").rglob("*.py")):
+        for node in ast.walk(ast.parse(f.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level >= 2 and node.module and \
+                    node.module.split(".")[0] in ("engine", "sources"):
+                offenders.append(f"{f.relative_to(ROOT)}:{node.lineno} imports ..{node.module}")
+    assert not offenders, offenders

@@ -19,11 +19,8 @@ from textual.reactive import reactive
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
-from ..engine.health import Rules
-from ..engine.store import Store
 from ..safe import clean
-from ..sources import SourceError, close_connections
-from ..view import X_AXES, View, numeric_columns, rank_series, values_at_step
+from ..view import X_AXES, Rules, Store, View, close_connections, numeric_columns, rank_series, values_at_step
 from ..view.session import Frame, MonitorSession
 from .messages import StoreChanged
 from .screens import AlertsScreen, BaselineScreen, GoToStepScreen, HelpScreen, MetricsScreen, ProfileScreen
@@ -109,6 +106,7 @@ class MonitorScreen(Screen[None]):
         self.selected_rank: int | None = None  # the rank the ranks view shows in detail
         self._detail_of: tuple[int, str] | None = None  # (frame, row key) the detail shows
         self._frames = 0  # frames drawn (redraws)
+        self._read_error: str | None = None  # why the first read failed (a source's error), shown once
 
     # the session's state, as the screen's (tests and the demo reach it as app.store, app.health, ...)
     store = property(lambda self: self.session.store)
@@ -161,8 +159,12 @@ class MonitorScreen(Screen[None]):
         self.session.reading = True
         self.redraw()
         self._reading_ticker = self.set_interval(1.0, self._loading_tick)
-        _on_thread(self.source.read_all, lambda error: self.app.call_from_thread(self._read, error),
+        _on_thread(self._first_read, lambda error: self.app.call_from_thread(self._read, error),
                    name="mstop-load")
+
+    def _first_read(self) -> None:
+        """On the loading thread: what is written so far (a source's error is kept to be shown)."""
+        self._read_error = self.session.first_read()
 
     def _read(self, error: BaseException | None) -> None:
         """The first read is done: follow from here, draw, tick."""
@@ -170,10 +172,10 @@ class MonitorScreen(Screen[None]):
         self.session.reading = False
         if not self.is_attached:
             return  # quit while reading
-        if isinstance(error, SourceError):  # shown, and retried by the source's own loop
-            self.notify(str(error), severity="error", timeout=10)
-        elif error is not None:
+        if error is not None:
             raise error
+        if self._read_error is not None:  # shown, and retried by the source's own loop
+            self.notify(self._read_error, severity="error", timeout=10)
         self.session.first_read_done()
         if self.baseline_spec:
             self._baseline_read(self.baseline_spec, self.session.read_baseline(self.baseline_spec))
@@ -376,36 +378,25 @@ class MonitorScreen(Screen[None]):
     def action_profile(self) -> None:
         """Ask the running job for a profile of its next steps: write RUN_DIR/profile.request after a
         confirmation (a local run), or show the ssh command that would (``host:/path``)."""
-        from mstop_writer.profiling import REQUEST_NAME, write_request
-
-        from ..sources import check_spec
-        from ..sources.remote import parse_target
-
         spec = self.source.specs[0]
         status = self._last_view.header.status if self._last_view is not None else None
         if status in ("finished", "dead", "failed"):  # no job reads a request any more
             self.notify(f"the run is {status}: there is no job to profile (a request is read by a running job)",
                         severity="warning", timeout=6)
             return
-        target = parse_target(spec)
-        if target is not None:
-            import shlex
-
-            path = shlex.quote(f"{target.path.rstrip('/')}/{REQUEST_NAME}")
-            command = f"ssh {shlex.quote(target.host)} {shlex.quote(f'echo 10 > {path}')}"
+        command = self.session.profile_command()
+        if command is not None:
             self.app.push_screen(ProfileScreen(clean(spec, 256), clean(command, 1024)))
             return
 
         def chosen(n: int | None) -> None:
             if n is None:
                 return
-            try:
-                check_spec(spec)
-                write_request(spec, n)  # never through a link, never blocks on a FIFO
-            except (OSError, ValueError) as e:
-                self.notify(f"could not ask for a profile: {e}", severity="error")
+            why = self.session.ask_profile(n)
+            if why is not None:
+                self.notify(f"could not ask for a profile: {why}", severity="error")
                 return
-            self.notify(f"asked for a profile of the next {n} steps ({REQUEST_NAME} written)", timeout=5)
+            self.notify(f"asked for a profile of the next {n} steps (profile.request written)", timeout=5)
 
         self.app.push_screen(ProfileScreen(clean(spec, 256), None), chosen)
 

@@ -15,11 +15,21 @@ from textual.message import Message
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Footer, Input, Static
 
-from ..engine.figures import Options
-from ..engine.health import Health, Rules
 from ..safe import clean
-from ..sources.runs import run_spec
-from ..view.runs import COLUMNS, FILTER_HELP, Filter, FilterError, RunsModel, parse_filter, sort_rows
+from ..view import Rules
+from ..view.runs import (
+    COLUMNS,
+    FILTER_HELP,
+    Filter,
+    FilterError,
+    RunsModel,
+    compare_options,
+    parse_filter,
+    read_overlays,
+    run_spec,
+    runs_model,
+    sort_rows,
+)
 from .monitor import MonitorScreen, MstopApp
 from .screens import HelpScreen
 from .widgets.runs import RunsTable
@@ -306,7 +316,7 @@ class RunsScreen(Screen[None]):
         if groups is None:
             return
         self.notify(f"comparing {len(groups)} runs ...", timeout=3)
-        opts = Options(peak_flops=self.open_options.get("peak_tflops") and self.open_options["peak_tflops"] * 1e12)
+        opts = compare_options(self.open_options.get("peak_tflops"))
         ssh = self._ssh()
 
         def work() -> None:
@@ -337,14 +347,11 @@ class RunsScreen(Screen[None]):
 
         def work() -> None:
             from ..commands.compare import short_labels
-            from ..sources import SourceError, read_once
 
             names = short_labels([[s] for s in specs])
-            try:
-                others = [(name, read_once(s, **ssh))
-                          for name, s in zip(names[1:], specs[1:])]
-            except SourceError as e:
-                self.app.call_from_thread(self.notify, f"cannot overlay: {e}", severity="error", timeout=10)
+            others = read_overlays(list(zip(names[1:], specs[1:])), **ssh)
+            if isinstance(others, str):
+                self.app.call_from_thread(self.notify, f"cannot overlay: {others}", severity="error", timeout=10)
                 return
 
             def show() -> None:
@@ -364,9 +371,7 @@ class RunsApp(MstopApp):
                  ssh_options: tuple[str, ...] = (), connect_timeout: float = 10.0, poll: float | None = None) -> None:
         super().__init__()
         rules = rules or Rules()
-        opts = rules.options(Options(peak_flops=peak_tflops * 1e12 if peak_tflops else None,
-                                     clock=clock or time.time))
-        self.model = RunsModel(watches, opts, lambda: Health(rules))
+        self.model = runs_model(watches, rules=rules, peak_tflops=peak_tflops, clock=clock)
         options = dict(peak_tflops=peak_tflops, rules=rules, ssh_options=ssh_options,
                        connect_timeout=connect_timeout, poll=poll)
         if clock is not None:

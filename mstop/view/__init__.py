@@ -17,6 +17,11 @@ Nothing here imports textual, so a frame can be tested, printed or drawn by anot
 from __future__ import annotations
 
 from ..engine.endings import error_lines
+from ..engine.figures import ENDED, STATUSES, Options
+from ..engine.goodput import losses_text
+from ..engine.health import Rules
+from ..engine.store import Store
+from ..sources import SourceError, close_connections
 from .alerting import MARKS, Alerting, heat_marks, since_text
 from .baseline import baseline_overlay, run_part
 from .build import Carry, build_view
@@ -37,7 +42,10 @@ from .frame import (
     View,
 )
 
-__all__ = ["DATA_WARN", "MARKS", "MEM_CRIT", "MEM_WARN", "X_AXES", "Alerting", "BaselinePart", "Carry", "DataPart",
+# what the app may use of the rooms below, besides the frame: names and types it draws with, the sources'
+# one error, and closing the ssh connections at exit (the app imports nothing of the engine or sources itself)
+__all__ = ["DATA_WARN", "ENDED", "MARKS", "MEM_CRIT", "MEM_WARN", "STATUSES", "X_AXES", "Alerting", "BaselinePart",
+           "Carry", "DataPart", "Options", "Rules", "SourceError", "Store", "close_connections", "losses_text",
            "HeaderPart", "LossPart", "MemoryPart", "RankRow", "Series", "ThroughputPart", "View", "baseline_overlay",
            "build_view", "error_lines", "heat_marks", "incident_marks", "numeric_columns", "rank_series", "run_part",
            "since_text", "step_range", "values_at_step"]

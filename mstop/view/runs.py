@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 from ..engine import figures
 from ..engine.figures import Options
-from ..engine.health import Health
+from ..engine.health import Health, Rules
 from ..engine.store import Store
 from ..safe import clean
 from ..sources.runs import run_spec
@@ -314,6 +314,30 @@ ROW_EVERY = 300.0
 #: Least seconds between two reads of one run's whole history (a live run's files change every second; its
 #: new rows' alerts come from the files' ends meanwhile).
 HISTORY_EVERY = 60.0
+
+
+def runs_model(watches: list[Any], *, rules: Rules | None = None, peak_tflops: float | None = None,
+               clock: Callable[[], float] | None = None) -> RunsModel:
+    """The runs list's model for these watches: every run's figures under ``rules`` (a fresh Health per run),
+    MFU against ``peak_tflops`` when given, ages on ``clock``."""
+    rules = rules or Rules()
+    opts = rules.options(Options(peak_flops=peak_tflops * 1e12 if peak_tflops else None, clock=clock or time.time))
+    return RunsModel(watches, opts, lambda: Health(rules))
+
+
+def compare_options(peak_tflops: float | None) -> Options:
+    """``mstop compare``'s settings for the runs list's c: MFU against ``peak_tflops`` when given."""
+    return Options(peak_flops=peak_tflops * 1e12 if peak_tflops else None)
+
+
+def read_overlays(named: list[tuple[str, str]], **read: Any) -> list[tuple[str, Store]] | str:
+    """The runs list's o: each (name, spec) read once, or why one could not be (any thread)."""
+    from ..sources import SourceError, read_once
+
+    try:
+        return [(name, read_once(spec, **read)) for name, spec in named]
+    except SourceError as e:
+        return str(e)
 
 
 class RunsModel:

@@ -22,7 +22,8 @@ from ..engine.incidents import Incident
 from ..engine.smoothing import EmaSeries
 from ..engine.store import Store
 from ..safe import clean
-from ..sources import SourceError, Sources, read_once
+from ..sources import SourceError, Sources, check_spec, read_once
+from ..sources.remote import parse_target
 from .alerting import Alerting, heat_marks
 from .baseline import baseline_overlay, run_part
 from .build import Carry, build_view
@@ -171,6 +172,42 @@ class MonitorSession:
             return got if isinstance(got, str) else None
         self.baseline_spec, self.baseline_store = spec, got
         self._base_ema = EmaSeries()
+        return None
+
+    def first_read(self) -> str | None:
+        """Read what is already written (any thread); why a source could not, or None (its own loop retries
+        while following)."""
+        try:
+            self.source.read_all()
+        except SourceError as e:
+            return str(e)
+        return None
+
+    # -- a profile of the running job ------------------------------------------------
+
+    def profile_command(self) -> str | None:
+        """For a run on another host: the ssh command that asks its job for a profile (mstop writes nothing
+        there); None for a run on this machine (:meth:`ask_profile` writes the request)."""
+        import shlex as _shlex
+
+        from mstop_writer.profiling import REQUEST_NAME
+
+        target = parse_target(self.specs[0])
+        if target is None:
+            return None
+        path = _shlex.quote(f"{target.path.rstrip('/')}/{REQUEST_NAME}")
+        return f"ssh {_shlex.quote(target.host)} {_shlex.quote(f'echo 10 > {path}')}"
+
+    def ask_profile(self, steps: int) -> str | None:
+        """Write RUN_DIR/profile.request for the next ``steps`` steps (never through a link, never blocking on
+        a FIFO); why it could not, or None."""
+        from mstop_writer.profiling import write_request
+
+        try:
+            check_spec(self.specs[0])
+            write_request(self.specs[0], steps)
+        except (OSError, ValueError) as e:
+            return str(e)
         return None
 
     def on_alert(self, alerts: list[dict[str, Any]]) -> list[str]:

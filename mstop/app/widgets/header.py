@@ -12,9 +12,7 @@ from rich.text import Text
 from textual.widgets import Static
 
 from ... import fmt
-from ...engine.figures import ENDED, STATUSES
-from ...engine.goodput import losses_text
-from ...view import View, since_text
+from ...view import ENDED, STATUSES, View, losses_text, since_text
 
 
 def refusal_step(message: str) -> str:
