@@ -20,7 +20,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 
 from ..safe import clean
-from ..view import X_AXES, Rules, Store, View, close_connections, numeric_columns, rank_series, values_at_step
+from ..view import X_AXES, Line, Rules, Store, View, close_connections, numeric_columns, rank_series, values_at_step
 from ..view.session import Frame, MonitorSession
 from .messages import StoreChanged
 from .screens import AlertsScreen, BaselineScreen, GoToStepScreen, HelpScreen, MetricsScreen, ProfileScreen
@@ -441,7 +441,7 @@ class MonitorScreen(Screen[None]):
         series = rank_series(self.store, row.rank, points=max(40, self.size.width * 2 // 3))
         # log scale: compilation makes the first steps 10-100x longer, and data wait is far below step time
         chart.show_series(f"rank {row.rank}: step time and data wait (s, log) by step",
-                          [("step time", series["step_time"]), ("data wait", series["data_wait"])], log=True)
+                          [Line("step time", series["step_time"]), Line("data wait", series["data_wait"])], log=True)
 
     def on_data_table_row_highlighted(self) -> None:
         """The cursor moved: show that rank (from the last frame; no redraw, which moves rows)."""

@@ -34,6 +34,7 @@ from .frame import (
     BaselinePart,
     DataPart,
     HeaderPart,
+    Line,
     LossPart,
     MemoryPart,
     RankRow,
@@ -46,6 +47,7 @@ from .frame import (
 # one error, and closing the ssh connections at exit (the app imports nothing of the engine or sources itself)
 __all__ = ["DATA_WARN", "ENDED", "MARKS", "MEM_CRIT", "MEM_WARN", "STATUSES", "X_AXES", "Alerting", "BaselinePart",
            "Carry", "DataPart", "Options", "Rules", "SourceError", "Store", "close_connections", "losses_text",
-           "HeaderPart", "LossPart", "MemoryPart", "RankRow", "Series", "ThroughputPart", "View", "baseline_overlay",
+           "HeaderPart", "Line", "LossPart", "MemoryPart", "RankRow", "Series", "ThroughputPart", "View",
+           "baseline_overlay",
            "build_view", "error_lines", "heat_marks", "incident_marks", "numeric_columns", "rank_series", "run_part",
            "since_text", "step_range", "values_at_step"]

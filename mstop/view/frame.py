@@ -25,6 +25,23 @@ class Series:
     y: np.ndarray
 
 
+#: how a chart line is drawn: this run's own (``main``), the unsmoothed loss (``raw``, faint), a
+#: ``baseline`` run's, an ``overlay`` run's (the runs list's o; its mark the run's number), or the ``right``
+#: axis's line
+LINE_ROLES = ("main", "raw", "baseline", "overlay", "right")
+
+
+@dataclass(frozen=True)
+class Line:
+    """One line of a chart as the frame hands it: its legend label, its points and its role (LINE_ROLES),
+    and for an overlaid run its mark (``"2"``): the chart draws by role, never by reading the label."""
+
+    label: str
+    series: Series | None
+    role: str = "main"
+    mark: str | None = None
+
+
 @dataclass
 class RankRow:
     """One rank's line in the ranks table and cell in the heat strip."""

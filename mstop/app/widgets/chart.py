@@ -7,7 +7,6 @@ User-controlled text (run names, notes, column names, host names, paths) is alwa
 from __future__ import annotations
 
 import math
-import re
 
 import numpy as np
 from rich.cells import cell_len
@@ -17,7 +16,7 @@ from textual.strip import Strip
 from textual.widget import Widget
 
 from ... import fmt
-from ...view import Series
+from ...view import Line, Series
 from .canvas import Figure, Layer, Row, draw, to_text
 
 
@@ -52,23 +51,14 @@ EVAL_MARKERS = ("x", "o", "#", "%", "&", "@")
 
 #: runs overlaid from the runs list: their mark number as the marker (reads without colour), one colour each
 OVERLAY_COLORS = ("orange", "green", "red", "cyan", "magenta", "yellow", "white", "gray")
-#: a line whose label starts with this is an overlaid run: "run 2: NAME" (marker "2", legend "NAME")
-OVERLAY = re.compile(r"^run (\d): (.*)$", re.S)
 
 
-def _role(label: str) -> str:
-    return "raw" if label == "raw" else "baseline" if label.startswith("baseline") else "main"
-
-
-def _style(label: str, mains: int) -> tuple[str, str, str]:
-    """(marker, colour, legend label) of a line."""
-    m = OVERLAY.match(label)
-    if m is not None:
-        n = int(m.group(1))
-        return m.group(1), OVERLAY_COLORS[(n - 2) % len(OVERLAY_COLORS)], m.group(2)
-    role = _role(label)
-    marker, color = ROLES.get(role, (MAIN_MARKERS[mains % len(MAIN_MARKERS)], MAIN_COLORS[mains % len(MAIN_COLORS)]))
-    return marker, color, label
+def _style(line: Line, mains: int) -> tuple[str, str]:
+    """(marker, colour) of a line, by its role; this run's own lines (``main``) differ by glyph and colour."""
+    if line.role == "overlay":
+        n = int(line.mark) if line.mark and line.mark.isdigit() else 2
+        return line.mark or "?", OVERLAY_COLORS[(n - 2) % len(OVERLAY_COLORS)]
+    return ROLES.get(line.role, (MAIN_MARKERS[mains % len(MAIN_MARKERS)], MAIN_COLORS[mains % len(MAIN_COLORS)]))
 
 
 def _short(label: str) -> str:
@@ -89,33 +79,41 @@ class Chart(Widget):
 
     DEFAULT_CSS = "Chart { height: 1fr; }"
 
-    def show_series(self, title: str, lines: list[tuple[str, Series | None]], *, log: bool = False,
-                    right: tuple[str, Series | None] | None = None,
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self._inputs: tuple | None = None  # what was last shown: the same again changes nothing
+        self._fig: Figure | None = None
+        self._title = ""
+        self._legend: list[tuple[str, str]] = []  # (marker, label) of everything drawn: the line above the plot
+        self._tick_args: tuple | None = None  # set when drawn: ticks depend on the chart's size
+        self._drawn: tuple | None = None  # (size, lines, strips, styles) of the last drawing
+
+    def show_series(self, title: str, lines: list[Line], *, log: bool = False, right: Line | None = None,
                     hlines: list[float] = (), vlines: list[float] = (),
                     points: list[tuple[list[float], list[float], str]] = (), xkind: str = "step",
                     yunit: str = "") -> None:
         """Draw ``lines`` (and ``right``, on its own axis) with 1-2-5 ticks: whole steps on the step axis,
         elapsed m:ss on the time axis, SI labels with ``yunit`` on y. The same inputs as last time change
         nothing: the chart keeps its drawing."""
-        key = (title, [(label, _key(s)) for label, s in lines], log,
-               None if right is None else (right[0], _key(right[1])), tuple(hlines), tuple(vlines),
+        key = (title, [(ln.label, ln.role, ln.mark, _key(ln.series)) for ln in lines], log,
+               None if right is None else (right.label, _key(right.series)), tuple(hlines), tuple(vlines),
                [(tuple(xs), tuple(ys), label) for xs, ys, label in points], xkind, yunit)
-        if key == getattr(self, "_inputs", None):
+        if key == self._inputs:
             return
         self._inputs = key
         self._drawn = None
         fig = Figure()
         self._title = title
         spans: list[tuple[float, float, float, float]] = []  # (x lo, x hi, y lo, y hi) of each line drawn
-        self._legend: list[tuple[str, str]] = []  # (marker, label) of everything drawn: the line above the plot
+        self._legend = []
         mains = 0
-        for label, series in lines:
-            xs, ys = _finite(series, log)
+        for line in lines:
+            xs, ys = _finite(line.series, log)
             if len(xs):
-                marker, color, shown = _style(label, mains)
-                mains += OVERLAY.match(label) is None and _role(label) == "main"
+                marker, color = _style(line, mains)
+                mains += line.role == "main"
                 fig.layers.append(Layer(xs, ys, marker, color))
-                self._legend.append((marker, shown))
+                self._legend.append((marker, line.label))
                 spans.append((float(xs.min()), float(xs.max()), float(ys.min()), float(ys.max())))
         rspan = self._marks(fig, right, points, log)
         fig.hlines = [math.log10(y) if log else y for y in hlines if not log or y > 0]
@@ -128,7 +126,7 @@ class Chart(Widget):
         self._tick_args = (spans, xkind, None if log else yunit, rspan) if spans else None
         self.refresh()
 
-    def _marks(self, fig: Figure, right: tuple[str, Series | None] | None,
+    def _marks(self, fig: Figure, right: Line | None,
                points: list[tuple[list[float], list[float], str]], log: bool) -> tuple[float, float] | None:
         """Add the right axis's line and the marks; the right axis's value range (None: nothing on it).
 
@@ -137,11 +135,11 @@ class Chart(Widget):
         the value that raised them."""
         rs: list[float] = []
         if right is not None:  # a second quantity on its own axis (lr and grad norm differ by 10^4)
-            xs, ys = _finite(right[1])
+            xs, ys = _finite(right.series)
             if len(xs):
                 marker, color = ROLES["right"]
                 fig.layers.append(Layer(xs, ys, marker, color, right=True))
-                self._legend.append((marker, f"{right[0]} (right axis)"))
+                self._legend.append((marker, f"{right.label} (right axis)"))
                 rs += [float(ys.min()), float(ys.max())]
         evals = 0
         order = {"checkpoint": 0, "incident": 2}
@@ -202,7 +200,7 @@ class Chart(Widget):
         has more than one thing drawn. Each mark differs by its glyph, so it reads without colour. Narrower
         than ``width`` by shortening the words first (``eval eval_loss`` → ``eval_loss``, ``(right axis)`` →
         ``(R)``, ``checkpoint`` → ``ckpt``), then each label alike, so no mark's meaning falls off the end."""
-        items = getattr(self, "_legend", [])
+        items = self._legend
         if len(items) < 2:
             return Text("")
 
@@ -248,7 +246,7 @@ class Chart(Widget):
     def _lines(self) -> list[Row]:
         """The chart's lines at its size, built once per change of series or size."""
         size = (self.size.width, self.size.height)
-        drawn = getattr(self, "_drawn", None)
+        drawn = self._drawn
         if drawn is None or drawn[0] != size:
             self._drawn = drawn = (size, self._build(), {}, {})  # lines, their strips, styles on the base
         return drawn[1]
@@ -259,14 +257,14 @@ class Chart(Widget):
         if self.size.height < 5 or self.size.width < 24:
             return []  # too small to read: an empty panel beats an unreadable one
         try:
-            fig = getattr(self, "_fig", None) or Figure()
-            title = getattr(self, "_title", "")
+            fig = self._fig or Figure()
+            title = self._title
             small = self.size.height < 12  # a short chart keeps its rows for the data: the legend joins the title
             legend = self.legend(max(24, self.size.width - len(title) - 3) if small else self.size.width)
             if small and legend.plain:
                 title = f"{title}  |{legend.plain}" if title else legend.plain.strip()
             height = self.size.height - (1 if legend.plain and not small else 0)
-            if getattr(self, "_tick_args", None) is not None:
+            if self._tick_args is not None:
                 self._ticks(fig, *self._tick_args, height=height)
             fig.title = title
             plot = draw(fig, self.size.width, height)

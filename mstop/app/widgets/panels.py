@@ -6,6 +6,7 @@ User-controlled text (run names, notes, column names, host names, paths) is alwa
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from rich.text import Text
@@ -15,7 +16,7 @@ from textual.widgets import Static
 from mstop_writer.schema import UNITS
 
 from ... import fmt
-from ...view import DATA_WARN, MEM_CRIT, MEM_WARN, BaselinePart, Series, View
+from ...view import DATA_WARN, MEM_CRIT, MEM_WARN, BaselinePart, Line, Series, View
 from .chart import Chart
 
 #: a frame without a baseline: every difference None
@@ -60,12 +61,13 @@ class LossPanel(Vertical):
             marks.append(([x for x, _ in v.loss.checkpoints], [y for _, y in v.loss.checkpoints], "checkpoint"))
         if v.loss.incident_marks:
             marks.append(([x for x, _ in v.loss.incident_marks], [y for _, y in v.loss.incident_marks], "incident"))
-        lines = [("raw", v.loss.raw), (f"1 {v.name} smoothed" if v.overlays else "smoothed", v.loss.smooth)]
+        lines = [Line("raw", v.loss.raw, "raw"),
+                 Line(f"1 {v.name} smoothed" if v.overlays else "smoothed", v.loss.smooth)]
         base = self.query_one("#loss-base", Static)
         base.display = bool(v.baseline)
         lines[1:1] = overlay_lines(v, "loss")  # drawn before this run's smoothed line, which stays on top
         if v.baseline:  # drawn before this run's smoothed line, which stays on top where they coincide
-            lines.insert(1, ("baseline smoothed", b.loss))
+            lines.insert(1, Line("baseline smoothed", b.loss, "baseline"))
             t = Text("vs baseline ")
             t.append(Text(b.name))
             if b.loss_delta is not None:
@@ -83,7 +85,7 @@ class LossPanel(Vertical):
         self.query_one("#lr-chart", Chart).show_series(
             f"lr {fmt.num(v.loss.lr_now)}   grad norm {fmt.num(v.loss.grad_norm_now)}   x: {xlabel}"
             + (f" · rank {v.chart_rank}" if v.header.ranks_seen > 1 and v.chart_rank is not None else ""),
-            [("lr", v.loss.lr)], right=("grad norm", v.loss.grad_norm), xkind=v.xaxis)
+            [Line("lr", v.loss.lr)], right=Line("grad norm", v.loss.grad_norm, "right"), xkind=v.xaxis)
 
 
     def _custom(self, v: View, xlabel: str) -> None:
@@ -91,13 +93,14 @@ class LossPanel(Vertical):
         on the right; more units than two are named as not drawn (mem bytes beside a loss would flatten it)."""
         unit = {name: UNITS.get(name, "") for name in v.loss.custom}
         first = next(iter(v.loss.custom))
-        left = [(n, s) for n, s in v.loss.custom.items() if unit[n] == unit[first]]
+        left = [Line(n, s) for n, s in v.loss.custom.items() if unit[n] == unit[first]]
         other = [(n, s) for n, s in v.loss.custom.items() if unit[n] != unit[first]]
         title = f"{', '.join(v.loss.custom)}   x: {xlabel}"
         if len(other) > 1:
             title += f"   ({', '.join(n for n, _ in other[1:])}: other units, not drawn)"
         self.query_one("#custom-chart", Chart).show_series(
-            title, left, right=other[0] if other else None, xkind=v.xaxis, yunit=fmt.axis_unit(first, unit[first]))
+            title, left, right=Line(other[0][0], other[0][1], "right") if other else None, xkind=v.xaxis,
+            yunit=fmt.axis_unit(first, unit[first]))
 
 
 class ThroughputPanel(Vertical):
@@ -129,17 +132,17 @@ class ThroughputPanel(Vertical):
         self.query_one("#tp-text", Static).update(t)
         # the baseline first: this run's line is drawn over it where they meet
         what = v.throughput.series_of
-        lines = (([("baseline", b.throughput)] if v.baseline else []) + overlay_lines(v, "throughput")
-                 + [(what, v.throughput.series)])
+        lines = (([Line("baseline", b.throughput, "baseline")] if v.baseline else []) + overlay_lines(v, "throughput")
+                 + [Line(what, v.throughput.series)])
         whose = f", rank {v.chart_rank}" if v.chart_rank is not None and v.header.ranks_seen > 1 else ""
         self.query_one("#tp-chart", Chart).show_series(what + whose + (" (and baseline)" if v.baseline else ""),
                                                        lines,
                                                        xkind=v.xaxis, yunit="tok/s" if what == "tokens/s" else "/s")
 
 
-def overlay_lines(v: View, part: str) -> list[tuple[str, Series | None]]:
-    """The runs overlaid (the runs list's o): one line each, labelled "run N: NAME" (N its mark, 2 on)."""
-    return [(f"run {i}: {o.name}", getattr(o, part)) for i, o in enumerate(v.overlays, start=2)]
+def overlay_lines(v: View, part: str) -> list[Line]:
+    """The runs overlaid (the runs list's o): one line each, its mark the run's number (2 on)."""
+    return [Line(o.name, getattr(o, part), "overlay", str(i)) for i, o in enumerate(v.overlays, start=2)]
 
 
 def profile_bar(prof: dict[str, Any], width: int) -> Text:
@@ -189,10 +192,11 @@ class MfuPanel(Vertical):
         chart.set_class(series is None, "empty")  # CSS hides it (and in small terminals anyway)
         self.set_class(series is None, "no-chart")  # and the panel shrinks to its text: room for the others
         if series is not None:
-            lines = [("MFU %", Series(series.x, series.y * 100))]
+            lines = [Line("MFU %", Series(series.x, series.y * 100))]
             if b.mfu is not None:  # drawn first: this run's line goes over it where they meet
-                lines.insert(0, ("baseline", Series(b.mfu.x, b.mfu.y * 100)))
-            lines[:0] = [(label, Series(s.x, s.y * 100)) for label, s in overlay_lines(v, "mfu") if s is not None]
+                lines.insert(0, Line("baseline", Series(b.mfu.x, b.mfu.y * 100), "baseline"))
+            lines[:0] = [replace(ln, series=Series(ln.series.x, ln.series.y * 100)) for ln in overlay_lines(v, "mfu")
+                         if ln.series is not None]
             chart.show_series("MFU %" + (" (and baseline)" if v.baseline else ""), lines, xkind=v.xaxis, yunit="%")
 
 
@@ -243,7 +247,7 @@ class MemoryPanel(Vertical):
             worst = v.memory.worst
             who = worst if worst is not None else f"rank {v.chart_rank}"
             chart.show_series(f"headroom %, {who}",
-                              [("headroom %", Series(v.memory.series.x, v.memory.series.y * 100))],
+                              [Line("headroom %", Series(v.memory.series.x, v.memory.series.y * 100))],
                               hlines=[100 * MEM_WARN, 100 * MEM_CRIT], xkind=v.xaxis, yunit="%")
 
 
