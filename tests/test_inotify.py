@@ -14,6 +14,7 @@ from mstop.engine.store import Store
 from mstop.sources import inotify
 from mstop.sources.inotify import Changes, DirectoryWatch
 from mstop.sources.local import LocalSource
+from mstop.sources.watchers import InotifyWatcher
 from tests.runs import steps, write_rank
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inotify is Linux's")
@@ -89,7 +90,7 @@ def test_a_queue_overflow_makes_every_file_read(tmp_path):
     src = LocalSource(str(tmp_path), store)
     src._keep = True
     src.read_all()
-    src._direct = DirectoryWatch(str(tmp_path))
+    src._watcher = InotifyWatcher(str(tmp_path), modifications=True)
     try:
         fds = [os.open(tmp_path / name, os.O_WRONLY | os.O_CREAT | os.O_APPEND) for name in ("a.txt", "b.txt")]
         for i in range(limit + 10):  # alternating files: identical events in a row would be merged
@@ -103,3 +104,42 @@ def test_a_queue_overflow_makes_every_file_read(tmp_path):
         assert store.ranks[0].rows == 2
     finally:
         src.stop()
+
+
+@pytest.mark.parametrize("way", ["inotify", "watchdog", "poll"])
+def test_every_watcher_tells_a_new_file_and_its_growth(tmp_path, way):
+    """Issue 29: one watcher interface (mstop.sources.watchers), chosen by get_watcher: our own inotify
+    reader, watchdog's native observer, its polling observer. Each wakes its waiter and names a created
+    rank file, then its growth; none touches its source."""
+    import time
+
+    from mstop.sources.watchers import WatchdogWatcher, get_watcher
+
+    w = get_watcher(str(tmp_path), polling=way == "poll", modifications=True, poll=0.1, direct=way == "inotify",
+                    names=lambda n: n.startswith("rank"))
+    assert isinstance(w, InotifyWatcher if way == "inotify" else WatchdogWatcher) and w.cheap == (way == "inotify")
+    try:
+        (tmp_path / "rank0.csv").write_text("time,step\n")
+        (tmp_path / "other.txt").write_text("x\n")
+
+        def seen(*attrs: str) -> set[str]:
+            got: set[str] = set()
+            deadline = time.monotonic() + 10
+            while "rank0.csv" not in got and time.monotonic() < deadline:
+                w.wait(0.5)
+                took = w.take()
+                for attr in attrs:
+                    got |= getattr(took, attr)
+            return got
+
+        first = seen("changed", "modified")
+        assert "rank0.csv" in first and (way == "inotify" or "other.txt" not in first)
+        time.sleep(0.3)
+        w.take()  # the creation's own modification, if it came apart
+        with open(tmp_path / "rank0.csv", "a") as f:
+            f.write("1,1\n")
+        assert "rank0.csv" in seen("modified")
+        w.wake()
+        assert w.wait(5)
+    finally:
+        w.close()

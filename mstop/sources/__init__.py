@@ -7,7 +7,9 @@ commands hold a :class:`Sources` and never a source class of their own.
 
     protocol.py       what every source is: the Source protocol, SourceState, SourceError
     files.py          reading a growing file: only new, complete lines; truncation and replacement noticed
-    local.py          a directory on this machine: discovery, file events or polling, rank files to the store
+    local.py          a directory on this machine: discovery, file events or polling
+    rankfiles.py      a writer run's rank files into the store (local and remote sources alike)
+    watchers.py       how a source hears of changes: WatcherBase, get_watcher (inotify, watchdog, polling)
     inotify.py        Linux inotify on one directory, read by the following thread (watchdog elsewhere)
     mflog.py          a job's own logs (MindFormers' rank_<R>/info.log, msrun's worker_<N>.log and
                       scheduler.log), for a job nobody changed

@@ -1,12 +1,12 @@
 """Following a run directory on this machine: discovery, file events, polling, reading.
 
 A :class:`LocalSource` finds ``rank<R>.csv`` and ``rank<R>.events.jsonl`` files,
-reads their new bytes (:class:`~mstop.sources.files.FileTail`), parses them and feeds a
-:class:`~mstop.engine.store.Store`. ``follow()`` does that in a background thread,
-woken on Linux by mstop's own inotify reader (:mod:`mstop.sources.inotify`, far cheaper
-an event: benchmarks/README.md), elsewhere by watchdog's observer, with a check every few seconds that
-switches to polling when files grow without events (NFS, Lustre and GPFS do not report
-writes made on other nodes).
+reads their new bytes (:class:`~mstop.sources.files.FileTail`) and feeds them to a
+:class:`~mstop.engine.store.Store` (:mod:`mstop.sources.rankfiles`). ``follow()`` does
+that in a background thread woken by a watcher (:mod:`mstop.sources.watchers`: on Linux
+mstop's own inotify reader, elsewhere watchdog's observer), with a check every few
+seconds that switches to polling when files grow without events (NFS, Lustre and GPFS do
+not report writes made on other nodes).
 """
 
 from __future__ import annotations
@@ -14,45 +14,25 @@ from __future__ import annotations
 import logging
 import math
 import os
-import re
-import stat
 import threading
 import time
-from dataclasses import dataclass
 from typing import Callable
 
-from mstop_writer.schema import CSV_PATTERN, EVENTS_PATTERN
-
-from ..engine.mflog import MfLogParser
-from ..engine.parse import CsvParser, parse_events
 from ..engine.store import Store
 from ..safe import clean
-from . import files as _files
-from .files import Chunk, FileTail, not_regular, slots_free
-from .inotify import DirectoryWatch
+from .files import slots_free
 from .protocol import SourceState
+from .rankfiles import Followed, Tail, followed, ingest, rank_file, why_not_followed
+from .watchers import WatcherBase, get_watcher
 
 log = logging.getLogger("mstop")
 
 
-class _QuietRestart(logging.Filter):
-    """watchdog logs an error when an observer we stop on purpose had events in flight."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return "called when the thread is inactive" not in record.getMessage()
-
-
-logging.getLogger("watchdog.observers.inotify").addFilter(_QuietRestart())
-
-CSV_RE = re.compile(CSV_PATTERN)
-EVENTS_RE = re.compile(EVENTS_PATTERN)
-#: Seconds between checks that files did not grow unseen by native events.
 CHECK_EVERY = 2.0
 #: After a file event, seconds to wait for more before reading: a burst of writes over many
 #: ranks costs one round of reading and one update, not one per write. 1,024 ranks x 1 row/s
 #: (bench_follow): 0.1 s gave a p95 latency of 192-226 ms, 0.05 s 139-160 ms for 1 % more of a core.
 BATCH_DELAY = 0.05
-CHANGE_EVENTS = frozenset({"modified", "created", "moved", "deleted"})
 #: File events per second above which growth is found by scans instead (see LocalSource._adapt): for
 #: watchdog's observer, and for our own inotify reader (its events cost far less: benchmarks/README.md).
 BUSY_EVENTS = 100.0
@@ -72,18 +52,6 @@ SCAN_BUDGET = 10_000
 #: told of. Events (a rename, a truncation's modification) make the file looked at at once.
 VERIFY_EVERY = 30.0
 VERIFY_BUDGET = 500
-
-
-@dataclass
-class Followed:
-    """One rank file a source follows: which rank, which kind, its reader (and parser for CSV files)."""
-
-    rank: int
-    kind: str  # "csv", "events", or "mflog" (a MindFormers log stream, see mstop.sources.mflog)
-    tail: FileTail
-    parser: CsvParser | None = None
-    log: MfLogParser | None = None
-    cursor: str = ""  # a remote log stream's place (device:inode:offset of the file being read)
 
 
 class LocalSource:
@@ -108,8 +76,7 @@ class LocalSource:
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._observer = None
-        self._direct: DirectoryWatch | None = None  # our own inotify reader, when it replaces the observer
+        self._watcher: WatcherBase | None = None  # what wakes the thread (mstop.sources.watchers)
         self._events_seen = 0
         self._listing_changed = True
         self._scanning = False
@@ -144,7 +111,7 @@ class LocalSource:
         self._poke()
         if self._thread is not None:
             self._thread.join(timeout=10)
-        self._stop_observer()
+        self._stop_watcher()
         if self._thread is None or not self._thread.is_alive():
             for f in self._files.values():
                 f.tail.close()
@@ -158,10 +125,10 @@ class LocalSource:
                 if not os.path.isdir(self.run_dir):
                     self.state.missing = True
                 else:
-                    if self.state.missing or (self._observer is None and self._direct is None):
+                    if self.state.missing or self._watcher is None:
                         self.state.missing = False
                         self._watch()
-                    if self._direct is not None:
+                    if self._watcher is not None:
                         self._take_events()
                     grown += self._round(check=time.monotonic() >= next_check)
                     now = time.monotonic()
@@ -183,8 +150,8 @@ class LocalSource:
                 timeout = self.poll or 1.0
             else:
                 timeout = SCAN_INTERVAL if self._scanning else CHECK_EVERY
-            direct = self._direct
-            woken = direct.wait(timeout) if direct is not None else self._wake.wait(timeout)
+            watcher = self._watcher
+            woken = watcher.wait(timeout) if watcher is not None else self._wake.wait(timeout)
             if woken and not self._stop.is_set() and not self._scanning:
                 time.sleep(BATCH_DELAY)
             self._wake.clear()
@@ -192,23 +159,24 @@ class LocalSource:
     def _watch(self) -> None:
         """Start watching, and read every known file by its path: while nothing watched (before following
         began, or while the directory was gone) any of them may have grown or been replaced."""
-        self._start_observer()
+        self._start_watcher()
         with self._dirty_lock:
             self._changed.update(self._files)
 
     def _poke(self) -> None:
         """Wake the reading thread (any thread)."""
         self._wake.set()
-        if self._direct is not None:
-            self._direct.wake()
+        watcher = self._watcher
+        if watcher is not None:
+            watcher.wake()
 
     def _take_events(self) -> None:
-        """Sort what our inotify reader queued into the files to read, as the observer's handler does."""
-        assert self._direct is not None
-        got = self._direct.read()
+        """Sort what the watcher saw into the files to read."""
+        assert self._watcher is not None
+        got = self._watcher.take()
         if got.gone:  # the directory was removed or moved away: watch it again when it is back
-            self._direct.close()
-            self._direct = None
+            self._watcher.close()
+            self._watcher = None
             self._listing_changed = True
         if got.overflow:  # the kernel dropped events: every file may have grown, or been replaced
             log.info("mstop: inotify queue overflowed on %s: reading every file", self.run_dir)
@@ -257,16 +225,16 @@ class LocalSource:
         """
         if self.poll is not None or self.state.fell_back:
             return
-        busy = BUSY_EVENTS_DIRECT if self._direct is not None else BUSY_EVENTS
+        busy = BUSY_EVENTS_DIRECT if self._watcher is not None and self._watcher.cheap else BUSY_EVENTS
         if not self._scanning:
             if event_rate > busy:
                 self._scanning = True
-                self._start_observer()
+                self._start_watcher()
             else:
                 self._check_unseen_growth()
         elif growth_rate < busy / 5:
             self._scanning = False
-            self._start_observer()
+            self._start_watcher()
 
     def _grown(self, events: bool, by_path: bool = False) -> tuple[int, set[str]]:
         """Look for growth no event told of: metrics files, and events files if asked; at most SCAN_BUDGET x
@@ -313,73 +281,28 @@ class LocalSource:
         self._scan_at[kind] = at + limit
         return (names[at:] + names[:at])[:limit]
 
-    def _start_observer(self) -> None:
-        """(Re)start watchdog: native events (modifications too unless scanning), or polling."""
-        from watchdog.events import (
-            FileCreatedEvent,
-            FileDeletedEvent,
-            FileModifiedEvent,
-            FileMovedEvent,
-            FileSystemEventHandler,
-        )
-        from watchdog.observers import Observer
-        from watchdog.observers.polling import PollingObserver
-
-        self._stop_observer()
-        source = self
+    def _start_watcher(self) -> None:
+        """(Re)start watching: native events (modifications too unless scanning), or polling; a native
+        watch that cannot start (out of inotify watches) falls back to polling, and says so."""
+        self._stop_watcher()
         polling = self.poll is not None or self.state.fell_back
-        if not polling and DIRECT_EVENTS:
-            try:
-                self._direct = DirectoryWatch(self.run_dir, modifications=not self._scanning)
-            except OSError as e:
-                log.debug("mstop: inotify directly on %s: %s; through watchdog", self.run_dir, e)
-            else:
-                self.state.mode = "inotify+scan" if self._scanning else "inotify"
-                return
-
-        class Handler(FileSystemEventHandler):
-            def on_any_event(self, event) -> None:  # noqa: ANN001 - watchdog's signature
-                if event.event_type not in CHANGE_EVENTS:
-                    return
-                name = os.path.basename(os.fsdecode(getattr(event, "dest_path", "") or event.src_path))
-                if rank_file(name) is not None:
-                    source._events_seen += 1
-                    with source._dirty_lock:
-                        if event.event_type == "modified":
-                            source._dirty.add(name)
-                        else:
-                            source._changed.add(name)
-                            source._listing_changed = True
-                    source._wake.set()
-
-        # The filter also narrows the inotify mask, so our own opens and reads of the
-        # files never come back as events (they would wake us for every read).
-        wanted = [FileCreatedEvent, FileMovedEvent, FileDeletedEvent]
-        if polling or not self._scanning:
-            wanted.append(FileModifiedEvent)
         try:
-            obs = PollingObserver(timeout=self.poll or 1.0) if polling else Observer()
-            obs.schedule(Handler(), self.run_dir, recursive=False, event_filter=wanted)
-            obs.name = "mstop-watch"
-            obs.start()
-        except OSError as e:  # e.g. out of inotify watches: poll instead
+            self._watcher = get_watcher(self.run_dir, polling=polling, modifications=not self._scanning,
+                                        poll=self.poll or 1.0, direct=DIRECT_EVENTS,
+                                        names=lambda n: rank_file(n) is not None)
+        except OSError as e:
             if polling:
                 self.state.notes.append(f"cannot watch {self.run_dir}: {e}")
                 return
             self.state.notes.append(f"native file events unavailable ({e}): polling")
             self.state.fell_back = True
-            return self._start_observer()
-        self._observer = obs
+            return self._start_watcher()
         self.state.mode = "poll" if polling else ("inotify+scan" if self._scanning else "inotify")
 
-    def _stop_observer(self) -> None:
-        direct, self._direct = self._direct, None
-        if direct is not None:
-            direct.close()
-        obs, self._observer = self._observer, None
-        if obs is not None:
-            obs.stop()
-            obs.join(timeout=10)
+    def _stop_watcher(self) -> None:
+        watcher, self._watcher = self._watcher, None
+        if watcher is not None:
+            watcher.close()
 
     def _check_unseen_growth(self) -> None:
         """Files that grew although no event said so: native events do not work here. Until a first event
@@ -393,7 +316,7 @@ class LocalSource:
             if self.state.mode == "inotify" and self._events_seen == 0:
                 self.state.fell_back = True
                 self.state.notes.append("files grow without file events (network filesystem?): polling")
-                self._start_observer()
+                self._start_watcher()
 
     # -- files -----------------------------------------------------------------------
 
@@ -454,91 +377,3 @@ class LocalSource:
                 return got
 
 
-@dataclass
-class Tail:
-    """How much of each file a source reading "near the end" reads: the job's rank (the lowest: its loss
-    EMA needs its last terms), the other ranks' metrics, and events (their first start, then the end)."""
-
-    job_bytes: int = 32 << 10
-    rank_bytes: int = 4 << 10
-    events_bytes: int = 32 << 10
-    events_head: int = 1
-
-    def begin(self, store: Store, files: dict[str, Followed]) -> None:
-        """Position files just found near their ends (their first lines fed to the store)."""
-        ranks = [f.rank for f in files.values() if f.kind == "csv"] + [r for r, d in store.ranks.items() if d.rows]
-        job = min(ranks) if ranks else None
-        for f in files.values():
-            if f.kind == "events":
-                chunk = f.tail.start_near_end(self.events_bytes, self.events_head)
-            elif f.kind == "csv":
-                chunk = f.tail.start_near_end(self.job_bytes if f.rank == job else self.rank_bytes)
-            else:
-                continue
-            if chunk.blob:
-                ingest(store, f, chunk)
-
-
-def why_not_followed(path: str) -> str | None:
-    """Why a file named like a rank file is not one (a FIFO, a directory, a dangling link), or None.
-
-    ``os.stat`` never opens the file, so a FIFO cannot block here."""
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        return "a dangling symbolic link" if os.path.islink(path) else None  # None: raced away, read as missing
-    except OSError as e:
-        return f"cannot be read: {e.strerror or e}"
-    if not stat.S_ISREG(st.st_mode):
-        return not_regular(st.st_mode)
-    return None if os.access(path, os.R_OK) else "permission denied"
-
-
-def rank_file(name: str) -> tuple[int, str] | None:
-    """(rank, "csv" or "events") for a rank file's name as the writer names them; None for any other."""
-    m = CSV_RE.fullmatch(name)
-    if m is not None:
-        return int(m.group(1)), "csv"
-    m = EVENTS_RE.fullmatch(name)
-    return (int(m.group(1)), "events") if m is not None else None
-
-
-def followed(name: str, tail_path: str, store: Store, source: str,
-             kind: tuple[int, str] | None = None) -> Followed | None:
-    """The record for a rank file named ``name`` of ``source`` (``kind``: its rank_file(), when known).
-    None for any other name (never used as a path), and for a rank another source already feeds."""
-    kind = kind or rank_file(name)
-    if kind is None or not store.claim(kind[0], source):
-        return None
-    f = Followed(kind[0], kind[1], FileTail(tail_path))
-    if f.kind == "csv":
-        f.parser = CsvParser()
-        store.add_rank_file(f.rank)
-    return f
-
-
-def ingest(store: Store, f: Followed, chunk: Chunk) -> None:
-    """Parse one chunk of a rank file into the store (local and remote sources alike)."""
-    store.file_time(f.rank, f.kind, chunk.mtime)
-    if chunk.reset:
-        if f.kind == "csv":
-            assert f.parser is not None
-            f.parser.reset()
-            store.reset_rank(f.rank)
-        else:
-            store.reset_events(f.rank)
-    if chunk.overlong:
-        name = f"rank{f.rank}.csv" if f.kind == "csv" else f"rank{f.rank}.events.jsonl"
-        store.note(f"{name}: a line of over {_files.MAX_LINE >> 20} MiB with no line end skipped (counted bad; "
-                   "a sparse or zero-filled file?)")
-    if f.kind == "csv":
-        assert f.parser is not None
-        rows = f.parser.parse(chunk.blob)
-        rows.bad += chunk.overlong
-        if f.parser.extra_dropped:
-            store.note(f"rank{f.rank}.csv has {len(f.parser.extra) + f.parser.extra_dropped} extra columns: "
-                       f"the first {len(f.parser.extra)} are kept")
-        store.ingest_rows(f.rank, rows)
-    else:
-        ev = parse_events(chunk.blob)
-        store.ingest_events(f.rank, ev.items, ev.bad + chunk.overlong, ev.cut)

@@ -122,7 +122,7 @@ def log_root(path: str) -> tuple[str, int | None] | None:
 
 def has_writer_files(path: str) -> bool:
     """Whether ``path`` holds rank files of mstop's writer (they win over logs beside them)."""
-    from .local import rank_file
+    from .rankfiles import rank_file
 
     try:
         return any(rank_file(n) is not None for n in os.listdir(path))

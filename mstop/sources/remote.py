@@ -25,9 +25,9 @@ from ..engine.store import Store
 from ..procs import stop_group
 from ..safe import clean
 from .files import FileTail
-from .local import Followed, followed, ingest, rank_file
 from .mflog import SCHEDULER_LOG, ingest_log, note_lost, stream_rank, worker_states
 from .protocol import SourceError, SourceState
+from .rankfiles import Followed, followed, ingest, rank_file
 
 #: The remote command: a constant (no user text), which reads the program from standard input.
 BOOTSTRAP = ('python3 -u -c "import sys;n=int(sys.stdin.buffer.readline());'

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from ..engine.store import Store
 from ..safe import clean
-from .local import Followed, Tail, followed, ingest
+from .rankfiles import Followed, Tail, followed, ingest
 from .remote import RemoteError, Target, run_program
 
 PROGRAM = (Path(__file__).resolve().parent / "runs_follower.py").read_bytes()

@@ -3,7 +3,7 @@
 A folder is a run when it holds rank files of mstop's writer (``rank<R>.csv``, ``rank<R>.events.jsonl``)
 or a MindFormers job's logs; folders are searched down to :data:`MAX_DEPTH` levels below the root and
 never inside a run (its ``profile/`` folder, a MindFormers ``output/`` below it). The list reads each
-writer run *near its end* (:class:`~mstop.sources.local.Tail`: the job rank's last rows for its loss
+writer run *near its end* (:class:`~mstop.sources.rankfiles.Tail`: the job rank's last rows for its loss
 EMA, the other ranks' last rows, the events' first start and last lines) and goes on reading only what
 is appended, so a thousand long runs list in about a second; a run opened in the monitor is read whole
 there. MindFormers logs are read whole (their sessions and batch sizes are in their first lines).
@@ -20,9 +20,10 @@ from mstop_writer.schema import CSV_PATTERN, EVENTS_PATTERN
 
 from ..engine.store import Store
 from ..safe import clean
-from .local import LocalSource, Tail
+from .local import LocalSource
 from .mflog import MfLogSource, has_logs
 from .protocol import SourceError
+from .rankfiles import Tail
 
 #: Levels of folders below the root searched for runs (``runs/<group>/<exp>/<seed>``).
 MAX_DEPTH = 3

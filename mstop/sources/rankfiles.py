@@ -1,0 +1,129 @@
+"""Rank files into the store: the glue every source of writer runs shares, local and remote alike.
+
+A rank file is ``rank<R>.csv`` (metric rows) or ``rank<R>.events.jsonl`` (events), named as the writer
+names them (:mod:`mstop_writer.schema`). :func:`followed` makes the record a source keeps for one (its
+rank, kind, reader and parser), :func:`ingest` parses a chunk of its bytes into the store, and
+:class:`Tail` positions files near their ends for the runs list. Nothing here reads a directory or a
+connection: that is each source's own business.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+from dataclasses import dataclass
+
+from mstop_writer.schema import CSV_PATTERN, EVENTS_PATTERN
+
+from ..engine.mflog import MfLogParser
+from ..engine.parse import CsvParser, parse_events
+from ..engine.store import Store
+from . import files as _files
+from .files import Chunk, FileTail, not_regular
+
+CSV_RE = re.compile(CSV_PATTERN)
+EVENTS_RE = re.compile(EVENTS_PATTERN)
+#: Seconds between checks that files did not grow unseen by native events.
+
+
+@dataclass
+class Followed:
+    """One rank file a source follows: which rank, which kind, its reader (and parser for CSV files)."""
+
+    rank: int
+    kind: str  # "csv", "events", or "mflog" (a MindFormers log stream, see mstop.sources.mflog)
+    tail: FileTail
+    parser: CsvParser | None = None
+    log: MfLogParser | None = None
+    cursor: str = ""  # a remote log stream's place (device:inode:offset of the file being read)
+
+
+@dataclass
+class Tail:
+    """How much of each file a source reading "near the end" reads: the job's rank (the lowest: its loss
+    EMA needs its last terms), the other ranks' metrics, and events (their first start, then the end)."""
+
+    job_bytes: int = 32 << 10
+    rank_bytes: int = 4 << 10
+    events_bytes: int = 32 << 10
+    events_head: int = 1
+
+    def begin(self, store: Store, files: dict[str, Followed]) -> None:
+        """Position files just found near their ends (their first lines fed to the store)."""
+        ranks = [f.rank for f in files.values() if f.kind == "csv"] + [r for r, d in store.ranks.items() if d.rows]
+        job = min(ranks) if ranks else None
+        for f in files.values():
+            if f.kind == "events":
+                chunk = f.tail.start_near_end(self.events_bytes, self.events_head)
+            elif f.kind == "csv":
+                chunk = f.tail.start_near_end(self.job_bytes if f.rank == job else self.rank_bytes)
+            else:
+                continue
+            if chunk.blob:
+                ingest(store, f, chunk)
+
+
+def why_not_followed(path: str) -> str | None:
+    """Why a file named like a rank file is not one (a FIFO, a directory, a dangling link), or None.
+
+    ``os.stat`` never opens the file, so a FIFO cannot block here."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return "a dangling symbolic link" if os.path.islink(path) else None  # None: raced away, read as missing
+    except OSError as e:
+        return f"cannot be read: {e.strerror or e}"
+    if not stat.S_ISREG(st.st_mode):
+        return not_regular(st.st_mode)
+    return None if os.access(path, os.R_OK) else "permission denied"
+
+
+def rank_file(name: str) -> tuple[int, str] | None:
+    """(rank, "csv" or "events") for a rank file's name as the writer names them; None for any other."""
+    m = CSV_RE.fullmatch(name)
+    if m is not None:
+        return int(m.group(1)), "csv"
+    m = EVENTS_RE.fullmatch(name)
+    return (int(m.group(1)), "events") if m is not None else None
+
+
+def followed(name: str, tail_path: str, store: Store, source: str,
+             kind: tuple[int, str] | None = None) -> Followed | None:
+    """The record for a rank file named ``name`` of ``source`` (``kind``: its rank_file(), when known).
+    None for any other name (never used as a path), and for a rank another source already feeds."""
+    kind = kind or rank_file(name)
+    if kind is None or not store.claim(kind[0], source):
+        return None
+    f = Followed(kind[0], kind[1], FileTail(tail_path))
+    if f.kind == "csv":
+        f.parser = CsvParser()
+        store.add_rank_file(f.rank)
+    return f
+
+
+def ingest(store: Store, f: Followed, chunk: Chunk) -> None:
+    """Parse one chunk of a rank file into the store (local and remote sources alike)."""
+    store.file_time(f.rank, f.kind, chunk.mtime)
+    if chunk.reset:
+        if f.kind == "csv":
+            assert f.parser is not None
+            f.parser.reset()
+            store.reset_rank(f.rank)
+        else:
+            store.reset_events(f.rank)
+    if chunk.overlong:
+        name = f"rank{f.rank}.csv" if f.kind == "csv" else f"rank{f.rank}.events.jsonl"
+        store.note(f"{name}: a line of over {_files.MAX_LINE >> 20} MiB with no line end skipped (counted bad; "
+                   "a sparse or zero-filled file?)")
+    if f.kind == "csv":
+        assert f.parser is not None
+        rows = f.parser.parse(chunk.blob)
+        rows.bad += chunk.overlong
+        if f.parser.extra_dropped:
+            store.note(f"rank{f.rank}.csv has {len(f.parser.extra) + f.parser.extra_dropped} extra columns: "
+                       f"the first {len(f.parser.extra)} are kept")
+        store.ingest_rows(f.rank, rows)
+    else:
+        ev = parse_events(chunk.blob)
+        store.ingest_events(f.rank, ev.items, ev.bad + chunk.overlong, ev.cut)
