@@ -322,12 +322,30 @@ class Store:
         self.duplicates: list[str] = []  # "rank 3 is in A and in B: B's file is not shown"
         self.extra_columns: list[str] = []
         self.version = 0  # bumps on every change: a cheap "anything new?" for readers
-        self.arrival: float | None = None  # our clock when the last rows arrived (immune to the hosts' clocks)
-        self.life_arrival: float | None = None  # our clock when the last rows or events arrived
-        self.mtime: float | None = None  # newest modification time of the rank files read (this machine's clock)
+        self._arrival: float | None = None  # our clock when the last rows arrived (immune to the hosts' clocks)
+        self._life_arrival: float | None = None  # our clock when the last rows or events arrived
+        self._mtime: float | None = None  # newest modification time of the rank files read (this machine's clock)
         self.frozen = False  # a snapshot(): nothing is added to it
         #: rank -> (the rank's record, its stamp, its frozen copy): a snapshot copies only ranks that changed
         self._frozen_ranks: dict[int, tuple[RankData, int, RankData]] = {}
+
+
+    # read-only: the store's own methods change them (saw_mtime, forget_arrivals, file_time, ingest_*)
+    @property
+    def mtime(self) -> float | None:
+        """The newest modification time of the files read, on this machine's clock."""
+        return self._mtime
+
+    @property
+    def arrival(self) -> float | None:
+        """Our clock when rows last arrived (immune to the hosts' clocks); None: nothing arrived while we
+        followed (what was read at start is as old as its own times)."""
+        return self._arrival
+
+    @property
+    def life_arrival(self) -> float | None:
+        """Our clock when rows or events last arrived."""
+        return self._life_arrival
 
     def snapshot(self) -> Store:
         """The store as it is now, taken under the lock in O(ranks) (rows are shared, never copied): a frame
@@ -421,14 +439,14 @@ class Store:
         """The files read were last modified at ``mtime`` (this machine's clock): the store's ``mtime`` moves
         to it when newer (a job's own logs: not one rank file's time)."""
         with self.lock:
-            if self.mtime is None or mtime > self.mtime:
-                self.mtime = mtime
+            if self._mtime is None or mtime > self._mtime:
+                self._mtime = mtime
 
     def forget_arrivals(self) -> None:
         """What the store holds did not just arrive (the first read of files that were already there): its
         own times tell its age, not our clock at the read."""
         with self.lock:
-            self.arrival = self.life_arrival = None
+            self._arrival = self._life_arrival = None
             self.version += 1
 
     def file_time(self, r: int, kind: str, mtime: float | None, *, newest: bool = True) -> None:
@@ -438,8 +456,8 @@ class Store:
         if mtime is None:
             return
         with self.lock:
-            if newest and (self.mtime is None or mtime > self.mtime):
-                self.mtime = mtime
+            if newest and (self._mtime is None or mtime > self._mtime):
+                self._mtime = mtime
             if kind == "csv":
                 d = self.rank(r)
                 if d.csv_mtime is None or mtime > d.csv_mtime:
@@ -509,7 +527,7 @@ class Store:
             if rows.nonfinite:
                 d.nonfinite.extend((base + i, c, v) for i, c, v in rows.nonfinite)
             d.stamp += 1
-            self.arrival = self.life_arrival = time.time()
+            self._arrival = self._life_arrival = time.time()
             self.version += 1
 
     def reset_rank(self, r: int) -> None:
@@ -582,7 +600,7 @@ class Store:
                         d.profiles.append(e)
             if items:
                 d.stamp += 1
-                self.life_arrival = time.time()
+                self._life_arrival = time.time()
             self.version += 1
 
     # -- reading -----------------------------------------------------------------
