@@ -272,7 +272,12 @@ def test_msrun_worker_logs_over_ssh_equal_local(server, tmp_path):
     remote = json.loads(proc.stdout)
     assert remote["rows"] == local["rows"] == 60 and remote["ranks"] == local["ranks"]
     assert remote["loss"] == local["loss"] and remote["step"] == local["step"] == 30
-    # the scheduler's word travels too: a worker it timed out (a real scheduler.log of this machine's msrun)
+    # the scheduler's word travels too (real scheduler logs of this machine's msrun): every worker
+    # unregistered, and a worker it timed out
+    shutil.copy(ROOT / "tests" / "fixtures" / "msrun" / "finished.scheduler.log", logs / "scheduler.log")
+    local = json.loads(summary(logs, "--json").stdout)
+    remote = json.loads(summary(f"testhost:{logs}", "--json", "-F", server.config).stdout)
+    assert remote["status"] == local["status"] == "finished"
     shutil.copy(ROOT / "tests" / "fixtures" / "msrun" / "lost-rank1.scheduler.log", logs / "scheduler.log")
     local = json.loads(summary(logs, "--json").stdout)
     remote = json.loads(summary(f"testhost:{logs}", "--json", "-F", server.config).stdout)

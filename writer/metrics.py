@@ -245,24 +245,19 @@ def _profile_steps(v: Any) -> tuple[int, int] | None:
 
 
 def _normalised(options: dict[str, Any]) -> dict[str, Any]:
-    """The options with numbers normalised (numeric strings and integral floats taken), or ``ValueError``
-    for options that cannot describe a training job (before it starts)."""
+    """Every option (all of WriterOptions' fields) with numbers normalised (numeric strings and integral
+    floats taken), or ``ValueError`` for options that cannot describe a training job (before it starts)."""
     out = dict(options)
     for name, zero in _AMOUNTS.items():
-        if name in out:
-            out[name] = _positive(name, out[name], allow_zero=zero)
+        out[name] = _positive(name, out[name], allow_zero=zero)
     for name in _COUNTS:
-        if name in out:
-            out[name] = _positive(name, out[name], integer=True)
+        out[name] = _positive(name, out[name], integer=True)
     for name in ("rank", "world_size"):
-        if out.get(name) is not None:
-            out[name] = _positive(name, out[name], integer=True, allow_zero=name == "rank")
-    if out.get("profile_steps") is not None:
-        out["profile_steps"] = _profile_steps(out["profile_steps"])
-    if "step_offset" in out:
-        v = _positive("step_offset", out["step_offset"], integer=True, allow_zero=True)
-        out["step_offset"] = 0 if v is None else v
-    extra = out.get("extra_columns", ())
+        out[name] = _positive(name, out[name], integer=True, allow_zero=name == "rank")
+    out["profile_steps"] = _profile_steps(out["profile_steps"])
+    v = _positive("step_offset", out["step_offset"], integer=True, allow_zero=True)
+    out["step_offset"] = 0 if v is None else v
+    extra = out["extra_columns"]
     if isinstance(extra, str):
         raise ValueError(f"extra_columns must be a list of names, got the string {extra!r}")
     if extra:

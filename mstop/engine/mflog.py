@@ -920,14 +920,19 @@ class MfLogParser:
         """Unix time of the start of an hour ``YYYY-MM-DD HH`` (cached under its text and its bytes); NaN
         for a stamp that is no date."""
         try:
-            st = time.strptime(hour, "%Y-%m-%d %H")
-            base = calendar.timegm(st) - self.gmtoff if self.gmtoff is not None else time.mktime(st)
+            base = _unix(time.strptime(hour, "%Y-%m-%d %H"), self.gmtoff)
         except (ValueError, OverflowError):  # no date (2026-13-45, 2026-02-30): the line has no time
             base = math.nan
         if len(self._hours) > 4096:
             self._hours.clear()
         self._hours[hour] = self._hours[hour.encode()] = base  # type: ignore[index]
         return base
+
+
+def _unix(st: time.struct_time, gmtoff: float | None) -> float:
+    """Unix time of a log's local time: on the writing host's offset from UTC when known, else in the
+    viewer's own zone (a log read where it was written)."""
+    return calendar.timegm(st) - gmtoff if gmtoff is not None else time.mktime(st)
 
 
 def _extract(arr: Any, pattern: str) -> Any:
@@ -1092,8 +1097,7 @@ class SchedulerLog:
             if m is None or ts is None:
                 continue
             try:
-                st = time.strptime(f"{ts.group('date')} {ts.group('time')}", "%Y-%m-%d %H:%M:%S")
-                base = calendar.timegm(st) - self.gmtoff if self.gmtoff is not None else time.mktime(st)
+                base = _unix(time.strptime(f"{ts.group('date')} {ts.group('time')}", "%Y-%m-%d %H:%M:%S"), self.gmtoff)
             except (ValueError, OverflowError):
                 continue
             frac = ts.group("frac") or "0"

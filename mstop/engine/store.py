@@ -329,7 +329,6 @@ class Store:
         #: rank -> (the rank's record, its stamp, its frozen copy): a snapshot copies only ranks that changed
         self._frozen_ranks: dict[int, tuple[RankData, int, RankData]] = {}
 
-
     # read-only: the store's own methods change them (saw_mtime, forget_arrivals, file_time, ingest_*)
     @property
     def mtime(self) -> float | None:

@@ -150,6 +150,11 @@ def parse_target(text: str) -> Target | None:
     return Target(host, path)
 
 
+def _utc_offset(gmtoff: object) -> float | None:
+    """The remote host's UTC offset as its follower sent it (seconds), or None when it sent none."""
+    return float(gmtoff) if isinstance(gmtoff, (int, float)) and not isinstance(gmtoff, bool) else None
+
+
 class RemoteSource:
     """Feed ``store`` from a run directory on another host (same interface as LocalSource)."""
 
@@ -289,13 +294,13 @@ class RemoteSource:
     def _feed(self, header: dict, payload: bytes) -> None:
         """Give each file's bytes of a frame to its parser (bytes a reconnect sent again are skipped)."""
         gmtoff = header.get("gmtoff")
-        pos, seen = 0, set()
+        pos, seen, scheduler = 0, set(), None
         for entry in header.get("files", []):
             name, offset, length, reset = entry[:4]
             data = payload[pos: pos + int(length)]
             pos += int(length)
             if name == SCHEDULER_LOG:
-                self._scheduler_lines(entry, data, gmtoff)
+                scheduler = (entry, data)  # read after the workers' rows, held ones too (as locally)
                 continue
             f = self._files.get(name)
             if f is None:
@@ -327,12 +332,13 @@ class RemoteSource:
         for name, f in self._files.items():  # log streams with nothing new: their held rows go in
             if f.log is not None and (name not in seen or header.get("caught_up")):
                 ingest_log(self.store, f.rank, f.log, b"", flush=True, name=str(name))
+        if scheduler is not None:
+            self._scheduler_lines(*scheduler, gmtoff)
 
     def _scheduler_lines(self, entry: list, data: bytes, gmtoff: object) -> None:
         """msrun's scheduler.log, sent beside the worker logs: the workers' ends and losses (as local)."""
         if self._scheduler is None:
-            off = float(gmtoff) if isinstance(gmtoff, (int, float)) and not isinstance(gmtoff, bool) else None
-            self._scheduler = (FileTail(SCHEDULER_LOG), SchedulerLog(gmtoff=off))
+            self._scheduler = (FileTail(SCHEDULER_LOG), SchedulerLog(gmtoff=_utc_offset(gmtoff)))
         tail, sched = self._scheduler
         skip = tail.offset - int(entry[1])
         if skip < 0 or skip > len(data):
@@ -350,8 +356,7 @@ class RemoteSource:
         if not self.store.claim(r, str(self.target)):
             return None
         self.store.add_rank_file(r)
-        off = float(gmtoff) if isinstance(gmtoff, (int, float)) and not isinstance(gmtoff, bool) else None
-        return Followed(r, "mflog", FileTail(name), log=MfLogParser(r, gmtoff=off))
+        return Followed(r, "mflog", FileTail(name), log=MfLogParser(r, gmtoff=_utc_offset(gmtoff)))
 
     def _refused(self, entries: list) -> None:
         """The remote files named like rank files that are not followed (a FIFO, a directory, a dangling
