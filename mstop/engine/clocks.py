@@ -90,24 +90,27 @@ def _clocks(store: Store, clock: float, limit: float) -> Clocks:
     if not ranks:
         return Clocks()
     out = Clocks(reference=ranks[0])
-    for r in ranks:  # a rank file written within the stall limit, its last row's time far from then
-        d = store.ranks[r]
-        if d.csv_mtime is not None and abs(clock - d.csv_mtime) <= limit:
-            off = float(d.col("time")[-1]) - d.csv_mtime
+    # every rank's last (time, step) at once: a frame at 1,024 ranks must not walk their columns one by one
+    last = np.array([store.ranks[r].exact.data[store.ranks[r].exact.n - 1] for r in ranks])
+    ti, si = EXACT_INDEX["time"], EXACT_INDEX["step"]
+    for k, r in enumerate(ranks):  # a rank file written within the stall limit, its last row's time far from then
+        mtime = store.ranks[r].csv_mtime
+        if mtime is not None and abs(clock - mtime) <= limit:
+            off = float(last[k, ti]) - mtime
             if abs(off) > SKEW_S:
                 out.own[r] = off
     ref = store.ranks[ranks[0]]
     steps, times = ref.col("step"), ref.col("time")
-    if not ref.monotonic or not len(steps):
+    if not ref.monotonic or not len(steps) or len(ranks) < 2:
         return out
-    for r in ranks[1:]:  # each rank's last step against the reference's row of the same step
-        d = store.ranks[r]
-        s, t = float(d.col("step")[-1]), float(d.col("time")[-1])
-        i = int(np.searchsorted(steps, s))
-        if i < len(steps) and steps[i] == s:
-            off = t - float(times[i])
-            if abs(off) > _noise(store, r):
-                out.ranks[r] = off
+    # each rank's last step against the reference's row of the same step
+    i = np.minimum(np.searchsorted(steps, last[1:, si]), len(steps) - 1)
+    same = steps[i] == last[1:, si]
+    off = last[1:, ti] - times[i]
+    for k in np.flatnonzero(same & (np.abs(off) > SKEW_S)):  # the noise is at least SKEW_S: few are looked at
+        r = ranks[int(k) + 1]
+        if abs(float(off[k])) > _noise(store, r):
+            out.ranks[r] = float(off[k])
     return out
 
 

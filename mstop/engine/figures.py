@@ -30,7 +30,7 @@ from typing import Any, Callable
 import numpy as np
 
 from .clocks import Clocks, clocks
-from .store import BLOCK, FLOAT_INDEX, RankData, Store
+from .store import BLOCK, EXACT_INDEX, FLOAT_INDEX, RankData, Store
 
 WINDOW = 20
 EMA_WEIGHT = 0.9
@@ -459,7 +459,12 @@ def ema(values: np.ndarray, weight: float, *, complete: bool = True) -> float | 
 
 
 def step(store: Store) -> int | None:
-    lasts = [d.col("step")[-1] for d in store.ranks.values() if d.rows]
+    """The highest step any rank reached (once per store version: the rules ask it for every alert)."""
+    return store.memo("step", lambda: _step(store))
+
+
+def _step(store: Store) -> int | None:
+    lasts = [d.exact.data[d.exact.n - 1, EXACT_INDEX["step"]] for d in store.ranks.values() if d.rows]
     return int(max(lasts)) if lasts else None
 
 

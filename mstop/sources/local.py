@@ -22,7 +22,7 @@ from ..engine.store import Store
 from ..safe import clean
 from .files import slots_free
 from .protocol import SourceState
-from .rankfiles import Followed, Tail, followed, ingest, rank_file, why_not_followed
+from .rankfiles import Followed, Round, Tail, followed, ingest, rank_file, why_not_followed
 from .watchers import WatcherBase, get_watcher
 
 log = logging.getLogger("mstop")
@@ -205,9 +205,13 @@ class LocalSource:
             changed |= full
         if listing or check:
             changed |= self._discover()
-        for name in sorted(dirty - changed):
+        batch = Round(self.store)
+        # metrics files first, parsed together; then events files (a rank's rows before its events, as the
+        # sorted names always gave: rank3.csv < rank3.events.jsonl)
+        for name in sorted(dirty - changed, key=lambda n: (not n.endswith(".csv"), n)):
             if name in self._files:
-                self._read(name, quick=True)
+                self._read(name, quick=True, batch=batch)
+        batch.flush()
         for name in sorted(changed):
             if name in self._files:
                 self._read(name)
@@ -247,11 +251,11 @@ class LocalSource:
         if events:  # heartbeats (every 30 s): a quarter of the budget, every check
             names += self._slice([n for n, f in self._files.items() if f.kind == "events"], "events",
                                  int(SCAN_BUDGET * CHECK_EVERY / 4))
-        grew, out = 0, set()
+        grew, out, batch = 0, set(), Round(self.store)
         for name in names:
             f = self._files[name]
             if not by_path and f.tail.kept:
-                grew += self._read(name, quick=True, confirm=False)
+                grew += self._read(name, quick=True, confirm=False, batch=batch)
                 continue
             if not by_path and self._keep and slots_free():  # read by its path once: kept from then on
                 grew += self._read(name)
@@ -262,6 +266,7 @@ class LocalSource:
                     grew += 1
             except OSError:
                 continue
+        batch.flush()
         return grew, out
 
     def _verify(self) -> None:
@@ -354,10 +359,11 @@ class LocalSource:
             self.tail.begin(self.store, {n: self._files[n] for n in new})
         return new
 
-    def _read(self, name: str, *, quick: bool = False, confirm: bool = True) -> bool:
+    def _read(self, name: str, *, quick: bool = False, confirm: bool = True, batch: Round | None = None) -> bool:
         """Read what file ``name`` has new; return whether it had any. ``quick``: from its kept descriptor
         (see FileTail.read); ``confirm``: when a quick read finds nothing although an event named the
-        file, read it by its path (a truncation is a modification that adds nothing)."""
+        file, read it by its path (a truncation is a modification that adds nothing); ``batch``: the round
+        its chunks go to (parsed with the other files' when it is flushed), else each is ingested now."""
         f = self._files[name]
         got = False
         while True:
@@ -372,7 +378,10 @@ class LocalSource:
             new = bool(chunk.blob or chunk.reset or chunk.overlong)
             got = got or new
             if new or chunk.mtime is not None:  # an empty quick read (most of a scan's) has nothing to give
-                ingest(self.store, f, chunk)
+                if batch is not None:
+                    batch.add(f, chunk)
+                else:
+                    ingest(self.store, f, chunk)
             if not chunk.more or self._stop.is_set():  # a huge file read in chunks: stopping ends it
                 return got
 
