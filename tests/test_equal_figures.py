@@ -127,3 +127,20 @@ def test_summary_and_frame_are_equal_read_whole_or_followed_in_pieces(tmp_path_f
     sb, fb = figures_of(b, clock)
     assert sa.replace(str(whole), "RUN") == sb.replace(str(pieces), "RUN")
     assert fa.replace(str(whole), "RUN") == fb.replace(str(pieces), "RUN")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(1, 6).flatmap(lambda r: st.integers(1, 30).flatmap(lambda c: st.lists(
+    st.lists(st.one_of(st.floats(allow_nan=True, allow_infinity=True, width=32).map(float),
+                       st.floats(-1e6, 1e6), st.just(math.nan)), min_size=c, max_size=c), min_size=r, max_size=r))))
+def test_row_medians_are_numpys_nanmedian_value_for_value(rows):
+    """The window's per-rank medians (figures.row_medians) equal numpy.nanmedian(axis=1), NaN and Inf too."""
+    import warnings
+
+    from mstop.engine.figures import row_medians
+
+    a = np.array(rows, dtype=np.float64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        want = np.nanmedian(a, axis=1)
+    assert np.array_equal(row_medians(a), want, equal_nan=True), (a, row_medians(a), want)

@@ -86,17 +86,17 @@ def clocks(store: Store, clock: float, limit: float) -> Clocks:
 
 
 def _clocks(store: Store, clock: float, limit: float) -> Clocks:
-    ranks = [r for r in sorted(store.ranks) if store.ranks[r].rows]
+    from .figures import lasts  # figures builds on this module
+
+    last = lasts(store)  # every rank's last (time, step) at once: a frame at 1,024 ranks walks no columns
+    ranks = last.ranks
     if not ranks:
         return Clocks()
     out = Clocks(reference=ranks[0])
-    # every rank's last (time, step) at once: a frame at 1,024 ranks must not walk their columns one by one
-    last = np.array([store.ranks[r].exact.data[store.ranks[r].exact.n - 1] for r in ranks])
-    ti, si = EXACT_INDEX["time"], EXACT_INDEX["step"]
     for k, r in enumerate(ranks):  # a rank file written within the stall limit, its last row's time far from then
         mtime = store.ranks[r].csv_mtime
         if mtime is not None and abs(clock - mtime) <= limit:
-            off = float(last[k, ti]) - mtime
+            off = float(last.time[k]) - mtime
             if abs(off) > SKEW_S:
                 out.own[r] = off
     ref = store.ranks[ranks[0]]
@@ -104,9 +104,9 @@ def _clocks(store: Store, clock: float, limit: float) -> Clocks:
     if not ref.monotonic or not len(steps) or len(ranks) < 2:
         return out
     # each rank's last step against the reference's row of the same step
-    i = np.minimum(np.searchsorted(steps, last[1:, si]), len(steps) - 1)
-    same = steps[i] == last[1:, si]
-    off = last[1:, ti] - times[i]
+    i = np.minimum(np.searchsorted(steps, last.step[1:]), len(steps) - 1)
+    same = steps[i] == last.step[1:]
+    off = last.time[1:] - times[i]
     for k in np.flatnonzero(same & (np.abs(off) > SKEW_S)):  # the noise is at least SKEW_S: few are looked at
         r = ranks[int(k) + 1]
         if abs(float(off[k])) > _noise(store, r):

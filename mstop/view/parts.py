@@ -14,7 +14,7 @@ import numpy as np
 
 from .. import fmt
 from ..engine import figures
-from ..engine.figures import MemoryScope, Options, Window
+from ..engine.figures import Options, Window
 from ..engine.smoothing import EmaSeries, TokensSeen, evenly
 from ..engine.store import Store
 from . import charts
@@ -163,18 +163,22 @@ def ranks(store: Store, opts: Options) -> list[RankRow]:
     def opt(x: float) -> float | None:
         return None if math.isnan(x) else float(x)
 
+    # the headrooms by label ("rank 3", "host node1": a MemoryScope is its label), built once, not per rank
+    by_label = {str(k): v for k, v in heads.items()}
+    steps = figures.lasts(store).step  # the window's ranks are these, in the same order
+    ages = (base + (newest - last_t)).tolist()
     rows = []
     for i, r in enumerate(w.ranks):
-        d = store.ranks[r]
         host = str(w.starts[i].get("host") or "?")
-        head = heads.get(MemoryScope("rank", rank=r))
-        rows.append(RankRow(rank=r, host=host, step=int(d.col("step")[-1]) if d.rows else None,
-                            step_time=opt(st[i]), tokens_per_s=opt(tps[i]), data_wait=opt(dwf[i]),
-                            headroom=head if head is not None else heads.get(MemoryScope("host", host=host)),
-                            age=None if math.isnan(last_t[i]) else base + (newest - float(last_t[i]))))
-        prof = figures.rank_profile(d)
+        head = by_label.get(f"rank {r}")
+        row = RankRow(rank=r, host=host, step=int(steps[i]), step_time=opt(st[i]), tokens_per_s=opt(tps[i]),
+                      data_wait=opt(dwf[i]), headroom=head if head is not None else by_label.get(f"host {host}"),
+                      age=None if math.isnan(last_t[i]) else ages[i])
+        rows.append(row)
+        d = store.ranks[r]
+        prof = figures.rank_profile(d) if d.profiles else None
         if prof is not None:
-            rows[-1].comm_share, rows[-1].idle_share = prof["comm_not_overlapped"], prof["idle"]
+            row.comm_share, row.idle_share = prof["comm_not_overlapped"], prof["idle"]
     return rows
 
 
