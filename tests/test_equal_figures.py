@@ -1,8 +1,8 @@
 """Equal figures, however the bytes arrive (issue 30's contract).
 
 A random run (ranks, restarts that resume at an earlier step, NaN and Inf losses, gaps in time, hostile
-lines between the rows) is read two ways: whole, by ``read_once`` (what ``mstop summary`` does), and
-followed, its bytes appended to every file in random pieces and read round by round by the local source
+lines between the rows) is read three ways: whole, each file's chunks parsed on their own (the reading
+before read rounds were batched); whole, by ``read_once`` (what ``mstop summary`` does); and followed, its bytes appended to every file in random pieces and read round by round by the local source
 (kept descriptors; a round's chunks of many files parsed together, :class:`mstop.sources.rankfiles.Round`).
 ``summary --json`` and the monitor's frame (every part of it, charts included) must be equal to the last
 digit.
@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from mstop.commands.summary import summarize
 from mstop.engine.figures import Options
 from mstop.engine.store import Store
-from mstop.sources import read_once
+from mstop.sources import rankfiles, read_once
 from mstop.sources.local import LocalSource
 from mstop.view import Carry, build_view
 from mstop_writer import COLUMNS
@@ -119,14 +119,21 @@ def test_summary_and_frame_are_equal_read_whole_or_followed_in_pieces(tmp_path_f
     whole, pieces = tmp_path_factory.mktemp("whole"), tmp_path_factory.mktemp("pieces")
     for name, data in files.items():
         (whole / name).write_bytes(data)
-    a = read_once(str(whole))
+    kept = rankfiles.BATCH_BYTES
+    rankfiles.BATCH_BYTES = 0  # every chunk parsed on its own: the reading before rounds were batched
+    try:
+        a = read_once(str(whole))
+    finally:
+        rankfiles.BATCH_BYTES = kept
     b = followed(pieces, files, cuts)
+    c = read_once(str(whole))  # the files of a run read in one batch
     clock = max(float(d.exact.view()[-1, 0]) for d in a.ranks.values() if d.rows) + later if a.rows else T0
-    assert (a.rows, a.bad_rows) == (b.rows, b.bad_rows)
+    assert (a.rows, a.bad_rows) == (b.rows, b.bad_rows) == (c.rows, c.bad_rows)
     sa, fa = figures_of(a, clock)
     sb, fb = figures_of(b, clock)
-    assert sa.replace(str(whole), "RUN") == sb.replace(str(pieces), "RUN")
-    assert fa.replace(str(whole), "RUN") == fb.replace(str(pieces), "RUN")
+    sc, fc = figures_of(c, clock)
+    assert sa.replace(str(whole), "RUN") == sb.replace(str(pieces), "RUN") == sc.replace(str(whole), "RUN")
+    assert fa.replace(str(whole), "RUN") == fb.replace(str(pieces), "RUN") == fc.replace(str(whole), "RUN")
 
 
 @settings(max_examples=300, deadline=None)

@@ -129,6 +129,10 @@ def ingest(store: Store, f: Followed, chunk: Chunk) -> None:
         store.ingest_events(f.rank, ev.items, ev.bad + chunk.overlong, ev.cut)
 
 
+#: Largest chunk a round parses with other files' (a large first read has a faster parser of its own).
+BATCH_BYTES = 64 << 10
+
+
 class Round:
     """The rank files' chunks of one read round, parsed together: the new lines of every followed file whose
     parser shares a header go through one parse and into the store under one hold of its lock (at 1,024
@@ -148,7 +152,7 @@ class Round:
             self.store.file_time(f.rank, f.kind, chunk.mtime)
             return
         if (f.kind == "csv" and f.parser is not None and f.parser.header is not None and chunk.blob
-                and not (chunk.reset or chunk.overlong or chunk.more)):
+                and len(chunk.blob) <= BATCH_BYTES and not (chunk.reset or chunk.overlong or chunk.more)):
             self.kept.append((f, chunk))
             return
         self.flush()
