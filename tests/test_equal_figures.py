@@ -7,7 +7,7 @@ its bytes appended to every file in random pieces and read round by round by the
 descriptors; a round's chunks of many files parsed together, :class:`mstop.sources.rankfiles.Round`).
 ``summary --json`` and the monitor's frame (every part of it, charts included) must be equal to the last
 digit.
-""""""
+"""
 
 from __future__ import annotations
 
