@@ -28,7 +28,7 @@ from mstop.sources import rankfiles, read_once
 from mstop.sources.local import LocalSource
 from mstop.view import Carry, build_view
 from mstop_writer import COLUMNS
-from tests.test_parse_properties import junk
+from tests.test_parse_properties import HEADER, good_row, junk, safe_junk
 
 T0 = 1.6e9  # long ago: the files' modification times (now) witness no clock
 
@@ -152,3 +152,42 @@ def test_row_medians_are_numpys_nanmedian_value_for_value(rows):
         warnings.simplefilter("ignore", RuntimeWarning)
         want = np.nanmedian(a, axis=1)
     assert np.array_equal(row_medians(a), want, equal_nan=True), (a, row_medians(a), want)
+
+
+def _rows_of(rows) -> tuple:
+    return (rows.exact.tobytes(), rows.floats.tobytes(), sorted((k, v.tobytes()) for k, v in rows.extra.items()),
+            rows.sessions, [(i, c, repr(v)) for i, c, v in rows.nonfinite], rows.bad)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.lists(good_row(), min_size=1, max_size=12), min_size=2, max_size=6),
+       st.none() | st.tuples(st.integers(0, 5), st.integers(0, 12), safe_junk), st.sampled_from([1, 10**9]))
+def test_many_files_parsed_in_one_call_are_each_parsed_alone(files, bad, arrow_at):
+    """parse_many (a read round's files in one parse, by pyarrow or a column at a time) gives each file the
+    rows the careful path gives it alone, to the bit; or None (a bad line among them), and each is then read
+    alone."""
+    import mstop.engine.parse as parse
+
+    header = HEADER + b"\n"
+    if bad is not None:  # one line that may be bad somewhere
+        f, at, line = bad
+        files[f % len(files)].insert(at, line)
+    blobs = [b"".join(line + b"\n" for line in lines) for lines in files]
+    alone = []
+    old = (parse.LARGE_MIN_LINES, parse.PLAIN_MIN_LINES, parse.ARROW_MIN_LINES)
+    try:
+        parse.LARGE_MIN_LINES, parse.PLAIN_MIN_LINES, parse.ARROW_MIN_LINES = 10**9, 10**9, 10**9
+        for blob in blobs:
+            p = parse.CsvParser()
+            p.parse(header)
+            alone.append(_rows_of(p.parse(blob)))
+        parse.ARROW_MIN_LINES = arrow_at
+        p = parse.CsvParser()
+        p.parse(header)
+        got = parse.parse_many(p, blobs)
+    finally:
+        parse.LARGE_MIN_LINES, parse.PLAIN_MIN_LINES, parse.ARROW_MIN_LINES = old
+    if bad is None:
+        assert got is not None  # good rows only: one parse for all of them
+    if got is not None:
+        assert [_rows_of(r) for r in got] == alone

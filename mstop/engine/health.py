@@ -401,8 +401,8 @@ def _stragglers(store: Store, rules: Rules) -> list[Alert]:
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # ranks or rows without data wait
         share = w.cols["data_wait"][:, -n:] / w.cols["step_time"][:, -n:]
-        med = np.nanmedian(share, axis=0)
-        mad = 1.4826 * np.nanmedian(np.abs(share - med), axis=0)
+        med = figures.row_medians(share.T)  # numpy's nanmedian(axis=0), without its masked-array cost
+        mad = 1.4826 * figures.row_medians(np.abs(share - med).T)
         out_ = (share > med + rules.straggler_m * mad) & (share - med > rules.straggler_margin)
     count = out_.sum(axis=1)
     alerts = []
