@@ -19,6 +19,8 @@ Figures:
 - 10,000 ranks: cold open, following at 0.2 rows/s per rank (CPU, metadata operations per second:
   every ``stat``, ``fstat``, ``lstat``, ``open``, ``listdir`` and ``scandir`` the process makes, counted
   by wrapping them), the ranks view's keys, bytes per stored row;
+- the runs list: 1,000 runs x 8 ranks (2,000 rows each: the list reads tails) until the page on screen and
+  every run's figures are known, against ``pandas.read_csv`` of the last 100 rows of every rank file;
 - the writer: MstopCallback's overhead per step against ``LossMonitor(1)``'s, ``MetricsWriter.log()``
   against a bare formatted write.
 """
@@ -369,6 +371,31 @@ def writer(steps: int, repeats: int, rows: int) -> list[Row]:
     return out
 
 
+def runs_list(data: str, runs: int, rows_each: int, repeats: int) -> list[Row]:
+    """The runs list (the real RunsApp, headless) on ``runs`` runs x 8 ranks: until every run's figures are
+    known, beside pandas reading the last 100 rows of every rank file (bench_runs.py's figures)."""
+    from bench_runs import LIST, REFERENCE, child
+    from gen_runs import generate_runs
+
+    root = os.path.join(data, f"runs-{runs}x8x{rows_each}")
+    if not os.path.exists(os.path.join(root, "done")):
+        shutil.rmtree(root, ignore_errors=True)
+        generate_runs(root, runs, 8, rows_each)
+        open(os.path.join(root, "done"), "w").close()
+    pages, alls, refs = [], [], []
+    for _ in range(repeats):
+        got = child(LIST, root)
+        pages.append(got["PAGE"])
+        alls.append(got["ALL"])
+        refs.append(child(REFERENCE, root)["REF"])
+    page, every, ref = (statistics.median(x) for x in (pages, alls, refs))
+    what = f"runs list, {runs:,} runs x 8 ranks"
+    return [Row(f"{what}: the page on screen", f"{page:.2f} s", f"pandas tails {ref:.2f} s", page / ref,
+                "< 2 s", page < 2.0),
+            Row(f"{what}: every run's figures known", f"{every:.2f} s", f"pandas tails {ref:.2f} s", every / ref,
+                "<= 5 s", every <= 5.0)]
+
+
 def table(rows: list[Row]) -> str:
     head = ["figure", "mstop", "reference", "ratio", "target", "met"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -381,7 +408,7 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="smaller runs, fewer repeats: under 5 minutes")
     ap.add_argument("--data", default=os.path.join(tempfile.gettempdir(), "mstop-bench"),
                     help="where generated runs are kept between runs")
-    ap.add_argument("--only", help="comma-separated parts: cold,first,frame,follow,ranks,writer")
+    ap.add_argument("--only", help="comma-separated parts: cold,first,frame,follow,ranks,runs,writer")
     a = ap.parse_args()
     os.makedirs(a.data, exist_ok=True)
     q = a.quick
@@ -391,6 +418,7 @@ def main() -> int:
         "frame": lambda: frames(3 if q else 5),
         "follow": lambda: following(8.0 if q else 30.0),
         "ranks": lambda: ten_thousand(a.data, 100 if q else 2000, 8.0 if q else 30.0),
+        "runs": lambda: runs_list(a.data, 100 if q else 1000, 2000, 1 if q else 3),
         "writer": lambda: writer(500 if q else 2000, 5 if q else 11, 5000 if q else 20000),
     }
     chosen = a.only.split(",") if a.only else list(parts)
