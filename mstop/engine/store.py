@@ -606,7 +606,9 @@ class Store:
 
     @property
     def rows(self) -> int:
-        return sum(d.rows for d in self.ranks.values())
+        """Rows held, all ranks (under the lock: the reading thread adds ranks while the screen asks)."""
+        with self.lock:
+            return sum(d.rows for d in self.ranks.values())
 
     def nbytes(self) -> int:
         """Bytes allocated for the row columns."""
