@@ -133,6 +133,9 @@ def monitor_parser() -> argparse.ArgumentParser:
                     help="wait for RUN_DIR to appear even when its parent does not exist yet (one whose parent "
                          "exists is always waited for)")
     ap.add_argument("--bell", action="store_true", help="ring the terminal bell on each new alert")
+    ap.add_argument("--logs", metavar="DIR",
+                    help="where the ranks' own logs are (msrun's worker_<R>.log, MindFormers' rank_<R>/info.log), "
+                         "for the log pane (L) when the run does not say")
     ap.add_argument("--on-alert", metavar="CMD",
                     help="run CMD (split like a shell would, never run through one) for each new alert, "
                          "the alert as JSON on its standard input")
@@ -196,7 +199,7 @@ def cmd_monitor(argv: list[str]) -> int:
 
     app = MonitorApp(args.source, poll=args.poll, peak_tflops=args.peak_tflops, ssh_options=_ssh_options(args),
                      connect_timeout=args.connect_timeout, rules=rules, bell=args.bell, on_alert=args.on_alert,
-                     baseline=args.baseline)
+                     baseline=args.baseline, logs_dir=args.logs)
     app.run()
     return app.return_code or 0  # Textual printed the traceback of a crash: it is never a success
 
@@ -398,7 +401,7 @@ def cmd_summary(args: argparse.Namespace) -> int:
     rules = _rules(args, args.source)
     if fail_on is None or rules is None:
         return 2
-    summary = summarize(store, run_dir, opts, Health(rules))
+    summary = summarize(store, run_dir, opts, Health(rules), specs=list(args.source))
     if not store.ranks and not store.rank_files:  # said beside the figures: a typo'd path reads as "waiting"
         print(f"mstop: no rank files (rank*.csv) nor MindFormers logs in {clean_text(run_dir)}, nor runs below it "
               "(up to 3 levels): status waiting", file=sys.stderr)
@@ -485,7 +488,7 @@ def summary_of_runs(watches: list, args: argparse.Namespace) -> int:
             try:
                 store = read_once(spec, ssh_options=_ssh_options(args), connect_timeout=args.connect_timeout)
                 opts = Options(peak_flops=_peak_flops(args), ema_weight=args.smoothing)
-                summary = summarize(store, shown, opts, Health(rules))
+                summary = summarize(store, shown, opts, Health(rules), specs=[spec])
             except SourceError as e:
                 print(f"mstop: {e}", file=sys.stderr)
                 worst = 2

@@ -11,6 +11,7 @@ import logging
 import math
 import os
 import socket
+import stat
 import sys
 import threading
 import time
@@ -188,6 +189,24 @@ def _detect_device() -> tuple[str | None, str | None]:
         return str(hal.get_device_name(int(os.environ.get("DEVICE_ID", "0")))), target
     except Exception:  # noqa: BLE001
         return target, target
+
+
+def log_files() -> list[str]:
+    """Where this process's standard output and error go when they are regular files (msrun's
+    ``worker_<N>.log``, ``nohup``'s ``nohup.out``, ``> train.log 2>&1``): the rank's own log, which the monitor
+    opens beside its figures (its ``L`` key). Read from ``/proc/self/fd`` (Linux); nothing elsewhere, nor
+    for a terminal, a pipe or a deleted file. Never opens anything."""
+    out: list[str] = []
+    for fd in (1, 2):
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                continue
+            path = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if os.path.isabs(path) and not path.endswith(" (deleted)") and path not in out:
+            out.append(path)
+    return out
 
 
 def _git_commit(start: str) -> str | None:
@@ -441,7 +460,7 @@ class MetricsWriter:
             mindspore_version=getattr(ms, "__version__", None) if ms else None, mstop_version=__version__,
             parallel_mode=o.parallel_mode, total_steps=o.total_steps, step_offset=self.step_offset,
             argv=list(sys.argv), env={k: v for k, v in os.environ.items() if k.startswith(("MS_", "RANK_"))},
-            git_commit=_git_commit(os.getcwd()), cwd=os.getcwd(),
+            git_commit=_git_commit(os.getcwd()), cwd=os.getcwd(), logs=log_files(),
         )
 
     # -- public API ----------------------------------------------------------

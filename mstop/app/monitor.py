@@ -23,7 +23,15 @@ from ..safe import clean
 from ..view import X_AXES, Line, Rules, Store, View, close_connections, numeric_columns, rank_series, values_at_step
 from ..view.session import Frame, MonitorSession
 from .messages import StoreChanged
-from .screens import AlertsScreen, BaselineScreen, GoToStepScreen, HelpScreen, MetricsScreen, ProfileScreen
+from .screens import (
+    AlertsScreen,
+    BaselineScreen,
+    GoToStepScreen,
+    HelpScreen,
+    LogScreen,
+    MetricsScreen,
+    ProfileScreen,
+)
 from .widgets import (
     HEAT_METRICS,
     PROFILE_METRICS,
@@ -74,6 +82,7 @@ class MonitorScreen(Screen[None]):
         Binding("slash", "metrics", "metrics", show=False),
         Binding("m", "heat_metric", "heat metric", show=False),
         Binding("P", "profile", "profile", show=False),
+        Binding("L", "log_pane", "rank's log", show=False),
     ]
     #: what the keys change; each watcher redraws (p, x, l, w)
     paused = reactive(False, init=False)
@@ -86,7 +95,7 @@ class MonitorScreen(Screen[None]):
                  connect_timeout: float = 10.0, rules: Rules | None = None, bell: bool = False,
                  on_alert: str | None = None, baseline: str | None = None, job: subprocess.Popen | None = None,
                  job_log: str | None = None, back: bool = False, overlays: list[tuple[str, Store]] = (),
-                 run_label: str = "") -> None:
+                 run_label: str = "", logs_dir: str | None = None) -> None:
         super().__init__()
         self.back = back  # opened from the runs list: Escape returns to it
         self.job, self.job_log = job, job_log  # mstop demo: the training job it started, and where its output goes
@@ -95,7 +104,7 @@ class MonitorScreen(Screen[None]):
         self.session = MonitorSession(specs, poll=poll, peak_tflops=peak_tflops, clock=clock,
                                       ssh_options=ssh_options, connect_timeout=connect_timeout, rules=rules,
                                       on_alert=on_alert, baseline=baseline, overlays=overlays, run_label=run_label,
-                                      on_update=self._source_updated)
+                                      on_update=self._source_updated, logs_dir=logs_dir)
         self.follow = follow
         self.bell_on_alert = bell
         self._last_redraw = 0.0
@@ -399,6 +408,14 @@ class MonitorScreen(Screen[None]):
             self.notify(f"asked for a profile of the next {n} steps (profile.request written)", timeout=5)
 
         self.app.push_screen(ProfileScreen(clean(spec, 256), None), chosen)
+
+    def action_log_pane(self) -> None:
+        """L: the rank's own log: the ranks view's rank, else a failed or dead run's culprit (opened at its
+        last error), else the job's rank."""
+        status = self._last_view.header.status if self._last_view is not None else ""
+        culprit = self.session.culprit(status)
+        rank = self.selected_rank if self.has_class("show-ranks") and self.selected_rank is not None else culprit
+        self.app.push_screen(LogScreen(self.session.log_pane(rank), at_error=rank is not None and rank == culprit))
 
     def action_goto(self) -> None:
         self.app.push_screen(GoToStepScreen(lambda step: values_at_step(self.store, step)))

@@ -1,4 +1,4 @@
-"""Modal screens: help, go to step, baseline, metrics, alerts."""
+"""Modal screens: help, go to step, baseline, metrics, alerts, a rank's log."""
 
 from __future__ import annotations
 
@@ -6,9 +6,10 @@ from typing import Callable
 
 from rich.text import Text
 from textual.app import ComposeResult
+from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Input, SelectionList, Static
+from textual.widgets import Input, RichLog, SelectionList, Static
 
 from mstop_writer.schema import UNITS
 
@@ -30,6 +31,7 @@ KEYS = (
     ("a", "every active alert (and mark them seen)"),
     ("b", "baseline: overlay another run's curves by step (empty: none)"),
     ("P", "profile the next N steps of the running job (a request file; over ssh: the command)"),
+    ("L", "the rank's own log (the ranks view's rank; a failed run: the culprit's): n / N error lines, / search"),
     ("?", "this help"),
     ("escape", "close a dialog"),
 )
@@ -209,3 +211,100 @@ class AlertsScreen(ModalScreen[None]):
             t.append(Text(i.message))
             t.append("\n")
         yield VerticalScroll(Static(t), id="alert-list")
+
+
+class LogScreen(ModalScreen[None]):
+    """One rank's own log (``L``): its last lines, following as it grows; error lines in red and counted in
+    the title; ``n``/``N`` the next / previous error line, ``/`` a text to find (Enter: the next line that
+    holds it), ``end`` back to the newest line. What it shows comes from a :class:`mstop.view.LogPane`."""
+
+    BINDINGS = [Binding("escape,q,L", "dismiss", "close"), Binding("n", "error(1)", "next error"),
+                Binding("N", "error(-1)", "previous error"), Binding("slash", "search", "find"),
+                Binding("end", "newest", "newest", show=False)]
+
+    def __init__(self, pane: object, *, at_error: bool = False) -> None:
+        super().__init__()
+        self.pane = pane
+        self.at_error = at_error  # a failed run: open at the culprit's last error
+        self.found: str | None = None
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="log-pane"):
+            yield Static(id="log-title")
+            yield Static(id="log-errors")
+            yield RichLog(id="log-lines", wrap=False, markup=False, highlight=False, max_lines=20_000)
+            yield Input(placeholder="text to find (Enter: next line holding it; escape: close)", id="log-find")
+
+    def on_mount(self) -> None:
+        self.query_one("#log-find", Input).display = False
+        self._write(self.pane.lines)
+        if self.at_error:
+            err = self.pane.last_error()
+            if err is not None:
+                self.pane.at = err.at
+                self.call_after_refresh(self._show_at)
+        self._title()
+        self.set_interval(1.0, self._follow)
+
+    def _write(self, lines: list[str]) -> None:
+        """Add the pane's last ``len(lines)`` lines, its error lines in red."""
+        log = self.query_one("#log-lines", RichLog)
+        first = len(self.pane.lines) - len(lines)
+        errors = {i - first for i in self.pane.errors if i >= first}
+        for k, line in enumerate(lines):
+            log.write(Text(line, style="bold red" if k in errors else ""), scroll_end=None)
+
+    def _follow(self) -> None:
+        new = self.pane.read()
+        if new:
+            self._write(new)
+            self._title()
+
+    def _title(self) -> None:
+        p = self.pane
+        where = p.path or "no log"
+        n = len(p.errors)
+        at = f" · at line {p.at + 1:,}" if p.at is not None else ""  # of the lines read (the tail of a long log)
+        found = f" · finding {self.found!r}" if self.found else ""
+        self.query_one("#log-title", Static).update(Text(
+            f"rank {p.rank}'s log: {where} · {len(p.lines):,} lines · {n} error line{'s' if n != 1 else ''}"
+            f"{at}{found} · n/N errors, / find, end newest, escape close", style="bold"))
+        body = Text()
+        if p.problem:
+            body.append(p.problem + "\n", style="yellow")
+        for i in p.errors[-5:]:
+            body.append(f"{i + 1:>8}  ", style="dim")
+            body.append(Text(p.lines[i][:200] + "\n", style="red"))
+        self.query_one("#log-errors", Static).update(body)
+
+    def _show_at(self) -> None:
+        if self.pane.at is not None:
+            log = self.query_one("#log-lines", RichLog)
+            log.auto_scroll = False
+            log.scroll_to(y=max(0, self.pane.at - 2), animate=False)
+        self._title()
+
+    def action_error(self, direction: int) -> None:
+        if self.pane.next_error(forward=direction > 0) is None:
+            self.notify("no error line in this log", timeout=3)
+            return
+        self._show_at()
+
+    def action_search(self) -> None:
+        box = self.query_one("#log-find", Input)
+        box.display = True
+        box.focus()
+
+    def action_newest(self) -> None:
+        log = self.query_one("#log-lines", RichLog)
+        log.auto_scroll = True
+        self.pane.at = None
+        log.scroll_end(animate=False)
+        self._title()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        self.found = event.value or self.found
+        if self.found and self.pane.find(self.found) is None:
+            self.notify(f"{self.found!r} is in no line of this log", timeout=3)
+        self._show_at()
+        self.query_one("#log-lines", RichLog).focus()

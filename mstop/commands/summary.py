@@ -16,7 +16,7 @@ from ..safe import MAX_ITEMS, MAX_TEXT, clean
 KEYS = ("run_dir", "ranks", "step", "rows", "bad_rows", "resets", "segments", "repeated_steps", "loss",
         "loss_ema", "tokens_per_s", "mfu", "mem_headroom", "data_wait_frac", "status", "last_checkpoint",
         "alerts", "stragglers", "dropped_rows", "bad_events", "writer_errors", "refused_files", "incidents",
-        "samples_per_s", "source", "goodput", "profile", "clocks")
+        "samples_per_s", "source", "goodput", "profile", "clocks", "error_line", "log_path")
 
 
 def _json_number(v: float | None) -> Any:
@@ -28,8 +28,10 @@ def _json_number(v: float | None) -> Any:
     return "nan" if math.isnan(v) else ("inf" if v > 0 else "-inf")
 
 
-def summarize(store: Store, run_dir: str, opts: Options, health: Any = None) -> dict[str, Any]:
-    """The summary object: exactly :data:`KEYS` (``alerts`` from ``health``, a :class:`~mstop.engine.health.Health`)."""
+def summarize(store: Store, run_dir: str, opts: Options, health: Any = None,
+              specs: list[str] | None = None) -> dict[str, Any]:
+    """The summary object: exactly :data:`KEYS` (``alerts`` from ``health``, a :class:`~mstop.engine.health.Health`;
+    ``specs``: the run's sources, where the ranks' logs are looked for; ``run_dir`` by default)."""
     from ..engine.health import Health
 
     health = health or Health()
@@ -66,8 +68,38 @@ def summarize(store: Store, run_dir: str, opts: Options, health: Any = None) -> 
             "profile": figures.latest_profile(store),
             "clocks": _clocks(store, opts),
         }
+        out["error_line"], out["log_path"] = _log(store, specs or [run_dir], opts, out["status"])
     assert tuple(out) == KEYS
     return out
+
+
+def _log(store: Store, specs: list[str], opts: Options, status: str) -> tuple[str | None, str | None]:
+    """A failed or dead run's culprit (the first rank to stop, else the first that aborted): the last error
+    line its own log holds (else its abort's), and the log's path; for any other run, the job rank's log."""
+    from ..engine.endings import ending, first_line
+    from ..engine.logs import clean_lines, last_error
+    from ..sources.logs import LogTail, rank_log
+
+    rank = figures.lowest_rank(store) if store.ranks else None
+    failed = status in ("failed", "dead")
+    if failed:
+        e = ending(store, opts)
+        rank = e.first if e.first is not None else (e.aborted[0] if e.aborted else (e.died[0] if e.died else rank))
+    if rank is None:
+        return None, None
+    path = rank_log(store, specs, rank)
+    if not failed:
+        return None, path
+    err = None
+    if path is not None:
+        tail = LogTail(path)
+        tail.read()
+        err = last_error(tail.lines)
+    if err is not None:
+        return err.lines[0], path
+    aborts = store.ranks[rank].aborts if rank in store.ranks else []
+    line = first_line(str(aborts[-1].get("error") or "")) if aborts else ""
+    return (clean_lines(line)[0] if line else None), path
 
 
 def _clocks(store: Store, opts: Options) -> dict[str, Any] | None:

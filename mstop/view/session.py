@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from ..engine.endings import ending
 from ..engine.figures import Options
 from ..engine.health import Alert, Health, Rules
 from ..engine.incidents import Incident
@@ -23,12 +24,14 @@ from ..engine.smoothing import EmaSeries
 from ..engine.store import Store
 from ..safe import clean
 from ..sources import SourceError, Sources, check_spec, read_once
+from ..sources.logs import rank_log
 from ..sources.remote import parse_target
 from .alerting import Alerting, heat_marks
 from .baseline import baseline_overlay, run_part
 from .build import Carry, build_view
 from .charts import incident_marks, step_range
 from .frame import View
+from .logpane import LogPane
 
 #: Fewest seconds between two scans of the history for incidents (marks on the loss chart; a always scans).
 INCIDENTS_EVERY = 10.0
@@ -50,7 +53,7 @@ class MonitorSession:
                  clock: Callable[[], float] | None = None, ssh_options: tuple[str, ...] = (),
                  connect_timeout: float = 10.0, rules: Rules | None = None, on_alert: str | None = None,
                  baseline: str | None = None, overlays: list[tuple[str, Store]] = (), run_label: str = "",
-                 on_update: Callable[[], None] | None = None) -> None:
+                 on_update: Callable[[], None] | None = None, logs_dir: str | None = None) -> None:
         self.specs = list(specs)
         self.run_dir = clean(" ".join(self.specs), 4096)  # shown in the title: no control codes
         self.store = Store()
@@ -74,6 +77,8 @@ class MonitorSession:
         self.reading = False  # the first read of what is already written is going on
         self.job_note: str | None = None  # mstop demo: how its job ended
         self._incidents: tuple[int, float, list[Incident]] = (-1, 0.0, [])
+        self.logs_dir = logs_dir  # --logs DIR: where the ranks' own logs are (mstop.sources.logs)
+        self._culprit_log: tuple[tuple, list[str]] = ((), [])  # (key, header lines) of the culprit's last error
 
     # -- frames ----------------------------------------------------------------------
 
@@ -118,7 +123,45 @@ class MonitorSession:
             f"{clean(missing[0], 4096)} does not exist yet: waiting for it" if missing else
             f"no rank files (rank*.csv) nor MindFormers logs in {self.run_dir} yet, nor runs below it: waiting"]
         return (self.source.states() + self.store.duplicates + ([h.skew_note] if h.skew_note else [])
-                + ([self.job_note] if self.job_note else []) + empty + h.notes)
+                + ([self.job_note] if self.job_note else []) + empty + self.culprit_error(h.status) + h.notes)
+
+    # -- the ranks' own logs ---------------------------------------------------------
+
+    def log_pane(self, rank: int | None) -> LogPane:
+        """The log pane of ``rank`` (None: the job's rank, the lowest), its first lines read."""
+        if rank is None:
+            rank = min(self.store.ranks, default=0)
+        pane = LogPane(rank, rank_log(self.store, self.specs, rank, self.logs_dir))
+        pane.read()
+        return pane
+
+    def culprit(self, status: str) -> int | None:
+        """The rank a failed or dead run's header names (the first to stop, else the first that aborted)."""
+        if status not in ("failed", "dead"):
+            return None
+        e = ending(self.store, self.opts)
+        return e.first if e.first is not None else (e.aborted[0] if e.aborted else (e.died[0] if e.died else None))
+
+    def culprit_error(self, status: str) -> list[str]:
+        """For a failed or dead run, the last error its culprit's log holds, as header lines (a multi-line
+        message line by line); read again only when the log changed."""
+        rank = self.culprit(status)
+        path = rank_log(self.store, self.specs, rank, self.logs_dir) if rank is not None else None
+        if path is None:
+            return []
+        try:
+            st = os.stat(path)
+        except OSError:
+            return []
+        key = (path, st.st_size, st.st_mtime_ns)
+        if self._culprit_log[0] != key:
+            pane = LogPane(rank, path)
+            pane.read()
+            err = pane.last_error()
+            lines = [] if err is None else [f"rank {rank}'s log ({os.path.basename(path)}, L opens it): "
+                                            f"{err.lines[0]}"] + [f"    {line}" for line in err.lines[1:3]]
+            self._culprit_log = (key, lines)
+        return self._culprit_log[1]
 
     def first_read_done(self) -> None:
         """What was already there did not just arrive: its own times tell its age; and the smoothed loss,

@@ -1,0 +1,102 @@
+"""A rank's own log, read for what went wrong: error lines, tracebacks, and the last error.
+
+A MindSpore job's standard output and error hold what no metric says: the Python traceback of a failed
+rank, MindSpore's ``[ERROR] ME(...)`` lines, MindFormers' ``- ERROR -`` records, the C++ exception text a
+``RuntimeError`` carries over several lines, a ``Segmentation fault``. This module knows only lines: which
+are errors (:func:`error_indexes`), and the one that says why the rank stopped (:func:`last_error`): the
+exception line closing the last traceback with the lines of its message, else the last error line. Lines
+come in already decoded and cleaned of control codes (:func:`clean_lines`): they are shown on a terminal.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from ..safe import clean
+
+#: Longest line kept for the screen (a log line of megabytes is cut, and says so by its ellipsis).
+MAX_LINE = 2000
+
+#: The start of a Python traceback.
+TRACEBACK = "Traceback (most recent call last):"
+
+_ERROR = re.compile(
+    r"^\[(?:ERROR|CRITICAL)\]"                      # MindSpore's glog lines: [ERROR] ME(pid:tid,...)
+    r"|\s-\s(?:ERROR|CRITICAL)\s-\s"               # MindFormers' and Python logging's records
+    r"|^(?:ERROR|CRITICAL|FATAL)\b[\s:]"            # plain level-first lines
+    r"|^Traceback \(most recent call last\):"
+    r"|^(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Interrupt|Exit|Failure)(?::|$)"  # ValueError: ...
+    r"|Segmentation fault|core dumped|\bKilled\b|\bAborted\b|\bout of memory\b|\bOOM\b"
+)
+#: An exception line that closes a traceback (at the line's start: frames are indented).
+_EXCEPTION = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Interrupt|Exit|Failure|Warning)(?::|$)")
+#: Where MindSpore's multi-line exception text ends: its C++ call stack for framework developers.
+_MESSAGE_END = re.compile(r"^-{10,}|^- C\+\+ Call Stack|^\s*$|^\[(?:ERROR|WARNING|INFO|DEBUG|CRITICAL)\]")
+#: Terminal escape sequences (colours, cursor moves) that a log written for a terminal holds: dropped, as a
+#: terminal would not print them; any other control code is shown escaped (mstop.safe.clean).
+_ANSI = re.compile(r"\x1b(?:\[[0-9;?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[@-Z\\-_])")
+#: Most lines of one error message kept.
+MESSAGE_LINES = 8
+
+
+def clean_lines(text: str) -> list[str]:
+    """Lines of decoded log text, each without control codes (a progress bar's carriage returns end lines
+    too: the last state of the bar is what a terminal shows) and cut to MAX_LINE characters."""
+    lines = _ANSI.sub("", text).replace("\r\n", "\n").split("\n")
+    out = []
+    for line in lines:
+        if "\r" in line:
+            line = line.rstrip("\r").rsplit("\r", 1)[-1]
+        out.append(clean(line.expandtabs(4), MAX_LINE))
+    return out
+
+
+def is_error(line: str) -> bool:
+    """Whether a log line reports an error (see the module docstring for the forms known)."""
+    return _ERROR.search(line) is not None
+
+
+def error_indexes(lines: list[str]) -> list[int]:
+    """Indexes of the lines that report errors, in order: each traceback's first line and its exception
+    line, MindSpore's and MindFormers' error records, crashes (the n/N keys jump between them)."""
+    return [i for i, line in enumerate(lines) if is_error(line)]
+
+
+@dataclass
+class LastError:
+    """Why a rank stopped, as its log says: the message's lines (the first is the exception or error line),
+    and where in the log it is."""
+
+    lines: list[str]
+    at: int  # index of its first line in the lines read
+
+    @property
+    def text(self) -> str:
+        """The message, its lines joined by newlines (never escaped: shown as lines)."""
+        return "\n".join(self.lines)
+
+
+def last_error(lines: list[str]) -> LastError | None:
+    """The error that ended the log: the exception line after the last traceback (with the lines of its
+    message, up to MESSAGE_LINES or the C++ call stack), else the last error line; None when no line
+    reports an error."""
+    tb = max((i for i, line in enumerate(lines) if line.startswith(TRACEBACK)), default=None)
+    if tb is not None:
+        for i in range(tb + 1, len(lines)):
+            if _EXCEPTION.match(lines[i]):
+                return LastError(_message(lines, i), i)
+    found = [i for i in error_indexes(lines) if not lines[i].startswith(TRACEBACK)]
+    if not found:
+        return None
+    return LastError(_message(lines, found[-1]), found[-1])
+
+
+def _message(lines: list[str], i: int) -> list[str]:
+    """Line ``i`` and the lines that continue its message."""
+    out = [lines[i]]
+    for line in lines[i + 1: i + MESSAGE_LINES]:
+        if _MESSAGE_END.match(line) or _EXCEPTION.match(line) or line.startswith(TRACEBACK):
+            break
+        out.append(line)
+    return out

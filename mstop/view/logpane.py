@@ -1,0 +1,88 @@
+"""The log pane's content (the monitor's ``L``): one rank's log lines, its error lines, and search.
+
+What the pane draws comes from here, so it can be built and tested without a screen: :class:`LogPane`
+follows the file (:class:`mstop.sources.logs.LogTail`), knows which lines are errors
+(:mod:`mstop.engine.logs`), and answers the keys: the next or previous error line (``n``/``N``) and the next
+line holding a text (``/``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..engine.logs import LastError, error_indexes, is_error, last_error
+from ..sources.logs import LogTail
+
+
+@dataclass
+class LogPane:
+    """One rank's log as the pane shows it."""
+
+    rank: int
+    path: str | None
+    tail: LogTail | None = None
+    errors: list[int] = field(default_factory=list)  # indexes of error lines in ``lines``
+    at: int | None = None  # the line the keys moved to (shown at the top)
+
+    def __post_init__(self) -> None:
+        if self.path is not None and self.tail is None:
+            self.tail = LogTail(self.path)
+
+    @property
+    def lines(self) -> list[str]:
+        return self.tail.lines if self.tail is not None else []
+
+    @property
+    def problem(self) -> str | None:
+        """Why there is nothing to show: no log known for the rank, or it cannot be read."""
+        if self.path is None:
+            return (f"no log is known for rank {self.rank}: a writer's run records where its standard output "
+                    "goes when that is a file (msrun, nohup, > train.log); give the folder with --logs DIR")
+        return self.tail.error if self.tail is not None else None
+
+    def read(self) -> list[str]:
+        """Read what the log gained; return the new lines (error lines are indexed as they come)."""
+        if self.tail is None:
+            return []
+        before = len(self.tail.lines)
+        dropped = self.tail.dropped
+        new = self.tail.read()
+        shift = self.tail.dropped - dropped  # lines dropped from the start to keep MAX_LINES
+        if shift:
+            self.errors = [i - shift for i in self.errors if i >= shift]
+            before -= shift
+            if self.at is not None:
+                self.at = max(0, self.at - shift)
+        self.errors += [before + k for k, line in enumerate(new) if is_error(line)]
+        return new
+
+    def last_error(self) -> LastError | None:
+        return last_error(self.lines)
+
+    def next_error(self, forward: bool = True) -> int | None:
+        """The error line after (``forward``) or before the current one; wraps around; None without any."""
+        if not self.errors:
+            return None
+        at = self.at if self.at is not None else (-1 if forward else len(self.lines))
+        later = [i for i in self.errors if i > at] if forward else [i for i in self.errors if i < at]
+        self.at = (later[0] if forward else later[-1]) if later else (self.errors[0] if forward else self.errors[-1])
+        return self.at
+
+    def find(self, text: str, forward: bool = True) -> int | None:
+        """The next line (after the current one, wrapping) holding ``text`` (case-insensitive); None if none."""
+        if not text:
+            return None
+        needle, lines = text.lower(), self.lines
+        n = len(lines)
+        start = self.at if self.at is not None else (-1 if forward else n)
+        for k in range(1, n + 1):
+            i = (start + k) % n if forward else (start - k) % n
+            if needle in lines[i].lower():
+                self.at = i
+                return i
+        return None
+
+
+def errors_of(lines: list[str]) -> list[int]:
+    """The error lines' indexes (mstop.engine.logs)."""
+    return error_indexes(lines)
