@@ -103,7 +103,7 @@ async def test_a_failed_real_job_s_traceback_is_named_and_opened(tmp_path):
     (start,) = [e for e in read_events(run / "rank0.events.jsonl") if e["kind"] == "start"]
     assert start["logs"] == [str(log)]
     app = MonitorApp(str(run), follow=False)
-    async with app.run_test(size=(140, 40)) as pilot:
+    async with app.run_test(size=(200, 40)) as pilot:  # wide: the header cuts a long note in its middle
         await settle(pilot, lambda: "train.log" in text(app.query_one(Header)))
         head = text(app.query_one(Header))
         assert "rank 0's log (train.log, L opens it): ValueError: batch 15 holds a NaN label" in head, head
