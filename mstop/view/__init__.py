@@ -10,6 +10,7 @@
     session.py   MonitorSession: the monitor's store, sources, health, alerting, baseline and overlays; each
                  frame returned with what is new (alerts to tell, a history scan due), no screen code
     runs.py      the runs list's rows: each run's figures, status and note, sorted and filtered
+    logpane.py   the log pane's content (L): a rank's log lines, its error lines, n/N and / answered
 
 Nothing here imports textual, so a frame can be tested, printed or drawn by another front end.
 """
