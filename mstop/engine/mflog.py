@@ -582,10 +582,13 @@ class MfLogParser:
         if self._lm_base is not None and self._lm_base[0] == epoch:
             base = self._lm_base[1]
         else:
-            size = self._lm_size.get(epoch - 1) or max(self._lm_size.values(), default=0)
+            # an earlier epoch not seen (a log that begins at epoch 2: rotated, or a resumed job) is guessed
+            # from the epochs before this one only: this epoch's own growing size would move its base with
+            # every line (steps 1, 3, 5 ...); the base then holds for the epoch, guessed or not
+            earlier = [v for e, v in self._lm_size.items() if e < epoch]
+            size = self._lm_size.get(epoch - 1) or max(earlier, default=0)
             base = sum(self._lm_size.get(e, size) for e in range(1, epoch))
-            if all(e in self._lm_size for e in range(1, epoch)):  # no size guessed: it holds for the epoch
-                self._lm_base = (epoch, base)
+            self._lm_base = (epoch, base)
         self._lm_epoch = epoch
         self._lm_size[epoch] = max(self._lm_size.get(epoch, 0), step)
         gstep = base + step
