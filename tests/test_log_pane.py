@@ -82,6 +82,29 @@ def test_a_log_read_from_its_tail_then_as_it_grows(tmp_path):
     assert f.read() == [] and "not a regular file" in (f.error or "")
 
 
+def test_error_lines_are_found_in_a_log_longer_than_its_tail_and_past_the_lines_kept(tmp_path, monkeypatch):
+    """A log over TAIL_BYTES is read from inside a line (that piece left out), and one of more than MAX_LINES
+    lines keeps the newest: the error lines' indexes still point at the error lines."""
+    from mstop.sources import logs
+    from mstop.view.logpane import LogPane
+
+    p = tmp_path / "train.log"
+    p.write_text("x" * 100 + "\n" + "".join(f"step {i}\n" for i in range(200)) + MINDSPORE + "\nstep 200\n")
+    monkeypatch.setattr(logs, "TAIL_BYTES", 1000)
+    pane = LogPane(0, str(p))
+    pane.read()
+    assert pane.lines[0].startswith("step ") and [pane.lines[i] for i in pane.errors] == [MINDSPORE]
+    monkeypatch.setattr(logs, "MAX_LINES", 50)
+    with open(p, "a") as f:
+        f.write("".join(f"more {i}\n" for i in range(30)) + MINDFORMERS + "\n")
+    pane.read()
+    assert len(pane.lines) == 50 and [pane.lines[i] for i in pane.errors] == [MINDSPORE, MINDFORMERS]
+    with open(p, "a") as f:
+        f.write("".join(f"again {i}\n" for i in range(60)))
+    pane.read()
+    assert pane.errors == [] and pane.lines[-1] == "again 59"
+
+
 def _failing_job(tmp_path: Path) -> tuple[Path, Path]:
     pytest.importorskip("mindspore", reason="a real job needs MindSpore: pip install -e '.[mindspore]'")
     run, log = tmp_path / "run", tmp_path / "train.log"

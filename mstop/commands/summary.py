@@ -77,24 +77,18 @@ def _log(store: Store, specs: list[str], opts: Options, status: str) -> tuple[st
     """A failed or dead run's culprit (the first rank to stop, else the first that aborted): the last error
     line its own log holds (else its abort's), and the log's path; for any other run, the job rank's log."""
     from ..engine.endings import ending, first_line
-    from ..engine.logs import clean_lines, last_error
-    from ..sources.logs import LogTail, rank_log
+    from ..engine.logs import clean_lines
+    from ..sources.logs import job_rank_of, last_error_of, rank_log
 
-    rank = figures.lowest_rank(store) if store.ranks else None
-    failed = status in ("failed", "dead")
-    if failed:
-        e = ending(store, opts)
-        rank = e.first if e.first is not None else (e.aborted[0] if e.aborted else (e.died[0] if e.died else rank))
-    if rank is None:
+    if not store.ranks:
         return None, None
+    failed = status in ("failed", "dead")
+    culprit = ending(store, opts).culprit if failed else None
+    rank = culprit if culprit is not None else job_rank_of(store)
     path = rank_log(store, specs, rank)
     if not failed:
         return None, path
-    err = None
-    if path is not None:
-        tail = LogTail(path)
-        tail.read()
-        err = last_error(tail.lines)
+    err = last_error_of(path) if path is not None else None
     if err is not None:
         return err.lines[0], path
     aborts = store.ranks[rank].aborts if rank in store.ranks else []

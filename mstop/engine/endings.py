@@ -33,6 +33,14 @@ class Ending:
     ahead: float = 0.0  # seconds the first stopped before the next one
     steps: dict[int, int | None] = field(default_factory=dict)  # rank -> its last step
 
+    @property
+    def culprit(self) -> int | None:
+        """The rank a failed or dead run is laid at: the first to stop, else the first that aborted, else the
+        first that died (the log pane opens its log; the header and summary name its last error)."""
+        if self.first is not None:
+            return self.first
+        return (self.aborted or self.died or [None])[0]
+
 
 def ending(store: Store, opts: Options) -> Ending:
     """How each rank's last session ended (ranks with rows or a start), and who stopped first: the rank

@@ -19,9 +19,11 @@ import os
 import stat
 from dataclasses import dataclass, field
 
-from ..engine.logs import clean_lines
+from ..engine.logs import LastError, clean_lines, last_error
 from ..engine.store import Store
 from .mflog import LOG_NAME, MSRUN_DIR, find_logs
+from .protocol import SourceError
+from .remote import parse_target
 
 #: How much of a log's end is read when it is opened (about 10,000 lines of 100 characters).
 TAIL_BYTES = 1 << 20
@@ -44,8 +46,11 @@ def candidates(store: Store, specs: list[str], rank: int, logs_dir: str | None =
         out += [os.path.join(logs_dir, f"worker_{rank}.log"), os.path.join(logs_dir, f"rank_{rank}", LOG_NAME),
                 os.path.join(logs_dir, MSRUN_DIR, f"worker_{rank}.log")]
     for spec in specs:
-        if ":" in spec and not os.path.exists(spec):
-            continue  # host:/path: the log is on the other host
+        try:
+            if parse_target(spec) is not None:
+                continue  # host:/path: the log is on the other host
+        except SourceError:
+            continue
         found = find_logs(spec).get(rank)
         if found is not None:
             folder, name = found
@@ -68,7 +73,7 @@ class LogTail:
     lines: list[str] = field(default_factory=list)
     offset: int = 0
     error: str | None = None  # why it cannot be read now
-    dropped: int = 0  # lines dropped from the start (MAX_LINES), or before the tail read at first
+    dropped: int = 0  # lines dropped from the start of ``lines`` to keep MAX_LINES
     _ident: tuple[int, int] | None = None
     _partial: bytes = b""
 
@@ -107,10 +112,25 @@ class LogTail:
         body = data[: cut + 1]
         if mid_line:
             body = body[body.find(b"\n") + 1:]
-            self.dropped += 1
         new = notes + (clean_lines(body.decode("utf-8", "replace"))[:-1] if body else [])
         self.lines += new
         if len(self.lines) > MAX_LINES:
             self.dropped += len(self.lines) - MAX_LINES
             del self.lines[: len(self.lines) - MAX_LINES]
         return new
+
+
+def last_error_of(path: str) -> LastError | None:
+    """The last error a log's tail holds (mstop.engine.logs.last_error), read once; None without one."""
+    tail = LogTail(path)
+    tail.read()
+    return last_error(tail.lines)
+
+
+def job_rank_of(store: Store) -> int:
+    """The rank whose log stands for the job: the lowest with rows (figures.lowest_rank), else the lowest
+    known (a job that died before its first row), else 0."""
+    from ..engine.figures import lowest_rank
+
+    got = lowest_rank(store) if store.ranks else None
+    return got if got is not None else min(store.ranks, default=0)

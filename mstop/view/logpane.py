@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..engine.logs import LastError, error_indexes, is_error, last_error
+from ..engine.logs import LastError, is_error, last_error
 from ..sources.logs import LogTail
 
 
@@ -44,16 +44,15 @@ class LogPane:
         """Read what the log gained; return the new lines (error lines are indexed as they come)."""
         if self.tail is None:
             return []
-        before = len(self.tail.lines)
         dropped = self.tail.dropped
         new = self.tail.read()
         shift = self.tail.dropped - dropped  # lines dropped from the start to keep MAX_LINES
         if shift:
             self.errors = [i - shift for i in self.errors if i >= shift]
-            before -= shift
             if self.at is not None:
                 self.at = max(0, self.at - shift)
-        self.errors += [before + k for k, line in enumerate(new) if is_error(line)]
+        first = len(self.tail.lines) - len(new)  # where the new lines begin (below 0: some already dropped)
+        self.errors += [first + k for k, line in enumerate(new) if first + k >= 0 and is_error(line)]
         return new
 
     def last_error(self) -> LastError | None:
@@ -82,7 +81,3 @@ class LogPane:
                 return i
         return None
 
-
-def errors_of(lines: list[str]) -> list[int]:
-    """The error lines' indexes (mstop.engine.logs)."""
-    return error_indexes(lines)

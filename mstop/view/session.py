@@ -24,7 +24,7 @@ from ..engine.smoothing import EmaSeries
 from ..engine.store import Store
 from ..safe import clean
 from ..sources import SourceError, Sources, check_spec, read_once
-from ..sources.logs import rank_log
+from ..sources.logs import job_rank_of, last_error_of, rank_log
 from ..sources.remote import parse_target
 from .alerting import Alerting, heat_marks
 from .baseline import baseline_overlay, run_part
@@ -130,7 +130,7 @@ class MonitorSession:
     def log_pane(self, rank: int | None) -> LogPane:
         """The log pane of ``rank`` (None: the job's rank, the lowest), its first lines read."""
         if rank is None:
-            rank = min(self.store.ranks, default=0)
+            rank = job_rank_of(self.store)
         pane = LogPane(rank, rank_log(self.store, self.specs, rank, self.logs_dir))
         pane.read()
         return pane
@@ -139,8 +139,7 @@ class MonitorSession:
         """The rank a failed or dead run's header names (the first to stop, else the first that aborted)."""
         if status not in ("failed", "dead"):
             return None
-        e = ending(self.store, self.opts)
-        return e.first if e.first is not None else (e.aborted[0] if e.aborted else (e.died[0] if e.died else None))
+        return ending(self.store, self.opts).culprit
 
     def culprit_error(self, status: str) -> list[str]:
         """For a failed or dead run, the last error its culprit's log holds, as header lines (a multi-line
@@ -155,9 +154,7 @@ class MonitorSession:
             return []
         key = (path, st.st_size, st.st_mtime_ns)
         if self._culprit_log[0] != key:
-            pane = LogPane(rank, path)
-            pane.read()
-            err = pane.last_error()
+            err = last_error_of(path)
             lines = [] if err is None else [f"rank {rank}'s log ({os.path.basename(path)}, L opens it): "
                                             f"{err.lines[0]}"] + [f"    {line}" for line in err.lines[1:3]]
             self._culprit_log = (key, lines)
