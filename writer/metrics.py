@@ -22,9 +22,10 @@ from typing import Any, Callable
 
 from . import __version__
 from ._files import LineFile, read_regular
+from .devices import device_id_of
 from .hardware import flops_per_token as _flops_formula
 from .hardware import host_memory_limit, host_peak_rss, host_rss, lookup_peak
-from .schema import COLUMNS, HEARTBEAT_INTERVAL, SCHEMA_VERSION, csv_name, events_name
+from .schema import COLUMNS, DEVICE_INTERVAL, HEARTBEAT_INTERVAL, SCHEMA_VERSION, csv_name, events_name
 
 log = logging.getLogger("mstop_writer")
 
@@ -242,7 +243,7 @@ def _git_commit(start: str) -> str | None:
 #: Options that are counts (whole numbers) and amounts (numbers) of :class:`MetricsWriter`.
 _COUNTS = ("n_params", "n_layers", "n_heads", "head_dim", "seq_len", "total_steps")
 _AMOUNTS = {"tokens_per_step": True, "samples_per_step": True, "flops_per_token": False, "peak_flops": False,
-            "heartbeat_interval": False, "memory_interval": True}  # name -> zero allowed
+            "heartbeat_interval": False, "memory_interval": True, "device_interval": True}  # name -> zero allowed
 
 
 #: seconds close() waits for a profile being summarised (training is over by then; the analysis takes
@@ -320,6 +321,8 @@ class WriterOptions:
     parallel_mode: str | None = None
     heartbeat_interval: float = HEARTBEAT_INTERVAL
     memory_interval: float = 1.0
+    #: seconds between two samples of the host's NPUs with npu-smi (one process per host; 0: never)
+    device_interval: float = DEVICE_INTERVAL
     #: the unix time written in ``time`` columns (injectable for tests; durations use perf_counter)
     clock: Callable[[], float] = time.time
     #: for options the caller filled in itself (``MstopCallback``), where each came from
@@ -388,6 +391,7 @@ class MetricsWriter:
         steps = o.profile_steps
         self.event("start", **self._start_fields(o, start, rank_source, o.detected_from or {}), profile_steps=steps)
         self.profile = self._profile_window(steps)
+        self.devices = self._device_sampler(o.device_interval)
         self._hb_stop = threading.Event()
         self._hb = threading.Thread(target=self._heartbeat, args=(o.heartbeat_interval,),
                                     name=f"mstop-heartbeat-{self.rank}", daemon=True)
@@ -442,6 +446,22 @@ class MetricsWriter:
         return ProfileWindow(self.run_dir, self.rank, lambda kind, **f: self.event(kind, session=self.session, **f),
                              steps=steps, world_size=self.world_size)
 
+    def _device_sampler(self, interval: float) -> Any:
+        """The host's NPU sampler (mstop_writer.devices), or None where there is no ``npu-smi``. The lowest
+        local rank tries to take the host first; the others one interval later (and on, in case it ends)."""
+        from .devices import DeviceSampler
+
+        try:
+            local = int(os.environ.get("DEVICE_ID") or os.environ.get("LOCAL_RANK") or 0)
+        except ValueError:
+            local = 0
+        try:
+            return DeviceSampler.start_if_present(self.run_dir, interval, warn=self._warn, event=self.event,
+                                                  clock=self._clock, first_try=interval if local > 0 else 0.0)
+        except Exception as e:  # noqa: BLE001 - no sampling rather than no training
+            self._warn(f"device sampling not started: {type(e).__name__}: {e}", key="devices:start")
+            return None
+
     def _start_fields(self, o: WriterOptions, hardware: dict[str, Any], rank_source: str,
                       detected_from: Mapping[str, str]) -> dict[str, Any]:
         """The ``start`` event: who, where, what, and the source of every figure MFU is computed from."""
@@ -461,6 +481,7 @@ class MetricsWriter:
             parallel_mode=o.parallel_mode, total_steps=o.total_steps, step_offset=self.step_offset,
             argv=list(sys.argv), env={k: v for k, v in os.environ.items() if k.startswith(("MS_", "RANK_"))},
             git_commit=_git_commit(os.getcwd()), cwd=os.getcwd(), logs=log_files(),
+            device_id=device_id_of(), device_interval=o.device_interval,
         )
 
     # -- public API ----------------------------------------------------------
@@ -542,6 +563,8 @@ class MetricsWriter:
             return
         self.profile.wait(PROFILE_WAIT)  # a profile being summarised: its event is written before the end
         self._closed = True
+        if self.devices is not None:
+            self.devices.stop()
         self._hb_stop.set()
         if self._hb is not threading.current_thread():
             self._hb.join(timeout=5)

@@ -72,6 +72,7 @@ EVENT_KINDS: tuple[str, ...] = (
     "writer_error",
     "profile",  # a profiler window's summary (mstop_writer.profiling)
     "profile_request",  # a profile.request taken: the steps it will profile
+    "devices",  # the host's device sampling started, failed or works again (mstop_writer.devices)
 )
 
 #: Seconds between two ``heartbeat`` events of a live process: a reader calls a rank dead after 3 missed ones
@@ -88,6 +89,56 @@ RANK_DIGITS = "(0|[1-9][0-9]{0,6})"
 #: these and nothing else: a file named otherwise is no rank file, and its name is never used as a path.
 CSV_PATTERN = rf"rank{RANK_DIGITS}\.csv"
 EVENTS_PATTERN = rf"rank{RANK_DIGITS}\.events\.jsonl"
+
+
+#: The columns of ``host_<name>.devices.csv``: one row per chip per sample of the host's NPUs
+#: (mstop_writer.devices), in this order.
+DEVICE_COLUMNS: tuple[str, ...] = (
+    "time",
+    "host",
+    "npu",
+    "chip",
+    "device",
+    "name",
+    "health",
+    "aicore",
+    "hbm_used",
+    "hbm_total",
+    "memory_used",
+    "memory_total",
+    "temperature",
+    "power",
+    "aivector",
+    "aicpu",
+    "ctrlcpu",
+    "hbm_bandwidth",
+    "bus_id",
+    "pids",
+    "error_code",
+    "source",
+)
+
+#: Unit of each devices column.
+DEVICE_UNITS: dict[str, str] = {
+    "time": "s (unix)", "host": "", "npu": "npu-smi's NPU id", "chip": "npu-smi's chip id",
+    "device": "logical device id (DEVICE_ID)", "name": "", "health": "OK/Warning/Alarm/Critical/UNKNOWN",
+    "aicore": "fraction", "hbm_used": "bytes", "hbm_total": "bytes", "memory_used": "bytes",
+    "memory_total": "bytes", "temperature": "degrees C", "power": "W", "aivector": "fraction",
+    "aicpu": "fraction", "ctrlcpu": "fraction", "hbm_bandwidth": "fraction", "bus_id": "",
+    "pids": "process ids, space-separated", "error_code": "", "source": "npu-smi commands read",
+}
+
+#: Seconds between two samples of the host's NPUs (``device_interval``): 0 turns sampling off.
+DEVICE_INTERVAL = 10.0
+
+#: A host name as devices file names carry it (mstop_writer.devices.host_name)
+HOST_CHARS = "[A-Za-z0-9._-]{1,64}"
+DEVICES_PATTERN = rf"host_({HOST_CHARS})\.devices\.csv"
+
+
+def devices_name(host: str) -> str:
+    """Return the devices file name of ``host`` (already reduced to HOST_CHARS)."""
+    return f"host_{host}.devices.csv"
 
 
 def file_kind(mode: int) -> str:
