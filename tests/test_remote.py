@@ -232,6 +232,17 @@ def test_the_follower_knows_rank_files_as_the_schema_names_them(name):
     assert bool(follower.NAME.match(name)) == schema
 
 
+@pytest.mark.parametrize("name", ["host_node-1.devices.csv", "host_a.b_c.devices.csv", "host_.devices.csv",
+                                  "host_a/b.devices.csv", "host_x.devices.csv.1", "host_" + "n" * 65 + ".devices.csv"])
+def test_the_follower_knows_devices_files_as_the_schema_names_them(name):
+    import re
+
+    from mstop.sources import follower
+    from mstop_writer.schema import DEVICES_PATTERN
+
+    assert bool(follower.DEVICES.match(name)) == bool(re.fullmatch(DEVICES_PATTERN, name))
+
+
 def _mf_log(folder: Path, first: int, last: int, total: int) -> list[str]:
     from tests.mflines import Log
 

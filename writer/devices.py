@@ -291,6 +291,7 @@ class Call:
         self.kind: str | None = None
         self.message = ""
         self.stuck = False
+        what = " ".join([os.path.basename(argv[0])] + argv[1:])  # "npu-smi info -t usages -i 3"
         try:
             p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                  start_new_session=True)
@@ -300,13 +301,13 @@ class Call:
         try:
             out, err = p.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
-            self.kind, self.message = "timeout", f"{' '.join(argv[1:])} took over {timeout:g} s: killed"
+            self.kind, self.message = "timeout", f"{what} took over {timeout:g} s: killed"
             self._kill(p)
             return
         if p.returncode != 0:
             first = (err or out).decode("utf-8", "replace").strip().splitlines()[:1]
             self.kind = "exit"
-            self.message = f"{' '.join(argv[1:])} failed (exit {p.returncode}){': ' + first[0][:200] if first else ''}"
+            self.message = f"{what} failed (exit {p.returncode}){': ' + first[0][:200] if first else ''}"
             return
         self.out = out.decode("utf-8", "replace")
 

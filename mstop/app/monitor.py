@@ -38,6 +38,7 @@ from .widgets import (
     AlertsPanel,
     Chart,
     DataPanel,
+    DeviceStrip,
     Header,
     HeatStrip,
     LossPanel,
@@ -151,6 +152,7 @@ class MonitorScreen(Screen[None]):
             with Horizontal(id="rank-pane"):
                 yield RankDetail(id="rank-detail")
                 yield Chart(id="rank-chart")
+            yield DeviceStrip(id="device-strip")
             yield RanksTable(id="ranks")
         yield Footer()
 
@@ -278,6 +280,7 @@ class MonitorScreen(Screen[None]):
             self.query_one(Header).show(v)
             self.query_one(AlertsPanel).show(v)
             if ranks_view:
+                self.query_one(DeviceStrip).show(v)
                 self.query_one(RanksTable).show(v)
                 self._show_detail(v)
             else:

@@ -6,7 +6,7 @@ import math
 from typing import Any
 
 from .. import fmt
-from ..engine import figures
+from ..engine import devices, figures
 from ..engine.figures import Options
 from ..engine.incidents import steps_text
 from ..engine.store import Store
@@ -16,7 +16,7 @@ from ..safe import MAX_ITEMS, MAX_TEXT, clean
 KEYS = ("run_dir", "ranks", "step", "rows", "bad_rows", "resets", "segments", "repeated_steps", "loss",
         "loss_ema", "tokens_per_s", "mfu", "mem_headroom", "data_wait_frac", "status", "last_checkpoint",
         "alerts", "stragglers", "dropped_rows", "bad_events", "writer_errors", "refused_files", "incidents",
-        "samples_per_s", "source", "goodput", "profile", "clocks", "error_line", "log_path")
+        "samples_per_s", "source", "goodput", "profile", "clocks", "error_line", "log_path", "devices")
 
 
 def _json_number(v: float | None) -> Any:
@@ -69,6 +69,9 @@ def summarize(store: Store, run_dir: str, opts: Options, health: Any = None,
             "clocks": _clocks(store, opts),
         }
         out["error_line"], out["log_path"] = _log(store, specs or [run_dir], opts, out["status"])
+        d = devices.summary(store) if store.devices else None
+        out["devices"] = {k: _json_number(v) if isinstance(v, float) else v for k, v in d.public().items()} \
+            if d is not None else None
     assert tuple(out) == KEYS
     return out
 

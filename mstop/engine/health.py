@@ -18,13 +18,14 @@ from typing import Any
 import numpy as np
 
 from .. import fmt
-from . import endings, figures
+from . import devices, endings, figures
 from .config import read_settings
 from .figures import Options
 from .store import RankData, Store
 
 KINDS = ("nan_loss", "loss_spike", "grad_spike", "overflow", "oom_risk", "data_starvation", "throughput_drop",
-         "stalled", "no_checkpoint", "straggler", "dead_rank", "lagging_rank", "job_dead", "job_failed")
+         "stalled", "no_checkpoint", "straggler", "dead_rank", "lagging_rank", "job_dead", "job_failed",
+         "device_unhealthy", "device_hot", "hbm_full", "aicore_idle")
 #: what a run's history shows: still true of a run that ended (finished, dead or failed)
 HISTORY_KINDS = ("nan_loss", "loss_spike", "grad_spike", "overflow")
 #: statuses of a run that is no longer running: only its history's alerts (and job_dead/job_failed) hold
@@ -56,15 +57,21 @@ class Rules:
     heartbeat_s: float = 30.0  # heartbeat interval when no start event gives one (writers before it did)
     dead_after: float = 3.0  # a rank is dead after this many heartbeat intervals without a sign of life
     lag_steps: int = 10  # a lagging rank: its latest step this many steps behind the median
+    device_temp_c: float = 85.0  # a device hotter than this (degrees C; mstop's default, not a device's spec)
+    hbm_full: float = 0.97  # a device's HBM at least this full ...
+    hbm_job_room: float = 0.20  # ... while its rank's own memory figure leaves it at least this much room
+    aicore_idle: float = 0.05  # a device's AICore under this fraction ...
+    aicore_idle_s: float = 60.0  # ... in every sample of this many seconds while its rank's steps run
 
     def __post_init__(self) -> None:
         """A setting out of its range is an error naming the range (``data_wait = 15`` would turn the rule off,
         ``oom_critical = 5`` would read as 500 %)."""
-        for name in ("oom_critical", "data_wait", "throughput_fraction", "straggler_margin"):
+        for name in ("oom_critical", "data_wait", "throughput_fraction", "straggler_margin", "hbm_full",
+                     "hbm_job_room", "aicore_idle"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v < 1:
                 raise ValueError(f"health setting {name} must be a fraction over 0 and under 1, got {v!r}")
-        for name in ("spike_k", "straggler_m", "heartbeat_s", "dead_after"):
+        for name in ("spike_k", "straggler_m", "heartbeat_s", "dead_after", "device_temp_c", "aicore_idle_s"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
                 raise ValueError(f"health setting {name} must be a positive number, got {v!r}")
@@ -214,6 +221,7 @@ def evaluate(store: Store, rules: Rules, opts: Options) -> list[Alert]:
             out += _throughput_drop(store, d, rules)
         out += _oom(store, rules)
         out += _starvation(store, rules)
+        out += _device_alerts(store, rules)
         out += _stragglers(store, rules)
         alive, dead, basis = _liveness(store, rules, opts)
         out += dead
@@ -482,3 +490,90 @@ def _lagging(store: Store, rules: Rules, alive: list[int]) -> list[Alert]:
     return [Alert("lagging_rank", r, int(s), f"rank {r} is at step {int(s)}, {ref - s:.0f} steps behind {what} "
                                               f"({int(ref)}) and alive", severity=ref - s)
             for r, s in lasts.items() if ref - s > rules.lag_steps]
+
+
+def _device_alerts(store: Store, rules: Rules) -> list[Alert]:
+    """The NPUs' rules (mstop.engine.devices): a device not healthy, one too hot, HBM near full while the
+    rank's own figure leaves room, AICore idle while the rank's steps run. Each alert is its rank's (the
+    rank on that device); devices no rank is joined to share one alert per kind."""
+    if not store.devices:
+        return []
+    now = devices.current(store)
+    owner: dict[tuple[str, int, int], int] = {}
+    for r, k in sorted(devices.rank_devices(store).items()):
+        owner.setdefault(k, r)
+    found: dict[str, list[tuple[int | None, float, str]]] = {}
+    for k, s in sorted(now.items()):
+        r = owner.get(k)
+        for kind, severity, message in _device_conditions(store, rules, s, r):
+            found.setdefault(kind, []).append((r, severity, message))
+    out = []
+    step = figures.step(store)
+    for kind, items in found.items():
+        lone = [m for r, _, m in items if r is None]
+        out += [Alert(kind, r, step, m, severity=sev) for r, sev, m in items if r is not None]
+        if lone:
+            out.append(Alert(kind, None, step, lone[0] + (f" (and {len(lone) - 1} more devices)" if len(lone) > 1
+                                                           else ""), detail="\n".join(lone[1:])))
+    return out
+
+
+def _device_conditions(store: Store, rules: Rules, s: Any, rank: int | None) -> list[tuple[str, float, str]]:
+    """What is wrong with one device now: (kind, severity, message) for each rule that holds."""
+    who = s.label + (f" (rank {rank})" if rank is not None else "")
+    out = []
+    if not s.healthy:
+        code = f", error code {s.error_code}" if s.error_code else ""
+        out.append(("device_unhealthy", 1.0, f"{who}: health {s.health}{code} (npu-smi)"))
+    if s.temperature is not None and s.temperature > rules.device_temp_c:
+        out.append(("device_hot", s.temperature, f"{who}: {s.temperature:.0f} °C (limit {rules.device_temp_c:g} °C)"))
+    share = s.memory_share
+    if share is not None and share >= rules.hbm_full:
+        room = _own_room(store, rank)
+        if room is None or room >= rules.hbm_job_room:
+            own = "" if room is None else (f" while the job's own figure leaves {fmt.pct(room)} free: memory held "
+                                           "outside MindSpore's pool (another process?) or a pool reserved past "
+                                           "what the job counts")
+            out.append(("hbm_full", share, f"{who}: HBM {fmt.pct(share)} full{own}"))
+    idle = _idle(store, rules, s, rank)
+    if idle is not None:
+        out.append(("aicore_idle", 1.0 - idle, f"{who}: AICore {fmt.pct(idle)} over the last "
+                    f"{fmt.duration(rules.aicore_idle_s)} while its steps run: host-bound or starving"
+                    f"{_wait_note(store, rank)}"))
+    return out
+
+
+def _own_room(store: Store, rank: int | None) -> float | None:
+    """The share of its device memory the rank's own last figure leaves free; None unless it measures device
+    memory (a host-memory figure says nothing of the NPU)."""
+    d = store.ranks.get(rank) if rank is not None else None
+    if d is None or not d.rows or (d.last_start or {}).get("memory_source") != "device":
+        return None
+    used, total = float(d.col("mem_used")[-1]), float(d.col("mem_total")[-1])
+    return 1.0 - used / total if np.isfinite(used) and np.isfinite(total) and total > 0 else None
+
+
+def _idle(store: Store, rules: Rules, s: Any, rank: int | None) -> float | None:
+    """The device's mean AICore when every sample of the last ``aicore_idle_s`` seconds (at least 3) is under
+    ``aicore_idle`` while its rank wrote rows in that span (both on the host's clock); else None."""
+    d = store.ranks.get(rank) if rank is not None else None
+    got = [x.aicore for x in devices.recent(store, s.key, rules.aicore_idle_s) if x.aicore is not None]
+    if d is None or d.rows < 2 or len(got) < 3 or max(got) >= rules.aicore_idle:
+        return None
+    times = d.col("time")
+    if np.count_nonzero(times >= s.time - rules.aicore_idle_s) < 2:
+        return None  # the rank's steps are not running either: a stall, not an idle device
+    return sum(got) / len(got)
+
+
+def _wait_note(store: Store, rank: int | None) -> str:
+    d = store.ranks.get(rank) if rank is not None else None
+    if d is None:
+        return ""
+    frac = figures.rank_data_wait_frac(store)
+    w = figures.window(store)
+    if rank in w.ranks:
+        f = float(frac[w.ranks.index(rank)])
+        if np.isfinite(f):
+            return f" (rank {rank} waits on input {fmt.pct(f)} of its step time)"
+    return ""

@@ -140,6 +140,7 @@ class RankData:
     #: ``lost`` events: a launcher (msrun's scheduler) lost the rank (timed out: exited abnormally or stopped)
     losts: list[dict[str, Any]] = field(default_factory=list)
     writer_errors: list[dict[str, Any]] = field(default_factory=list)  # the writer said it failed at something
+    device_events: list[dict[str, Any]] = field(default_factory=list)  # its host's device sampling (devices)
     profiles: list[dict[str, Any]] = field(default_factory=list)  # profile events (mstop_writer.profiling)
     #: (first, last) steps run under the profiler (asked for, planned or done): slowed, so out of the figures
     profiled: list[tuple[float, float]] = field(default_factory=list)
@@ -224,6 +225,7 @@ class RankData:
         c.starts, c.ends = dict(self.starts), dict(self.ends)
         c.checkpoints, c.evals = list(self.checkpoints), list(self.evals)
         c.aborts, c.losts, c.writer_errors = list(self.aborts), list(self.losts), list(self.writer_errors)
+        c.device_events = list(self.device_events)
         c.profiles, c.profiled = list(self.profiles), list(self.profiled)
         return c
 
@@ -299,7 +301,8 @@ def _profiled_span(e: dict[str, Any]) -> tuple[float, float] | None:
 
 #: event kinds a rank keeps whole, by the RankData list they go in (``lost``: a launcher's word, said long
 #: after the rank's last sign of life: msrun's scheduler timed the worker out)
-_LISTED = {"eval": "evals", "abort": "aborts", "lost": "losts", "writer_error": "writer_errors"}
+_LISTED = {"eval": "evals", "abort": "aborts", "lost": "losts", "writer_error": "writer_errors",
+           "devices": "device_events"}
 
 
 class Store:
@@ -321,6 +324,9 @@ class Store:
         self.owners: dict[int, str] = {}  # rank -> the source its files come from
         self.duplicates: list[str] = []  # "rank 3 is in A and in B: B's file is not shown"
         self.extra_columns: list[str] = []
+        #: (host, NPU, chip) -> its last samples, oldest first (mstop.engine.devices; a tuple replaced whole)
+        self.devices: dict[tuple[str, int, int], tuple[Any, ...]] = {}
+        self.bad_device_rows = 0
         self.version = 0  # bumps on every change: a cheap "anything new?" for readers
         self._arrival: float | None = None  # our clock when the last rows arrived (immune to the hosts' clocks)
         self._life_arrival: float | None = None  # our clock when the last rows or events arrived
@@ -358,7 +364,8 @@ class Store:
             snap.frozen = True
             snap.ranks = {r: self._frozen_rank(r, d) for r, d in self.ranks.items()}
             snap._memo = dict(self._memo)
-            for name in ("ignored_files", "refused", "notes", "rank_files", "owners", "duplicates", "extra_columns"):
+            for name in ("ignored_files", "refused", "notes", "rank_files", "owners", "duplicates", "extra_columns",
+                         "devices"):
                 setattr(snap, name, copy.copy(getattr(self, name)))
             return snap
 
@@ -562,6 +569,20 @@ class Store:
                 fresh.monotonic, fresh.summaries, fresh.summary_lock = old.monotonic, old.summaries, old.summary_lock
                 self.ranks[r] = fresh
             self.version += 1
+
+    def ingest_devices(self, samples: list[Any], bad: int = 0) -> None:
+        """Record device samples of a devices file (mstop.engine.devices), the last KEEP of each device."""
+        from .devices import KEEP
+
+        with self.lock:
+            self.bad_device_rows += bad
+            grouped: dict[tuple[str, int, int], list[Any]] = {}
+            for s in samples:
+                grouped.setdefault(s.key, []).append(s)
+            for key, new in grouped.items():
+                self.devices[key] = (self.devices.get(key, ()) + tuple(new))[-KEEP:]
+            if samples or bad:
+                self.version += 1
 
     def ingest_events(self, r: int, items: list[dict[str, Any]], bad: int = 0, cut: int = 0) -> None:
         """Record events of rank ``r`` (checked by :func:`mstop.engine.parse.parse_events`; ``cut``: how many had

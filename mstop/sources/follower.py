@@ -23,6 +23,8 @@ import zlib
 # mstop_writer.schema's CSV_PATTERN and EVENTS_PATTERN: this program runs alone on the remote host, so it has
 # its own copy (tests/test_remote.py checks that the two agree)
 NAME = re.compile(r"^rank(0|[1-9][0-9]{0,6})\.(csv|events\.jsonl)$")
+# and DEVICES_PATTERN (a host's NPUs, written by one writer per host)
+DEVICES = re.compile(r"^host_([A-Za-z0-9._-]{1,64})\.devices\.csv$")
 # mstop.sources.mflog's names: a MindFormers job's rank folders and log files, and the stream name sent
 MF_DIR = re.compile(r"^rank_(0|[1-9][0-9]{0,6})$")
 MF_ROTATED = re.compile(r"^info\.log\.([1-9][0-9]{0,3})$")
@@ -106,7 +108,7 @@ def read_dir(path, states, refused):
     listed."""
     files, payload, more, newest = [], [], False, 0.0
     for name in sorted(os.listdir(path)):
-        if not NAME.match(name):
+        if not (NAME.match(name) or DEVICES.match(name)):
             continue
         got = read_file(path, name, states, refused)
         if got is not None:

@@ -22,7 +22,7 @@ from ..engine.store import Store
 from ..safe import clean
 from .files import slots_free
 from .protocol import SourceState
-from .rankfiles import Followed, Round, Tail, followed, ingest, rank_file, why_not_followed
+from .rankfiles import DEVICES_TAIL, Followed, Round, Tail, followed, ingest, rank_file, why_not_followed
 from .watchers import WatcherBase, get_watcher
 
 log = logging.getLogger("mstop")
@@ -341,6 +341,8 @@ class LocalSource:
             if name in self._files or name in self._files_refused:
                 continue
             kind = rank_file(name)
+            if kind is not None and kind[1] == "devices" and self.tail is not None:
+                continue  # the runs list shows no devices
             if kind is None:
                 if name.startswith("rank") and (name.endswith(".csv") or name.endswith(".jsonl")):
                     self.store.ignored_files.add(clean(name, 128))
@@ -357,6 +359,10 @@ class LocalSource:
             f.tail.keep = self._keep
             self._files[name] = f
             new.add(name)
+            if f.kind == "devices":  # weeks of samples: only the last ones are read
+                head = f.tail.start_near_end(DEVICES_TAIL)
+                if head.blob:
+                    ingest(self.store, f, head)
         if self.tail is not None and new:
             self.tail.begin(self.store, {n: self._files[n] for n in new})
         return new

@@ -125,7 +125,7 @@ def has_writer_files(path: str) -> bool:
     from .rankfiles import rank_file
 
     try:
-        return any(rank_file(n) is not None for n in os.listdir(path))
+        return any((k := rank_file(n)) is not None and k[1] != "devices" for n in os.listdir(path))
     except OSError:
         return False
 

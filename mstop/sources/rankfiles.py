@@ -14,8 +14,9 @@ import re
 import stat
 from dataclasses import dataclass
 
-from mstop_writer.schema import CSV_PATTERN, EVENTS_PATTERN
+from mstop_writer.schema import CSV_PATTERN, DEVICES_PATTERN, EVENTS_PATTERN
 
+from ..engine.devices import DevicesParser
 from ..engine.mflog import MfLogParser
 from ..engine.parse import CsvParser, parse_events, parse_many
 from ..engine.store import Store
@@ -24,6 +25,11 @@ from .files import Chunk, FileTail, not_regular
 
 CSV_RE = re.compile(CSV_PATTERN)
 EVENTS_RE = re.compile(EVENTS_PATTERN)
+DEVICES_RE = re.compile(DEVICES_PATTERN)
+#: a devices file is begun this near its end: its last samples are all the screen and the rules read
+DEVICES_TAIL = 512 << 10
+#: the rank of a devices file's record: it belongs to a host, not to a rank
+NO_RANK = -1
 #: Seconds between checks that files did not grow unseen by native events.
 
 
@@ -32,9 +38,10 @@ class Followed:
     """One rank file a source follows: which rank, which kind, its reader (and parser for CSV files)."""
 
     rank: int
-    kind: str  # "csv", "events", or "mflog" (a MindFormers log stream, see mstop.sources.mflog)
+    kind: str  # "csv", "events", "devices" (a host's NPUs), or "mflog" (a MindFormers log stream)
     tail: FileTail
     parser: CsvParser | None = None
+    devices: DevicesParser | None = None
     log: MfLogParser | None = None
     cursor: str = ""  # a remote log stream's place (device:inode:offset of the file being read)
 
@@ -80,12 +87,15 @@ def why_not_followed(path: str) -> str | None:
 
 
 def rank_file(name: str) -> tuple[int, str] | None:
-    """(rank, "csv" or "events") for a rank file's name as the writer names them; None for any other."""
+    """(rank, "csv" or "events") for a rank file's name as the writer names them, (NO_RANK, "devices") for a
+    host's devices file; None for any other."""
     m = CSV_RE.fullmatch(name)
     if m is not None:
         return int(m.group(1)), "csv"
     m = EVENTS_RE.fullmatch(name)
-    return (int(m.group(1)), "events") if m is not None else None
+    if m is not None:
+        return int(m.group(1)), "events"
+    return (NO_RANK, "devices") if DEVICES_RE.fullmatch(name) else None
 
 
 def followed(name: str, tail_path: str, store: Store, source: str,
@@ -93,6 +103,8 @@ def followed(name: str, tail_path: str, store: Store, source: str,
     """The record for a rank file named ``name`` of ``source`` (``kind``: its rank_file(), when known).
     None for any other name (never used as a path), and for a rank another source already feeds."""
     kind = kind or rank_file(name)
+    if kind is not None and kind[1] == "devices":
+        return Followed(NO_RANK, "devices", FileTail(tail_path), devices=DevicesParser())
     if kind is None or not store.claim(kind[0], source):
         return None
     f = Followed(kind[0], kind[1], FileTail(tail_path))
@@ -104,6 +116,13 @@ def followed(name: str, tail_path: str, store: Store, source: str,
 
 def ingest(store: Store, f: Followed, chunk: Chunk) -> None:
     """Parse one chunk of a rank file into the store (local and remote sources alike)."""
+    if f.kind == "devices":
+        assert f.devices is not None
+        if chunk.reset:
+            f.devices.reset()
+        samples, bad = f.devices.parse(chunk.blob)
+        store.ingest_devices(samples, bad + chunk.overlong)
+        return
     store.file_time(f.rank, f.kind, chunk.mtime)
     if chunk.reset:
         if f.kind == "csv":
@@ -149,7 +168,8 @@ class Round:
 
     def add(self, f: Followed, chunk: Chunk) -> None:
         if not (chunk.blob or chunk.reset or chunk.overlong):  # nothing new: only when the file was written
-            self.store.file_time(f.rank, f.kind, chunk.mtime)
+            if f.kind != "devices":
+                self.store.file_time(f.rank, f.kind, chunk.mtime)
             return
         if (f.kind == "csv" and f.parser is not None and f.parser.header is not None and chunk.blob
                 and len(chunk.blob) <= BATCH_BYTES and not (chunk.reset or chunk.overlong or chunk.more)):

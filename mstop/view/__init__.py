@@ -34,6 +34,7 @@ from .frame import (
     X_AXES,
     BaselinePart,
     DataPart,
+    DeviceCell,
     HeaderPart,
     Line,
     LossPart,
@@ -47,7 +48,8 @@ from .frame import (
 # what the app may use of the rooms below, besides the frame: names and types it draws with, the sources'
 # one error, and closing the ssh connections at exit (the app imports nothing of the engine or sources itself)
 __all__ = ["DATA_WARN", "ENDED", "MARKS", "MEM_CRIT", "MEM_WARN", "STATUSES", "X_AXES", "Alerting", "BaselinePart",
-           "Carry", "DataPart", "Options", "Rules", "SourceError", "Store", "close_connections", "losses_text",
+           "Carry", "DataPart", "DeviceCell", "Options", "Rules", "SourceError", "Store", "close_connections",
+           "losses_text",
            "HeaderPart", "Line", "LossPart", "MemoryPart", "RankRow", "Series", "ThroughputPart", "View",
            "baseline_overlay",
            "build_view", "error_lines", "heat_marks", "incident_marks", "numeric_columns", "rank_series", "run_part",

@@ -83,6 +83,7 @@ def build_view(store: Store, opts: Options, *, points: int = 200, xaxis: str = "
     if g is not None:
         v.header.goodput, v.header.goodput_lost = g.goodput, g.largest_losses(2)
     v.ranks = parts.ranks(snap, opts)
+    v.devices = parts.device_cells(snap) if snap.devices else []
     if header_only or v.chart_rank is None:
         v.throughput = parts.throughput(snap, opts)
         return v

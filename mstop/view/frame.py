@@ -57,6 +57,10 @@ class RankRow:
     #: the rank's newest profile: communication not overlapped, and idle, as shares of its steps
     comm_share: float | None = None
     idle_share: float | None = None
+    #: its device as npu-smi sampled it (mstop.engine.devices): AICore busy, memory full, degrees C
+    aicore: float | None = None
+    device_memory: float | None = None
+    temperature: float | None = None
 
 
 @dataclass
@@ -150,6 +154,22 @@ class MemoryPart:
     total: float | None = None
     source: str | None = None
     series: Series | None = None  # of the worst rank (device memory) over the run
+    #: the NPUs now (mstop.engine.devices.DeviceSummary), None without a devices file
+    devices: Any = None
+
+
+@dataclass
+class DeviceCell:
+    """One device of the ranks view's device strip: its figures now and the ranks on it."""
+
+    host: str
+    npu: int
+    chip: int
+    ranks: list[int]
+    aicore: float | None
+    memory: float | None
+    temperature: float | None
+    health: str | None
 
 
 @dataclass
@@ -191,6 +211,7 @@ class View:
     memory: MemoryPart = field(default_factory=MemoryPart)
     data: DataPart = field(default_factory=DataPart)
     ranks: list[RankRow] = field(default_factory=list)
+    devices: list[DeviceCell] = field(default_factory=list)  # the hosts' NPUs now, by host and NPU
     baseline: BaselinePart | None = None
     overlays: list[BaselinePart] = field(default_factory=list)  # other runs drawn by step (the runs list's o)
     name: str = ""  # this run's name beside overlaid runs (their legend names them too)

@@ -13,12 +13,12 @@ from typing import Any
 import numpy as np
 
 from .. import fmt
-from ..engine import figures
+from ..engine import devices, figures
 from ..engine.figures import Options, Window
 from ..engine.smoothing import EmaSeries, TokensSeen, evenly
 from ..engine.store import Store
 from . import charts
-from .frame import DataPart, HeaderPart, LossPart, MemoryPart, RankRow, Series, ThroughputPart
+from .frame import DataPart, DeviceCell, HeaderPart, LossPart, MemoryPart, RankRow, Series, ThroughputPart
 
 
 def _f(v: Any) -> float | None:
@@ -46,6 +46,7 @@ def file_notes(store: Store, opts: Options) -> list[str]:
     if store.cut_events:
         notes.append(f"{store.cut_events} events had text or lists cut short")
     notes += store.notes[:3]
+    notes += devices.sampling_notes(store)[:2]
     ahead = figures.future_skew(store, opts)
     if ahead is not None and not figures.rank_clocks(store, opts).job:
         notes.append(f"row times are {fmt.duration(ahead)} ahead of this clock: ages use file times")
@@ -126,6 +127,7 @@ def memory(store: Store) -> MemoryPart:
     r0 = figures.lowest_rank(store)
     if r0 is not None:
         m.used, m.peak, m.total = figures.memory_bytes(store, m.worst, r0)
+    m.devices = devices.summary(store) if store.devices else None
     return m
 
 
@@ -142,6 +144,27 @@ def data(store: Store) -> DataPart:
         p.queue_depth = figures.last_value(d, "queue_depth")
         p.queue_rank = d.rank
     return p
+
+
+def device_cells(store: Store) -> list[DeviceCell]:
+    """Every current device (mstop.engine.devices), by host, NPU and chip, with the ranks joined to it."""
+    on: dict[tuple[str, int, int], list[int]] = {}
+    for r, k in devices.rank_devices(store).items():
+        on.setdefault(k, []).append(r)
+    return [DeviceCell(host=s.host, npu=s.npu, chip=s.chip, ranks=sorted(on.get(k, [])), aicore=s.aicore,
+                       memory=s.memory_share, temperature=s.temperature, health=s.health)
+            for k, s in sorted(devices.current(store).items())]
+
+
+def _device_columns(store: Store, rows: list[RankRow]) -> None:
+    """Each rank's device figures in its row."""
+    if not store.devices:
+        return
+    now, of = devices.current(store), devices.rank_devices(store)
+    for row in rows:
+        s = now.get(of.get(row.rank))  # type: ignore[arg-type]
+        if s is not None:
+            row.aicore, row.device_memory, row.temperature = s.aicore, s.memory_share, s.temperature
 
 
 def ranks(store: Store, opts: Options) -> list[RankRow]:
@@ -179,6 +202,7 @@ def ranks(store: Store, opts: Options) -> list[RankRow]:
         prof = figures.rank_profile(d) if d.profiles else None
         if prof is not None:
             row.comm_share, row.idle_share = prof["comm_not_overlapped"], prof["idle"]
+    _device_columns(store, rows)
     return rows
 
 

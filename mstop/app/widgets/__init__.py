@@ -4,7 +4,7 @@
     canvas.py  the chart drawing: numpy to half blocks, glyphs, ticks
     header.py  Header, AlertsPanel
     panels.py  LossPanel, ThroughputPanel, MfuPanel, MemoryPanel, DataPanel
-    ranks.py   RanksTable, RankDetail
+    ranks.py   RanksTable, RankDetail, DeviceStrip (the hosts' NPUs)
     heat.py    HeatStrip
     runs.py    RunsTable: the runs list's table
 """
@@ -15,7 +15,7 @@ from .chart import Chart
 from .header import AlertsPanel, Header
 from .heat import HEAT_METRICS, PROFILE_METRICS, HeatStrip
 from .panels import DataPanel, LossPanel, MemoryPanel, MfuPanel, ThroughputPanel
-from .ranks import RankDetail, RanksTable
+from .ranks import DeviceStrip, RankDetail, RanksTable
 
-__all__ = ["HEAT_METRICS", "PROFILE_METRICS", "AlertsPanel", "Chart", "DataPanel", "Header", "HeatStrip", "LossPanel",
-           "MemoryPanel", "MfuPanel", "RankDetail", "RanksTable", "ThroughputPanel"]
+__all__ = ["HEAT_METRICS", "PROFILE_METRICS", "AlertsPanel", "Chart", "DataPanel", "DeviceStrip", "Header", "HeatStrip",
+           "LossPanel", "MemoryPanel", "MfuPanel", "RankDetail", "RanksTable", "ThroughputPanel"]

@@ -239,6 +239,8 @@ class MemoryPanel(Vertical):
                 if t.cell_len + 1 + len(who) <= width:
                     t.append(" ").append_text(Text(who))
                 t.append(f"\n{short if len(short + host) <= width else least}{host}")
+        if v.memory.devices is not None:
+            t.append("\n").append_text(device_line(v.memory.devices))
         self.query_one("#mem-text", Static).update(t)
         chart = self.query_one("#mem-chart", Chart)
         chart.set_class(v.memory.series is None, "empty")
@@ -269,3 +271,18 @@ class DataPanel(Static):
         if v.data.queue_depth is not None and v.data.queue_rank is not None:
             t.append(f" (rank {v.data.queue_rank})")
         self.update(t)
+
+
+def device_line(d) -> Text:
+    """The NPUs under the memory panel: ``NPU x8: AICore 87 % (min 12 % h1 NPU 3) · mem max 97 % (h1 NPU 5)
+    · 54 °C max · 1 not OK``, from a DeviceSummary (npu-smi, sampled by the writers)."""
+    t = Text(f"NPU x{d.devices}: AICore {fmt.pct(d.aicore_mean)}")
+    if d.aicore_min is not None and d.devices > 1:
+        t.append(f" (min {fmt.pct(d.aicore_min.aicore)} ").append_text(Text(d.aicore_min.label)).append(")")
+    if d.memory_max is not None:
+        t.append(f" · mem max {fmt.pct(d.memory_max.memory_share)}")
+    if d.temperature_max is not None:
+        t.append(f" · {d.temperature_max.temperature:.0f} °C max")
+    if d.unhealthy:
+        t.append(f" · {len(d.unhealthy)} not OK", style="bold red")
+    return t

@@ -20,6 +20,8 @@ from ...view import RankRow, View
 RANK_COLUMNS = (("rank", "rank"), ("host", "host"), ("step", "step"), ("step_time", "step time (median)"),
                 ("tokens_per_s", "tokens/s"), ("headroom", "headroom"), ("data_wait", "data wait"),
                 ("age", "last row"))
+#: the columns a run with device samples adds (mstop_writer.devices): the rank's NPU now
+DEVICE_COLUMNS = (("aicore", "AICore"), ("device_memory", "NPU mem"), ("temperature", "°C"))
 
 
 @dataclass
@@ -37,7 +39,8 @@ def _host_row(host: str, ranks: list) -> HostRow:
     return HostRow(rank=min(r.rank for r in ranks), host=host, step=pick("step", min),
                    step_time=pick("step_time", max), tokens_per_s=pick("tokens_per_s", min),
                    headroom=pick("headroom", min), data_wait=pick("data_wait", max), age=pick("age", max),
-                   count=len(ranks))
+                   aicore=pick("aicore", min), device_memory=pick("device_memory", max),
+                   temperature=pick("temperature", max), count=len(ranks))
 
 
 class PagedTable(DataTable):
@@ -167,12 +170,19 @@ class RanksTable(PagedTable):
         cursor = self.cursor_row if self._cursor_to is None else self._cursor_to
         self._cursor_to = None
         self.clear()
+        if v.devices and DEVICE_COLUMNS[0][0] not in self.columns:  # the first device samples: their columns
+            for col, label in DEVICE_COLUMNS:
+                self.add_column(label, key=col)
+        devices = DEVICE_COLUMNS[0][0] in self.columns
         for kind, r in page:
             first = (("- " if r.host in self.expanded else "+ ") + f"{r.count} ranks") if kind == "host" \
                 else (f"  {r.rank}" if self.grouped else str(r.rank))
-            self.add_row(first, Text(r.host), fmt.num(r.step, 9), fmt.ms(r.step_time), fmt.si(r.tokens_per_s),
-                         fmt.pct(r.headroom), fmt.pct(r.data_wait), fmt.duration(r.age),
-                         key=f"host:{r.host}" if kind == "host" else str(r.rank))
+            cells = [first, Text(r.host), fmt.num(r.step, 9), fmt.ms(r.step_time), fmt.si(r.tokens_per_s),
+                     fmt.pct(r.headroom), fmt.pct(r.data_wait), fmt.duration(r.age)]
+            if devices:
+                cells += [fmt.pct(r.aicore), fmt.pct(r.device_memory),
+                          fmt.NA if r.temperature is None else f"{r.temperature:.0f}"]
+            self.add_row(*cells, key=f"host:{r.host}" if kind == "host" else str(r.rank))
         if page:
             self.move_cursor(row=min(cursor, len(page) - 1))
         arrow = "down" if self.sort_reverse else "up"
@@ -229,3 +239,34 @@ class RankDetail(Static):
                 t.append(Text(a.message))
         self.update(t)
         return row
+
+
+class DeviceStrip(Static):
+    """The hosts' NPUs in the ranks view: a line per host, a cell per device (AICore % · memory % · °C, the
+    rank on it), a device not OK in red; hidden for a run with no devices file."""
+
+    MAX_HOSTS = 6
+
+    def show(self, v: View) -> None:
+        self.display = bool(v.devices)
+        if not v.devices:
+            return
+        hosts: dict[str, list] = {}
+        for c in v.devices:
+            hosts.setdefault(c.host, []).append(c)
+        t = Text("NPUs (AICore · mem · °C, rank): ", style="dim")
+        for i, (host, cells) in enumerate(hosts.items()):
+            if i == self.MAX_HOSTS:
+                t.append(f"\n+ {len(hosts) - i} more hosts (the table's AICore, NPU mem and °C columns)", style="dim")
+                break
+            t.append("\n").append_text(Text(host, style="bold")).append(" ")
+            for c in cells:
+                name = f"{c.npu}" + (f".{c.chip}" if c.chip else "")
+                aic = "--" if c.aicore is None else f"{100 * c.aicore:.0f}%"
+                mem = "--" if c.memory is None else f"{100 * c.memory:.0f}%"
+                deg = "--" if c.temperature is None else f"{c.temperature:.0f}°"
+                who = f" r{c.ranks[0]}" if c.ranks else ""
+                bad = c.health is not None and c.health.upper() != "OK"
+                t.append(f" [{name} {aic} {mem} {deg}{who}{' ' + c.health if bad else ''}]",
+                         style="bold red" if bad else "")
+        self.update(t)
