@@ -10,7 +10,8 @@ MstopCallback, the ratio (Mstop - none) / (LossMonitor - none) (the median of
 each repeat's ratio: step times on a shared machine drift by more than the
 overheads measured), and the hooks' own time of both callbacks measured inside
 the same runs. Then ``MetricsWriter.log()`` alone beside a bare formatted
-``write()`` + ``flush()`` of the same line (the floor).
+``write()`` + ``flush()`` of the same line (the floor), and the NPU sampling's
+CPU cost per sample beside one bare ``npu-smi info`` (``--devices-only``).
 """
 
 from __future__ import annotations
@@ -119,12 +120,63 @@ def bench_log(rows: int, repeats: int) -> dict[str, float]:
     return {k: statistics.median(v) for k, v in res.items()}
 
 
+def _cpu() -> float:
+    """CPU seconds of this process and of its ended children (npu-smi's runs)."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
+def bench_devices(samples: int, repeats: int) -> dict[str, float]:
+    """The device sampling's cost (mstop_writer.devices): CPU seconds of one sample of an 8-NPU host (the
+    process's own and npu-smi's), against the floor of running ``npu-smi info`` once and reading its output.
+    npu-smi is the stand-in of the tests (tests/npu_smi.py: a shell script printing a published 910B3
+    table): the real tool's own time, unknown here (no Ascend device), comes on top of both. The share of a
+    core is the per-sample cost over the default interval (10 s)."""
+    import subprocess
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from mstop_writer.devices import DeviceSampler
+    from mstop_writer.schema import DEVICE_INTERVAL
+    from tests.npu_smi import StandIn
+
+    res: dict[str, list[float]] = {"sample": [], "floor": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        npu = StandIn(Path(tmp) / "bin")
+        exe = str(npu.folder / "npu-smi")
+        for r in range(repeats):
+            s = DeviceSampler(os.path.join(tmp, f"run{r}"), DEVICE_INTERVAL, warn=lambda m, k: None,
+                              event=lambda *a, **k: None, command=exe)
+            os.makedirs(os.path.join(tmp, f"run{r}"), exist_ok=True)
+            c0 = _cpu()
+            for _ in range(samples):
+                s.sample_once()
+            res["sample"].append((_cpu() - c0) / samples)
+            s.stop()
+            c0 = _cpu()
+            for _ in range(samples):
+                subprocess.run([exe, "info"], capture_output=True, check=True)
+            res["floor"].append((_cpu() - c0) / samples)
+    out = {k: statistics.median(v) for k, v in res.items()}
+    out["core_share"] = out["sample"] / DEVICE_INTERVAL
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=2000, help="steps per training run (default: 2000)")
     ap.add_argument("--repeats", type=int, default=7, help="interleaved repeats (default: 7)")
     ap.add_argument("--rows", type=int, default=20000, help="rows for the log() figure (default: 20000)")
+    ap.add_argument("--samples", type=int, default=50, help="device samples per repeat (default: 50)")
+    ap.add_argument("--devices-only", action="store_true", help="only the device sampling's cost")
     a = ap.parse_args()
+    dv = bench_devices(a.samples, a.repeats)
+    print(f"device sampling (8 NPUs, stand-in npu-smi): {dv['sample'] * 1e3:.1f} ms CPU a sample (npu-smi info "
+          f"+ one -t usages + parsing + the write); one bare npu-smi info: {dv['floor'] * 1e3:.1f} ms "
+          f"(x{dv['sample'] / dv['floor']:.1f}); at the default 10 s: {100 * dv['core_share']:.2f} % of a core"
+          "   target <= 1 %")
+    if a.devices_only:
+        return 0
     err = io.StringIO()
     with contextlib.redirect_stderr(err):
         cbs = bench_callbacks(a.steps, a.repeats)

@@ -368,6 +368,13 @@ def writer(steps: int, repeats: int, rows: int) -> list[Row]:
     lg = bench_log(rows, repeats)
     out.append(Row("MetricsWriter.log() / a bare formatted write", f"{lg['log']:.1f} us/row",
                    f"{lg['floor']:.1f} us/row", lg["log"] / lg["floor"], "<= 3 x", lg["log"] / lg["floor"] <= 3))
+    from bench_writer import bench_devices
+
+    dv = bench_devices(50, repeats)
+    out.append(Row("NPU sampling, CPU a sample of 8 NPUs (stand-in npu-smi) / one bare npu-smi info; share of a "
+                   "core at 10 s", f"{dv['sample'] * 1e3:.1f} ms = {100 * dv['core_share']:.2f} %",
+                   f"{dv['floor'] * 1e3:.1f} ms", dv["sample"] / dv["floor"], "<= 1 % of a core",
+                   dv["core_share"] <= 0.01))
     return out
 
 

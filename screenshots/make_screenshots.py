@@ -25,7 +25,14 @@
   and a generated running one: the list (base-1 opened once, so its goodput is known; two runs marked), the
   compare screen of the marked runs, and the three real runs overlaid by step.
 
+- logpane-failed.svg: a real MindSpore job that failed (tests/failing_job.py, its output in train.log): the
+  header naming its error, and the log pane (L) opened at its traceback.
+- devices.svg: the ranks view of a generated 2-rank run whose writers sampled a stand-in npu-smi printing a
+  published 910B3 table (tests/npu_smi.py), one NPU edited to Alarm at 97 °C: the device strip and columns.
+  No Ascend device is here: the caption says so.
+
     python screenshots/make_screenshots.py --runs-only   # the three real runs and the runs screens only
+    python screenshots/make_screenshots.py --issue31-only   # logpane-failed.svg and devices.svg only
 
 Convert to PNG to look at them: rsvg-convert screenshots/demo-120x40.svg -o /tmp/demo.png
 """
@@ -166,6 +173,11 @@ def dead_run(run: Path) -> float:
 
 def main() -> int:
     out = ROOT / "screenshots"
+    if "--issue31-only" in sys.argv:
+        with tempfile.TemporaryDirectory() as tmp:
+            logpane_shot(Path(tmp), out)
+            devices_shot(Path(tmp), out)
+        return 0
     if "--runs-only" in sys.argv:
         with tempfile.TemporaryDirectory() as tmp:
             runs_shots(train_comparison_runs(Path(tmp)), out)
@@ -199,7 +211,52 @@ def main() -> int:
         comparison_shots(Path(tmp), out)
         mindformers_shot(Path(tmp), out)
         msrun_shot(Path(tmp), out)
+        logpane_shot(Path(tmp), out)
+        devices_shot(Path(tmp), out)
     return 0
+
+
+def logpane_shot(tmp: Path, out: Path) -> None:
+    """logpane-failed.svg: a real MindSpore job failing at step 15, its output in train.log, L pressed."""
+    run = tmp / "failed"
+    run.mkdir()
+    with open(tmp / "train.log", "wb") as log:
+        subprocess.run([sys.executable, str(ROOT / "tests" / "failing_job.py"), str(run), "15"], cwd=tmp,
+                       stdout=log, stderr=subprocess.STDOUT, check=False)
+    asyncio.run(shoot(str(run), out / "logpane-failed.svg", (120, 40), ("L",)))
+
+
+def devices_shot(tmp: Path, out: Path) -> None:
+    """devices.svg: two ranks on NPUs 3 and 5 of a stand-in npu-smi (a published 910B3 table, NPU 3 edited to
+    Alarm at 97 °C, NPU 5's HBM full), still running, the ranks view."""
+    import os
+    import time
+
+    sys.path.insert(0, str(ROOT))
+    from tests.npu_smi import StandIn
+
+    npu = StandIn(tmp / "bin", info="info-910b3-alarm.txt")
+    npu.set(health="health-alarm.txt")
+    old = dict(os.environ)
+    os.environ.update(npu.env(old), ASCEND_RT_VISIBLE_DEVICES="3,5")
+    run = tmp / "devices"
+    writers = []
+    try:
+        for r in range(2):
+            os.environ["DEVICE_ID"] = str(r)
+            writers.append(MetricsWriter(run, rank=r, world_size=2, device_interval=0.5, tokens_per_step=8192,
+                                         run_name="npu stand-in (generated: no Ascend device here)",
+                                         device="Ascend910B3"))
+        for step in range(1, 121):
+            for r, w in enumerate(writers):
+                w.log(step, loss=3.0 / step ** 0.2, step_time=0.05, data_wait=0.02 * (r + 1))
+            time.sleep(0.03)
+        asyncio.run(shoot(str(run), out / "devices.svg", (140, 40), ("r",), now=last_time(run) + 0.2))
+    finally:
+        for w in writers:
+            w.close()
+        os.environ.clear()
+        os.environ.update(old)
 
 
 def msrun_shot(tmp: Path, out: Path) -> None:
