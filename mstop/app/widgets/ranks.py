@@ -259,7 +259,7 @@ class DeviceStrip(Static):
             if i == self.MAX_HOSTS:
                 t.append(f"\n+ {len(hosts) - i} more hosts (the table's AICore, NPU mem and °C columns)", style="dim")
                 break
-            t.append("\n").append_text(Text(host, style="bold")).append(" ")
+            t.append("\n").append_text(Text(f"{host}:", style="bold"))
             for c in cells:
                 name = f"{c.npu}" + (f".{c.chip}" if c.chip else "")
                 aic = "--" if c.aicore is None else f"{100 * c.aicore:.0f}%"
