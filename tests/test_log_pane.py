@@ -186,3 +186,40 @@ async def test_msrun_worker_logs_of_a_job_read_from_its_logs(tmp_path):
         assert pane.path == str(tmp_path / "worker_1.log")
         assert pane.last_error().lines == ["RuntimeError: Allocate memory failed on device 1"]
         assert pane.lines[0] == "epoch: 1 step: 1, loss is 1.99"
+
+
+async def test_the_log_pane_over_ssh(tmp_path):
+    """The same failed job watched as testhost:/path (a real OpenSSH server on 127.0.0.1): L reads the log
+    on that host, opens at its exception, and follows what is appended while it is open."""
+    import tempfile
+
+    from mstop.app import MonitorApp
+    from mstop.app.screens import LogScreen
+    from mstop.sources import log_follower
+    from tests import sshd
+
+    ast_source = Path(log_follower.__file__).read_text()
+    import ast
+
+    ast.parse(ast_source, feature_version=(3, 6))  # the remote python3 may be 3.6
+    reason = sshd.missing_reason()
+    if reason:
+        pytest.skip(reason)
+    run, log = _failing_job(tmp_path)
+    srv = sshd.start(Path(tempfile.mkdtemp()))
+    try:
+        app = MonitorApp(f"testhost:{run}", follow=False, ssh_options=srv.options())
+        async with app.run_test(size=(160, 40)) as pilot:
+            await settle(pilot, lambda: app.query_one("#header") is not None)
+            await pilot.press("L")
+            await settle(pilot, lambda: isinstance(app.screen, LogScreen))
+            pane = app.screen.pane
+            assert pane.path == f"testhost:{log}" and "step 14 done" in pane.lines, (pane.path, pane.problem)
+            assert pane.lines[pane.at].startswith("ValueError: batch 15 holds a NaN label")
+            with open(log, "a") as f:
+                f.write("RuntimeError: appended while the pane is open\n")
+            await settle(pilot, lambda: pane.lines[-1] == "RuntimeError: appended while the pane is open")
+            assert pane.lines[pane.errors[-1]] == "RuntimeError: appended while the pane is open"
+            await pilot.press("escape")
+    finally:
+        sshd.stop(srv)

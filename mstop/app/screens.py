@@ -255,10 +255,27 @@ class LogScreen(ModalScreen[None]):
             log.write(Text(line, style="bold red" if k in errors else ""), scroll_end=None)
 
     def _follow(self) -> None:
+        if getattr(self.pane.tail, "remote", False):  # over ssh: a read is a round trip, off the screen's thread
+            if not getattr(self, "_reading", False):
+                self._reading = True
+                self.run_worker(self._read_remote, thread=True, exclusive=True, group="log-read")
+            return
         new = self.pane.read()
         if new:
             self._write(new)
             self._title()
+
+    def _read_remote(self) -> None:
+        try:
+            new = self.pane.read()
+        finally:
+            self._reading = False
+        self.app.call_from_thread(self._show_new, new)
+
+    def _show_new(self, new: list[str]) -> None:
+        if new:
+            self._write(new)
+        self._title()
 
     def _title(self) -> None:
         p = self.pane

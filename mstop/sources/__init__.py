@@ -19,6 +19,7 @@ commands hold a :class:`Sources` and never a source class of their own.
     runs.py           a directory of runs: which folders are runs, each run's last rows
     remote_runs.py    a directory of runs on another host, over one ssh connection
     runs_follower.py  the program remote_runs.py runs on that host for each refresh
+    log_follower.py   the program logs.py runs on that host for each read of the log pane (L) over ssh
     replay.py         the demo's recorded run, written out at its own pace
 """
 

@@ -15,12 +15,14 @@ is refused) and starts again from the end when the file was truncated or replace
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 from dataclasses import dataclass, field
 
 from ..engine.logs import LastError, clean_lines, last_error
 from ..engine.store import Store
+from ..safe import clean
 from .mflog import LOG_NAME, MSRUN_DIR, find_logs
 from .protocol import SourceError
 from .remote import parse_target
@@ -60,9 +62,16 @@ def candidates(store: Store, specs: list[str], rank: int, logs_dir: str | None =
             out.append(os.path.join(folder, name))
     d = store.ranks.get(rank)
     logs = (d.last_start or {}).get("logs") if d is not None else None
-    if isinstance(logs, list):
+    if isinstance(logs, list) and any(_local(spec) for spec in specs):  # else paths on the other host
         out += [p for p in logs if isinstance(p, str) and os.path.isabs(p)]
     return out
+
+
+def _local(spec: str) -> bool:
+    try:
+        return parse_target(spec) is None
+    except SourceError:
+        return False
 
 
 @dataclass
@@ -106,6 +115,10 @@ class LogTail:
             os.close(fd)
         self.error = None
         self.offset += len(data)
+        return self._take(data, notes, mid_line)
+
+    def _take(self, data: bytes, notes: list[str], mid_line: bool) -> list[str]:
+        """The complete lines of newly read bytes (``mid_line``: the first piece is a cut line, left out)."""
         data = self._partial + data
         cut = data.rfind(b"\n")
         self._partial = data[cut + 1:]
@@ -134,3 +147,70 @@ def job_rank_of(store: Store) -> int:
 
     got = lowest_rank(store) if store.ranks else None
     return got if got is not None else min(store.ranks, default=0)
+
+
+@dataclass
+class RemoteLogTail(LogTail):
+    """A log on another host, read as :class:`LogTail` reads one here: one run of the log follower program
+    (mstop.sources.log_follower) over the host's shared ssh connection per :meth:`read`, while the pane is
+    open; ``candidates`` are the paths it may be at, on that host, best first (the first that is a file)."""
+
+    host: str = ""
+    candidates: list[str] = field(default_factory=list)
+    ssh_options: tuple[str, ...] = ()
+    connect_timeout: float = 10.0
+    remote = True
+
+    def read(self) -> list[str]:
+        from .remote import RemoteError, run_program
+
+        first = self._ident is None
+        request = {"paths": [self.path.split(":", 1)[1]] if not first else self.candidates, "tail": TAIL_BYTES,
+                   "offset": None if first else self.offset, "ident": list(self._ident) if self._ident else None}
+        try:
+            out = run_program(self.host, _program(), request, ssh_options=self.ssh_options,
+                              connect_timeout=self.connect_timeout, timeout=20.0)
+            nl = out.index(b"\n")
+            head = json.loads(out[:nl])
+        except (RemoteError, ValueError) as e:
+            self.error = f"{self.host}: the log cannot be read: {e}"
+            return []
+        if "error" in head:
+            self.error = f"{self.host}: {clean(str(head['error']), 500)}"
+            return []
+        data = out[nl + 1: nl + 1 + int(head["n"])]
+        notes, mid_line = [], False
+        if head["reset"]:
+            if self._ident is not None:
+                notes.append(f"-- {os.path.basename(self.path)} was truncated or replaced: read again --")
+            self._partial = b""
+            mid_line = int(head["offset"]) > 0
+        self._ident = tuple(head["ident"])
+        self.path = f"{self.host}:{clean(str(head['path']), 4096)}"
+        self.error = None
+        self.offset = int(head["offset"]) + len(data)
+        return self._take(data, notes, mid_line)
+
+
+def _program() -> bytes:
+    from pathlib import Path
+
+    return (Path(__file__).parent / "log_follower.py").read_bytes()
+
+
+def remote_candidates(store: Store, spec: str, rank: int) -> tuple[str, list[str]] | None:
+    """(host, paths on it) where rank ``rank``'s log may be for a ``host:/path`` source: the start event's
+    ``logs`` (paths on that host), then msrun's and MindFormers' names under the source's folder."""
+    try:
+        target = parse_target(spec)
+    except SourceError:
+        return None
+    if target is None:
+        return None
+    d = store.ranks.get(rank)
+    logs = (d.last_start or {}).get("logs") if d is not None else None
+    paths = [p for p in logs if isinstance(p, str) and p.startswith("/")] if isinstance(logs, list) else []
+    base = target.path.rstrip("/")
+    paths += [f"{base}/worker_{rank}.log", f"{base}/{MSRUN_DIR}/worker_{rank}.log",
+              f"{base}/rank_{rank}/{LOG_NAME}", f"{base}/log/rank_{rank}/{LOG_NAME}"]
+    return target.host, paths

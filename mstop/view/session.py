@@ -24,7 +24,7 @@ from ..engine.smoothing import EmaSeries
 from ..engine.store import Store
 from ..safe import clean
 from ..sources import SourceError, Sources, check_spec, read_once
-from ..sources.logs import job_rank_of, last_error_of, rank_log
+from ..sources.logs import RemoteLogTail, job_rank_of, last_error_of, rank_log, remote_candidates
 from ..sources.remote import parse_target
 from .alerting import Alerting, heat_marks
 from .baseline import baseline_overlay, run_part
@@ -132,6 +132,15 @@ class MonitorSession:
         if rank is None:
             rank = job_rank_of(self.store)
         pane = LogPane(rank, rank_log(self.store, self.specs, rank, self.logs_dir))
+        if pane.path is None:  # a source on another host: its log is read there, while the pane is open
+            for spec in self.specs:
+                got = remote_candidates(self.store, spec, rank)
+                if got is not None:
+                    host, paths = got
+                    pane = LogPane(rank, f"{host}:{paths[0]}", tail=RemoteLogTail(
+                        f"{host}:{paths[0]}", host=host, candidates=paths, ssh_options=self._ssh[0],
+                        connect_timeout=self._ssh[1]))
+                    break
         pane.read()
         return pane
 
