@@ -49,10 +49,10 @@ def test_monitor_in_tmux():
         subprocess.run(["tmux", "-L", sock, "kill-server"], capture_output=True)
 
 
-def _tmux(sock: str, cmd: str, env_extra: dict | None = None) -> None:
+def _tmux(sock: str, cmd: str, env_extra: dict | None = None, width: int = 120) -> None:
     env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES", "TMUX")}
     env.update(env_extra or {})
-    subprocess.run(["tmux", "-L", sock, "new-session", "-d", "-x", "120", "-y", "40", "-c", str(ROOT), cmd],
+    subprocess.run(["tmux", "-L", sock, "new-session", "-d", "-x", str(width), "-y", "40", "-c", str(ROOT), cmd],
                    check=True, env=env)
 
 
@@ -173,5 +173,33 @@ def test_runs_list_in_tmux_open_a_run_and_come_back(tmp_path):
                                                              capture_output=True).returncode == 0:
             time.sleep(0.2)
         assert subprocess.run(["tmux", "-L", sock, "has-session"], capture_output=True).returncode != 0
+    finally:
+        subprocess.run(["tmux", "-L", sock, "kill-server"], capture_output=True)
+
+
+def test_log_pane_of_a_failed_real_job_in_tmux(tmp_path):
+    """A real MindSpore job that failed, its output in train.log: in a real terminal the header names its error,
+    L opens the log at the exception, / finds a line, escape closes it."""
+    pytest.importorskip("mindspore", reason="a real job needs MindSpore: pip install -e '.[mindspore]'")
+    run, log = tmp_path / "run", tmp_path / "train.log"
+    with open(log, "wb") as out:
+        subprocess.run([sys.executable, str(ROOT / "tests" / "failing_job.py"), str(run), "15"], cwd=tmp_path,
+                       stdout=out, stderr=subprocess.STDOUT, timeout=300)
+    sock = f"mstop-test-{uuid.uuid4().hex[:8]}"
+    _tmux(sock, f"{sys.executable} -m mstop {run}", width=200)  # wide: the pane's title shows "at line N"
+    try:
+        _until(sock, ["status FAILED", "ValueError: batch 15 holds a NaN label"])
+        subprocess.run(["tmux", "-L", sock, "send-keys", "L"], check=True)
+        screen = _until(sock, [f"rank 0's log: {log}", "2 error lines", "Traceback (most recent call last):",
+                               "ValueError: batch 15 holds a NaN label: the input pipeline is broken"])
+        assert "\x1b" not in screen and "at line 35" in screen  # at the exception
+        subprocess.run(["tmux", "-L", sock, "send-keys", "/"], check=True)
+        _until(sock, ["text to find (Enter: next line holding it"])
+        time.sleep(0.3)  # the input takes the focus after it is drawn
+        subprocess.run(["tmux", "-L", sock, "send-keys", "-l", "step 3 done"], check=True)
+        subprocess.run(["tmux", "-L", sock, "send-keys", "Enter"], check=True)
+        _until(sock, ["finding 'step 3 done'", "step 3 done"])
+        subprocess.run(["tmux", "-L", sock, "send-keys", "Escape", "Escape"], check=True)
+        _until(sock, ["status FAILED", "q quit"])
     finally:
         subprocess.run(["tmux", "-L", sock, "kill-server"], capture_output=True)
