@@ -209,8 +209,12 @@ async def test_the_log_pane_over_ssh(tmp_path):
     srv = sshd.start(Path(tempfile.mkdtemp()))
     try:
         app = MonitorApp(f"testhost:{run}", follow=False, ssh_options=srv.options())
-        async with app.run_test(size=(160, 40)) as pilot:
-            await settle(pilot, lambda: app.query_one("#header") is not None)
+        async with app.run_test(size=(200, 40)) as pilot:
+            from mstop.app.widgets import Header
+
+            await settle(pilot, lambda: "rank 0's log" in text(app.query_one(Header)))
+            note = app.monitor.session.culprit_error("failed")  # read on the other host, on a thread
+            assert note[0].startswith("rank 0's log (train.log, L opens it): ValueError: batch 15 holds a NaN")
             await pilot.press("L")
             await settle(pilot, lambda: isinstance(app.screen, LogScreen))
             pane = app.screen.pane

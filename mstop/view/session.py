@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -20,6 +21,7 @@ from ..engine.endings import ending
 from ..engine.figures import Options
 from ..engine.health import Alert, Health, Rules
 from ..engine.incidents import Incident
+from ..engine.logs import last_error
 from ..engine.smoothing import EmaSeries
 from ..engine.store import Store
 from ..safe import clean
@@ -57,6 +59,7 @@ class MonitorSession:
         self.specs = list(specs)
         self.run_dir = clean(" ".join(self.specs), 4096)  # shown in the title: no control codes
         self.store = Store()
+        self.on_update = on_update  # told when something new is there to draw (a remote log's error read)
         self.source = Sources(self.specs, self.store, poll=poll, on_update=on_update, ssh_options=ssh_options,
                               connect_timeout=connect_timeout)
         self.health = Health(rules or Rules())
@@ -156,7 +159,7 @@ class MonitorSession:
         rank = self.culprit(status)
         path = rank_log(self.store, self.specs, rank, self.logs_dir) if rank is not None else None
         if path is None:
-            return []
+            return self._remote_culprit_error(rank) if rank is not None else []
         try:
             st = os.stat(path)
         except OSError:
@@ -168,6 +171,33 @@ class MonitorSession:
                                             f"{err.lines[0]}"] + [f"    {line}" for line in err.lines[1:3]]
             self._culprit_log = (key, lines)
         return self._culprit_log[1]
+
+    def _remote_culprit_error(self, rank: int) -> list[str]:
+        """The same over ssh: the culprit's log read once on its host (on a thread: a round trip must not
+        hold a frame), its lines shown from the next frame on."""
+        key = ("remote", rank)
+        if self._culprit_log[0] == key:
+            return self._culprit_log[1]
+        self._culprit_log = (key, [])
+        got = next((c for c in (remote_candidates(self.store, spec, rank) for spec in self.specs) if c), None)
+        if got is None:
+            return []
+
+        def read() -> None:
+            host, paths = got
+            tail = RemoteLogTail(f"{host}:{paths[0]}", host=host, candidates=paths, ssh_options=self._ssh[0],
+                                 connect_timeout=self._ssh[1])
+            tail.read()
+            err = last_error(tail.lines)
+            if err is not None and self._culprit_log[0] == key:
+                name = tail.path.rsplit("/", 1)[-1]
+                self._culprit_log = (key, [f"rank {rank}'s log ({name}, L opens it): {err.lines[0]}"]
+                                     + [f"    {line}" for line in err.lines[1:3]])
+                if self.on_update is not None:
+                    self.on_update()
+
+        threading.Thread(target=read, name="mstop-remote-log", daemon=True).start()
+        return []
 
     def first_read_done(self) -> None:
         """What was already there did not just arrive: its own times tell its age; and the smoothed loss,
