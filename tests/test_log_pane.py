@@ -227,3 +227,34 @@ async def test_the_log_pane_over_ssh(tmp_path):
             await pilot.press("escape")
     finally:
         sshd.stop(srv)
+
+
+@pytest.mark.slow
+async def test_a_real_msrun_job_s_worker_log_in_the_pane(tmp_path):
+    """A real 2-worker msrun job (tests/msrun_job.py, CPU): each writer records msrun's worker_<R>.log as its
+    log; the ranks view's rank 1, then L, shows that file, following it as the job trains."""
+    from mstop.app import MonitorApp
+    from mstop.app.screens import LogScreen
+    from tests.test_what_happened import Msrun
+
+    job = Msrun(tmp_path, 2000, workers=2)
+    try:
+        job.at_step(1, 20)
+        app = MonitorApp(str(job.run))
+        async with app.run_test(size=(140, 40)) as pilot:
+            await settle(pilot, lambda: len(app.monitor.session.store.ranks) == 2)
+            await pilot.press("r")
+            await settle(pilot)
+            await pilot.press("down")
+            await settle(pilot, lambda: app.monitor.selected_rank == 1)
+            await pilot.press("L")
+            await settle(pilot, lambda: isinstance(app.screen, LogScreen))
+            pane = app.screen.pane
+            assert pane.path == str(job.logs / "worker_1.log")
+            seen = max(int(x.split()[1]) for x in pane.lines if x.startswith("STEP "))
+            job.at_step(1, seen + 10)
+            await settle(pilot, lambda: max(int(x.split()[1]) for x in pane.lines if x.startswith("STEP "))
+                         >= seen + 10)  # following while the job trains
+            await pilot.press("escape")
+    finally:
+        job.stop()
