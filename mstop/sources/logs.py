@@ -48,11 +48,8 @@ def candidates(store: Store, specs: list[str], rank: int, logs_dir: str | None =
         out += [os.path.join(logs_dir, f"worker_{rank}.log"), os.path.join(logs_dir, f"rank_{rank}", LOG_NAME),
                 os.path.join(logs_dir, MSRUN_DIR, f"worker_{rank}.log")]
     for spec in specs:
-        try:
-            if parse_target(spec) is not None:
-                continue  # host:/path: the log is on the other host
-        except SourceError:
-            continue
+        if not _local(spec):
+            continue  # host:/path: the log is on the other host
         found = find_logs(spec).get(rank)
         if found is not None:
             folder, name = found
@@ -68,6 +65,7 @@ def candidates(store: Store, specs: list[str], rank: int, logs_dir: str | None =
 
 
 def _local(spec: str) -> bool:
+    """Whether ``spec`` is a directory on this machine (not ``host:/path``, nor a refused host name)."""
     try:
         return parse_target(spec) is None
     except SourceError:
@@ -214,3 +212,15 @@ def remote_candidates(store: Store, spec: str, rank: int) -> tuple[str, list[str
     paths += [f"{base}/worker_{rank}.log", f"{base}/{MSRUN_DIR}/worker_{rank}.log",
               f"{base}/rank_{rank}/{LOG_NAME}", f"{base}/log/rank_{rank}/{LOG_NAME}"]
     return target.host, paths
+
+
+def remote_tail(store: Store, specs: list[str], rank: int, ssh_options: tuple[str, ...] = (),
+                connect_timeout: float = 10.0) -> RemoteLogTail | None:
+    """Rank ``rank``'s log on the host of the first ``host:/path`` source (remote_candidates), unread; None
+    without such a source."""
+    got = next((c for c in (remote_candidates(store, spec, rank) for spec in specs) if c), None)
+    if got is None:
+        return None
+    host, paths = got
+    return RemoteLogTail(f"{host}:{paths[0]}", host=host, candidates=paths, ssh_options=ssh_options,
+                         connect_timeout=connect_timeout)

@@ -26,7 +26,7 @@ from ..engine.smoothing import EmaSeries
 from ..engine.store import Store
 from ..safe import clean
 from ..sources import SourceError, Sources, check_spec, read_once
-from ..sources.logs import RemoteLogTail, job_rank_of, last_error_of, rank_log, remote_candidates
+from ..sources.logs import job_rank_of, last_error_of, rank_log, remote_tail
 from ..sources.remote import parse_target
 from .alerting import Alerting, heat_marks
 from .baseline import baseline_overlay, run_part
@@ -136,14 +136,9 @@ class MonitorSession:
             rank = job_rank_of(self.store)
         pane = LogPane(rank, rank_log(self.store, self.specs, rank, self.logs_dir))
         if pane.path is None:  # a source on another host: its log is read there, while the pane is open
-            for spec in self.specs:
-                got = remote_candidates(self.store, spec, rank)
-                if got is not None:
-                    host, paths = got
-                    pane = LogPane(rank, f"{host}:{paths[0]}", tail=RemoteLogTail(
-                        f"{host}:{paths[0]}", host=host, candidates=paths, ssh_options=self._ssh[0],
-                        connect_timeout=self._ssh[1]))
-                    break
+            tail = remote_tail(self.store, self.specs, rank, *self._ssh)
+            if tail is not None:
+                pane = LogPane(rank, tail.path, tail=tail)
         pane.read()
         return pane
 
@@ -167,9 +162,7 @@ class MonitorSession:
         key = (path, st.st_size, st.st_mtime_ns)
         if self._culprit_log[0] != key:
             err = last_error_of(path)
-            lines = [] if err is None else [f"rank {rank}'s log ({os.path.basename(path)}, L opens it): "
-                                            f"{err.lines[0]}"] + [f"    {line}" for line in err.lines[1:3]]
-            self._culprit_log = (key, lines)
+            self._culprit_log = (key, [] if err is None else _error_note(rank, os.path.basename(path), err))
         return self._culprit_log[1]
 
     def _remote_culprit_error(self, rank: int) -> list[str]:
@@ -179,20 +172,15 @@ class MonitorSession:
         if self._culprit_log[0] == key:
             return self._culprit_log[1]
         self._culprit_log = (key, [])
-        got = next((c for c in (remote_candidates(self.store, spec, rank) for spec in self.specs) if c), None)
-        if got is None:
+        tail = remote_tail(self.store, self.specs, rank, *self._ssh)
+        if tail is None:
             return []
 
         def read() -> None:
-            host, paths = got
-            tail = RemoteLogTail(f"{host}:{paths[0]}", host=host, candidates=paths, ssh_options=self._ssh[0],
-                                 connect_timeout=self._ssh[1])
             tail.read()
             err = last_error(tail.lines)
             if err is not None and self._culprit_log[0] == key:
-                name = tail.path.rsplit("/", 1)[-1]
-                self._culprit_log = (key, [f"rank {rank}'s log ({name}, L opens it): {err.lines[0]}"]
-                                     + [f"    {line}" for line in err.lines[1:3]])
+                self._culprit_log = (key, _error_note(rank, tail.path.rsplit("/", 1)[-1], err))
                 if self.on_update is not None:
                     self.on_update()
 
@@ -292,3 +280,9 @@ class MonitorSession:
     def on_alert(self, alerts: list[dict[str, Any]]) -> list[str]:
         """Run --on-alert for these alerts (a worker thread: it may take a while); what failed."""
         return list(self.alerting.run_command(alerts))
+
+
+def _error_note(rank: int, name: str, err: Any) -> list[str]:
+    """The header's lines for a culprit's last error (mstop.engine.logs.LastError): its first line named by
+    the log's file, then up to two more of its message."""
+    return [f"rank {rank}'s log ({name}, L opens it): {err.lines[0]}"] + [f"    {line}" for line in err.lines[1:3]]
