@@ -31,7 +31,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from .schema import DEVICE_COLUMNS, devices_name
+from .schema import DEVICE_COLUMNS, devices_name, host_key
 
 #: Seconds one ``npu-smi`` call may take before it is killed (a busy driver answers in well under a second).
 CALL_TIMEOUT = 5.0
@@ -276,9 +276,8 @@ def device_id_of(env: dict[str, str] | None = None) -> int | None:
 
 
 def host_name() -> str:
-    """This host's name as file names carry it (letters, digits, ``.``, ``_``, ``-``; at most 64)."""
-    name = re.sub(r"[^A-Za-z0-9._-]", "_", socket.gethostname())[:64].strip(".")
-    return name or "host"
+    """This host's name as file names carry it (mstop_writer.schema.host_key)."""
+    return host_key(socket.gethostname())
 
 
 class Call:

@@ -136,6 +136,15 @@ HOST_CHARS = "[A-Za-z0-9._-]{1,64}"
 DEVICES_PATTERN = rf"host_({HOST_CHARS})\.devices\.csv"
 
 
+def host_key(name: object) -> str:
+    """A host name as devices files carry it (HOST_CHARS): other characters made ``_``, at most 64, no
+    leading or trailing dot; ``host`` when nothing is left. The writer names its file with it, readers join
+    a start event's ``host`` to the file's rows with it."""
+    import re
+
+    return re.sub(r"[^A-Za-z0-9._-]", "_", str(name))[:64].strip(".") or "host"
+
+
 def devices_name(host: str) -> str:
     """Return the devices file name of ``host`` (already reduced to HOST_CHARS)."""
     return f"host_{host}.devices.csv"

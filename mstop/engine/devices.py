@@ -12,11 +12,10 @@ from __future__ import annotations
 import csv
 import io
 import math
-import re
 from dataclasses import dataclass
 from typing import Any
 
-from mstop_writer.schema import DEVICE_COLUMNS
+from mstop_writer.schema import DEVICE_COLUMNS, host_key
 
 from ..safe import clean
 
@@ -26,11 +25,6 @@ KEEP = 90
 STALE_INTERVALS = 3.0
 DEFAULT_INTERVAL = 10.0
 _REQUIRED = ("time", "host", "npu", "chip")
-
-
-def host_key(name: Any) -> str:
-    """A host name as devices files carry it (mstop_writer.devices.host_name), to join a start event's host."""
-    return re.sub(r"[^A-Za-z0-9._-]", "_", str(name))[:64].strip(".") or "host"
 
 
 @dataclass(frozen=True)
@@ -160,7 +154,12 @@ def latest(store: Any) -> dict[tuple[str, int, int], DeviceSample]:
 
 def rank_devices(store: Any) -> dict[int, tuple[str, int, int]]:
     """rank -> its device's key: by process id where npu-smi listed the rank's process on a chip of its
-    host, else by host and device id (its start event's ``device_id``)."""
+    host, else by host and device id (its start event's ``device_id``). Once per store version: a frame
+    asks for it four times (the strip, the ranks' columns, the rules), each a pass over every rank."""
+    return store.memo("devices.rank_devices", lambda: _rank_devices(store))
+
+
+def _rank_devices(store: Any) -> dict[int, tuple[str, int, int]]:
     now = latest(store)
     by_pid = {(s.host, p): k for k, s in now.items() for p in s.pids}
     by_id = {(s.host, s.device): k for k, s in now.items() if s.device is not None}
@@ -178,7 +177,12 @@ def rank_devices(store: Any) -> dict[int, tuple[str, int, int]]:
 
 def current(store: Any) -> dict[tuple[str, int, int], DeviceSample]:
     """The newest sample of each device whose host still samples (a newest sample within STALE_INTERVALS
-    intervals of its host's newest): a device that left the table is not reported as it last was."""
+    intervals of its host's newest): a device that left the table is not reported as it last was. Once per
+    store version, as rank_devices."""
+    return store.memo("devices.current", lambda: _current(store))
+
+
+def _current(store: Any) -> dict[tuple[str, int, int], DeviceSample]:
     now = latest(store)
     newest: dict[str, float] = {}
     for s in now.values():
