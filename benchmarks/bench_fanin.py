@@ -34,7 +34,7 @@ from bench_remote import follower_pids, proc_cpu, start_server  # noqa: E402
 from mstop.engine.store import Store  # noqa: E402
 from mstop.sources.remote import RemoteSource, Target  # noqa: E402
 from mstop_writer import COLUMNS  # noqa: E402
-from tests import sshd  # noqa: E402
+from tests.helpers import sshd  # noqa: E402
 
 
 def writer(dirs: list[str], ranks: int, rate: float, seconds: float, ready: mp.Event) -> None:

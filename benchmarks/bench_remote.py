@@ -29,7 +29,7 @@ from bench_follow import start_writer  # noqa: E402
 from mstop.engine.store import Store  # noqa: E402
 from mstop.sources.local import LocalSource  # noqa: E402
 from mstop.sources.remote import RemoteSource, Target  # noqa: E402
-from tests import sshd  # noqa: E402
+from tests.helpers import sshd  # noqa: E402
 
 
 def proc_cpu(pid: int) -> float:

@@ -129,7 +129,7 @@ def _cpu() -> float:
 def bench_devices(samples: int, repeats: int) -> dict[str, float]:
     """The device sampling's cost (mstop_writer.devices): CPU seconds of one sample of an 8-NPU host (the
     process's own and npu-smi's), against the floor of running ``npu-smi info`` once and reading its output.
-    npu-smi is the stand-in of the tests (tests/npu_smi.py: a shell script printing a published 910B3
+    npu-smi is the stand-in of the tests (tests/helpers/npu_smi.py: a shell script printing a published 910B3
     table): the real tool's own time, unknown here (no Ascend device), comes on top of both. The share of a
     core is the per-sample cost over the default interval (10 s)."""
     import subprocess
@@ -138,7 +138,7 @@ def bench_devices(samples: int, repeats: int) -> dict[str, float]:
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     from mstop_writer.devices import DeviceSampler
     from mstop_writer.schema import DEVICE_INTERVAL
-    from tests.npu_smi import StandIn
+    from tests.helpers.npu_smi import StandIn
 
     res: dict[str, list[float]] = {"sample": [], "floor": []}
     with tempfile.TemporaryDirectory() as tmp:

@@ -18,17 +18,17 @@
 - baseline-120x40.svg: the monitor on the faster run with the baseline overlaid by step.
 - mindformers-log.svg: a real MindFormers Trainer job watched from its own info.log (the kit's capture).
 - msrun-workers.svg, msrun-ranks.svg: a real 4-worker msrun job with MindSpore's LossMonitor and TimeMonitor
-  and no mstop code (tests/msrun_plain_job.py), watched from msrun's worker logs alone.
+  and no mstop code (tests/helpers/msrun_plain_job.py), watched from msrun's worker logs alone.
 - profile-120x40.svg: a baseline run above, profiled at steps 200-210 on CPU: the throughput panel's breakdown.
 - report-loss.png, report-tokens_per_s.png: two of ``mstop report``'s plots of the same runs.
 - runs-120x40.svg, runs-compare.svg, runs-overlay.svg: ``mstop runs/`` on the folder of those three real runs
   and a generated running one: the list (base-1 opened once, so its goodput is known; two runs marked), the
   compare screen of the marked runs, and the three real runs overlaid by step.
 
-- logpane-failed.svg: a real MindSpore job that failed (tests/failing_job.py, its output in train.log): the
+- logpane-failed.svg: a real MindSpore job that failed (tests/helpers/failing_job.py, its output in train.log): the
   header naming its error, and the log pane (L) opened at its traceback.
 - devices.svg: the ranks view of a generated 2-rank run whose writers sampled a stand-in npu-smi printing a
-  published 910B3 table (tests/npu_smi.py), one NPU edited to Alarm at 97 °C: the device strip and columns.
+  published 910B3 table (tests/helpers/npu_smi.py), one NPU edited to Alarm at 97 °C: the device strip and columns.
   No Ascend device is here: the caption says so.
 
     python screenshots/make_screenshots.py --runs-only   # the three real runs and the runs screens only
@@ -53,8 +53,9 @@ sys.path.insert(0, str(ROOT))
 from mstop.app import MonitorApp  # noqa: E402
 from mstop.sources import read_once  # noqa: E402
 from mstop_writer import MetricsWriter  # noqa: E402
-from tests.runs import cluster_1024  # noqa: E402
-from tests.test_app import settle  # noqa: E402
+from tests.helpers.app_common import settle  # noqa: E402
+from tests.helpers.common import HELPERS  # noqa: E402
+from tests.helpers.runs import cluster_1024  # noqa: E402
 
 
 async def shoot(run: str, out: Path, size: tuple[int, int], keys: tuple[str, ...] = (), now: float | None = None,
@@ -221,7 +222,7 @@ def logpane_shot(tmp: Path, out: Path) -> None:
     run = tmp / "failed"
     run.mkdir()
     with open(tmp / "train.log", "wb") as log:
-        subprocess.run([sys.executable, str(ROOT / "tests" / "failing_job.py"), str(run), "15"], cwd=tmp,
+        subprocess.run([sys.executable, str(HELPERS / "failing_job.py"), str(run), "15"], cwd=tmp,
                        stdout=log, stderr=subprocess.STDOUT, check=False)
     asyncio.run(shoot(str(run), out / "logpane-failed.svg", (120, 40), ("L",)))
 
@@ -233,7 +234,7 @@ def devices_shot(tmp: Path, out: Path) -> None:
     import time
 
     sys.path.insert(0, str(ROOT))
-    from tests.npu_smi import StandIn
+    from tests.helpers.npu_smi import StandIn
 
     npu = StandIn(tmp / "bin", info="info-910b3-alarm.txt")
     npu.set(health="health-alarm.txt")
@@ -271,7 +272,7 @@ def msrun_shot(tmp: Path, out: Path) -> None:
     msrun = shutil.which("msrun") or str(Path(sys.executable).parent / "msrun")
     subprocess.run([msrun, "--worker_num=4", "--local_worker_num=4", "--master_addr=127.0.0.1",
                     f"--master_port={port}", f"--log_dir={logs}", "--join=True",
-                    str(ROOT / "tests" / "msrun_plain_job.py"), "60", "3"],
+                    str(HELPERS / "msrun_plain_job.py"), "60", "3"],
                    cwd=tmp, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                    env={**__import__("os").environ, "PATH": f"{Path(sys.executable).parent}:"
                                                            f"{__import__('os').environ['PATH']}"})
@@ -344,7 +345,7 @@ def runs_shots(runs: Path, out: Path) -> None:
     from mstop.app.runs import CompareScreen, RunsApp
     from mstop.app.widgets.runs import RunsTable
     from mstop.sources.runs import RunsWatch
-    from tests.runs import write_run
+    from tests.helpers.runs import write_run
 
     now = max(last_time(runs / n) for n in ("base-1", "base-2", "no-delay")) + 20
     write_run(runs / "ablations" / "lr-x10", status="failed", note="lr x10: NaN at step 61", world=2, steps=61,

@@ -1,0 +1,1 @@
+"""mstop's tests."""

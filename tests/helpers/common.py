@@ -1,0 +1,74 @@
+"""Helpers every kind of test uses: where the checkout is, waiting for a condition, reading a run's files, the
+processes of a test, a small full disk."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+#: the job scripts and stand-ins the system tests start
+HELPERS = ROOT / "tests" / "helpers"
+
+
+def wait_for(cond, timeout: float = 20.0) -> bool:
+    """Poll ``cond`` until it holds or ``timeout`` seconds pass; return its last value."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return True
+        time.sleep(0.02)
+    return cond()
+
+
+def read_rows(path: str | os.PathLike[str]) -> tuple[list[str], list[dict[str, str]]]:
+    """The header and rows of a rank CSV, as the csv module reads them."""
+    with open(path, newline="") as f:
+        r = csv.reader(f)
+        header = next(r)
+        return header, [dict(zip(header, row)) for row in r]
+
+
+def read_events(path: str | os.PathLike[str]) -> list[dict]:
+    """Every line of an events file as JSON (strict: a broken line fails the test)."""
+    with open(path) as f:
+        return [json.loads(line) for line in f]
+
+
+def processes_with(text: str) -> list[tuple[int, str]]:
+    """(pid, command line) of the processes whose command line contains ``text`` (read from /proc, so
+    no procps is needed), this test process excluded."""
+    out = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmd = f.read().replace(b"\0", b" ").decode("utf-8", "replace")
+        except OSError:
+            continue
+        if text in cmd:
+            out.append((int(pid), cmd))
+    return out
+
+
+class FullDisk:
+    """A small tmpfs mounted for one test: ``fill()`` takes every free byte, ``free()`` gives them back."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._filler = path / "filler"
+
+    def fill(self) -> None:
+        with open(self._filler, "ab", buffering=0) as f:
+            try:
+                while True:
+                    f.write(b"\0" * 4096)
+            except OSError:
+                pass  # ENOSPC: the disk is full now
+
+    def free(self) -> None:
+        self._filler.unlink()

@@ -1,0 +1,81 @@
+"""The goodput ledger (issue 16, part 1): where a job's wall time went, on runs where every bucket is known."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from mstop.engine.figures import Options
+from mstop.engine.goodput import BUCKETS, ledger
+from mstop.sources import read_once
+from tests.helpers.common import ROOT
+from tests.helpers.goodput_common import known_run, row  # noqa: F401
+
+
+def test_summary_json_has_the_goodput_object(tmp_path):
+    run = known_run(tmp_path / "run")
+    out = subprocess.run([sys.executable, "-m", "mstop", "summary", str(run), "--json"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=60)
+    s = json.loads(out.stdout)
+    assert set(s["goodput"]) == {*BUCKETS, "wall", "goodput", "ranks"}
+    assert s["goodput"]["recomputed"] == 5.0 and s["goodput"]["wall"] == 111.0
+    text = subprocess.run([sys.executable, "-m", "mstop", "summary", str(run)], cwd=ROOT, capture_output=True,
+                          text=True, timeout=60).stdout
+    line = next(ln for ln in text.splitlines() if ln.startswith("goodput"))
+    pct = f"{100 * s['goodput']['goodput']:.0f} %"
+    assert line.split(None, 1)[1] == f"{pct} of 1 m 51 s · lost: down 1 m 09 s, compile 13 s"
+
+
+def test_a_real_job_killed_and_resumed(tmp_path):
+    """A real MindSpore job (examples/train_tiny_lm.py) killed with SIGKILL after a checkpoint (every 10 steps),
+    then resumed with --resume: the steps after the checkpoint are recomputed (their step time, as the
+    rows say), the time from the killed process's last sign of life to the new start is down, and the
+    buckets add up to the wall time."""
+    import csv
+    import os
+    import signal
+    import time
+
+    pytest.importorskip("mindspore", reason="a real job needs MindSpore: pip install -e '.[mindspore]'")
+    run = tmp_path / "run"
+    common = [sys.executable, "examples/train_tiny_lm.py", "--run-dir", str(run), "--dim", "16", "--layers", "1",
+              "--seq-len", "8", "--batch", "2", "--ckpt-every", "10", "--steps", "30", "--epochs", "3",
+              "--data-delay", "0.1"]  # about 10 steps a second: the kill lands between two checkpoints
+    job = subprocess.Popen(common, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                           start_new_session=True)
+    csv_path = run / "rank0.csv"
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and job.poll() is None:
+        if csv_path.exists() and len(csv_path.read_text().splitlines()) > 13:  # the header and 13 steps
+            break
+        time.sleep(0.05)
+    os.killpg(job.pid, signal.SIGKILL)
+    job.wait(timeout=30)
+    done = subprocess.run(common + ["--resume"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    store = read_once(str(run))
+    d = store.ranks[0]
+    starts = sorted(e["time"] for e in d.starts.values())
+    saved = max(int(c["step"]) for c in d.checkpoints if c["time"] < starts[1])
+    assert len(d.segments) == 2 and d.segments[1].first_step == saved + 1  # resumed from the last checkpoint
+    g = ledger(store, Options())
+    assert sum(g.seconds.values()) == pytest.approx(g.wall, rel=1e-9)
+    rows = list(csv.DictReader(open(csv_path)))
+    first = [r for r in rows if r["session"] == rows[0]["session"]]
+    again = [float(r["step_time"]) for r in first if int(r["step"]) > saved]
+    # the row times (wall clock) and step times (a monotonic clock) differ by microseconds: 2 %
+    assert len(again) >= 1 and g.seconds["recomputed"] == pytest.approx(sum(again), rel=0.02)
+    killed_life = max(float(first[-1]["time"]), *(float(c["time"]) for c in d.checkpoints if c["time"] < starts[1]))
+    assert g.seconds["down"] == pytest.approx(starts[1] - killed_life, abs=1e-6)
+    assert g.seconds["compile"] > 0 and g.seconds["checkpoint"] >= 0
+    # input wait: the data wait of the rows that count; a session's first row is compile beyond one median step
+    second = next(r for r in rows if r["session"] != rows[0]["session"])
+    counted = [r for r in rows if (r["session"] != rows[0]["session"] or int(r["step"]) <= saved)
+               and r is not rows[0] and r is not second]
+    median = sorted(float(r["step_time"]) for r in counted)[len(counted) // 2]
+    assert g.seconds["input_wait"] == pytest.approx(sum(float(r["data_wait"]) for r in counted), abs=2 * median)
+
+

@@ -1,0 +1,69 @@
+"""MetricsWriter on real files: the contract, the arithmetic and the faults (no MindSpore needed)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pandas as pd
+
+from mstop_writer import COLUMNS, MetricsWriter
+from tests.helpers.common import ROOT, read_events, read_rows
+from tests.helpers.writer_common import warnings_of  # noqa: F401
+
+
+def test_import_uses_standard_library_only():
+    code = textwrap.dedent("""
+        import sys, mstop_writer
+        mstop_writer.MetricsWriter
+        print(sorted(m for m in ("textual", "pandas", "watchdog", "numpy", "mindspore", "mstop") if m in sys.modules))
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert out.stdout.strip() == "[]"
+
+
+def test_rank_from_msrun_environment(tmp_path, monkeypatch):
+    monkeypatch.setenv("RANK_ID", "5")
+    monkeypatch.setenv("RANK_SIZE", "8")
+    with MetricsWriter(tmp_path) as w:
+        w.log(1)
+    start = read_events(tmp_path / "rank5.events.jsonl")[0]
+    assert (start["rank"], start["world_size"], start["rank_source"]) == (5, 8, "environment")
+    assert start["env"] == {"RANK_ID": "5", "RANK_SIZE": "8"}
+
+
+def _run_writer_process(run_dir, steps, extra=""):
+    code = textwrap.dedent(f"""
+        from mstop_writer import MetricsWriter
+        with MetricsWriter({str(run_dir)!r}, run_name="restart") as w:
+            for s in {steps!r}:
+                w.log(s, loss=1.0 / s, step_time=0.1{extra})
+    """)
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+
+
+def test_restart_appends_with_a_new_session(tmp_path):
+    _run_writer_process(tmp_path, [1, 2, 3])
+    _run_writer_process(tmp_path, [3, 4, 5])  # resumed from a checkpoint at step 2
+    header, rows = read_rows(tmp_path / "rank0.csv")
+    assert [r["step"] for r in rows] == ["1", "2", "3", "3", "4", "5"]
+    sessions = [r["session"] for r in rows]
+    assert sessions[0] == sessions[2] != sessions[3] == sessions[5]
+    events = read_events(tmp_path / "rank0.events.jsonl")
+    assert [e["kind"] for e in events] == ["start", "end", "start", "end"]
+    assert [e["session"] for e in events if e["kind"] == "start"] == [sessions[0], sessions[3]]
+    assert len(pd.read_csv(tmp_path / "rank0.csv")) == 6
+
+
+def test_restart_with_other_extra_columns_keeps_the_file_readable(tmp_path, caplog):
+    _run_writer_process(tmp_path, [1], extra=", acc=0.5")
+    with MetricsWriter(tmp_path, extra_columns=["f1"]) as w:
+        w.log(2, f1=0.7)
+    header, rows = read_rows(tmp_path / "rank0.csv")
+    assert header == list(COLUMNS) + ["acc"]
+    assert rows[1]["acc"] == "" and len(rows) == 2
+    assert any("extra columns ['acc']" in m and "['f1'] are not written" in m for m in warnings_of(caplog))
+    assert len(pd.read_csv(tmp_path / "rank0.csv")) == 2
+
+

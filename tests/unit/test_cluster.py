@@ -1,0 +1,153 @@
+"""Cluster-scale detection: one straggler among 64, a dead rank among 256, a hung job, a lagging rank.
+
+Runs are written by the real ``MetricsWriter`` (its start events, rows and heartbeats, at generated times)."""
+
+from __future__ import annotations
+
+import os
+import time
+
+from mstop.engine.store import Store
+from mstop.sources.local import LocalSource
+from tests.helpers.cluster_common import alerts, beats, cluster, load  # noqa: F401
+from tests.helpers.runs import steps, write_rank
+
+
+def test_a_noisy_row_or_two_is_not_a_straggler(tmp_path):
+    def dw(r, s, g):
+        return 0.5 if r == 5 and s in (55, 58) else abs(g.gauss(0.02, 0.005))
+
+    last = cluster(tmp_path, 64, data_wait=dw)
+    assert not [a for a in alerts(tmp_path, last + 1) if a.kind == "straggler"]
+
+
+def test_a_dead_rank_among_256(tmp_path):
+    now = 10_000.0 + 60 + 5
+    # rank 99 stopped writing and beating 200 s ago; the others beat 5 s ago
+    last = cluster(tmp_path, 256, last_step=lambda r: 40 if r == 99 else 60,
+                   heartbeat_at=lambda r: now - 200 if r == 99 else now - 5,
+                   t0_of=lambda r: now - 240 - 40 if r == 99 else 10_000.0)  # its last row: 240 s ago
+    got = alerts(tmp_path, now)
+    assert [(a.kind, a.rank) for a in got if a.kind in ("dead_rank", "lagging_rank")] == [("dead_rank", 99)]
+    assert "no heartbeat for 2" in [a for a in got if a.kind == "dead_rank"][0].message
+    assert last
+
+
+def test_a_hung_job_is_stalled_with_the_collective_hint_not_256_dead_ranks(tmp_path):
+    t0 = 10_000.0
+    now = t0 + 60 + 400  # rows stopped 400 s ago; every rank still beats
+    cluster(tmp_path, 256, heartbeat_at=lambda r: now - 10)
+    got = alerts(tmp_path, now)
+    assert [a.kind for a in got] == ["stalled"]
+    assert "all ranks alive: likely waiting in a collective (heartbeats, the newest 10 s ago)" in got[0].message
+
+
+def test_a_lagging_rank(tmp_path):
+    now = 10_000.0 + 60 + 2
+    cluster(tmp_path, 16, last_step=lambda r: 45 if r == 3 else 60, heartbeat_at=lambda r: now - 3)
+    got = [a for a in alerts(tmp_path, now) if a.kind in ("lagging_rank", "dead_rank")]
+    assert [(a.kind, a.rank) for a in got] == [("lagging_rank", 3)]
+    assert "15 steps behind the median rank (60)" in got[0].message
+
+
+def test_without_events_liveness_falls_back_to_rows_and_says_so(tmp_path):
+    now = 10_000.0 + 60 + 5
+    for r in range(8):
+        n = 20 if r == 6 else 60
+        write_rank(tmp_path, r, steps(1, n, t0=10_000.0 if r != 6 else 9_000.0, dt=1.0, loss=1.0, step_time=1.0))
+    got = [a for a in alerts(tmp_path, now) if a.kind == "dead_rank"]
+    assert [a.rank for a in got] == [6] and "(no heartbeats: judged by rows)" in got[0].message
+
+
+def test_healthy_1024_ranks_with_heartbeats_raise_nothing(tmp_path):
+    t = time.perf_counter()
+    last = cluster(tmp_path, 1024, rows=40)
+    assert alerts(tmp_path, last + 1) == []
+    assert time.perf_counter() - t < 120
+
+
+def test_stat_scans_over_many_files_take_a_slice_each_and_miss_none(tmp_path, monkeypatch):
+    """While busy, growth is found by stat scans; with more files than the budget allows per scan, each scan
+    stats the next slice (so a scan's cost, and a network filesystem's round trips, stay bounded), and every
+    file that grew is found within files / slice scans."""
+    import mstop.sources.local as local
+
+    monkeypatch.setattr(local, "SCAN_BUDGET", 100)  # 10 files a scan (SCAN_INTERVAL 0.1 s)
+    for r in range(47):
+        write_rank(tmp_path, r, steps(1, 1))
+    store = Store()
+    src = LocalSource(str(tmp_path), store)
+    src.read_all()
+    for r in range(47):
+        write_rank(tmp_path, r, steps(2, 2))
+    found, sizes = set(), []
+    for _ in range(5):  # ceil(47 / 10)
+        grew, got = src._grown(events=False)
+        assert grew == len(got)
+        sizes.append(len(got))
+        found |= got
+    assert max(sizes) <= 10 and found == {f"rank{r}.csv" for r in range(47)}
+    for name in sorted(found):
+        src._read(name)
+    assert store.rows == 2 * 47 and src._grown(events=False) == (0, set())
+
+
+def test_scans_read_kept_descriptors_and_verify_finds_a_silent_truncation(tmp_path, monkeypatch):
+    """Following keeps the files' descriptors: a scan's slice is read through them (the rows arrive with
+    no stat), and the verify slices (VERIFY_BUDGET) find a truncation that no event told of."""
+    import mstop.sources.local as local
+
+    monkeypatch.setattr(local, "SCAN_BUDGET", 100)  # 10 files a scan
+    monkeypatch.setattr(local, "VERIFY_BUDGET", 10)  # 20 files a check (CHECK_EVERY 2 s)...
+    monkeypatch.setattr(local, "VERIFY_EVERY", 1.0)  # ... though every file is due each second
+    for r in range(47):
+        write_rank(tmp_path, r, steps(1, 1))
+    store = Store()
+    src = LocalSource(str(tmp_path), store)
+    src._keep = True  # as follow() sets it, without its thread
+    src.read_all()
+    for r in range(47):
+        write_rank(tmp_path, r, steps(2, 2))
+    stats = []
+    with monkeypatch.context() as m:
+        m.setattr(local.os, "stat", lambda *a, _real=os.stat, **k: stats.append(a) or _real(*a, **k))
+        grown = sum(src._grown(events=False)[0] for _ in range(5))
+    assert grown == 47 and store.rows == 2 * 47 and stats == []
+    write_rank(tmp_path, 5, steps(1, 3, session="again"), mode="w")  # truncated and rewritten, no event
+    with monkeypatch.context() as m:
+        m.setattr(local.os, "stat", lambda *a, _real=os.stat, **k: stats.append(a) or _real(*a, **k))
+        src._verify()
+    assert len(stats) == 20  # one slice: a stat of each path
+    src._verify()
+    src._verify()  # ceil(47 / 20) slices: every file looked at
+    assert store.ranks[5].rows == 3 and store.ranks[5].segments[-1].session == "again"
+    monkeypatch.setattr(local, "VERIFY_EVERY", 30.0)
+    stats.clear()
+    with monkeypatch.context() as m:
+        m.setattr(local.os, "stat", lambda *a, _real=os.stat, **k: stats.append(a) or _real(*a, **k))
+        src._verify()
+    assert len(stats) == 4  # 47 files each every 30 s: ceil(47 x 2 / 30) a check
+
+
+def test_files_read_before_following_get_their_descriptors_kept_by_the_next_scans(tmp_path, monkeypatch):
+    """A run read whole first (the cold open) and then followed: files that never change again (an events
+    file with no heartbeats) are read once by their path by the next scans and kept from then on, not
+    stat'ed at every scan for ever."""
+    import mstop.sources.local as local
+
+    for r in range(6):
+        write_rank(tmp_path, r, steps(1, 1))
+    src = LocalSource(str(tmp_path), Store())
+    src.read_all()
+    assert not any(f.tail.kept for f in src._files.values())
+    src._keep = True  # follow() sets it
+    for f in src._files.values():
+        f.tail.keep = True
+    src._grown(events=True)
+    assert all(f.tail.kept for f in src._files.values())
+    stats = []
+    monkeypatch.setattr(local.os, "stat", lambda *a, _real=os.stat, **k: stats.append(a) or _real(*a, **k))
+    assert src._grown(events=True) == (0, set()) and stats == []
+    src.stop()
+
+

@@ -1,0 +1,131 @@
+"""The code's own shape, as the README's "How it is built" promises it: short functions, and the
+rooms in the order data flows through them."""
+
+from __future__ import annotations
+
+import ast
+
+from tests.helpers.common import ROOT
+
+WRITER = ROOT / "writer" / "mstop_writer"
+
+LONGEST = 60
+
+
+def _functions(folder: str) -> list[tuple[int, str]]:
+    out = []
+    for f in sorted((ROOT / folder).rglob("*.py")):
+        for node in ast.walk(ast.parse(f.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                out.append((node.end_lineno - node.lineno + 1, f"{f.relative_to(ROOT)}:{node.lineno} {node.name}"))
+    return out
+
+
+def test_no_function_is_longer_than_sixty_lines():
+    found = _functions("mstop") + _functions("writer/mstop_writer")
+    assert len(found) > 300  # the walk found the code
+    long = sorted((n, where) for n, where in found if n > LONGEST)
+    assert not long, f"functions over {LONGEST} lines: {long}"
+
+
+def test_the_frame_is_built_by_short_parts():
+    """build_view and the functions building the frame's parts stay under 40 lines each."""
+    found = [(n, w) for n, w in _functions("mstop/view") if "/view/parts.py" in w or " build_view" in w]
+    assert len(found) >= 7
+    assert all(n < 40 for n, _ in found), sorted(found)[-3:]
+
+
+def test_the_rooms_follow_the_data_flow():
+    """sources feed the engine, the view reads the engine, only the app draws: no room imports a later one."""
+    order = ["engine", "sources", "view", "commands", "app"]  # the engine knows no files; sources feed it
+    later = {room: set(order[i + 1:]) for i, room in enumerate(order)}
+    for room in order[:-1]:
+        for f in (ROOT / "mstop" / room).rglob("*.py"):
+            for node in ast.walk(ast.parse(f.read_text())):
+                if isinstance(node, ast.ImportFrom) and node.level >= 2 and node.module:
+                    top = node.module.split(".")[0]
+                    assert top not in later[room], f"{f.relative_to(ROOT)} imports ..{node.module}"
+
+
+def test_each_package_map_names_exactly_its_modules():
+    """A package docstring that maps its modules (``    name.py  what it holds``) names every module of the
+    folder and no other: a map that has gone stale is worse than none (issue 29)."""
+    import re
+
+    checked = 0
+    for init in sorted((ROOT / "mstop").rglob("__init__.py")):
+        doc = ast.get_docstring(ast.parse(init.read_text()), clean=False) or ""
+        named = set(re.findall(r"^ {4}(\w+\.py) ", doc, re.M))
+        if not named:
+            continue
+        checked += 1
+        there = {p.name for p in init.parent.glob("*.py") if p.name != "__init__.py"}
+        assert named == there, (str(init.relative_to(ROOT)), sorted(there - named), sorted(named - there))
+    assert checked >= 3
+
+
+def test_only_the_store_changes_the_store():
+    """The store's door (issue 29): its docstring promises one lock and a version bump for every change, so
+    no module outside it assigns to a store's attributes (``store.mtime = ...``): it calls a method."""
+    offenders = []
+    for path in sorted((ROOT / "mstop").rglob("*.py")):
+        if path.name == "store.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            targets = node.targets if isinstance(node, ast.Assign) else \
+                [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else []
+            for t in targets:
+                if isinstance(t, ast.Attribute) and (
+                        (isinstance(t.value, ast.Name) and t.value.id == "store") or
+                        (isinstance(t.value, ast.Attribute) and t.value.attr == "store")):
+                    offenders.append(f"{path.relative_to(ROOT)}:{node.lineno} store.{t.attr}")
+    assert not offenders, offenders
+
+
+def test_the_app_goes_through_the_views_door():
+    """The app draws what the view hands it (issue 29): no module of mstop/app imports the engine or the
+    sources itself; what it needs of them the view names (mstop.view's __all__, the session)."""
+    offenders = []
+    for f in sorted((ROOT / "mstop" / "app").rglob("*.py")):
+        for node in ast.walk(ast.parse(f.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level >= 2 and node.module and \
+                    node.module.split(".")[0] in ("engine", "sources"):
+                offenders.append(f"{f.relative_to(ROOT)}:{node.lineno} imports ..{node.module}")
+    assert not offenders, offenders
+
+
+def _writer_imports() -> dict[str, set[str]]:
+    """Each writer module's imports of its siblings, lazy ones (inside functions) included."""
+    graph: dict[str, set[str]] = {}
+    for f in sorted(WRITER.glob("*.py")):
+        me = f.stem
+        graph[me] = set()
+        for node in ast.walk(ast.parse(f.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level == 1:
+                if node.module:
+                    graph[me].add(node.module.split(".")[0])
+                else:  # ``from . import x``: the package face, or a sibling module by name
+                    graph[me].update(a.name if (WRITER / f"{a.name}.py").exists() else "__init__"
+                                     for a in node.names)
+    return graph
+
+
+def test_the_writer_has_no_circle_and_no_module_imports_its_face():
+    """Issue 37: the writer's modules import one another one way (a lazy import counts), and none reaches
+    back to ``mstop_writer/__init__`` (the face imports the modules, never the other way round)."""
+    graph = _writer_imports()
+    assert {"metrics", "devices", "schema", "_cells"} <= set(graph)
+    inner = {m: deps for m, deps in graph.items() if m != "__init__"}
+    assert not [m for m, deps in inner.items() if "__init__" in deps]
+
+    def reach(start: str) -> set[str]:
+        seen, todo = set(), list(graph.get(start, ()))
+        while todo:
+            m = todo.pop()
+            if m not in seen:
+                seen.add(m)
+                todo.extend(graph.get(m, ()))
+        return seen
+
+    circles = sorted(m for m in inner if m in reach(m))
+    assert not circles, {m: sorted(graph[m]) for m in circles}

@@ -1,0 +1,140 @@
+"""Issue 28: every MindSpore job read from its own logs, each format built from its version's format string
+(MindFormers v0.6's, the PyNative trainer's, MindSpore 2.10's LossMonitor and TimeMonitor), any prefix or
+none, msrun's worker logs, and a line that looks like a step in no known format said, never a silent zero."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mstop.sources import read_once
+from tests.helpers.log_formats_common import LOSS_MONITOR, V06_FILE, _logger_line, _rank_log  # noqa: F401
+
+V06_STEP = ("Epoch:[%3d/%3d], step:[%5d/%5d], loss:[%5.3f/%5.3f], time:%5.3f ms, lr:%s, overflow cond: %s, "
+            "loss_scale: %s")
+
+V06_SINK = "Will be Training epochs:%d, sink_size:%d"
+
+V06_STDOUT = "%(asctime)s - %(name)s - %(levelname)s - %(message)s"
+
+@pytest.mark.parametrize("fmt", [V06_FILE, V06_STDOUT])
+def test_mindformers_v06_lines_and_its_sink_time_per_step(tmp_path, fmt):
+    t0 = 1_796_108_985.0
+    lines = [_logger_line(fmt, t0, V06_SINK, 1, 4)]
+    for k, s in enumerate(range(4, 13, 4)):  # sink mode: one line a sink of 4 steps, time the whole sink's
+        lines.append(_logger_line(fmt, t0 + 2.0 * (k + 1), V06_STEP, 1, 1, s, 12, 2.5 - 0.1 * k, 2.5, 2000.0,
+                                  "[0.]", "False", "268435460.0"))
+    store = read_once(str(_rank_log(tmp_path, 0, lines)))
+    d = store.ranks[0]
+    assert d.col("step").tolist() == [4.0, 8.0, 12.0]
+    assert d.col("loss").tolist() == pytest.approx([2.5, 2.4, 2.3])
+    assert d.col("step_time").tolist() == pytest.approx([0.5] * 3)  # 2,000 ms a sink of 4 steps
+    assert d.col("loss_scale")[0] == pytest.approx(268435460.0, rel=1e-6) and d.col("lr")[0] == 0.0
+    assert d.col("time")[1] - d.col("time")[0] == pytest.approx(2.0, abs=2e-3)
+    assert store.bad_rows == 0
+
+
+def test_the_pynative_trainer_and_the_loss_names_of_other_releases(tmp_path):
+    t0 = 1_796_108_985.0
+    lines = []
+    for s in range(1, 4):
+        parts = [f"step:[{s:5d}/{10:5d}]", f"loss: {11.813965 - s:.6f}", f"per_step_time: {13570}ms",
+                 f"lr: {1e-5:.6e}"]
+        lines.append(_logger_line(V06_FILE, t0 + s, "{ " + ", ".join(parts) + " }"))
+    # the published r2.0 line, padded as printed there
+    lines.append(_logger_line(V06_FILE, t0 + 4, "{ step:[    4/   10], loss:  11.813965, per_step_time:  13570ms, "
+                                                "load_balancing_loss:   1.093977, lr: 1.000000e-05, grad_norm:  "
+                                                "13.831877, throughput:   1.36T }"))
+    lines.append(_logger_line(V06_FILE, t0 + 5, "{ Epoch:[  1/  1], step:[    5/   10], loss:[2.000000/2.1], "
+                                                "lm loss: 1.9, aux_loss: 0.05, kl_loss: 0.01, extra_loss: 0.02, "
+                                                "per_step_time: 100ms, lr: 1e-05, overflow cond: False, "
+                                                "loss_scale: 1.0, global_norm: [1.5]"))
+    store = read_once(str(_rank_log(tmp_path, 0, lines)))
+    d = store.ranks[0]
+    assert d.col("step").tolist() == [1.0, 2.0, 3.0, 4.0, 5.0] and store.bad_rows == 0
+    assert d.col("loss")[3] == pytest.approx(11.813965) and d.col("grad_norm")[3] == pytest.approx(13.831877)
+    assert d.col("step_time")[0] == pytest.approx(13.57, rel=1e-6) and d.col("lr")[0] == pytest.approx(1e-5)
+    assert d.col("load_balancing_loss")[3] == pytest.approx(1.093977)
+    assert d.col("train_throughput_per_npu")[3] == pytest.approx(1.36)
+    assert d.col("aux_loss")[4] == pytest.approx(0.05) and d.col("extra_loss")[4] == pytest.approx(0.02)
+    assert d.last_start["total_steps"] == 10
+
+
+def test_a_step_line_with_any_prefix_or_none(tmp_path):
+    """tee'd, pasted, a job's own logger: the step is read wherever it stands; the time from a stamp before
+    it, else from the file's time (and the screen says so)."""
+    mf = "{ Epoch:[  1/  1], step:[%5d/   10], loss:[%5.6f/2.0], per_step_time: 20ms, lr: 1e-05, " \
+         "overflow cond: False, loss_scale: 1.0, global_norm: [1.0]"
+    lines = [f"2026-12-01T07:09:4{s}.100 myjob INFO " + mf % (s, 3.0 - s / 10) for s in range(1, 4)]
+    lines += ["   " + mf % (s, 3.0 - s / 10) for s in range(4, 6)]  # pasted, no stamp
+    out = _rank_log(tmp_path, 0, lines)
+    when = time.time() - 100
+    os.utime(out / "log" / "rank_0" / "info.log", (when, when))
+    store = read_once(str(out))
+    d = store.ranks[0]
+    assert d.col("step").tolist() == [1.0, 2.0, 3.0, 4.0, 5.0] and store.bad_rows == 0
+    assert d.col("time")[1] - d.col("time")[0] == pytest.approx(1.0, abs=2e-3)
+    assert d.col("time")[4] == pytest.approx(when, abs=1.0)
+    assert any("2 step lines without a timestamp: timed by when the file was written" in n for n in store.notes)
+
+
+def test_a_line_that_looks_like_a_step_in_no_known_format_is_said(tmp_path):
+    lines = [_logger_line(V06_FILE, 1_796_108_985.0, "some other trainer"),
+             "2026-12-01 07:09:49 | step 10 | loss 2.345 | lr 1e-4",
+             "2026-12-01 07:09:50 | step 11 | loss 2.340 | lr 1e-4"]
+    store = read_once(str(_rank_log(tmp_path, 0, lines)))
+    assert store.bad_rows == 2
+    note = next(n for n in store.notes if "look like steps" in n)
+    assert note.startswith("rank_0/info.log: 2 lines look like steps but match no format mstop knows")
+    assert "the first: 2026-12-01 07:09:49 | step 10 | loss 2.345" in note
+
+
+def test_a_log_with_no_step_yet_says_what_it_found(tmp_path):
+    lines = [_logger_line(V06_FILE, 1_796_108_985.0, "building the network %d", i) for i in range(312)]
+    store = read_once(str(_rank_log(tmp_path, 0, lines)))
+    assert "rank_0/info.log: 312 lines, no step lines yet" in store.notes
+
+
+def test_an_exception_line_after_the_last_step_fails_the_run(tmp_path):
+    """Item 1: ``ValueError: ...`` after a session's last step marks it failed, with or without a traceback
+    header before it (LossMonitor raises on a NaN loss: its job's log ends so)."""
+    from mstop.engine.figures import Options, status
+
+    for i, tail in enumerate((["ValueError: In epoch: 1 step: 4, loss is NAN or INF, training process cannot "
+                               "continue, terminating training."],
+                              ["Traceback (most recent call last):", '  File "train.py", line 9, in <module>',
+                               "RuntimeError: out of memory"])):
+        d = tmp_path / f"job{i}"
+        d.mkdir()
+        (d / "worker_0.log").write_text("".join(ln + "\n" for ln in [LOSS_MONITOR % (1, s, 2.0) for s in (1, 2, 3)]
+                                                + tail))
+        store = read_once(str(d))
+        assert status(store, Options()) == "failed", tail
+        assert tail[-1].split(":")[0] in str(store.ranks[0].aborts[-1]["error"])
+
+
+@given(st.lists(st.one_of(st.binary(max_size=80), st.sampled_from([
+    b"[ERROR] DISTRIBUTED(1,2,python):2026-12-02-11:26:04.081.379 [x.cc:548] UpdateTopoState] The node: 3 is "
+    b"timed out. It may exit with exception, please check this node's log.",
+    b"[WARNING] DISTRIBUTED(1,2,python):2026-12-02-11:35:09.856.804 [x.cc:323] ProcessUnregister] Node 1 has "
+    b"unregistered.",
+    b"[WARNING] D(1,2,python):2026-12-02-11:35:02.900.617 [x.cc:254] ProcessRegister] The new node: 3(role: "
+    b"MS_WORKER), rank id: 7, device id: 0, hostname: vm, ip: 127.0.0.1 is registered successfully.",
+    b"The node: 99999999999 is timed out", b"2026-13-45-99:99:99.000.000 Node 2 has unregistered.",
+    b"\x1b]0;x\x07 The node: 2 is timed out \x1b[31m"])), max_size=20))
+@settings(max_examples=200, deadline=None)
+def test_the_scheduler_log_parser_never_crashes_and_its_words_are_clean(lines):
+    """Any bytes: no exception; every state has a rank, a finite time and a line with no control code."""
+    import math
+
+    from mstop.engine.mflog import SchedulerLog
+
+    for w in SchedulerLog().parse(b"\n".join(lines)):
+        assert w.kind in ("end", "lost") and w.rank >= 0 and math.isfinite(w.time)
+        assert not any(ord(c) < 32 or ord(c) == 127 for c in w.line), w.line
+
+

@@ -1,0 +1,244 @@
+"""A folder of runs (issue 17): the runs screen as a user sees it, its keys, and summary over every run.
+
+The runs are written by the real MetricsWriter (tests/helpers/runs.py: runs_folder), in known states at NOW_RUNS."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mstop.app.monitor import MonitorScreen
+from mstop.app.runs import RunsApp
+from mstop.app.widgets import Chart, Header
+from mstop.app.widgets.runs import RunsTable
+from mstop.sources.runs import RunsWatch, find_runs
+from mstop.view.runs import FilterError, parse_filter
+from tests.helpers.common import ROOT
+from tests.helpers.runs import RUNS, write_run
+from tests.helpers.runs_common import app_for, folder, settle, table_rows, title  # noqa: F401
+
+
+def test_runs_are_found_at_any_depth_up_to_three_and_never_inside_a_run(folder, tmp_path):
+    found, problems = find_runs(str(folder))
+    assert [os.path.relpath(p, folder) for p, _ in found] == sorted(RUNS) and problems == []
+    deep = tmp_path / "a" / "b" / "c" / "d"  # four levels down: not listed
+    write_run(deep, status="finished", note="deep", world=1, steps=3)
+    write_run(tmp_path / "a" / "b" / "run3", status="finished", note="", world=1, steps=3)
+    (tmp_path / "a" / "b" / "run3" / "profile" / "rank0").mkdir(parents=True)  # inside a run: not searched
+    assert [os.path.relpath(p, tmp_path) for p, _ in find_runs(str(tmp_path))[0]] == ["a/b/run3"]
+
+
+async def test_the_list_shows_every_run_with_its_figures_and_status_as_text(folder):
+    app = app_for(folder)
+    async with app.run_test(size=(160, 30)) as pilot:
+        await settle(pilot, lambda: len(table_rows(app)) == len(RUNS))
+        rows = {r[1]: r for r in table_rows(app)}
+        assert set(rows) == set(RUNS)
+        for name, (status, note, _) in RUNS.items():
+            assert rows[name][2] == status and rows[name][-1] == note
+        assert rows["base"][3] == "120/480" and rows["lr-high"][9] == "1"  # the failed run's abort alert
+        assert f"{len(RUNS)} runs" in title(app)
+
+
+async def test_sort_by_key_and_by_clicking_a_header(folder):
+    app = app_for(folder)
+    async with app.run_test(size=(160, 30)) as pilot:
+        await settle(pilot, lambda: len(table_rows(app)) == len(RUNS))
+        await pilot.press("s")  # the next column: status
+        await settle(pilot, lambda: "sorted by status (up)" in title(app))
+        assert [r[2] for r in table_rows(app)] == ["running", "running", "finished", "stalled", "failed"]
+        await pilot.press("S")
+        await settle(pilot, lambda: "sorted by status (down)" in title(app))
+        assert [r[2] for r in table_rows(app)][0] == "failed"
+        table = app.runs_screen.query_one(RunsTable)
+        cols = list(table.columns.values())
+        x = sum(c.get_render_width(table) for c in cols[:4]) + 2  # the header row: the loss column
+        await pilot.click(RunsTable, offset=(x, 0))
+        await settle(pilot, lambda: "sorted by loss" in title(app))
+        losses = [float(r[4]) for r in table_rows(app)]
+        assert losses == sorted(losses)
+
+
+async def test_filter_words_and_conditions_and_a_bad_filter_says_why(folder):
+    app = app_for(folder)
+    async with app.run_test(size=(160, 30)) as pilot:
+        await settle(pilot, lambda: len(table_rows(app)) == len(RUNS))
+        await pilot.press("slash", *"status=running world_size>=4", "enter")
+        await settle(pilot, lambda: len(table_rows(app)) == 1)
+        assert table_rows(app)[0][1] == "recompute/seed1" and "1 match" in title(app)
+        await pilot.press("slash", "ctrl+u", *"recompute", "enter")
+        await settle(pilot, lambda: len(table_rows(app)) == 2)
+        await pilot.press("slash", "ctrl+u", *"loss_ema<0.69", "enter")  # summary's name for the column
+        await settle(pilot, lambda: [r[1] for r in table_rows(app)] == ["no-delay"])
+        await pilot.press("slash", "ctrl+u", *"note~delay", "enter")
+        await settle(pilot, lambda: [r[1] for r in table_rows(app)] == ["no-delay"])
+        await pilot.press("slash", "ctrl+u", *"step>lots", "enter")
+        await settle(pilot, lambda: "bad filter" in str(app.runs_screen.query_one("#runs-notes").content))
+        assert "compares numbers" in str(app.runs_screen.query_one("#runs-notes").content)
+        assert [r[1] for r in table_rows(app)] == ["no-delay"]  # the last good filter still holds
+        await pilot.press("escape", "slash", "ctrl+u", "enter")  # empty: every run again
+        await settle(pilot, lambda: len(table_rows(app)) == len(RUNS))
+
+
+def test_the_filter_grammar():
+    f = parse_filter("status = running  world_size>=64 note~Recompute big", {"world_size"})
+    assert [(c.field, c.op, c.value) for c in f.conditions] == [("status", "=", "running"),
+                                                                ("world_size", ">=", "64"), ("note", "~", "Recompute")]
+    assert f.words == ["big"]
+    for bad, says in (("nosuch=1", "no such field"), ("=3", "FIELD OP VALUE"), ("step>", "nothing to compare"),
+                      ("mfu<high", "compares numbers")):
+        with pytest.raises(FilterError, match=says):
+            parse_filter(bad, {"world_size"})
+
+
+async def test_enter_opens_the_monitor_and_escape_returns_with_the_cursor_on_the_run(folder):
+    app = app_for(folder)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot, lambda: len(table_rows(app)) == len(RUNS))
+        await pilot.press("down", "down", "enter")  # the third run by name: no-delay
+        await settle(pilot, lambda: isinstance(app.screen, MonitorScreen))
+        await settle(pilot, lambda: "no-delay" in str(app.screen.query_one(Header).content))
+        await pilot.press("escape")
+        await settle(pilot, lambda: app.screen is app.runs_screen)
+        table = app.runs_screen.query_one(RunsTable)
+        assert table.cursor_run.endswith("no-delay") and table_rows(app)[table.cursor_row][1] == "no-delay"
+        # opened once: its whole history is read, so goodput is known now
+        await settle(pilot, lambda: table_rows(app)[table.cursor_row][8] not in ("",))
+
+
+async def test_overlay_draws_the_marked_runs_by_step_with_their_names(folder):
+    app = app_for(folder)
+    async with app.run_test(size=(160, 45)) as pilot:
+        await settle(pilot, lambda: len(table_rows(app)) == len(RUNS))
+        await pilot.press("space", "down", "space", "space", "o")  # base, (not lr-high) no-delay, seed1
+        await settle(pilot, lambda: isinstance(app.screen, MonitorScreen), tries=1000)
+        await settle(pilot, lambda: "no-delay" in str(app.screen.query_one("#loss-chart", Chart).legend()))
+        legend = str(app.screen.query_one("#loss-chart", Chart).legend())
+        assert "2 no-delay" in legend and "3 recompute/seed1" in legend
+        assert "base" in str(app.screen.query_one(Header).content)
+        tp = str(app.screen.query_one("#tp-chart", Chart).legend())
+        assert "no-delay" in tp
+
+
+async def test_a_run_appearing_and_a_run_finishing_while_the_list_is_open(tmp_path):
+    root = tmp_path / "runs"
+    now = time.time()
+    write_run(root / "a", status="running", note="first", world=1, steps=20, t0=now - 20, clock_now=now)
+    app = RunsApp([RunsWatch(str(root))], label=str(root), follow=True)
+    async with app.run_test(size=(160, 30)) as pilot:
+        await settle(pilot, lambda: len(table_rows(app)) == 1)
+        assert table_rows(app)[0][2] == "running"
+        write_run(root / "b", status="finished", note="second", world=1, steps=20, t0=now - 100)
+        await settle(pilot, lambda: len(table_rows(app)) == 2, tries=600)
+        from mstop_writer import MetricsWriter
+
+        events = root / "a" / "rank0.events.jsonl"
+        session = json.loads(events.read_text().splitlines()[0])["session"]
+        with open(events, "a") as f:  # the job ends: its end event
+            f.write(json.dumps({"time": time.time(), "kind": "end", "session": session, "step": 19}) + "\n")
+        await settle(pilot, lambda: {r[1]: r[2] for r in table_rows(app)}.get("a") == "finished", tries=600)
+        assert MetricsWriter  # the runs are the writer's own files
+
+
+async def test_a_broken_run_is_listed_and_the_others_still_are(tmp_path):
+    root = tmp_path / "runs"
+    write_run(root / "good", status="finished", note="", world=1, steps=10)
+    bad = root / "broken"
+    bad.mkdir(parents=True)
+    (bad / "rank0.csv").write_bytes(b"\x00\xff garbage\nnot,a,header\n")
+    os.mkfifo(bad / "rank1.csv")  # a FIFO named like a rank file must never block the list
+    app = app_for(root, clock=time.time)
+    async with app.run_test(size=(160, 30)) as pilot:
+        await settle(pilot, lambda: len(table_rows(app)) == 2)
+        rows = {r[1]: r for r in table_rows(app)}
+        assert rows["good"][2] == "finished" and rows["broken"][2] in ("waiting", "starting", "unreadable")
+
+
+def test_an_empty_folder_keeps_opening_the_monitor_and_a_run_folder_too(folder, tmp_path):
+    from mstop.cli import monitor_parser, runs_watches
+
+    args = monitor_parser().parse_args([str(tmp_path)])
+    assert runs_watches([str(tmp_path)], args) is None  # empty: the monitor waits for a job, as before
+    assert runs_watches([str(folder / "base")], args) is None  # a run: its monitor
+    watches = runs_watches([str(folder), str(folder / "base")], args)
+    assert watches is not None and len(watches) == 2
+    assert Path(watches[1].only).name == "base"
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=60))
+def test_any_filter_text_parses_or_says_why_and_never_raises_on_a_row(text):
+    from mstop.view.runs import RunRow
+
+    row = RunRow(key="k", name="exp\x1b[31m", host="h", status="running", step=5, loss=1.5, note="a note",
+                 config={"world_size": 8, "device": "Ascend"})
+    try:
+        f = parse_filter(text, {"world_size", "device"})
+    except FilterError as e:
+        assert str(e) and "\x1b" not in str(e)
+        return
+    assert "\x1b" not in f.text
+    assert f.matches(row, 100.0) in (True, False)
+
+
+async def test_a_run_named_with_control_codes_is_shown_escaped(tmp_path):
+    root = tmp_path / "runs"
+    write_run(root / "evil\x1b]2;pwned\x07", status="finished", note="", world=1, steps=5)
+    app = app_for(root)
+    async with app.run_test(size=(160, 30)) as pilot:
+        await settle(pilot, lambda: len(table_rows(app)) == 1)
+        name = table_rows(app)[0][1]
+        assert "\x1b" not in name and "\x07" not in name and "\\x1b]2;pwned" in name
+
+
+def test_every_filter_example_of_the_readme_reads():
+    """Issue 27 #9: the README's own examples were refused (`mfu<0.3 !~ablation`, `cnn !~sweep`, `!~sweep`)."""
+    import re as _re
+
+    from mstop.view.runs import RunRow
+
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("**Filter.**", 1)[1].split("**What the figures", 1)[0]
+    examples = [e for e in _re.findall(r"`([^`]+)`", section.split("Examples:", 1)[1].split(".\n", 1)[0])]
+    assert {"mfu<0.3 !~ablation", "cnn !~sweep", "!~sweep", "status=running world_size>=64"} <= set(examples)
+    fields = {"world_size", "device", "run_name"}
+    for e in examples:
+        parse_filter(e, fields)
+    ablation = RunRow(key="a", name="ablation/x", host="", status="running", mfu=0.2)
+    cnn = RunRow(key="c", name="cnn-base", host="", status="running", mfu=0.2, note="resnet")
+    sweep = RunRow(key="s", name="sweep/cnn-3", host="", status="running", mfu=0.2)
+    f = parse_filter("mfu<0.3 !~ablation", fields)
+    assert [r.key for r in (ablation, cnn, sweep) if f.matches(r, 0)] == ["c", "s"]
+    f = parse_filter("cnn !~sweep", fields)
+    assert [r.key for r in (ablation, cnn, sweep) if f.matches(r, 0)] == ["c"]
+    assert [r.key for r in (ablation, cnn, sweep) if parse_filter("!~sweep", fields).matches(r, 0)] == ["a", "c"]
+    named = RunRow(key="n", name="exp/7", host="", status="running", run_name="llama-lr-high")
+    assert parse_filter("lr-high", fields).matches(named, 0)  # a word matches the run's name too
+
+
+async def test_an_overlay_of_a_repeat_group_draws_every_member_and_the_name_stays_on_scroll(folder):
+    """Issue 27 #11: `=` made seed2 a repeat of seed1: the overlay drew seed1 alone."""
+    app = app_for(folder)
+    async with app.run_test(size=(160, 45)) as pilot:
+        await settle(pilot, lambda: len(table_rows(app)) == len(RUNS))
+        names = [r[1] for r in table_rows(app)]
+        await pilot.press("space")  # base: the baseline (the cursor steps down, as htop's space does)
+        for _ in range(names.index("recompute/seed1") - 1):
+            await pilot.press("down")
+        await pilot.press("space", "equals_sign", "o")  # seed1, then seed2 as its repeat
+        await settle(pilot, lambda: isinstance(app.screen, MonitorScreen), tries=1000)
+        await settle(pilot, lambda: "seed2" in str(app.screen.query_one("#loss-chart", Chart).legend()))
+        legend = str(app.screen.query_one("#loss-chart", Chart).legend())
+        assert "recompute/seed1" in legend and "recompute/seed2" in legend, legend
+        await pilot.press("escape")
+        await settle(pilot, lambda: not isinstance(app.screen, MonitorScreen))
+        table = app.runs_screen.query_one(RunsTable)
+        assert table.fixed_columns == 2
+
+

@@ -1,0 +1,76 @@
+"""The monitor's session without Textual (issue 29): mstop.view.session builds each frame and returns what is
+new in it; it never calls back into a screen, so these tests need none."""
+
+from __future__ import annotations
+
+import ast
+
+from mstop.view.session import MonitorSession
+from tests.helpers.common import ROOT
+from tests.helpers.runs import start, steps, write_events, write_rank
+
+
+def _run(tmp_path, *, nan_at: int | None = None):
+    t0 = 1_800_000_000.0
+    for r in range(2):
+        write_events(tmp_path, r, [start("s1", t0)])
+        write_rank(tmp_path, r, steps(1, 40, t0=t0, step_time=1.0, tokens=4096,
+                                      loss=lambda s, r=r: "nan" if s == nan_at and r == 1 else 2.0 - s / 100))
+    return t0 + 41
+
+
+def test_a_frame_is_built_with_no_screen_and_says_what_is_new(tmp_path):
+    """A NaN loss is a fresh alert in the first frame that sees it, and in no later one (the screen rings once);
+    the header's figures are the store's."""
+    now = _run(tmp_path, nan_at=30)
+    session = MonitorSession([str(tmp_path)], clock=lambda: now)
+    session.source.read_all()
+    session.first_read_done()
+    first = session.frame(points=60)
+    assert first.view.header.step == 40 and [a.kind for a in first.fresh] == ["nan_loss"]
+    assert first.fresh[0].rank == 1 and "step 30" in first.fresh[0].message
+    again = session.frame(points=60)
+    assert again.fresh == [] and [a.kind for a in again.view.alerts] == ["nan_loss"]
+    assert again.view.new_alerts == 1  # not seen yet: the a key marks them
+    alerts, past = session.alerts_now()
+    assert [a.kind for a in alerts] == ["nan_loss"] and session.frame(points=60).view.new_alerts == 0
+    session.source.stop()
+
+
+def test_while_reading_nothing_is_told_and_a_scan_is_asked_for_once(tmp_path):
+    """A part of the files (the first read going on) tells no alert; afterwards the first frame asks the
+    screen for a history scan, the next ones do not until the store changes and the interval passed; the
+    scan itself runs on whoever calls it and says whether the chart's marks changed."""
+    now = _run(tmp_path, nan_at=30)
+    session = MonitorSession([str(tmp_path)], clock=lambda: now)
+    session.source.read_all()
+    session.reading = True
+    f = session.frame(points=60)
+    assert f.fresh == [] and f.scan is None and f.view.header.notes[0].startswith("reading what is written")
+    session.first_read_done()
+    f = session.frame(points=60)
+    assert f.scan is not None and session.frame(points=60).scan is None
+    assert session.scan(f.scan) is True  # the NaN's incident: a new mark
+    assert session.scan(f.scan) is False
+    assert session.frame(points=60, ranks_view=True).scan is None  # the ranks view draws no loss chart
+    session.source.stop()
+
+
+def test_the_baseline_is_read_and_used_or_refused_with_a_reason(tmp_path):
+    now = _run(tmp_path / "a")
+    _run(tmp_path / "b")
+    session = MonitorSession([str(tmp_path / "a")], clock=lambda: now)
+    session.source.read_all()
+    session.first_read_done()
+    assert session.use_baseline(str(tmp_path / "b"), session.read_baseline(str(tmp_path / "b"))) is None
+    assert session.frame(points=60).view.baseline is not None
+    why = session.use_baseline("nohost-x:/nowhere", "cannot connect")
+    assert why == "cannot connect" and session.baseline_store is None
+    session.source.stop()
+
+
+def test_the_session_imports_no_screen_code():
+    tree = ast.parse((ROOT / "mstop" / "view" / "session.py").read_text())
+    names = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module} | \
+        {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    assert not any(m.split(".")[0] in ("textual", "rich", "app") for m in names), names

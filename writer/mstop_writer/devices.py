@@ -1,0 +1,472 @@
+"""The host's Ascend NPUs, sampled with ``npu-smi`` into ``host_<name>.devices.csv``.
+
+Standard library only: this module runs inside training jobs. One process per host samples (the writer of
+the lowest local rank tries first; a lock on the file decides, and another rank takes over when that process
+ends). It never blocks training: the sampling runs on a daemon thread, every ``npu-smi`` call has a timeout
+and is killed after it, each kind of failure is warned about once, and nothing at all happens where
+``npu-smi`` is not installed (CPU, GPU).
+
+What is read, per sample (Ascend's "npu-smi command reference", Atlas training products):
+
+- ``npu-smi info``: one call for every device: name, health, power, temperature, AICore %, memory and HBM
+  used / total, and the processes on each chip. Most of a row comes from it.
+- ``npu-smi info -t usages -i ID``: one device per sample, in turn (AICPU, control CPU, vector core and HBM
+  bandwidth use), so a host of 8 NPUs costs two calls a sample, not nine.
+- ``npu-smi info -t health -i ID``: only for a device whose health is not OK, for its error code.
+
+``-t temp`` and ``-t power`` print what the table already holds (their parser is the same key-value one).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from ._cells import cells as csv_cells
+from .schema import DEVICE_COLUMNS, devices_name, host_key
+
+#: Seconds one ``npu-smi`` call may take before it is killed (a busy driver answers in well under a second).
+CALL_TIMEOUT = 5.0
+MB = 1 << 20  # npu-smi's MB are mebibytes (a 64 GB HBM reads 65536)
+_SLASH = re.compile(r"\s*/\s*")
+
+
+@dataclass
+class Chip:
+    """One chip (one logical device) as ``npu-smi info`` and its detail commands describe it."""
+
+    npu: int
+    chip: int
+    name: str | None = None
+    health: str | None = None
+    power: float | None = None
+    temperature: float | None = None
+    aicore: float | None = None  # fraction of the AI cores busy (npu-smi prints a percentage)
+    memory_used: int | None = None  # bytes
+    memory_total: int | None = None
+    hbm_used: int | None = None
+    hbm_total: int | None = None
+    bus_id: str | None = None
+    device: int | None = None  # the logical device id ranks are joined with (see device_id_of)
+    pids: list[int] = field(default_factory=list)
+    aivector: float | None = None
+    aicpu: float | None = None
+    ctrlcpu: float | None = None
+    hbm_bandwidth: float | None = None
+    error_code: str | None = None
+    source: str = "info"
+
+    def row(self, t: float, host: str) -> list[Any]:
+        """The chip as one row of ``host_<name>.devices.csv`` (DEVICE_COLUMNS' order)."""
+        v = {"time": t, "host": host, "pids": " ".join(map(str, self.pids[:16]))}
+        return [v[c] if c in v else getattr(self, c) for c in DEVICE_COLUMNS]
+
+
+def _number(text: str) -> float | None:
+    """A number of npu-smi's output; None for ``NA``, ``-`` and anything else that is not one."""
+    try:
+        f = float(text)
+    except ValueError:
+        return None
+    return f if f == f and abs(f) != float("inf") else None
+
+
+def _pair(text: str) -> tuple[int | None, int | None]:
+    """``"3318/65536"`` (MB) as (used, total) bytes."""
+    a, _, b = text.partition("/")
+    used, total = _number(a), _number(b)
+    if not total:  # "0 / 0": the table has no such memory on this chip
+        return None, None
+    return (None if used is None else int(used * MB)), (None if total is None else int(total * MB))
+
+
+def _split_row(line: str) -> list[str]:
+    return [c.strip() for c in line.strip().strip("|").split("|")]
+
+
+def _tokens(cell: str) -> list[str]:
+    """A cell's values: ``"0    / 0          58626/ 65536"`` -> ``["0/0", "58626/65536"]``."""
+    return _SLASH.sub("/", cell).split()
+
+
+def _fill_first(chip: Chip, names: list[str], values: list[str]) -> None:
+    """The first line of a chip's two: power, temperature (and huge pages, not kept)."""
+    for name, v in zip(names, values):
+        if name.startswith("Power"):
+            chip.power = _number(v)
+        elif name.startswith("Temp"):
+            chip.temperature = _number(v)
+
+
+def _fill_second(chip: Chip, names: list[str], values: list[str]) -> None:
+    """The second line: AICore %, memory and HBM used / total."""
+    for name, v in zip(names, values):
+        if name.startswith("AICore"):
+            f = _number(v)
+            chip.aicore = None if f is None else f / 100.0
+        elif name.startswith("Memory-Usage"):
+            chip.memory_used, chip.memory_total = _pair(v)
+        elif name.startswith("HBM-Usage"):
+            chip.hbm_used, chip.hbm_total = _pair(v)
+
+
+@dataclass
+class _Layout:
+    """What the table's two header lines name: the value names of each data line's third cell, and whether
+    the second line's first cell gives a device number (``Chip Phy-ID``, ``Chip Device``)."""
+
+    first: list[str]
+    second: list[str]
+    numbered: bool
+
+
+def _layout(head1: str, head2: str) -> _Layout:
+    c1, c2 = _split_row(head1), _split_row(head2)
+    numbered = len(c2[0].split()) > 1  # "Chip  Phy-ID", "Chip  Device"; 910B's "Chip" alone
+    return _Layout(c1[-1].split(), c2[-1].split() if len(c2) >= 3 else [], numbered)
+
+
+def parse_info(text: str) -> list[Chip]:
+    """The chips of ``npu-smi info``'s table, with the processes of its second table; [] when the text holds
+    no such table (a message, an error). Lines it cannot read are skipped, never guessed."""
+    lines = [ln for ln in text.splitlines() if ln.strip().startswith("|")]
+    chips: list[Chip] = []
+    layout: _Layout | None = None
+    procs = False
+    pending: list[str] | None = None
+    for i, line in enumerate(lines):
+        cells = _split_row(line)
+        if "Process id" in line:
+            procs, layout = True, None
+            continue
+        if cells and cells[0].split()[:2] == ["NPU", "Name"] and i + 1 < len(lines):
+            layout, procs, pending = _layout(line, lines[i + 1]), False, None
+            continue
+        if procs:
+            _process(chips, cells)
+        elif layout is not None and len(cells) >= 3 and cells[0][:1].isdigit():
+            if pending is None:
+                pending = cells
+            else:
+                chip = _chip(pending, cells, layout)
+                if chip is not None:
+                    chips.append(chip)
+                pending = None
+    _device_ids(chips)
+    return chips
+
+
+def _chip(first: list[str], second: list[str], layout: _Layout) -> Chip | None:
+    """One chip from its two lines: ``| 0  910B3 | OK | 94.3 53 0/0 |`` and ``| 0 | 0000:C1:00.0 | ...|``."""
+    head, sub = first[0].split(), second[0].split()
+    if not head[0].isdigit() or not sub or not sub[0].isdigit():
+        return None
+    chip = Chip(npu=int(head[0]), chip=int(sub[0]), name=" ".join(head[1:]) or None)
+    chip.health = first[1] or None
+    chip.bus_id = second[1] if second[1] not in ("", "NA") else None
+    if layout.numbered and len(sub) > 1 and sub[1].isdigit():
+        chip.device = int(sub[1])
+    _fill_first(chip, layout.first, _tokens(first[2]))
+    _fill_second(chip, layout.second, _tokens(second[2]))
+    return chip
+
+
+def _process(chips: list[Chip], cells: list[str]) -> None:
+    """One line of the processes table: ``| 0  0 | 3755936 | python | 114 |``."""
+    if len(cells) < 2 or not cells[1].isdigit():
+        return
+    ids = cells[0].split()
+    if len(ids) < 2 or not (ids[0].isdigit() and ids[1].isdigit()):
+        return
+    for c in chips:
+        if c.npu == int(ids[0]) and c.chip == int(ids[1]):
+            c.pids.append(int(cells[1]))
+
+
+def _device_ids(chips: list[Chip]) -> None:
+    """The logical device id of each chip, as ``DEVICE_ID`` and ``ASCEND_RT_VISIBLE_DEVICES`` count them: the
+    table's own number (Phy-ID) when it gives one, else the NPU id of a one-chip NPU (910B: one chip per
+    NPU). An NPU of several chips with no number given keeps None (joined by process id only)."""
+    per_npu: dict[int, int] = {}
+    for c in chips:
+        per_npu[c.npu] = per_npu.get(c.npu, 0) + 1
+    for c in chips:
+        if c.device is None and per_npu[c.npu] == 1:
+            c.device = c.npu
+
+
+_CHIP_KEY = re.compile(r"^\s*Chip ID\s*:\s*(\d+)\s*$")
+_KEY_VALUE = re.compile(r"^\s*([^:]+?)\s*:\s*(.*?)\s*$")
+
+
+def parse_details(text: str) -> dict[int, dict[str, str]]:
+    """``npu-smi info -t usages|health|temp|power|common -i ID``: each chip's ``Key : value`` lines, by chip
+    id. Paragraphs (blank-line separated) before any ``Chip ID`` belong to chip 0 (the output of ``-c 0``
+    has none); a paragraph naming ``Chip Name : MCU`` is the board's MCU and is dropped."""
+    out: dict[int, dict[str, str]] = {}
+    chip = 0
+    for para in re.split(r"\n[ \t]*\n", text):
+        pairs = [(m.group(1), m.group(2)) for m in map(_KEY_VALUE.match, para.splitlines()) if m]
+        if any(k == "Chip Name" and v.upper() == "MCU" for k, v in pairs):
+            continue
+        for key, value in pairs:
+            m = _CHIP_KEY.match(f"{key} : {value}")
+            if m:
+                chip = int(m.group(1))
+                continue
+            out.setdefault(chip, {}).setdefault(key, value)
+    return out
+
+
+def _rate(block: dict[str, str], *keys: str) -> float | None:
+    for k in keys:
+        f = _number(block.get(k, ""))
+        if f is not None:
+            return f / 100.0
+    return None
+
+
+def apply_usages(chips: list[Chip], npu: int, details: dict[int, dict[str, str]]) -> None:
+    """What ``-t usages -i npu`` adds to that NPU's chips: AICPU, control CPU, vector core, HBM bandwidth
+    (and the AICore rate when the table had none)."""
+    for c in chips:
+        block = details.get(c.chip) if c.npu == npu else None
+        if not block:
+            continue
+        c.aicpu = _rate(block, "Aicpu Usage Rate(%)")
+        c.ctrlcpu = _rate(block, "Ctrlcpu Usage Rate(%)")
+        c.aivector = _rate(block, "Aivector Usage Rate(%)")
+        c.hbm_bandwidth = _rate(block, "HBM Bandwidth Usage Rate(%)", "Memory Bandwidth Usage Rate(%)")
+        if c.aicore is None:
+            c.aicore = _rate(block, "Aicore Usage Rate(%)")
+        c.source = "info+usages"
+
+
+def apply_health(chips: list[Chip], npu: int, details: dict[int, dict[str, str]]) -> None:
+    """What ``-t health -i npu`` adds: each chip's error code (``NA`` when none) and its health."""
+    for c in chips:
+        block = details.get(c.chip) if c.npu == npu else None
+        if not block:
+            continue
+        code = block.get("Error Code")
+        c.error_code = code if code and code.upper() != "NA" else None
+        c.health = block.get("Health Status") or block.get("Health") or c.health
+
+
+def device_id_of(env: dict[str, str] | None = None) -> int | None:
+    """This process's logical device on its host: ``DEVICE_ID`` (msrun sets it to the local rank) mapped
+    through ``ASCEND_RT_VISIBLE_DEVICES`` when that narrows the devices a process sees."""
+    env = os.environ if env is None else env
+    try:
+        local = int(env.get("DEVICE_ID", ""))
+    except ValueError:
+        return None
+    visible = [v.strip() for v in env.get("ASCEND_RT_VISIBLE_DEVICES", "").split(",") if v.strip()]
+    if visible:
+        return int(visible[local]) if local < len(visible) and visible[local].isdigit() else None
+    return local
+
+
+def host_name() -> str:
+    """This host's name as file names carry it (mstop_writer.schema.host_key)."""
+    return host_key(socket.gethostname())
+
+
+class Call:
+    """One ``npu-smi`` run with a timeout: its output, or why there is none (``kind`` names the failure for
+    the once-per-kind warning). A call that outlives its timeout is killed with its process group; one that
+    does not end even then (a driver stuck in the kernel) is left behind and ``stuck`` is set."""
+
+    def __init__(self, argv: list[str], timeout: float) -> None:
+        self.out = ""
+        self.kind: str | None = None
+        self.message = ""
+        self.stuck = False
+        what = " ".join([os.path.basename(argv[0])] + argv[1:])  # "npu-smi info -t usages -i 3"
+        try:
+            p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                 start_new_session=True)
+        except OSError as e:
+            self.kind, self.message = "start", f"{argv[0]} could not be started: {e}"
+            return
+        try:
+            out, err = p.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.kind, self.message = "timeout", f"{what} took over {timeout:g} s: killed"
+            self._kill(p)
+            return
+        if p.returncode != 0:
+            first = (err or out).decode("utf-8", "replace").strip().splitlines()[:1]
+            self.kind = "exit"
+            self.message = f"{what} failed (exit {p.returncode}){': ' + first[0][:200] if first else ''}"
+            return
+        self.out = out.decode("utf-8", "replace")
+
+    def _kill(self, p: subprocess.Popen) -> None:
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        try:
+            p.communicate(timeout=1.0)
+        except subprocess.TimeoutExpired:
+            self.stuck = True
+
+
+class DeviceSampler:
+    """Samples the host's NPUs every ``interval`` seconds into ``host_<name>.devices.csv`` of ``run_dir``, on
+    a daemon thread, while this process holds the file's lock (one process per host). ``warn(message, key)``
+    is the writer's once-per-kind warning; ``event(kind, **fields)`` writes a ``devices`` event saying the
+    sampling started, failed or stopped, so the monitor can tell why a host has no device rows."""
+
+    def __init__(self, run_dir: str, interval: float, *, warn: Callable[[str, str], None],
+                 event: Callable[..., None], clock: Callable[[], float] = time.time, command: str = "npu-smi",
+                 timeout: float = CALL_TIMEOUT, first_try: float = 0.0) -> None:
+        from ._files import LineFile
+
+        self.interval = interval
+        self.timeout = timeout
+        self.command = command
+        self.host = host_name()
+        self.path = os.path.join(run_dir, devices_name(self.host))
+        self.samples = 0  # samples written
+        self._warn, self._event, self._clock = warn, event, clock
+        self._first_try = first_try
+        self._file = LineFile(self.path, lambda h: b"" if h else (",".join(DEVICE_COLUMNS) + "\n").encode(),
+                              lambda m, k: warn(m, f"devices:{k}"))
+        self._lock_fd: int | None = None
+        self._turn = 0  # which NPU's usages the next sample asks for
+        self._failed: set[str] = set()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="mstop-devices", daemon=True)
+
+    @classmethod
+    def start_if_present(cls, run_dir: str, interval: float, **kw: Any) -> DeviceSampler | None:
+        """A started sampler, or None where there is nothing to sample (``interval`` 0, no ``npu-smi``)."""
+        command = kw.pop("command", None) or shutil.which("npu-smi")
+        if not interval or not command:
+            return None
+        s = cls(run_dir, interval, command=command, **kw)
+        s._thread.start()
+        return s
+
+    def stop(self, wait: float = 1.0) -> None:
+        """Stop sampling (training is over); waits at most ``wait`` seconds for a call under way."""
+        self._stop.set()
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join(timeout=wait)
+        self._file.close()
+        if self._lock_fd is not None:
+            try:
+                os.close(self._lock_fd)  # releases the lock: another process may take over
+            except OSError:
+                pass
+            self._lock_fd = None
+
+    # -- the thread ------------------------------------------------------------
+
+    def _run(self) -> None:
+        if self._stop.wait(self._first_try):
+            return
+        while not self._stop.is_set():
+            if self._lock_fd is None and not self._take_lock():
+                if self._stop.wait(self.interval):
+                    return
+                continue
+            started = time.monotonic()
+            delay = self.interval
+            try:
+                delay = self.sample_once()
+            except Exception as e:  # noqa: BLE001 - the job must never die of its monitor
+                self._fail("error", f"device sampling failed: {type(e).__name__}: {e}")
+            if delay is None:
+                return
+            if self._stop.wait(max(0.0, delay - (time.monotonic() - started))):
+                return
+
+    def _take_lock(self) -> bool:
+        """Whether this process now samples the host: it holds the devices file's lock (taken without
+        waiting; released by the kernel when the process ends). A file system without locks: the lowest
+        local rank samples (it is the one that tries first)."""
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0), 0o644)
+        except OSError:
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return False
+        except OSError:
+            if self._first_try:  # not the first to try: leave it to the one that was
+                os.close(fd)
+                return False
+        self._lock_fd = fd
+        self._event("devices", state="sampling", host=self.host, path=os.path.basename(self.path),
+                    interval=self.interval, message=f"sampling this host's NPUs with {self.command}")
+        return True
+
+    def sample_once(self) -> float | None:
+        """Run the sample's calls and write its rows; the seconds until the next sample, or None to stop
+        (``npu-smi`` hangs past being killed)."""
+        info = Call([self.command, "info"], self.timeout)
+        if info.kind is not None:
+            return self._failed_call(info)
+        chips = parse_info(info.out)
+        if not chips:
+            first = next((ln.strip() for ln in info.out.splitlines() if ln.strip()), "nothing")
+            self._fail("unreadable", f"npu-smi info printed no device table mstop can read (first line: "
+                                     f"{first[:120]!r})")
+            return self.interval
+        t = self._clock()
+        npus = sorted({c.npu for c in chips})
+        npu = npus[self._turn % len(npus)]
+        self._turn += 1
+        usages = Call([self.command, "info", "-t", "usages", "-i", str(npu)], self.timeout)
+        if usages.kind is None:
+            apply_usages(chips, npu, parse_details(usages.out))
+        elif usages.stuck:
+            return self._failed_call(usages)
+        sick = sorted({c.npu for c in chips if c.health and c.health.upper() != "OK"})
+        if sick:
+            health = Call([self.command, "info", "-t", "health", "-i", str(sick[self.samples % len(sick)])],
+                          self.timeout)
+            if health.kind is None:
+                apply_health(chips, sick[self.samples % len(sick)], parse_details(health.out))
+        self._write(chips, t)
+        return self.interval
+
+    def _write(self, chips: list[Chip], t: float) -> None:
+        lines = b"".join((",".join(csv_cells(c.row(t, self.host))) + "\n").encode() for c in chips)
+        if self._file.write(lines):
+            self.samples += 1
+            if self._failed:
+                self._failed.clear()
+                self._event("devices", state="sampling", host=self.host, message="device sampling works again")
+
+    def _failed_call(self, call: Call) -> float | None:
+        if call.stuck:
+            self._fail("stuck", f"{call.message}, and it does not end even when killed: device sampling stopped")
+            return None
+        if call.kind == "timeout":
+            self._fail("timeout", call.message)
+            return max(self.interval, 6 * self.timeout)  # a slow driver is not asked again at once
+        self._fail(call.kind or "error", call.message)
+        return self.interval
+
+    def _fail(self, kind: str, message: str) -> None:
+        """Warn once per kind of failure; tell readers in a ``devices`` event (once per kind until a sample
+        works again)."""
+        self._warn(f"{message} (no device rows this time)", f"devices:{kind}")
+        if kind not in self._failed:
+            self._failed.add(kind)
+            self._event("devices", state="failed", host=self.host, reason=kind, message=message)
