@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from mstop.app import MonitorApp
@@ -54,9 +56,22 @@ def run(tmp_path):
 def screen_lines(app: MonitorApp) -> list[str]:
     """The screen as the terminal shows it, one string per row (from Textual's own screenshot)."""
     import html
-    import re
 
     rows: dict[float, list[tuple[float, str]]] = {}
     for m in re.finditer(r'<text class="[^"]*" x="([\d.]+)" y="([\d.]+)"[^>]*>(.*?)</text>', app.export_screenshot()):
         rows.setdefault(float(m.group(2)), []).append((float(m.group(1)), html.unescape(m.group(3))))
     return ["".join(t for _, t in sorted(parts)).replace("\xa0", " ") for _, parts in sorted(rows.items())]
+
+
+def app_for(path, **kw) -> MonitorApp:
+    return MonitorApp(str(path), follow=False, clock=lambda: NOW, **kw)
+
+
+def make_baseline(path, *, last=60):
+    """A slower baseline: 30 s steps instead of 24, loss 0.1 higher at every step, MFU 33 % instead of 41."""
+    for r in range(2):
+        write_events(path, r, [start("s1", t=100.0, run_name="base", world_size=2, flops_per_token=6e9,
+                                     peak_flops=313e12)])
+        write_rank(path, r, steps(1, last, t0=200.0, dt=30.0, loss=lambda s: 4.0 / s ** 0.3 + 0.1, step_time=30.0,
+                                  tokens=2048, tokens_per_s=2048 / 30.0, mfu=0.33))
+    return path

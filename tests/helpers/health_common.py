@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import random
 
+from mstop.engine.store import Store
+from mstop.sources.local import LocalSource
 from tests.helpers.runs import steps, write_rank
 
 
@@ -22,3 +24,7 @@ def healthy(run, ranks=2, n=400, t0=1000.0, **over):
     return t0 + n  # the last row's time
 
 
+def load(run) -> Store:
+    store = Store()
+    LocalSource(str(run), store).read_all()
+    return store

@@ -16,3 +16,13 @@ def _run(path, *, last=200, data_wait=lambda s: 0.01, end=False, dt=1.0, total=1
     return path
 
 
+def _axis_labels(chart_text: str, side: str) -> list[str]:
+    """The tick labels of a chart's left or right axis, as drawn: the text before the first ``┤`` (left), or
+    after the last ``├`` (right), of each line that has one."""
+    out = []
+    for line in chart_text.splitlines():
+        if side == "left" and "┤" in line:
+            out.append(line.split("┤", 1)[0].strip(" │"))
+        elif side == "right" and "├" in line:
+            out.append(line.rsplit("├", 1)[1].strip(" │"))
+    return [lab for lab in out if lab]

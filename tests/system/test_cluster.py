@@ -28,3 +28,10 @@ def test_one_straggler_among_64_is_found_and_only_it(tmp_path):
     assert json.loads(out.stdout)["stragglers"] == [17]
 
 
+def test_healthy_1024_ranks_with_heartbeats_raise_nothing(tmp_path):
+    t = time.perf_counter()
+    last = cluster(tmp_path, 1024, rows=40)
+    assert alerts(tmp_path, last + 1) == []
+    assert time.perf_counter() - t < 120
+
+

@@ -11,10 +11,13 @@ import sys
 import textwrap
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mstop.app.widgets import DeviceStrip, RanksTable
+from mstop.engine.devices import DevicesParser
 from mstop_writer.devices import host_name
-from mstop_writer.schema import devices_name
+from mstop_writer.schema import DEVICE_COLUMNS, devices_name
 from tests.helpers.app_common import settle
 from tests.helpers.common import ROOT
 from tests.helpers.npu_smi import StandIn
@@ -166,5 +169,31 @@ def test_a_failing_sampler_is_named_in_the_header(tmp_path):
     notes = file_notes(read_once(str(run)), Options())
     assert (f"{host_name()}: no device rows: npu-smi info failed (exit 8): dcmi module initialize failed. "
             "ret is -8005") in notes
+
+
+ROW = st.lists(st.one_of(st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=12),
+                         st.sampled_from(["", "nan", "inf", "-1", "1e308", "0.5", "OK", "7"])),
+               min_size=len(DEVICE_COLUMNS) - 2, max_size=len(DEVICE_COLUMNS) + 2)
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(ROW, max_size=20))
+def test_devices_parser_counts_every_line(rows):
+    """Every complete line of a hostile devices file is a sample or counted bad; numbers stay finite and
+    text comes out without control codes."""
+    import csv
+    import io
+
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow(DEVICE_COLUMNS)
+    for r in rows:
+        w.writerow(r)
+    blob = buf.getvalue().encode()
+    samples, bad = DevicesParser().parse(blob)
+    lines = list(csv.reader(io.StringIO(buf.getvalue())))[1:]
+    assert len(samples) + bad == len([ln for ln in lines if ln and ln != list(DEVICE_COLUMNS)])
+    for s in samples:
+        assert all(x is None or abs(x) < float("inf") for x in (s.aicore, s.temperature, s.hbm_used, s.power))
+        assert all(ord(ch) >= 32 for t in (s.host, s.name or "", s.health or "") for ch in t)
 
 

@@ -4,13 +4,19 @@ from __future__ import annotations
 
 import json
 import math
+import random
 import subprocess
 import sys
 import time
 
-from mstop.engine.health import KINDS
+from mstop.engine.figures import Options
+from mstop.engine.health import KINDS, Health
 from tests.helpers.common import ROOT
-from tests.helpers.health_common import healthy, noisy  # noqa: F401
+from tests.helpers.health_common import (  # noqa: F401
+    healthy,
+    load,  # noqa: F401
+    noisy,
+)
 from tests.helpers.runs import steps, write_rank
 
 
@@ -44,5 +50,19 @@ def test_a_wrong_setting_in_mstop_toml_is_a_clear_usage_error(tmp_path):
     (tmp_path / "mstop.toml").write_text("[health]\nspike_kk = 3\n")
     proc = summary(tmp_path, "--json")
     assert proc.returncode == 2 and "unknown health settings ['spike_kk']" in proc.stderr and proc.stdout == ""
+
+
+def test_no_false_alert_on_a_healthy_noisy_run_of_1024_ranks(tmp_path):
+    t0 = 1000.0
+    for r in range(1024):
+        rng = random.Random(r)
+        write_rank(tmp_path, r, steps(1, 130, t0=t0, dt=1.0, loss=noisy(r),
+                                      step_time=lambda s, g=rng: 1.0 + g.gauss(0, 0.02),
+                                      data_wait=lambda s, g=rng: abs(g.gauss(0.02, 0.01)), tokens=4096,
+                                      mem_peak=lambda s, g=rng: 50e9 + g.gauss(0, 1e8), mem_total=64e9))
+    store = load(tmp_path)
+    assert store.rows == 1024 * 130
+    assert Health().alerts(store, Options(clock=lambda: t0 + 131)) == []
+    assert Health().incidents(store, Options(clock=lambda: t0 + 131)) == []  # nor anything in its history
 
 

@@ -8,11 +8,12 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 from mstop.engine.figures import Options
-from tests.helpers.common import ROOT
+from tests.helpers.common import ROOT, wait_for
 
 
 def mstop(*args: str, timeout: float = 60, **kw) -> subprocess.CompletedProcess:
@@ -176,5 +177,46 @@ def test_runs_deeper_than_the_search_are_said_and_links_are_listed_once(tmp_path
     out = mstop("summary", str(tmp_path), "--json", "--depth", "4")
     names = sorted(os.path.basename(r["run_dir"]) for r in json.loads(out.stdout)["runs"])
     assert names == ["deep", "run42"] and "deeper" not in out.stderr
+
+
+def test_a_hole_after_good_rows_is_stepped_over_and_rows_after_it_are_read(tmp_path):
+    """A hole in the middle (a preallocated or crashed file): the rows before and after it are read."""
+    from mstop.sources import read_once
+    from tests.helpers.runs import steps, write_rank
+
+    write_rank(tmp_path, 0, steps(1, 10, loss=1.0))
+    with open(tmp_path / "rank0.csv", "r+b") as f:
+        f.seek(0, os.SEEK_END)
+        f.truncate(f.tell() + (4 << 30))
+    write_rank(tmp_path / "more", 0, steps(11, 12, loss=1.0), header=False)
+    with open(tmp_path / "rank0.csv", "ab") as f:
+        f.write(b"\n" + (tmp_path / "more" / "rank0.csv").read_bytes())
+    store = read_once(str(tmp_path))
+    assert store.ranks[0].col("step").tolist() == [float(s) for s in range(1, 13)] and store.bad_rows == 1
+
+
+async def test_keys_work_and_q_quits_while_a_long_log_is_read(tmp_path, monkeypatch):
+    """Issue 26 #18: the first read of a long MindFormers log (1,000,000 lines, about 10 s to parse here) is
+    done on a thread: the screen says so, ? opens the help, Ctrl-C quits, and the reading stops. (The pilot takes
+    about 2 s a key while the reader holds the GIL; in a terminal q ends mstop in about 0.5 s.)"""
+    from benchmarks.bench_mflog import make
+    from mstop.app import MonitorApp
+    from mstop.app.screens import HelpScreen
+    from tests.helpers.app_common import screen_lines
+
+    make(str(tmp_path), 1_000_000)
+    # read line by line (about 10 s here), not as arrays (about 3 s): long enough for the keys to land
+    monkeypatch.setattr("mstop.engine.mflog.BULK_RUN", 10**9)
+    app = MonitorApp(str(tmp_path / "output"), follow=False)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause(0.3)
+        assert app.reading
+        assert "reading what is written so far" in "\n".join(screen_lines(app))
+        await pilot.press("question_mark")
+        await pilot.pause(0.2)
+        assert isinstance(app.screen, HelpScreen) and app.monitor.reading
+        await pilot.press("ctrl+c")  # quits from the help screen too (one key: a key takes ~2 s here)
+    assert app.monitor.reading and app.store.rows < 1_000_000  # it quit while reading
+    assert wait_for(lambda: not [t for t in threading.enumerate() if t.name == "mstop-load"], 5)
 
 

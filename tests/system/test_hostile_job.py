@@ -26,6 +26,12 @@ sys.modules["mindspore"] = None
 import mstop_writer.profiling as profiling
 profiling.REQUEST_EVERY = 0.2
 from mstop_writer import MetricsWriter
+from __future__ import annotations
+import os
+import stat
+import pytest
+from mstop_writer.profiling import REQUEST_NAME
+from tests.helpers.hostile_job_common import plant, tree  # noqa: F401
 
 run, steps = sys.argv[1], int(sys.argv[2])
 with MetricsWriter(run, rank=0, world_size=1, heartbeat_interval=0.5) as w:
@@ -158,5 +164,30 @@ def test_a_real_mindspore_job_with_a_fifo_request_finishes(tmp_path):
     assert len((run / "rank0.csv").read_text().splitlines()) == 81
     assert "not read, not written, not removed" in p.stderr
     assert stat.S_ISFIFO(os.lstat(run / REQUEST_NAME).st_mode)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "link-out", "link-stdin"])
+async def test_the_monitors_p_never_blocks_nor_writes_through_a_plant(tmp_path, kind):
+    from mstop.app import MonitorApp
+    from tests.helpers.app_common import settle
+    from tests.helpers.runs import start, steps, write_events, write_rank
+
+    run, outside = tmp_path / "run", tmp_path / "outside"
+    outside.mkdir()
+    (outside / "target").write_text("outside\n")
+    write_events(run, 0, [start("s1", t=999.0, world_size=1)])
+    write_rank(run, 0, steps(1, 20, t0=1000.0, dt=1.0, step_time=1.0, loss=1.0))
+    plant(run / REQUEST_NAME, kind, outside)
+    before = tree(outside)
+    app = MonitorApp(str(run), follow=False, clock=lambda: 1030.0)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("P")
+        await pilot.pause()
+        await pilot.press("enter")
+        await pilot.pause()
+        await pilot.press("q")
+    assert tree(outside) == before
+    assert stat.S_ISREG(os.lstat(run / REQUEST_NAME).st_mode) and (run / REQUEST_NAME).read_text() == "10\n"
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import random
 
 import numpy as np
 import pytest
@@ -13,16 +12,12 @@ from hypothesis import strategies as st
 from mstop.engine import figures
 from mstop.engine.figures import Options
 from mstop.engine.health import Health, Rules, evaluate
-from mstop.engine.store import Store
-from mstop.sources.local import LocalSource
-from tests.helpers.health_common import healthy, noisy  # noqa: F401
+from tests.helpers.health_common import (  # noqa: F401
+    healthy,
+    load,  # noqa: F401
+    noisy,
+)
 from tests.helpers.runs import start, steps, write_events, write_rank
-
-
-def load(run) -> Store:
-    store = Store()
-    LocalSource(str(run), store).read_all()
-    return store
 
 
 def kinds(run, now: float, rules: Rules | None = None) -> dict[str, list]:
@@ -155,20 +150,6 @@ def test_config_file_and_flags(tmp_path):
     (tmp_path / "mstop.toml").write_text("[health]\ndata_wiat = 0.5\n")
     with pytest.raises(ValueError, match="unknown health settings"):
         Rules.load([str(tmp_path)])
-
-
-def test_no_false_alert_on_a_healthy_noisy_run_of_1024_ranks(tmp_path):
-    t0 = 1000.0
-    for r in range(1024):
-        rng = random.Random(r)
-        write_rank(tmp_path, r, steps(1, 130, t0=t0, dt=1.0, loss=noisy(r),
-                                      step_time=lambda s, g=rng: 1.0 + g.gauss(0, 0.02),
-                                      data_wait=lambda s, g=rng: abs(g.gauss(0.02, 0.01)), tokens=4096,
-                                      mem_peak=lambda s, g=rng: 50e9 + g.gauss(0, 1e8), mem_total=64e9))
-    store = load(tmp_path)
-    assert store.rows == 1024 * 130
-    assert Health().alerts(store, Options(clock=lambda: t0 + 131)) == []
-    assert Health().incidents(store, Options(clock=lambda: t0 + 131)) == []  # nor anything in its history
 
 
 def test_mixed_headers_and_late_ranks_raise_nothing_false(tmp_path):

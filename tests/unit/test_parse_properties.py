@@ -9,144 +9,13 @@ counted bad event, never an exception.
 
 from __future__ import annotations
 
-import csv
-import json
-import math
-
-import numpy as np
-import pytest
-from hypothesis import HealthCheck, example, given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import mstop.engine.parse as parse
 from mstop.engine.parse import CsvParser, parse_events
-from mstop.sources.files import FileTail
-from tests.helpers.rowgen import HEADER, good_row, junk, safe_junk
-
-#: the two parsers of large reads: pyarrow's where it imports, pandas' otherwise; each must agree
-LARGE = pytest.mark.parametrize("reader", [
-    pytest.param("arrow", marks=pytest.mark.skipif(parse._arrow() is None, reason="pyarrow cannot be imported here")),
-    "pandas"])
-
-line_ends = st.sampled_from([b"\n", b"\r\n", b"\r"])
-
-
-@st.composite
-def rank_file(draw) -> bytes:
-    before = draw(st.lists(st.binary(max_size=30).filter(lambda b: b"time" not in b), max_size=3))
-    body = draw(st.lists(st.one_of(good_row(), junk), max_size=40))
-    parts = [*before, HEADER, *body]
-    out = b"".join(p.replace(b"\n", b" ").replace(b"\r", b" ") + draw(line_ends) for p in parts)
-    if draw(st.booleans()):
-        out += draw(st.binary(max_size=20)).replace(b"\n", b"").replace(b"\r", b"")  # a half line at the end
-    return out
-
-
-def oracle(data: bytes) -> tuple[list[float], int]:
-    """What the bytes hold, by the contract's plain definition: lines end with LF, CRLF or CR; the last
-    piece without an end waits; the first line naming time and step is the header; after it each line
-    is a row when it is UTF-8 without NUL, has the header's number of cells (csv, one line alone) and
-    finite time and step; every other line is bad."""
-    text = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n")[:-1]
-    steps, bad, header = [], 0, None
-    for raw in text:
-        if header is None:
-            try:
-                cells = next(csv.reader([raw.decode("utf-8", "replace").lstrip("\ufeff")]), [])
-            except csv.Error:
-                cells = []
-            if "time" in cells and "step" in cells and b"\x00" not in raw:
-                header = cells
-            else:
-                bad += 1
-            continue
-        try:
-            if b"\x00" in raw:
-                raise ValueError
-            cells = next(csv.reader([raw.decode("utf-8")]), [])
-            if len(cells) != len(header):
-                raise ValueError
-            t, s = float(cells[0]), float(cells[1])
-            if not (math.isfinite(t) and math.isfinite(s)):
-                raise ValueError
-        except (ValueError, csv.Error, UnicodeDecodeError):
-            bad += 1
-            continue
-        steps.append(s)
-    return steps, bad
-
-
-def read(data: bytes, cuts: list[int]) -> tuple[list[float], list[float], int, list[str], np.ndarray, list]:
-    """Feed ``data`` to a FileTail in pieces and parse each piece; (steps, times, bad, sessions, the float32
-    columns, the literal NaN/Inf cells)."""
-    tail, parser = FileTail("unused"), CsvParser()
-    steps, times, sessions, bad, pos = [], [], [], 0, 0
-    floats, nonfinite = [], []
-    for cut in sorted(set(cuts)) + [len(data)]:
-        chunk = tail.feed(data[pos:cut])
-        pos = max(pos, cut)
-        rows = parser.parse(chunk.blob)
-        bad += rows.bad + chunk.overlong
-        nonfinite += [(len(steps) + i, c, repr(v)) for i, c, v in rows.nonfinite]
-        steps += rows.columns["step"].tolist()
-        times += rows.columns["time"].tolist()
-        sessions += rows.sessions
-        floats.append(rows.floats)
-    return steps, times, bad, sessions, np.concatenate(floats), nonfinite
-
-
-def agree(whole, pieces) -> None:
-    """Both ways of reading give the same rows, to the bit (time: within pandas' last-place rounding)."""
-    assert whole[3] == pieces[3]  # same sessions
-    np.testing.assert_allclose(whole[1], pieces[1], rtol=1e-15, atol=0)
-    np.testing.assert_array_equal(whole[4], pieces[4])  # every float32 column, NaN where missing
-    assert whole[5] == pieces[5]
-
-
-@LARGE
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(rank_file(), st.lists(st.integers(min_value=0, max_value=10**6), max_size=8))
-def test_any_bytes_in_one_read_or_in_pieces(reader, data, cuts):
-    steps_want, bad_want = oracle(data)
-    old = parse.LARGE_MIN_LINES
-    try:
-        parse.LARGE_MIN_LINES, parse.LARGE_READER = 1, reader  # one read: the large path wherever it can
-        whole = read(data, [])
-        parse.LARGE_MIN_LINES, parse.PLAIN_MIN_LINES = 10**9, 10**9  # in pieces: the careful path
-        pieces = read(data, [c % (len(data) + 1) for c in cuts])
-    finally:
-        parse.LARGE_MIN_LINES, parse.PLAIN_MIN_LINES, parse.LARGE_READER = old, 8, "auto"
-    for steps, _, bad, *_ in (whole, pieces):
-        assert steps == steps_want and bad == bad_want  # every line a row or one counted bad row
-    agree(whole, pieces)
-    if reader == "arrow":
-        assert whole[1] == pieces[1]  # pyarrow's floats are Python's, time to the bit too
-
-
-@LARGE
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(st.one_of(good_row(), safe_junk), max_size=60), st.lists(st.integers(0, 10**5), max_size=6))
-# found by this test: a first line one field too long, balanced by a short one (pandas took it as an index)
-@example(body=[b"0.0," + b"0," * 17 + b",1", b"0.0" + b",0" * 17], cuts=[])
-# found by this test: a cell pyarrow refuses (1_000) sent the chunk to pandas, whose float parser put time one
-# unit in the last place off; pandas now reads such a chunk with Python's parser
-@example(body=[b"0.0" + b",0" * 16 + b",1_000,", b"90.13551735877991" + b",0" * 17 + b","], cuts=[])
-def test_bytes_that_pandas_reads_agree_with_the_careful_path(reader, body, cuts):
-    data = b"".join(line + b"\n" for line in [HEADER, *body])
-    steps_want, bad_want = oracle(data)
-    old = parse.LARGE_MIN_LINES
-    try:
-        parse.LARGE_MIN_LINES, parse.LARGE_READER = 1, reader
-        whole = read(data, [])
-        parse.LARGE_MIN_LINES, parse.PLAIN_MIN_LINES = 10**9, 10**9
-        pieces = read(data, [c % (len(data) + 1) for c in cuts])
-    finally:
-        parse.LARGE_MIN_LINES, parse.PLAIN_MIN_LINES, parse.LARGE_READER = old, 8, "auto"
-    for steps, _, bad, *_ in (whole, pieces):
-        assert steps == steps_want and bad == bad_want
-    agree(whole, pieces)
-    if reader == "arrow":
-        assert whole[1] == pieces[1]
+from tests.helpers.parse_properties_common import agree, oracle, read  # noqa: F401
+from tests.helpers.rowgen import HEADER, good_row, safe_junk
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -180,32 +49,6 @@ def test_a_repeated_header_in_a_long_file_is_one_bad_row(rows, at):
     assert set(got.session_names) == {r.rsplit(b",", 1)[1].decode() for r in rows}  # no phantom "session"
 
 
-json_values = st.recursive(
-    st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=20)),
-    lambda inner: st.one_of(st.lists(inner, max_size=5), st.dictionaries(st.text(max_size=10), inner, max_size=5)),
-    max_leaves=30,
-)
-event_like = st.fixed_dictionaries(
-    {"time": st.one_of(st.floats(), st.integers(), st.text(max_size=5)), "kind": st.sampled_from(
-        ["start", "heartbeat", "checkpoint", "eval", "dropped", "end", "abort", "writer_error", "x"])},
-    optional={k: json_values for k in ("step", "rows", "session", "run_name", "host", "metrics", "world_size",
-                                       "total_steps", "path", "error", "peak_flops", "heartbeat_interval")})
-
-
-@settings(max_examples=300, deadline=None)
-@given(st.lists(st.one_of(json_values, event_like), max_size=20))
-def test_any_json_on_event_lines(values):
-    from mstop.engine.store import Store
-
-    blob = b"".join(json.dumps(v).encode() + b"\n" for v in values)
-    ev = parse_events(blob)
-    assert len(ev.items) + ev.bad == len(values)
-    store = Store()
-    store.ingest_events(0, ev.items, ev.bad)  # and the store takes whatever passed
-    for e in ev.items:
-        assert isinstance(e["time"], float) and math.isfinite(e["time"])
-
-
 def test_events_that_crashed_the_viewer():
     lines = [
         "[" * 5000 + "]" * 5000,  # deep nesting: RecursionError in json
@@ -218,3 +61,5 @@ def test_events_that_crashed_the_viewer():
     ]
     ev = parse_events("\n".join(lines).encode() + b"\n")
     assert ev.bad == 6 and [e["kind"] for e in ev.items] == ["end"]
+
+

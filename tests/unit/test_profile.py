@@ -63,44 +63,6 @@ async def test_the_monitor_shows_the_breakdown_and_p_asks_the_job_for_a_profile(
     assert (run / REQUEST_NAME).read_text() == "7\n"
 
 
-def _profiled_ranks(run, shares_by_rank):
-    from tests.helpers.runs import start, steps, write_events, write_rank
-
-    for r, (comm, idle) in shares_by_rank.items():
-        write_events(run, r, [start("s1", t=999.0, world_size=len(shares_by_rank), host="n0")]
-                     + ([{"time": 1050.0, "kind": "profile", "session": "s1", "step": 14, "first_step": 10,
-                          "last_step": 14, "shares": {"compute": 1 - comm - idle, "comm_not_overlapped": comm,
-                                                      "overlapped": 0.0, "idle": idle}}] if comm is not None else []))
-        write_rank(run, r, steps(1, 60, t0=1000.0, dt=1.0, step_time=1.0, tokens=100, loss=1.0))
-
-
-async def test_the_heat_strip_offers_profile_shares_only_when_several_ranks_have_one(tmp_path):
-    """The slow card: little idle, long compute, while the others wait in communication."""
-    from mstop.app import MonitorApp
-    from mstop.app.widgets import HeatStrip
-    from tests.helpers.app_common import settle
-
-    async def titles(run) -> list[str]:
-        app = MonitorApp(str(run), follow=False, clock=lambda: 1061.0)
-        seen = []
-        async with app.run_test(size=(120, 40)) as pilot:
-            await settle(pilot)
-            await pilot.press("r")
-            await settle(pilot)
-            for _ in range(8):
-                seen.append(app.query_one(HeatStrip).title(app._last_view))
-                await pilot.press("m")
-                await settle(pilot)
-        return seen
-
-    _profiled_ranks(tmp_path / "two", {0: (0.30, 0.40), 1: (0.05, 0.02), 2: (0.31, 0.41)})
-    got = await titles(tmp_path / "two")
-    assert any(t.startswith("comm share") for t in got) and any(t.startswith("idle share") for t in got)
-    _profiled_ranks(tmp_path / "one", {0: (0.30, 0.40), 1: (None, None)})
-    got = await titles(tmp_path / "one")
-    assert not any(t.startswith(("comm share", "idle share")) for t in got) and len(set(got)) == 5
-
-
 def test_a_request_gives_every_rank_the_same_steps(tmp_path):
     """Rank 0 turns profile.request into profile.plan, far enough ahead (steps of 0.1 s, ranks looking every
     5 s: 71 steps); rank 1 plans the same steps at its next look; a plan older than the process is ignored."""

@@ -4,7 +4,6 @@ The runs are written by the real MetricsWriter (tests/helpers/runs.py: runs_fold
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from pathlib import Path
@@ -14,10 +13,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mstop.app.monitor import MonitorScreen
-from mstop.app.runs import RunsApp
 from mstop.app.widgets import Chart, Header
 from mstop.app.widgets.runs import RunsTable
-from mstop.sources.runs import RunsWatch, find_runs
+from mstop.sources.runs import find_runs
 from mstop.view.runs import FilterError, parse_filter
 from tests.helpers.common import ROOT
 from tests.helpers.runs import RUNS, write_run
@@ -65,27 +63,6 @@ async def test_sort_by_key_and_by_clicking_a_header(folder):
         assert losses == sorted(losses)
 
 
-async def test_filter_words_and_conditions_and_a_bad_filter_says_why(folder):
-    app = app_for(folder)
-    async with app.run_test(size=(160, 30)) as pilot:
-        await settle(pilot, lambda: len(table_rows(app)) == len(RUNS))
-        await pilot.press("slash", *"status=running world_size>=4", "enter")
-        await settle(pilot, lambda: len(table_rows(app)) == 1)
-        assert table_rows(app)[0][1] == "recompute/seed1" and "1 match" in title(app)
-        await pilot.press("slash", "ctrl+u", *"recompute", "enter")
-        await settle(pilot, lambda: len(table_rows(app)) == 2)
-        await pilot.press("slash", "ctrl+u", *"loss_ema<0.69", "enter")  # summary's name for the column
-        await settle(pilot, lambda: [r[1] for r in table_rows(app)] == ["no-delay"])
-        await pilot.press("slash", "ctrl+u", *"note~delay", "enter")
-        await settle(pilot, lambda: [r[1] for r in table_rows(app)] == ["no-delay"])
-        await pilot.press("slash", "ctrl+u", *"step>lots", "enter")
-        await settle(pilot, lambda: "bad filter" in str(app.runs_screen.query_one("#runs-notes").content))
-        assert "compares numbers" in str(app.runs_screen.query_one("#runs-notes").content)
-        assert [r[1] for r in table_rows(app)] == ["no-delay"]  # the last good filter still holds
-        await pilot.press("escape", "slash", "ctrl+u", "enter")  # empty: every run again
-        await settle(pilot, lambda: len(table_rows(app)) == len(RUNS))
-
-
 def test_the_filter_grammar():
     f = parse_filter("status = running  world_size>=64 note~Recompute big", {"world_size"})
     assert [(c.field, c.op, c.value) for c in f.conditions] == [("status", "=", "running"),
@@ -95,21 +72,6 @@ def test_the_filter_grammar():
                       ("mfu<high", "compares numbers")):
         with pytest.raises(FilterError, match=says):
             parse_filter(bad, {"world_size"})
-
-
-async def test_enter_opens_the_monitor_and_escape_returns_with_the_cursor_on_the_run(folder):
-    app = app_for(folder)
-    async with app.run_test(size=(120, 40)) as pilot:
-        await settle(pilot, lambda: len(table_rows(app)) == len(RUNS))
-        await pilot.press("down", "down", "enter")  # the third run by name: no-delay
-        await settle(pilot, lambda: isinstance(app.screen, MonitorScreen))
-        await settle(pilot, lambda: "no-delay" in str(app.screen.query_one(Header).content))
-        await pilot.press("escape")
-        await settle(pilot, lambda: app.screen is app.runs_screen)
-        table = app.runs_screen.query_one(RunsTable)
-        assert table.cursor_run.endswith("no-delay") and table_rows(app)[table.cursor_row][1] == "no-delay"
-        # opened once: its whole history is read, so goodput is known now
-        await settle(pilot, lambda: table_rows(app)[table.cursor_row][8] not in ("",))
 
 
 async def test_overlay_draws_the_marked_runs_by_step_with_their_names(folder):
@@ -124,26 +86,6 @@ async def test_overlay_draws_the_marked_runs_by_step_with_their_names(folder):
         assert "base" in str(app.screen.query_one(Header).content)
         tp = str(app.screen.query_one("#tp-chart", Chart).legend())
         assert "no-delay" in tp
-
-
-async def test_a_run_appearing_and_a_run_finishing_while_the_list_is_open(tmp_path):
-    root = tmp_path / "runs"
-    now = time.time()
-    write_run(root / "a", status="running", note="first", world=1, steps=20, t0=now - 20, clock_now=now)
-    app = RunsApp([RunsWatch(str(root))], label=str(root), follow=True)
-    async with app.run_test(size=(160, 30)) as pilot:
-        await settle(pilot, lambda: len(table_rows(app)) == 1)
-        assert table_rows(app)[0][2] == "running"
-        write_run(root / "b", status="finished", note="second", world=1, steps=20, t0=now - 100)
-        await settle(pilot, lambda: len(table_rows(app)) == 2, tries=600)
-        from mstop_writer import MetricsWriter
-
-        events = root / "a" / "rank0.events.jsonl"
-        session = json.loads(events.read_text().splitlines()[0])["session"]
-        with open(events, "a") as f:  # the job ends: its end event
-            f.write(json.dumps({"time": time.time(), "kind": "end", "session": session, "step": 19}) + "\n")
-        await settle(pilot, lambda: {r[1]: r[2] for r in table_rows(app)}.get("a") == "finished", tries=600)
-        assert MetricsWriter  # the runs are the writer's own files
 
 
 async def test_a_broken_run_is_listed_and_the_others_still_are(tmp_path):

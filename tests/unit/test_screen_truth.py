@@ -9,7 +9,10 @@ from mstop.app import MonitorApp
 from mstop.app.widgets import AlertsPanel, Header
 from tests.helpers.app_common import screen_lines, settle, text
 from tests.helpers.runs import start, steps, write_events, write_rank
-from tests.helpers.screen_truth_common import _run  # noqa: F401
+from tests.helpers.screen_truth_common import (
+    _axis_labels,  # noqa: F401
+    _run,  # noqa: F401
+)
 
 
 async def _header(path, now: float, size=(120, 40)) -> tuple[str, MonitorApp]:
@@ -252,18 +255,6 @@ async def test_the_header_says_when_ranks_are_at_different_steps_and_the_charts_
         assert "x: step · rank 0" in screen and "tokens/s, rank 0" in screen, screen
 
 
-def _axis_labels(chart_text: str, side: str) -> list[str]:
-    """The tick labels of a chart's left or right axis, as drawn: the text before the first ``┤`` (left), or
-    after the last ``├`` (right), of each line that has one."""
-    out = []
-    for line in chart_text.splitlines():
-        if side == "left" and "┤" in line:
-            out.append(line.split("┤", 1)[0].strip(" │"))
-        elif side == "right" and "├" in line:
-            out.append(line.rsplit("├", 1)[1].strip(" │"))
-    return [lab for lab in out if lab]
-
-
 async def test_a_log_loss_axis_reads_values_and_the_eval_axis_stays_linear(tmp_path):
     """l: the loss (2.3 to 4.4) on a log axis labels values people read (3, 4), not log10 exponents nor the
     ends and their geometric middle (4.36 / 3.18 / 2.32); an eval MAE of 0.15-0.26 on the right axis keeps
@@ -283,24 +274,6 @@ async def test_a_log_loss_axis_reads_values_and_the_eval_axis_stays_linear(tmp_p
         assert "(log)" in chart and set(left) <= {"2", "3", "4", "5"} and len(left) >= 2, chart
         assert right and all(0.1 <= float(lab) <= 0.3 for lab in right), chart
         assert len({len(lab.split(".")[-1]) for lab in right}) == 1, right  # one format on the axis
-
-
-async def test_a_custom_bytes_chart_has_distinct_labels_in_one_format(tmp_path):
-    """mem_used between 528.1 and 528.9 MiB: the axis's labels differ (never ``528 MiB`` twice)."""
-    run = tmp_path / "run"
-    write_events(run, 0, [start("s1", t=999.0, total_steps=1000)])
-    write_rank(run, 0, steps(1, 200, t0=1000.0, step_time=1.0, loss=1.0,
-                             mem_used=lambda s: (528.1 + 0.004 * s) * 2**20))
-    app = MonitorApp(str(run), follow=False, clock=lambda: 1201.0)
-    async with app.run_test(size=(160, 60)) as pilot:
-        await settle(pilot)
-        await pilot.press("slash")  # the metrics chooser: filter to mem_used, pick it, back
-        await pilot.press(*"mem_used", "enter", "space", "escape")
-        await settle(pilot)
-        labels = _axis_labels(text(app.query_one("#custom-chart")), "left")
-        assert len(labels) >= 2 and len(set(labels)) == len(labels), labels
-        assert all(lab.endswith(" MiB") for lab in labels), labels
-        assert len({len(lab.split()[0].split(".")[-1]) for lab in labels}) == 1, labels
 
 
 async def test_each_eval_metric_has_its_glyph_and_a_checkpoint_hides_none(tmp_path):

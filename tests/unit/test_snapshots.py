@@ -8,13 +8,7 @@ from __future__ import annotations
 
 from mstop.app import MonitorApp
 from tests.helpers.app_common import settle as loaded  # the first read is done on a thread: wait for it
-
-RUN = "tests/fixtures/snap-run"
-NOW = 10_000.0 + 600 * 6.0 + 20.0  # 20 s after the last row
-
-
-def app() -> MonitorApp:
-    return MonitorApp(RUN, follow=False, clock=lambda: NOW)
+from tests.helpers.snapshots_common import NOW, RUN, app  # noqa: F401
 
 
 def test_monitor_120x40(snap_compare):
@@ -27,19 +21,6 @@ def test_monitor_80x24(snap_compare):
 
 def test_ranks_view(snap_compare):
     assert snap_compare(app(), terminal_size=(120, 40), run_before=loaded, press=["r"])
-
-
-def test_help_screen(snap_compare):
-    assert snap_compare(app(), terminal_size=(120, 40), run_before=loaded, press=["question_mark"])
-
-
-def test_ranks_view_of_1024_ranks(snap_compare, tmp_path):
-    """A straggler (517) and a dead rank (300) among 1,024: letters in the strip, the data wait metric."""
-    from tests.helpers.runs import cluster_1024
-
-    now = cluster_1024(tmp_path / "cluster")
-    app = MonitorApp(str(tmp_path / "cluster"), follow=False, clock=lambda: now)
-    assert snap_compare(app, terminal_size=(120, 40), run_before=loaded, press=["r", "m"])
 
 
 def test_monitor_with_a_baseline(snap_compare, tmp_path):
@@ -89,3 +70,5 @@ def test_runs_list_120x40(snap_compare):
 
 def test_runs_list_80x24(snap_compare):
     assert snap_compare(runs_app(), terminal_size=(80, 24), run_before=runs_read)
+
+

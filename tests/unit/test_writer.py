@@ -336,35 +336,3 @@ def test_copytruncate_starts_the_file_again_with_its_header(tmp_path, caplog):
     assert store.bad_rows == 0 and store.rows == 3 and status(store, Options()) == "finished"
 
 
-def test_options_are_one_dataclass_that_keywords_and_the_callback_build(tmp_path):
-    """Issue 29: the writer's options live in one frozen dataclass: keywords or a WriterOptions give the same
-    start event, the dataclass normalises (YAML's strings, integral floats) and refuses nonsense, a
-    misspelled keyword names the nearest option, and the callback takes exactly the same names."""
-    import dataclasses
-
-    from mstop_writer import MetricsWriter
-    from mstop_writer.callback import CALLBACK_OPTIONS
-    from mstop_writer.metrics import WRITER_OPTIONS, WriterOptions
-    from tests.helpers.common import read_events
-
-    o = WriterOptions(rank=0, world_size=1, tokens_per_step="4096", n_params=7e9, extra_columns=iter(["a"]))
-    assert (o.tokens_per_step, o.n_params, o.extra_columns) == (4096, 7_000_000_000, ("a",))
-    with pytest.raises(dataclasses.FrozenInstanceError):
-        o.rank = 1  # type: ignore[misc]
-    with pytest.raises(ValueError, match="tokens_per_step"):
-        WriterOptions(tokens_per_step=-1)
-    with pytest.raises(TypeError, match="did you mean 'tokens_per_step'"):
-        MetricsWriter(tmp_path / "x", tokens_per_stp=1)
-    starts = []
-    for name, w in (("kw", lambda d: MetricsWriter(d, rank=0, world_size=1, tokens_per_step="4096", n_params=7e9,
-                                                   extra_columns=["a"])),
-                    ("dc", lambda d: MetricsWriter(d, o))):
-        writer = w(tmp_path / name)
-        writer.close()
-        (start,) = [e for e in read_events(tmp_path / name / "rank0.events.jsonl") if e["kind"] == "start"]
-        starts.append({k: v for k, v in start.items() if k not in ("time", "session", "pid", "t_mono")})
-    assert starts[0] == starts[1] and starts[0]["n_params"] == 7_000_000_000
-    assert WRITER_OPTIONS == {f.name for f in dataclasses.fields(WriterOptions)}
-    assert CALLBACK_OPTIONS == (WRITER_OPTIONS - {"detected_from"}) | {"output_names"}
-
-
