@@ -13,6 +13,14 @@ from tests.helpers.common import ROOT, FullDisk
 __all__ = ["ROOT"]
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark each test by its folder (``-m unit``, ``-m system``) as pyproject declares the markers."""
+    for item in items:
+        kind = item.path.parent.name
+        if kind in ("unit", "system"):
+            item.add_marker(getattr(pytest.mark, kind))
+
+
 @pytest.fixture(autouse=True)
 def no_leaked_threads():
     """Fail a test that leaves threads running (a writer not closed, a follower not stopped)."""
