@@ -304,8 +304,9 @@ def comparison_shots(tmp: Path, out: Path) -> None:
 
     from rich.console import Console
 
-    from mstop.cli import build_parser, load_runs
+    from mstop.cli import build_parser
     from mstop.commands.compare import compare, render_table
+    from mstop.commands.run import load_runs
 
     runs = train_comparison_runs(tmp)
     args = build_parser().parse_args(["compare", "x", "y"])

@@ -183,10 +183,10 @@ def test_a_crash_of_the_screen_exits_non_zero(tmp_path):
     """A failure inside the TUI is printed and the exit code says so (it used to be 0)."""
     run = tmp_path / "run"
     write_rank(run, 0, steps(1, 5, t0=1000.0, loss=1.0))
-    code = ("import sys; from mstop import cli; from mstop.app import monitor\n"
+    code = ("import sys; from mstop import cli; from mstop.app import launch, monitor\n"
             "def boom(self): raise RuntimeError('boom in redraw')\n"
             "monitor.MonitorScreen.redraw = boom\n"
-            "cli._no_terminal = lambda what: False\n"  # its stdout is a pipe here: draw anyway, to crash
+            "launch.no_terminal = lambda what: False\n"  # its stdout is a pipe here: draw anyway, to crash
             f"sys.exit(cli.main([{str(run)!r}]))\n")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60,
                          env={**os.environ, "TERM": "dumb"}, stdin=subprocess.DEVNULL)

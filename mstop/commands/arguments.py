@@ -1,0 +1,211 @@
+"""What the command line's commands share: argument types and groups, the connection settings made once from
+the arguments, the health rules, ``--fail-on``, and printing a table.
+
+No textual here (the app's own launchers in :mod:`mstop.app.launch` use these too)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+
+def positive_float(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not v > 0:
+        raise argparse.ArgumentTypeError(f"must be positive: {text!r}")
+    return v
+
+
+def count(low: int, high: int):
+    """An argparse type: a whole number in [low, high] (a usage error, exit 2, otherwise)."""
+    def parse(text: str) -> int:
+        try:
+            v = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+        if not low <= v <= high:
+            raise argparse.ArgumentTypeError(f"must be from {low} to {high}: {text!r}")
+        return v
+    return parse
+
+
+def fraction(text: str) -> float:
+    """A share, over 0 and under 1 (``--data-wait 15`` is a usage error, not a rule turned off)."""
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0 < v < 1:
+        raise argparse.ArgumentTypeError(f"must be a fraction over 0 and under 1 (0.1 for 10 %): {text!r}")
+    return v
+
+
+def smoothing(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0 <= v < 1:
+        raise argparse.ArgumentTypeError(f"must be in [0, 1): {text!r}")
+    return v
+
+
+def add_depth(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--depth", type=count(1, 32), default=3, metavar="N",
+                   help="for a folder of runs: look for runs down to N levels below it (default: 3)")
+
+
+def add_ssh(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-F", "--ssh-config", metavar="FILE", help="ssh configuration file (ssh -F)")
+    p.add_argument("-o", "--ssh-option", action="append", default=[], metavar="OPTION",
+                   help="an ssh option, as ssh -o takes it (repeatable), e.g. -o ProxyJump=login1")
+    p.add_argument("--connect-timeout", type=positive_float, default=10.0, metavar="SEC",
+                   help="seconds to wait for an ssh connection (default: 10)")
+
+
+def add_peak(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--peak-tflops", type=positive_float, metavar="X",
+                   help="peak dense TFLOP/s of one device, overriding what the run recorded (for MFU)")
+
+
+def add_window(p: argparse.ArgumentParser) -> None:
+    """The comparison's window (mstop compare and mstop report)."""
+    p.add_argument("--steps", metavar="A:B", help="the window of steps, inclusive (default: the steps every run "
+                                                  "covers, minus a warm-up: see docs/monitor.md)")
+    p.add_argument("--loss-at", type=int, metavar="N", help="the step of the loss column (default: the window's last)")
+
+
+def add_health(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("health rules (defaults in docs/health.md; also mstop.toml in the run directory)")
+    g.add_argument("--spike-k", type=positive_float, metavar="K", help="spike: K standard deviations (default: 6)")
+    g.add_argument("--oom-critical", type=fraction, metavar="FRAC",
+                   help="memory headroom alert under FRAC, 0 to 1 (default: 0.05)")
+    g.add_argument("--data-wait", type=fraction, metavar="FRAC",
+                   help="data-wait share alert above FRAC, 0 to 1 (default: 0.10)")
+    g.add_argument("--no-checkpoint", type=positive_float, metavar="SEC",
+                   help="alert when no checkpoint for SEC seconds (default: 3 x the usual interval)")
+
+
+@dataclass(frozen=True)
+class Connection:
+    """How to reach a ``host:/path`` source, made once from the arguments and passed whole: the ssh config
+    file and options (``-F``, ``-o``) and the connect timeout."""
+
+    ssh_config: str | None = None
+    options: tuple[str, ...] = ()
+    connect_timeout: float = 10.0
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> Connection:
+        return cls(getattr(args, "ssh_config", None), tuple(getattr(args, "ssh_option", ()) or ()),
+                   getattr(args, "connect_timeout", 10.0))
+
+    @property
+    def ssh_options(self) -> tuple[str, ...]:
+        """The options as the ssh command line takes them (``-F FILE -o A -o B``)."""
+        opts = ["-F", self.ssh_config] if self.ssh_config else []
+        for o in self.options:
+            opts += ["-o", o]
+        return tuple(opts)
+
+
+def peak_flops(args: argparse.Namespace) -> float | None:
+    return args.peak_tflops * 1e12 if getattr(args, "peak_tflops", None) else None
+
+
+def rules(args: argparse.Namespace, run_dirs: list[str]):
+    """The health rules from config files and flags; None (after saying why) when a setting is wrong."""
+    from ..engine.health import Rules
+
+    try:
+        return Rules.load(run_dirs, {"spike_k": args.spike_k, "oom_critical": args.oom_critical,
+                                     "data_wait": args.data_wait, "no_checkpoint_s": args.no_checkpoint})
+    except (ValueError, TypeError) as e:
+        print(f"mstop: {e}", file=sys.stderr)
+        return None
+
+
+def fail_kinds(args: argparse.Namespace) -> set[str] | None:
+    """--fail-on's alert kinds (empty: none, or 'incident'); None after saying a kind is unknown."""
+    from ..engine.health import KINDS
+
+    if not args.fail_on or args.fail_on == "incident":
+        return set()
+    kinds = set(KINDS) if args.fail_on == "alert" else set(args.fail_on.split(","))
+    unknown = kinds - set(KINDS)
+    if unknown:
+        print(f"mstop: --fail-on: unknown kinds {sorted(unknown)}; known: alert, incident, {', '.join(KINDS)}",
+              file=sys.stderr)
+        return None
+    return kinds
+
+
+def fails(summary: dict[str, Any], kinds: set[str], args: argparse.Namespace) -> bool:
+    """Whether --fail-on makes this summary a failure."""
+    if kinds and any(a["kind"] in kinds for a in summary["alerts"]):
+        return True
+    return args.fail_on == "incident" and bool(summary["incidents"])
+
+
+def clean_text(text: str) -> str:
+    from ..safe import clean
+
+    return clean(text, 4096)
+
+
+def exists(spec: str) -> bool:
+    from ..sources import SourceError, check_spec
+
+    try:
+        check_spec(spec)
+        return True
+    except SourceError:
+        return False
+
+
+def print_rich(renderable: Any) -> None:
+    """Print a rich table: to a terminal at its width; into a pipe or file as wide as the table needs
+    (:func:`~mstop.commands.plain_text`)."""
+    from rich.console import Console
+
+    from . import plain_text
+
+    if sys.stdout.isatty():
+        Console().print(renderable)
+        return
+    sys.stdout.write(plain_text(renderable))
+
+
+def runs_watches(specs: list[str], args: argparse.Namespace) -> list | None:
+    """The sources as folders of runs (:mod:`mstop.sources.runs`) when they are that: a local folder that
+    is not a run itself and has runs below it, or a remote one the host says the same of (one ssh
+    connection asks); None when every source is a run (the monitor). SourceError when ssh fails."""
+    from ..sources import check_spec
+    from ..sources.remote_runs import RemoteRunsWatch, probe
+    from ..sources.runs import RunsWatch, find_runs, kind_of
+
+    conn = Connection.from_args(args)
+    targets = [check_spec(spec, exists=False) for spec in specs]  # checked already: None for a local one
+    depth = getattr(args, "depth", 3)
+    kinds = []
+    for spec, target in zip(specs, targets):
+        if target is None:
+            kinds.append("runs" if kind_of(spec) is None and find_runs(spec, depth)[0] else "run")
+        else:
+            kinds.append(probe(target, ssh_options=conn.ssh_options, connect_timeout=conn.connect_timeout))
+    if "runs" not in kinds:
+        return None
+    out: list = []
+    for spec, target, kind in zip(specs, targets, kinds):
+        if target is None:
+            out.append(RunsWatch(spec, max_depth=depth) if kind == "runs" else RunsWatch.single(spec))
+        else:
+            out.append(RemoteRunsWatch(target, single=kind == "run", ssh_options=conn.ssh_options,
+                                       connect_timeout=conn.connect_timeout, max_depth=depth))
+    return out
+
