@@ -77,6 +77,11 @@ def build_parser() -> argparse.ArgumentParser:
                     help="weight of the loss EMA, 0 to <1 (default: 0.9)")
     add_peak(rp)
     add_ssh(rp)
+    _add_demo(sub)
+    return ap
+
+
+def _add_demo(sub: Any) -> None:
     d = sub.add_parser("demo", help="train the tiny MindSpore example in a temporary directory and watch it",
                        description="Start examples/train_tiny_lm.py (2 ranks as processes) into a temporary run "
                                    "directory and open the monitor on it; quitting stops the job.")
@@ -88,7 +93,6 @@ def build_parser() -> argparse.ArgumentParser:
                    help="play a recorded run of the demo job at real speed (no MindSpore needed)")
     d.add_argument("--speed", type=positive_float, default=1.0, metavar="X",
                    help="with --replay: play X times faster (default: 1)")
-    return ap
 
 
 def monitor_parser() -> argparse.ArgumentParser:

@@ -25,7 +25,7 @@ def no_terminal(what: str) -> bool:
 
 def monitor(args: argparse.Namespace) -> int:
     """``mstop RUN_DIR...``: the live monitor, or the runs list for a folder of runs."""
-    from ..sources import SourceError, check_spec
+    from ..view import SourceError, check_spec
 
     conn = Connection.from_args(args)
 
@@ -163,7 +163,7 @@ def _replay_demo(args: argparse.Namespace) -> int:
     import tempfile
     from pathlib import Path
 
-    from ..sources.replay import start_replay
+    from ..view import start_replay
     from . import MonitorApp
 
     run_dir = Path(args.keep or tempfile.mkdtemp(prefix="mstop-replay-"))

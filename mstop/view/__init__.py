@@ -22,7 +22,8 @@ from ..engine.figures import ENDED, STATUSES, Options
 from ..engine.goodput import losses_text
 from ..engine.health import Rules
 from ..engine.store import Store
-from ..sources import SourceError, close_connections
+from ..sources import SourceError, check_spec, close_connections
+from ..sources.replay import start_replay
 from .alerting import MARKS, Alerting, heat_marks, since_text
 from .baseline import baseline_overlay, run_part
 from .build import Carry, build_view
@@ -46,9 +47,11 @@ from .frame import (
 )
 
 # what the app may use of the rooms below, besides the frame: names and types it draws with, the sources'
-# one error, and closing the ssh connections at exit (the app imports nothing of the engine or sources itself)
+# one error, checking a source argument, the demo's replay, and closing the ssh connections at exit (the app
+# imports nothing of the engine or sources itself)
 __all__ = ["DATA_WARN", "ENDED", "MARKS", "MEM_CRIT", "MEM_WARN", "STATUSES", "X_AXES", "Alerting", "BaselinePart",
-           "Carry", "DataPart", "DeviceCell", "Options", "Rules", "SourceError", "Store", "close_connections",
+           "Carry", "DataPart", "DeviceCell", "Options", "Rules", "SourceError", "Store", "check_spec",
+           "close_connections", "start_replay",
            "losses_text",
            "HeaderPart", "Line", "LossPart", "MemoryPart", "RankRow", "Series", "ThroughputPart", "View",
            "baseline_overlay",

@@ -137,7 +137,7 @@ def test_the_command_line_is_parsers_and_dispatch():
     on the command's name."""
     cli = (ROOT / "mstop" / "cli.py").read_text()
     assert len(cli.splitlines()) <= 200
-    assert cli.count("set_defaults(func=") == 5
+    assert cli.count(".set_defaults(func=") == 5
     assert "args.command ==" not in cli
     import importlib
 
