@@ -281,7 +281,7 @@ def test_incidents_keep_the_history(tmp_path):
 
 
 def test_a_healthy_run_has_no_incidents(tmp_path):
-    from tests.test_health import healthy
+    from tests.helpers.health_common import healthy
 
     healthy(tmp_path, ranks=2, t0=time.time() - 405)
     js = summary_json(tmp_path)

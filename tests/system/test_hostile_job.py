@@ -26,12 +26,6 @@ sys.modules["mindspore"] = None
 import mstop_writer.profiling as profiling
 profiling.REQUEST_EVERY = 0.2
 from mstop_writer import MetricsWriter
-from __future__ import annotations
-import os
-import stat
-import pytest
-from mstop_writer.profiling import REQUEST_NAME
-from tests.helpers.hostile_job_common import plant, tree  # noqa: F401
 
 run, steps = sys.argv[1], int(sys.argv[2])
 with MetricsWriter(run, rank=0, world_size=1, heartbeat_interval=0.5) as w:

@@ -26,7 +26,9 @@ def mstop(*args: str, **kw) -> subprocess.CompletedProcess:
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed (.ci/run installs it)")
 def test_ctrl_c_quits_the_monitor_in_a_terminal():
     """Item 12: Ctrl-C quits as q does (Textual's own asks 'Do you want to quit?')."""
-    from tests.test_tmux import _screen, _tmux, _until
+    from tests.helpers.tmux import screen as _screen
+    from tests.helpers.tmux import tmux as _tmux
+    from tests.helpers.tmux import until as _until
 
     sock = f"mstop-test-{uuid.uuid4().hex[:8]}"
     _tmux(sock, f"{sys.executable} -m mstop tests/fixtures/snap-run; echo EXIT $?; sleep 30")
@@ -45,7 +47,7 @@ async def test_one_refused_row_is_one_row_refused_not_a_writer_failure(tmp_path)
     'abc')', not '! writer failed: ...', and summary says the same."""
     from mstop.app import MonitorApp
     from mstop.app.widgets import Header
-    from tests.test_app import text
+    from tests.helpers.app_common import text
 
     t = time.time()
     with MetricsWriter(tmp_path, rank=0, world_size=1, heartbeat_interval=3600) as w:
@@ -89,7 +91,7 @@ async def test_a_multi_line_error_is_one_line_in_the_header_and_lines_in_the_lis
     from mstop.app import MonitorApp
     from mstop.app.screens import AlertsScreen
     from mstop.app.widgets import Header
-    from tests.test_app import text
+    from tests.helpers.app_common import text
 
     write_events(tmp_path, 0, [start("s1", t=999.0, world_size=1),
                                {"time": 1031.0, "kind": "abort", "session": "s1", "step": 30,
@@ -149,7 +151,8 @@ def test_no_color_means_no_colour_codes_at_all():
     """Item 23: NO_COLOR=1 still drew 256-colour greys."""
     import re
 
-    from tests.test_tmux import _tmux, _until
+    from tests.helpers.tmux import tmux as _tmux
+    from tests.helpers.tmux import until as _until
 
     sock = f"mstop-test-{uuid.uuid4().hex[:8]}"
     _tmux(sock, f"{sys.executable} -m mstop tests/fixtures/snap-run; sleep 30", {"NO_COLOR": "1"})

@@ -60,7 +60,7 @@ def test_a_real_msrun_job_with_loss_monitor_and_no_mstop_code(tmp_path):
     from pathlib import Path
 
     pytest.importorskip("mindspore", reason="a real job needs MindSpore: pip install -e '.[mindspore]'")
-    from tests.test_what_happened import _free_port
+    from tests.helpers.msrun import free_port as _free_port
 
     msrun = shutil.which("msrun") or str(Path(sys.executable).parent / "msrun")
     logs = tmp_path / "logs"
@@ -101,7 +101,7 @@ def test_a_real_msrun_worker_killed_is_dead_from_the_scheduler_log(tmp_path):
     from pathlib import Path
 
     pytest.importorskip("mindspore", reason="a real job needs MindSpore: pip install -e '.[mindspore]'")
-    from tests.test_what_happened import _free_port
+    from tests.helpers.msrun import free_port as _free_port
 
     msrun = shutil.which("msrun") or str(Path(sys.executable).parent / "msrun")
     logs = tmp_path / "logs"

@@ -206,7 +206,7 @@ async def test_a_real_msrun_job_s_worker_log_in_the_pane(tmp_path):
     log; the ranks view's rank 1, then L, shows that file, following it as the job trains."""
     from mstop.app import MonitorApp
     from mstop.app.screens import LogScreen
-    from tests.test_what_happened import Msrun
+    from tests.helpers.msrun import Msrun
 
     job = Msrun(tmp_path, 2000, workers=2)
     try:

@@ -111,10 +111,6 @@ import mindspore as ms
 import numpy as np
 from mindspore import nn, ops
 from mstop_writer import MetricsWriter
-from __future__ import annotations
-import time
-import pytest
-from mstop_writer.profiling import REQUEST_NAME, shares, step_trace_rows, trace_rows
 
 ms.set_device("CPU")
 net = nn.Dense(64, 64)

@@ -12,6 +12,9 @@ import uuid
 import pytest
 
 from tests.helpers.common import HELPERS, ROOT, processes_with
+from tests.helpers.tmux import screen as _screen
+from tests.helpers.tmux import tmux as _tmux
+from tests.helpers.tmux import until as _until
 
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None,
                                 reason="tmux is not installed (apt-get install tmux; .ci/run installs it)")
@@ -49,19 +52,8 @@ def test_monitor_in_tmux():
         subprocess.run(["tmux", "-L", sock, "kill-server"], capture_output=True)
 
 
-def _tmux(sock: str, cmd: str, env_extra: dict | None = None, width: int = 120) -> None:
-    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES", "TMUX")}
-    env.update(env_extra or {})
-    subprocess.run(["tmux", "-L", sock, "new-session", "-d", "-x", str(width), "-y", "40", "-c", str(ROOT), cmd],
-                   check=True, env=env)
-
-
-def _screen(sock: str) -> str:
-    return subprocess.run(["tmux", "-L", sock, "capture-pane", "-p"], capture_output=True, text=True).stdout
-
-
 def test_escape_sequences_in_a_run_do_not_reach_the_terminal(tmp_path):
-    from tests.test_hostile_input import hostile_run
+    from tests.helpers.hostile_input_common import hostile_run
 
     hostile_run(tmp_path / "run")
     sock = f"mstop-test-{uuid.uuid4().hex[:8]}"
@@ -141,18 +133,6 @@ def test_demo_refuses_bad_counts():
         out = subprocess.run([sys.executable, "-m", "mstop", "demo", *args], cwd=ROOT, capture_output=True,
                              text=True, timeout=30)
         assert out.returncode == 2 and ("must be from" in out.stderr or "not a whole number" in out.stderr)
-
-
-def _until(sock: str, want: list[str], seconds: float = 30) -> str:
-    screen = ""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        screen = _screen(sock)
-        if all(w in screen for w in want):
-            return screen
-        time.sleep(0.2)
-    missing = [w for w in want if w not in screen]
-    raise AssertionError(f"not on screen: {missing}\n{screen}")
 
 
 def test_runs_list_in_tmux_open_a_run_and_come_back(tmp_path):

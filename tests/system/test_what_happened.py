@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -18,7 +17,8 @@ import pytest
 from mstop.engine.figures import Options, status
 from mstop.engine.health import Health
 from mstop.sources import read_once
-from tests.helpers.common import HELPERS, ROOT, read_events, wait_for
+from tests.helpers.common import ROOT, read_events, wait_for
+from tests.helpers.msrun import Msrun
 from tests.helpers.runs import start, steps, write_events, write_rank
 from tests.helpers.what_happened_common import _writer_run  # noqa: F401
 
@@ -194,56 +194,6 @@ def _last_step(path: Path) -> int:
     text = path.read_text(errors="replace")
     rows = list(csv.DictReader(text[: text.rfind("\n") + 1].splitlines()))
     return int(rows[-1]["step"])
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Msrun:
-    """A real 4-worker data-parallel msrun job of tests/helpers/msrun_job.py (CPU), in its own process group."""
-
-    def __init__(self, tmp: Path, steps: int, *extra: str, workers: int = 4) -> None:
-        pytest.importorskip("mindspore", reason="a real job needs MindSpore: pip install -e '.[mindspore]'")
-        import shutil
-
-        msrun = shutil.which("msrun") or str(Path(sys.executable).parent / "msrun")
-        self.run, self.logs = tmp / "run", tmp / "logs"
-        self.proc = subprocess.Popen([msrun, f"--worker_num={workers}", f"--local_worker_num={workers}",
-                                      "--master_addr=127.0.0.1", f"--master_port={_free_port()}",
-                                      f"--log_dir={self.logs}", "--join=True", str(HELPERS / "msrun_job.py"),
-                                      str(self.run), str(steps), *extra],
-                                     cwd=tmp, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                     start_new_session=True,
-                                     env={**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"})
-
-    def at_step(self, rank: int, step: int, timeout: float = 180) -> None:
-        log = self.logs / f"worker_{rank}.log"
-        assert wait_for(lambda: log.exists() and f"STEP {step}\n" in log.read_text(errors="replace"), timeout), \
-            f"worker {rank} did not reach step {step}"
-
-    def pid(self, rank: int) -> int:
-        path = self.run / f"rank{rank}.events.jsonl"
-        assert wait_for(lambda: path.exists() and any(e["kind"] == "start" for e in read_events(path)), 180)
-        return [e for e in read_events(path) if e["kind"] == "start"][-1]["pid"]
-
-    def stop(self) -> None:
-        """Kill the job: its workers (msrun starts each in a process group of its own: their pids are in
-        their start events) and msrun's group."""
-        for path in sorted(self.run.glob("rank*.events.jsonl")) if self.run.is_dir() else []:
-            for e in read_events(path):
-                if e["kind"] == "start":
-                    try:
-                        os.kill(e["pid"], signal.SIGKILL)
-                    except (ProcessLookupError, PermissionError):
-                        pass
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        self.proc.wait(timeout=30)
 
 
 def _until(run: Path, cond, timeout: float) -> tuple[dict, float]:
