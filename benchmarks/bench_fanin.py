@@ -94,7 +94,7 @@ def run(server, hosts: int, ranks: int, rate: float, seconds: float) -> dict[str
         while sum(len(os.listdir(d)) for d in dirs) < hosts * ranks:
             time.sleep(0.05)
         stores = [Store() for _ in dirs]
-        sources = [RemoteSource(Target(server.host, d), s, poll=0.2, ssh_options=server.options())
+        sources = [RemoteSource(Target(server.host, d), s, poll=0.2, connection=server.connection())
                    for d, s in zip(dirs, stores)]
         for s in sources:
             s.follow()

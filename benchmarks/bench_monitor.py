@@ -35,7 +35,7 @@ async def main():
     app = MonitorApp(sys.argv[1])  # as `mstop RUN_DIR` runs: the source reads in its thread
     async with app.run_test(size=(120, 40)) as pilot:
         # every row read and drawn (a cheap check: building the charts' text to look would compete)
-        while app.store.rows < int(sys.argv[2]) or app._drawn_version != app.store.version:
+        while app.monitor.store.rows < int(sys.argv[2]) or app.monitor._drawn_version != app.monitor.store.version:
             await pilot.pause(0.01)
         print(time.time())  # the first full frame; shutting down afterwards is not counted
         assert "loss n/a" not in str(app.query_one("#loss-chart").render())
@@ -97,18 +97,18 @@ async def redraw_time(rows: int, repeats: int, charts: bool = True, cpu: bool = 
     from mstop.app.widgets.chart import Chart
 
     app = MonitorApp(tempfile.mkdtemp(), follow=False)
-    app.store = synthetic_store(rows)
+    app.monitor.store = synthetic_store(rows)
     times = []
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.pause()
         for _ in range(repeats):
-            app.store.version += 1
+            app.monitor.store.version += 1
             if charts:
                 for c in app.screen.query(Chart):
                     c._inputs = None  # forget what each chart drew: all built again
             clock = time.thread_time if cpu else time.perf_counter
             t0 = clock()
-            app.redraw()
+            app.monitor.redraw()
             await pilot.pause()
             times.append(clock() - t0)
     return statistics.median(times)
@@ -158,14 +158,14 @@ from mstop.app import MonitorApp
 async def main():
     app = MonitorApp(sys.argv[1], poll=None)
     spent = []
-    alerts = app.health.alerts
+    alerts = app.monitor.health.alerts
     def timed_alerts(*a, **k):  # the rules' own time per refresh
         t = time.perf_counter()
         try:
             return alerts(*a, **k)
         finally:
             spent.append(time.perf_counter() - t)
-    app.health.alerts = timed_alerts
+    app.monitor.health.alerts = timed_alerts
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.press("r")
         await pilot.pause(2)

@@ -70,7 +70,7 @@ def run(server, ranks: int, rate: float, seconds: float, poll: float) -> dict:
         seen_l: dict = {}
         seen_r: dict = {}
         ls = LocalSource(tmp, local, on_update=lambda: latencies(local, seen_l, lat_l))
-        rs = RemoteSource(Target(server.host, tmp), remote, poll=poll, ssh_options=server.options(),
+        rs = RemoteSource(Target(server.host, tmp), remote, poll=poll, connection=server.connection(),
                           on_update=lambda: latencies(remote, seen_r, lat_r))
         ls.follow()
         rs.follow()

@@ -9,8 +9,9 @@ import os
 import sys
 from typing import Any
 
-from ..commands.arguments import Connection, runs_watches
+from ..commands.arguments import connection, runs_watches
 from ..commands.arguments import rules as health_rules
+from ..view import MonitorOptions
 
 
 def no_terminal(what: str) -> bool:
@@ -27,7 +28,6 @@ def monitor(args: argparse.Namespace) -> int:
     """``mstop RUN_DIR...``: the live monitor, or the runs list for a folder of runs."""
     from ..view import SourceError, check_spec
 
-    conn = Connection.from_args(args)
 
     try:
         for spec in args.source:
@@ -59,18 +59,22 @@ def monitor(args: argparse.Namespace) -> int:
     except SourceError as e:
         print(f"mstop: {e}", file=sys.stderr)
         return 2
+    try:
+        options = MonitorOptions(poll=args.poll, peak_tflops=args.peak_tflops, connection=connection(args),
+                                 rules=rules, on_alert=args.on_alert, baseline=args.baseline, logs_dir=args.logs,
+                                 bell=args.bell)
+    except ValueError as e:  # --on-alert that no shell could split (an open quote)
+        print(f"mstop: --on-alert: {e}", file=sys.stderr)
+        return 2
     if watches is not None:
         from .runs import RunsApp
 
-        app = RunsApp(watches, label=" ".join(args.source), peak_tflops=args.peak_tflops, rules=rules,
-                      ssh_options=conn.ssh_options, connect_timeout=conn.connect_timeout, poll=args.poll)
+        app = RunsApp(watches, options, label=" ".join(args.source))
         app.run()
         return app.return_code or 0
     from . import MonitorApp
 
-    app = MonitorApp(args.source, poll=args.poll, peak_tflops=args.peak_tflops, ssh_options=conn.ssh_options,
-                     connect_timeout=conn.connect_timeout, rules=rules, bell=args.bell, on_alert=args.on_alert,
-                     baseline=args.baseline, logs_dir=args.logs)
+    app = MonitorApp(args.source, options)
     app.run()
     return app.return_code or 0  # Textual printed the traceback of a crash: it is never a success
 

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import threading
 import time
+from dataclasses import replace
 from typing import Any, Callable
 
 from textual import on
@@ -20,7 +21,17 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 
 from ..safe import clean
-from ..view import X_AXES, Line, Rules, Store, View, close_connections, numeric_columns, rank_series, values_at_step
+from ..view import (
+    X_AXES,
+    Line,
+    MonitorOptions,
+    Store,
+    View,
+    close_connections,
+    numeric_columns,
+    rank_series,
+    values_at_step,
+)
 from ..view.session import Frame, MonitorSession
 from .messages import StoreChanged
 from .screens import (
@@ -91,23 +102,19 @@ class MonitorScreen(Screen[None]):
     log_scale = reactive(False, init=False)
     recent = reactive(False, init=False)
 
-    def __init__(self, run_dir: str | list[str], *, poll: float | None = None, peak_tflops: float | None = None,
-                 clock: Callable[[], float] | None = None, follow: bool = True, ssh_options: tuple[str, ...] = (),
-                 connect_timeout: float = 10.0, rules: Rules | None = None, bell: bool = False,
-                 on_alert: str | None = None, baseline: str | None = None, job: subprocess.Popen | None = None,
-                 job_log: str | None = None, back: bool = False, overlays: list[tuple[str, Store]] = (),
-                 run_label: str = "", logs_dir: str | None = None) -> None:
+    def __init__(self, run_dir: str | list[str], options: MonitorOptions | None = None, *,
+                 job: subprocess.Popen | None = None, job_log: str | None = None, back: bool = False,
+                 overlays: list[tuple[str, Store]] = (), run_label: str = "") -> None:
         super().__init__()
         self.back = back  # opened from the runs list: Escape returns to it
         self.job, self.job_log = job, job_log  # mstop demo: the training job it started, and where its output goes
         specs = [run_dir] if isinstance(run_dir, str) else list(run_dir)
         #: what the monitor follows and its frames, without screen code (mstop.view.session)
-        self.session = MonitorSession(specs, poll=poll, peak_tflops=peak_tflops, clock=clock,
-                                      ssh_options=ssh_options, connect_timeout=connect_timeout, rules=rules,
-                                      on_alert=on_alert, baseline=baseline, overlays=overlays, run_label=run_label,
-                                      on_update=self._source_updated, logs_dir=logs_dir)
-        self.follow = follow
-        self.bell_on_alert = bell
+        self.options = options = options or MonitorOptions()
+        self.session = MonitorSession(specs, options, overlays=overlays, run_label=run_label,
+                                      on_update=self._source_updated)
+        self.follow = options.follow
+        self.bell_on_alert = options.bell
         self._last_redraw = 0.0
         self._frame_cost = 0.0  # seconds the last frame took to build and show
         self._drawn_version = -1
@@ -537,20 +544,17 @@ class MstopApp(App[None]):
 
 
 class MonitorApp(MstopApp):
-    """``mstop RUN_DIR``: the monitor screen of one run (its arguments are :class:`MonitorScreen`'s).
+    """``mstop RUN_DIR``: the monitor screen of one run, ``app.monitor``.
 
-    Attributes it does not have are the monitor screen's (``app.store``, ``app.redraw()``): the screen
-    is the app's only purpose, and tests and the demo reach it that way."""
+    ``options`` is a :class:`~mstop.view.MonitorOptions`; keywords are its fields, for a caller that sets a few
+    (``MonitorApp(run, follow=False, clock=...)``): they are made into one object here, never relayed.
+    ``job`` and ``job_log``: the training job ``mstop demo`` started, and where its output goes."""
 
-    def __init__(self, run_dir: str | list[str], **options: Any) -> None:
+    def __init__(self, run_dir: str | list[str], options: MonitorOptions | None = None, *,
+                 job: subprocess.Popen | None = None, job_log: str | None = None, **fields: Any) -> None:
         super().__init__()
-        self.monitor = MonitorScreen(run_dir, **options)
-
-    def __getattr__(self, name: str) -> Any:
-        monitor = self.__dict__.get("monitor")
-        if monitor is None or name.startswith("__"):
-            raise AttributeError(name)
-        return getattr(monitor, name)
+        options = replace(options or MonitorOptions(), **fields) if fields else options
+        self.monitor = MonitorScreen(run_dir, options, job=job, job_log=job_log)
 
     def get_default_screen(self) -> Screen:
         return self.monitor

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import replace
 from typing import Any, Callable
 
 from rich.text import Text
@@ -16,7 +17,7 @@ from textual.screen import ModalScreen, Screen
 from textual.widgets import Footer, Input, Static
 
 from ..safe import clean
-from ..view import Rules
+from ..view import MonitorOptions, Rules
 from ..view.runs import (
     COLUMNS,
     FILTER_HELP,
@@ -100,12 +101,12 @@ class RunsScreen(Screen[None]):
     RunsScreen RunsTable { height: 1fr; }
     """
 
-    def __init__(self, model: RunsModel, *, label: str, open_options: dict[str, Any],
+    def __init__(self, model: RunsModel, *, label: str, open_options: MonitorOptions,
                  clock: Callable[[], float] | None = None, follow: bool = True) -> None:
         super().__init__()
         self.model = model
         self.label = clean(label, 4096)
-        self.open_options = open_options  # what a run's monitor gets (peak, rules, ssh options, clock)
+        self.open_options = open_options  # what a run's monitor gets (peak, rules, the connection, clock)
         self.clock = clock or time.time
         self.follow = follow
         self.filter = Filter()
@@ -285,7 +286,7 @@ class RunsScreen(Screen[None]):
         run = self.model.runs().get(key)
         if run is None:
             return
-        monitor = MonitorScreen(run_spec(run), back=True, **self.open_options)
+        monitor = MonitorScreen(run_spec(run), self.open_options, back=True)
         self.app.push_screen(monitor, lambda _: self._returned(key, monitor))
 
     def _returned(self, key: str, monitor: MonitorScreen) -> None:
@@ -298,9 +299,8 @@ class RunsScreen(Screen[None]):
         self.redraw()
 
     def _ssh(self) -> dict[str, Any]:
-        """The ssh options a run of the list is read with (the command line's)."""
-        return {"ssh_options": self.open_options.get("ssh_options", ()),
-                "connect_timeout": self.open_options.get("connect_timeout", 10.0)}
+        """How a run of the list is read (the command line's connection)."""
+        return {"connection": self.open_options.connection}
 
     def _marked_specs(self) -> list[list[str]] | None:
         runs = self.model.runs()
@@ -316,7 +316,7 @@ class RunsScreen(Screen[None]):
         if groups is None:
             return
         self.notify(f"comparing {len(groups)} runs ...", timeout=3)
-        opts = compare_options(self.open_options.get("peak_tflops"))
+        opts = compare_options(self.open_options.peak_tflops)
         ssh = self._ssh()
 
         def work() -> None:
@@ -355,8 +355,8 @@ class RunsScreen(Screen[None]):
                 return
 
             def show() -> None:
-                self.app.push_screen(MonitorScreen(specs[0], back=True, overlays=others, run_label=names[0],
-                                                   **self.open_options))
+                self.app.push_screen(MonitorScreen(specs[0], self.open_options, back=True, overlays=others,
+                                                   run_label=names[0]))
 
             self.app.call_from_thread(show)
 
@@ -366,17 +366,16 @@ class RunsScreen(Screen[None]):
 class RunsApp(MstopApp):
     """``mstop DIR`` for a folder of runs (or several sources): the runs screen first."""
 
-    def __init__(self, watches: list[Any], *, label: str, peak_tflops: float | None = None,
-                 rules: Rules | None = None, clock: Callable[[], float] | None = None, follow: bool = True,
-                 ssh_options: tuple[str, ...] = (), connect_timeout: float = 10.0, poll: float | None = None) -> None:
+    def __init__(self, watches: list[Any], options: MonitorOptions | None = None, *, label: str,
+                 follow: bool = True, **fields: Any) -> None:
+        """``options``: what each run's monitor gets (its ``clock`` is also the list's); keywords are its fields.
+        ``follow``: the list keeps reading its runs (a run's monitor follows as ``options.follow`` says)."""
         super().__init__()
-        rules = rules or Rules()
-        self.model = runs_model(watches, rules=rules, peak_tflops=peak_tflops, clock=clock)
-        options = dict(peak_tflops=peak_tflops, rules=rules, ssh_options=ssh_options,
-                       connect_timeout=connect_timeout, poll=poll)
-        if clock is not None:
-            options["clock"] = clock
-        self.runs_screen = RunsScreen(self.model, label=label, open_options=options, clock=clock, follow=follow)
+        options = replace(options or MonitorOptions(), **fields) if fields else options or MonitorOptions()
+        options = replace(options, rules=options.rules or Rules())
+        self.model = runs_model(watches, rules=options.rules, peak_tflops=options.peak_tflops, clock=options.clock)
+        self.runs_screen = RunsScreen(self.model, label=label, open_options=options, clock=options.clock,
+                                      follow=follow)
 
     def get_default_screen(self) -> Screen:
         return self.runs_screen

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import dataclass
 from typing import Any
+
+from ..sources.protocol import Connection
 
 
 def positive_float(text: str) -> float:
@@ -91,27 +92,10 @@ def add_health(p: argparse.ArgumentParser) -> None:
                    help="alert when no checkpoint for SEC seconds (default: 3 x the usual interval)")
 
 
-@dataclass(frozen=True)
-class Connection:
-    """How to reach a ``host:/path`` source, made once from the arguments and passed whole: the ssh config
-    file and options (``-F``, ``-o``) and the connect timeout."""
-
-    ssh_config: str | None = None
-    options: tuple[str, ...] = ()
-    connect_timeout: float = 10.0
-
-    @classmethod
-    def from_args(cls, args: argparse.Namespace) -> Connection:
-        return cls(getattr(args, "ssh_config", None), tuple(getattr(args, "ssh_option", ()) or ()),
-                   getattr(args, "connect_timeout", 10.0))
-
-    @property
-    def ssh_options(self) -> tuple[str, ...]:
-        """The options as the ssh command line takes them (``-F FILE -o A -o B``)."""
-        opts = ["-F", self.ssh_config] if self.ssh_config else []
-        for o in self.options:
-            opts += ["-o", o]
-        return tuple(opts)
+def connection(args: argparse.Namespace) -> Connection:
+    """How ``host:/path`` sources are reached, made once from ``-F``, ``-o`` and ``--connect-timeout``."""
+    return Connection.of(getattr(args, "ssh_config", None), getattr(args, "ssh_option", ()) or (),
+                         getattr(args, "connect_timeout", 10.0))
 
 
 def peak_flops(args: argparse.Namespace) -> float | None:
@@ -189,7 +173,7 @@ def runs_watches(specs: list[str], args: argparse.Namespace) -> list | None:
     from ..sources.remote_runs import RemoteRunsWatch, probe
     from ..sources.runs import RunsWatch, find_runs, kind_of
 
-    conn = Connection.from_args(args)
+    conn = connection(args)
     targets = [check_spec(spec, exists=False) for spec in specs]  # checked already: None for a local one
     depth = getattr(args, "depth", 3)
     kinds = []
@@ -197,7 +181,7 @@ def runs_watches(specs: list[str], args: argparse.Namespace) -> list | None:
         if target is None:
             kinds.append("runs" if kind_of(spec) is None and find_runs(spec, depth)[0] else "run")
         else:
-            kinds.append(probe(target, ssh_options=conn.ssh_options, connect_timeout=conn.connect_timeout))
+            kinds.append(probe(target, connection=conn))
     if "runs" not in kinds:
         return None
     out: list = []
@@ -205,7 +189,6 @@ def runs_watches(specs: list[str], args: argparse.Namespace) -> list | None:
         if target is None:
             out.append(RunsWatch(spec, max_depth=depth) if kind == "runs" else RunsWatch.single(spec))
         else:
-            out.append(RemoteRunsWatch(target, single=kind == "run", ssh_options=conn.ssh_options,
-                                       connect_timeout=conn.connect_timeout, max_depth=depth))
+            out.append(RemoteRunsWatch(target, single=kind == "run", connection=conn, max_depth=depth))
     return out
 

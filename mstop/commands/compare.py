@@ -29,6 +29,7 @@ from ..engine import figures
 from ..engine.figures import Options
 from ..engine.store import Store
 from ..safe import clean
+from ..sources.protocol import Connection
 
 #: warm-up skipped at the start of the default window: the first 10 % of the common steps or
 #: WARMUP_STEPS steps, whichever is more (compilation and warm-up distort the first steps),
@@ -93,15 +94,14 @@ def _remote(spec: str) -> bool:
         return False
 
 
-def read_runs(groups: list[list[str]], *, ssh_options: tuple[str, ...] = (),
-              connect_timeout: float = 10.0) -> list[Run]:
+def read_runs(groups: list[list[str]], *, connection: Connection | None = None) -> list[Run]:
     """Each group of specs (one run, or its repeats) read once, labelled by :func:`short_labels`; a source
     that cannot be read raises SourceError (a ValueError: mstop compare says it and exits 2)."""
     from ..sources import read_once
 
     runs = []
     for label, group in zip(short_labels(groups), groups):
-        members = [Member(spec, read_once(spec, ssh_options=ssh_options, connect_timeout=connect_timeout))
+        members = [Member(spec, read_once(spec, connection=connection or Connection()))
                    for spec in group]
         runs.append(Run(label, members))
     return runs

@@ -10,8 +10,8 @@ import sys
 from typing import Any
 
 from .arguments import (
-    Connection,
     clean_text,
+    connection,
     exists,
     fail_kinds,
     fails,
@@ -30,7 +30,7 @@ def summary(args: argparse.Namespace) -> int:
     from ..sources import SourceError, Sources
     from .summary import render_table, summarize
 
-    conn = Connection.from_args(args)
+    conn = connection(args)
     if not args.wait:
         try:
             watches = runs_watches(args.source, args) if all(exists(p) for p in args.source) else None
@@ -41,7 +41,7 @@ def summary(args: argparse.Namespace) -> int:
             return summary_of_runs(watches, args)
     store = Store()
     try:
-        sources = Sources(args.source, store, ssh_options=conn.ssh_options, connect_timeout=conn.connect_timeout)
+        sources = Sources(args.source, store, connection=conn)
         sources.read_all(wait=(args.poll or 1.0) if args.wait else None)
     except SourceError as e:
         hint = "; use --wait to wait for it" if e.missing and not args.wait else ""
@@ -106,7 +106,7 @@ def _summaries_of(watch: Any, args: argparse.Namespace, health: Any) -> tuple[li
     from ..sources.runs import run_spec
     from .summary import summarize
 
-    conn, code, out = Connection.from_args(args), 0, []
+    conn, code, out = connection(args), 0, []
     try:
         watch.discover()
     except SourceError as e:
@@ -119,7 +119,7 @@ def _summaries_of(watch: Any, args: argparse.Namespace, health: Any) -> tuple[li
         # named as the argument names its folder: a relative folder gives relative paths
         shown = spec if run.host or os.path.isabs(watch.label) else os.path.join(watch.label, run.name)
         try:
-            store = read_once(spec, ssh_options=conn.ssh_options, connect_timeout=conn.connect_timeout)
+            store = read_once(spec, connection=conn)
             opts = Options(peak_flops=peak_flops(args), ema_weight=args.smoothing)
             out.append(summarize(store, shown, opts, health, specs=[spec]))
         except SourceError as e:
@@ -137,9 +137,7 @@ def load_runs(args_runs: list[str], args: argparse.Namespace) -> list:
     """Read every member of every run argument once; a missing source raises ValueError (said, exit 2)."""
     from .compare import read_runs, split_group
 
-    conn = Connection.from_args(args)
-    return read_runs([split_group(arg) for arg in args_runs], ssh_options=conn.ssh_options,
-                     connect_timeout=conn.connect_timeout)
+    return read_runs([split_group(arg) for arg in args_runs], connection=connection(args))
 
 
 def _compared(args: argparse.Namespace, specs: list[str], opts: Any) -> tuple[list, Any] | None:

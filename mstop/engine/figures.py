@@ -150,7 +150,11 @@ def prev_window_stats(vals: np.ndarray, w: int, js: np.ndarray) -> tuple[np.ndar
     with np.errstate(invalid="ignore", divide="ignore"):
         mean = np.where(finite, hists, 0.0).sum(axis=1) / count
         std = np.sqrt((np.where(finite, hists - mean[:, None], 0.0) ** 2).sum(axis=1) / count)
-    return mean, std, count
+        # a window of one value repeated has no deviation: its sum's rounding (ten times 0.1 is not 1.0) must
+        # not make one, nor move its mean off that value
+        top = np.where(finite, hists, -np.inf).max(axis=1)
+        flat = (count > 0) & (top == np.where(finite, hists, np.inf).min(axis=1))
+    return np.where(flat, top, mean), np.where(flat, 0.0, std), count
 
 
 def spike_rows(vals: np.ndarray, w: int, k: float, start: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -158,9 +162,14 @@ def spike_rows(vals: np.ndarray, w: int, k: float, start: int) -> tuple[np.ndarr
     before it by more than ``k`` of their standard deviations (at least ``w // 2`` of them, deviation > 0),
     with that mean and the number of deviations: the spike rule over a whole history.
 
-    Running sums (centred) screen every position in one pass; the few within 1 % of the limit are then
+    Running sums (centred) screen every position in one pass; the positions they cannot rule out are then
     decided by :func:`spikes_at`, the live rule's own decision for its recent rows. A window by
-    window computation of a million rows takes seconds; pandas' rolling windows cost its import."""
+    window computation of a million rows takes seconds; pandas' rolling windows cost its import.
+
+    The sums round: centring absorbs a value far smaller than the centre, and a difference of two long
+    prefix sums keeps their rounding, not the window's. So a position is ruled out only when it stays under
+    the limit with every such error against it (its deviation raised, the deviation lowered by their bounds);
+    a window of one repeated value (found exactly, by counting changes) never fires and is ruled out."""
     n = len(vals)
     js = np.arange(max(start, w), n)
     if not len(js):
@@ -169,11 +178,20 @@ def spike_rows(vals: np.ndarray, w: int, k: float, start: int) -> tuple[np.ndarr
     centre = float(vals[fin].mean()) if fin.any() else 0.0
     v = np.where(fin, vals - centre, 0.0)
     s1, s2, c = (np.concatenate([[0.0], np.cumsum(a)]) for a in (v, v * v, fin.astype(np.float64)))
+    # changes[i]: rows i-1, i differ, or either is not finite; a window with none holds one value only
+    changes = np.concatenate([[0, 0], np.cumsum((vals[1:] != vals[:-1]) | ~fin[1:] | ~fin[:-1])])
+    flat = changes[js] - changes[js - w + 1] == 0
     cnt = c[js] - c[js - w]
-    with np.errstate(invalid="ignore", divide="ignore"):
+    eps = 8 * np.finfo(np.float64).eps
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         mean = (s1[js] - s1[js - w]) / cnt
-        var = (s2[js] - s2[js - w]) / cnt - mean * mean
-        near = fin[js] & (cnt >= max(1, w // 2)) & ~(v[js] - mean <= 0.99 * k * np.sqrt(np.maximum(var, 0.0)))
+        sq = (s2[js] - s2[js - w]) / cnt
+        var = sq - mean * mean
+        mean_err = eps * ((np.abs(s1[js]) + np.abs(s1[js - w])) / cnt + np.sqrt(np.abs(sq)) + abs(centre))
+        dev_err = mean_err + eps * (np.abs(v[js]) + abs(centre))
+        var_err = eps * ((np.abs(s2[js]) + np.abs(s2[js - w])) / cnt + np.abs(sq)) + 2 * np.abs(mean) * mean_err
+        low_sd = np.sqrt(np.maximum(var - var_err, 0.0))
+        near = fin[js] & (cnt >= max(1, w // 2)) & ~flat & ~(v[js] - mean + dev_err <= 0.99 * k * low_sd)
     return spikes_at(vals, w, k, js[near])
 
 

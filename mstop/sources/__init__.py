@@ -34,11 +34,12 @@ from ..engine.store import Store
 from ..safe import clean
 from .local import LocalSource
 from .mflog import MfLogSource, has_logs, has_writer_files
-from .protocol import Source, SourceError, SourceState
+from .protocol import DEFAULT_CONNECTION, Connection, Source, SourceError, SourceState
 from .remote import RemoteSource, Target, parse_target
 from .remote import cleanup as close_connections
 
-__all__ = ["Source", "SourceError", "SourceState", "Sources", "check_spec", "close_connections", "read_once"]
+__all__ = ["DEFAULT_CONNECTION", "Connection", "Source", "SourceError", "SourceState", "Sources", "check_spec",
+           "close_connections", "read_once"]
 
 
 def check_spec(spec: str, *, exists: bool = True) -> Target | None:
@@ -123,8 +124,7 @@ class Sources:
     """Start, read and stop several sources as one (SourceError for an argument that is refused)."""
 
     def __init__(self, specs: list[str], store: Store, *, poll: float | None = None,
-                 on_update: Callable[[], None] | None = None, ssh_options: tuple[str, ...] = (),
-                 connect_timeout: float = 10.0) -> None:
+                 on_update: Callable[[], None] | None = None, connection: Connection = DEFAULT_CONNECTION) -> None:
         self.specs = list(specs)
         self.items: list[Source] = []
         for spec in specs:
@@ -135,7 +135,7 @@ class Sources:
                 self.items.append(LocalOrLogs(spec, store, poll=poll, on_update=on_update))
             else:
                 self.items.append(RemoteSource(target, store, poll=poll, on_update=on_update,
-                                               ssh_options=ssh_options, connect_timeout=connect_timeout))
+                                               connection=connection))
 
     @property
     def label(self) -> str:
@@ -185,10 +185,10 @@ class Sources:
         return ", ".join(sorted({s.state.mode for s in self.items}))
 
 
-def read_once(spec: str, *, ssh_options: tuple[str, ...] = (), connect_timeout: float = 10.0) -> Store:
+def read_once(spec: str, *, connection: Connection = DEFAULT_CONNECTION) -> Store:
     """One run (a directory or ``host:/path``) read as it is now into a store of its own: the runs of
     ``mstop compare``/``report`` and the monitor's baseline. SourceError says why it cannot be read
     (a missing directory, a refused host name, an ssh failure)."""
     store = Store()
-    Sources([spec], store, ssh_options=ssh_options, connect_timeout=connect_timeout).read_all()
+    Sources([spec], store, connection=connection).read_all()
     return store

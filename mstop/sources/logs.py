@@ -24,7 +24,7 @@ from ..engine.logs import LastError, clean_lines, last_error
 from ..engine.store import Store
 from ..safe import clean
 from .mflog import LOG_NAME, MSRUN_DIR, find_logs
-from .protocol import SourceError
+from .protocol import DEFAULT_CONNECTION, Connection, SourceError
 from .remote import parse_target
 
 #: How much of a log's end is read when it is opened (about 10,000 lines of 100 characters).
@@ -155,8 +155,7 @@ class RemoteLogTail(LogTail):
 
     host: str = ""
     candidates: list[str] = field(default_factory=list)
-    ssh_options: tuple[str, ...] = ()
-    connect_timeout: float = 10.0
+    connection: Connection = DEFAULT_CONNECTION
     remote = True
 
     def read(self) -> list[str]:
@@ -166,8 +165,7 @@ class RemoteLogTail(LogTail):
         request = {"paths": [self.path.split(":", 1)[1]] if not first else self.candidates, "tail": TAIL_BYTES,
                    "offset": None if first else self.offset, "ident": list(self._ident) if self._ident else None}
         try:
-            out = run_program(self.host, _program(), request, ssh_options=self.ssh_options,
-                              connect_timeout=self.connect_timeout, timeout=20.0)
+            out = run_program(self.host, _program(), request, connection=self.connection, timeout=20.0)
             nl = out.index(b"\n")
             head = json.loads(out[:nl])
         except (RemoteError, ValueError) as e:
@@ -214,13 +212,12 @@ def remote_candidates(store: Store, spec: str, rank: int) -> tuple[str, list[str
     return target.host, paths
 
 
-def remote_tail(store: Store, specs: list[str], rank: int, ssh_options: tuple[str, ...] = (),
-                connect_timeout: float = 10.0) -> RemoteLogTail | None:
+def remote_tail(store: Store, specs: list[str], rank: int,
+                connection: Connection = DEFAULT_CONNECTION) -> RemoteLogTail | None:
     """Rank ``rank``'s log on the host of the first ``host:/path`` source (remote_candidates), unread; None
     without such a source."""
     got = next((c for c in (remote_candidates(store, spec, rank) for spec in specs) if c), None)
     if got is None:
         return None
     host, paths = got
-    return RemoteLogTail(f"{host}:{paths[0]}", host=host, candidates=paths, ssh_options=ssh_options,
-                         connect_timeout=connect_timeout)
+    return RemoteLogTail(f"{host}:{paths[0]}", host=host, candidates=paths, connection=connection)

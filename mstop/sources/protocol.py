@@ -7,8 +7,36 @@ all of its members.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Protocol
+
+
+@dataclass(frozen=True)
+class Connection:
+    """How to reach ``host:/path`` sources, made once (from the command line by :meth:`of`, or by a test) and
+    passed whole to every source, runs list and log pane that opens an ssh connection: the options as the
+    ``ssh`` command line takes them (``-F FILE``, ``-o OPTION``), and the seconds to wait for a connection."""
+
+    ssh_options: tuple[str, ...] = ()
+    timeout: float = 10.0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "ssh_options", tuple(str(o) for o in self.ssh_options))
+        if not self.timeout > 0:
+            raise ValueError(f"connect timeout must be positive: {self.timeout!r}")
+
+    @classmethod
+    def of(cls, config: str | None = None, options: Iterable[str] = (), timeout: float = 10.0) -> Connection:
+        """From ``-F FILE`` and ``-o OPTION`` as given on mstop's command line."""
+        args = ["-F", config] if config else []
+        for o in options:
+            args += ["-o", o]
+        return cls(tuple(args), timeout)
+
+
+#: no ssh options, the default timeout: what a source gets when nobody says otherwise
+DEFAULT_CONNECTION = Connection()
 
 
 class SourceError(ValueError):

@@ -26,7 +26,7 @@ from ..procs import stop_group
 from ..safe import clean
 from .files import FileTail
 from .mflog import SCHEDULER_LOG, ingest_log, note_lost, stream_rank, worker_states
-from .protocol import SourceError, SourceState
+from .protocol import DEFAULT_CONNECTION, Connection, SourceError, SourceState
 from .rankfiles import Followed, followed, ingest, rank_file
 
 #: The remote command: a constant (no user text), which reads the program from standard input.
@@ -82,11 +82,12 @@ def _kill(proc: subprocess.Popen) -> None:
     _LIVE.discard(proc)
 
 
-def ssh_command(host: str, ssh_options: tuple[str, ...], connect_timeout: float) -> list[str]:
+def ssh_command(host: str, connection: Connection) -> list[str]:
     """ssh running the bootstrap on ``host``. One multiplexed connection per host: sources on the same host
     share a master connection (a user's own ControlMaster settings, given with -o or in ssh_config, win:
     ssh takes the first)."""
     mux = ["-o", "ControlMaster=auto", "-o", f"ControlPath={_control_dir()}/%C", "-o", "ControlPersist=10"]
+    ssh_options, connect_timeout = connection.ssh_options, connection.timeout
     _MASTERS.add((host, ssh_options))
     return ["ssh", *ssh_options, "-o", "BatchMode=yes", "-o", f"ConnectTimeout={int(connect_timeout)}",
             "-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=3", *mux, "--", host, BOOTSTRAP]
@@ -99,11 +100,12 @@ def ssh_error(host: str, code: int | None, err: str) -> str:
     return clean(f"ssh {host} failed (exit {code}): {err or 'connection closed'}", 4096)
 
 
-def run_program(host: str, program: bytes, request: dict, *, ssh_options: tuple[str, ...] = (),
-                connect_timeout: float = 10.0, timeout: float = 60.0) -> bytes:
+def run_program(host: str, program: bytes, request: dict, *, connection: Connection = DEFAULT_CONNECTION,
+                timeout: float = 60.0) -> bytes:
     """Run a standalone ``program`` on ``host`` once (over the host's shared connection) with ``request``
     as its one JSON line of input; its standard output, or RemoteError saying what failed."""
-    cmd = ssh_command(host, ssh_options, connect_timeout)
+    cmd = ssh_command(host, connection)
+    connect_timeout = connection.timeout
     data = f"{len(program)}\n".encode() + program + json.dumps(request).encode() + b"\n"
     try:
         proc = subprocess.run(cmd, input=data, capture_output=True, timeout=connect_timeout + timeout,
@@ -159,15 +161,14 @@ class RemoteSource:
     """Feed ``store`` from a run directory on another host (same interface as LocalSource)."""
 
     def __init__(self, target: Target, store: Store, *, poll: float | None = None,
-                 on_update: Callable[[], None] | None = None, ssh_options: tuple[str, ...] = (),
-                 connect_timeout: float = 10.0, clock: Callable[[], float] = time.time) -> None:
+                 on_update: Callable[[], None] | None = None, connection: Connection = DEFAULT_CONNECTION,
+                 clock: Callable[[], float] = time.time) -> None:
         self.target = target
         self.label = str(target)
         self.store = store
         self.poll = poll
         self.on_update = on_update
-        self.ssh_options = tuple(ssh_options)
-        self.connect_timeout = connect_timeout
+        self.connection = connection
         self.state = SourceState(mode="ssh", poll_interval=poll, connection="connecting")
         self.clock_skew = 0.0  # remote clock - local clock, measured at connect
         self.bytes_received = 0
@@ -235,7 +236,7 @@ class RemoteSource:
     # -- the connection ----------------------------------------------------------------
 
     def _command(self) -> list[str]:
-        return ssh_command(self.target.host, self.ssh_options, self.connect_timeout)
+        return ssh_command(self.target.host, self.connection)
 
     def _connect(self) -> tuple[subprocess.Popen, dict]:
         """Start ssh and the follower; return the process and its first frame (already fed to the store)."""
@@ -374,7 +375,7 @@ class RemoteSource:
 
     def _ssh_error(self, proc: subprocess.Popen) -> str:
         try:
-            proc.wait(timeout=self.connect_timeout + 5)
+            proc.wait(timeout=self.connection.timeout + 5)
         except subprocess.TimeoutExpired:
             proc.kill()
         try:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from ..engine.store import Store
 from ..safe import clean
+from .protocol import DEFAULT_CONNECTION, Connection
 from .rankfiles import Followed, Tail, followed, ingest
 from .remote import RemoteError, Target, run_program
 
@@ -35,10 +36,9 @@ def _answer(out: bytes, host: str) -> tuple[dict, bytes]:
     return header, payload
 
 
-def probe(target: Target, *, ssh_options: tuple[str, ...] = (), connect_timeout: float = 10.0) -> str:
+def probe(target: Target, *, connection: Connection = DEFAULT_CONNECTION) -> str:
     """"run" when ``host:/path`` is a run itself (or nothing below it is), "runs" when runs are below it."""
-    out = run_program(target.host, PROGRAM, {"root": target.path, "probe": True}, ssh_options=ssh_options,
-                      connect_timeout=connect_timeout)
+    out = run_program(target.host, PROGRAM, {"root": target.path, "probe": True}, connection=connection)
     header, _ = _answer(out, target.host)
     return "runs" if not header.get("is_run") and header.get("has_runs") else "run"
 
@@ -72,13 +72,13 @@ class RemoteRunTail:
 class RemoteRunsWatch:
     """The runs below ``host:/path`` (or that one run, ``single``), as :class:`~mstop.sources.runs.RunsWatch`."""
 
-    def __init__(self, target: Target, *, single: bool = False, ssh_options: tuple[str, ...] = (),
-                 connect_timeout: float = 10.0, tail: Tail | None = None, max_depth: int = 3) -> None:
+    def __init__(self, target: Target, *, single: bool = False, connection: Connection = DEFAULT_CONNECTION,
+                 tail: Tail | None = None, max_depth: int = 3) -> None:
         self.target = target
         self.max_depth = max_depth
         self.label = str(target)
         self.single = single
-        self.ssh = (ssh_options, connect_timeout)
+        self.connection = connection
         self.tail = tail or Tail()
         self.runs: dict[str, RemoteRunTail] = {}
         self.problems: list[str] = []
@@ -88,8 +88,7 @@ class RemoteRunsWatch:
                    for fname, f in run.files.items()}
         request = {"root": self.target.path, "single": self.single, "offsets": offsets, "max_depth": self.max_depth,
                    "tail": [self.tail.job_bytes, self.tail.rank_bytes, self.tail.events_bytes]}
-        out = run_program(self.target.host, PROGRAM, request, ssh_options=self.ssh[0],
-                          connect_timeout=self.ssh[1])
+        out = run_program(self.target.host, PROGRAM, request, connection=self.connection)
         header, payload = _answer(out, self.target.host)
         runs: dict[str, RemoteRunTail] = {}
         new = []
@@ -101,7 +100,7 @@ class RemoteRunsWatch:
                 path = posixpath.normpath(posixpath.join(self.target.path, rel))
                 name = posixpath.basename(path) if rel == "." else rel
                 run = RemoteRunTail(path, clean(name, 4096), kind, self.target.host,
-                                    read_options={"ssh_options": self.ssh[0], "connect_timeout": self.ssh[1]})
+                                    read_options={"connection": self.connection})
                 if kind != "writer":  # its logs hold their sessions in their first lines: read whole when opened
                     run.hint = "a MindFormers log over ssh: Enter opens and reads it"
                 new.append(run)

@@ -11,6 +11,7 @@
                  frame returned with what is new (alerts to tell, a history scan due), no screen code
     runs.py      the runs list's rows: each run's figures, status and note, sorted and filtered
     logpane.py   the log pane's content (L): a rank's log lines, its error lines, n/N and / answered
+    options.py   MonitorOptions: what the monitor is asked to do, one frozen object passed whole
 
 Nothing here imports textual, so a frame can be tested, printed or drawn by another front end.
 """
@@ -22,7 +23,7 @@ from ..engine.figures import ENDED, STATUSES, Options
 from ..engine.goodput import losses_text
 from ..engine.health import Rules
 from ..engine.store import Store
-from ..sources import SourceError, check_spec, close_connections
+from ..sources import Connection, SourceError, check_spec, close_connections
 from ..sources.replay import start_replay
 from .alerting import MARKS, Alerting, heat_marks, since_text
 from .baseline import baseline_overlay, run_part
@@ -45,6 +46,7 @@ from .frame import (
     ThroughputPart,
     View,
 )
+from .options import MonitorOptions
 
 # what the app may use of the rooms below, besides the frame: names and types it draws with, the sources'
 # one error, checking a source argument, the demo's replay, and closing the ssh connections at exit (the app
@@ -53,7 +55,8 @@ __all__ = ["DATA_WARN", "ENDED", "MARKS", "MEM_CRIT", "MEM_WARN", "STATUSES", "X
            "Carry", "DataPart", "DeviceCell", "Options", "Rules", "SourceError", "Store", "check_spec",
            "close_connections", "start_replay",
            "losses_text",
-           "HeaderPart", "Line", "LossPart", "MemoryPart", "RankRow", "Series", "ThroughputPart", "View",
+           "HeaderPart", "Line", "LossPart", "MemoryPart", "MonitorOptions", "Connection", "RankRow", "Series",
+           "ThroughputPart", "View",
            "baseline_overlay",
            "build_view", "error_lines", "heat_marks", "incident_marks", "numeric_columns", "rank_series", "run_part",
            "since_text", "step_range", "values_at_step"]

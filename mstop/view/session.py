@@ -11,7 +11,6 @@ Textual, and no circle runs through the screen's redraw.
 from __future__ import annotations
 
 import os
-import shlex
 import threading
 import time
 from dataclasses import dataclass, field
@@ -34,6 +33,10 @@ from .build import Carry, build_view
 from .charts import incident_marks, step_range
 from .frame import View
 from .logpane import LogPane
+from .options import MonitorOptions
+
+#: the monitor as the command line starts it with no options
+DEFAULT_OPTIONS = MonitorOptions()
 
 #: Fewest seconds between two scans of the history for incidents (marks on the loss chart; a always scans).
 INCIDENTS_EVERY = 10.0
@@ -51,36 +54,35 @@ class Frame:
 class MonitorSession:
     """What the monitor follows, and its frames (no screen code: see the module's docstring)."""
 
-    def __init__(self, specs: list[str], *, poll: float | None = None, peak_tflops: float | None = None,
-                 clock: Callable[[], float] | None = None, ssh_options: tuple[str, ...] = (),
-                 connect_timeout: float = 10.0, rules: Rules | None = None, on_alert: str | None = None,
-                 baseline: str | None = None, overlays: list[tuple[str, Store]] = (), run_label: str = "",
-                 on_update: Callable[[], None] | None = None, logs_dir: str | None = None) -> None:
+    def __init__(self, specs: list[str], options: MonitorOptions = DEFAULT_OPTIONS, *,
+                 overlays: list[tuple[str, Store]] = (), run_label: str = "",
+                 on_update: Callable[[], None] | None = None) -> None:
         self.specs = list(specs)
         self.run_dir = clean(" ".join(self.specs), 4096)  # shown in the title: no control codes
         self.store = Store()
         self.on_update = on_update  # told when something new is there to draw (a remote log's error read)
-        self.source = Sources(self.specs, self.store, poll=poll, on_update=on_update, ssh_options=ssh_options,
-                              connect_timeout=connect_timeout)
-        self.health = Health(rules or Rules())
+        self.options = options
+        clock = options.clock
+        self.source = Sources(self.specs, self.store, poll=options.poll, on_update=on_update,
+                              connection=options.connection)
+        self.health = Health(options.rules or Rules())
         # ages and "stalled" use the remote host's clock when following over ssh
-        self.opts = self.health.rules.options(Options(peak_flops=peak_tflops * 1e12 if peak_tflops else None,
+        self.opts = self.health.rules.options(Options(peak_flops=options.peak_flops,
                                                       clock=clock or self.source.clock,
                                                       arrival_clock=None if clock else time.time))
-        self.alerting = Alerting(shlex.split(on_alert) if on_alert else None)
+        self.alerting = Alerting(options.alert_command)
         self.carry = Carry()
         self.custom: tuple[str, ...] = ()  # the m dialog's columns
         #: other runs drawn by step beside this one (the runs list's o): (name, store), each with its smoothing
         self.overlays = [(clean(n, 256), store, EmaSeries()) for n, store in overlays]
         self.run_label = clean(run_label, 256)  # this run's name in an overlay's legend
-        self.baseline_spec = baseline  # --baseline / b: another run overlaid by step
+        self.baseline_spec = options.baseline  # --baseline / b: another run overlaid by step
         self.baseline_store: Store | None = None
         self._base_ema = EmaSeries()
-        self._ssh = (tuple(ssh_options), connect_timeout)
         self.reading = False  # the first read of what is already written is going on
         self.job_note: str | None = None  # mstop demo: how its job ended
         self._incidents: tuple[int, float, list[Incident]] = (-1, 0.0, [])
-        self.logs_dir = logs_dir  # --logs DIR: where the ranks' own logs are (mstop.sources.logs)
+        self.logs_dir = options.logs_dir  # --logs DIR: where the ranks' own logs are (mstop.sources.logs)
         self._culprit_log: tuple[tuple, list[str]] = ((), [])  # (key, header lines) of the culprit's last error
 
     # -- frames ----------------------------------------------------------------------
@@ -136,7 +138,7 @@ class MonitorSession:
             rank = job_rank_of(self.store)
         pane = LogPane(rank, rank_log(self.store, self.specs, rank, self.logs_dir))
         if pane.path is None:  # a source on another host: its log is read there, while the pane is open
-            tail = remote_tail(self.store, self.specs, rank, *self._ssh)
+            tail = remote_tail(self.store, self.specs, rank, self.options.connection)
             if tail is not None:
                 pane = LogPane(rank, tail.path, tail=tail)
         pane.read()
@@ -172,7 +174,7 @@ class MonitorSession:
         if self._culprit_log[0] == key:
             return self._culprit_log[1]
         self._culprit_log = (key, [])
-        tail = remote_tail(self.store, self.specs, rank, *self._ssh)
+        tail = remote_tail(self.store, self.specs, rank, self.options.connection)
         if tail is None:
             return []
 
@@ -228,7 +230,7 @@ class MonitorSession:
         """Read a baseline run once (a finished run, usually; any thread): its store, or why it cannot be
         read."""
         try:
-            return read_once(spec, ssh_options=self._ssh[0], connect_timeout=self._ssh[1])
+            return read_once(spec, connection=self.options.connection)
         except SourceError as e:
             return str(e)
 

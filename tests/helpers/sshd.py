@@ -32,6 +32,12 @@ class Server:
     def options(self) -> tuple[str, ...]:
         return ("-F", str(self.config))
 
+    def connection(self, timeout: float = 10.0):
+        """How mstop reaches this server: its ssh config file, and ``timeout`` seconds to connect."""
+        from mstop.sources import Connection
+
+        return Connection(self.options(), timeout)
+
     def session_pids(self) -> list[int]:
         """The sshd processes serving connections (children of the listening daemon)."""
         out = []

@@ -34,9 +34,9 @@ async def test_alerts_panel_badge_acknowledge_and_on_alert(tmp_path):
         await pilot.press("a")
         assert isinstance(app.screen, AlertsScreen)
         await pilot.press("escape")
-        app.redraw()
+        app.monitor.redraw()
         assert "ALERTS 1" in text(app.query_one(Header)) and "new" not in text(app.query_one(Header))
-        app.redraw()  # the same alert again: not sent twice
+        app.monitor.redraw()  # the same alert again: not sent twice
         await pilot.pause(0.3)
         assert len(got.read_text().splitlines()) == 1
 
@@ -101,7 +101,7 @@ async def test_custom_metrics_filter_and_chart(tmp_path):
         lst = app.screen.query_one("SelectionList")
         assert lst.option_count == 1  # filtered: only moe_aux_loss (val_acc is empty, note is text)
         await pilot.press("space", "escape")
-        assert app.custom == ("moe_aux_loss",) and app.screen.has_class("has-custom")
+        assert app.monitor.custom == ("moe_aux_loss",) and app.screen.has_class("has-custom")
         assert "moe_aux_loss" in text(app.query_one("#custom-chart"))
 
 
@@ -135,11 +135,11 @@ async def test_clock_skew_between_hosts_is_noted_not_alerted(tmp_path):
         await settle(pilot)
         write_rank(run, 0, steps(31, 31, t0=_time.time() - 1, loss=1.0, step_time=1.0))
         write_rank(run, 1, steps(31, 31, t0=_time.time() - 601, loss=1.0, step_time=1.0))
-        await settle(pilot, lambda: app.store.rows == 62 and "step 31" in text(app.query_one(Header)))
-        app.redraw()
+        await settle(pilot, lambda: app.monitor.store.rows == 62 and "step 31" in text(app.query_one(Header)))
+        app.monitor.redraw()
         head = text(app.query_one(Header))
         assert "status RUNNING" in head and "rank 1's clock is 10 m 00 s behind this machine (file times)" in head
-        alerts = app.health.alerts(app.store, app.opts)
+        alerts = app.monitor.health.alerts(app.monitor.store, app.monitor.opts)
         assert not [a for a in alerts if a.kind in ("stalled", "dead_rank")], alerts
 
 
@@ -203,7 +203,7 @@ async def test_baseline_overlay_and_deltas_at_the_same_step(run, tmp_path):
         app.screen.query_one("#baseline-input").value = str(tmp_path / "missing")
         await pilot.press("enter")  # read on a worker thread: the screen goes on meanwhile
         await settle(pilot, lambda: any("baseline not loaded" in str(n.message) for n in app._notifications))
-        assert app.baseline_store is None
+        assert app.monitor.baseline_store is None
         # and a real one chosen with b comes back on the charts
         await pilot.press("b")
         app.screen.query_one("#baseline-input").value = str(base)
@@ -222,7 +222,7 @@ async def test_costly_frames_are_spaced_out_and_keys_still_draw_at_once(run):
         scr._frame_cost = 10.0  # as if a frame took 10 s: the next one of its own in 40 s
         scr._last_redraw = time.monotonic()
         before = scr._frames
-        app.store.version += 1  # something new
+        app.monitor.store.version += 1  # something new
         scr._store_changed()
         await pilot.pause(2.5)  # two ticks
         assert scr._frames == before

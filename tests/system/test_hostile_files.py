@@ -210,13 +210,13 @@ async def test_keys_work_and_q_quits_while_a_long_log_is_read(tmp_path, monkeypa
     app = MonitorApp(str(tmp_path / "output"), follow=False)
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.pause(0.3)
-        assert app.reading
+        assert app.monitor.reading
         assert "reading what is written so far" in "\n".join(screen_lines(app))
         await pilot.press("question_mark")
         await pilot.pause(0.2)
         assert isinstance(app.screen, HelpScreen) and app.monitor.reading
         await pilot.press("ctrl+c")  # quits from the help screen too (one key: a key takes ~2 s here)
-    assert app.monitor.reading and app.store.rows < 1_000_000  # it quit while reading
+    assert app.monitor.reading and app.monitor.store.rows < 1_000_000  # it quit while reading
     assert wait_for(lambda: not [t for t in threading.enumerate() if t.name == "mstop-load"], 5)
 
 

@@ -179,7 +179,7 @@ async def test_the_log_pane_over_ssh(tmp_path):
     run, log = _failing_job(tmp_path)
     srv = sshd.start(Path(tempfile.mkdtemp()))
     try:
-        app = MonitorApp(f"testhost:{run}", follow=False, ssh_options=srv.options())
+        app = MonitorApp(f"testhost:{run}", follow=False, connection=srv.connection())
         async with app.run_test(size=(200, 40)) as pilot:
             from mstop.app.widgets import Header
 

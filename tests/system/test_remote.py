@@ -57,7 +57,7 @@ def test_follow_live_and_survive_a_killed_connection(server, tmp_path):
     run = tmp_path / "live"
     run.mkdir()
     store = Store()
-    src = RemoteSource(Target("testhost", str(run)), store, poll=0.05, ssh_options=server.options())
+    src = RemoteSource(Target("testhost", str(run)), store, poll=0.05, connection=server.connection())
     src.follow()
     w = MetricsWriter(run, rank=0, world_size=1, heartbeat_interval=3600)
     try:
@@ -99,7 +99,7 @@ def test_missing_remote_path_and_unreachable_host(server, tmp_path):
 
 def test_no_python3_on_the_remote(server, tmp_path):
     store = Store()
-    src = RemoteSource(Target("testhost", str(tmp_path)), store, ssh_options=server.options())
+    src = RemoteSource(Target("testhost", str(tmp_path)), store, connection=server.connection())
     src._command = lambda: ["ssh", *server.options(), "--", "testhost", "python3-missing -c x"]  # type: ignore
     with pytest.raises(RemoteError, match="no python3 on the remote host"):
         src.read_all()
@@ -129,7 +129,7 @@ async def test_monitor_over_ssh_shows_rows_and_host_state(server, tmp_path):
 
     run = tmp_path / "run"
     write_rank(run, 0, steps(1, 30, loss=0.5, step_time=1.0))
-    app = MonitorApp([f"testhost:{run}", "deadport:/x"], ssh_options=server.options(), connect_timeout=3)
+    app = MonitorApp([f"testhost:{run}", "deadport:/x"], connection=server.connection(3))
     async with app.run_test(size=(120, 40)) as pilot:
         deadline = time.monotonic() + 30
         head = ""
@@ -261,7 +261,7 @@ def test_follow_a_mindformers_log_over_ssh_through_a_rotation_and_a_reconnect(se
     path = folder / "info.log"
     path.write_text("".join(x + "\n" for x in lines[:40]))  # steps 1-20 (a step and a progress line each)
     store = Store()
-    src = RemoteSource(Target("testhost", str(tmp_path / "output")), store, poll=0.05, ssh_options=server.options())
+    src = RemoteSource(Target("testhost", str(tmp_path / "output")), store, poll=0.05, connection=server.connection())
     src.follow()
     try:
         assert wait_for(lambda: store.rows == 20)
@@ -308,7 +308,7 @@ async def test_the_runs_list_over_ssh_and_local_side_by_side_names_each_runs_hos
     here = tmp_path / "here"
     write_run(here / "local-run", status="finished", note="on this machine", world=1, steps=30)
     there = runs_folder(tmp_path / "there")
-    watches = [RunsWatch(str(here)), RemoteRunsWatch(Target("testhost", str(there)), ssh_options=server.options())]
+    watches = [RunsWatch(str(here)), RemoteRunsWatch(Target("testhost", str(there)), connection=server.connection())]
     app = RunsApp(watches, label="here testhost:there", clock=lambda: NOW_RUNS, follow=False)
     async with app.run_test(size=(160, 30)) as pilot:
         table = app.runs_screen.query_one(RunsTable)

@@ -75,7 +75,7 @@ async def test_a_killed_one_rank_job_is_called_quiet_at_once_then_dead(tmp_path)
         assert time.monotonic() - killed < 10 and "usual step 4" in head and "steps/s" not in head, head
         await settle(pilot, lambda: "status DEAD" in text(app.query_one(Header)), tries=2000)
         assert time.monotonic() - killed < 25  # 3 heartbeats of 5 s, not 90 s
-        alerts = app.health.alerts(app.store, app.opts)
+        alerts = app.monitor.health.alerts(app.monitor.store, app.monitor.opts)
         assert [a.kind for a in alerts] == ["job_dead"] and "alive" not in alerts[0].message
 
 

@@ -45,11 +45,11 @@ async def test_rows_appended_while_running_are_shown(tmp_path):
                 w.log(s, loss=1.0 / s, step_time=0.1)
             await settle(pilot, lambda: "step 7" in text(app.query_one(Header)))
             assert "loss 0.1429" in text(app.query_one("#loss-chart"))
-            app.action_pause()
+            app.monitor.action_pause()
             for s in range(8, 12):
                 w.log(s, loss=1.0 / s, step_time=0.1)
-            await settle(pilot, lambda: app.store.rows == 11)
-            app.redraw()
+            await settle(pilot, lambda: app.monitor.store.rows == 11)
+            app.monitor.redraw()
             assert "step 7 " in text(app.query_one(Header))  # frozen while paused
             await pilot.press("p")
             await settle(pilot, lambda: "step 11" in text(app.query_one(Header)))
@@ -76,7 +76,7 @@ async def test_ranks_view_sorts(run):
         assert table.display and table.row_count == 2
         assert [str(c) for c in table.get_row_at(0)[:2]] == ["0", "node0"]
         table.sort_key, table.sort_reverse = "data_wait", True
-        app.redraw()
+        app.monitor.redraw()
         assert str(table.get_row_at(0)[0]) == "1"
         await pilot.press("r")
         assert not app.screen.has_class("show-ranks") and not app.query_one("#ranks-view").display
@@ -120,8 +120,8 @@ async def test_bell_rings_once_per_new_alert(tmp_path):
     app.bell = lambda: rings.append(1)  # count the bells the app asks the terminal for
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
-        app.redraw()
-        app.redraw()
+        app.monitor.redraw()
+        app.monitor.redraw()
     assert rings == [1]
 
 

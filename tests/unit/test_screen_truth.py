@@ -50,9 +50,9 @@ async def test_an_alert_line_says_since_when_and_leaves_when_its_condition_ends(
         assert "since step 200 (" in line  # first seen at the newest row when opened
         assert "input-bound" in str(app.query_one("#data").content)
         write_rank(run, 0, steps(201, 230, t0=1201.0, step_time=1.0, data_wait=0.016, tokens=1000, loss=1.0))
-        app.source.read_all()
-        app.opts.clock = lambda: 1232.0
-        app.redraw()
+        app.monitor.source.read_all()
+        app.monitor.opts.clock = lambda: 1232.0
+        app.monitor.redraw()
         await settle(pilot)
         assert not app.query_one(AlertsPanel).display  # cleared at once, not held for a minute
         data = str(app.query_one("#data").content)
@@ -120,7 +120,7 @@ async def test_the_recent_window_narrows_the_loss_axis_whatever_the_marks(tmp_pa
         await settle(pilot)
         await pilot.press("w")
         await settle(pilot)
-        v = app._last_view
+        v = app.monitor._last_view
         xs = [x for s in (v.loss.raw, v.loss.smooth) for x in s.x.tolist()]
         marks = [x for x, _ in v.loss.checkpoints] + v.loss.nan_steps + [x for x, _ in v.loss.incident_marks]
         assert min(xs) >= 1801 and all(1801 <= x <= 2001 for x in marks), (min(xs), marks)
@@ -138,7 +138,7 @@ async def test_ranks_table_ages_agree_with_the_header(tmp_path):
         await settle(pilot)
         head = text(app.query_one(Header))
         assert "last row 45 s ago" in head
-        ages = {r.rank: r.age for r in app._last_view.ranks}
+        ages = {r.rank: r.age for r in app.monitor._last_view.ranks}
         assert ages[0] == 45.0 and ages[1] == 55.0  # the newest rank's age is the header's
 
 
@@ -184,7 +184,7 @@ async def test_host_memory_chart_shows_the_panels_figure(tmp_path):
     app = MonitorApp(str(run), follow=False, clock=lambda: 1101.0)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
-        v = app._last_view
+        v = app.monitor._last_view
         assert str(v.memory.worst) == "host n0"
         # float32 cells: equal to the last digit the screen shows (35.9 %)
         assert min(v.memory.series.y) == pytest.approx(v.memory.headroom, rel=1e-6)

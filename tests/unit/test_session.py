@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 
+from mstop.view import MonitorOptions
 from mstop.view.session import MonitorSession
 from tests.helpers.common import ROOT
 from tests.helpers.runs import start, steps, write_events, write_rank
@@ -23,7 +24,7 @@ def test_a_frame_is_built_with_no_screen_and_says_what_is_new(tmp_path):
     """A NaN loss is a fresh alert in the first frame that sees it, and in no later one (the screen rings once);
     the header's figures are the store's."""
     now = _run(tmp_path, nan_at=30)
-    session = MonitorSession([str(tmp_path)], clock=lambda: now)
+    session = MonitorSession([str(tmp_path)], MonitorOptions(clock=lambda: now))
     session.source.read_all()
     session.first_read_done()
     first = session.frame(points=60)
@@ -42,7 +43,7 @@ def test_while_reading_nothing_is_told_and_a_scan_is_asked_for_once(tmp_path):
     screen for a history scan, the next ones do not until the store changes and the interval passed; the
     scan itself runs on whoever calls it and says whether the chart's marks changed."""
     now = _run(tmp_path, nan_at=30)
-    session = MonitorSession([str(tmp_path)], clock=lambda: now)
+    session = MonitorSession([str(tmp_path)], MonitorOptions(clock=lambda: now))
     session.source.read_all()
     session.reading = True
     f = session.frame(points=60)
@@ -59,7 +60,7 @@ def test_while_reading_nothing_is_told_and_a_scan_is_asked_for_once(tmp_path):
 def test_the_baseline_is_read_and_used_or_refused_with_a_reason(tmp_path):
     now = _run(tmp_path / "a")
     _run(tmp_path / "b")
-    session = MonitorSession([str(tmp_path / "a")], clock=lambda: now)
+    session = MonitorSession([str(tmp_path / "a")], MonitorOptions(clock=lambda: now))
     session.source.read_all()
     session.first_read_done()
     assert session.use_baseline(str(tmp_path / "b"), session.read_baseline(str(tmp_path / "b"))) is None
