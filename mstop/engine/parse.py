@@ -37,18 +37,33 @@ _BIG = re.compile(rb"[eE]\+?0*(3[89]|[4-9][0-9]|[0-9]{3,})(?=,|$)|[0-9]{39}")
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
 #: Most extra columns kept from one file (a header of 100,000 columns must not make 100,000 columns per rank).
 MAX_EXTRA = 256
-#: Chunks with at least this many lines are a large read: parsed by pyarrow (by pandas without it, or where
-#: pyarrow refuses a cell).
-LARGE_MIN_LINES = 2000
-#: The large reads' parser: "arrow" when pyarrow imports, else "pandas" (tests set it to run both).
-LARGE_READER = "auto"
-#: Chunks (and batches of many files' lines, parse_many) of at least this many lines go through pyarrow's reader
-#: where it imports: one call costs about what 150-200 rows cost parsed a column at a time with Python's
-#: ``float`` (1.3 ms against 1.1 ms for 128 rows, 1.5 against 2.1 for 256, here).
-ARROW_MIN_LINES = 200
-#: Chunks with at least this many lines (and fewer than LARGE_MIN_LINES) of plain text are parsed a column
-#: at a time (_parse_plain): the runs list reads a few hundred rows of each of thousands of files.
-PLAIN_MIN_LINES = 8
+
+
+@dataclass(frozen=True)
+class ParseTuning:
+    """Which path a chunk of lines takes; every path gives the same rows (the property tests hold it).
+
+    ``large_min_lines``: chunks with at least this many lines are a large read, parsed by pyarrow (by pandas
+    without it, or where pyarrow refuses a cell). ``large_reader``: "auto" (pyarrow when it imports), or
+    "pandas". ``arrow_min_lines``: chunks (and batches of many files' lines, :func:`parse_many`) of at least
+    this many lines go through pyarrow's reader where it imports: one call costs about what 150-200 rows cost
+    parsed a column at a time with Python's ``float`` (1.3 ms against 1.1 ms for 128 rows, 1.5 against 2.1
+    for 256, here). ``plain_min_lines``: chunks with at least this many lines (and fewer than
+    ``large_min_lines``) of plain text are parsed a column at a time: the runs list reads a few hundred rows
+    of each of thousands of files."""
+
+    large_min_lines: int = 2000
+    large_reader: str = "auto"
+    arrow_min_lines: int = 200
+    plain_min_lines: int = 8
+
+    def __post_init__(self) -> None:
+        if self.large_reader not in ("auto", "arrow", "pandas"):
+            raise ValueError(f"large_reader: 'auto', 'arrow' or 'pandas', not {self.large_reader!r}")
+
+
+#: the paths a parser made without its own tuning takes (a test replaces it whole, by monkeypatch)
+TUNING = ParseTuning()
 #: Bytes a chunk may hold to go through pandas (or the plain path): printable ASCII without quotes, and
 #: newlines. Anything else (quotes, NUL, control bytes, UTF-8 text) goes line by line through the careful
 #: path, which reads it the way the csv module reads one line.
@@ -119,7 +134,8 @@ def parse_many(parser: CsvParser, blobs: list[bytes]) -> list[Rows] | None:
     if body.translate(None, _PANDAS_SAFE):
         return None
     lines = body.count(b"\n")
-    arrow = _arrow() if lines >= min(ARROW_MIN_LINES, LARGE_MIN_LINES) and LARGE_READER != "pandas" else None
+    t = parser.tuning
+    arrow = _arrow() if lines >= min(t.arrow_min_lines, t.large_min_lines) and t.large_reader != "pandas" else None
     got = parser._parse_arrow(arrow, body, 0) if arrow is not None else None
     if got is None or got.bad or len(got) != lines:  # pyarrow refused a cell, or a line is bad: line by line
         got = parser._parse_plain(body)
@@ -144,7 +160,8 @@ def _codes(sessions: list[str]) -> tuple[np.ndarray, list[str]]:
 class CsvParser:
     """Parse one rank file's lines: the first line is its header."""
 
-    def __init__(self) -> None:
+    def __init__(self, tuning: ParseTuning | None = None) -> None:
+        self.tuning = tuning or TUNING  # which path a chunk takes (the same rows either way)
         self.header: list[str] | None = None
         self.extra: list[str] = []  # numeric columns beyond the base ones, in file order
         self.extra_dropped = 0  # extra columns past MAX_EXTRA, not kept
@@ -187,8 +204,9 @@ class CsvParser:
                 bad += 1  # garbage before a header: counted, and the next line may be the header
         if self.header is None or start >= len(blob):
             return _empty(self.extra, bad)
-        arrow = _arrow() if LARGE_READER != "pandas" and _lines_at_least(
-            blob, start, min(ARROW_MIN_LINES, LARGE_MIN_LINES)) else None
+        t = self.tuning
+        arrow = _arrow() if t.large_reader != "pandas" and _lines_at_least(
+            blob, start, min(t.arrow_min_lines, t.large_min_lines)) else None
         # pyarrow reads ASCII without quotes (a quote may span lines there) and NUL as the careful path does,
         # or refuses the chunk (a cell that is not a number); not other bytes: a bad UTF-8 line of the wrong
         # width makes pyarrow print an "exception ignored" to stderr. Three scans at memory speed.
@@ -198,8 +216,8 @@ class CsvParser:
             got.bad += bad
             return got
         n_lines = blob.count(b"\n", start)
-        plain = n_lines >= PLAIN_MIN_LINES and not blob.translate(None, _PANDAS_SAFE)
-        if plain and n_lines >= LARGE_MIN_LINES:
+        plain = n_lines >= t.plain_min_lines and not blob.translate(None, _PANDAS_SAFE)
+        if plain and n_lines >= t.large_min_lines:
             # pyarrow refused the chunk (a cell it cannot read): pandas reads it with Python's own float parser,
             # so the numbers stay those the other paths give, bit for bit
             rows = self._parse_pandas(blob, start, n_lines, exact=arrow is not None)

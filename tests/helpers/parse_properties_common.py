@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from mstop.engine.parse import CsvParser
+from mstop.engine.parse import CsvParser, ParseTuning
 from mstop.sources.files import FileTail
 
 
@@ -45,10 +45,15 @@ def oracle(data: bytes) -> tuple[list[float], int]:
     return steps, bad
 
 
-def read(data: bytes, cuts: list[int]) -> tuple[list[float], list[float], int, list[str], np.ndarray, list]:
-    """Feed ``data`` to a FileTail in pieces and parse each piece; (steps, times, bad, sessions, the float32
-    columns, the literal NaN/Inf cells)."""
-    tail, parser = FileTail("unused"), CsvParser()
+#: a parser that takes the careful path (the csv module, line by line) for any chunk
+CAREFUL = ParseTuning(large_min_lines=10**9, plain_min_lines=10**9)
+
+
+def read(data: bytes, cuts: list[int], tuning: ParseTuning | None = None,
+         ) -> tuple[list[float], list[float], int, list[str], np.ndarray, list]:
+    """Feed ``data`` to a FileTail in pieces and parse each piece with a parser of ``tuning`` (the paths it
+    takes); (steps, times, bad, sessions, the float32 columns, the literal NaN/Inf cells)."""
+    tail, parser = FileTail("unused"), CsvParser(tuning)
     steps, times, sessions, bad, pos = [], [], [], 0, 0
     floats, nonfinite = [], []
     for cut in sorted(set(cuts)) + [len(data)]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -164,19 +165,14 @@ def test_many_files_parsed_in_one_call_are_each_parsed_alone(files, bad, arrow_a
         files[f % len(files)].insert(at, line)
     blobs = [b"".join(line + b"\n" for line in lines) for lines in files]
     alone = []
-    old = (parse.LARGE_MIN_LINES, parse.PLAIN_MIN_LINES, parse.ARROW_MIN_LINES)
-    try:
-        parse.LARGE_MIN_LINES, parse.PLAIN_MIN_LINES, parse.ARROW_MIN_LINES = 10**9, 10**9, 10**9
-        for blob in blobs:
-            p = parse.CsvParser()
-            p.parse(header)
-            alone.append(_rows_of(p.parse(blob)))
-        parse.ARROW_MIN_LINES = arrow_at
-        p = parse.CsvParser()
+    careful = parse.ParseTuning(large_min_lines=10**9, plain_min_lines=10**9, arrow_min_lines=10**9)
+    for blob in blobs:
+        p = parse.CsvParser(careful)
         p.parse(header)
-        got = parse.parse_many(p, blobs)
-    finally:
-        parse.LARGE_MIN_LINES, parse.PLAIN_MIN_LINES, parse.ARROW_MIN_LINES = old
+        alone.append(_rows_of(p.parse(blob)))
+    p = parse.CsvParser(replace(careful, arrow_min_lines=arrow_at))
+    p.parse(header)
+    got = parse.parse_many(p, blobs)
     if bad is None:
         assert got is not None  # good rows only: one parse for all of them
     if got is not None:

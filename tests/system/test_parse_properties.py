@@ -10,8 +10,8 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import mstop.engine.parse as parse
-from mstop.engine.parse import parse_events
-from tests.helpers.parse_properties_common import agree, oracle, read  # noqa: F401
+from mstop.engine.parse import ParseTuning, parse_events
+from tests.helpers.parse_properties_common import CAREFUL, agree, oracle, read  # noqa: F401
 from tests.helpers.rowgen import HEADER, good_row, junk, safe_junk
 
 LARGE = pytest.mark.parametrize("reader", [
@@ -36,14 +36,8 @@ def rank_file(draw) -> bytes:
 @given(rank_file(), st.lists(st.integers(min_value=0, max_value=10**6), max_size=8))
 def test_any_bytes_in_one_read_or_in_pieces(reader, data, cuts):
     steps_want, bad_want = oracle(data)
-    old = parse.LARGE_MIN_LINES
-    try:
-        parse.LARGE_MIN_LINES, parse.LARGE_READER = 1, reader  # one read: the large path wherever it can
-        whole = read(data, [])
-        parse.LARGE_MIN_LINES, parse.PLAIN_MIN_LINES = 10**9, 10**9  # in pieces: the careful path
-        pieces = read(data, [c % (len(data) + 1) for c in cuts])
-    finally:
-        parse.LARGE_MIN_LINES, parse.PLAIN_MIN_LINES, parse.LARGE_READER = old, 8, "auto"
+    whole = read(data, [], ParseTuning(large_min_lines=1, large_reader=reader))  # the large path where it can
+    pieces = read(data, [c % (len(data) + 1) for c in cuts], CAREFUL)  # in pieces: the careful path
     for steps, _, bad, *_ in (whole, pieces):
         assert steps == steps_want and bad == bad_want  # every line a row or one counted bad row
     agree(whole, pieces)
@@ -62,14 +56,8 @@ def test_any_bytes_in_one_read_or_in_pieces(reader, data, cuts):
 def test_bytes_that_pandas_reads_agree_with_the_careful_path(reader, body, cuts):
     data = b"".join(line + b"\n" for line in [HEADER, *body])
     steps_want, bad_want = oracle(data)
-    old = parse.LARGE_MIN_LINES
-    try:
-        parse.LARGE_MIN_LINES, parse.LARGE_READER = 1, reader
-        whole = read(data, [])
-        parse.LARGE_MIN_LINES, parse.PLAIN_MIN_LINES = 10**9, 10**9
-        pieces = read(data, [c % (len(data) + 1) for c in cuts])
-    finally:
-        parse.LARGE_MIN_LINES, parse.PLAIN_MIN_LINES, parse.LARGE_READER = old, 8, "auto"
+    whole = read(data, [], ParseTuning(large_min_lines=1, large_reader=reader))
+    pieces = read(data, [c % (len(data) + 1) for c in cuts], CAREFUL)
     for steps, _, bad, *_ in (whole, pieces):
         assert steps == steps_want and bad == bad_want
     agree(whole, pieces)

@@ -12,9 +12,8 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import mstop.engine.parse as parse
-from mstop.engine.parse import CsvParser, parse_events
-from tests.helpers.parse_properties_common import agree, oracle, read  # noqa: F401
+from mstop.engine.parse import CsvParser, ParseTuning, parse_events
+from tests.helpers.parse_properties_common import CAREFUL, agree, oracle, read  # noqa: F401
 from tests.helpers.rowgen import HEADER, good_row, safe_junk
 
 
@@ -25,13 +24,8 @@ def test_the_column_at_a_time_path_agrees_with_the_careful_path_to_the_bit(body,
     the whole read to the careful path, so both give the same rows, bad counts and NaN cells."""
     data = b"".join(line + b"\n" for line in [HEADER, *body])
     steps_want, bad_want = oracle(data)
-    try:
-        parse.LARGE_MIN_LINES, parse.PLAIN_MIN_LINES = 10**9, 1
-        plain = read(data, [c % (len(data) + 1) for c in cuts])
-        parse.PLAIN_MIN_LINES = 10**9
-        careful = read(data, [])
-    finally:
-        parse.LARGE_MIN_LINES, parse.PLAIN_MIN_LINES = 2000, 8
+    plain = read(data, [c % (len(data) + 1) for c in cuts], ParseTuning(large_min_lines=10**9, plain_min_lines=1))
+    careful = read(data, [], CAREFUL)
     for steps, _, bad, *_ in (plain, careful):
         assert steps == steps_want and bad == bad_want
     assert plain[1] == careful[1]  # time too: both are Python's float

@@ -182,7 +182,7 @@ def test_rows_appended_after_a_large_read_do_not_copy_the_rows_read(tmp_path, mo
     row was a third of a core while following); the rows are the same either way."""
     import mstop.engine.parse as parse
 
-    monkeypatch.setattr(parse, "LARGE_READER", reader)
+    monkeypatch.setattr(parse, "TUNING", parse.ParseTuning(large_reader=reader))
     write_rank(tmp_path, 0, steps(1, 3000, loss=1.0))
     store = Store()
     src = LocalSource(str(tmp_path), store)

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 import mstop.engine.parse as parse
 import mstop.sources.files as tail
-from mstop.engine.parse import CsvParser, parse_events
+from mstop.engine.parse import CsvParser, ParseTuning, parse_events
 from mstop.sources.files import FileTail
 from mstop_writer import COLUMNS
 
@@ -84,14 +84,13 @@ def test_pandas_path_equals_csv_path(monkeypatch, reader):
     as a number (Python's float reads ``1_0`` as 10) sends the chunk to pandas, which reads it cell by cell."""
     if reader.startswith("arrow") and parse._arrow() is None:
         pytest.skip("pyarrow cannot be imported here")
-    monkeypatch.setattr(parse, "LARGE_READER", reader.split("-")[0])
     odd = [row(9, "1_0").encode()] if reader == "arrow-refused" else []
     lines = [HEADER.encode()] + [r.encode() for r in GOOD] * 100 + [b"1,2", row(7, "inf").encode(),
                                                                      row(8, "nan").encode(), b"x" * 10] + odd
     results = []
     for threshold in (10**9, 1):
-        monkeypatch.setattr(parse, "LARGE_MIN_LINES", threshold)
-        r = CsvParser().parse(b"\n".join(lines) + b"\n")
+        r = CsvParser(ParseTuning(large_min_lines=threshold, large_reader=reader.split("-")[0])).parse(
+            b"\n".join(lines) + b"\n")
         results.append(r)
     a, b = results
     assert a.bad == b.bad == 2 and a.sessions == b.sessions and len(a) == 29 * 100 + 2 + len(odd)
@@ -242,9 +241,8 @@ def test_events_with_broken_lines():
 
 
 def test_pandas_path_with_a_long_line_balancing_a_short_one(monkeypatch):
-    monkeypatch.setattr(parse, "LARGE_MIN_LINES", 1)
     body = [r.encode() for r in GOOD]
     body[3] = body[3] + b",extra"  # one field too many ...
     body[7] = body[7].rsplit(b",", 1)[0]  # ... and one too few: the comma total looks right
-    rows = CsvParser().parse(b"\n".join([HEADER.encode()] + body) + b"\n")
+    rows = CsvParser(ParseTuning(large_min_lines=1)).parse(b"\n".join([HEADER.encode()] + body) + b"\n")
     assert rows.bad == 2 and len(rows) == len(GOOD) - 2
