@@ -36,9 +36,9 @@ def main() -> int:
         os.write(fd, (",".join(COLUMNS) + "\n").encode())
         fds.append(fd)
     src = LocalSource(tmp, Store())
-    src._keep = True  # as follow() sets it, without its thread: the rounds are driven here
+    src.keep_open()  # as follow() does, without its thread: the rounds are driven here
     src.read_all()
-    names = set(src._files)
+    names = set(src.files)
     step = 0
 
     def round_() -> None:
@@ -46,9 +46,7 @@ def main() -> int:
         step += 1
         for fd in fds:
             os.write(fd, f"{time.time()!r},{step},1,{2.0 / step!r},0.0003,,0.1,0.001,,4096,8,,,1,1,2,,,s\n".encode())
-        with src._dirty_lock:
-            src._dirty |= names
-        src._round(check=False)
+        src.round(names)
 
     for _ in range(50):
         round_()

@@ -16,6 +16,9 @@ import math
 import os
 import threading
 import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Callable
 
 from ..engine.store import Store
@@ -28,39 +31,60 @@ from .watchers import WatcherBase, get_watcher
 log = logging.getLogger("mstop")
 
 
-CHECK_EVERY = 2.0
-#: After a file event, seconds to wait for more before reading: a burst of writes over many
-#: ranks costs one round of reading and one update, not one per write. 1,024 ranks x 1 row/s
-#: (bench_follow): 0.1 s gave a p95 latency of 192-226 ms, 0.05 s 139-160 ms for 1 % more of a core.
-BATCH_DELAY = 0.05
-#: File events per second above which growth is found by scans instead (see LocalSource._adapt): for
-#: watchdog's observer, and for our own inotify reader (its events cost far less: benchmarks/README.md).
-BUSY_EVENTS = 100.0
-BUSY_EVENTS_DIRECT = 20_000.0
-#: Read Linux inotify directly (mstop.sources.inotify) rather than through watchdog's observer, where it
-#: works; watchdog otherwise (polling, other systems). A switch for tests of both paths.
-DIRECT_EVENTS = True
-#: Seconds between stat scans while busy.
-SCAN_INTERVAL = 0.1
-#: Most ``stat`` calls a second the scans make: with more files than a scan may stat, each scan takes the
-#: next slice of them (10,000 files: each stat'ed once a second, not ten times). On a network filesystem
-#: every stat is a round trip to its metadata server.
-SCAN_BUDGET = 10_000
-#: Files with a kept descriptor are read without looking at their path (see FileTail); each is looked at
-#: by its path (a ``stat``, an ``open`` if replaced) every VERIFY_EVERY seconds, at most VERIFY_BUDGET
-#: files a second (20,000 files: each every 40 s), for a truncation or a replacement that no file event
-#: told of. Events (a rename, a truncation's modification) make the file looked at at once.
-VERIFY_EVERY = 30.0
-VERIFY_BUDGET = 500
+@dataclass(frozen=True)
+class FollowTuning:
+    """How a local source follows its files: one frozen object, the module's TUNING unless a source is given
+    its own (a test replaces TUNING whole, by monkeypatch).
+
+    - ``check_every``: seconds between looks at the directory, and at how busy it is.
+    - ``batch_delay``: after a file event, seconds to wait for more before reading: a burst of writes over
+      many ranks costs one round of reading and one update, not one per write. 1,024 ranks x 1 row/s
+      (bench_follow): 0.1 s gave a p95 latency of 192-226 ms, 0.05 s 139-160 ms for 1 % more of a core.
+    - ``busy_events``, ``busy_events_direct``: file events per second above which growth is found by scans
+      instead (see LocalSource._adapt): for watchdog's observer, and for our own inotify reader (its events
+      cost far less: benchmarks/README.md).
+    - ``direct_events``: read Linux inotify directly (mstop.sources.inotify) rather than through watchdog's
+      observer, where it works; watchdog otherwise (polling, other systems). The watcher's choice.
+    - ``scan_interval``: seconds between stat scans while busy.
+    - ``scan_budget``: most ``stat`` calls a second the scans make: with more files than a scan may stat,
+      each scan takes the next slice of them (10,000 files: each stat'ed once a second, not ten times). On a
+      network filesystem every stat is a round trip to its metadata server.
+    - ``verify_every``, ``verify_budget``: files with a kept descriptor are read without looking at their
+      path (see FileTail); each is looked at by its path (a ``stat``, an ``open`` if replaced) every
+      ``verify_every`` seconds, at most ``verify_budget`` files a second (20,000 files: each every 40 s), for
+      a truncation or a replacement that no file event told of. Events (a rename, a truncation's
+      modification) make the file looked at at once."""
+
+    check_every: float = 2.0
+    batch_delay: float = 0.05
+    busy_events: float = 100.0
+    busy_events_direct: float = 20_000.0
+    direct_events: bool = True
+    scan_interval: float = 0.1
+    scan_budget: int = 10_000
+    verify_every: float = 30.0
+    verify_budget: int = 500
+
+    def __post_init__(self) -> None:
+        for name in ("check_every", "scan_interval", "verify_every", "busy_events", "busy_events_direct",
+                     "scan_budget", "verify_budget"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name} must be positive: {getattr(self, name)!r}")
+
+
+#: how a source follows when it is given no tuning of its own
+TUNING = FollowTuning()
 
 
 class LocalSource:
     """Feed ``store`` from the files in ``run_dir``."""
 
     def __init__(self, run_dir: str, store: Store, *, poll: float | None = None,
-                 on_update: Callable[[], None] | None = None, tail: Tail | None = None) -> None:
+                 on_update: Callable[[], None] | None = None, tail: Tail | None = None,
+                 tuning: FollowTuning | None = None) -> None:
         self.run_dir = os.fspath(run_dir)
         self.tail = tail  # read each file from near its end (the runs list), not its whole history
+        self.tuning = tuning or TUNING
         self.label = self.run_dir
         self.clock_skew = 0.0
         self.store = store
@@ -99,11 +123,43 @@ class LocalSource:
 
     # -- following -------------------------------------------------------------------
 
-    def follow(self) -> None:
-        """Start following in a background thread (stop with :meth:`stop`)."""
+    @property
+    def files(self) -> Mapping[str, Followed]:
+        """The files followed, by name (read-only)."""
+        return MappingProxyType(self._files)
+
+    @property
+    def pending(self) -> frozenset[str]:
+        """Files an event said were created, moved or deleted: the next round looks at them by their path."""
+        with self._dirty_lock:
+            return frozenset(self._changed)
+
+    def keep_open(self) -> None:
+        """Keep the files' descriptors open between reads, as :meth:`follow` does: a new row is then one
+        ``pread``. With :meth:`round`, a caller drives following itself, without the thread."""
         self._keep = True
         for f in self._files.values():
             f.tail.keep = True
+
+    def round(self, names: Iterable[str] = (), *, check: bool = False) -> None:
+        """One read round, as the following thread makes it: the files an event named (and ``names``) are read,
+        those created, moved or deleted looked at by path; ``check``: the periodic look at the directory."""
+        with self._dirty_lock:
+            self._dirty |= set(names)
+        self._round(check=check)
+
+    def read_file(self, name: str) -> bool:
+        """Read what is new in one followed file now; whether rows came."""
+        return self._read(name)
+
+    def watch_with(self, watcher: WatcherBase) -> None:
+        """Hear of changes through ``watcher`` (its events are taken by :meth:`take_events`)."""
+        self._stop_watcher()
+        self._watcher = watcher
+
+    def follow(self) -> None:
+        """Start following in a background thread (stop with :meth:`stop`)."""
+        self.keep_open()
         self._thread = threading.Thread(target=self._run, name="mstop-source", daemon=True)
         self._thread.start()
 
@@ -120,7 +176,7 @@ class LocalSource:
 
     def _run(self) -> None:
         self._watch()
-        next_check = time.monotonic() + CHECK_EVERY
+        next_check = time.monotonic() + self.tuning.check_every
         last_check, events_before, grown = time.monotonic(), 0, 0
         while not self._stop.is_set():
             try:
@@ -131,15 +187,15 @@ class LocalSource:
                         self.state.missing = False
                         self._watch()
                     if self._watcher is not None:
-                        self._take_events()
+                        self.take_events()
                     grown += self._round(check=time.monotonic() >= next_check)
                     now = time.monotonic()
                     if now >= next_check:
                         elapsed = max(now - last_check, 1e-3)
                         self._adapt((self._events_seen - events_before) / elapsed, grown / elapsed)
-                        self._verify()  # after _adapt: growth no event told of is how it finds NFS
+                        self.verify()  # after _adapt: growth no event told of is how it finds NFS
                         last_check, events_before, grown = now, self._events_seen, 0
-                        next_check = now + CHECK_EVERY
+                        next_check = now + self.tuning.check_every
                 if self.on_update is not None:
                     self.on_update()
             except Exception as e:  # noqa: BLE001 - a bad file must not stop following the others
@@ -151,11 +207,11 @@ class LocalSource:
             if self.poll is not None or self.state.fell_back:
                 timeout = self.poll or 1.0
             else:
-                timeout = SCAN_INTERVAL if self._scanning else CHECK_EVERY
+                timeout = self.tuning.scan_interval if self._scanning else self.tuning.check_every
             watcher = self._watcher
             woken = watcher.wait(timeout) if watcher is not None else self._wake.wait(timeout)
             if woken and not self._stop.is_set() and not self._scanning:
-                time.sleep(BATCH_DELAY)
+                time.sleep(self.tuning.batch_delay)
             self._wake.clear()
 
     def _watch(self) -> None:
@@ -172,7 +228,7 @@ class LocalSource:
         if watcher is not None:
             watcher.wake()
 
-    def _take_events(self) -> None:
+    def take_events(self) -> None:
         """Sort what the watcher saw into the files to read."""
         assert self._watcher is not None
         got = self._watcher.take()
@@ -203,7 +259,7 @@ class LocalSource:
         grown = 0
         if self._scanning:
             # metrics files every scan; events files (heartbeats every 30 s) every check
-            grown, full = self._grown(events=check)
+            grown, full = self.scan(events=check)
             changed |= full
         if listing or check:
             changed |= self._discover()
@@ -220,18 +276,19 @@ class LocalSource:
         return grown
 
     def _adapt(self, event_rate: float, growth_rate: float) -> None:
-        """Choose how to notice growth, every CHECK_EVERY seconds.
+        """Choose how to notice growth, every check_every seconds.
 
         A file event costs much more CPU through watchdog's observer than through
-        our own inotify reader (bench_inotify.py; figures in benchmarks/README.md). Above BUSY_EVENTS events
-        a second (BUSY_EVENTS_DIRECT for our reader) the source stops subscribing to
-        modifications and instead scans its files every SCAN_INTERVAL (kept
+        our own inotify reader (bench_inotify.py; figures in benchmarks/README.md). Above busy_events events
+        a second (busy_events_direct for our reader) the source stops subscribing to
+        modifications and instead scans its files every scan_interval (kept
         descriptors read, others stat'ed); when growth falls below a fifth of that,
         it subscribes again.
         """
         if self.poll is not None or self.state.fell_back:
             return
-        busy = BUSY_EVENTS_DIRECT if self._watcher is not None and self._watcher.cheap else BUSY_EVENTS
+        t = self.tuning
+        busy = t.busy_events_direct if self._watcher is not None and self._watcher.cheap else t.busy_events
         if not self._scanning:
             if event_rate > busy:
                 self._scanning = True
@@ -242,17 +299,17 @@ class LocalSource:
             self._scanning = False
             self._start_watcher()
 
-    def _grown(self, events: bool, by_path: bool = False) -> tuple[int, set[str]]:
-        """Look for growth no event told of: metrics files, and events files if asked; at most SCAN_BUDGET x
-        SCAN_INTERVAL of them, the next slice each time (a file is then looked at every ``files /
-        SCAN_BUDGET`` seconds: that is the latency above SCAN_BUDGET / 10 files). A kept descriptor is
+    def scan(self, events: bool, by_path: bool = False) -> tuple[int, set[str]]:
+        """Look for growth no event told of: metrics files, and events files if asked; at most scan_budget x
+        scan_interval of them, the next slice each time (a file is then looked at every ``files /
+        scan_budget`` seconds: that is the latency above scan_budget / 10 files). A kept descriptor is
         read at once (no metadata operation); other files, and all when ``by_path``, are stat'ed. Returns
         how many files grew, and the names of those to read by their path."""
         names = self._slice([n for n, f in self._files.items() if f.kind != "events"], "csv",
-                            int(SCAN_BUDGET * SCAN_INTERVAL))
+                            int(self.tuning.scan_budget * self.tuning.scan_interval))
         if events:  # heartbeats (every 30 s): a quarter of the budget, every check
             names += self._slice([n for n, f in self._files.items() if f.kind == "events"], "events",
-                                 int(SCAN_BUDGET * CHECK_EVERY / 4))
+                                 int(self.tuning.scan_budget * self.tuning.check_every / 4))
         grew, out, batch = 0, set(), Round(self.store)
         for name in names:
             f = self._files[name]
@@ -271,12 +328,13 @@ class LocalSource:
         batch.flush()
         return grew, out
 
-    def _verify(self) -> None:
-        """Read the next slice of kept files by their path (each every VERIFY_EVERY seconds, at most
-        VERIFY_BUDGET a second): what their descriptors cannot tell (a truncation, a replacement) when no
+    def verify(self) -> None:
+        """Read the next slice of kept files by their path (each every verify_every seconds, at most
+        verify_budget a second): what their descriptors cannot tell (a truncation, a replacement) when no
         event told of it."""
         kept = [n for n, f in self._files.items() if f.tail.kept]
-        n = min(int(VERIFY_BUDGET * CHECK_EVERY), math.ceil(len(kept) * CHECK_EVERY / VERIFY_EVERY))
+        t = self.tuning
+        n = min(int(t.verify_budget * t.check_every), math.ceil(len(kept) * t.check_every / t.verify_every))
         for name in self._slice(kept, "verify", n):
             self._read(name)
 
@@ -295,7 +353,7 @@ class LocalSource:
         polling = self.poll is not None or self.state.fell_back
         try:
             self._watcher = get_watcher(self.run_dir, polling=polling, modifications=not self._scanning,
-                                        poll=self.poll or 1.0, direct=DIRECT_EVENTS,
+                                        poll=self.poll or 1.0, direct=self.tuning.direct_events,
                                         names=lambda n: rank_file(n) is not None)
         except OSError as e:
             if polling:
@@ -314,7 +372,7 @@ class LocalSource:
     def _check_unseen_growth(self) -> None:
         """Files that grew although no event said so: native events do not work here. Until a first event
         is seen, growth is found by stat (the rows then come after the switch to polling, not before)."""
-        grew, full = self._grown(events=True, by_path=self._events_seen == 0)
+        grew, full = self.scan(events=True, by_path=self._events_seen == 0)
         if full:
             with self._dirty_lock:
                 self._changed.update(full)

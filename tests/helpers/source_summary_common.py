@@ -11,8 +11,9 @@ def native(request, monkeypatch):
     threshold for the switch to scans then applies to both, so the switching is tested on each)."""
     import mstop.sources.local as local
 
-    monkeypatch.setattr(local, "DIRECT_EVENTS", request.param == "direct")
-    monkeypatch.setattr(local, "BUSY_EVENTS_DIRECT", local.BUSY_EVENTS)
+    plain = local.FollowTuning()
+    monkeypatch.setattr(local, "TUNING", local.FollowTuning(direct_events=request.param == "direct",
+                                                            busy_events_direct=plain.busy_events))
     return request.param
 
 

@@ -87,7 +87,7 @@ def followed(run: Path, files: dict[str, bytes], cuts: list[int]) -> Store:
         (run / name).write_bytes(b"")
     store = Store()
     src = LocalSource(str(run), store)
-    src._keep = True  # as follow() sets it; the rounds are driven here, without its thread
+    src.keep_open()  # as follow() does; the rounds are driven here, without its thread
     src.read_all()
     fractions = sorted({c / 1000 for c in cuts} | {1.0})
     done = dict.fromkeys(files, 0)
@@ -97,9 +97,7 @@ def followed(run: Path, files: dict[str, bytes], cuts: list[int]) -> Store:
             with open(run / name, "ab") as out:
                 out.write(data[done[name]:end])
             done[name] = end
-        with src._dirty_lock:
-            src._dirty |= set(src._files)
-        src._round(check=False)
+        src.round(src.files)
     src.stop()
     return store
 

@@ -5,9 +5,11 @@ Runs are written by the real ``MetricsWriter`` (its start events, rows and heart
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 
+import mstop.sources.local as local
 from mstop.engine.store import Store
-from mstop.sources.local import LocalSource
+from mstop.sources.local import FollowTuning, LocalSource
 from tests.helpers.cluster_common import alerts, beats, cluster, load  # noqa: F401
 from tests.helpers.runs import steps, write_rank
 
@@ -62,62 +64,55 @@ def test_stat_scans_over_many_files_take_a_slice_each_and_miss_none(tmp_path, mo
     """While busy, growth is found by stat scans; with more files than the budget allows per scan, each scan
     stats the next slice (so a scan's cost, and a network filesystem's round trips, stay bounded), and every
     file that grew is found within files / slice scans."""
-    import mstop.sources.local as local
-
-    monkeypatch.setattr(local, "SCAN_BUDGET", 100)  # 10 files a scan (SCAN_INTERVAL 0.1 s)
     for r in range(47):
         write_rank(tmp_path, r, steps(1, 1))
     store = Store()
-    src = LocalSource(str(tmp_path), store)
+    src = LocalSource(str(tmp_path), store, tuning=FollowTuning(scan_budget=100))  # 10 files a scan (0.1 s)
     src.read_all()
     for r in range(47):
         write_rank(tmp_path, r, steps(2, 2))
     found, sizes = set(), []
     for _ in range(5):  # ceil(47 / 10)
-        grew, got = src._grown(events=False)
+        grew, got = src.scan(events=False)
         assert grew == len(got)
         sizes.append(len(got))
         found |= got
     assert max(sizes) <= 10 and found == {f"rank{r}.csv" for r in range(47)}
     for name in sorted(found):
-        src._read(name)
-    assert store.rows == 2 * 47 and src._grown(events=False) == (0, set())
+        src.read_file(name)
+    assert store.rows == 2 * 47 and src.scan(events=False) == (0, set())
 
 
 def test_scans_read_kept_descriptors_and_verify_finds_a_silent_truncation(tmp_path, monkeypatch):
     """Following keeps the files' descriptors: a scan's slice is read through them (the rows arrive with
     no stat), and the verify slices (VERIFY_BUDGET) find a truncation that no event told of."""
-    import mstop.sources.local as local
-
-    monkeypatch.setattr(local, "SCAN_BUDGET", 100)  # 10 files a scan
-    monkeypatch.setattr(local, "VERIFY_BUDGET", 10)  # 20 files a check (CHECK_EVERY 2 s)...
-    monkeypatch.setattr(local, "VERIFY_EVERY", 1.0)  # ... though every file is due each second
     for r in range(47):
         write_rank(tmp_path, r, steps(1, 1))
     store = Store()
-    src = LocalSource(str(tmp_path), store)
-    src._keep = True  # as follow() sets it, without its thread
+    # 10 files a scan; 20 files a check (every 2 s), though every file is due each second
+    src = LocalSource(str(tmp_path), store, tuning=FollowTuning(scan_budget=100, verify_budget=10, verify_every=1.0))
+    src.keep_open()  # as follow() does, without its thread
     src.read_all()
     for r in range(47):
         write_rank(tmp_path, r, steps(2, 2))
     stats = []
     with monkeypatch.context() as m:
         m.setattr(local.os, "stat", lambda *a, _real=os.stat, **k: stats.append(a) or _real(*a, **k))
-        grown = sum(src._grown(events=False)[0] for _ in range(5))
+        grown = sum(src.scan(events=False)[0] for _ in range(5))
     assert grown == 47 and store.rows == 2 * 47 and stats == []
     write_rank(tmp_path, 5, steps(1, 3, session="again"), mode="w")  # truncated and rewritten, no event
     with monkeypatch.context() as m:
         m.setattr(local.os, "stat", lambda *a, _real=os.stat, **k: stats.append(a) or _real(*a, **k))
-        src._verify()
+        src.verify()
     assert len(stats) == 20  # one slice: a stat of each path
-    src._verify()
-    src._verify()  # ceil(47 / 20) slices: every file looked at
+    src.verify()
+    src.verify()  # ceil(47 / 20) slices: every file looked at
     assert store.ranks[5].rows == 3 and store.ranks[5].segments[-1].session == "again"
-    monkeypatch.setattr(local, "VERIFY_EVERY", 30.0)
+    src.tuning = replace(src.tuning, verify_every=30.0)
     stats.clear()
     with monkeypatch.context() as m:
         m.setattr(local.os, "stat", lambda *a, _real=os.stat, **k: stats.append(a) or _real(*a, **k))
-        src._verify()
+        src.verify()
     assert len(stats) == 4  # 47 files each every 30 s: ceil(47 x 2 / 30) a check
 
 
@@ -131,15 +126,13 @@ def test_files_read_before_following_get_their_descriptors_kept_by_the_next_scan
         write_rank(tmp_path, r, steps(1, 1))
     src = LocalSource(str(tmp_path), Store())
     src.read_all()
-    assert not any(f.tail.kept for f in src._files.values())
-    src._keep = True  # follow() sets it
-    for f in src._files.values():
-        f.tail.keep = True
-    src._grown(events=True)
-    assert all(f.tail.kept for f in src._files.values())
+    assert not any(f.tail.kept for f in src.files.values())
+    src.keep_open()  # as follow() does
+    src.scan(events=True)
+    assert all(f.tail.kept for f in src.files.values())
     stats = []
     monkeypatch.setattr(local.os, "stat", lambda *a, _real=os.stat, **k: stats.append(a) or _real(*a, **k))
-    assert src._grown(events=True) == (0, set()) and stats == []
+    assert src.scan(events=True) == (0, set()) and stats == []
     src.stop()
 
 

@@ -85,9 +85,9 @@ def test_a_queue_overflow_makes_every_file_read(tmp_path):
         write_rank(tmp_path, r, steps(1, 1))
     store = Store()
     src = LocalSource(str(tmp_path), store)
-    src._keep = True
+    src.keep_open()
     src.read_all()
-    src._watcher = InotifyWatcher(str(tmp_path), modifications=True)
+    src.watch_with(InotifyWatcher(str(tmp_path), modifications=True))
     try:
         fds = [os.open(tmp_path / name, os.O_WRONLY | os.O_CREAT | os.O_APPEND) for name in ("a.txt", "b.txt")]
         for i in range(limit + 10):  # alternating files: identical events in a row would be merged
@@ -95,9 +95,9 @@ def test_a_queue_overflow_makes_every_file_read(tmp_path):
         for fd in fds:
             os.close(fd)
         write_rank(tmp_path, 0, steps(2, 2))  # its modification is lost in the overflow
-        src._take_events()
-        assert src._changed >= {"rank0.csv", "rank1.csv", "rank2.csv"}  # each looked at by its path
-        src._round(check=False)
+        src.take_events()
+        assert src.pending >= {"rank0.csv", "rank1.csv", "rank2.csv"}  # each looked at by its path
+        src.round()
         assert store.ranks[0].rows == 2
     finally:
         src.stop()
