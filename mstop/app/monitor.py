@@ -137,6 +137,21 @@ class MonitorScreen(Screen[None]):
     custom = property(lambda self: self.session.custom)
 
     @property
+    def last_view(self) -> View | None:
+        """The frame model the screen drew last (None before the first frame): what is on screen, as numbers."""
+        return self._last_view
+
+    @property
+    def frames_drawn(self) -> int:
+        """How many frames the screen has drawn."""
+        return self._frames
+
+    @property
+    def drawn_version(self) -> int:
+        """The store version the last frame showed (-1 before the first)."""
+        return self._drawn_version
+
+    @property
     def reading(self) -> bool:
         """The first read of what is already written is going on (on a thread)."""
         return self.session.reading
@@ -200,7 +215,7 @@ class MonitorScreen(Screen[None]):
         if self.follow:
             self.source.follow()
         self.redraw()
-        self.set_interval(1.0, self._tick)
+        self.set_interval(1.0, self.tick)
 
     def _loading_tick(self) -> None:
         """While the first read goes on: the header says how far it is (rows so far), once a second."""
@@ -251,7 +266,7 @@ class MonitorScreen(Screen[None]):
             self.notify(self.session.job_note, severity="error", timeout=30)
         self.redraw()
 
-    def _tick(self) -> None:
+    def tick(self) -> None:
         """Once a second: a delayed redraw happens, or, with nothing new, only the ages in the header move."""
         self._check_job()
         try:

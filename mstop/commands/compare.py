@@ -409,13 +409,13 @@ def _config_diff(base: dict[str, Any], other: dict[str, Any]) -> list[str]:
                     out.append(f"env {var}: {_show(a.get(var))} -> {_show(b.get(var))}")
         elif k == "argv" and isinstance(a, list) and isinstance(b, list):
             if a != b:
-                out.append("argv: " + _argv_diff([str(x) for x in a], [str(x) for x in b]))
+                out.append("argv: " + argv_diff([str(x) for x in a], [str(x) for x in b]))
         elif a != b:
             out.append(f"{k}: {_show(a)} -> {_show(b)}")
     return out
 
 
-def _argv_diff(a: list[str], b: list[str]) -> str:
+def argv_diff(a: list[str], b: list[str]) -> str:
     """Only the arguments that differ, each with the option it belongs to: ``--bs 8 -> --bs 16; -x``;
     quoted as a shell would (``--note 'no delay'``)."""
     import difflib

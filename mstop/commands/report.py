@@ -122,7 +122,7 @@ def _per_rank(store: Store, value: Callable[[Any], np.ndarray], worst_low: bool)
     return lines, n
 
 
-def _host_headroom(store: Store) -> tuple[list[tuple[str, Any, Any]], int]:
+def host_headroom(store: Store) -> tuple[list[tuple[str, Any, Any]], int]:
     """Per host (step, headroom) lines when ranks report host memory: the host's ranks' peaks added up at
     each step they all have, against the host's total, as the compare table and the monitor count it (a
     rank's own share of a shared host reads far too healthy)."""
@@ -214,7 +214,7 @@ def write_report(runs: list[Run], comparison: Comparison, out: str, *, opts: Opt
     with open(md, "w", encoding="utf-8") as f:
         f.write(_markdown(runs, comparison, alerts, incidents, members, notes, {k for k, p in pngs.items() if p}))
         f.write(_goodput_markdown(ledgers, bar is not None))
-        f.write(_profile_markdown(profiles, pbar is not None))
+        f.write(profile_markdown(profiles, pbar is not None))
     written.append(md)
     return written
 
@@ -278,7 +278,7 @@ def _profile_bars(plt: Any, profiles: list[tuple[str, Any]], out: str) -> str | 
                          os.path.join(out, "profile.png"))
 
 
-def _profile_markdown(profiles: list[tuple[str, Any]], drawn: bool) -> str:
+def profile_markdown(profiles: list[tuple[str, Any]], drawn: bool) -> str:
     if not drawn:
         return ""
     out = ["", "## Step breakdown (profiles)", "", "| run | rank | steps | compute | comm not overlapped | "
@@ -406,7 +406,7 @@ def _draw_per_rank(value: Callable[[Any], np.ndarray], worst_low: bool) -> Draw:
     """A per-rank share (headroom, data wait) for the worst ranks, the worst one bold."""
     def draw(ax: Any, label: str, m: Member, color: str) -> bool:
         if worst_low and figures.run_meta(m.store).get("memory_source") == "host":
-            lines, n = _host_headroom(m.store)
+            lines, n = host_headroom(m.store)
             what = "hosts"
         else:
             lines, n = _per_rank(m.store, value, worst_low)

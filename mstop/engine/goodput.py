@@ -90,26 +90,28 @@ def ledger(store: Store, opts: Options) -> Ledger | None:
     seen = store.memo("goodput", dict)
     if key not in seen:
         seen.clear()
-        seen[key] = _ledger(store, opts)
+        seen[key] = compute_ledger(store, opts)
     return seen[key]
 
 
-def _ledger(store: Store, opts: Options) -> Ledger | None:
+def compute_ledger(store: Store, opts: Options, *, batch_rows: int | None = None) -> Ledger | None:
+    """The ledger computed now (:func:`ledger` keeps it per store version and clock second); the one-session
+    ranks' ledgers in passes of about ``batch_rows`` rows (default BATCH_ROWS), the same figures either way."""
     c = figures.rank_clocks(store, opts)  # a rank whose clock is off its peers' is laid on theirs
     ranks = [shifted(d, c.ranks.get(r, 0.0)) for r, d in sorted(store.ranks.items()) if d.rows]
     if not ranks:
         return None
-    first = min(_session_span(d, k)[0] for d in ranks for k in range(len(d.segments)))
-    end = _job_end(store, opts, c)
+    first = min(session_span(d, k)[0] for d in ranks for k in range(len(d.segments)))
+    end = job_end(store, opts, c)
     until = end if figures.status(store, opts) in LIVE else None
     wall = max(0.0, end - first)
-    median = _median_step(ranks)
+    median = median_step(ranks)
     hang = figures.stall_after(store)
     per_rank: dict[int, dict[str, float]] = {}
-    for group in _groups([d for d in ranks if len(d.segments) == 1]):
+    for group in rank_groups([d for d in ranks if len(d.segments) == 1], batch_rows):
         if len(group) > 1:
-            per_rank.update(_batch_ledgers(group, first, end, median, hang, until))
-    per_rank.update({d.rank: _rank_ledger(d, first, end, median, hang, until) for d in ranks
+            per_rank.update(batch_ledgers(group, first, end, median, hang, until))
+    per_rank.update({d.rank: rank_ledger(d, first, end, median, hang, until) for d in ranks
                      if d.rank not in per_rank})
     per_rank = {d.rank: per_rank[d.rank] for d in ranks}
     seconds = {k: float(np.mean([b[k] for b in per_rank.values()])) for k in BUCKETS}
@@ -126,17 +128,19 @@ def _ledger(store: Store, opts: Options) -> Ledger | None:
 #: graph compilation) is taken to be; a start event further from its first row was stamped by a clock that
 #: moved (or is wrong), and the first row less its step time is the start instead
 MAX_STARTUP = figures.MAX_STARTUP
-#: rows of the one-session ranks whose ledgers are computed in one pass (see _batch_ledgers): its arrays
+#: rows of the one-session ranks whose ledgers are computed in one pass (see batch_ledgers): its arrays
 #: are float64 temporaries over all their rows, so 10,000 ranks in one pass held gigabytes at once
 BATCH_ROWS = 1 << 18
 
 
-def _groups(ranks: list[RankData]) -> list[list[RankData]]:
-    """``ranks`` in consecutive groups of about BATCH_ROWS rows (a larger rank is a group of its own)."""
+def rank_groups(ranks: list[RankData], batch_rows: int | None = None) -> list[list[RankData]]:
+    """``ranks`` in consecutive groups of about ``batch_rows`` rows (default BATCH_ROWS; a larger rank is a
+    group of its own)."""
+    limit = batch_rows or BATCH_ROWS
     groups: list[list[RankData]] = [[]]
     rows = 0
     for d in ranks:
-        if groups[-1] and rows + d.rows > BATCH_ROWS:
+        if groups[-1] and rows + d.rows > limit:
             groups.append([])
             rows = 0
         groups[-1].append(d)
@@ -152,7 +156,7 @@ LIVE = ("running", "starting", "stalled")
 STALL_HORIZON = 3600.0
 
 
-def _job_end(store: Store, opts: Options, c: Clocks | None = None) -> float:
+def job_end(store: Store, opts: Options, c: Clocks | None = None) -> float:
     """The end of the wall time, one definition for every reader: now (on the rows' clock: the reference
     rank's) while the job may still live (running, starting, stalled: a hung job and a silent one alike,
     a stall up to STALL_HORIZON); else its last sign of life (finished, failed, dead: opening it a year
@@ -169,7 +173,7 @@ def _job_end(store: Store, opts: Options, c: Clocks | None = None) -> float:
     return max(last, now)
 
 
-def _median_step(ranks: list[RankData]) -> float:
+def median_step(ranks: list[RankData]) -> float:
     """The run's median step time: each rank's steady rows (first rows of sessions left out), pooled."""
     vals = [d.col("step_time")[d.steady()].astype(np.float64) for d in ranks]
     v = np.concatenate(vals) if vals else np.empty(0)
@@ -183,7 +187,7 @@ def _session_rows(d: RankData, k: int) -> tuple[int, int]:
     return seg.first_row, end
 
 
-def _session_span(d: RankData, k: int, until: float | None = None) -> tuple[float, float]:
+def session_span(d: RankData, k: int, until: float | None = None) -> tuple[float, float]:
     """When session ``k`` began (its start event, else its first row less that row's step time) and its last
     sign of life (its last row or its end or abort event; the rank's heartbeats for its last session; for the
     last session of a rank that has not ended while the job may live, ``until``: now)."""
@@ -208,7 +212,7 @@ def _session_span(d: RankData, k: int, until: float | None = None) -> tuple[floa
     return min(begin, first_row), max(life)
 
 
-def _rank_ledger(d: RankData, first: float, end: float, median: float, hang: float,
+def rank_ledger(d: RankData, first: float, end: float, median: float, hang: float,
                  until: float | None = None) -> dict[str, float]:
     """One rank's buckets over [first, end], session by session (array arithmetic: a long run is not read
     row by row in Python)."""
@@ -221,7 +225,7 @@ def _rank_ledger(d: RankData, first: float, end: float, median: float, hang: flo
     cursor = first  # how far this rank's time is accounted for
     for k in range(len(d.segments)):
         lo, hi = _session_rows(d, k)
-        begin, life = _session_span(d, k, until)
+        begin, life = session_span(d, k, until)
         begin = max(begin, cursor)
         life = min(max(life, begin), end)
         b["down"] += max(0.0, begin - cursor)
@@ -255,9 +259,9 @@ def _rank_ledger(d: RankData, first: float, end: float, median: float, hang: flo
     return b
 
 
-def _batch_ledgers(ranks: list[RankData], first: float, end: float, median: float,
+def batch_ledgers(ranks: list[RankData], first: float, end: float, median: float,
                    hang: float, until: float | None = None) -> dict[int, dict[str, float]]:
-    """The buckets of ranks of one session each, all at once: :func:`_rank_ledger`'s arithmetic over their
+    """The buckets of ranks of one session each, all at once: :func:`rank_ledger`'s arithmetic over their
     rows laid end to end, summed per rank (a Python loop of numpy calls per rank cost 0.6 s a ledger with
     1,024 short ranks; the monitor's header asks for one every 5 s)."""
     n = np.array([d.rows for d in ranks])
@@ -267,7 +271,7 @@ def _batch_ledgers(ranks: list[RankData], first: float, end: float, median: floa
     times = np.concatenate([d.col("time") for d in ranks]).astype(np.float64)
     st = np.nan_to_num(np.concatenate([d.col("step_time") for d in ranks]).astype(np.float64), nan=0.0)
     dw = np.nan_to_num(np.concatenate([d.col("data_wait") for d in ranks]).astype(np.float64), nan=0.0)
-    spans = np.array([_session_span(d, 0, until) for d in ranks])
+    spans = np.array([session_span(d, 0, until) for d in ranks])
     begin = np.maximum(spans[:, 0], first)
     life = np.minimum(np.maximum(spans[:, 1], begin), end)
     within = rid[1:] == rid[:-1]  # pairs of rows of one rank

@@ -135,7 +135,7 @@ def parse_many(parser: CsvParser, blobs: list[bytes]) -> list[Rows] | None:
         return None
     lines = body.count(b"\n")
     t = parser.tuning
-    arrow = _arrow() if lines >= min(t.arrow_min_lines, t.large_min_lines) and t.large_reader != "pandas" else None
+    arrow = arrow_csv() if lines >= min(t.arrow_min_lines, t.large_min_lines) and t.large_reader != "pandas" else None
     got = parser._parse_arrow(arrow, body, 0) if arrow is not None else None
     if got is None or got.bad or len(got) != lines:  # pyarrow refused a cell, or a line is bad: line by line
         got = parser._parse_plain(body)
@@ -205,7 +205,7 @@ class CsvParser:
         if self.header is None or start >= len(blob):
             return _empty(self.extra, bad)
         t = self.tuning
-        arrow = _arrow() if t.large_reader != "pandas" and _lines_at_least(
+        arrow = arrow_csv() if t.large_reader != "pandas" and _lines_at_least(
             blob, start, min(t.arrow_min_lines, t.large_min_lines)) else None
         # pyarrow reads ASCII without quotes (a quote may span lines there) and NUL as the careful path does,
         # or refuses the chunk (a cell that is not a number); not other bytes: a bad UTF-8 line of the wrong
@@ -464,7 +464,7 @@ def _lines_at_least(blob: bytes, start: int, n: int) -> bool:
 _ARROW: Any = "unset"
 
 
-def _arrow() -> Any:
+def arrow_csv() -> Any:
     """(pyarrow, pyarrow.csv), or None where pyarrow is missing or refuses to import (pyarrow 26 with
     NumPy 1.x raises at import); looked for once."""
     global _ARROW

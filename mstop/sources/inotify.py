@@ -125,10 +125,10 @@ class DirectoryWatch:
                 return out
             if not buf:
                 return out
-            self._parse(buf, out)
+            self.parse(buf, out)
 
     @staticmethod
-    def _parse(buf: bytes, out: Changes) -> None:
+    def parse(buf: bytes, out: Changes) -> None:
         off, size = 0, _HEADER.size
         while off + size <= len(buf):
             _wd, mask, _cookie, n = _HEADER.unpack_from(buf, off)

@@ -276,6 +276,11 @@ class MfLogSource:
         self._scheduler: tuple[LogStream, SchedulerLog] | None = None
         self._ended: set[tuple[int, str, str]] = set()  # (rank, session, kind) given from the scheduler log
 
+    @property
+    def streams(self) -> list[LogStream]:
+        """The rank logs followed, in rank order (read-only: their names, offsets and what was lost)."""
+        return [st for _, (st, _parser) in sorted(self._streams.items())]
+
     def read_all(self) -> int:
         """Read every rank's log to its end, held rows included; return the rows added."""
         before = self.store.rows

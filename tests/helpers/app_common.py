@@ -75,3 +75,8 @@ def make_baseline(path, *, last=60):
         write_rank(path, r, steps(1, last, t0=200.0, dt=30.0, loss=lambda s: 4.0 / s ** 0.3 + 0.1, step_time=30.0,
                                   tokens=2048, tokens_per_s=2048 / 30.0, mfu=0.33))
     return path
+
+
+def toasts(app) -> list[str]:
+    """The messages of the notifications the app shows now (Textual keeps them in its own list)."""
+    return [str(n.message) for n in app._notifications]

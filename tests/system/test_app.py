@@ -11,7 +11,7 @@ from mstop.app import MonitorApp
 from mstop.app.screens import GoToStepScreen, HelpScreen
 from mstop.app.widgets import Header, HeatStrip, RanksTable
 from mstop_writer import MetricsWriter
-from tests.helpers.app_common import NOW, app_for, make_baseline, make_run, run, settle, text  # noqa: F401  # noqa: F401  # noqa: F401
+from tests.helpers.app_common import NOW, app_for, make_baseline, make_run, run, settle, text, toasts  # noqa: F401  # noqa: F401  # noqa: F401
 from tests.helpers.runs import start, steps, write_events, write_rank
 
 
@@ -202,7 +202,7 @@ async def test_baseline_overlay_and_deltas_at_the_same_step(run, tmp_path):
         await pilot.press("b")
         app.screen.query_one("#baseline-input").value = str(tmp_path / "missing")
         await pilot.press("enter")  # read on a worker thread: the screen goes on meanwhile
-        await settle(pilot, lambda: any("baseline not loaded" in str(n.message) for n in app._notifications))
+        await settle(pilot, lambda: any("baseline not loaded" in m for m in toasts(app)))
         assert app.monitor.baseline_store is None
         # and a real one chosen with b comes back on the charts
         await pilot.press("b")
@@ -221,18 +221,18 @@ async def test_costly_frames_are_spaced_out_and_keys_still_draw_at_once(run):
         scr = app.screen
         scr._frame_cost = 10.0  # as if a frame took 10 s: the next one of its own in 40 s
         scr._last_redraw = time.monotonic()
-        before = scr._frames
+        before = scr.frames_drawn
         app.monitor.store.version += 1  # something new
         scr._store_changed()
         await pilot.pause(2.5)  # two ticks
-        assert scr._frames == before
+        assert scr.frames_drawn == before
         await pilot.press("r")  # a key: drawn at once
         await pilot.pause(0.2)
-        assert scr._frames > before and app.query_one(RanksTable).row_count == 2
+        assert scr.frames_drawn > before and app.query_one(RanksTable).row_count == 2
         scr._frame_cost = 0.0
         scr._last_redraw = 0.0
-        n = scr._frames
+        n = scr.frames_drawn
         await pilot.pause(1.5)
-        assert scr._frames > n  # cheap frames: once a second again
+        assert scr.frames_drawn > n  # cheap frames: once a second again
 
 

@@ -292,7 +292,7 @@ def test_training_goes_on_when_the_run_dir_is_unwritable(tmp_path, graph, caplog
     cb.close()
     warnings = [r for r in caplog.records if r.name == "mstop_writer" and r.levelno >= logging.WARNING]
     assert len(warnings) == 1 and "cannot open" in warnings[0].getMessage()
-    assert cb.writer._csv.dropped == 8
+    assert cb.writer.rows_dropped == 8
 
 
 @pytest.mark.slow
@@ -452,7 +452,7 @@ def test_callback_options_are_checked_at_construction(tmp_path):
     with pytest.raises(ValueError, match="'step' is a column the writer fills itself"):
         MstopCallback(tmp_path, output_names=("loss", "step"))
     cb = MstopCallback(tmp_path, peak_flops="1.0e12", n_params=7e9)  # as a yaml gives them
-    assert cb._options.peak_flops == 1e12 and cb._options.n_params == 7_000_000_000
+    assert cb.options.peak_flops == 1e12 and cb.options.n_params == 7_000_000_000
 
 
 def test_a_writer_that_cannot_start_says_so_in_the_run_directory(tmp_path, graph, monkeypatch, caplog):

@@ -39,7 +39,7 @@ def test_an_npu_smi_that_outlives_its_kill_stops_sampling(tmp_path):
     npu.set(mode="stuck")
     s, warned, events = _sampler(tmp_path, command=str(npu.folder / "npu-smi"), interval=0.1, timeout=0.3)
     try:
-        assert wait_for(lambda: not s._thread.is_alive(), 10)
+        assert wait_for(lambda: not s.running, 10)
     finally:
         s.stop()
         subprocess.run(["pkill", "-f", "sleep 1000"], check=False)

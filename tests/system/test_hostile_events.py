@@ -80,7 +80,7 @@ def every_reader(run: Path) -> None:
         if form == "json":
             json.dumps(out, allow_nan=False)
     profiles = [("a", report.figures.latest_profile(store))]
-    report._profile_markdown(profiles, False)
+    report.profile_markdown(profiles, False)
     build_view(store, opts)
 
 

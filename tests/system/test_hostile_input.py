@@ -245,13 +245,13 @@ async def test_a_failed_demo_job_is_reaped_and_its_log_pointed_at(tmp_path):
     app = MonitorApp(str(tmp_path), clock=lambda: 1010.0, follow=False, job=job, job_log=str(log))
     async with app.run_test(size=(240, 40)) as pilot:  # wide enough for the whole path
         assert wait_for(lambda: job.poll() is not None, 20)
-        app.monitor._tick()
+        app.monitor.tick()
         await pilot.pause()
         header = str(app.query_one("#header").render())
         assert f"the demo job exited with code 3: its output is in {log}" in header
         await pilot.resize_terminal(120, 40)  # narrower: the path is cut in its middle, its file name stays
         await pilot.pause()
-        app.monitor._tick()
+        app.monitor.tick()
         await pilot.pause()
         header = str(app.query_one("#header").render())
         assert "the demo job exited with code 3: its output is in /tmp" in header and "/job.log" in header

@@ -15,7 +15,7 @@ from tests.helpers.parse_properties_common import CAREFUL, agree, oracle, read  
 from tests.helpers.rowgen import HEADER, good_row, junk, safe_junk
 
 LARGE = pytest.mark.parametrize("reader", [
-    pytest.param("arrow", marks=pytest.mark.skipif(parse._arrow() is None, reason="pyarrow cannot be imported here")),
+    pytest.param("arrow", marks=pytest.mark.skipif(parse.arrow_csv() is None, reason="pyarrow cannot be imported")),
     "pandas"])
 
 line_ends = st.sampled_from([b"\n", b"\r\n", b"\r"])

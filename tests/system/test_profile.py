@@ -183,7 +183,7 @@ async def test_the_heat_strip_offers_profile_shares_only_when_several_ranks_have
             await pilot.press("r")
             await settle(pilot)
             for _ in range(8):
-                seen.append(app.query_one(HeatStrip).title(app.monitor._last_view))
+                seen.append(app.query_one(HeatStrip).title(app.monitor.last_view))
                 await pilot.press("m")
                 await settle(pilot)
         return seen

@@ -109,7 +109,7 @@ def test_a_plot_no_run_has_data_for_is_not_written_and_report_md_says_so(tmp_pat
 def test_host_memory_headroom_plot_agrees_with_the_table(tmp_path):
     """Two ranks on one host, host RAM: the plot's headroom is the host's (the ranks' peaks added up), the
     figure the compare table shows, not each rank's own share."""
-    from mstop.commands.report import _host_headroom
+    from mstop.commands.report import host_headroom
     from mstop.engine.store import Store
     from mstop.sources.local import LocalSource
 
@@ -120,7 +120,7 @@ def test_host_memory_headroom_plot_agrees_with_the_table(tmp_path):
                                  mem_peak=20e9 + r * 1e9, mem_total=64e9))
     store = Store()
     LocalSource(str(run), store).read_all()
-    lines, n = _host_headroom(store)
+    lines, n = host_headroom(store)
     assert n == 1 and lines[0][0] == "host n0 (2 ranks)"
     import json
 

@@ -39,8 +39,8 @@ def test_figures_are_the_same_computed_a_few_ranks_at_a_time(tmp_path, monkeypat
     (["t.py", "--note", "delay"], ["t.py", "--note", "no delay"], "--note delay -> --note 'no delay'"),
 ])
 def test_argv_differences(a, b, said):
-    from mstop.commands.compare import _argv_diff
+    from mstop.commands.compare import argv_diff
 
-    assert _argv_diff(a, b) == said
+    assert argv_diff(a, b) == said
 
 

@@ -77,24 +77,19 @@ def test_ranks_of_one_session_counted_all_at_once_equal_rank_by_rank(tmp_path_fa
     store = read_once(str(run))
     opts = Options(clock=lambda: 1000.0 + now)
     ranks_ = [d for _, d in sorted(store.ranks.items()) if d.rows]
-    first = min(goodput._session_span(d, 0)[0] for d in ranks_)
-    end, median, hang = goodput._job_end(store, opts), goodput._median_step(ranks_), figures.stall_after(store)
-    batch = goodput._batch_ledgers(ranks_, first, end, median, hang)
+    first = min(goodput.session_span(d, 0)[0] for d in ranks_)
+    end, median, hang = goodput.job_end(store, opts), goodput.median_step(ranks_), figures.stall_after(store)
+    batch = goodput.batch_ledgers(ranks_, first, end, median, hang)
     for d in ranks_:
-        one = goodput._rank_ledger(d, first, end, median, hang)
+        one = goodput.rank_ledger(d, first, end, median, hang)
         assert batch[d.rank] == pytest.approx(one, rel=1e-9, abs=1e-9)
     # in groups of a few rows (BATCH_ROWS bounds the pass's temporaries), the job's ledger is the same
-    whole = goodput._ledger(store, opts)
-    keep = goodput.BATCH_ROWS
-    try:
-        goodput.BATCH_ROWS = 20
-        grouped = goodput._ledger(store, opts)
-    finally:
-        goodput.BATCH_ROWS = keep
+    whole = goodput.compute_ledger(store, opts)
+    grouped = goodput.compute_ledger(store, opts, batch_rows=20)
     assert grouped.seconds == pytest.approx(whole.seconds, rel=1e-9, abs=1e-9)
     assert grouped.ranks == pytest.approx(whole.ranks, rel=1e-9, abs=1e-9)
-    groups = goodput._groups(ranks_)
+    groups = goodput.rank_groups(ranks_, 20)
     assert [d for g in groups for d in g] == ranks_
-    assert all(sum(d.rows for d in g) <= goodput.BATCH_ROWS or len(g) == 1 for g in groups)
+    assert all(sum(d.rows for d in g) <= 20 or len(g) == 1 for g in groups)
 
 

@@ -91,7 +91,7 @@ async def test_rank_ages_stay_live_without_new_rows(tmp_path):
         table = app.query_one("#ranks")
         first = str(table.get_row_at(0)[-1])
         now[0] = 1200.0
-        app.monitor._tick()
+        app.monitor.tick()
         await pilot.pause()
         assert str(table.get_row_at(0)[-1]) != first and "2 m 30 s" in str(table.get_row_at(0)[-1])
 
@@ -105,9 +105,9 @@ async def test_the_alerts_list_shows_past_incidents_and_the_chart_marks_them(tmp
     app = MonitorApp(str(tmp_path), clock=lambda: now + 1, follow=False)
     async with app.run_test(size=(120, 40)) as pilot:
         deadline = time.monotonic() + 20  # the history is scanned on a worker thread, then the chart is redrawn
-        while time.monotonic() < deadline and (300.0, 30.0) not in app.monitor._last_view.loss.incident_marks:
+        while time.monotonic() < deadline and (300.0, 30.0) not in app.monitor.last_view.loss.incident_marks:
             await pilot.pause(0.05)
-        assert (300.0, 30.0) in app.monitor._last_view.loss.incident_marks
+        assert (300.0, 30.0) in app.monitor.last_view.loss.incident_marks
         await pilot.press("a")
         await pilot.pause()
         screen = app.screen

@@ -42,7 +42,7 @@ def test_more_rotations_between_two_reads_than_backups_are_said(tmp_path):
     src = MfLogSource(str(tmp_path / "output"), store)
     src.read_all()
     assert store.rows == 10
-    stream = src._streams[0][0]
+    stream = src.streams[0]
     for k in range(7):  # seven rotations before the next read: the file being read is gone
         write_lines(folder / "info.log", log.lines[20 + 10 * k: 30 + 10 * k] if k < 4 else [])
         rotate(folder)
@@ -71,6 +71,6 @@ def test_copytruncate_of_a_followed_log_loses_no_line(tmp_path):
     write_lines(folder / "info.log", log.lines[50:])
     src.read_all()
     assert store.rows == 40 and store.ranks[0].col("step").tolist() == [float(s) for s in range(1, 41)]
-    assert src._streams[0][0].lost == 0 and not store.notes
+    assert src.streams[0].lost == 0 and not store.notes
 
 

@@ -35,7 +35,7 @@ def test_event_records_give_the_names_by_kind(events):
     buf = b"".join(record(m, n if m not in (inotify.IN_Q_OVERFLOW, inotify.IN_DELETE_SELF, inotify.IN_IGNORED)
                           else "", p) for m, n, p in events)
     out = Changes()
-    DirectoryWatch._parse(buf, out)
+    DirectoryWatch.parse(buf, out)
     assert out.events == len(events)
     assert out.modified == {n for m, n, _ in events if m == inotify.IN_MODIFY}
     assert out.changed == {n for m, n, _ in events
@@ -47,7 +47,7 @@ def test_event_records_give_the_names_by_kind(events):
 def test_a_cut_record_at_the_end_is_not_read_past():
     buf = record(inotify.IN_MODIFY, "rank0.csv", 0) + record(inotify.IN_MODIFY, "rank1.csv", 0)[:10]
     out = Changes()
-    DirectoryWatch._parse(buf, out)
+    DirectoryWatch.parse(buf, out)
     assert out.modified == {"rank0.csv"} and out.events == 1
 
 

@@ -3,7 +3,7 @@ flags out of range are usage errors, a multi-line error is a line in the header 
 
 from __future__ import annotations
 
-from tests.helpers.app_common import settle
+from tests.helpers.app_common import settle, toasts
 from tests.helpers.runs import start, steps, write_events, write_rank
 
 
@@ -19,7 +19,7 @@ async def test_p_on_a_finished_run_refuses_with_the_reason(tmp_path):
         await settle(pilot)
         await pilot.press("P")
         await pilot.pause()
-        said = [n.message for n in app._notifications]
+        said = toasts(app)
         assert any("the run is finished: there is no job to profile" in m for m in said), said
         assert type(app.screen).__name__ == "MonitorScreen"  # no dialog
     assert not (tmp_path / "profile.request").exists()

@@ -7,7 +7,7 @@ import pytest
 
 from mstop.app import MonitorApp
 from mstop.app.widgets import AlertsPanel, Header
-from tests.helpers.app_common import screen_lines, settle, text
+from tests.helpers.app_common import screen_lines, settle, text, toasts
 from tests.helpers.runs import start, steps, write_events, write_rank
 from tests.helpers.screen_truth_common import (
     _axis_labels,  # noqa: F401
@@ -120,7 +120,7 @@ async def test_the_recent_window_narrows_the_loss_axis_whatever_the_marks(tmp_pa
         await settle(pilot)
         await pilot.press("w")
         await settle(pilot)
-        v = app.monitor._last_view
+        v = app.monitor.last_view
         xs = [x for s in (v.loss.raw, v.loss.smooth) for x in s.x.tolist()]
         marks = [x for x, _ in v.loss.checkpoints] + v.loss.nan_steps + [x for x, _ in v.loss.incident_marks]
         assert min(xs) >= 1801 and all(1801 <= x <= 2001 for x in marks), (min(xs), marks)
@@ -138,7 +138,7 @@ async def test_ranks_table_ages_agree_with_the_header(tmp_path):
         await settle(pilot)
         head = text(app.query_one(Header))
         assert "last row 45 s ago" in head
-        ages = {r.rank: r.age for r in app.monitor._last_view.ranks}
+        ages = {r.rank: r.age for r in app.monitor.last_view.ranks}
         assert ages[0] == 45.0 and ages[1] == 55.0  # the newest rank's age is the header's
 
 
@@ -184,7 +184,7 @@ async def test_host_memory_chart_shows_the_panels_figure(tmp_path):
     app = MonitorApp(str(run), follow=False, clock=lambda: 1101.0)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
-        v = app.monitor._last_view
+        v = app.monitor.last_view
         assert str(v.memory.worst) == "host n0"
         # float32 cells: equal to the last digit the screen shows (35.9 %)
         assert min(v.memory.series.y) == pytest.approx(v.memory.headroom, rel=1e-6)
@@ -217,7 +217,7 @@ async def test_smoothing_keys_leave_one_toast(tmp_path):
         for _ in range(4):
             await pilot.press("s")
         await settle(pilot)
-        assert len(app._notifications) == 1
+        assert len(toasts(app)) == 1
 
 
 async def test_a_mindformers_log_paces_by_its_lines_not_its_compute_time(tmp_path):

@@ -82,7 +82,7 @@ def test_rows_do_not_depend_on_how_bytes_were_split(tmp_path_factory, cuts):
 def test_pandas_path_equals_csv_path(monkeypatch, reader):
     """Both large-read parsers give the careful path's rows; "arrow-refused": a cell pyarrow cannot read
     as a number (Python's float reads ``1_0`` as 10) sends the chunk to pandas, which reads it cell by cell."""
-    if reader.startswith("arrow") and parse._arrow() is None:
+    if reader.startswith("arrow") and parse.arrow_csv() is None:
         pytest.skip("pyarrow cannot be imported here")
     odd = [row(9, "1_0").encode()] if reader == "arrow-refused" else []
     lines = [HEADER.encode()] + [r.encode() for r in GOOD] * 100 + [b"1,2", row(7, "inf").encode(),

@@ -149,7 +149,7 @@ def test_unwritable_run_dir_warns_once_and_never_raises(tmp_path, caplog):
     w.close()
     msgs = warnings_of(caplog)
     assert len(msgs) == 1 and "cannot open" in msgs[0] and "training continues" in msgs[0]
-    assert w._csv.dropped == 50
+    assert w.rows_dropped == 50
 
 
 def test_disk_full_then_recovers_with_a_dropped_event(full_disk, caplog, monkeypatch):
@@ -310,7 +310,7 @@ def test_a_fifo_where_the_rank_files_belong_never_blocks(tmp_path, caplog, with_
             os.close(fd)
     msgs = warnings_of(caplog)
     assert len(msgs) == 1 and "FIFO" in msgs[0] and "not a regular file" in msgs[0]
-    assert box["w"]._csv.dropped == 10  # counted (no event can be written: the events file is a FIFO too)
+    assert box["w"].rows_dropped == 10  # counted (no event can be written: the events file is a FIFO too)
 
 
 def test_copytruncate_starts_the_file_again_with_its_header(tmp_path, caplog):

@@ -131,6 +131,11 @@ class MstopCallback(Callback):
 
     # -- hooks -----------------------------------------------------------------
 
+
+    @property
+    def options(self) -> WriterOptions:
+        """The writer options the callback was given, as checked when it was made (read-only)."""
+        return self._options
     def on_train_begin(self, run_context: Any) -> None:
         """Remember where this ``Model.train`` call's step count starts."""
         try:

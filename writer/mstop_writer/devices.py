@@ -359,6 +359,11 @@ class DeviceSampler:
         s._thread.start()
         return s
 
+    @property
+    def running(self) -> bool:
+        """Whether the sampling thread is alive."""
+        return self._thread.is_alive()
+
     def stop(self, wait: float = 1.0) -> None:
         """Stop sampling (training is over); waits at most ``wait`` seconds for a call under way."""
         self._stop.set()

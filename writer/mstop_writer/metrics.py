@@ -456,6 +456,12 @@ class MetricsWriter:
 
     # -- public API ----------------------------------------------------------
 
+    @property
+    def rows_dropped(self) -> int:
+        """Rows lost at the CSV file (I/O errors, a file that is no regular file) and not yet told of in a
+        ``dropped`` event."""
+        return self._csv.dropped
+
     def log(
         self,
         step: int,
