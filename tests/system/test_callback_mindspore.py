@@ -163,18 +163,25 @@ class AssignLr(Callback):
 
 def test_fixed_lr_is_on_every_row_and_an_assignment_shows_within_a_second(tmp_path, mode):
     """A fixed lr is read once a second (LR_FIXED_EVERY), not every step: every row still carries it,
-    and a value the job assigns shows from the first step after the next read."""
+    and a value the job assigns shows from the first step after the next read.
+
+    How many reads a second brings depends on how fast the steps go (the first compiles the graph, and a
+    loaded machine is slower): the test asks for what holds at any speed, the values of every row exact and
+    the reads rationed, never a count within a fixed second (issue 37)."""
     net = nn.Dense(4, 1)
     opt = nn.SGD(net.trainable_params(), learning_rate=0.01)
     cb = MstopCallback(tmp_path)
     reads = []
     read = cb._lr_now
     cb._lr_now = lambda: reads.append(1) or read()  # the optimizer's own get_lr is compiled into its graph
-    Model(net, nn.MSELoss(), opt).train(1, dataset(8), callbacks=[AssignLr(opt, 3, 0.05), cb])
+    started = time.monotonic()
+    Model(net, nn.MSELoss(), opt).train(1, dataset(60), callbacks=[AssignLr(opt, 3, 0.05), cb])
+    took = time.monotonic() - started
     cb.close()
     _, rows = read_rows(tmp_path / "rank0.csv")
-    assert [float(r["lr"]) for r in rows] == [float(np.float32(0.01))] * 3 + [float(np.float32(0.05))] * 5
-    assert len(reads) == 2  # at the first step and at the first step after the pause
+    assert [float(r["lr"]) for r in rows] == [float(np.float32(0.01))] * 3 + [float(np.float32(0.05))] * 57
+    # the first step, the first after the pause, and at most one more for each second the steps took
+    assert 2 <= len(reads) <= 2 + int(took / LR_FIXED_EVERY) and len(reads) < len(rows), (len(reads), took)
 
 
 def test_loss_scale_tuple_outputs(tmp_path, mode):

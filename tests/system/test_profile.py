@@ -77,11 +77,14 @@ def test_a_request_file_profiles_the_next_steps_of_a_running_job(tmp_path):
 
 
 def test_two_real_ranks_asked_by_one_request_profile_the_same_steps(tmp_path):
-    """Two processes of one run (RANK_ID 0 and 1 of RANK_SIZE 2, as msrun sets them), not in lockstep as a
-    real data-parallel job is, but started together: rank 0 plans the request, both profile the planned
+    """Two processes of one run (RANK_ID 0 and 1 of RANK_SIZE 2, as msrun sets them), kept within a few steps
+    of each other as a data-parallel job's ranks are (on a loaded machine two free processes drifted seconds
+    apart, and one could be past the plan when it saw it): rank 0 plans the request, both profile the planned
     steps, each writes its own profile event and folder, and the request is gone."""
     run = tmp_path / "run"
-    procs = [job(run, 900, env={"RANK_ID": str(r), "RANK_SIZE": "2"}) for r in (0, 1)]
+    (tmp_path / "lockstep").mkdir()
+    procs = [job(run, 900, env={"RANK_ID": str(r), "RANK_SIZE": "2", "LOCKSTEP_DIR": str(tmp_path / "lockstep")})
+             for r in (0, 1)]
     try:
         deadline = time.monotonic() + 180
         while time.monotonic() < deadline and not all(

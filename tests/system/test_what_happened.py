@@ -196,6 +196,15 @@ def _last_step(path: Path) -> int:
     return int(rows[-1]["step"])
 
 
+def _state(pid: int) -> str:
+    """The process's state letter from /proc/PID/stat (R, S, T stopped, Z, ...), or "" when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return ""
+
+
 def _until(run: Path, cond, timeout: float) -> tuple[dict, float]:
     """Poll ``mstop summary --json`` (the real clock) until ``cond(summary)``; (the summary, seconds taken)."""
     t0 = time.monotonic()
@@ -245,9 +254,12 @@ def test_msrun_one_rank_stopped_is_named_and_the_others_wait_for_it(tmp_path):
     job = Msrun(tmp_path, 2000)
     try:
         job.at_step(3, 80)
-        os.kill(job.pid(3), signal.SIGSTOP)
-        # the worker prints STEP 80 before its writer's row of that step may be on disk: the step named is the
-        # last one rank 3 wrote before it stopped (nothing more is written by a stopped process)
+        pid = job.pid(3)
+        os.kill(pid, signal.SIGSTOP)
+        # a write under way when the signal came still completes: the rows are read once the kernel says the
+        # process is stopped (state T), after which nothing more is written; the step named is the last one
+        # rank 3 wrote (the worker prints STEP 80 before its writer's row of that step may be on disk)
+        assert wait_for(lambda: _state(pid) in ("T", "t"), 30), _state(pid)
         last = _last_step(job.run / "rank3.csv")
         assert last >= 79, last
         js, took = _until(job.run, lambda j: any(a["kind"] == "dead_rank" for a in j["alerts"]), 90)
