@@ -76,7 +76,9 @@ def test_one_process_per_host_samples_while_training_goes_on(tmp_path):
     npu.set(mode="ok")
     slowest = [float(p.communicate(timeout=60)[0].split()[-1]) for p in procs]
     assert all(p.returncode == 0 for p in procs)
-    assert max(slowest) < 0.05  # a log() call never waited for npu-smi
+    # a log() call never waited for npu-smi, whose hang lasts its 5 s timeout (a bound far from both: a loaded
+    # machine alone can hold a call for tens of milliseconds)
+    assert max(slowest) < 1.0, slowest
     sampling = [r for r in (0, 1) if any(e["kind"] == "devices" and e.get("state") == "sampling"
                                          for e in read_events(run / f"rank{r}.events.jsonl"))]
     assert sampling == [0]  # the lowest local rank, alone
