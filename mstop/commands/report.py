@@ -5,7 +5,7 @@ directory, with restart boundaries (dotted), checkpoints (triangles) and alerts 
 marked. ``report.md`` holds the comparison table exactly as ``mstop compare --format
 markdown`` prints it for the same runs, then the pictures.
 
-matplotlib is an optional dependency (``pip install 'mstop[report]'``): the monitor and
+matplotlib is an optional dependency (``pip install ./writer '.[report]'`` in a clone): the monitor and
 the writer never need it.
 """
 
@@ -58,7 +58,8 @@ def available() -> str | None:
     try:
         import matplotlib  # noqa: F401
     except ImportError:
-        return "mstop report draws with matplotlib: pip install 'mstop[report]'"
+        return ("mstop report draws with matplotlib: pip install matplotlib "
+                "(in a clone: pip install ./writer '.[report]')")
     return None
 
 

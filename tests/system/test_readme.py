@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
+import os
 import re
 import shlex
 import subprocess
@@ -145,3 +146,51 @@ def test_the_writers_own_readme_says_how_to_install_it():
     text = (ROOT / "writer" / "README.md").read_text()
     assert "pip install ./writer" in text
     assert Path(ROOT / "writer" / "pyproject.toml").exists()
+
+
+def _pip_lines() -> list[str]:
+    """Every ``pip install`` command the README and docs give, as written (a comment or a closing parenthesis
+    after it cut off)."""
+    texts = [*PAGES.values(), (ROOT / "writer" / "README.md").read_text()]
+    found = set()
+    for text in texts:
+        for m in re.finditer(r"pip install [^`|\n]*", text):
+            line = m.group(0).split("  #", 1)[0].split(" && ", 1)[0].rstrip(" )")
+            found.add(line.strip())
+    return sorted(found)
+
+
+PIP_LINES = _pip_lines()
+
+
+@pytest.mark.parametrize("line", PIP_LINES)
+def test_every_install_line_resolves_as_written_with_no_index_holding_mstop(line, tmp_path):
+    """Issue 37: each install line works exactly as written in a clone, though no package index holds mstop
+    or mstop-writer: pip resolves it (``--dry-run``, ``--ignore-installed``: as into an empty environment) and
+    would install the clone's distributions. ``pip install .`` alone is the docs' example of what fails (no
+    index holds the writer it needs); ``--no-index --find-links wheels`` lines are run against wheels built
+    here (the writer's alone needs none of the viewer's dependencies)."""
+    args = shlex.split(line)[2:]
+    if "--no-index" in args and args[-1] == "mstop":
+        pytest.skip("the viewer from wheels alone needs every dependency's wheel: docs/install.md builds them with "
+                    "pip wheel on a machine with network (the two wheels of this repository: test_packaging.py)")
+    if "--find-links" in args:
+        wheels = tmp_path / "wheels"
+        built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(wheels),
+                                str(ROOT / "writer")], capture_output=True, text=True, timeout=600)
+        assert built.returncode == 0, built.stderr[-2000:]
+        args = [str(wheels) if a == "wheels" else a for a in args]
+    report = tmp_path / "report.json"
+    got = subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--report",
+                          str(report), *args], cwd=ROOT, capture_output=True, text=True, timeout=900,
+                         env={**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"})
+    if args == ["."]:
+        assert got.returncode != 0 and "mstop-writer" in got.stderr, got.stderr[-2000:]
+        return
+    assert got.returncode == 0, got.stderr[-3000:]
+    names = {i["metadata"]["name"] for i in json.loads(report.read_text())["install"]}
+    assert "mstop-writer" in names
+    viewer = any(a == "." or a.startswith(".[") for a in args)  # the clone's root, with or without extras
+    assert ("mstop" in names) == viewer, (args, sorted(names))
+    if args == ["./writer"] or "mstop-writer" in args:
+        assert names == {"mstop-writer"}  # the writer alone: nothing else
