@@ -28,7 +28,6 @@ def monitor(args: argparse.Namespace) -> int:
     """``mstop RUN_DIR...``: the live monitor, or the runs list for a folder of runs."""
     from ..view import SourceError, check_spec
 
-
     try:
         for spec in args.source:
             try:

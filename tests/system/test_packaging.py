@@ -5,7 +5,6 @@ own file lists and metadata, and installed the way the README says, with pip's o
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import zipfile
@@ -15,13 +14,13 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.common import ROOT
+from tests.helpers.pip import pip
 
 WRITER = ROOT / "writer"
 
 
 def _pip(*args: str, python: str = sys.executable, timeout: float = 600) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
-    return subprocess.run([python, "-m", "pip", *args], capture_output=True, text=True, timeout=timeout, env=env)
+    return pip(*args, python=python, timeout=timeout)
 
 
 @pytest.fixture(scope="module")

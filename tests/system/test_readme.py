@@ -6,7 +6,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
-import os
 import re
 import shlex
 import subprocess
@@ -16,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.common import ROOT
+from tests.helpers.pip import pip
 
 README = (ROOT / "README.md").read_text()
 PAGES = {p.relative_to(ROOT).as_posix(): p.read_text()
@@ -176,14 +176,11 @@ def test_every_install_line_resolves_as_written_with_no_index_holding_mstop(line
                     "pip wheel on a machine with network (the two wheels of this repository: test_packaging.py)")
     if "--find-links" in args:
         wheels = tmp_path / "wheels"
-        built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(wheels),
-                                str(ROOT / "writer")], capture_output=True, text=True, timeout=600)
+        built = pip("wheel", "--no-deps", "-q", "-w", str(wheels), str(ROOT / "writer"), timeout=600)
         assert built.returncode == 0, built.stderr[-2000:]
         args = [str(wheels) if a == "wheels" else a for a in args]
     report = tmp_path / "report.json"
-    got = subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--report",
-                          str(report), *args], cwd=ROOT, capture_output=True, text=True, timeout=900,
-                         env={**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"})
+    got = pip("install", "--dry-run", "--ignore-installed", "--report", str(report), *args, cwd=str(ROOT))
     if args == ["."]:
         assert got.returncode != 0 and "mstop-writer" in got.stderr, got.stderr[-2000:]
         return
