@@ -24,6 +24,7 @@ from .commands.arguments import (
     positive_float,
     smoothing,
 )
+from .sources.protocol import Connection
 
 COMMANDS = ("summary", "compare", "report", "demo")
 
@@ -145,8 +146,12 @@ def parse_command_line(argv: list[str]) -> argparse.Namespace:
             print(f"mstop: {argv[0]!r} is no command and no directory: did you mean {typo}? "
                   f"(mstop {typo} --help)", file=sys.stderr)
             raise SystemExit(2)
-        return monitor_parser().parse_args(argv)
-    return build_parser().parse_args(argv)
+        args = monitor_parser().parse_args(argv)
+    else:
+        args = build_parser().parse_args(argv)
+    if hasattr(args, "ssh_option"):  # how host:/path sources are reached, made once and passed whole
+        args.connection = Connection.of(args.ssh_config, args.ssh_option, args.connect_timeout)
+    return args
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -304,13 +304,12 @@ def comparison_shots(tmp: Path, out: Path) -> None:
 
     from rich.console import Console
 
-    from mstop.cli import build_parser
     from mstop.commands.compare import compare, render_table
     from mstop.commands.run import load_runs
+    from mstop.sources import Connection
 
     runs = train_comparison_runs(tmp)
-    args = build_parser().parse_args(["compare", "x", "y"])
-    loaded = load_runs([f"{runs / 'base-1'},{runs / 'base-2'}", str(runs / "no-delay")], args)
+    loaded = load_runs([f"{runs / 'base-1'},{runs / 'base-2'}", str(runs / "no-delay")], Connection())
     console = Console(record=True, width=200, file=open("/dev/null", "w"))  # noqa: SIM115
     console.print(render_table(compare(loaded)))
     console.save_svg(str(out / "compare.svg"), title="mstop compare runs/base-1,runs/base-2 runs/no-delay")

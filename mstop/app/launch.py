@@ -9,8 +9,8 @@ import os
 import sys
 from typing import Any
 
-from ..commands.arguments import connection, runs_watches
 from ..commands.arguments import rules as health_rules
+from ..commands.arguments import runs_watches
 from ..view import MonitorOptions
 
 
@@ -54,12 +54,12 @@ def monitor(args: argparse.Namespace) -> int:
     if rules is None:
         return 2
     try:
-        watches = runs_watches(args.source, args)
+        watches = runs_watches(args.source, depth=args.depth, connection=args.connection)
     except SourceError as e:
         print(f"mstop: {e}", file=sys.stderr)
         return 2
     try:
-        options = MonitorOptions(poll=args.poll, peak_tflops=args.peak_tflops, connection=connection(args),
+        options = MonitorOptions(poll=args.poll, peak_tflops=args.peak_tflops, connection=args.connection,
                                  rules=rules, on_alert=args.on_alert, baseline=args.baseline, logs_dir=args.logs,
                                  bell=args.bell)
     except ValueError as e:  # --on-alert that no shell could split (an open quote)

@@ -8,7 +8,6 @@ import signal
 import subprocess
 import threading
 import time
-from dataclasses import replace
 from typing import Any, Callable
 
 from textual import on
@@ -568,8 +567,7 @@ class MonitorApp(MstopApp):
     def __init__(self, run_dir: str | list[str], options: MonitorOptions | None = None, *,
                  job: subprocess.Popen | None = None, job_log: str | None = None, **fields: Any) -> None:
         super().__init__()
-        options = replace(options or MonitorOptions(), **fields) if fields else options
-        self.monitor = MonitorScreen(run_dir, options, job=job, job_log=job_log)
+        self.monitor = MonitorScreen(run_dir, MonitorOptions.given(options, **fields), job=job, job_log=job_log)
 
     def get_default_screen(self) -> Screen:
         return self.monitor

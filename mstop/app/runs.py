@@ -298,10 +298,6 @@ class RunsScreen(Screen[None]):
         self.query_one(RunsTable).select_run(key)
         self.redraw()
 
-    def _ssh(self) -> dict[str, Any]:
-        """How a run of the list is read (the command line's connection)."""
-        return {"connection": self.open_options.connection}
-
     def _marked_specs(self) -> list[list[str]] | None:
         runs = self.model.runs()
         groups = [[run_spec(runs[k]) for k in g if k in runs] for g in self.marks]
@@ -317,14 +313,14 @@ class RunsScreen(Screen[None]):
             return
         self.notify(f"comparing {len(groups)} runs ...", timeout=3)
         opts = compare_options(self.open_options.peak_tflops)
-        ssh = self._ssh()
+        connection = self.open_options.connection  # how a run of the list is read: the command line's
 
         def work() -> None:
             from ..commands import plain_text
             from ..commands.compare import CompareError, compare, read_runs, render
 
             try:
-                runs = read_runs(groups, **ssh)
+                runs = read_runs(groups, connection=connection)
                 text = plain_text(render(compare(runs, opts=opts), "table"))
             except (CompareError, ValueError) as e:
                 self.app.call_from_thread(self.notify, f"cannot compare: {e}", severity="error", timeout=10)
@@ -342,14 +338,14 @@ class RunsScreen(Screen[None]):
         if len(specs) > MAX_OVERLAY:
             self.notify(f"{len(specs)} runs marked: overlaying the first {MAX_OVERLAY}", severity="warning")
             specs = specs[:MAX_OVERLAY]
-        ssh = self._ssh()
+        connection = self.open_options.connection
         self.notify(f"reading {len(specs) - 1} runs to overlay ...", timeout=3)
 
         def work() -> None:
             from ..commands.compare import short_labels
 
             names = short_labels([[s] for s in specs])
-            others = read_overlays(list(zip(names[1:], specs[1:])), **ssh)
+            others = read_overlays(list(zip(names[1:], specs[1:])), connection=connection)
             if isinstance(others, str):
                 self.app.call_from_thread(self.notify, f"cannot overlay: {others}", severity="error", timeout=10)
                 return
@@ -371,7 +367,7 @@ class RunsApp(MstopApp):
         """``options``: what each run's monitor gets (its ``clock`` is also the list's); keywords are its fields.
         ``follow``: the list keeps reading its runs (a run's monitor follows as ``options.follow`` says)."""
         super().__init__()
-        options = replace(options or MonitorOptions(), **fields) if fields else options or MonitorOptions()
+        options = MonitorOptions.given(options, **fields)
         options = replace(options, rules=options.rules or Rules())
         self.model = runs_model(watches, rules=options.rules, peak_tflops=options.peak_tflops, clock=options.clock)
         self.runs_screen = RunsScreen(self.model, label=label, open_options=options, clock=options.clock,

@@ -9,7 +9,7 @@ import argparse
 import sys
 from typing import Any
 
-from ..sources.protocol import Connection
+from ..sources.protocol import DEFAULT_CONNECTION, Connection
 
 
 def positive_float(text: str) -> float:
@@ -92,12 +92,6 @@ def add_health(p: argparse.ArgumentParser) -> None:
                    help="alert when no checkpoint for SEC seconds (default: 3 x the usual interval)")
 
 
-def connection(args: argparse.Namespace) -> Connection:
-    """How ``host:/path`` sources are reached, made once from ``-F``, ``-o`` and ``--connect-timeout``."""
-    return Connection.of(getattr(args, "ssh_config", None), getattr(args, "ssh_option", ()) or (),
-                         getattr(args, "connect_timeout", 10.0))
-
-
 def peak_flops(args: argparse.Namespace) -> float | None:
     return args.peak_tflops * 1e12 if getattr(args, "peak_tflops", None) else None
 
@@ -165,7 +159,7 @@ def print_rich(renderable: Any) -> None:
     sys.stdout.write(plain_text(renderable))
 
 
-def runs_watches(specs: list[str], args: argparse.Namespace) -> list | None:
+def runs_watches(specs: list[str], *, depth: int = 3, connection: Connection = DEFAULT_CONNECTION) -> list | None:
     """The sources as folders of runs (:mod:`mstop.sources.runs`) when they are that: a local folder that
     is not a run itself and has runs below it, or a remote one the host says the same of (one ssh
     connection asks); None when every source is a run (the monitor). SourceError when ssh fails."""
@@ -173,15 +167,13 @@ def runs_watches(specs: list[str], args: argparse.Namespace) -> list | None:
     from ..sources.remote_runs import RemoteRunsWatch, probe
     from ..sources.runs import RunsWatch, find_runs, kind_of
 
-    conn = connection(args)
     targets = [check_spec(spec, exists=False) for spec in specs]  # checked already: None for a local one
-    depth = getattr(args, "depth", 3)
     kinds = []
     for spec, target in zip(specs, targets):
         if target is None:
             kinds.append("runs" if kind_of(spec) is None and find_runs(spec, depth)[0] else "run")
         else:
-            kinds.append(probe(target, connection=conn))
+            kinds.append(probe(target, connection=connection))
     if "runs" not in kinds:
         return None
     out: list = []
@@ -189,6 +181,6 @@ def runs_watches(specs: list[str], args: argparse.Namespace) -> list | None:
         if target is None:
             out.append(RunsWatch(spec, max_depth=depth) if kind == "runs" else RunsWatch.single(spec))
         else:
-            out.append(RemoteRunsWatch(target, single=kind == "run", connection=conn, max_depth=depth))
+            out.append(RemoteRunsWatch(target, single=kind == "run", connection=connection, max_depth=depth))
     return out
 

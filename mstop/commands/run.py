@@ -9,9 +9,9 @@ import os
 import sys
 from typing import Any
 
+from ..sources.protocol import Connection
 from .arguments import (
     clean_text,
-    connection,
     exists,
     fail_kinds,
     fails,
@@ -30,10 +30,10 @@ def summary(args: argparse.Namespace) -> int:
     from ..sources import SourceError, Sources
     from .summary import render_table, summarize
 
-    conn = connection(args)
     if not args.wait:
         try:
-            watches = runs_watches(args.source, args) if all(exists(p) for p in args.source) else None
+            watches = runs_watches(args.source, depth=args.depth, connection=args.connection) \
+                if all(exists(p) for p in args.source) else None
         except SourceError as e:
             print(f"mstop: {e}", file=sys.stderr)
             return 2
@@ -41,7 +41,7 @@ def summary(args: argparse.Namespace) -> int:
             return summary_of_runs(watches, args)
     store = Store()
     try:
-        sources = Sources(args.source, store, connection=conn)
+        sources = Sources(args.source, store, connection=args.connection)
         sources.read_all(wait=(args.poll or 1.0) if args.wait else None)
     except SourceError as e:
         hint = "; use --wait to wait for it" if e.missing and not args.wait else ""
@@ -106,7 +106,7 @@ def _summaries_of(watch: Any, args: argparse.Namespace, health: Any) -> tuple[li
     from ..sources.runs import run_spec
     from .summary import summarize
 
-    conn, code, out = connection(args), 0, []
+    code, out = 0, []
     try:
         watch.discover()
     except SourceError as e:
@@ -119,7 +119,7 @@ def _summaries_of(watch: Any, args: argparse.Namespace, health: Any) -> tuple[li
         # named as the argument names its folder: a relative folder gives relative paths
         shown = spec if run.host or os.path.isabs(watch.label) else os.path.join(watch.label, run.name)
         try:
-            store = read_once(spec, connection=conn)
+            store = read_once(spec, connection=args.connection)
             opts = Options(peak_flops=peak_flops(args), ema_weight=args.smoothing)
             out.append(summarize(store, shown, opts, health, specs=[spec]))
         except SourceError as e:
@@ -133,11 +133,11 @@ def _summaries_of(watch: Any, args: argparse.Namespace, health: Any) -> tuple[li
     return out, code
 
 
-def load_runs(args_runs: list[str], args: argparse.Namespace) -> list:
+def load_runs(args_runs: list[str], connection: Connection) -> list:
     """Read every member of every run argument once; a missing source raises ValueError (said, exit 2)."""
     from .compare import read_runs, split_group
 
-    return read_runs([split_group(arg) for arg in args_runs], connection=connection(args))
+    return read_runs([split_group(arg) for arg in args_runs], connection=connection)
 
 
 def _compared(args: argparse.Namespace, specs: list[str], opts: Any) -> tuple[list, Any] | None:
@@ -147,7 +147,7 @@ def _compared(args: argparse.Namespace, specs: list[str], opts: Any) -> tuple[li
 
     try:
         steps = parse_steps(args.steps) if args.steps else None
-        runs = load_runs(specs, args)
+        runs = load_runs(specs, args.connection)
         return runs, compare(runs, steps=steps, loss_at=args.loss_at, opts=opts)
     except (CompareError, ValueError) as e:
         print(f"mstop {args.command}: {e}", file=sys.stderr)

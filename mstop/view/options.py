@@ -4,7 +4,7 @@ and passed whole, to the screen and from it to the session, instead of a dozen k
 from __future__ import annotations
 
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
 from ..engine.health import Rules
@@ -38,6 +38,12 @@ class MonitorOptions:
                 raise ValueError(f"{name} must be positive: {v!r}")
         if self.on_alert is not None:
             shlex.split(self.on_alert)  # a command that cannot be split is refused here, not at the first alert
+
+    @classmethod
+    def given(cls, options: MonitorOptions | None = None, **fields: object) -> MonitorOptions:
+        """``options`` (the defaults when None) with ``fields`` set: one object, for a caller that sets a few."""
+        options = options or cls()
+        return replace(options, **fields) if fields else options
 
     @property
     def alert_command(self) -> list[str] | None:

@@ -22,6 +22,7 @@ from ..engine.figures import Options
 from ..engine.health import Health, Rules
 from ..engine.store import Store
 from ..safe import clean
+from ..sources.protocol import DEFAULT_CONNECTION, Connection
 from ..sources.runs import run_spec
 
 #: The list's columns, in order: (key, heading). The keys are public: sort keys, filter fields, JSON.
@@ -330,12 +331,13 @@ def compare_options(peak_tflops: float | None) -> Options:
     return Options(peak_flops=peak_tflops * 1e12 if peak_tflops else None)
 
 
-def read_overlays(named: list[tuple[str, str]], **read: Any) -> list[tuple[str, Store]] | str:
+def read_overlays(named: list[tuple[str, str]], *,
+                  connection: Connection = DEFAULT_CONNECTION) -> list[tuple[str, Store]] | str:
     """The runs list's o: each (name, spec) read once, or why one could not be (any thread)."""
     from ..sources import SourceError, read_once
 
     try:
-        return [(name, read_once(spec, **read)) for name, spec in named]
+        return [(name, read_once(spec, connection=connection)) for name, spec in named]
     except SourceError as e:
         return str(e)
 

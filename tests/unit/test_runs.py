@@ -103,13 +103,11 @@ async def test_a_broken_run_is_listed_and_the_others_still_are(tmp_path):
 
 
 def test_an_empty_folder_keeps_opening_the_monitor_and_a_run_folder_too(folder, tmp_path):
-    from mstop.cli import monitor_parser
     from mstop.commands.arguments import runs_watches
 
-    args = monitor_parser().parse_args([str(tmp_path)])
-    assert runs_watches([str(tmp_path)], args) is None  # empty: the monitor waits for a job, as before
-    assert runs_watches([str(folder / "base")], args) is None  # a run: its monitor
-    watches = runs_watches([str(folder), str(folder / "base")], args)
+    assert runs_watches([str(tmp_path)]) is None  # empty: the monitor waits for a job, as before
+    assert runs_watches([str(folder / "base")]) is None  # a run: its monitor
+    watches = runs_watches([str(folder), str(folder / "base")])
     assert watches is not None and len(watches) == 2
     assert Path(watches[1].only).name == "base"
 
