@@ -28,7 +28,7 @@ from ._version import __version__
 from .devices import device_id_of
 from .hardware import flops_per_token as _flops_formula
 from .hardware import host_memory_limit, host_peak_rss, host_rss, lookup_peak
-from .schema import COLUMNS, DEVICE_INTERVAL, HEARTBEAT_INTERVAL, SCHEMA_VERSION, csv_name, events_name
+from .schema import COLUMNS, DEVICE_INTERVAL, HEARTBEAT_INTERVAL, SCHEMA_VERSION, csv_name, events_name, stacks_name
 
 log = logging.getLogger("mstop_writer")
 
@@ -213,7 +213,8 @@ def _git_commit(start: str) -> str | None:
 #: Options that are counts (whole numbers) and amounts (numbers) of :class:`MetricsWriter`.
 _COUNTS = ("n_params", "n_layers", "n_heads", "head_dim", "seq_len", "total_steps")
 _AMOUNTS = {"tokens_per_step": True, "samples_per_step": True, "flops_per_token": False, "peak_flops": False,
-            "heartbeat_interval": False, "memory_interval": True, "device_interval": True}  # name -> zero allowed
+            "heartbeat_interval": False, "memory_interval": True, "device_interval": True,
+            "stack_after": True}  # name -> zero allowed
 
 
 #: seconds close() waits for a profile being summarised (training is over by then; the analysis takes
@@ -298,6 +299,11 @@ class WriterOptions:
     #: for options the caller filled in itself (``MstopCallback``), where each came from
     detected_from: Mapping[str, str] | None = None
     profile_steps: tuple[int, int] | None = None
+    #: seconds a step may run before every thread's stack is written to ``rank<R>.stacks.txt``
+    #: (mstop_writer.stacks); None: max(60 s, 20 x the median step); 0: never (fatal stacks still are)
+    stack_after: float | None = None
+    #: start the exit witness beside the rank (mstop_writer.witness): its exit, process facts and stacks
+    witness: bool = True
 
     def __post_init__(self) -> None:
         for name, value in _normalised(self.as_dict()).items():
@@ -359,7 +365,9 @@ class MetricsWriter:
         start = self._hardware(o)
         self._open_files(list(o.extra_columns), o.memory_interval)
         steps = o.profile_steps
-        self.event("start", **self._start_fields(o, start, rank_source, o.detected_from or {}), profile_steps=steps)
+        watch = self._watch_process(o)
+        self.event("start", **self._start_fields(o, start, rank_source, o.detected_from or {}), profile_steps=steps,
+                   **watch)
         self.profile = self._profile_window(steps)
         self.devices = self._device_sampler(o.device_interval)
         self._hb_stop = threading.Event()
@@ -407,6 +415,44 @@ class MetricsWriter:
         self.events_path = os.path.join(self.run_dir, events_name(self.rank))
         self._csv = LineFile(self.csv_path, self._csv_opened, self._warn)
         self._events = LineFile(self.events_path, lambda _h: b"", self._warn)
+
+    def _watch_process(self, o: WriterOptions) -> dict[str, Any]:
+        """The stacks file (mstop_writer.stacks) and the exit witness (mstop_writer.witness); the start
+        event's fields that say what runs and the process's identity (host, boot, pid namespace, start)."""
+        from . import stacks, witness
+
+        self._stacks: Any = None
+        self._witness_pid: int | None = None
+        path = os.path.join(self.run_dir, stacks_name(self.rank))
+        stacks_said = "not written"
+        try:  # fatal stacks are written even when timed dumps are off (stack_after=0)
+            os.makedirs(self.run_dir, exist_ok=True)
+            made = True
+        except OSError as e:  # the rank files' own warning says it once: no second one for the same cause
+            stacks_said, made = f"not written: {e}", False
+        try:
+            if made:
+                self._stacks = stacks.StackDumps(path, o.stack_after or None, self._warn, self._clock)
+                if o.stack_after == 0:
+                    self._stacks.pause()
+                    self._stacks.fixed = 0.0
+        except Exception as e:  # noqa: BLE001 - no stacks rather than no training
+            self._warn(f"stacks not written: {type(e).__name__}: {e}", key="stacks:start")
+            stacks_said = f"not written: {type(e).__name__}: {e}"
+        said = "off (witness=False)" if not o.witness else "off: the writer's clock is not the system's (clock=)"
+        if o.witness and o.clock is time.time:  # its times are the system clock's: a given clock is not shared
+            try:
+                self._witness_pid, said = witness.start(
+                    self.events_path, path if self._stacks is not None and self._stacks.fd is not None else None,
+                    self._stacks.start_at if self._stacks is not None else 0, self.rank, o.heartbeat_interval)
+            except Exception as e:  # noqa: BLE001
+                self._witness_pid, said = None, f"not started: {type(e).__name__}: {e}"
+            if self._witness_pid is None:
+                self._warn(f"the exit witness was {said}: a death is told by missing heartbeats only",
+                           key="witness:start")
+        return {"witness_pid": self._witness_pid, "witness": said,
+                "stacks": self._stacks.fatal if self._stacks is not None else stacks_said,
+                "stack_after": o.stack_after, **process_identity()}
 
     def _profile_window(self, steps: tuple[int, int] | None) -> Any:
         """MindSpore's Profiler for ``profile_steps`` (first, last), or the steps a profile.request asks for;
@@ -539,6 +585,11 @@ class MetricsWriter:
             return
         self.profile.wait(PROFILE_WAIT)  # a profile being summarised: its event is written before the end
         self._closed = True
+        if self._stacks is not None:
+            self._stacks.pause()
+        from . import witness
+
+        witness.stop(self.events_path)
         if self.devices is not None:
             self.devices.stop()
         self._hb_stop.set()
@@ -622,12 +673,18 @@ class MetricsWriter:
         if extra and not self._extra_set.issuperset(extra):
             self._warn_undeclared(extra)
         self._last_step = step
+        self._after_row(step, step_time, row_time, now)
+
+    def _after_row(self, step: int, step_time: Any, row_time: float, now: float) -> None:
+        """A step ended: the profiler's window and requests, the stacks watchdog."""
         profile = self.profile
         if now >= self._look_next:  # a profile.request is looked for every few seconds, not every row
             self._look_next = now + 1.0
             profile.check_request(step, step_time)
         if profile.window is not None:
             profile.after_step(step, row_time)
+        if self._stacks is not None and self._stacks.fixed != 0.0:
+            self._stacks.step_end(step, step_time)
 
     def _fix_columns(self, extra: Mapping[str, Any]) -> None:
         """At the first row: the extra columns are the declared ones and then the first row's keys."""
@@ -728,6 +785,26 @@ class MetricsWriter:
             return
         self._warned.add(key)
         log.warning("mstop_writer: %s (training continues; further such messages at debug level)", message)
+
+
+def process_identity() -> dict[str, Any]:
+    """What makes this process's pid mean this process to a reader (issue 38): the host's boot id, the pid
+    namespace and the process's start time (clock ticks since boot). A reader trusts the pid only on the
+    same host, boot and namespace, with the same start time."""
+    from .witness import own_start_ticks
+
+    def read(path: str) -> str | None:
+        try:
+            with open(path) as f:
+                return f.read().strip() or None
+        except OSError:
+            return None
+
+    try:
+        ns = os.readlink("/proc/self/ns/pid")
+    except OSError:
+        ns = None
+    return {"boot_id": read("/proc/sys/kernel/random/boot_id"), "pid_ns": ns, "pid_start": own_start_ticks()}
 
 
 def _step(step: Any) -> int:

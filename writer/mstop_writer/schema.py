@@ -73,6 +73,9 @@ EVENT_KINDS: tuple[str, ...] = (
     "profile",  # a profiler window's summary (mstop_writer.profiling)
     "profile_request",  # a profile.request taken: the steps it will profile
     "devices",  # the host's device sampling started, failed or works again (mstop_writer.devices)
+    "proc",  # the rank's process facts from /proc (state, cpu_s, rss, threads), by its exit witness
+    "stack",  # every thread's stack of a rank whose step overran or that crashed (mstop_writer.stacks)
+    "exit",  # the rank's process ended: when, how (signal or exit code), by its exit witness
 )
 
 #: Seconds between two ``heartbeat`` events of a live process: a reader calls a rank dead after 3 missed ones
@@ -171,3 +174,8 @@ def csv_name(rank: int) -> str:
 def events_name(rank: int) -> str:
     """Return the events file name of ``rank``."""
     return f"rank{rank}.events.jsonl"
+
+
+def stacks_name(rank: int) -> str:
+    """Return the stacks file name of ``rank`` (faulthandler's dumps: mstop_writer.stacks)."""
+    return f"rank{rank}.stacks.txt"

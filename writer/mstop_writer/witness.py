@@ -1,0 +1,387 @@
+"""The exit witness: a tiny process beside each rank that says when and how the rank ended.
+
+When one rank of an ``msrun`` job dies, msrun ends the others within a second, and their files stop at the
+same step: which rank died first is told by the processes, not by the files. So the writer starts this
+module as its own program (``python -I -S witness.py ...``, standard library only, about 8 MB) in its own
+session (a kill of the job's process group does not take it first). It watches the rank's process:
+
+- its end, within 0.1 s: ``os.pidfd_open`` and ``poll`` where the kernel has them, else a poll of
+  ``/proc/PID/stat`` every 0.1 s. It appends an ``exit`` event (time to the millisecond, the exit status
+  when the process is still a zombie to read it from, the last state seen) and ends itself;
+- its process facts from ``/proc/PID/stat``: state (R/S/D/T/t/Z), CPU seconds, RSS, threads, as a ``proc``
+  event every heartbeat interval, and at once when the state becomes stopped, uninterruptible (D for two
+  samples) or zombie, or comes back (a stopped rank writes no heartbeat of its own);
+- the stacks file the rank's ``faulthandler`` writes into (``rank<R>.stacks.txt``, :mod:`.stacks`): each
+  dump that appears becomes a ``stack`` event (threads and frames as JSON), read while the rank is stuck or
+  just after it crashed.
+
+It writes only the rank's events file (opened ``O_APPEND|O_NOFOLLOW``, never created, a regular file only)
+and reads only ``/proc`` and the stacks file. The process it watches is identified by pid and start time
+(``/proc/PID/stat`` field 22): a pid reused by another process is an end, never a new life. It outlives the
+rank by at most one poll (0.1 s) plus one write.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import stat
+import sys
+import time
+
+#: Seconds between two looks at the process and its stacks file.
+SAMPLE_S = 0.1
+#: Samples between two reads of /proc/PID/stat's facts when nothing else is due (0.5 s)
+FACTS_EVERY = 5
+#: most threads and frames per thread a stack event carries (faulthandler itself stops at 100 of each)
+MAX_THREADS = 32
+MAX_FRAMES = 48
+#: the most of a stacks file read at once
+STACKS_READ = 1 << 20
+
+_NORMAL = frozenset("RSI")  # running, sleeping, idle: a working process
+
+
+def proc_facts(pid: int, ticks: float, page: int) -> dict | None:
+    """The process's state, CPU seconds, RSS (bytes), threads, start time (ticks since boot) and, for a
+    zombie, its exit status (field 52, readable while the parent has not reaped it); None when gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            raw = f.read()
+    except OSError:
+        return None
+    close = raw.rfind(b")")  # the command name may hold spaces and parentheses: fields follow the last ')'
+    fields = raw[close + 2:].split()
+    if len(fields) < 22:
+        return None
+    out = {
+        "state": fields[0].decode("ascii", "replace"),
+        "cpu_s": round((int(fields[11]) + int(fields[12])) / ticks, 3),
+        "threads": int(fields[17]),
+        "start_ticks": int(fields[19]),
+        "rss": int(fields[21]) * page,
+    }
+    if len(fields) >= 50 and out["state"] == "Z":
+        out["exit_status"] = int(fields[49])
+    return out
+
+
+def describe_status(status: int) -> dict:
+    """A wait status (as /proc gives a zombie's) in the fields of an ``exit`` event."""
+    import signal
+
+    if status & 0x7F:
+        sig = status & 0x7F
+        try:
+            name = signal.Signals(sig).name
+        except ValueError:
+            name = f"signal {sig}"
+        return {"how": "signal", "signal": name, "code": -sig, "core": bool(status & 0x80)}
+    return {"how": "exit", "code": (status >> 8) & 0xFF}
+
+
+class Witness:
+    """Watches one process; writes its ``proc``, ``stack`` and ``exit`` events."""
+
+    def __init__(self, pid: int, start_ticks: int, events: str, stacks: str | None, rank: int,
+                 interval: float) -> None:
+        self.pid, self.start_ticks, self.rank = pid, start_ticks, rank
+        self.events_path, self.stacks_path = events, stacks
+        self.interval = interval
+        self.ticks = float(os.sysconf("SC_CLK_TCK"))
+        self.page = os.sysconf("SC_PAGE_SIZE")
+        self.fd: int | None = None
+        self.last: dict | None = None
+        self.last_written = 0.0
+        self.d_seen = 0
+        self.said_state: str | None = None
+        self.stacks_at = 0  # bytes of the stacks file turned into events
+        self.stacks_size = -1  # its size at the previous look: a dump is read once its size holds still
+
+    # -- writing ------------------------------------------------------------------
+
+    def write(self, obj: dict) -> None:
+        line = (json.dumps(obj, separators=(",", ":")) + "\n").encode()
+        if self.fd is None:
+            try:
+                fd = os.open(self.events_path, os.O_WRONLY | os.O_APPEND | os.O_NONBLOCK | os.O_NOFOLLOW
+                             | os.O_CLOEXEC)
+            except OSError:
+                return
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                os.close(fd)
+                return
+            self.fd = fd
+        try:
+            os.write(self.fd, line)
+        except OSError:
+            pass
+
+    def event(self, kind: str, **fields: object) -> None:
+        obj = {"time": round(time.time(), 3), "kind": kind, "rank": self.rank, "pid": self.pid,
+               "source": "witness"}
+        obj.update(fields)
+        self.write(obj)
+
+    # -- watching -----------------------------------------------------------------
+
+    def ours(self, facts: dict | None) -> bool:
+        return facts is not None and facts["start_ticks"] == self.start_ticks and facts["state"] not in "ZX"
+
+    def run(self) -> int:
+        pidfd = None
+        try:
+            pidfd = os.pidfd_open(self.pid)
+        except (AttributeError, OSError):
+            pidfd = None
+        poller = None
+        if pidfd is not None:
+            poller = select.poll()
+            poller.register(pidfd, select.POLLIN)
+        n = 0
+        while True:
+            if poller is not None:
+                ended = bool(poller.poll(SAMPLE_S * 1000))
+            else:
+                time.sleep(SAMPLE_S)
+                ended = False
+            facts = proc_facts(self.pid, self.ticks, self.page) if (ended or n % FACTS_EVERY == 0
+                                                                     or poller is None) else self.last
+            if ended or not self.ours(facts):
+                self.finish(facts)
+                return 0
+            n += 1
+            self.look(facts)
+            self.read_stacks(final=False)
+
+    def look(self, facts: dict | None) -> None:
+        """A proc event when the state turns abnormal or back, or when the heartbeat interval is due."""
+        if facts is None:
+            return
+        self.last = facts
+        state = facts["state"]
+        self.d_seen = self.d_seen + 1 if state == "D" else 0
+        shown = state if state in "TtZ" or (state == "D" and self.d_seen >= 2) else "ok"
+        now = time.monotonic()
+        if shown != self.said_state or now - self.last_written >= self.interval:
+            changed = shown != self.said_state
+            self.said_state = shown
+            self.last_written = now
+            self.event("proc", **self.public(facts), changed=changed)
+
+    @staticmethod
+    def public(facts: dict) -> dict:
+        return {k: facts[k] for k in ("state", "cpu_s", "rss", "threads") if k in facts}
+
+    def finish(self, facts: dict | None) -> None:
+        """The process ended (or its pid is another's now): its last stacks, then the exit event."""
+        t = round(time.time(), 3)
+        self.read_stacks(final=True)
+        fields: dict = {"time": t}
+        if facts is not None and facts.get("start_ticks") == self.start_ticks and "exit_status" in facts:
+            fields.update(describe_status(facts["exit_status"]))
+        else:
+            fields["how"] = "unknown"  # reaped before we could read its status
+        if self.last is not None:
+            fields["last_state"] = self.last["state"]
+            fields["cpu_s"] = self.last["cpu_s"]
+            fields["rss"] = self.last["rss"]
+        obj = {"kind": "exit", "rank": self.rank, "pid": self.pid, "source": "witness"}
+        obj.update(fields)
+        self.write({"time": t, **obj})
+
+    def read_stacks(self, *, final: bool) -> None:
+        """Turn each complete dump that appeared in the stacks file into a ``stack`` event."""
+        if not self.stacks_path:
+            return
+        try:
+            fd = os.open(self.stacks_path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError:
+            return
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                return
+            size = st.st_size
+            if size < self.stacks_at:  # the rank started it again (a new process under the same rank)
+                self.stacks_at = 0
+            if size <= self.stacks_at or (size != self.stacks_size and not final):
+                self.stacks_size = size
+                return  # nothing new, or a dump being written: read when it holds still
+            self.stacks_size = size
+            blob = os.pread(fd, min(size - self.stacks_at, STACKS_READ), self.stacks_at)
+        finally:
+            os.close(fd)
+        for block, consumed in split_dumps(blob, final=final):
+            self.stacks_at += consumed
+            if block is not None:
+                self.event("stack", **block)
+
+
+# -- reading faulthandler's dumps --------------------------------------------------------------------------
+
+#: the line the writer puts before each place faulthandler may write a dump (see mstop_writer.stacks)
+HEADER = "# mstop-stacks "
+
+
+def split_dumps(blob: bytes, *, final: bool) -> list[tuple[dict | None, int]]:
+    """The dumps in ``blob`` (the text after each header line), each as a ``stack`` event's fields with the
+    bytes it took. The last header with nothing after it is the place of a dump that has not happened: it
+    is left for later (the rank rewrites it at every step) unless ``final``, when the rank has ended."""
+    mark = HEADER.encode()
+    starts = [i for i in _positions(blob, mark)]
+    if not starts:
+        return [(None, len(blob))] if blob else []
+    out: list[tuple[dict | None, int]] = []
+    if starts[0] > 0:
+        out.append((None, starts[0]))  # not ours: passed over
+    for k, s in enumerate(starts):
+        last = k + 1 == len(starts)
+        chunk = blob[s: len(blob) if last else starts[k + 1]]
+        nl = chunk.find(b"\n")
+        body = chunk[nl + 1:] if nl >= 0 else b""
+        if last and not final and not body.strip():
+            break
+        head = chunk[:nl if nl >= 0 else len(chunk)].decode("utf-8", "replace")
+        fields = parse_dump(head, body.decode("utf-8", "replace")) if body.strip() else None
+        out.append((fields, len(chunk)))
+    return out
+
+
+def _positions(blob: bytes, mark: bytes) -> list[int]:
+    """Where ``mark`` begins a line of ``blob``."""
+    out = []
+    i = blob.find(mark)
+    while i >= 0:
+        if i == 0 or blob[i - 1: i] == b"\n":
+            out.append(i)
+        i = blob.find(mark, i + 1)
+    return out
+
+
+def parse_header(line: str) -> dict:
+    """``# mstop-stacks step=12 since=1700000000.123 armed=... limit=60.0`` as a dict of numbers."""
+    out: dict = {}
+    for word in line[len(HEADER):].split():
+        k, _, v = word.partition("=")
+        try:
+            out[k] = None if v == "none" else float(v) if "." in v or "e" in v else int(v)
+        except ValueError:
+            out[k] = v
+    return out
+
+
+def parse_dump(header: str, body: str) -> dict:
+    """One faulthandler dump (``Timeout (0:01:00)!`` or ``Fatal Python error: Segmentation fault`` then
+    ``Thread 0x... (most recent call first):`` and ``  File "x.py", line 3 in f`` lines) as the fields of a
+    ``stack`` event: why, the step it was in, since when, and each thread's frames (innermost first)."""
+    h = parse_header(header)
+    reason, error = "timeout", None
+    threads: list[dict] = []
+    cur: dict | None = None
+    for line in body.splitlines():
+        s = line.strip()
+        if not s:
+            continue
+        if s.startswith("Fatal Python error:"):
+            reason, error = "fatal", s[len("Fatal Python error:"):].strip()
+        elif s.startswith("Timeout ("):
+            reason = "timeout"
+        elif s.startswith(("Thread 0x", "Current thread 0x", "Stack (most recent")):
+            words = s.split()
+            cur = {"thread": words[2] if words[0] == "Current" else words[1] if words[0] == "Thread" else "",
+                   "current": words[0] == "Current", "frames": []}
+            if len(threads) < MAX_THREADS:
+                threads.append(cur)
+        elif s.startswith("File ") and cur is not None:
+            if len(cur["frames"]) < MAX_FRAMES:
+                cur["frames"].append(_frame(s))
+        elif s.startswith("<no Python frame>") and cur is not None:
+            cur["frames"].append("<no Python frame>")
+    out = {"reason": reason, "step": h.get("step"), "since": h.get("since"), "limit": h.get("limit"),
+           "stacks": threads}
+    if error:
+        out["error"] = error
+    return out
+
+
+def _frame(s: str) -> str:
+    """``File "/x/y.py", line 12 in run`` as ``run (/x/y.py:12)``."""
+    try:
+        rest = s[len('File "'):]
+        path, _, tail = rest.partition('", line ')
+        line, _, func = tail.partition(" in ")
+        return f"{func.strip()} ({path}:{line.strip()})"
+    except Exception:  # noqa: BLE001
+        return s
+
+
+# -- starting one, from the rank ----------------------------------------------------------------------------
+
+#: the witness started per (our pid, events file): a writer made again in the same process (each
+#: ``Model.train`` call) keeps the one already watching
+_STARTED: dict[tuple[int, str], object] = {}
+
+
+def own_start_ticks(pid: int | None = None) -> int | None:
+    """A process's start time in clock ticks since boot (``/proc/PID/stat`` field 22): with the pid, the
+    process's identity on its host (a pid alone may be reused)."""
+    f = proc_facts(pid or os.getpid(), 100.0, 4096)
+    return None if f is None else f["start_ticks"]
+
+
+def start(events: str, stacks: str | None, stacks_from: int, rank: int, interval: float) -> tuple[int | None, str]:
+    """Start the witness of this process (or keep the one already watching for this events file).
+    Returns (its pid, what was done) or (None, why not)."""
+    import subprocess
+
+    if not sys.platform.startswith("linux"):
+        return None, f"not started: no /proc on {sys.platform}"
+    me = os.getpid()
+    key = (me, os.path.abspath(events))
+    old = _STARTED.get(key)
+    if old is not None and old.poll() is None:  # type: ignore[attr-defined]
+        return old.pid, "running"  # type: ignore[attr-defined]
+    ticks = own_start_ticks(me)
+    exe = sys.executable
+    if ticks is None or not exe:
+        return None, "not started: " + ("cannot read /proc/self/stat" if ticks is None else "no Python executable")
+    events, stacks = os.path.abspath(events), (os.path.abspath(stacks) if stacks else None)  # it runs in /
+    argv = [exe, "-I", "-S", os.path.abspath(__file__), str(me), str(ticks), events, stacks or "-", str(rank),
+            repr(float(interval)), str(int(stacks_from))]
+    try:
+        p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                             close_fds=True, start_new_session=True, cwd="/")
+    except OSError as e:
+        return None, f"not started: {type(e).__name__}: {e}"
+    _STARTED[key] = p
+    return p.pid, "started"
+
+
+def stop(events: str) -> None:
+    """End this process's witness for ``events`` (the writer closed: training is over)."""
+    p = _STARTED.pop((os.getpid(), os.path.abspath(events)), None)
+    if p is not None and p.poll() is None:  # type: ignore[attr-defined]
+        try:
+            p.terminate()  # type: ignore[attr-defined]
+            p.wait(1.0)  # type: ignore[attr-defined]
+        except Exception:  # noqa: BLE001 - it ends by itself with the process
+            pass
+
+
+def main(argv: list[str]) -> int:
+    """``witness.py PID START_TICKS EVENTS_PATH STACKS_PATH|- RANK INTERVAL [STACKS_FROM]``."""
+    import signal
+
+    pid, ticks, events, stacks, rank, interval = argv[:6]
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C in the job's terminal is the job's, not ours
+    w = Witness(int(pid), int(ticks), events, None if stacks == "-" else stacks, int(rank), float(interval))
+    if len(argv) > 6:
+        w.stacks_at = int(argv[6])
+    return w.run()
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
