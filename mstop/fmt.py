@@ -311,3 +311,13 @@ def exact(v: float | None, unit: str) -> str:
     if unit in ("tokens/s", "tokens", "samples"):
         return f"{text} {unit}"
     return text
+
+
+def clock_ms(t: float) -> str:
+    """A unix time as the viewer's wall clock to the millisecond: ``09:02:39.300``."""
+    import time as _time
+
+    if not math.isfinite(t):
+        return "n/a"
+    ms = int(round(t * 1000))
+    return _time.strftime("%H:%M:%S", _time.localtime(ms // 1000)) + f".{ms % 1000:03d}"

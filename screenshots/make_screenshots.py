@@ -31,7 +31,13 @@
   published 910B3 table (tests/helpers/npu_smi.py), one NPU edited to Alarm at 97 °C: the device strip and columns.
   No Ascend device is here: the caption says so.
 
+- ranks-processes.svg: the ranks view of a real 4-worker msrun job (tests/helpers/msrun_job.py) whose rank 3 was
+  just stopped with SIGSTOP: each rank's process (pid, state, CPU, RSS) from its exit witness, rank 3 stopped.
+- stacks.svg: the stacks view (t) of a real 4-worker msrun job whose rank 2 blocks before step 40 while the others
+  wait in their AllReduce (--stall=2:40 --stack-after=4): the ranks grouped by where their main thread is.
+
     python screenshots/make_screenshots.py --runs-only   # the three real runs and the runs screens only
+    python screenshots/make_screenshots.py --issue38-only   # ranks-processes.svg and stacks.svg only
     python screenshots/make_screenshots.py --issue31-only   # logpane-failed.svg and devices.svg only
 
 Convert to PNG to look at them: rsvg-convert screenshots/demo-120x40.svg -o /tmp/demo.png
@@ -179,6 +185,10 @@ def main() -> int:
             logpane_shot(Path(tmp), out)
             devices_shot(Path(tmp), out)
         return 0
+    if "--issue38-only" in sys.argv:
+        with tempfile.TemporaryDirectory() as tmp:
+            process_shots(Path(tmp), out)
+        return 0
     if "--runs-only" in sys.argv:
         with tempfile.TemporaryDirectory() as tmp:
             runs_shots(train_comparison_runs(Path(tmp)), out)
@@ -214,7 +224,47 @@ def main() -> int:
         msrun_shot(Path(tmp), out)
         logpane_shot(Path(tmp), out)
         devices_shot(Path(tmp), out)
+        process_shots(Path(tmp), out)
     return 0
+
+
+def process_shots(tmp: Path, out: Path) -> None:
+    """ranks-processes.svg (rank 3 of a real msrun job stopped) and stacks.svg (rank 2 of another blocked)."""
+    import os
+    import signal
+    import time
+
+    from mstop.commands.summary import summarize
+    from mstop.engine.figures import Options
+    from tests.helpers.common import wait_for
+    from tests.helpers.msrun import Msrun
+
+    stopped = tmp / "stopped"
+    stopped.mkdir()
+    job = Msrun(stopped, 2000)
+    try:
+        job.at_step(3, 60)
+        os.kill(job.pid(3), signal.SIGSTOP)
+        assert wait_for(lambda: any(a["kind"] == "stopped_rank" for a in
+                                    summarize(read_once(str(job.run)), str(job.run), Options())["alerts"]), 10)
+        time.sleep(1.5)  # a second proc sample of every rank: their CPU rates
+        asyncio.run(shoot(str(job.run), out / "ranks-processes.svg", (130, 40), ("r",), now=time.time()))
+    finally:
+        try:
+            os.kill(job.pid(3), signal.SIGCONT)
+        except OSError:
+            pass
+        job.stop()
+    blocked = tmp / "blocked"
+    blocked.mkdir()
+    job = Msrun(blocked, 2000, "--stall=2:40", "--stack-after=4")
+    try:
+        job.at_step(0, 30)
+        assert wait_for(lambda: any(a["kind"] == "stuck_rank" for a in
+                                    summarize(read_once(str(job.run)), str(job.run), Options())["alerts"]), 90)
+        asyncio.run(shoot(str(job.run), out / "stacks.svg", (120, 40), ("t",), now=time.time()))
+    finally:
+        job.stop()
 
 
 def logpane_shot(tmp: Path, out: Path) -> None:

@@ -29,6 +29,7 @@ from ..view import (
     close_connections,
     numeric_columns,
     rank_series,
+    stacks_lines,
     values_at_step,
 )
 from ..view.session import Frame, MonitorSession
@@ -41,6 +42,7 @@ from .screens import (
     LogScreen,
     MetricsScreen,
     ProfileScreen,
+    StacksScreen,
 )
 from .widgets import (
     HEAT_METRICS,
@@ -94,6 +96,7 @@ class MonitorScreen(Screen[None]):
         Binding("m", "heat_metric", "heat metric", show=False),
         Binding("P", "profile", "profile", show=False),
         Binding("L", "log_pane", "rank's log", show=False),
+        Binding("t", "stacks", "stacks", show=False),
     ]
     #: what the keys change; each watcher redraws (p, x, l, w)
     paused = reactive(False, init=False)
@@ -440,6 +443,10 @@ class MonitorScreen(Screen[None]):
         culprit = self.session.culprit(status)
         rank = self.selected_rank if self.has_class("show-ranks") and self.selected_rank is not None else culprit
         self.app.push_screen(LogScreen(self.session.log_pane(rank), at_error=rank is not None and rank == culprit))
+
+    def action_stacks(self) -> None:
+        """t: each rank's newest stack, ranks grouped by where their main thread is."""
+        self.app.push_screen(StacksScreen(stacks_lines(self.store)))
 
     def action_goto(self) -> None:
         self.app.push_screen(GoToStepScreen(lambda step: values_at_step(self.store, step)))

@@ -31,6 +31,7 @@ KEYS = (
     ("a", "every active alert (and mark them seen)"),
     ("b", "baseline: overlay another run's curves by step (empty: none)"),
     ("P", "profile the next N steps of the running job (a request file; over ssh: the command)"),
+    ("t", "stacks: where each rank's main thread is (dumped when a step overran or a rank crashed), grouped"),
     ("L", "the rank's own log (the ranks view's rank; a failed run: the culprit's): n / N error lines, / search"),
     ("?", "this help"),
     ("escape", "close a dialog"),
@@ -210,6 +211,25 @@ class AlertsScreen(ModalScreen[None]):
             t.append(f"{i.kind:<16} {where:<9} {i.steps()}: ")
             t.append(Text(i.message))
             t.append("\n")
+        yield VerticalScroll(Static(t), id="alert-list")
+
+
+class StacksScreen(ModalScreen[None]):
+    """Each rank's newest stack (``t``), ranks grouped by where their main thread is: ``ranks 0-1, 3: in
+    _exec_pip (mindspore/graph/api.py:2432) since step 120 · rank 2: in wait_for_input ...``. The stacks are
+    dumped by each rank's own faulthandler when its step overran (or it crashed); the lines come from
+    mstop.view (``stacks_lines``)."""
+
+    BINDINGS = [("escape,t,q", "dismiss", "close")]
+
+    def __init__(self, lines: list[tuple[str, str]]) -> None:
+        super().__init__()
+        self.lines = lines
+
+    def compose(self) -> ComposeResult:
+        t = Text()
+        for style, line in self.lines:
+            t.append(Text(line + "\n", style=style))
         yield VerticalScroll(Static(t), id="alert-list")
 
 

@@ -6,7 +6,7 @@ import math
 from typing import Any
 
 from .. import fmt
-from ..engine import devices, figures
+from ..engine import devices, endings, figures
 from ..engine.figures import Options
 from ..engine.incidents import steps_text
 from ..engine.store import Store
@@ -16,7 +16,8 @@ from ..safe import MAX_ITEMS, MAX_TEXT, clean
 KEYS = ("run_dir", "ranks", "step", "rows", "bad_rows", "resets", "segments", "repeated_steps", "loss",
         "loss_ema", "tokens_per_s", "mfu", "mem_headroom", "data_wait_frac", "status", "last_checkpoint",
         "alerts", "stragglers", "dropped_rows", "bad_events", "writer_errors", "refused_files", "incidents",
-        "samples_per_s", "source", "goodput", "profile", "clocks", "error_line", "log_path", "devices")
+        "samples_per_s", "source", "goodput", "profile", "clocks", "error_line", "log_path", "devices", "culprit",
+        "processes")
 
 
 def _json_number(v: float | None) -> Any:
@@ -72,7 +73,22 @@ def summarize(store: Store, run_dir: str, opts: Options, health: Any = None,
         d = devices.summary(store) if store.devices else None
         out["devices"] = {k: _json_number(v) if isinstance(v, float) else v for k, v in d.public().items()} \
             if d is not None else None
+        c = endings.culprit(store, opts)
+        out["culprit"] = c.public() if c is not None else None
+        out["processes"] = _processes(store)
     assert tuple(out) == KEYS
+    return out
+
+
+def _processes(store: Store) -> dict[str, Any]:
+    """Per rank, its current process as its exit witness saw it last (mstop.engine.processes.facts)."""
+    from ..engine.processes import facts
+
+    out = {}
+    for r in sorted(store.ranks):
+        f = facts(store.ranks[r])
+        if f is not None:
+            out[str(r)] = f
     return out
 
 

@@ -16,9 +16,26 @@ import re
 from dataclasses import dataclass, field
 
 from .. import fmt
-from . import figures
+from . import figures, processes
 from .figures import Options
 from .store import RankData, Store
+
+
+@dataclass
+class Culprit:
+    """The rank a dead, failed or hung job is laid at, and the fact that named it: ``exit`` (its process
+    ended first), ``state`` (stopped, traced or in D), ``stack`` (stuck somewhere the others are not),
+    ``no_abort`` (the one rank that did not abort when the others did), ``first_stop`` (its last sign of
+    life came first, by a margin: the files' account)."""
+
+    rank: int
+    fact: str
+    time: float | None
+    words: str
+
+    def public(self) -> dict[str, object]:
+        """As ``summary --json`` gives it."""
+        return {"rank": self.rank, "fact": self.fact, "time": self.time, "words": self.words}
 
 
 @dataclass
@@ -32,11 +49,15 @@ class Ending:
     first_step: int | None = None
     ahead: float = 0.0  # seconds the first stopped before the next one
     steps: dict[int, int | None] = field(default_factory=dict)  # rank -> its last step
+    named: Culprit | None = None  # the culprit and the fact that named it (see culprit_of)
 
     @property
     def culprit(self) -> int | None:
-        """The rank a failed or dead run is laid at: the first to stop, else the first that aborted, else the
-        first that died (the log pane opens its log; the header and summary name its last error)."""
+        """The rank a failed or dead run is laid at: the one a fact names (:func:`culprit_of`), else the first
+        that aborted, else the first that died (the log pane opens its log; the header and summary name its
+        last error)."""
+        if self.named is not None:
+            return self.named.rank
         if self.first is not None:
             return self.first
         return (self.aborted or self.died or [None])[0]
@@ -49,6 +70,7 @@ def ending(store: Store, opts: Options) -> Ending:
     out = Ending()
     clocks = figures.rank_clocks(store, opts)
     lives: dict[int, float] = {}
+    exits: dict[int, float] = {}
     for r, d in sorted(store.ranks.items()):
         if not d.rows and not d.starts:
             continue
@@ -62,6 +84,11 @@ def ending(store: Store, opts: Options) -> Ending:
         else:
             out.died.append(r)
             t = figures.last_life(d)
+        e = processes.exited(d)
+        if e is not None and not processes.clean_exit(e):
+            exits[r] = clocks.local(r, float(e["time"]))
+            if r in out.died:  # its end is known to the tenth of a second: more exact than its last sign of life
+                t = float(e["time"])
         if t is not None:
             lives[r] = clocks.local(r, t)
     stopped = sorted(lives.items(), key=lambda kv: kv[1])
@@ -71,7 +98,112 @@ def ending(store: Store, opts: Options) -> Ending:
         if nxt is None or nxt - t > margin(store):
             out.first, out.first_step = r, out.steps.get(r)
             out.ahead = (nxt - t) if nxt is not None else 0.0
+    out.named = culprit_of(store, out, lives, exits)
     return out
+
+
+#: how much earlier a process must have ended than the next to be called the first: exit times of one host are
+#: read off one clock (the witness sees an end within 0.1 s); across hosts the clocks agree only so well
+EXIT_MARGIN_ONE_HOST = 0.05
+EXIT_MARGIN_HOSTS = 1.0
+
+
+def culprit_of(store: Store, e: Ending, lives: dict[int, float], exits: dict[int, float]) -> Culprit | None:
+    """The rank the facts name, in this order: the first rank whose process ended (by a margin), unless it
+    aborted as others did (aborts cascade: a collective that timed out waiting for a stuck rank); a rank
+    whose process is stopped, traced or in D; in a hang, the rank whose stack differs from the others';
+    the one rank that did not abort while the others did; the first to stop by the files (margin.)"""
+    stopped = sorted(lives.items(), key=lambda kv: kv[1])
+    held = _held(store)
+    if held is not None and (not stopped or held.time is None or held.time < stopped[0][1]):
+        return held  # stopped (or in D) before any rank ended: the others' ends followed from it
+    if stopped and stopped[0][0] in exits:
+        r, t = stopped[0]
+        nxt = stopped[1] if len(stopped) >= 2 else None
+        cascade = r in e.aborted and len(e.aborted) > 1
+        if nxt is None:
+            ok, gap = bool(e.finished), 0.0
+        else:
+            gap = nxt[1] - t
+            same = processes.same_machine(store.ranks[r], store.ranks[nxt[0]])
+            need = (EXIT_MARGIN_ONE_HOST if same else EXIT_MARGIN_HOSTS) if nxt[0] in exits else margin(store)
+            ok = gap > need
+        if ok and not cascade:
+            ex = processes.exited(store.ranks[r]) or {}
+            when = float(ex.get("time", t))
+            after = f", {_seconds(gap)} before the others" if nxt is not None else ""
+            return Culprit(r, "exit", when, f"rank {r}'s process ended at {fmt.clock_ms(when)} "
+                                            f"({processes.how_words(ex)}){after}")
+    if held is not None:
+        return held
+    odd = processes.odd_one(store)
+    if odd is not None:
+        return Culprit(odd.rank, "stack", odd.time, stack_words(store, odd))
+    if len(e.aborted) >= 2 and len(e.died) == 1:
+        r = e.died[0]
+        return Culprit(r, "no_abort", None, f"rank {r} did not abort while {ranks_text(e.aborted)} did (their "
+                                            "collective timed out waiting for it)")
+    if e.first is not None:
+        return Culprit(e.first, "first_stop", lives.get(e.first),
+                       f"rank {e.first} stopped first, at step {_step(e.first_step)}, {fmt.duration(e.ahead)} "
+                       "before the others")
+    return None
+
+
+def culprit(store: Store, opts: Options) -> Culprit | None:
+    """The rank the job's trouble is laid at, and why: for a dead or failed job the ending's culprit (a fact
+    names it, else the first that aborted or died); for a job still running or stalled, a rank whose process
+    is stopped, traced or in D, or the odd one out of a hang's stacks; None when nothing names one."""
+    status = figures.status(store, opts)
+    if status in ("dead", "failed"):
+        e = ending(store, opts)
+        if e.named is not None:
+            return e.named
+        r = e.culprit
+        if r is None:
+            return None
+        fact = "abort" if r in e.aborted else "died"
+        return Culprit(r, fact, None, f"rank {r} {'aborted' if fact == 'abort' else 'died'} (no fact says more)")
+    if status in ("running", "stalled", "starting"):
+        held = _held(store)
+        if held is not None:
+            return held
+        odd = processes.odd_one(store)
+        if odd is not None:
+            return Culprit(odd.rank, "stack", odd.time, stack_words(store, odd))
+    return None
+
+
+def _held(store: Store) -> Culprit | None:
+    """The rank whose process is (or was, until it ended) stopped, traced or in D: the earliest such."""
+    now = [(r, p) for r, d in sorted(store.ranks.items()) if (p := processes.holding(d)) is not None]
+    if now:
+        r, p = min(now, key=lambda rp: float(rp[1]["since"]))
+        since = float(p["since"])
+        return Culprit(r, "state", since, f"rank {r}'s process is {processes.state_words(p)} since "
+                                          f"{fmt.clock_ms(since)}")
+    was = [(r, p) for r, d in sorted(store.ranks.items()) if (p := processes.held_until_end(d)) is not None]
+    if was:  # stopped (or in D) until it was killed: the others gave up waiting for it
+        r, p = min(was, key=lambda rp: float(rp[1]["since"]))
+        since = float(p["since"])
+        return Culprit(r, "state", since, f"rank {r}'s process was {processes.state_words(p)} from "
+                                          f"{fmt.clock_ms(since)} until it ended")
+    return None
+
+
+def stack_words(store: Store, odd: processes.Where) -> str:
+    """``rank 2 is in next (mindspore/dataset/engine/iterators.py:120) since step 119, while ranks 0-1, 3 wait
+    in _exec_pip (mindspore/common/api.py:1010)``."""
+    groups = processes.stack_groups(store)
+    rest = [w for g in groups for w in g if w.rank != odd.rank]
+    since = f" since step {odd.step:,}" if odd.step is not None else ""
+    others = f", while {ranks_text([w.rank for w in rest])} wait in {rest[0].place}" if rest else ""
+    return f"rank {odd.rank} is in {odd.place}{since}{others}"
+
+
+def _seconds(s: float) -> str:
+    """A short gap to the hundredth of a second (exit times are that exact), longer ones as durations."""
+    return f"{s:.2f} s" if s < 10 else fmt.duration(s)
 
 
 def margin(store: Store) -> float:
@@ -112,30 +244,44 @@ def dead_message(store: Store, opts: Options) -> str:
         died = "; ".join(f"rank {r} died at step {_step(e.steps[r])} (no end)" for r in e.died[:3])
         more = f" and {len(e.died) - 3} more" if len(e.died) > 3 else ""
         return f"{died}{more}; {ranks_text(e.finished)} finished: the job did not finish cleanly"
-    first = ""
-    if e.first is not None:
-        first = (f"rank {e.first} stopped first, at step {_step(e.first_step)}, {fmt.duration(e.ahead)} before "
-                 "the others; ")
+    first = f"{e.named.words}; " if e.named is not None else ""
     lost = sorted(r for r, d in store.ranks.items() if figures.lost(d) is not None)
     if lost:  # the scheduler names the worker it stopped hearing from first: measured here, when rank 1 was
         # killed it named rank 0 (blocked in a collective with the dead one) as often as rank 1
         return (f"{first}msrun's scheduler timed out {ranks_text(lost)} and ended the job: a worker exited "
                 "abnormally, was killed or stopped (the scheduler names the first it stopped hearing from, "
                 "not always the one that died: see the worker logs)")
+    ended = [r for r in e.died + e.aborted if processes.exited(store.ranks[r]) is not None]
+    if ended and len(ended) == len(e.died) + len(e.aborted):
+        return f"{first}every process of the job has ended ({_hows(store, ended)})"
     return (f"{first}no rank shows a sign of life for {quiet} (dead after {limit}): the job was killed or its "
             "hosts are gone")
+
+
+def _hows(store: Store, ranks: list[int]) -> str:
+    """``4 killed by SIGKILL`` / ``rank 1 killed by SIGKILL, ranks 0, 2-3 killed by SIGTERM``."""
+    by: dict[str, list[int]] = {}
+    for r in ranks:
+        by.setdefault(processes.how_words(processes.exited(store.ranks[r]) or {}), []).append(r)
+    if len(by) == 1:
+        (how,) = by
+        return f"{ranks_text(ranks)}: {how}"
+    return ", ".join(f"{ranks_text(rs)} {how}" for how, rs in sorted(by.items(), key=lambda kv: min(kv[1])))
 
 
 def failure_message(store: Store, opts: Options) -> tuple[str, str]:
     """The ``job_failed`` alert's words (the culprit's first meaningful error line) and the whole error."""
     e = ending(store, opts)
-    culprit = e.first if e.first is not None else (e.aborted[0] if e.aborted else None)
+    culprit = e.named.rank if e.named is not None else (e.aborted or e.died or [None])[0]
     if culprit is None:
         return "a rank aborted", ""
+    if culprit not in e.aborted and e.named is None:  # its process exited with an error code, no abort written
+        ex = processes.exited(store.ranks[culprit]) or {}
+        return (f"rank {culprit}'s process {processes.how_words(ex)} at step {_step(e.steps.get(culprit))} (the "
+                "writer recorded no error: see its log)"), ""
     d = store.ranks[culprit]
-    if culprit in e.died:  # it died silently first; the others' errors followed
-        return (f"rank {culprit} stopped first, at step {_step(e.first_step)}, {fmt.duration(e.ahead)} before "
-                f"the others (no end, no error); then {ranks_text(e.aborted)} aborted"), ""
+    if culprit not in e.aborted and e.named is not None:  # it died or hung; the others' errors followed
+        return (f"{e.named.words} (no end, no error); then {ranks_text(e.aborted)} aborted"), ""
     s = figures.last_session(d)
     mine = [a for a in d.aborts if a.get("session") is None or str(a["session"]) == s] or d.aborts
     a = min(mine, key=lambda x: float(x["time"]))
@@ -143,7 +289,9 @@ def failure_message(store: Store, opts: Options) -> tuple[str, str]:
     where = f" at step {int(step)}" if isinstance(step, (int, float)) and math.isfinite(step) else ""
     error = str(a.get("error") or "no error given")
     who = f"rank {culprit} aborted{where}"
-    if e.first == culprit and len(e.aborted) + len(e.died) > 1:
+    if e.named is not None and e.named.fact == "exit" and len(e.aborted) + len(e.died) > 1:
+        who = f"{e.named.words}: it aborted{where}"
+    elif e.first == culprit and len(e.aborted) + len(e.died) > 1:
         who += f", {fmt.duration(e.ahead)} before the others"
     return f"{who}: {first_line(error)}", error
 

@@ -29,6 +29,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from . import processes
 from .clocks import Clocks, clocks
 from .store import BLOCK, EXACT_INDEX, FLOAT_INDEX, RankData, Store
 
@@ -626,6 +627,9 @@ def _status(store: Store, opts: Options) -> str:
         return "dead"  # the launcher lost a worker (timed out): it exited abnormally or stopped
     if with_rows and all(_finished(d) for d in store.ranks.values() if d.rows or d.starts):
         return "finished"
+    ended = _ended_processes(store)
+    if ended is not None:
+        return ended
     starting = not with_rows or all(_restarting(d) for d in with_rows)
     if heartbeats_seen(store) and seconds_since_life(store, opts) > dead_after(store, opts, starting=starting):
         return "dead"  # killed (kill -9, a lost node), not hung: no heartbeat, no row, no event for that long
@@ -636,6 +640,24 @@ def _status(store: Store, opts: Options) -> str:
     if seconds_since_last_row(store, opts) > stall_after(store):
         return "stalled"
     return "running"
+
+
+def _ended_processes(store: Store) -> str | None:
+    """``dead`` or ``failed`` as soon as every rank's process has ended (their exit witnesses say so within
+    a tenth of a second: no heartbeat deadline to wait for) and not every one of them cleanly: ``failed``
+    when each that did not end cleanly exited with an error code, ``dead`` when one was killed or its end
+    is unknown. None while a rank's process runs (or nobody watched it end)."""
+    hows = []
+    for d in store.ranks.values():
+        if not (d.rows or d.starts) or _finished(d):
+            continue
+        e = processes.exited(d)
+        if e is None:
+            return None
+        hows.append(e.get("how"))
+    if not hows:
+        return None
+    return "failed" if all(h == "exit" for h in hows) else "dead"
 
 
 def heartbeats_seen(store: Store) -> bool:
@@ -833,6 +855,8 @@ def finished_cleanly(d: RankData) -> bool:
 
 
 def _finished(d: RankData) -> bool:
+    if processes.clean_exit(processes.exited(d)):
+        return True  # its process ended with status 0: done, whether or not the writer was closed
     s = _last_session(d)
     if s is None or s not in d.ends:
         return False

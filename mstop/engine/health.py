@@ -18,13 +18,14 @@ from typing import Any
 import numpy as np
 
 from .. import fmt
-from . import devices, endings, figures
+from . import devices, endings, figures, processes
 from .config import read_settings
 from .figures import Options
 from .store import RankData, Store
 
 KINDS = ("nan_loss", "loss_spike", "grad_spike", "overflow", "oom_risk", "data_starvation", "throughput_drop",
-         "stalled", "no_checkpoint", "straggler", "dead_rank", "lagging_rank", "job_dead", "job_failed",
+         "stalled", "no_checkpoint", "straggler", "dead_rank", "stopped_rank", "stuck_rank", "lagging_rank",
+         "job_dead", "job_failed",
          "device_unhealthy", "device_hot", "hbm_full", "aicore_idle")
 #: what a run's history shows: still true of a run that ended (finished, dead or failed)
 HISTORY_KINDS = ("nan_loss", "loss_spike", "grad_spike", "overflow")
@@ -211,11 +212,13 @@ def evaluate(store: Store, rules: Rules, opts: Options) -> list[Alert]:
         if status in ENDED:
             # a job that ended is not starving, slowing down or dying: only what its history shows
             # (NaN, spikes, overflows) is still worth an alert, and how it ended when that was not cleanly
+            if status in ("dead", "failed"):
+                culprit = endings.ending(store, opts).culprit
             if status == "dead":
-                out.append(Alert("job_dead", None, figures.step(store), endings.dead_message(store, opts)))
+                out.append(Alert("job_dead", culprit, figures.step(store), endings.dead_message(store, opts)))
             elif status == "failed":
                 message, error = endings.failure_message(store, opts)
-                out.append(Alert("job_failed", None, figures.step(store), message, detail=error))
+                out.append(Alert("job_failed", culprit, figures.step(store), message, detail=error))
             return sorted(out, key=_order)
         if d is not None:
             out += _throughput_drop(store, d, rules)
@@ -225,6 +228,8 @@ def evaluate(store: Store, rules: Rules, opts: Options) -> list[Alert]:
         out += _stragglers(store, rules)
         alive, dead, basis = _liveness(store, rules, opts)
         out += dead
+        out += _held(store)
+        out += _stuck(store)
         out += _lagging(store, rules, alive)
         if status == "stalled":
             age = figures.seconds_since_last_row(store, opts)
@@ -461,12 +466,20 @@ def _liveness(store: Store, rules: Rules, opts: Options) -> tuple[list[int], lis
             age[r], allowed[r] = now - max(t, restart), startup  # restarting: judged from the restart
         else:
             age[r], allowed[r] = now - t, limit
-    alive = [r for r in age if age[r] <= allowed[r]]
+    ended = {r: e for r in age if (e := processes.exited(store.ranks[r])) is not None}
+    alive = [r for r in age if age[r] <= allowed[r] and r not in ended]
     if not alive:
         return [], [], basis  # nobody is alive: a stalled or finished job, not dead ranks
     dead = []
     for r in sorted(age):
-        if age[r] > allowed[r]:
+        if r in ended:  # its witness saw the process end: dead now, not after the heartbeat deadline
+            d, e = store.ranks[r], ended[r]
+            others = len(alive)
+            dead.append(Alert("dead_rank", r, int(d.col("step")[-1]) if d.rows else None,
+                              f"rank {r}'s process ended at {fmt.clock_ms(float(e['time']))} "
+                              f"({processes.how_words(e)}) while {others} other rank{'s are' if others != 1 else ' is'}"
+                              " alive", severity=1e9))
+        elif age[r] > allowed[r]:
             d = store.ranks[r]
             step = int(d.col("step")[-1]) if d.rows else None
             how = "heartbeat" if basis == "heartbeats" else "row (no heartbeats: judged by rows)"
@@ -475,6 +488,31 @@ def _liveness(store: Store, rules: Rules, opts: Options) -> tuple[list[int], lis
                                                     f"{others} other rank{'s are' if others != 1 else ' is'} alive",
                               severity=age[r]))
     return alive, dead, basis
+
+
+def _held(store: Store) -> list[Alert]:
+    """``stopped_rank``: a rank whose process is stopped (SIGSTOP, Ctrl-Z), traced by a debugger or in
+    uninterruptible sleep, named as soon as its witness sees it (not after the heartbeat deadline): it runs
+    no step, and the other ranks wait for it at their next collective."""
+    out = []
+    for r, d in sorted(store.ranks.items()):
+        p = processes.holding(d)
+        if p is not None:
+            since = float(p["since"])
+            step = int(d.col("step")[-1]) if d.rows else None
+            out.append(Alert("stopped_rank", r, step, f"rank {r}'s process is {processes.state_words(p)} since "
+                                                      f"{fmt.clock_ms(since)}: the other ranks wait for it",
+                             severity=-since))
+    return out
+
+
+def _stuck(store: Store) -> list[Alert]:
+    """``stuck_rank``: in a hung job, the rank whose stack (dumped by its own faulthandler when its step
+    overran) differs from every other rank's: in its input while the others wait in the collective."""
+    odd = processes.odd_one(store)
+    if odd is None:
+        return []
+    return [Alert("stuck_rank", odd.rank, odd.step, endings.stack_words(store, odd))]
 
 
 def _lagging(store: Store, rules: Rules, alive: list[int]) -> list[Alert]:

@@ -702,6 +702,13 @@ def _step_rows(v: Any) -> bool:
         and all(x is not None and _number(x) for x in r.values()) for r in v))
 
 
+def _stack_threads(v: Any) -> bool:
+    """A stack event's threads: a list of {thread, current, frames: [text]}."""
+    return v is None or (isinstance(v, list) and all(
+        isinstance(t, dict) and isinstance(t.get("frames", []), list)
+        and all(isinstance(f, str) for f in t.get("frames", [])) for t in v))
+
+
 #: The known fields of events and what each must be; a wrong one makes the event a counted bad event.
 #: Unknown fields are kept (cleaned), for newer writers.
 EVENT_FIELDS: dict[str, Any] = {
@@ -716,6 +723,11 @@ EVENT_FIELDS: dict[str, Any] = {
     "world_size": _count, "rank": _count, "total_steps": _count, "n_params": _count, "rows": _count,
     "events": _count, "rejected": _count, "step_offset": _count, "schema": _count, "pid": _count,
     "metrics": _metrics,
+    # the exit witness (mstop_writer.witness): process facts, the end of the process, stacks
+    "state": _text, "cpu_s": _number, "rss": _count, "threads": _count, "how": _text, "signal": _text,
+    "code": _number, "last_state": _text, "since": _number, "limit": _number, "stacks": _stack_threads,
+    "witness_pid": _count, "pid_start": _count, "boot_id": _text, "pid_ns": _text, "witness": _text,
+    "fatal_stacks": _text,
 }
 
 

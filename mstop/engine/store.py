@@ -142,6 +142,13 @@ class RankData:
     writer_errors: list[dict[str, Any]] = field(default_factory=list)  # the writer said it failed at something
     device_events: list[dict[str, Any]] = field(default_factory=list)  # its host's device sampling (devices)
     profiles: list[dict[str, Any]] = field(default_factory=list)  # profile events (mstop_writer.profiling)
+    #: ``exit`` events: a process of the rank ended (its exit witness: mstop_writer.witness), oldest first
+    exits: list[dict[str, Any]] = field(default_factory=list)
+    #: pid -> its newest ``proc`` event (state, cpu_s, rss, threads), with ``since``: when that state began
+    #: and ``cpu_rate``: CPU seconds a second since the previous event
+    procs: dict[int, dict[str, Any]] = field(default_factory=dict)
+    #: the newest ``stack`` events (every thread's stack of a step that overran, or a crash), oldest first
+    stacks: list[dict[str, Any]] = field(default_factory=list)
     #: (first, last) steps run under the profiler (asked for, planned or done): slowed, so out of the figures
     profiled: list[tuple[float, float]] = field(default_factory=list)
     _effective: np.ndarray | None = None
@@ -227,6 +234,7 @@ class RankData:
         c.aborts, c.losts, c.writer_errors = list(self.aborts), list(self.losts), list(self.writer_errors)
         c.device_events = list(self.device_events)
         c.profiles, c.profiled = list(self.profiles), list(self.profiled)
+        c.exits, c.procs, c.stacks = list(self.exits), dict(self.procs), list(self.stacks)
         return c
 
     def effective(self) -> np.ndarray:
@@ -302,7 +310,31 @@ def _profiled_span(e: dict[str, Any]) -> tuple[float, float] | None:
 #: event kinds a rank keeps whole, by the RankData list they go in (``lost``: a launcher's word, said long
 #: after the rank's last sign of life: msrun's scheduler timed the worker out)
 _LISTED = {"eval": "evals", "abort": "aborts", "lost": "losts", "writer_error": "writer_errors",
-           "devices": "device_events"}
+           "devices": "device_events", "exit": "exits"}
+#: stack events kept per rank (each up to 32 threads of 48 frames): the newest say where it is stuck
+STACKS_KEPT = 8
+
+
+def _proc(d: RankData, e: dict[str, Any], t: float) -> None:
+    """Keep a ``proc`` event as its pid's newest facts: since when its state holds, its CPU rate."""
+    pid = e.get("pid")
+    if not isinstance(pid, int):
+        return
+    old = d.procs.get(pid)
+    if old is not None and float(old["time"]) > t:
+        return  # an older event read late
+    e = dict(e)
+    same = old is not None and old.get("state") == e.get("state")
+    e["since"] = old["since"] if same and old is not None else t
+    rate = None
+    if old is not None and isinstance(old.get("cpu_s"), (int, float)) and isinstance(e.get("cpu_s"), (int, float)) \
+            and t > float(old["time"]):
+        rate = max(0.0, (float(e["cpu_s"]) - float(old["cpu_s"])) / (t - float(old["time"])))
+    e["cpu_rate"] = rate if rate is not None else (old or {}).get("cpu_rate")
+    d.procs[pid] = e
+    if len(d.procs) > 16:  # a rank restarted many times: only its newest processes
+        for k in sorted(d.procs, key=lambda k: float(d.procs[k]["time"]))[:-16]:
+            del d.procs[k]
 
 
 class Store:
@@ -593,9 +625,10 @@ class Store:
             d = self.rank(r)
             for e in items:
                 kind, t = e["kind"], float(e["time"])
-                if kind not in ("start", "lost"):  # a start begins a session: what follows it is the sign of
-                    # life (a start stamped years off by a clock not yet set must not keep a finished rank
-                    # alive); a launcher's word that it lost the rank is no life of the rank
+                if kind not in ("start", "lost", "exit") and not (kind == "proc" and e.get("state") in ("Z", "X")):
+                    # a start begins a session: what follows it is the sign of life (a start stamped years off
+                    # by a clock not yet set must not keep a finished rank alive); a launcher's word that it
+                    # lost the rank, its process's end or its zombie are no life of the rank
                     d.last_event_time = t if d.last_event_time is None else max(d.last_event_time, t)
                 if kind == "start":
                     d.starts[str(e.get("session"))] = e
@@ -608,6 +641,11 @@ class Store:
                     getattr(d, _LISTED[kind]).append(e)
                 elif kind == "end":
                     d.ends[str(e.get("session"))] = t
+                elif kind == "proc":
+                    _proc(d, e, t)
+                elif kind == "stack":
+                    d.stacks.append(e)
+                    del d.stacks[:-STACKS_KEPT]
                 elif kind == "dropped":
                     d.dropped += int(e.get("rows") or 0)
                     d.rejected += int(e.get("rejected") or 0)

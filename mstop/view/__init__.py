@@ -11,6 +11,7 @@
                  frame returned with what is new (alerts to tell, a history scan due), no screen code
     runs.py      the runs list's rows: each run's figures, status and note, sorted and filtered
     logpane.py   the log pane's content (L): a rank's log lines, its error lines, n/N and / answered
+    stacks.py    the stacks view's lines (t): each rank's newest stack, ranks grouped by where they are
     options.py   MonitorOptions: what the monitor is asked to do, one frozen object passed whole
 
 Nothing here imports textual, so a frame can be tested, printed or drawn by another front end.
@@ -47,6 +48,7 @@ from .frame import (
     View,
 )
 from .options import MonitorOptions
+from .stacks import stacks_lines
 
 # what the app may use of the rooms below, besides the frame: names and types it draws with, the sources'
 # one error, checking a source argument, the demo's replay, and closing the ssh connections at exit (the app
@@ -57,6 +59,6 @@ __all__ = ["DATA_WARN", "ENDED", "MARKS", "MEM_CRIT", "MEM_WARN", "STATUSES", "X
            "losses_text",
            "HeaderPart", "Line", "LossPart", "MemoryPart", "MonitorOptions", "Connection", "RankRow", "Series",
            "ThroughputPart", "View",
-           "baseline_overlay",
+           "baseline_overlay", "stacks_lines",
            "build_view", "error_lines", "heat_marks", "incident_marks", "numeric_columns", "rank_series", "run_part",
            "since_text", "step_range", "values_at_step"]

@@ -61,6 +61,13 @@ class RankRow:
     aicore: float | None = None
     device_memory: float | None = None
     temperature: float | None = None
+    #: its process as its exit witness saw it (mstop.engine.processes.facts): pid, state letter (``ended``
+    #: once it exited), CPU (cores busy), RSS (bytes), and how it ended (``SIGKILL``, ``exit 1``)
+    pid: int | None = None
+    state: str | None = None
+    cpu: float | None = None
+    rss: float | None = None
+    ended: str | None = None
 
 
 @dataclass

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from .. import fmt
-from ..engine import devices, figures
+from ..engine import devices, figures, processes
 from ..engine.figures import Options, Window
 from ..engine.smoothing import EmaSeries, TokensSeen, evenly
 from ..engine.store import Store
@@ -203,7 +203,20 @@ def ranks(store: Store, opts: Options) -> list[RankRow]:
         if prof is not None:
             row.comm_share, row.idle_share = prof["comm_not_overlapped"], prof["idle"]
     _device_columns(store, rows)
+    _process_columns(store, rows)
     return rows
+
+
+def _process_columns(store: Store, rows: list[RankRow]) -> None:
+    """Each rank's process (pid, state, CPU, RSS) in its row, as ``summary --json``'s ``processes`` has it."""
+    for row in rows:
+        f = processes.facts(store.ranks[row.rank])
+        if f is None:
+            continue
+        row.pid, row.state, row.cpu, row.rss = f["pid"], f["state"], f["cpu"], f["rss"]
+        ex = f["exit"]
+        if ex is not None:
+            row.ended = ex.get("signal") or (f"exit {ex['code']}" if ex.get("how") == "exit" else "ended")
 
 
 def loss(store: Store, opts: Options, ema: EmaSeries, *, points: int, steps: Any, xaxis: str) -> LossPart:

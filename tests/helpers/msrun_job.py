@@ -2,7 +2,12 @@
 AllReduce of the gradients every step, MstopCallback last, 0.1 s a step, a checkpoint every 50 steps.
 
     msrun --worker_num=4 --local_worker_num=4 --master_addr=127.0.0.1 --master_port=P --log_dir=L \\
-        --join=True tests/helpers/msrun_job.py RUN_DIR STEPS [--resume]
+        --join=True tests/helpers/msrun_job.py RUN_DIR STEPS [--resume] [--stall=RANK:STEP] [--stack-after=S]
+
+``--stall=2:60``: rank 2 blocks for good at the start of step 60, in its own Python code (``wait_for_input``:
+a callback that never returns); the other ranks wait for it in their AllReduce. (A GeneratorDataset whose
+generator blocks was tried first: under msrun here that rank never reached its first step.)
+``--stack-after``: the writer's ``stack_after`` option.
 
 Graph mode needs this source in a file. Each rank prints ``STEP <n>`` lines to its own log as it trains."""
 
@@ -25,7 +30,24 @@ init()
 ms.set_auto_parallel_context(parallel_mode=ms.ParallelMode.DATA_PARALLEL, gradients_mean=True)
 run_dir, steps = sys.argv[1], int(sys.argv[2])
 resume = "--resume" in sys.argv
+opts = dict(a[2:].split("=", 1) for a in sys.argv[3:] if a.startswith("--") and "=" in a)
+stall = tuple(int(v) for v in opts["stall"].split(":")) if "stall" in opts else None
+stack_after = float(opts["stack-after"]) if "stack-after" in opts else None
 rank, world = get_rank(), get_group_size()
+
+
+def wait_for_input():
+    """The input that never comes."""
+    while True:
+        time.sleep(1)
+
+
+class Stall(Callback):
+    """``--stall=RANK:STEP``: this rank blocks at the start of that step."""
+
+    def on_train_step_begin(self, run_context):
+        if stall is not None and stall[0] == rank and run_context.original_args().cur_step_num + 1 >= stall[1]:
+            wait_for_input()
 
 
 class Slow(Callback):
@@ -50,8 +72,8 @@ x = rng.standard_normal((steps * 8, 16)).astype(np.float32)
 y = rng.standard_normal((steps * 8, 1)).astype(np.float32)
 data = ds.NumpySlicesDataset({"x": x, "y": y}, shuffle=False).batch(8).skip(initial)
 ckpt = ModelCheckpoint(prefix="net", directory=ckpt_dir, config=CheckpointConfig(save_checkpoint_steps=50))
-monitor = MstopCallback(run_dir, run_name="msrun-dp", step_offset=initial)
+monitor = MstopCallback(run_dir, run_name="msrun-dp", step_offset=initial, stack_after=stack_after)
 Model(net, nn.MSELoss(), nn.Adam(net.trainable_params(), 1e-3)).train(
-    1, data, callbacks=[Slow(), ckpt, monitor], dataset_sink_mode=False)
+    1, data, callbacks=[Stall(), Slow(), ckpt, monitor], dataset_sink_mode=False)
 monitor.close()
 print("DONE", flush=True)

@@ -246,35 +246,6 @@ def test_msrun_one_rank_killed_before_its_first_heartbeat(tmp_path):
 
 
 @pytest.mark.slow
-def test_msrun_one_rank_stopped_is_named_and_the_others_wait_for_it(tmp_path):
-    """Items 24 and 25: SIGSTOP of rank 3 at step 80: the others wait in the AllReduce, beating; rank 3 beats
-    no more: it is the dead rank within seconds. When the job ends (about 30 s later the others' collective
-    times out and they abort, or msrun ends them), rank 3 is named: it stopped first, the others' errors
-    are the consequence."""
-    job = Msrun(tmp_path, 2000)
-    try:
-        job.at_step(3, 80)
-        pid = job.pid(3)
-        os.kill(pid, signal.SIGSTOP)
-        # a write under way when the signal came still completes: the rows are read once the kernel says the
-        # process is stopped (state T), after which nothing more is written; the step named is the last one
-        # rank 3 wrote (the worker prints STEP 80 before its writer's row of that step may be on disk)
-        assert wait_for(lambda: _state(pid) in ("T", "t"), 30), _state(pid)
-        last = _last_step(job.run / "rank3.csv")
-        assert last >= 79, last
-        js, took = _until(job.run, lambda j: any(a["kind"] == "dead_rank" for a in j["alerts"]), 90)
-        dead = [a for a in js["alerts"] if a["kind"] == "dead_rank"]
-        assert [a["rank"] for a in dead] == [3] and took < 40, (js["alerts"], took)
-        assert "while 3 other ranks are alive" in dead[0]["message"]
-        # the others abort when their collective times out (job_failed), or msrun ends them (job_dead)
-        js, _ = _until(job.run, lambda j: j["status"] in ("dead", "failed"), 180)
-        (a,) = [a for a in js["alerts"] if a["kind"] in ("job_dead", "job_failed")]
-        assert a["message"].startswith(f"rank 3 stopped first, at step {last},"), a["message"]
-    finally:
-        job.stop()
-
-
-@pytest.mark.slow
 def test_msrun_restart_from_a_checkpoint(tmp_path):
     """Items 3 and 29: the job killed at step 120 (after the checkpoint of step 100), then msrun again with
     --resume: while the ranks come back no dead_rank, and afterwards the death is an incident at its step."""

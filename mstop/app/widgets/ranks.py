@@ -22,6 +22,20 @@ RANK_COLUMNS = (("rank", "rank"), ("host", "host"), ("step", "step"), ("step_tim
                 ("age", "last row"))
 #: the columns a run with device samples adds (mstop_writer.devices): the rank's NPU now
 DEVICE_COLUMNS = (("aicore", "AICore"), ("device_memory", "NPU mem"), ("temperature", "°C"))
+#: the columns a run whose ranks have exit witnesses adds (mstop_writer.witness): each rank's process, as top
+PROCESS_COLUMNS = (("pid", "pid"), ("state", "state"), ("cpu", "CPU"), ("rss", "RSS"))
+#: a process state in the table (``/proc``'s letter and a word), and the states drawn as trouble
+STATE_WORDS = {"R": "R running", "S": "S sleeping", "D": "D disk wait", "T": "T stopped", "t": "t traced",
+               "Z": "Z zombie", "I": "I idle", "X": "X dead"}
+TROUBLE = ("D", "T", "t", "Z", "X", "ended")
+
+
+def state_cell(r: RankRow) -> Text:
+    """``S sleeping``, ``T stopped`` (in red), ``ended SIGKILL`` (in red)."""
+    if r.state is None:
+        return Text(fmt.NA)
+    words = f"ended {r.ended}" if r.state == "ended" and r.ended else STATE_WORDS.get(r.state, r.state)
+    return Text(words, style="bold red" if r.state in TROUBLE and r.ended != "exit 0" else "")
 
 
 @dataclass
@@ -170,10 +184,7 @@ class RanksTable(PagedTable):
         cursor = self.cursor_row if self._cursor_to is None else self._cursor_to
         self._cursor_to = None
         self.clear()
-        if v.devices and DEVICE_COLUMNS[0][0] not in self.columns:  # the first device samples: their columns
-            for col, label in DEVICE_COLUMNS:
-                self.add_column(label, key=col)
-        devices = DEVICE_COLUMNS[0][0] in self.columns
+        devices, procs = self._add_columns(v)
         for kind, r in page:
             first = (("- " if r.host in self.expanded else "+ ") + f"{r.count} ranks") if kind == "host" \
                 else (f"  {r.rank}" if self.grouped else str(r.rank))
@@ -182,6 +193,9 @@ class RanksTable(PagedTable):
             if devices:
                 cells += [fmt.pct(r.aicore), fmt.pct(r.device_memory),
                           fmt.NA if r.temperature is None else f"{r.temperature:.0f}"]
+            if procs:
+                cells += [fmt.NA if r.pid is None else str(r.pid), state_cell(r),
+                          fmt.NA if r.cpu is None else f"{100 * r.cpu:.0f} %", fmt.gib(r.rss)]
             self.add_row(*cells, key=f"host:{r.host}" if kind == "host" else str(r.rank))
         if page:
             self.move_cursor(row=min(cursor, len(page) - 1))
@@ -190,6 +204,17 @@ class RanksTable(PagedTable):
         self.border_title = (f"rows {self.offset + 1}-{self.offset + len(page)} of {len(lines):,} {what}"
                              f" · sorted by {self.sort_key} ({arrow}) · click a header to sort, pgup/pgdn to page"
                              f" · h: {'ungroup' if self.grouped else 'group by host'}")
+
+    def _add_columns(self, v: View) -> tuple[bool, bool]:
+        """The device columns at the first device samples, the process columns at the first process facts
+        (once added they stay); whether each set is shown."""
+        if v.devices and DEVICE_COLUMNS[0][0] not in self.columns:
+            for col, label in DEVICE_COLUMNS:
+                self.add_column(label, key=col)
+        if any(r.state is not None for r in v.ranks) and PROCESS_COLUMNS[0][0] not in self.columns:
+            for col, label in PROCESS_COLUMNS:
+                self.add_column(label, key=col)
+        return DEVICE_COLUMNS[0][0] in self.columns, PROCESS_COLUMNS[0][0] in self.columns
 
     def select_rank(self, rank: int) -> None:
         """Move the cursor to ``rank`` (paging to it; in the grouped table its host is expanded)."""

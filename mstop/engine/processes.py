@@ -1,0 +1,268 @@
+"""What the ranks' processes say (issue 38): their end, their state, their stacks.
+
+The files of an ``msrun`` job whose rank died stop at the same step on every rank (msrun ends the others
+within a second), so the files alone cannot say which rank it was; the processes can. Each rank's exit
+witness (mstop_writer.witness) writes ``exit`` (when and how the process ended), ``proc`` (its state, CPU,
+RSS, threads from /proc) and ``stack`` events (every thread's stack, dumped by the rank's faulthandler when
+a step overran or it crashed). This module reads them for the rank's *current* process: the pid of its
+newest ``start`` event (a restarted rank's old process ended long ago and says nothing of the new one).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from .store import RankData, Store
+
+#: process states (``/proc/PID/stat``) and what they mean for a training rank
+STATES = {"R": "running", "S": "sleeping", "D": "in uninterruptible sleep (D)", "T": "stopped",
+          "t": "stopped by a debugger", "Z": "a zombie", "X": "dead", "I": "idle"}
+#: states that hold the other ranks up at their next collective
+HOLDING = ("T", "t", "D")
+
+
+def current_pid(d: RankData) -> int | None:
+    """The pid of the rank's newest process (its newest start event's), or None (no start, no pid)."""
+    pid = d.last_start.get("pid") if d.last_start else None
+    return pid if isinstance(pid, int) and not isinstance(pid, bool) else None
+
+
+def _start_time(d: RankData) -> float:
+    return float(d.last_start["time"]) if d.last_start else -math.inf
+
+
+def exited(d: RankData) -> dict[str, Any] | None:
+    """The ``exit`` event of the rank's current process, or None while it runs (or nobody watched it)."""
+    pid, since = current_pid(d), _start_time(d)
+    for e in reversed(d.exits):
+        if (pid is None or e.get("pid") == pid) and float(e["time"]) >= since - 1.0:
+            return e
+    return None
+
+
+def clean_exit(e: dict[str, Any] | None) -> bool:
+    """An exit with status 0: the process ended of its own accord, successfully."""
+    return e is not None and e.get("how") == "exit" and e.get("code") == 0
+
+
+def process(d: RankData) -> dict[str, Any] | None:
+    """The newest ``proc`` facts of the rank's current process (state, cpu_s, rss, threads, since,
+    cpu_rate), or None."""
+    pid = current_pid(d)
+    if pid is not None:
+        p = d.procs.get(pid)
+        return p if p is not None and float(p["time"]) >= _start_time(d) - 1.0 else None
+    if d.procs:
+        newest = max(d.procs.values(), key=lambda p: float(p["time"]))
+        return newest if float(newest["time"]) >= _start_time(d) - 1.0 else None
+    return None
+
+
+def holding(d: RankData) -> dict[str, Any] | None:
+    """The current process's facts when it is stopped, traced or in D (and has not exited since)."""
+    p = process(d)
+    if p is None or p.get("state") not in HOLDING:
+        return None
+    e = exited(d)
+    return None if e is not None and float(e["time"]) >= float(p["time"]) else p
+
+
+def held_until_end(d: RankData) -> dict[str, Any] | None:
+    """The current process's last facts when it was stopped, traced or in D until it ended."""
+    e = exited(d)
+    p = process(d)
+    if e is None or p is None or p.get("state") not in HOLDING or e.get("last_state") not in HOLDING:
+        return None
+    return p
+
+
+def how_words(e: dict[str, Any]) -> str:
+    """``killed by SIGKILL``, ``exited with code 1``, ``ended`` (its status was reaped before it was read)."""
+    if e.get("how") == "signal":
+        return f"killed by {e.get('signal') or 'a signal'}"
+    if e.get("how") == "exit":
+        return f"exited with code {e.get('code')}"
+    return "ended"
+
+
+def state_words(p: dict[str, Any]) -> str:
+    """``stopped (SIGSTOP?)``, ``in uninterruptible sleep (D)``: a holding state in words."""
+    s = str(p.get("state"))
+    if s == "T":
+        return "stopped (SIGSTOP or Ctrl-Z)"
+    return STATES.get(s, s)
+
+
+def same_machine(a: RankData, b: RankData) -> bool:
+    """Both ranks' processes ran on one host in one boot: their exit times are read off one clock."""
+    sa, sb = a.last_start or {}, b.last_start or {}
+    return (sa.get("host") is not None and sa.get("host") == sb.get("host")
+            and sa.get("boot_id") == sb.get("boot_id"))
+
+
+# -- stacks --------------------------------------------------------------------------------------------------
+
+@dataclass
+class Where:
+    """Where one rank's main thread is, from its newest stack dump."""
+
+    rank: int
+    frames: list[str]  # innermost first
+    step: int | None
+    since: float | None
+    reason: str  # "timeout" (a step overran) or "fatal" (a crash)
+    error: str | None
+    time: float
+
+    @property
+    def key(self) -> tuple[str, ...]:
+        """What ranks stuck at the same place share: the innermost frames' functions and files (line numbers
+        differ between MindSpore builds, not between the ranks of one job: they are kept)."""
+        return tuple(self.frames[:KEY_FRAMES])
+
+    @property
+    def place(self) -> str:
+        """The innermost frame in words: ``_exec_pip (mindspore/common/api.py:1234)``."""
+        return short_frame(self.frames[0]) if self.frames else "no Python frame"
+
+
+#: frames two ranks must share to be called stuck at the same place
+KEY_FRAMES = 3
+_FRAME = re.compile(r"^(?P<func>.*) \((?P<path>.*):(?P<line>\d+)\)$")
+
+
+def short_frame(frame: str) -> str:
+    """``func (/long/path/mindspore/common/api.py:12)`` as ``func (mindspore/common/api.py:12)``: the path from
+    the package's folder (site-packages' child) or its last two parts."""
+    m = _FRAME.match(frame)
+    if m is None:
+        return frame
+    path = m.group("path")
+    parts = path.replace(os.sep, "/").split("/")
+    if "site-packages" in parts:
+        parts = parts[parts.index("site-packages") + 1:]
+    else:
+        parts = parts[-2:]
+    return f"{m.group('func')} ({'/'.join(parts)}:{m.group('line')})"
+
+
+def main_thread(stack: dict[str, Any]) -> list[str]:
+    """The frames of the thread that runs the training: the one whose outermost frame is ``<module>`` (the
+    script), else the current thread (a crash), else the longest."""
+    threads = [t for t in stack.get("stacks") or [] if isinstance(t, dict)]
+    if not threads:
+        return []
+    for t in threads:
+        frames = t.get("frames") or []
+        if frames and str(frames[-1]).startswith("<module> "):
+            return [str(f) for f in frames]
+    current = [t for t in threads if t.get("current")]
+    pick = current[0] if current else max(threads, key=lambda t: len(t.get("frames") or []))
+    return [str(f) for f in pick.get("frames") or []]
+
+
+def where(d: RankData, *, stuck_only: bool = True) -> Where | None:
+    """Where the rank's current process is by its newest stack dump; with ``stuck_only``, only a dump no row
+    came after (the rank is still in that step)."""
+    pid = current_pid(d)
+    for s in reversed(d.stacks):
+        if pid is not None and s.get("pid") not in (None, pid):
+            continue
+        t = float(s["time"])
+        if t < _start_time(d) - 1.0:
+            return None
+        if stuck_only and d.rows and float(d.exact.view()[-1, 0]) > t:
+            return None  # the step ended after all
+        step = s.get("step")
+        return Where(d.rank, main_thread(s), int(step) if isinstance(step, (int, float)) else None,
+                     float(s["since"]) if isinstance(s.get("since"), (int, float)) else None,
+                     str(s.get("reason") or "timeout"), s.get("error"), t)
+    return None
+
+
+def stack_groups(store: Store, *, stuck_only: bool = True) -> list[list[Where]]:
+    """The ranks with a stack dump, grouped by the place their main thread is at; the largest group first."""
+    groups: dict[tuple[str, ...], list[Where]] = {}
+    for r in sorted(store.ranks):
+        w = where(store.ranks[r], stuck_only=stuck_only)
+        if w is not None:
+            groups.setdefault(w.key, []).append(w)
+    return sorted(groups.values(), key=lambda g: (-len(g), g[0].rank))
+
+
+def odd_one(store: Store) -> Where | None:
+    """In a hang, the rank whose stack differs from all the others' (in its input while the rest wait in the
+    collective): every stuck rank dumped, one alone at its place, the others all at one other place."""
+    groups = stack_groups(store)
+    if len(groups) != 2 or len(groups[1]) != 1 or len(groups[0]) < 2:
+        return None
+    ranked = [r for r, d in store.ranks.items() if d.rows or d.starts]
+    if sum(len(g) for g in groups) < len(ranked):
+        return None  # a rank without a dump could be the odd one as well
+    return groups[1][0]
+
+
+def facts(d: RankData) -> dict[str, Any] | None:
+    """The rank's current process as the ranks view and ``summary --json`` show it: pid, host, state (a
+    letter, ``ended`` once it exited), CPU (cores busy, from the last two samples), RSS (bytes), threads,
+    since when the state holds, and how it ended. None when no witness reported on it."""
+    p, e = process(d), exited(d)
+    if p is None and e is None:
+        return None
+    start = d.last_start or {}
+    out: dict[str, Any] = {"pid": current_pid(d) if current_pid(d) is not None else (p or e or {}).get("pid"),
+                           "host": start.get("host"), "state": None, "cpu": None, "rss": None, "threads": None,
+                           "since": None, "exit": None}
+    if p is not None:
+        out.update(state=p.get("state"), cpu=p.get("cpu_rate"), rss=p.get("rss"), threads=p.get("threads"),
+                   since=p.get("since"))
+    if e is not None:
+        out["state"] = "ended"
+        out["since"] = float(e["time"])
+        out["exit"] = {k: e.get(k) for k in ("time", "how", "signal", "code") if e.get(k) is not None}
+        out["cpu"] = None
+    return out
+
+
+@dataclass
+class StackGroup:
+    """Ranks whose main threads are at one place, as the stacks view shows them."""
+
+    ranks: list[int]
+    place: str  # the innermost frame, short
+    steps: list[int]  # the steps they are stuck in (or crashed in)
+    since: float | None  # the earliest of their last step ends
+    reason: str  # "timeout" or "fatal"
+    error: str | None
+    frames: list[str]  # the first rank's main thread, innermost first, short paths
+    stale: bool  # every rank of the group went on after its dump (an overrun that passed)
+
+
+def stack_view(store: Store) -> tuple[list[StackGroup], list[int]]:
+    """Each rank's newest stack, ranks grouped by their innermost frames (the largest group first), and the
+    ranks with no stack (their steps end on time, or no witness runs beside them)."""
+    groups: dict[tuple[str, ...], list[tuple[Where, bool]]] = {}
+    none = []
+    for r in sorted(store.ranks):
+        d = store.ranks[r]
+        w = where(d, stuck_only=False)
+        if w is None:
+            if d.rows or d.starts:
+                none.append(r)
+            continue
+        stale = where(d, stuck_only=True) is None
+        groups.setdefault((w.reason, *w.key), []).append((w, stale))
+    out = []
+    for members in groups.values():
+        ws = [w for w, _ in members]
+        sinces = [w.since for w in ws if w.since is not None]
+        out.append(StackGroup(ranks=[w.rank for w in ws], place=ws[0].place,
+                              steps=sorted({w.step for w in ws if w.step is not None}),
+                              since=min(sinces) if sinces else None, reason=ws[0].reason, error=ws[0].error,
+                              frames=[short_frame(f) for f in ws[0].frames], stale=all(s for _, s in members)))
+    out.sort(key=lambda g: (g.stale, -len(g.ranks), g.ranks[0]))
+    return out, none

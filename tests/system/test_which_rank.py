@@ -1,0 +1,135 @@
+"""Issue 38: which rank, from the processes themselves. Real 4-rank msrun jobs (CPU, data parallel, MindSpore):
+a rank killed (SIGKILL) at different moments, a rank stopped (SIGSTOP), one rank's input blocked while the
+others wait in their AllReduce. msrun ends the other ranks within a second of the first death, so the files
+cannot tell the culprit from its victims; the exit witnesses' ``exit`` events (to the millisecond) can."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from mstop.commands.summary import summarize
+from mstop.engine.figures import Options
+from mstop.sources import read_once
+from tests.helpers.common import processes_with, read_events, wait_for
+from tests.helpers.msrun import Msrun
+
+pytestmark = pytest.mark.slow
+
+
+def _summary(run: Path) -> dict:
+    return summarize(read_once(str(run)), str(run), Options())
+
+
+def _until(run: Path, cond, timeout: float) -> tuple[dict, float]:
+    """Read the run in this process every 0.2 s until ``cond(summary)``: (the summary, seconds taken)."""
+    t0 = time.monotonic()
+    while True:
+        js = _summary(run)
+        if cond(js) or time.monotonic() - t0 > timeout:
+            return js, time.monotonic() - t0
+        time.sleep(0.2)
+
+
+def _witnesses(job: Msrun) -> list[int]:
+    pids = []
+    for path in job.run.glob("rank*.events.jsonl"):
+        pids += [e["witness_pid"] for e in read_events(path) if e["kind"] == "start" and e.get("witness_pid")]
+    return pids
+
+
+def _no_witness_left(job: Msrun, pids: list[int]) -> None:
+    """After the job: every witness it started has ended (by pid), and none watches its run dir."""
+    def gone() -> bool:
+        alive = [p for p in pids if os.path.exists(f"/proc/{p}") and _state(p) != "Z"]
+        return not alive and not [c for _, c in processes_with("witness.py") if str(job.run) in c]
+    assert wait_for(gone, 5), [p for p in pids if os.path.exists(f"/proc/{p}")]
+
+
+def _state(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return ""
+
+
+def _kill_and_expect(tmp_path: Path, rank: int, *, at_step: int | None) -> None:
+    job = Msrun(tmp_path, 2000)
+    pids: list[int] = []
+    try:
+        if at_step is not None:
+            job.at_step(rank, at_step)
+        pid = job.pid(rank)  # its start event: before the first heartbeat and the graph's compilation when
+        pids = _witnesses(job)  # at_step is None
+        os.kill(pid, signal.SIGKILL)
+        killed = time.monotonic()
+        js, _ = _until(job.run, lambda j: j["status"] == "dead", 60)
+        took = time.monotonic() - killed
+        assert js["status"] == "dead" and took < 3.0, (js["status"], took, js["alerts"])
+        c = js["culprit"]
+        assert c is not None and c["rank"] == rank and c["fact"] == "exit", (c, js["alerts"])
+        assert c["words"].startswith(f"rank {rank}'s process ended at ") and "(killed by SIGKILL" in c["words"]
+        (a,) = [a for a in js["alerts"] if a["kind"] == "job_dead"]
+        assert a["rank"] == rank and a["message"].startswith(c["words"]), a
+        assert js["processes"][str(rank)]["exit"]["how"] in ("signal", "unknown")
+    finally:
+        job.stop()
+    _no_witness_left(job, pids or _witnesses(job))
+
+
+@pytest.mark.parametrize("rank,at_step", [(1, 60), (2, 30), (3, 90), (0, 45)])
+def test_msrun_a_killed_rank_is_named_within_3_s(tmp_path, rank, at_step):
+    _kill_and_expect(tmp_path, rank, at_step=at_step)
+
+
+def test_msrun_a_rank_killed_before_its_first_step_is_named(tmp_path):
+    """Killed right after its start event: before its first heartbeat, while the graph compiles."""
+    _kill_and_expect(tmp_path, 2, at_step=None)
+
+
+def test_msrun_a_stopped_rank_is_named_as_stopped_within_3_s(tmp_path):
+    job = Msrun(tmp_path, 2000)
+    try:
+        job.at_step(3, 60)
+        pid = job.pid(3)
+        os.kill(pid, signal.SIGSTOP)
+        stopped = time.monotonic()
+        js, _ = _until(job.run, lambda j: any(a["kind"] == "stopped_rank" for a in j["alerts"]), 30)
+        took = time.monotonic() - stopped
+        (a,) = [a for a in js["alerts"] if a["kind"] == "stopped_rank"]
+        assert a["rank"] == 3 and took < 3.0, (a, took)
+        assert "rank 3's process is stopped (SIGSTOP or Ctrl-Z) since " in a["message"]
+        assert js["culprit"]["rank"] == 3 and js["culprit"]["fact"] == "state"
+        assert js["processes"]["3"]["state"] == "T"
+        assert not [a for a in js["alerts"] if a["kind"] == "dead_rank"]  # stopped, not dead
+        # the job ends (a collective times out, or msrun ends it): still rank 3, for its stop
+        js, _ = _until(job.run, lambda j: j["status"] in ("dead", "failed"), 240)
+        assert js["status"] in ("dead", "failed") and js["culprit"]["rank"] == 3, js
+    finally:
+        os.kill(job.pid(3), signal.SIGCONT) if os.path.exists(f"/proc/{job.pid(3)}") else None
+        job.stop()
+
+
+def test_msrun_one_ranks_input_blocked_the_stacks_name_it_while_the_job_hangs(tmp_path):
+    """Rank 2 blocks before step 40 in its own code (``wait_for_input``: tests/helpers/msrun_job.py); ranks 0,
+    1 and 3 wait in their AllReduce. Each rank's faulthandler dumps its stacks 3-4 s after its last step
+    (stack_after=4): rank 2's main thread is in wait_for_input, the others' in the graph run, and mstop names
+    rank 2 while the job still hangs."""
+    job = Msrun(tmp_path, 2000, "--stall=2:40", "--stack-after=4")
+    try:
+        job.at_step(0, 30)
+        js, took = _until(job.run, lambda j: any(a["kind"] == "stuck_rank" for a in j["alerts"]), 90)
+        (a,) = [a for a in js["alerts"] if a["kind"] == "stuck_rank"]
+        assert a["rank"] == 2 and a["message"].startswith("rank 2 is in wait_for_input (helpers/msrun_job.py:"), a
+        assert "while ranks 0-1, 3 wait in " in a["message"], a
+        assert js["status"] not in ("dead", "failed")  # named while the job hangs
+        assert js["culprit"]["rank"] == 2 and js["culprit"]["fact"] == "stack"
+        for r in (0, 1, 2, 3):
+            assert "Timeout (0:00:04)!" in (job.run / f"rank{r}.stacks.txt").read_text()
+    finally:
+        job.stop()
