@@ -162,6 +162,67 @@ def bench_devices(samples: int, repeats: int) -> dict[str, float]:
     return out
 
 
+def _proc_cpu_rss(pid: int) -> tuple[float, float]:
+    """(CPU seconds, RSS bytes) of a process, from /proc: the CPU time from ``schedstat`` (nanoseconds on a
+    CPU, where ``stat``'s clock ticks of 10 ms cannot tell 0.01 % from 0 in a minute)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    with open(f"/proc/{pid}/schedstat") as f:
+        ns = int(f.read().split()[0])
+    return ns / 1e9, int(fields[21]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def bench_witness(seconds: float, repeats: int) -> dict[str, float]:
+    """The exit witness's cost (mstop_writer.witness), watching a rank (a sleeping Python process standing for
+    it) with its stacks file: its RSS and its share of a core over ``seconds``, beside the floor of any
+    Python program run the same way (``python -I -S`` sleeping 1 s at a time: the same wake-ups, no work).
+    And the job's side: StackDumps.step_end per step beside one bare ``pwrite`` of its header."""
+    import subprocess
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "writer"))
+    from mstop_writer import stacks, witness
+
+    res: dict[str, list[float]] = {"rss": [], "cpu": [], "floor_rss": [], "floor_cpu": [], "step_end": [],
+                                   "pwrite": []}
+    floor_code = "import time\nwhile True: time.sleep(1.0)"
+    with tempfile.TemporaryDirectory() as tmp:
+        for r in range(repeats):
+            rank = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"])
+            events, st = os.path.join(tmp, f"e{r}.jsonl"), os.path.join(tmp, f"s{r}.txt")
+            open(events, "w").close()
+            open(st, "w").close()
+            ticks = witness.own_start_ticks(rank.pid)
+            w = subprocess.Popen([sys.executable, "-I", "-S", witness.__file__, str(rank.pid), str(ticks), events, st,
+                                  "0", "5.0", "0"])
+            floor = subprocess.Popen([sys.executable, "-I", "-S", "-c", floor_code])
+            time.sleep(1.0)  # started
+            (c0, _), (f0, _) = _proc_cpu_rss(w.pid), _proc_cpu_rss(floor.pid)
+            time.sleep(seconds)
+            (c1, rss), (f1, frss) = _proc_cpu_rss(w.pid), _proc_cpu_rss(floor.pid)
+            res["cpu"].append((c1 - c0) / seconds)
+            res["rss"].append(rss)
+            res["floor_cpu"].append((f1 - f0) / seconds)
+            res["floor_rss"].append(frss)
+            for p in (rank, floor):
+                p.kill()
+                p.wait()
+            w.wait(5)
+            sd = stacks.StackDumps(os.path.join(tmp, f"own{r}.txt"), 60.0, lambda m, k: None)
+            n = 20000
+            t0 = time.perf_counter()
+            for i in range(n):
+                sd.step_end(i, 0.1)
+            res["step_end"].append((time.perf_counter() - t0) / n)
+            sd.pause()
+            line = b"#" * 127 + b"\n"
+            t0 = time.perf_counter()
+            for _ in range(n):
+                os.pwrite(sd.fd, line, 0)
+            res["pwrite"].append((time.perf_counter() - t0) / n)
+    return {k: statistics.median(v) for k, v in res.items()}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=2000, help="steps per training run (default: 2000)")
@@ -169,7 +230,17 @@ def main() -> int:
     ap.add_argument("--rows", type=int, default=20000, help="rows for the log() figure (default: 20000)")
     ap.add_argument("--samples", type=int, default=50, help="device samples per repeat (default: 50)")
     ap.add_argument("--devices-only", action="store_true", help="only the device sampling's cost")
+    ap.add_argument("--witness-only", action="store_true", help="only the exit witness's cost")
+    ap.add_argument("--witness-seconds", type=float, default=20.0, help="seconds the witness is watched (20)")
     a = ap.parse_args()
+    wt = bench_witness(a.witness_seconds, a.repeats)
+    print(f"exit witness: RSS {wt['rss'] / 2**20:.1f} MB (a bare python -I -S: {wt['floor_rss'] / 2**20:.1f} MB), "
+          f"CPU {100 * wt['cpu']:.3f} % of a core (the bare program waking as often: {100 * wt['floor_cpu']:.3f} %)"
+          "   target <= 15 MB, <= 0.1 %")
+    print(f"stacks in the job: StackDumps.step_end {wt['step_end'] * 1e6:.2f} us a step (one bare pwrite of its "
+          f"header: {wt['pwrite'] * 1e6:.2f} us)")
+    if a.witness_only:
+        return 0
     dv = bench_devices(a.samples, a.repeats)
     print(f"device sampling (8 NPUs, stand-in npu-smi): {dv['sample'] * 1e3:.1f} ms CPU a sample (npu-smi info "
           f"+ one -t usages + parsing + the write); one bare npu-smi info: {dv['floor'] * 1e3:.1f} ms "

@@ -368,7 +368,18 @@ def writer(steps: int, repeats: int, rows: int) -> list[Row]:
     lg = bench_log(rows, repeats)
     out.append(Row("MetricsWriter.log() / a bare formatted write", f"{lg['log']:.1f} us/row",
                    f"{lg['floor']:.1f} us/row", lg["log"] / lg["floor"], "<= 3 x", lg["log"] / lg["floor"] <= 3))
-    from bench_writer import bench_devices
+    from bench_writer import bench_devices, bench_witness
+
+    wt = bench_witness(20.0, 3)
+    out.append(Row("exit witness beside a rank: RSS / a bare python -I -S", f"{wt['rss'] / 2**20:.1f} MB",
+                   f"{wt['floor_rss'] / 2**20:.1f} MB", wt["rss"] / wt["floor_rss"], "<= 15 MB",
+                   wt["rss"] <= 15 * 2**20))
+    out.append(Row("exit witness: share of a core / the bare program waking as often", f"{100 * wt['cpu']:.3f} %",
+                   f"{100 * wt['floor_cpu']:.3f} %", wt["cpu"] / max(wt["floor_cpu"], 1e-9), "<= 0.1 %",
+                   wt["cpu"] <= 0.001))
+    out.append(Row("stacks in the job: StackDumps.step_end per step / one bare pwrite",
+                   f"{wt['step_end'] * 1e6:.1f} us", f"{wt['pwrite'] * 1e6:.1f} us", wt["step_end"] / wt["pwrite"],
+                   "—", None))
 
     dv = bench_devices(50, repeats)
     out.append(Row("NPU sampling, CPU a sample of 8 NPUs (stand-in npu-smi) / one bare npu-smi info; share of a "

@@ -121,8 +121,8 @@ def culprit_of(store: Store, e: Ending, lives: dict[int, float], exits: dict[int
         r, t = stopped[0]
         nxt = stopped[1] if len(stopped) >= 2 else None
         cascade = r in e.aborted and len(e.aborted) > 1
-        if nxt is None:
-            ok, gap = bool(e.finished), 0.0
+        if nxt is None:  # the only rank that ended (the others finished, or there is one rank)
+            ok, gap = True, 0.0
         else:
             gap = nxt[1] - t
             same = processes.same_machine(store.ranks[r], store.ranks[nxt[0]])
@@ -192,11 +192,11 @@ def _held(store: Store) -> Culprit | None:
 
 
 def stack_words(store: Store, odd: processes.Where) -> str:
-    """``rank 2 is in next (mindspore/dataset/engine/iterators.py:120) since step 119, while ranks 0-1, 3 wait
-    in _exec_pip (mindspore/common/api.py:1010)``."""
+    """``rank 2 is in next (mindspore/dataset/engine/iterators.py:120) in step 120, while ranks 0-1, 3 wait
+    in _exec_pip (mindspore/common/api.py:1010)`` (the step it is in: the one after the last that ended)."""
     groups = processes.stack_groups(store)
     rest = [w for g in groups for w in g if w.rank != odd.rank]
-    since = f" since step {odd.step:,}" if odd.step is not None else ""
+    since = f" in step {odd.step + 1:,}" if odd.step is not None else " before its first step"
     others = f", while {ranks_text([w.rank for w in rest])} wait in {rest[0].place}" if rest else ""
     return f"rank {odd.rank} is in {odd.place}{since}{others}"
 

@@ -35,9 +35,9 @@ def stacks_lines(store: Store) -> list[tuple[str, str]]:
         out.append(("bold red" if g.reason == "fatal" else ("dim" if g.stale else "bold"),
                     f"{ranks_text(g.ranks)}: {what}{then}"))
         for f in g.frames[:FRAMES]:
-            out.append(("", f"    {f}"))
+            out.append(("", f"  | {f}"))
         if len(g.frames) > FRAMES:
-            out.append(("dim", f"    ... {len(g.frames) - FRAMES} outer frames"))
+            out.append(("dim", f"  | ... {len(g.frames) - FRAMES} outer frames"))
     if none:
         out.append(("", ""))
         out.append(("dim", f"{ranks_text(none)}: no stack (their steps end on time, or no exit witness runs "

@@ -27,7 +27,7 @@ import os, sys, time
 from mstop_writer import MetricsWriter
 run, steps, pause = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
 w = MetricsWriter(run, rank=int(os.environ.get("RANK", "0")), world_size=int(os.environ.get("WORLD", "1")),
-                  total_steps=steps)
+                  total_steps=steps, witness=os.environ.get("WITNESS", "1") == "1")
 print(os.getpid(), flush=True)
 time.sleep(pause)  # start-up (graph compilation) before the first step
 for s in range(1, steps + 1):
@@ -52,15 +52,43 @@ def summary_json(run: Path, *args: str) -> dict:
     return json.loads(out.stdout)
 
 
+async def test_a_killed_one_rank_job_is_dead_on_screen_within_2_s_by_its_exit_witness(tmp_path):
+    """Issue 38: kill -9 of a one-rank job followed live: its exit witness's exit event makes it DEAD on screen
+    within 2 s, the alert naming how it ended (no heartbeat deadline to wait for)."""
+    from mstop.app import MonitorApp
+    from mstop.app.widgets import Header
+    from tests.helpers.app_common import screen_lines, settle, text
+
+    run = tmp_path / "run"
+    p = loop(tmp_path, run)
+    p.stdout.readline()
+    assert p.stdout.readline().strip() == "READY"
+    app = MonitorApp(str(run), poll=0.1)
+    async with app.run_test(size=(160, 40)) as pilot:
+        await settle(pilot)
+        await settle(pilot, lambda: "steps/s" in text(app.query_one(Header)))
+        p.send_signal(signal.SIGKILL)
+        killed = time.monotonic()
+        await settle(pilot, lambda: "status DEAD" in text(app.query_one(Header)), tries=2000)
+        took = time.monotonic() - killed
+        await pilot.pause(0.1)
+        screen = "\n".join(screen_lines(app))
+        assert took < 2.0 and "rank 0's process ended at " in screen and "killed by SIGKILL" in screen, (took, screen)
+        p.wait()
+        alerts = app.monitor.health.alerts(app.monitor.store, app.monitor.opts)
+        assert [(a.kind, a.rank) for a in alerts] == [("job_dead", 0)]
+
+
 async def test_a_killed_one_rank_job_is_called_quiet_at_once_then_dead(tmp_path):
-    """Item 1: kill -9 of a one-rank job with heartbeats: within seconds the header says no row came for far
-    longer than the pace and shows no live ETA nor steps/s; then DEAD, never 'all ranks alive'."""
+    """Item 1: kill -9 of a one-rank job with heartbeats and no exit witness (witness=False): within seconds
+    the header says no row came for far longer than the pace and shows no live ETA nor steps/s; then DEAD,
+    never 'all ranks alive'."""
     from mstop.app import MonitorApp
     from mstop.app.widgets import Header
     from tests.helpers.app_common import settle, text
 
     run = tmp_path / "run"
-    p = loop(tmp_path, run)
+    p = loop(tmp_path, run, WITNESS="0")
     p.stdout.readline()
     assert p.stdout.readline().strip() == "READY"
     app = MonitorApp(str(run), poll=0.1)

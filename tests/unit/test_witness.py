@@ -73,7 +73,7 @@ def test_a_stopped_rank_is_said_stopped_at_once_and_running_again_after(tmp_path
         t = time.time()
         assert wait_for(lambda: any(e["state"] == "T" for e in _kinds(run, kind="proc")), 3)
         first_t = next(e for e in _kinds(run, kind="proc") if e["state"] == "T")
-        assert first_t["time"] - t < 1.0 and first_t["changed"] is True
+        assert first_t["time"] - t < 2.0 and first_t["changed"] is True  # looked at every second
         p.send_signal(signal.SIGCONT)
         assert wait_for(lambda: _kinds(run, kind="proc")[-1]["state"] in "RS", 3)
     finally:

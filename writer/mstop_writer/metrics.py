@@ -451,7 +451,7 @@ class MetricsWriter:
                 self._warn(f"the exit witness was {said}: a death is told by missing heartbeats only",
                            key="witness:start")
         return {"witness_pid": self._witness_pid, "witness": said,
-                "stacks": self._stacks.fatal if self._stacks is not None else stacks_said,
+                "fatal_stacks": self._stacks.fatal if self._stacks is not None else stacks_said,
                 "stack_after": o.stack_after, **process_identity()}
 
     def _profile_window(self, steps: tuple[int, int] | None) -> Any:

@@ -5,12 +5,12 @@ same step: which rank died first is told by the processes, not by the files. So 
 module as its own program (``python -I -S witness.py ...``, standard library only, about 8 MB) in its own
 session (a kill of the job's process group does not take it first). It watches the rank's process:
 
-- its end, within 0.1 s: ``os.pidfd_open`` and ``poll`` where the kernel has them, else a poll of
-  ``/proc/PID/stat`` every 0.1 s. It appends an ``exit`` event (time to the millisecond, the exit status
+- its end, within 0.1 s: ``os.pidfd_open`` and ``poll`` where the kernel has them (the kernel wakes it),
+  else a poll of ``/proc/PID/stat`` every 0.1 s. It appends an ``exit`` event (time to the millisecond, the exit status
   when the process is still a zombie to read it from, the last state seen) and ends itself;
-- its process facts from ``/proc/PID/stat``: state (R/S/D/T/t/Z), CPU seconds, RSS, threads, as a ``proc``
-  event every heartbeat interval, and at once when the state becomes stopped, uninterruptible (D for two
-  samples) or zombie, or comes back (a stopped rank writes no heartbeat of its own);
+- its process facts from ``/proc/PID/stat``, looked at every second: state (R/S/D/T/t/Z), CPU seconds,
+  RSS, threads, as a ``proc`` event every heartbeat interval, and at once when the state becomes stopped,
+  uninterruptible (D for two looks) or zombie, or comes back (a stopped rank writes no heartbeat of its own);
 - the stacks file the rank's ``faulthandler`` writes into (``rank<R>.stacks.txt``, :mod:`.stacks`): each
   dump that appears becomes a ``stack`` event (threads and frames as JSON), read while the rank is stuck or
   just after it crashed.
@@ -30,10 +30,10 @@ import stat
 import sys
 import time
 
-#: Seconds between two looks at the process and its stacks file.
-SAMPLE_S = 0.1
-#: Samples between two reads of /proc/PID/stat's facts when nothing else is due (0.5 s)
-FACTS_EVERY = 5
+#: Seconds between two looks at the process's facts and its stacks file. Its end needs no look: the pidfd
+#: wakes the witness at once (a kernel without pidfds is polled every POLL_S instead)
+LOOK_S = 1.0
+POLL_S = 0.1
 #: most threads and frames per thread a stack event carries (faulthandler itself stops at 100 of each)
 MAX_THREADS = 32
 MAX_FRAMES = 48
@@ -139,21 +139,24 @@ class Witness:
         if pidfd is not None:
             poller = select.poll()
             poller.register(pidfd, select.POLLIN)
-        n = 0
+        next_look = 0.0
         while True:
+            now = time.monotonic()
             if poller is not None:
-                ended = bool(poller.poll(SAMPLE_S * 1000))
+                ended = bool(poller.poll(max(0.0, next_look - now) * 1000))
             else:
-                time.sleep(SAMPLE_S)
+                time.sleep(POLL_S)
                 ended = False
-            facts = proc_facts(self.pid, self.ticks, self.page) if (ended or n % FACTS_EVERY == 0
-                                                                     or poller is None) else self.last
+            now = time.monotonic()
+            looking = now >= next_look
+            facts = proc_facts(self.pid, self.ticks, self.page) if (ended or looking or poller is None) else self.last
             if ended or not self.ours(facts):
                 self.finish(facts)
                 return 0
-            n += 1
-            self.look(facts)
-            self.read_stacks(final=False)
+            if looking:
+                next_look = now + LOOK_S
+                self.look(facts)
+                self.read_stacks(final=False)
 
     def look(self, facts: dict | None) -> None:
         """A proc event when the state turns abnormal or back, or when the heartbeat interval is due."""
