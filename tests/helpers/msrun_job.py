@@ -7,6 +7,7 @@ AllReduce of the gradients every step, MstopCallback last, 0.1 s a step, a check
 ``--stall=2:60``: rank 2 blocks for good at the start of step 60, in its own Python code (``wait_for_input``:
 a callback that never returns); the other ranks wait for it in their AllReduce. (A GeneratorDataset whose
 generator blocks was tried first: under msrun here that rank never reached its first step.)
+``--segv=1:50``: rank 1 reads a NULL pointer through ctypes at the start of step 50 (SIGSEGV).
 ``--stack-after``: the writer's ``stack_after`` option.
 
 Graph mode needs this source in a file. Each rank prints ``STEP <n>`` lines to its own log as it trains."""
@@ -32,6 +33,7 @@ run_dir, steps = sys.argv[1], int(sys.argv[2])
 resume = "--resume" in sys.argv
 opts = dict(a[2:].split("=", 1) for a in sys.argv[3:] if a.startswith("--") and "=" in a)
 stall = tuple(int(v) for v in opts["stall"].split(":")) if "stall" in opts else None
+segv = tuple(int(v) for v in opts["segv"].split(":")) if "segv" in opts else None
 stack_after = float(opts["stack-after"]) if "stack-after" in opts else None
 rank, world = get_rank(), get_group_size()
 
@@ -42,12 +44,22 @@ def wait_for_input():
         time.sleep(1)
 
 
+def read_null():
+    """A fault in native code: a NULL pointer read (SIGSEGV)."""
+    import ctypes
+
+    ctypes.string_at(0)
+
+
 class Stall(Callback):
-    """``--stall=RANK:STEP``: this rank blocks at the start of that step."""
+    """``--stall=RANK:STEP``: this rank blocks at the start of that step; ``--segv=RANK:STEP``: it crashes."""
 
     def on_train_step_begin(self, run_context):
-        if stall is not None and stall[0] == rank and run_context.original_args().cur_step_num + 1 >= stall[1]:
+        step = run_context.original_args().cur_step_num + 1
+        if stall is not None and stall[0] == rank and step >= stall[1]:
             wait_for_input()
+        if segv is not None and segv[0] == rank and step >= segv[1]:
+            read_null()
 
 
 class Slow(Callback):

@@ -133,3 +133,26 @@ def test_msrun_one_ranks_input_blocked_the_stacks_name_it_while_the_job_hangs(tm
             assert "Timeout (0:00:04)!" in (job.run / f"rank{r}.stacks.txt").read_text()
     finally:
         job.stop()
+
+
+def test_msrun_a_segfault_in_one_rank_leaves_its_crash_stack_and_names_it(tmp_path):
+    """Rank 1 reads a NULL pointer through ctypes at step 50: its faulthandler writes the crash's Python stack
+    into rank1.stacks.txt, its witness the stack and exit events (SIGSEGV); msrun ends the others. mstop names
+    rank 1, and the stacks view shows its crash."""
+    from mstop.view import stacks_lines
+
+    job = Msrun(tmp_path, 2000, "--segv=1:50")
+    try:
+        job.pid(1)  # its start event: the run directory is there
+        js, _ = _until(job.run, lambda j: j["status"] in ("dead", "failed"), 120)
+        assert js["culprit"]["rank"] == 1 and js["culprit"]["fact"] == "exit", js["culprit"]
+        assert "SIGSEGV" in js["culprit"]["words"], js["culprit"]
+        text = (job.run / "rank1.stacks.txt").read_text()
+        assert "Fatal Python error: Segmentation fault" in text and "in read_null" in text
+        lines = [t for _, t in stacks_lines(read_once(str(job.run)))]
+        crash = [ln for ln in lines if ln.startswith("rank 1: crashed (Segmentation fault)")]
+        assert crash, lines
+        frames = lines[lines.index(crash[0]) + 1:]
+        assert frames[0].strip().startswith("| string_at (") and any("read_null (" in f for f in frames[:4])
+    finally:
+        job.stop()
