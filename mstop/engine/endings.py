@@ -125,7 +125,7 @@ def culprit_of(store: Store, e: Ending, lives: dict[int, float], exits: dict[int
             ok, gap = True, 0.0
         else:
             gap = nxt[1] - t
-            same = processes.same_machine(store.ranks[r], store.ranks[nxt[0]])
+            same = processes.one_clock(store.ranks[r], store.ranks[nxt[0]])
             need = (EXIT_MARGIN_ONE_HOST if same else EXIT_MARGIN_HOSTS) if nxt[0] in exits else margin(store)
             ok = gap > need
         if ok and not cascade:

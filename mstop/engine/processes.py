@@ -104,6 +104,13 @@ def same_machine(a: RankData, b: RankData) -> bool:
             and sa.get("boot_id") == sb.get("boot_id"))
 
 
+def one_clock(a: RankData, b: RankData) -> bool:
+    """The two ranks' exit times were read off one clock: their processes ran on one host in one boot (their
+    witnesses share its clock), or this viewer watched both ends itself (mstop.sources.procwatch)."""
+    ea, eb = exited(a) or {}, exited(b) or {}
+    return same_machine(a, b) or (ea.get("source") == eb.get("source") == "viewer")
+
+
 # -- stacks --------------------------------------------------------------------------------------------------
 
 @dataclass

@@ -14,6 +14,7 @@ commands hold a :class:`Sources` and never a source class of their own.
     mflog.py          a job's own logs (MindFormers' rank_<R>/info.log, msrun's worker_<N>.log and
                       scheduler.log), for a job nobody changed
     logs.py           where a rank's own log is, and its tail followed (the monitor's log pane, L)
+    procwatch.py      the worker processes of a job read from its logs, watched from their own host
     remote.py         a directory on another host over the system's ssh
     follower.py       the program remote.py sends to the other host (standard library only, standalone)
     runs.py           a directory of runs: which folders are runs, each run's last rows

@@ -275,6 +275,10 @@ class MfLogSource:
         self._errors: set[str] = set()
         self._scheduler: tuple[LogStream, SchedulerLog] | None = None
         self._ended: set[tuple[int, str, str]] = set()  # (rank, session, kind) given from the scheduler log
+        from .procwatch import ProcessWatch
+
+        #: the workers' processes, watched from this host while following (mstop.sources.procwatch)
+        self.processes = ProcessWatch(store, on_update)
 
     @property
     def streams(self) -> list[LogStream]:
@@ -317,6 +321,7 @@ class MfLogSource:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=10)
+        self.processes.stop()
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -325,6 +330,9 @@ class MfLogSource:
                 self._discover()
                 for r in list(self._streams):
                     self._read(r, final=False)
+                    stream = self._streams[r][0]
+                    if stream.name != LOG_NAME:  # msrun's worker log: the worker's own standard output
+                        self.processes.consider(r, os.path.join(stream.folder, stream.name))
                 self._read_scheduler()
                 if self.on_update is not None:
                     self.on_update()

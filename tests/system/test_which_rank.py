@@ -156,3 +156,65 @@ def test_msrun_a_segfault_in_one_rank_leaves_its_crash_stack_and_names_it(tmp_pa
         assert frames[0].strip().startswith("| string_at (") and any("read_null (" in f for f in frames[:4])
     finally:
         job.stop()
+
+
+def test_msrun_plain_job_the_first_worker_to_end_is_named_from_this_host(tmp_path):
+    """A job with no mstop code (MindSpore's LossMonitor only), followed from msrun's worker logs on the
+    workers' own host: mstop finds each worker's pid in its log's MindSpore prefix, checks that the process
+    writes that very log (/proc/PID/fd), and watches it. Rank 1 kills itself at step 10; msrun ends rank 0:
+    rank 1 is named, by its exit."""
+    import shutil
+    import subprocess
+    import sys
+
+    from mstop.engine.endings import culprit
+    from mstop.engine.store import Store
+    from mstop.sources.mflog import MfLogSource
+    from tests.helpers.common import HELPERS
+    from tests.helpers.msrun import free_port
+
+    pytest.importorskip("mindspore", reason="a real job needs MindSpore: pip install -e '.[mindspore]'")
+    msrun = shutil.which("msrun") or str(Path(sys.executable).parent / "msrun")
+    logs = tmp_path / "logs"
+    job = subprocess.Popen([msrun, "--worker_num=2", "--local_worker_num=2", "--master_addr=127.0.0.1",
+                            f"--master_port={free_port()}", f"--log_dir={logs}", "--join=True",
+                            str(HELPERS / "msrun_plain_job.py"), "400", "1", "40"],
+                           cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+                           env={**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"})
+    store = Store()
+    src = MfLogSource(str(logs), store, poll=0.2)
+    try:
+        assert wait_for(lambda: logs.is_dir(), 60)
+        src.follow()
+        assert wait_for(lambda: len(src.processes.watched) == 2, 120), (src.processes.watched, src.processes.unseen)
+        job.wait(timeout=300)
+        opts = Options()
+        ok = wait_for(lambda: (c := culprit(store.snapshot(), opts)) is not None and c.fact == "exit", 20)
+        c = culprit(store.snapshot(), opts)
+        assert ok, (c, {r: d.exits for r, d in store.ranks.items()})
+        assert c.rank == 1 and "killed by SIGKILL" in c.words, c
+    finally:
+        src.stop()
+        if job.poll() is None:
+            os.killpg(job.pid, signal.SIGKILL)
+            job.wait()
+
+
+def test_a_worker_log_whose_pid_is_no_process_here_is_said_not_visible(tmp_path):
+    """The log names a pid this host has no process of (the workers ran elsewhere): mstop says it cannot see
+    them, and watches nothing."""
+    from mstop.engine.store import Store
+    from mstop.sources.procwatch import ProcessWatch
+
+    log = tmp_path / "worker_0.log"
+    log.write_text("[WARNING] ME(4194000,7f3a00000000,python):2026-12-03-10:00:00.000.000 [x.cc:1] f] hello\n")
+    store = Store()
+    w = ProcessWatch(store)
+    w.consider(0, str(log))
+    assert not w.watched and 0 in w.unseen
+    assert any("not visible from here" in n for n in store.notes), store.notes
+    # a pid of this host that is not the worker (this test's own process writes no such log)
+    log.write_text(f"[WARNING] ME({os.getpid()},7f3a00000000,python):2026-12-03-10:00:00.000.000 x\n")
+    w2 = ProcessWatch(Store())
+    w2.consider(0, str(log))
+    assert not w2.watched and "another process" in w2.unseen[0]

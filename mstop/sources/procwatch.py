@@ -1,0 +1,194 @@
+"""The worker processes of a job read from its logs, watched from this host (issue 38, item 6).
+
+A job with no mstop code has no exit witness. But MindSpore's log lines carry each worker's pid
+(``[WARNING] ME(21888,7f...,python):2026-12-03-...``), and where mstop runs on the workers' host it can
+watch those processes itself: the first to end is the rank that died (msrun ends the others within a
+second, and the logs of all stop at the same step). A pid is trusted only when it is provably that
+worker: a process of this host whose standard output or error *is* the worker's log file (``/proc/PID/fd``
+1 or 2, the same file by device and inode), recorded with its start time (``/proc/PID/stat`` field 22) so a
+reused pid is never taken for it. Anywhere else (the logs on a shared filesystem, the workers on other hosts,
+another user's processes) mstop says once that it cannot see them.
+
+A thread polls the workers' pidfds (the kernel wakes it at an end, to the millisecond), reads their
+states once a second, and gives the store the same ``exit`` and ``proc`` events an exit witness writes,
+marked ``"source": "viewer"``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import select
+import threading
+import time
+from typing import Any, Callable
+
+from mstop_writer.witness import describe_status, proc_facts
+
+from ..engine.store import Store
+
+#: a MindSpore log line's prefix: ``ME(21888,7f3a...,python)`` or ``DEVICE(9026,...)``: the pid comes first
+PID = re.compile(rb"\b[A-Z_]{2,16}\((\d{1,9}),[0-9a-fx]+,")
+#: bytes of a worker log read to find its pid (MindSpore's first WARNING lines come within the first KB)
+HEAD = 256 << 10
+#: seconds between looks at the states, and between tries to find a worker's pid
+LOOK_S = 1.0
+
+
+class ProcessWatch:
+    """Workers' processes by rank, watched from this host; :meth:`consider` each worker log as it is read."""
+
+    def __init__(self, store: Store, on_update: Callable[[], None] | None = None) -> None:
+        self.store = store
+        self.on_update = on_update
+        self.watched: dict[int, dict[str, Any]] = {}  # rank -> {pid, ticks, pidfd, log, said}
+        self.unseen: dict[int, str] = {}  # rank -> why its process cannot be watched from here
+        self._tried: dict[int, float] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.ticks = float(os.sysconf("SC_CLK_TCK"))
+        self.page = os.sysconf("SC_PAGE_SIZE")
+
+    def consider(self, rank: int, log_path: str) -> None:
+        """Find rank ``rank``'s worker process from its log (once found, or once a second until then)."""
+        if rank in self.watched or rank in self.unseen:
+            return
+        now = time.monotonic()
+        if now - self._tried.get(rank, -1e9) < LOOK_S:
+            return
+        self._tried[rank] = now
+        pid = _pid_in(log_path)
+        if pid is None:
+            return
+        why = _is_writer_of(pid, log_path)
+        if why is not None:
+            self.unseen[rank] = why
+            self.store.note_as("procwatch", self._unseen_note())
+            return
+        facts = proc_facts(pid, self.ticks, self.page)
+        if facts is None:
+            return
+        try:
+            pidfd: int | None = os.pidfd_open(pid)
+        except (AttributeError, OSError):
+            pidfd = None
+        with self._lock:
+            self.watched[rank] = {"pid": pid, "ticks": facts["start_ticks"], "pidfd": pidfd, "log": log_path,
+                                  "said": None, "last": facts, "written": 0.0}
+        self._proc(rank, facts, changed=True)
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="mstop-procwatch", daemon=True)
+            self._thread.start()
+
+    def _unseen_note(self) -> str:
+        ranks = sorted(self.unseen)
+        why = self.unseen[ranks[0]]
+        who = f"rank {ranks[0]}" if len(ranks) == 1 else f"{len(ranks)} ranks (rank {ranks[0]}: {why})"
+        return (f"the worker process of {who} is not visible from here ({why if len(ranks) == 1 else 'and the rest'}"
+                "): which rank ended first is told by the logs only")
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        with self._lock:
+            for w in self.watched.values():
+                if w["pidfd"] is not None:
+                    os.close(w["pidfd"])
+                    w["pidfd"] = None
+
+    def _run(self) -> None:
+        next_look = 0.0
+        while not self._stop.is_set():
+            with self._lock:
+                live = {w["pidfd"]: r for r, w in self.watched.items() if w["pidfd"] is not None}
+                polled = [r for r, w in self.watched.items() if w["pidfd"] is None and w.get("done") is None]
+            poller = select.poll()
+            for fd in live:
+                poller.register(fd, select.POLLIN)
+            wait = max(0.0, next_look - time.monotonic())
+            if polled or not live:
+                wait = min(wait, 0.1)
+            ready = [live[fd] for fd, _ in poller.poll(wait * 1000)] if live else (time.sleep(wait) or [])
+            looking = time.monotonic() >= next_look
+            if looking:
+                next_look = time.monotonic() + LOOK_S
+            changed = False
+            for r in list(self.watched):
+                w = self.watched[r]
+                if w.get("done") is not None:
+                    continue
+                if r in ready or looking or w["pidfd"] is None:
+                    facts = proc_facts(w["pid"], self.ticks, self.page)
+                    gone = facts is None or facts["start_ticks"] != w["ticks"] or facts["state"] in "ZX"
+                    if r in ready or gone:
+                        self._exit(r, facts)
+                        changed = True
+                    elif looking:
+                        changed |= self._proc(r, facts)
+            if changed and self.on_update is not None:
+                self.on_update()
+
+    def _proc(self, rank: int, facts: dict[str, Any], *, changed: bool = False) -> bool:
+        w = self.watched[rank]
+        state = facts["state"]
+        shown = state if state in "TtDZ" else "ok"
+        now = time.monotonic()
+        if not changed and shown == w["said"] and now - w["written"] < 5.0:
+            w["last"] = facts
+            return False
+        w.update(said=shown, written=now, last=facts)
+        self.store.ingest_events(rank, [{
+            "time": time.time(), "kind": "proc", "rank": rank, "pid": w["pid"], "source": "viewer",
+            "state": state, "cpu_s": facts["cpu_s"], "rss": facts["rss"], "threads": facts["threads"],
+            "changed": changed or shown != "ok"}])
+        return True
+
+    def _exit(self, rank: int, facts: dict[str, Any] | None) -> None:
+        w = self.watched[rank]
+        e: dict[str, Any] = {"time": time.time(), "kind": "exit", "rank": rank, "pid": w["pid"], "source": "viewer"}
+        if facts is not None and facts.get("start_ticks") == w["ticks"] and "exit_status" in facts:
+            e.update(describe_status(facts["exit_status"]))
+        else:
+            e["how"] = "unknown"
+        last = w.get("last")
+        if last is not None:
+            e["last_state"] = last["state"]
+        w["done"] = e["time"]
+        if w["pidfd"] is not None:
+            os.close(w["pidfd"])
+            w["pidfd"] = None
+        self.store.ingest_events(rank, [e])
+
+
+def _pid_in(path: str) -> int | None:
+    """The pid the first MindSpore-prefixed line of a worker log names."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(HEAD)
+    except OSError:
+        return None
+    m = PID.search(head)
+    return int(m.group(1)) if m else None
+
+
+def _is_writer_of(pid: int, path: str) -> str | None:
+    """None when process ``pid`` of this host writes its standard output or error to ``path`` (the same
+    file, by device and inode); else why it cannot be taken for the worker."""
+    try:
+        want = os.stat(path)
+    except OSError as e:
+        return f"cannot stat its log: {e.strerror}"
+    if not os.path.exists(f"/proc/{pid}"):
+        return "no such process on this host (it ended, or runs on another host)"
+    for fd in (1, 2):
+        try:
+            st = os.stat(f"/proc/{pid}/fd/{fd}")
+        except PermissionError:
+            return "another user's process"
+        except OSError:
+            continue
+        if (st.st_dev, st.st_ino) == (want.st_dev, want.st_ino):
+            return None
+    return "pid " + str(pid) + " on this host is another process (the workers run on another host)"
