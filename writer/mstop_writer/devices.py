@@ -264,13 +264,15 @@ def apply_health(chips: list[Chip], npu: int, details: dict[int, dict[str, str]]
 
 def device_id_of(env: dict[str, str] | None = None) -> int | None:
     """This process's logical device on its host: ``DEVICE_ID`` (msrun sets it to the local rank) mapped
-    through ``ASCEND_RT_VISIBLE_DEVICES`` when that narrows the devices a process sees."""
+    through ``ASCEND_RT_VISIBLE_DEVICES`` (on a GPU: ``CUDA_VISIBLE_DEVICES``) when that narrows the devices a
+    process sees."""
     env = os.environ if env is None else env
     try:
         local = int(env.get("DEVICE_ID", ""))
     except ValueError:
         return None
-    visible = [v.strip() for v in env.get("ASCEND_RT_VISIBLE_DEVICES", "").split(",") if v.strip()]
+    visible = [v.strip() for v in (env.get("ASCEND_RT_VISIBLE_DEVICES") or env.get("CUDA_VISIBLE_DEVICES")
+                                   or "").split(",") if v.strip()]
     if visible:
         return int(visible[local]) if local < len(visible) and visible[local].isdigit() else None
     return local
@@ -328,6 +330,9 @@ class DeviceSampler:
     is the writer's once-per-kind warning; ``event(kind, **fields)`` writes a ``devices`` event saying the
     sampling started, failed or stopped, so the monitor can tell why a host has no device rows."""
 
+    #: what it samples, in its words
+    kind = "NPUs"
+
     def __init__(self, run_dir: str, interval: float, *, warn: Callable[[str, str], None],
                  event: Callable[..., None], clock: Callable[[], float] = time.time, command: str = "npu-smi",
                  timeout: float = CALL_TIMEOUT, first_try: float = 0.0) -> None:
@@ -351,11 +356,17 @@ class DeviceSampler:
 
     @classmethod
     def start_if_present(cls, run_dir: str, interval: float, **kw: Any) -> DeviceSampler | None:
-        """A started sampler, or None where there is nothing to sample (``interval`` 0, no ``npu-smi``)."""
+        """A started sampler, or None where there is nothing to sample (``interval`` 0, no ``npu-smi``): the
+        NPUs with npu-smi, else the GPUs with ``nvidia-smi`` (mstop_writer.gpus)."""
         command = kw.pop("command", None) or shutil.which("npu-smi")
+        kind: type[DeviceSampler] = cls
+        if command is None and cls is DeviceSampler and shutil.which("nvidia-smi"):
+            from .gpus import GpuSampler
+
+            command, kind = shutil.which("nvidia-smi"), GpuSampler
         if not interval or not command:
             return None
-        s = cls(run_dir, interval, command=command, **kw)
+        s = kind(run_dir, interval, command=command, **kw)
         s._thread.start()
         return s
 
@@ -417,7 +428,7 @@ class DeviceSampler:
                 return False
         self._lock_fd = fd
         self._event("devices", state="sampling", host=self.host, path=os.path.basename(self.path),
-                    interval=self.interval, message=f"sampling this host's NPUs with {self.command}")
+                    interval=self.interval, message=f"sampling this host's {self.kind} with {self.command}")
         return True
 
     def sample_once(self) -> float | None:
