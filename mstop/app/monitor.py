@@ -27,6 +27,7 @@ from ..view import (
     Store,
     View,
     close_connections,
+    fresh_lines,
     numeric_columns,
     rank_series,
     stacks_lines,
@@ -446,7 +447,7 @@ class MonitorScreen(Screen[None]):
 
     def action_stacks(self) -> None:
         """t: each rank's newest stack, ranks grouped by where their main thread is."""
-        self.app.push_screen(StacksScreen(stacks_lines(self.store)))
+        self.app.push_screen(StacksScreen(stacks_lines(self.store), lambda: fresh_lines(self.store)))
 
     def action_goto(self) -> None:
         self.app.push_screen(GoToStepScreen(lambda step: values_at_step(self.store, step)))

@@ -1,8 +1,8 @@
-"""Modal screens: help, go to step, baseline, metrics, alerts, a rank's log."""
+"""Modal screens: help, go to step, baseline, metrics, alerts, stacks, a rank's log."""
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Any, Callable
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -31,7 +31,8 @@ KEYS = (
     ("a", "every active alert (and mark them seen)"),
     ("b", "baseline: overlay another run's curves by step (empty: none)"),
     ("P", "profile the next N steps of the running job (a request file; over ssh: the command)"),
-    ("t", "stacks: where each rank's main thread is (dumped when a step overran or a rank crashed), grouped"),
+    ("t", "stacks: where each rank's main thread is (dumped when a step overran or a rank crashed), grouped;"
+          " d there: a fresh py-spy dump of each rank"),
     ("L", "the rank's own log (the ranks view's rank; a failed run: the culprit's): n / N error lines, / search"),
     ("?", "this help"),
     ("escape", "close a dialog"),
@@ -220,17 +221,36 @@ class StacksScreen(ModalScreen[None]):
     dumped by each rank's own faulthandler when its step overran (or it crashed); the lines come from
     mstop.view (``stacks_lines``)."""
 
-    BINDINGS = [("escape,t,q", "dismiss", "close")]
+    BINDINGS = [("escape,t,q", "dismiss", "close"), ("d", "fresh", "py-spy dump")]
 
-    def __init__(self, lines: list[tuple[str, str]]) -> None:
+    def __init__(self, lines: list[tuple[str, str]], fresh: Any = None) -> None:
         super().__init__()
         self.lines = lines
+        self.fresh = fresh  # () -> lines of a fresh py-spy dump (slow: run on a thread)
 
     def compose(self) -> ComposeResult:
+        yield VerticalScroll(Static(self._text(self.lines), id="stacks-text"), id="alert-list")
+
+    @staticmethod
+    def _text(lines: list[tuple[str, str]]) -> Text:
         t = Text()
-        for style, line in self.lines:
+        for style, line in lines:
             t.append(Text(line + "\n", style=style))
-        yield VerticalScroll(Static(t), id="alert-list")
+        return t
+
+    def action_fresh(self) -> None:
+        """d: every rank's stacks now, with py-spy (on a thread: a dump per rank)."""
+        if self.fresh is None:
+            return
+        self.query_one("#stacks-text", Static).update(self._text(
+            self.lines + [("", ""), ("dim", "py-spy dump under way...")]))
+
+        def work() -> None:
+            lines = self.fresh()
+            self.app.call_from_thread(self.query_one("#stacks-text", Static).update,
+                                      self._text(self.lines + [("", "")] + lines))
+
+        self.run_worker(work, thread=True, exclusive=True)
 
 
 class LogScreen(ModalScreen[None]):

@@ -48,7 +48,7 @@ from .frame import (
     View,
 )
 from .options import MonitorOptions
-from .stacks import stacks_lines
+from .stacks import fresh_lines, stacks_lines
 
 # what the app may use of the rooms below, besides the frame: names and types it draws with, the sources'
 # one error, checking a source argument, the demo's replay, and closing the ssh connections at exit (the app
@@ -59,6 +59,6 @@ __all__ = ["DATA_WARN", "ENDED", "MARKS", "MEM_CRIT", "MEM_WARN", "STATUSES", "X
            "losses_text",
            "HeaderPart", "Line", "LossPart", "MemoryPart", "MonitorOptions", "Connection", "RankRow", "Series",
            "ThroughputPart", "View",
-           "baseline_overlay", "stacks_lines",
+           "baseline_overlay", "stacks_lines", "fresh_lines",
            "build_view", "error_lines", "heat_marks", "incident_marks", "numeric_columns", "rank_series", "run_part",
            "since_text", "step_range", "values_at_step"]

@@ -43,3 +43,37 @@ def stacks_lines(store: Store) -> list[tuple[str, str]]:
         out.append(("dim", f"{ranks_text(none)}: no stack (their steps end on time, or no exit witness runs "
                            "beside them)"))
     return out
+
+
+#: ranks dumped at most by one press of d (the culprit and the lowest ranks first)
+FRESH_RANKS = 16
+
+
+def fresh_lines(store: Store) -> list[tuple[str, str]]:
+    """(style, text) lines of a fresh ``py-spy dump`` of each rank's process (mstop.sources.pyspy), where its
+    pid is provably that process; ranks that cannot be dumped grouped by why. Slow (a dump per rank): call it
+    off the screen's thread."""
+    from ..safe import clean
+    from ..sources import pyspy
+
+    with store.lock:
+        starts = {r: dict(d.last_start) for r, d in sorted(store.ranks.items()) if d.last_start}
+    out: list[tuple[str, str]] = [("bold", "py-spy dump: each rank's stacks now, read from outside (d: again)")]
+    why_not: dict[str, list[int]] = {}
+    for r, start in list(starts.items())[:FRESH_RANKS]:
+        lines, why = pyspy.dump(start)
+        if lines is None:
+            why_not.setdefault(why, []).append(r)
+            continue
+        out.append(("", ""))
+        out.append(("bold", f"rank {r} (pid {start['pid']}):"))
+        out += [("", "  | " + clean(ln.strip(), 300)) for ln in lines
+                if ln.strip() and not ln.startswith(("Process ", "Python v"))]
+    for why, ranks in why_not.items():
+        out.append(("", ""))
+        out.append(("dim", f"{ranks_text(ranks)}: {why}"))
+    if len(starts) > FRESH_RANKS:
+        out.append(("dim", f"{len(starts) - FRESH_RANKS} more ranks not dumped (the first {FRESH_RANKS} only)"))
+    if not starts:
+        out.append(("dim", "no rank has a start event with a pid: nothing to dump"))
+    return out

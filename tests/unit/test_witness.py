@@ -180,3 +180,61 @@ def test_a_zombies_wait_status_is_told_in_words():
     assert witness.describe_status(9) == {"how": "signal", "signal": "SIGKILL", "code": -9, "core": False}
     assert witness.describe_status(11 | 0x80)["core"] is True
     assert witness.describe_status(3 << 8) == {"how": "exit", "code": 3}
+
+
+# -- a fresh dump from outside (py-spy), and the identity a pid must prove ----------------------------------
+
+def test_a_fresh_py_spy_dump_of_a_live_rank_and_why_not_for_others(tmp_path):
+    import pytest
+
+    from mstop.sources import pyspy
+    from mstop.sources import read_once
+    from mstop.view import fresh_lines
+
+    if pyspy.executable() is None:
+        pytest.skip("py-spy is not installed: pip install -e '.[test]' installs it")
+    run = tmp_path / "run"
+    p = _start(run, "hang")
+    try:
+        store = read_once(str(run))
+        lines = [t for _, t in fresh_lines(store)]
+        assert f"rank 0 (pid {p.pid}):" in lines, lines
+        assert any(t.strip().startswith("| stuck_here (") for t in lines), lines
+        start = store.ranks[0].last_start
+        # the same pid claimed by a start of another boot, namespace or host: never dumped
+        for change, words in (({"boot_id": "x"}, "another boot"), ({"pid_ns": "pid:[1]"}, "another pid namespace"),
+                              ({"host": "elsewhere"}, "runs on elsewhere"), ({"pid_start": 1}, "another process now"),
+                              ({"boot_id": None}, "an older writer")):
+            got, why = pyspy.dump({**start, **change})
+            assert got is None and "not visible from here" in why and words in why, (change, why)
+    finally:
+        p.kill()
+        p.wait()
+    got, why = pyspy.dump(start)
+    assert got is None and ("has ended" in why or "another process" in why), why
+
+
+async def test_the_stacks_view_shows_a_stuck_ranks_stack_and_d_dumps_it_fresh(tmp_path):
+    """t on a rank stuck past stack_after: its dump, grouped; d: py-spy's dump of it now, on screen."""
+    import pytest
+
+    from mstop.app import MonitorApp
+    from mstop.sources import pyspy
+    from tests.helpers.app_common import screen_lines, settle
+
+    run = tmp_path / "run"
+    p = _start(run, "hang", stack_after=1.0)
+    try:
+        assert wait_for(lambda: _kinds(run, kind="stack"), 6)
+        app = MonitorApp(str(run), poll=0.1)
+        async with app.run_test(size=(140, 40)) as pilot:
+            await settle(pilot)
+            await pilot.press("t")
+            await settle(pilot, lambda: any("rank 0: in stuck_here" in ln for ln in screen_lines(app)))
+            if pyspy.executable() is None:
+                pytest.skip("py-spy is not installed")
+            await pilot.press("d")
+            await settle(pilot, lambda: any(f"rank 0 (pid {p.pid}):" in ln for ln in screen_lines(app)), tries=500)
+    finally:
+        p.kill()
+        p.wait()

@@ -1,0 +1,91 @@
+"""A fresh stack of a rank's process, taken from outside with ``py-spy dump`` (the stacks view's ``d``).
+
+The writer's faulthandler dumps a rank's stacks only when its step overran; ``py-spy dump --pid P`` reads
+them at any moment from outside (ptrace), without stopping the rank for long or needing anything of it.
+Where it cannot, the words say why: py-spy not installed (``pip install 'mstop[pyspy]'``), the process on
+another host, ptrace not permitted (``kernel.yama.ptrace_scope``, another user, a container without
+``CAP_SYS_PTRACE``).
+
+**Identity, never a guess** (issue 38, item 7): a pid from a start event is trusted only on its own host (the
+host name and the boot id it recorded), in the same pid namespace as mstop, with the process start time it
+recorded (``/proc/PID/stat`` field 22): a pid reused by another process, a process of another container or
+of a host with the same name is "not visible from here", never dumped in its place.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+from typing import Any
+
+from mstop_writer.witness import own_start_ticks
+
+#: seconds one dump may take (py-spy reads the process's memory: well under a second for a training rank)
+TIMEOUT = 15.0
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path) as f:
+            return f.read().strip() or None
+    except OSError:
+        return None
+
+
+def not_visible(start: dict[str, Any]) -> str | None:
+    """Why the process a start event names is not the process of that pid here (None: it is)."""
+    pid = start.get("pid")
+    if not isinstance(pid, int) or isinstance(pid, bool):
+        return "its start event gives no pid"
+    if start.get("host") not in (None, socket.gethostname()):
+        return f"it runs on {start.get('host')}, not on this host"
+    boot = start.get("boot_id")
+    if boot is None or start.get("pid_start") is None:
+        return "its writer recorded no process identity (boot id, start time): an older writer"
+    if boot != _read("/proc/sys/kernel/random/boot_id"):
+        return "it ran in another boot of this host (or on another host of the same name)"
+    try:
+        ns = os.readlink("/proc/self/ns/pid")
+    except OSError:
+        ns = None
+    if start.get("pid_ns") != ns:
+        return "it runs in another pid namespace (another container)"
+    ticks = own_start_ticks(pid)
+    if ticks is None:
+        return "the process has ended"
+    if ticks != start.get("pid_start"):
+        return f"pid {pid} is another process now (the rank's process ended)"
+    return None
+
+
+def executable() -> str | None:
+    """py-spy beside this Python (a venv's bin), else on PATH."""
+    here = os.path.join(os.path.dirname(sys.executable), "py-spy")
+    return here if os.access(here, os.X_OK) else shutil.which("py-spy")
+
+
+def dump(start: dict[str, Any]) -> tuple[list[str] | None, str]:
+    """``py-spy dump`` of the process a start event names: (its lines, "") or (None, why not)."""
+    exe = executable()
+    if exe is None:
+        return None, "py-spy is not installed (pip install 'mstop[pyspy]')"
+    why = not_visible(start)
+    if why is not None:
+        return None, f"the process is not visible from here: {why}"
+    try:
+        out = subprocess.run([exe, "dump", "--pid", str(start["pid"])], capture_output=True, text=True,
+                             timeout=TIMEOUT, errors="replace")
+    except subprocess.TimeoutExpired:
+        return None, f"py-spy did not answer in {TIMEOUT:.0f} s"
+    except OSError as e:
+        return None, f"py-spy could not run: {e}"
+    if out.returncode != 0:
+        err = (out.stderr or out.stdout).strip().splitlines()
+        text = err[-1] if err else f"exit code {out.returncode}"
+        if "ermission" in text or "ptrace" in text.lower():
+            return None, f"ptrace not permitted ({text}): run mstop as the job's user, or allow ptrace"
+        return None, f"py-spy failed: {text}"
+    return out.stdout.splitlines(), ""
