@@ -58,6 +58,37 @@ def _state(pid: int) -> str:
         return ""
 
 
+def _screen_agrees(run: Path, js: dict) -> None:
+    """The monitor opened on the run shows what ``summary --json`` says: the job_dead alert's words (its
+    start: the screen wraps long lines) and, in the ranks view, each rank's process as ``processes`` has it."""
+    import asyncio
+
+    from mstop.app import MonitorApp
+    from tests.helpers.app_common import screen_lines, settle
+
+    async def look() -> tuple[str, str]:
+        app = MonitorApp(str(run), follow=False)
+        async with app.run_test(size=(160, 40)) as pilot:
+            await settle(pilot)
+            main = "\n".join(screen_lines(app))
+            await pilot.press("r")
+            await pilot.pause(0.2)
+            return main, "\n".join(screen_lines(app))
+
+    main, ranks = asyncio.run(look())
+    (a,) = [a for a in js["alerts"] if a["kind"] == "job_dead"]
+    assert a["message"][:60] in main, (a["message"], main)
+    for r, p in js["processes"].items():
+        ex = p["exit"] or {}
+        if p["state"] == "ended":
+            want = f"ended {ex['signal']}" if ex.get("signal") else (f"ended exit {ex['code']}"
+                                                                      if ex.get("how") == "exit" else "ended")
+        else:
+            want = p["state"]
+        row = [ln for ln in ranks.splitlines() if f" {p['pid']} " in ln]
+        assert row and want in row[0], (r, want, row)
+
+
 def _kill_and_expect(tmp_path: Path, rank: int, *, at_step: int | None) -> None:
     job = Msrun(tmp_path, 2000)
     pids: list[int] = []
@@ -77,6 +108,7 @@ def _kill_and_expect(tmp_path: Path, rank: int, *, at_step: int | None) -> None:
         (a,) = [a for a in js["alerts"] if a["kind"] == "job_dead"]
         assert a["rank"] == rank and a["message"].startswith(c["words"]), a
         assert js["processes"][str(rank)]["exit"]["how"] in ("signal", "unknown")
+        _screen_agrees(job.run, js)
     finally:
         job.stop()
     _no_witness_left(job, pids or _witnesses(job))

@@ -34,7 +34,10 @@ def state_cell(r: RankRow) -> Text:
     """``S sleeping``, ``T stopped`` (in red), ``ended SIGKILL`` (in red)."""
     if r.state is None:
         return Text(fmt.NA)
-    words = f"ended {r.ended}" if r.state == "ended" and r.ended else STATE_WORDS.get(r.state, r.state)
+    if r.state == "ended":
+        words = "ended" if r.ended in (None, "ended") else f"ended {r.ended}"
+    else:
+        words = STATE_WORDS.get(r.state, r.state)
     return Text(words, style="bold red" if r.state in TROUBLE and r.ended != "exit 0" else "")
 
 
