@@ -357,6 +357,8 @@ class RemoteSource:
         if not self.store.claim(r, str(self.target)):
             return None
         self.store.add_rank_file(r)
+        self.store.note_as("procwatch", "the workers' processes are not watched over ssh (only on their own host): "
+                                        "which rank ended first is told by the logs only")
         return Followed(r, "mflog", FileTail(name), log=MfLogParser(r, gmtoff=_utc_offset(gmtoff)))
 
     def _refused(self, entries: list) -> None:
