@@ -21,18 +21,10 @@ import subprocess
 import sys
 from typing import Any
 
-from mstop_writer.witness import own_start_ticks
+from mstop_writer.witness import identity, own_start_ticks
 
 #: seconds one dump may take (py-spy reads the process's memory: well under a second for a training rank)
 TIMEOUT = 15.0
-
-
-def _read(path: str) -> str | None:
-    try:
-        with open(path) as f:
-            return f.read().strip() or None
-    except OSError:
-        return None
 
 
 def not_visible(start: dict[str, Any]) -> str | None:
@@ -45,13 +37,10 @@ def not_visible(start: dict[str, Any]) -> str | None:
     boot = start.get("boot_id")
     if boot is None or start.get("pid_start") is None:
         return "its writer recorded no process identity (boot id, start time): an older writer"
-    if boot != _read("/proc/sys/kernel/random/boot_id"):
+    mine = identity()
+    if boot != mine["boot_id"]:
         return "it ran in another boot of this host (or on another host of the same name)"
-    try:
-        ns = os.readlink("/proc/self/ns/pid")
-    except OSError:
-        ns = None
-    if start.get("pid_ns") != ns:
+    if start.get("pid_ns") != mine["pid_ns"]:
         return "it runs in another pid namespace (another container)"
     ticks = own_start_ticks(pid)
     if ticks is None:

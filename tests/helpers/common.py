@@ -55,6 +55,15 @@ def processes_with(text: str) -> list[tuple[int, str]]:
     return out
 
 
+def proc_state(pid: int) -> str:
+    """The process's state letter from /proc/PID/stat (R, S, T stopped, Z zombie, ...), or "" when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return ""
+
+
 class FullDisk:
     """A small tmpfs mounted for one test: ``fill()`` takes every free byte, ``free()`` gives them back."""
 

@@ -33,7 +33,21 @@ esac
 """
 
 
-class StandIn:
+class ToolStandIn:
+    """A stand-in tool's folder (put it first on PATH): the calls it was made, the environment that finds it."""
+
+    folder: Path
+
+    @property
+    def calls(self) -> list[str]:
+        p = self.folder / "calls"
+        return p.read_text().splitlines() if p.exists() else []
+
+    def env(self, base: dict[str, str]) -> dict[str, str]:
+        return {**base, "PATH": f"{self.folder}:{base.get('PATH', '')}"}
+
+
+class StandIn(ToolStandIn):
     """The stand-in's folder (put it first on PATH) and its knobs."""
 
     def __init__(self, folder: Path, info: str = "info-910b3-x8-24.1.rc1.txt") -> None:
@@ -48,11 +62,3 @@ class StandIn:
         for name, value in knobs.items():
             text = value if name == "mode" else str(value if Path(value).is_absolute() else DATA / value)
             (self.folder / name).write_text(text + "\n")
-
-    @property
-    def calls(self) -> list[str]:
-        p = self.folder / "calls"
-        return p.read_text().splitlines() if p.exists() else []
-
-    def env(self, base: dict[str, str]) -> dict[str, str]:
-        return {**base, "PATH": f"{self.folder}:{base.get('PATH', '')}"}

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .npu_smi import ToolStandIn
+
 DATA = Path(__file__).resolve().parent.parent / "data" / "nvidia-smi"
 
 SCRIPT = r"""#!/bin/sh
@@ -19,7 +21,7 @@ esac
 """
 
 
-class StandIn:
+class StandIn(ToolStandIn):
     """The stand-in's folder (put it first on PATH)."""
 
     def __init__(self, folder: Path, gpus: str = "query-gpu-a100x4.csv", apps: str = "query-apps-a100x4.csv") -> None:
@@ -30,11 +32,3 @@ class StandIn:
         exe.chmod(0o755)
         (folder / "gpus").write_text(str(DATA / gpus) + "\n")
         (folder / "apps").write_text(str(DATA / apps) + "\n")
-
-    @property
-    def calls(self) -> list[str]:
-        p = self.folder / "calls"
-        return p.read_text().splitlines() if p.exists() else []
-
-    def env(self, base: dict[str, str]) -> dict[str, str]:
-        return {**base, "PATH": f"{self.folder}:{base.get('PATH', '')}"}

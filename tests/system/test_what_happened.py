@@ -224,15 +224,6 @@ def _last_step(path: Path) -> int:
     return int(rows[-1]["step"])
 
 
-def _state(pid: int) -> str:
-    """The process's state letter from /proc/PID/stat (R, S, T stopped, Z, ...), or "" when it is gone."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return ""
-
-
 def _until(run: Path, cond, timeout: float) -> tuple[dict, float]:
     """Poll ``mstop summary --json`` (the real clock) until ``cond(summary)``; (the summary, seconds taken)."""
     t0 = time.monotonic()

@@ -15,7 +15,7 @@ import pytest
 from mstop.commands.summary import summarize
 from mstop.engine.figures import Options
 from mstop.sources import read_once
-from tests.helpers.common import processes_with, read_events, wait_for
+from tests.helpers.common import proc_state, processes_with, read_events, wait_for
 from tests.helpers.msrun import Msrun
 
 pytestmark = pytest.mark.slow
@@ -45,17 +45,9 @@ def _witnesses(job: Msrun) -> list[int]:
 def _no_witness_left(job: Msrun, pids: list[int]) -> None:
     """After the job: every witness it started has ended (by pid), and none watches its run dir."""
     def gone() -> bool:
-        alive = [p for p in pids if os.path.exists(f"/proc/{p}") and _state(p) != "Z"]
+        alive = [p for p in pids if os.path.exists(f"/proc/{p}") and proc_state(p) != "Z"]
         return not alive and not [c for _, c in processes_with("witness.py") if str(job.run) in c]
     assert wait_for(gone, 5), [p for p in pids if os.path.exists(f"/proc/{p}")]
-
-
-def _state(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return ""
 
 
 def _screen_agrees(run: Path, js: dict) -> None:

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mstop_writer import witness
-from tests.helpers.common import HELPERS, ROOT, read_events, wait_for
+from tests.helpers.common import HELPERS, ROOT, proc_state, read_events, wait_for
 
 JOB = HELPERS / "witness_job.py"
 
@@ -53,15 +53,7 @@ def test_a_killed_rank_has_its_exit_written_within_a_fraction_of_a_second(tmp_pa
     assert ex["how"] in ("signal", "unknown")
     if ex["how"] == "signal":
         assert ex["signal"] == "SIGKILL" and ex["code"] == -9
-    assert wait_for(lambda: not os.path.exists(f"/proc/{wit}") or _zombie(wit), 2), "the witness outlived its rank"
-
-
-def _zombie(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
-    except OSError:
-        return True
+    assert wait_for(lambda: proc_state(wit) in ("", "Z"), 2), "the witness outlived its rank"
 
 
 def test_a_stopped_rank_is_said_stopped_at_once_and_running_again_after(tmp_path):

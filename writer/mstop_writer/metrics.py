@@ -788,23 +788,10 @@ class MetricsWriter:
 
 
 def process_identity() -> dict[str, Any]:
-    """What makes this process's pid mean this process to a reader (issue 38): the host's boot id, the pid
-    namespace and the process's start time (clock ticks since boot). A reader trusts the pid only on the
-    same host, boot and namespace, with the same start time."""
-    from .witness import own_start_ticks
+    """This process's identity for readers: boot id, pid namespace, start time (mstop_writer.witness.identity)."""
+    from .witness import identity
 
-    def read(path: str) -> str | None:
-        try:
-            with open(path) as f:
-                return f.read().strip() or None
-        except OSError:
-            return None
-
-    try:
-        ns = os.readlink("/proc/self/ns/pid")
-    except OSError:
-        ns = None
-    return {"boot_id": read("/proc/sys/kernel/random/boot_id"), "pid_ns": ns, "pid_start": own_start_ticks()}
+    return identity()
 
 
 def _step(step: Any) -> int:

@@ -334,6 +334,25 @@ def own_start_ticks(pid: int | None = None) -> int | None:
     return None if f is None else f["start_ticks"]
 
 
+def identity(pid: int | None = None) -> dict[str, object]:
+    """What makes a pid mean one process to a reader (issue 38): the host's boot id, the process's pid
+    namespace and its start time (clock ticks since boot). A reader trusts a pid only on the same host, boot
+    and namespace, with the same start time."""
+    def read(path: str) -> str | None:
+        try:
+            with open(path) as f:
+                return f.read().strip() or None
+        except OSError:
+            return None
+
+    try:
+        ns: str | None = os.readlink(f"/proc/{pid or 'self'}/ns/pid")
+    except OSError:
+        ns = None
+    return {"boot_id": read("/proc/sys/kernel/random/boot_id"), "pid_ns": ns,
+            "pid_start": own_start_ticks(pid or os.getpid())}
+
+
 def start(events: str, stacks: str | None, stacks_from: int, rank: int, interval: float) -> tuple[int | None, str]:
     """Start the witness of this process (or keep the one already watching for this events file).
     Returns (its pid, what was done) or (None, why not)."""
