@@ -330,8 +330,9 @@ class DeviceSampler:
     is the writer's once-per-kind warning; ``event(kind, **fields)`` writes a ``devices`` event saying the
     sampling started, failed or stopped, so the monitor can tell why a host has no device rows."""
 
-    #: what it samples, in its words
+    #: what it samples, in its words, and the tool it samples them with
     kind = "NPUs"
+    tool = "npu-smi"
 
     def __init__(self, run_dir: str, interval: float, *, warn: Callable[[str, str], None],
                  event: Callable[..., None], clock: Callable[[], float] = time.time, command: str = "npu-smi",
@@ -356,17 +357,12 @@ class DeviceSampler:
 
     @classmethod
     def start_if_present(cls, run_dir: str, interval: float, **kw: Any) -> DeviceSampler | None:
-        """A started sampler, or None where there is nothing to sample (``interval`` 0, no ``npu-smi``): the
-        NPUs with npu-smi, else the GPUs with ``nvidia-smi`` (mstop_writer.gpus)."""
-        command = kw.pop("command", None) or shutil.which("npu-smi")
-        kind: type[DeviceSampler] = cls
-        if command is None and cls is DeviceSampler and shutil.which("nvidia-smi"):
-            from .gpus import GpuSampler
-
-            command, kind = shutil.which("nvidia-smi"), GpuSampler
+        """A started sampler, or None where there is nothing to sample (``interval`` 0, no ``npu-smi``; for
+        mstop_writer.gpus.GpuSampler, no ``nvidia-smi``)."""
+        command = kw.pop("command", None) or shutil.which(cls.tool)
         if not interval or not command:
             return None
-        s = kind(run_dir, interval, command=command, **kw)
+        s = cls(run_dir, interval, command=command, **kw)
         s._thread.start()
         return s
 

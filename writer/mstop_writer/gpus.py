@@ -76,6 +76,7 @@ class GpuSampler(DeviceSampler):
     failure warned once) with nvidia-smi's two queries for a sample."""
 
     kind = "GPUs"
+    tool = "nvidia-smi"
 
     def sample_once(self) -> float | None:
         info = Call([self.command, *QUERY_GPU], self.timeout)

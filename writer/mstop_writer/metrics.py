@@ -463,17 +463,20 @@ class MetricsWriter:
                              steps=steps, world_size=self.world_size)
 
     def _device_sampler(self, interval: float) -> Any:
-        """The host's NPU sampler (mstop_writer.devices), or None where there is no ``npu-smi``. The lowest
-        local rank tries to take the host first; the others one interval later (and on, in case it ends)."""
+        """The host's NPU sampler (mstop_writer.devices), else its GPU sampler (mstop_writer.gpus), or None where
+        there is neither ``npu-smi`` nor ``nvidia-smi``. The lowest local rank tries to take the host first;
+        the others one interval later (and on, in case it ends)."""
         from .devices import DeviceSampler
+        from .gpus import GpuSampler
 
         try:
             local = int(os.environ.get("DEVICE_ID") or os.environ.get("LOCAL_RANK") or 0)
         except ValueError:
             local = 0
         try:
-            return DeviceSampler.start_if_present(self.run_dir, interval, warn=self._warn, event=self.event,
-                                                  clock=self._clock, first_try=interval if local > 0 else 0.0)
+            kw = dict(warn=self._warn, event=self.event, clock=self._clock, first_try=interval if local > 0 else 0.0)
+            return (DeviceSampler.start_if_present(self.run_dir, interval, **kw)  # NPUs, else NVIDIA GPUs
+                    or GpuSampler.start_if_present(self.run_dir, interval, **kw))
         except Exception as e:  # noqa: BLE001 - no sampling rather than no training
             self._warn(f"device sampling not started: {type(e).__name__}: {e}", key="devices:start")
             return None
