@@ -447,7 +447,8 @@ class MonitorScreen(Screen[None]):
 
     def action_stacks(self) -> None:
         """t: each rank's newest stack, ranks grouped by where their main thread is."""
-        self.app.push_screen(StacksScreen(stacks_lines(self.store), lambda: fresh_lines(self.store)))
+        connection = self.session.options.connection
+        self.app.push_screen(StacksScreen(stacks_lines(self.store), lambda: fresh_lines(self.store, connection)))
 
     def action_goto(self) -> None:
         self.app.push_screen(GoToStepScreen(lambda step: values_at_step(self.store, step)))

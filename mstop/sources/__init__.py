@@ -16,6 +16,7 @@ commands hold a :class:`Sources` and never a source class of their own.
     logs.py           where a rank's own log is, and its tail followed (the monitor's log pane, L)
     procwatch.py      the worker processes of a job read from its logs, watched from their own host
     pyspy.py          a fresh stack of a rank's process with py-spy dump, where its pid is provably it
+    pyspy_follower.py the program pyspy.py runs on a rank's host for that dump over ssh
     remote.py         a directory on another host over the system's ssh
     follower.py       the program remote.py sends to the other host (standard library only, standalone)
     runs.py           a directory of runs: which folders are runs, each run's last rows

@@ -56,6 +56,28 @@ def executable() -> str | None:
     return here if os.access(here, os.X_OK) else shutil.which("py-spy")
 
 
+def dump_over_ssh(host: str, start: dict[str, Any], connection: Any) -> tuple[list[str] | None, str]:
+    """The same on ``host`` (a ``host:/path`` source's), over its shared ssh connection: the identity is
+    checked there and py-spy run there (mstop.sources.pyspy_follower)."""
+    import json
+    from pathlib import Path
+
+    from .remote import RemoteError, run_program
+
+    request = {k: start.get(k) for k in ("pid", "host", "boot_id", "pid_ns", "pid_start")}
+    program = (Path(__file__).parent / "pyspy_follower.py").read_bytes()
+    try:
+        out = json.loads(run_program(host, program, request, connection=connection, timeout=30.0))
+    except (RemoteError, ValueError) as e:
+        return None, f"{host}: no dump: {e}"
+    if not isinstance(out, dict):
+        return None, f"{host}: no dump: an answer mstop cannot read"
+    lines = out.get("lines")
+    if isinstance(lines, list):
+        return [str(x) for x in lines], ""
+    return None, f"{host}: {out.get('why') or 'no dump'}"
+
+
 def dump(start: dict[str, Any]) -> tuple[list[str] | None, str]:
     """``py-spy dump`` of the process a start event names: (its lines, "") or (None, why not)."""
     exe = executable()

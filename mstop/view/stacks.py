@@ -7,6 +7,8 @@ last and say so; a crash's stack says ``crashed: Segmentation fault``.
 
 from __future__ import annotations
 
+from typing import Any
+
 from .. import fmt
 from ..engine.endings import ranks_text
 from ..engine.processes import stack_view
@@ -49,19 +51,32 @@ def stacks_lines(store: Store) -> list[tuple[str, str]]:
 FRESH_RANKS = 16
 
 
-def fresh_lines(store: Store) -> list[tuple[str, str]]:
+def fresh_lines(store: Store, connection: Any = None) -> list[tuple[str, str]]:
     """(style, text) lines of a fresh ``py-spy dump`` of each rank's process (mstop.sources.pyspy), where its
-    pid is provably that process; ranks that cannot be dumped grouped by why. Slow (a dump per rank): call it
-    off the screen's thread."""
+    pid is provably that process: here, or over ssh on the host of the rank's ``host:/path`` source (through
+    ``connection``); ranks that cannot be dumped grouped by why. Slow (a dump per rank): call it off the
+    screen's thread."""
     from ..safe import clean
-    from ..sources import pyspy
+    from ..sources import DEFAULT_CONNECTION, pyspy
+    from ..sources.remote import parse_target
 
     with store.lock:
         starts = {r: dict(d.last_start) for r, d in sorted(store.ranks.items()) if d.last_start}
+        owners = dict(store.owners)
+
+    def one(r: int, start: dict[str, Any]) -> tuple[list[str] | None, str]:
+        try:
+            target = parse_target(owners.get(r, ""))
+        except Exception:  # noqa: BLE001 - a label that is no source spec: a local run
+            target = None
+        if target is not None:
+            return pyspy.dump_over_ssh(target.host, start, connection or DEFAULT_CONNECTION)
+        return pyspy.dump(start)
+
     out: list[tuple[str, str]] = [("bold", "py-spy dump: each rank's stacks now, read from outside (d: again)")]
     why_not: dict[str, list[int]] = {}
     for r, start in list(starts.items())[:FRESH_RANKS]:
-        lines, why = pyspy.dump(start)
+        lines, why = one(r, start)
         if lines is None:
             why_not.setdefault(why, []).append(r)
             continue

@@ -342,3 +342,46 @@ async def test_the_runs_list_over_ssh_and_local_side_by_side_names_each_runs_hos
     assert figures.step(remote.runs["no-delay"].store) == int(last[1])
 
 
+
+
+def test_a_fresh_stack_over_ssh_is_taken_on_the_ranks_host_or_says_why(server, tmp_path):
+    """Issue 38 item 5: the stacks view's d for a ``host:/path`` run: the identity is checked on that host and
+    py-spy run there (mstop/sources/pyspy_follower.py over the shared connection). Without py-spy there it
+    says so; with it (a link in ~/.local/bin for the test), the rank's stack comes back."""
+    import signal as _signal
+
+    from mstop.sources import Sources
+    from mstop.sources.pyspy import executable
+    from mstop.view import fresh_lines
+    from tests.helpers.common import HELPERS
+
+    if executable() is None:
+        pytest.skip("py-spy is not installed: pip install -e '.[test]' installs it")
+    run = tmp_path / "run"
+    env = dict(os.environ, PYTHONPATH=f"{ROOT / 'writer'}{os.pathsep}{ROOT}")
+    p = subprocess.Popen([sys.executable, str(HELPERS / "witness_job.py"), str(run), "0", "20", "hang"],
+                         stdout=subprocess.PIPE, env=env, text=True)
+    link = Path.home() / ".local" / "bin" / "py-spy"
+    made = False
+    try:
+        assert p.stdout.readline().strip() == "ready"
+        from mstop.engine.store import Store
+
+        store = Store()
+        srcs = Sources([f"{server.host}:{run}"], store, connection=server.connection())
+        srcs.read_all()
+        conn = server.connection()
+        if not link.exists():
+            text = "\n".join(t for _, t in fresh_lines(store, conn))
+            assert f"rank 0: {server.host}: py-spy is not installed on " in text, text
+            link.parent.mkdir(parents=True, exist_ok=True)
+            link.symlink_to(executable())
+            made = True
+        lines = [t for _, t in fresh_lines(store, conn)]
+        assert f"rank 0 (pid {p.pid}):" in lines and any(t.strip().startswith("| stuck_here (") for t in lines), lines
+        srcs.stop()
+    finally:
+        if made:
+            link.unlink()
+        p.send_signal(_signal.SIGKILL)
+        p.wait()

@@ -367,6 +367,8 @@ def start(events: str, stacks: str | None, stacks_from: int, rank: int, interval
         return old.pid, "running"  # type: ignore[attr-defined]
     ticks = own_start_ticks(me)
     exe = sys.executable
+    if not os.path.isfile(os.path.abspath(__file__)):
+        return None, f"not started: {__file__} is not a file (the writer was installed zipped)"
     if ticks is None or not exe:
         return None, "not started: " + ("cannot read /proc/self/stat" if ticks is None else "no Python executable")
     events, stacks = os.path.abspath(events), (os.path.abspath(stacks) if stacks else None)  # it runs in /
