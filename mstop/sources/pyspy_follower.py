@@ -25,7 +25,7 @@ def read(path):
 
 
 def start_ticks(pid):
-    raw = read("/proc/%d/stat" % pid)
+    raw = read(f"/proc/{pid}/stat")
     if raw is None:
         return None
     fields = raw[raw.rfind(")") + 2:].split()
@@ -37,7 +37,7 @@ def why_not(req):
     if not isinstance(pid, int):
         return "its start event gives no pid"
     if req.get("host") not in (None, socket.gethostname()):
-        return "it runs on %s, not on %s" % (req.get("host"), socket.gethostname())
+        return f"it runs on {req.get('host')}, not on {socket.gethostname()}"
     if req.get("boot_id") is None or req.get("pid_start") is None:
         return "its writer recorded no process identity (boot id, start time): an older writer"
     if req["boot_id"] != read("/proc/sys/kernel/random/boot_id"):
@@ -52,7 +52,7 @@ def why_not(req):
     if ticks is None:
         return "the process has ended"
     if ticks != req["pid_start"]:
-        return "pid %d is another process now (the rank's process ended)" % pid
+        return f"pid {pid} is another process now (the rank's process ended)"
     return None
 
 
@@ -64,7 +64,7 @@ def main():
         return 0
     exe = shutil.which("py-spy") or os.path.expanduser("~/.local/bin/py-spy")
     if not os.access(exe, os.X_OK):
-        print(json.dumps({"why": "py-spy is not installed on %s (pip install py-spy there)" % socket.gethostname()}))
+        print(json.dumps({"why": f"py-spy is not installed on {socket.gethostname()} (pip install py-spy there)"}))
         return 0
     try:
         out = subprocess.run([exe, "dump", "--pid", str(req["pid"])], stdout=subprocess.PIPE,
@@ -75,9 +75,9 @@ def main():
     text = out.stdout.decode("utf-8", "replace")
     if out.returncode != 0:
         err = (out.stderr.decode("utf-8", "replace") or text).strip().splitlines()
-        last = err[-1] if err else "exit code %d" % out.returncode
+        last = err[-1] if err else f"exit code {out.returncode}"
         if "ermission" in last or "ptrace" in last.lower():
-            print(json.dumps({"why": "ptrace not permitted (%s): run mstop as the job's user, or allow ptrace" % last}))
+            print(json.dumps({"why": f"ptrace not permitted ({last}): run mstop as the job's user, or allow ptrace"}))
         else:
             print(json.dumps({"why": "py-spy failed: " + last}))
         return 0
