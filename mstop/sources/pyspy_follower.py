@@ -67,8 +67,8 @@ def main():
         print(json.dumps({"why": f"py-spy is not installed on {socket.gethostname()} (pip install py-spy there)"}))
         return 0
     try:
-        out = subprocess.run([exe, "dump", "--pid", str(req["pid"])], stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, timeout=15)
+        out = subprocess.run([exe, "dump", "--pid", str(req["pid"])], stdout=subprocess.PIPE,  # noqa: UP022
+                             stderr=subprocess.PIPE, timeout=15)  # (Python 3.6 has no capture_output)
     except subprocess.TimeoutExpired:
         print(json.dumps({"why": "py-spy did not answer in 15 s"}))
         return 0
