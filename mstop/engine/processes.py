@@ -106,9 +106,11 @@ def same_machine(a: RankData, b: RankData) -> bool:
 
 def one_clock(a: RankData, b: RankData) -> bool:
     """The two ranks' exit times were read off one clock: their processes ran on one host in one boot (their
-    witnesses share its clock), or this viewer watched both ends itself (mstop.sources.procwatch)."""
+    witnesses share its clock), or one watcher saw both ends (this viewer: mstop.sources.procwatch; or the
+    ssh follower on their host)."""
     ea, eb = exited(a) or {}, exited(b) or {}
-    return same_machine(a, b) or (ea.get("source") == eb.get("source") == "viewer")
+    watched = ea.get("source") in ("viewer", "follower") and ea.get("source") == eb.get("source")
+    return same_machine(a, b) or (watched and ea.get("host") == eb.get("host"))
 
 
 # -- stacks --------------------------------------------------------------------------------------------------

@@ -33,6 +33,8 @@ MF_WORKER = re.compile(r"^worker_(0|[1-9][0-9]{0,6})\.log$")
 SIGNATURE = 256
 CHUNK = 4 << 20
 HEARTBEAT = 5.0
+# a MindSpore log line's prefix ``ME(21888,7f3a...,python)``: the worker's pid (mstop.sources.procwatch's rule)
+PID = re.compile(rb"\b[A-Z_]{2,16}\((\d{1,9}),[0-9a-fx]+,")
 
 
 def send(out, header, payload=b""):
@@ -286,6 +288,147 @@ def read_logs(found, states):
     return files, payload, more, newest
 
 
+class Workers:
+    """A log-read job's worker processes on this host (mstop.sources.procwatch's rules, in this program's own
+    copy): the pid in a worker log's MindSpore prefix, trusted only when that process writes that very log
+    (its fd 1 or 2 is the file) and keeps its start time. Its ``exit`` and ``proc`` events go in the frame's
+    header (``events``); the follower waits on the workers' pidfds, so an end is seen when it happens."""
+
+    def __init__(self):
+        self.watched = {}  # rank -> [pid, start ticks, pidfd or None, last state shown, last facts, done]
+        self.tried = {}
+        self.unseen = {}
+        self.events = []
+        self.ticks = float(os.sysconf("SC_CLK_TCK"))
+        self.page = os.sysconf("SC_PAGE_SIZE")
+
+    def facts(self, pid):
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                raw = f.read()
+        except OSError:
+            return None
+        fields = raw[raw.rfind(b")") + 2:].split()
+        if len(fields) < 22:
+            return None
+        out = {"state": fields[0].decode("ascii", "replace"),
+               "cpu_s": round((int(fields[11]) + int(fields[12])) / self.ticks, 3), "threads": int(fields[17]),
+               "start_ticks": int(fields[19]), "rss": int(fields[21]) * self.page}
+        if len(fields) >= 50 and out["state"] == "Z":
+            out["exit_status"] = int(fields[49])
+        return out
+
+    def consider(self, rank, path):
+        now = time.time()
+        if rank in self.watched or rank in self.unseen or now - self.tried.get(rank, 0.0) < 1.0:
+            return
+        self.tried[rank] = now
+        try:
+            with open(path, "rb") as f:
+                m = PID.search(f.read(256 << 10))
+            want = os.stat(path)
+        except OSError:
+            return
+        if m is None:
+            return
+        pid = int(m.group(1))
+        mine = False
+        for fd in (1, 2):
+            try:
+                st = os.stat(f"/proc/{pid}/fd/{fd}")
+            except OSError:
+                continue
+            mine = mine or (st.st_dev, st.st_ino) == (want.st_dev, want.st_ino)
+        facts = self.facts(pid) if mine else None
+        if facts is None:
+            self.unseen[rank] = True
+            self.events.append((rank, {"kind": "writer_error", "reason": "procwatch", "source": "follower",
+                                       "message": "the worker process is not visible from this host"}))
+            return
+        pidfd = None
+        if hasattr(os, "pidfd_open"):
+            try:
+                pidfd = os.pidfd_open(pid)
+            except OSError:
+                pidfd = None
+        self.watched[rank] = [pid, facts["start_ticks"], pidfd, None, facts, False]
+        self.proc(rank, facts, True)
+
+    def proc(self, rank, facts, changed=False):
+        w = self.watched[rank]
+        shown = facts["state"] if facts["state"] in "TtDZ" else "ok"
+        if changed or shown != w[3]:
+            w[3] = shown
+            self.events.append((rank, {"kind": "proc", "pid": w[0], "source": "follower", "host": HOST,
+                                       "state": facts["state"], "cpu_s": facts["cpu_s"], "rss": facts["rss"],
+                                       "threads": facts["threads"], "changed": True}))
+        w[4] = facts
+
+    def look(self):
+        for rank, w in self.watched.items():
+            if w[5]:
+                continue
+            facts = self.facts(w[0])
+            if facts is None or facts["start_ticks"] != w[1] or facts["state"] in "ZX":
+                e = {"kind": "exit", "pid": w[0], "source": "follower", "host": HOST, "how": "unknown",
+                     "last_state": w[4]["state"] if w[4] else None}
+                if facts is not None and facts.get("start_ticks") == w[1] and "exit_status" in facts:
+                    status = facts["exit_status"]
+                    if status & 0x7F:
+                        import signal
+
+                        try:
+                            name = signal.Signals(status & 0x7F).name
+                        except ValueError:
+                            name = f"signal {status & 0x7F}"
+                        e.update(how="signal", signal=name, code=-(status & 0x7F))
+                    else:
+                        e.update(how="exit", code=(status >> 8) & 0xFF)
+                self.events.append((rank, e))
+                w[5] = True
+                if w[2] is not None:
+                    os.close(w[2])
+                    w[2] = None
+            else:
+                self.proc(rank, facts)
+
+    def wait(self, seconds):
+        """Sleep ``seconds``, or less when a watched worker ends (its pidfd wakes the poll)."""
+        fds = [w[2] for w in self.watched.values() if w[2] is not None]
+        if not fds:
+            time.sleep(seconds)
+            return
+        import select
+
+        poller = select.poll()
+        for fd in fds:
+            poller.register(fd, select.POLLIN)
+        poller.poll(seconds * 1000)
+
+    def take(self):
+        out, self.events = self.events, []
+        now = time.time()
+        return [[rank, dict(e, time=now if "time" not in e else e["time"], rank=rank)] for rank, e in out]
+
+
+HOST = os.uname()[1]
+
+
+def one_pass(path, states, refused, workers):
+    """One pass over the run directory: the writer's files, else the job's own logs (and its workers'
+    processes, watched on this host): (files, payload, more, newest mtime)."""
+    files, payload, more, newest = read_dir(path, states, refused)
+    if not files and not any(NAME.match(n) for n in states):
+        found = find_logs(path)  # no writer files: a job's own logs (MindFormers', msrun's)
+        if found:
+            files, payload, more, newest = read_logs(found, states)
+            for r, (folder, n) in found.items():
+                if MF_WORKER.match(n):  # msrun's worker log: the worker's own standard output
+                    workers.consider(r, os.path.join(folder, n))
+    workers.look()
+    return files, payload, more, newest
+
+
 def main():
     request = json.loads(sys.stdin.readline())
     out = sys.stdout.buffer
@@ -302,21 +445,21 @@ def main():
         send(out, {"error": "no such directory: " + path})
         return
     caught_up, last_sent = False, 0.0
+    workers = Workers()
     refused, told = {}, {}  # name -> why it is not followed (sent when it changes)
     while True:
         try:
-            files, payload, more, newest = read_dir(path, states, refused)
-            if not files and not any(NAME.match(n) for n in states):
-                found = find_logs(path)  # no writer files: a job's own logs (MindFormers', msrun's)
-                if found:
-                    files, payload, more, newest = read_logs(found, states)
+            files, payload, more, newest = one_pass(path, states, refused, workers)
         except OSError as e:
             send(out, {"error": "cannot list " + path + ": " + str(e)})
             return
         now = time.time()
         news = refused != told
-        if files or news or now - last_sent >= HEARTBEAT or (not more and not caught_up):
+        events = workers.take()
+        if files or news or events or now - last_sent >= HEARTBEAT or (not more and not caught_up):
             header = {"files": files, "gmtoff": time.localtime().tm_gmtoff}
+            if events:
+                header["events"] = events
             if newest:
                 header["mtime"] = newest  # the newest modification time of a file sent (the remote clock)
             if news:
@@ -327,7 +470,7 @@ def main():
             send(out, header, b"".join(payload))
             last_sent = now
         if not more:
-            time.sleep(poll)
+            workers.wait(poll)
 
 
 if __name__ == "__main__":

@@ -283,6 +283,8 @@ class RemoteSource:
                               missing=str(header["error"]).startswith("no such directory"))
         if isinstance(header.get("refused"), list):
             self._refused(header["refused"])
+        if isinstance(header.get("events"), list):
+            self._worker_events(header["events"])
         mtime = header.get("mtime")
         if isinstance(mtime, (int, float)) and not isinstance(mtime, bool):
             self.store.saw_mtime(float(mtime) - self.clock_skew)  # the files' time on this machine's clock
@@ -357,9 +359,23 @@ class RemoteSource:
         if not self.store.claim(r, str(self.target)):
             return None
         self.store.add_rank_file(r)
-        self.store.note_as("procwatch", "the workers' processes are not watched over ssh (only on their own host): "
-                                        "which rank ended first is told by the logs only")
         return Followed(r, "mflog", FileTail(name), log=MfLogParser(r, gmtoff=_utc_offset(gmtoff)))
+
+    def _worker_events(self, entries: list) -> None:
+        """The follower's word on a log-read job's worker processes (their ``exit`` and ``proc`` events, watched
+        on their own host: mstop.sources.procwatch's rules), each checked as an events file's line is."""
+        from ..engine.parse import parse_events
+
+        for entry in entries:
+            if not (isinstance(entry, list) and len(entry) == 2 and isinstance(entry[0], int)
+                    and isinstance(entry[1], dict)) or not self.store.claim(entry[0], str(self.target)):
+                continue
+            got = parse_events(json.dumps(entry[1]).encode())
+            if entry[1].get("reason") == "procwatch":
+                self.store.note_as("procwatch", f"rank {entry[0]}'s worker process is not visible on "
+                                                f"{self.target.host}: which rank ended first is told by the logs only")
+                continue
+            self.store.ingest_events(entry[0], got.items, bad=got.bad, cut=got.cut)
 
     def _refused(self, entries: list) -> None:
         """The remote files named like rank files that are not followed (a FIFO, a directory, a dangling

@@ -2,9 +2,10 @@
 code at all (tests/test_log_formats.py): mstop must watch it from msrun's worker logs alone.
 
     msrun --worker_num=2 --local_worker_num=2 --master_addr=127.0.0.1 --master_port=P --log_dir=L \\
-        --join=True tests/helpers/msrun_plain_job.py STEPS EPOCHS [KILL_AT]
+        --join=True tests/helpers/msrun_plain_job.py STEPS EPOCHS [KILL_AT [PAUSE]]
 
 KILL_AT: rank 1 kills itself (SIGKILL) at the end of that step, as a lost host or the OOM killer would.
+PAUSE: seconds each step sleeps at its end (a pace a watcher can start following before the kill).
 Graph mode needs this source in a file."""
 
 import os
@@ -24,12 +25,17 @@ init()
 ms.set_auto_parallel_context(parallel_mode=ms.ParallelMode.DATA_PARALLEL, gradients_mean=True)
 steps, epochs = int(sys.argv[1]), int(sys.argv[2])
 kill_at = int(sys.argv[3]) if len(sys.argv) > 3 else None
+pause = float(sys.argv[4]) if len(sys.argv) > 4 else 0.0
 
 
 class KillAt(Callback):
     """Rank 1 dies with no word at the end of step ``kill_at``."""
 
     def on_train_step_end(self, run_context):
+        if pause:
+            import time
+
+            time.sleep(pause)
         if get_rank() == 1 and run_context.original_args().cur_step_num == kill_at:
             sys.stdout.flush()
             os.kill(os.getpid(), signal.SIGKILL)

@@ -385,3 +385,46 @@ def test_a_fresh_stack_over_ssh_is_taken_on_the_ranks_host_or_says_why(server, t
             link.unlink()
         p.send_signal(_signal.SIGKILL)
         p.wait()
+
+
+@pytest.mark.slow
+def test_a_plain_msrun_job_over_ssh_names_the_first_worker_to_end(server, tmp_path):
+    """Issue 38 item 6 over ssh: a job with no mstop code followed as ``host:/logs``; the follower on the
+    workers' host finds each worker's pid in its log, checks that the process writes that log, and waits on
+    its pidfd: rank 1 kills itself at step 100, msrun ends rank 0, and rank 1 is named by its exit."""
+    import shutil
+    import signal as _signal
+
+    pytest.importorskip("mindspore", reason="a real job needs MindSpore: pip install -e '.[mindspore]'")
+    from mstop.engine.endings import culprit
+    from mstop.engine.figures import Options
+    from mstop.engine.store import Store
+    from mstop.sources import Sources
+    from tests.helpers.common import HELPERS
+    from tests.helpers.msrun import free_port
+
+    msrun = shutil.which("msrun") or str(Path(sys.executable).parent / "msrun")
+    logs = tmp_path / "logs"
+    job = subprocess.Popen([msrun, "--worker_num=2", "--local_worker_num=2", "--master_addr=127.0.0.1",
+                            f"--master_port={free_port()}", f"--log_dir={logs}", "--join=True",
+                            str(HELPERS / "msrun_plain_job.py"), "400", "1", "100", "0.05"],
+                           cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+                           env={**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"})
+    store = Store()
+    try:
+        assert wait_for(lambda: (logs / "worker_1.log").exists() and b"ME(" in (logs / "worker_1.log").read_bytes(),
+                        120)
+        srcs = Sources([f"{server.host}:{logs}"], store, poll=0.2, connection=server.connection())
+        srcs.follow()
+        # both workers watched (a proc event each) before rank 1 kills itself at step 100 (5 s of steps)
+        assert wait_for(lambda: all(store.ranks.get(r) is not None and store.ranks[r].procs for r in (0, 1)), 60)
+        job.wait(timeout=300)
+        opts = Options()
+        ok = wait_for(lambda: (c := culprit(store.snapshot(), opts)) is not None and c.fact == "exit", 30)
+        c = culprit(store.snapshot(), opts)
+        assert ok and c.rank == 1 and "killed by SIGKILL" in c.words, (c, {r: d.exits for r, d in store.ranks.items()})
+        srcs.stop()
+    finally:
+        if job.poll() is None:
+            os.killpg(job.pid, _signal.SIGKILL)
+            job.wait()

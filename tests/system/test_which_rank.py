@@ -185,7 +185,7 @@ def test_msrun_a_segfault_in_one_rank_leaves_its_crash_stack_and_names_it(tmp_pa
 def test_msrun_plain_job_the_first_worker_to_end_is_named_from_this_host(tmp_path):
     """A job with no mstop code (MindSpore's LossMonitor only), followed from msrun's worker logs on the
     workers' own host: mstop finds each worker's pid in its log's MindSpore prefix, checks that the process
-    writes that very log (/proc/PID/fd), and watches it. Rank 1 kills itself at step 10; msrun ends rank 0:
+    writes that very log (/proc/PID/fd), and watches it. Rank 1 kills itself at step 100; msrun ends rank 0:
     rank 1 is named, by its exit."""
     import shutil
     import subprocess
@@ -202,7 +202,7 @@ def test_msrun_plain_job_the_first_worker_to_end_is_named_from_this_host(tmp_pat
     logs = tmp_path / "logs"
     job = subprocess.Popen([msrun, "--worker_num=2", "--local_worker_num=2", "--master_addr=127.0.0.1",
                             f"--master_port={free_port()}", f"--log_dir={logs}", "--join=True",
-                            str(HELPERS / "msrun_plain_job.py"), "400", "1", "40"],
+                            str(HELPERS / "msrun_plain_job.py"), "400", "1", "100", "0.05"],
                            cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
                            env={**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"})
     store = Store()
