@@ -300,12 +300,33 @@ def _sessions(store: Store) -> list[Incident]:
         if aborts:
             ta, r, a = aborts[0]
             err = first_line(str(a.get("error") or "no error given"))
-            out.append(Incident("job_failed", None, step, step, t, ta,
+            out.append(Incident("job_failed", r, step, step, t, ta,
                                 None, f"rank {r} aborted at step {a.get('step', step)}: {err}{then}"))
         elif not any(m[1].segments[k].session in m[1].ends for m in later):
-            out.append(Incident("job_dead", None, step, step, t, t, None,
-                                f"the job stopped at step {step} with no end (killed, or its hosts lost){then}"))
+            first = _first_exit(k, members)
+            who = (f"rank {first[0]}'s process ended first ({first[1]}); " if first is not None else "")
+            out.append(Incident("job_dead", first[0] if first is not None else None, step, step, t, t, None,
+                                f"{who}the job stopped at step {step} with no end (killed, or its hosts lost){then}"))
     return out
+
+
+def _first_exit(k: int, members: list[tuple[int, RankData, int, int]]) -> tuple[int, str] | None:
+    """The rank whose process of session ``k`` ended first by its exit witness, ahead of the next by the
+    one-host margin (mstop.engine.endings), with how it ended; None when no exit tells."""
+    from .endings import EXIT_MARGIN_ONE_HOST
+    from .processes import how_words
+
+    ends = []
+    for r, d, _, _ in members:
+        start = d.starts.get(d.segments[k].session) or {}
+        pid = start.get("pid")
+        got = [e for e in d.exits if pid is not None and e.get("pid") == pid]
+        if got:
+            ends.append((float(got[0]["time"]), r, got[0]))
+    ends.sort(key=lambda x: (x[0], x[1]))
+    if not ends or (len(ends) > 1 and ends[1][0] - ends[0][0] <= EXIT_MARGIN_ONE_HOST):
+        return None
+    return ends[0][1], how_words(ends[0][2])
 
 
 def merge(history: list[Incident], live: list[Incident], alerts: list[Any]) -> list[Incident]:
