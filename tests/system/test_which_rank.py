@@ -134,9 +134,12 @@ def test_msrun_a_stopped_rank_is_named_as_stopped_within_3_s(tmp_path):
         # the job ends (a collective times out, or msrun ends it): still rank 3, for its stop
         js, _ = _until(job.run, lambda j: j["status"] in ("dead", "failed"), 240)
         assert js["status"] in ("dead", "failed") and js["culprit"]["rank"] == 3, js
+        assert js["culprit"]["words"].startswith("rank 3's process was stopped (SIGSTOP or Ctrl-Z) from "), js
+        pids = _witnesses(job)
     finally:
         os.kill(job.pid(3), signal.SIGCONT) if os.path.exists(f"/proc/{job.pid(3)}") else None
         job.stop()
+    _no_witness_left(job, pids)
 
 
 def test_msrun_one_ranks_input_blocked_the_stacks_name_it_while_the_job_hangs(tmp_path):
@@ -155,8 +158,15 @@ def test_msrun_one_ranks_input_blocked_the_stacks_name_it_while_the_job_hangs(tm
         assert js["culprit"]["rank"] == 2 and js["culprit"]["fact"] == "stack"
         for r in (0, 1, 2, 3):
             assert "Timeout (0:00:04)!" in (job.run / f"rank{r}.stacks.txt").read_text()
+        from mstop.view import stacks_lines
+
+        heads = [t for _, t in stacks_lines(read_once(str(job.run))) if t.startswith("rank")]
+        assert heads[0].startswith("ranks 0-1, 3: in _exec_pip (mindspore/") and " in step " in heads[0], heads
+        assert heads[1].startswith("rank 2: in wait_for_input (helpers/msrun_job.py:"), heads
+        pids = _witnesses(job)
     finally:
         job.stop()
+    _no_witness_left(job, pids)
 
 
 def test_msrun_a_segfault_in_one_rank_leaves_its_crash_stack_and_names_it(tmp_path):
@@ -178,8 +188,10 @@ def test_msrun_a_segfault_in_one_rank_leaves_its_crash_stack_and_names_it(tmp_pa
         assert crash, lines
         frames = lines[lines.index(crash[0]) + 1:]
         assert frames[0].strip().startswith("| string_at (") and any("read_null (" in f for f in frames[:4])
+        pids = _witnesses(job)
     finally:
         job.stop()
+    _no_witness_left(job, pids)
 
 
 def test_msrun_plain_job_the_first_worker_to_end_is_named_from_this_host(tmp_path):
