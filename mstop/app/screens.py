@@ -31,8 +31,7 @@ KEYS = (
     ("a", "every active alert (and mark them seen)"),
     ("b", "baseline: overlay another run's curves by step (empty: none)"),
     ("P", "profile the next N steps of the running job (a request file; over ssh: the command)"),
-    ("t", "stacks: where each rank's main thread is (dumped when a step overran or a rank crashed), grouped;"
-          " d there: a fresh py-spy dump of each rank"),
+    ("t", "stacks: where each rank is stuck, ranks grouped (d there: a fresh py-spy dump)"),
     ("L", "the rank's own log (the ranks view's rank; a failed run: the culprit's): n / N error lines, / search"),
     ("?", "this help"),
     ("escape", "close a dialog"),
