@@ -27,6 +27,7 @@ import numpy as np
 from .. import fmt
 from ..engine import figures
 from ..engine.figures import Options
+from ..engine.reader import RunReader
 from ..engine.store import Store
 from ..safe import clean
 from ..sources.protocol import Connection
@@ -132,18 +133,18 @@ class Member:
     def steps(self) -> tuple[float, float] | None:
         """First and last step on the run's current timeline over all ranks (None: no rows)."""
         lo, hi = math.inf, -math.inf
-        for d in self.store.ranks.values():
-            if not d.rows:
-                continue
-            st = d.col("step")[d.effective()]
+        run = RunReader(self.store)
+        for r in run.with_rows():
+            st = run.column(r, "step", timeline=True)
             if len(st):
                 lo, hi = min(lo, float(st.min())), max(hi, float(st.max()))
         return (lo, hi) if lo <= hi else None
 
     def config(self) -> dict[str, Any]:
         """The recorded configuration: the lowest rank's latest start event."""
-        for r in sorted(self.store.ranks):
-            start = self.store.ranks[r].last_start
+        run = RunReader(self.store)
+        for r in run.ranks:
+            start = run.start(r)
             if start:
                 return {k: start.get(k) for k in CONFIG_KEYS}
         return {k: None for k in CONFIG_KEYS}
@@ -215,7 +216,8 @@ def member_figures(m: Member, first: int, last: int, loss_at: int,
                 notes.append(f"{m.spec}: fewer steps than asked: ends at step {span[1]:.0f}")
             if span[0] > first:
                 notes.append(f"{m.spec}: starts at step {span[0]:.0f}, after {first}")
-            restarts = sorted({seg.first_step for d in store.ranks.values() for seg in d.segments[1:]
+            run = RunReader(store)
+            restarts = sorted({seg.first_step for r in run.ranks for seg in run.segments(r)[1:]
                                if first < seg.first_step <= last})
             if restarts:
                 notes.append(f"{m.spec}: restart inside the window at step "
@@ -245,12 +247,10 @@ def _loss_at(store: Store, loss_at: int) -> Cell:
     """The mean loss over steps loss_at ± LOSS_HALF_WIDTH on the current timeline, all ranks."""
     lo, hi = loss_at - LOSS_HALF_WIDTH, loss_at + LOSS_HALF_WIDTH
     vals = []
-    for d in store.ranks.values():
-        if not d.rows:
-            continue
-        step = d.col("step")
-        sel = d.effective() & (step >= lo) & (step <= hi)
-        v = d.col("loss")[sel].astype(np.float64)
+    run = RunReader(store)
+    for r in run.with_rows():
+        step = run.column(r, "step", timeline=True)
+        v = run.column(r, "loss", timeline=True)[(step >= lo) & (step <= hi)]
         vals.append(v[np.isfinite(v)])
     got = np.concatenate(vals) if vals else np.empty(0)
     return Cell(value=float(got.mean())) if len(got) else Cell(message=f"no loss in steps {lo}:{hi}")

@@ -21,6 +21,7 @@ from .. import __version__
 from ..engine import figures
 from ..engine.figures import Options
 from ..engine.health import Health, Rules
+from ..engine.reader import RunReader
 from ..engine.smoothing import EmaSeries, evenly
 from ..engine.store import Store
 from .compare import Comparison, Member, Run, render_markdown, short_labels
@@ -69,50 +70,60 @@ def _xy(store: Store, r: int, col: str) -> tuple[np.ndarray, np.ndarray]:
     return x[ok], y[ok]
 
 
-def _timeline(d: Any, value: Callable[[Any], np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+#: a figure per row of a rank, from the read door: a column, or one derived from columns
+Value = Callable[[RunReader, int], np.ndarray]
+
+
+def _timeline(run: RunReader, r: int, value: Value) -> tuple[np.ndarray, np.ndarray]:
     """(step, value) of a rank's rows on its current timeline where the value is finite."""
-    eff = d.effective()
+    eff = run.timeline(r)
     with np.errstate(all="ignore"):
-        y = value(d)[eff].astype(np.float64)
-    x = d.col("step")[eff].astype(np.float64)
+        y = value(run, r)[eff]
+    x = run.column(r, "step", eff)
     ok = np.isfinite(y)
     return x[ok], y[ok]
 
 
-def _column(col: str) -> Callable[[Any], np.ndarray]:
+def _column(col: str) -> Value:
     """A column's values; tokens/s derived from tokens and step time when the file has no such column."""
-    def value(d: Any) -> np.ndarray:
-        y = d.col(col)
+    def value(run: RunReader, r: int) -> np.ndarray:
+        y = run.column(r, col)
         if col == "tokens_per_s" and np.isnan(y).all():
-            return d.col("tokens") / d.col("step_time")
+            return run.column(r, "tokens") / run.column(r, "step_time")
         return y
     return value
 
 
-def _rolling_median(store: Store, r: int, col: str,
-                    value: Callable[[Any], np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray]:
+def _ratio(top: str, bottom: str, minus_from_one: bool = False) -> Value:
+    """A share of two columns per row (``1 - top/bottom`` with ``minus_from_one``: memory headroom)."""
+    def value(run: RunReader, r: int) -> np.ndarray:
+        with np.errstate(all="ignore"):
+            q = run.column(r, top) / run.column(r, bottom)
+        return 1.0 - q if minus_from_one else q
+    return value
+
+
+def _rolling_median(store: Store, r: int, col: str, value: Value | None = None) -> tuple[np.ndarray, np.ndarray]:
     """The rolling median of a column (or of ``value`` where the column is empty) over ROLLING rows of the
     rank's current timeline, downsampled to POINTS."""
     import pandas as pd
 
-    x, y = _timeline(store.ranks[r], _column(col))
+    run = RunReader(store)
+    x, y = _timeline(run, r, _column(col))
     if value is not None and not len(x):
-        x, y = _timeline(store.ranks[r], value)
+        x, y = _timeline(run, r, value)
     med = pd.Series(y).rolling(ROLLING, min_periods=1).median().to_numpy()
     sel = evenly(len(x), POINTS)
     return x[sel], med[sel]
 
 
-def _per_rank(store: Store, value: Callable[[Any], np.ndarray], worst_low: bool) -> tuple[list[tuple[int, Any, Any]],
-                                                                                         int]:
+def _per_rank(store: Store, value: Value, worst_low: bool) -> tuple[list[tuple[int, Any, Any]], int]:
     """Per rank (step, value) lines over the current timeline, downsampled; with many ranks only the
     MAX_RANK_LINES worst (lowest mean when ``worst_low``). Returns the lines and how many ranks had values."""
     lines = []
-    for r in sorted(store.ranks):
-        d = store.ranks[r]
-        if not d.rows:
-            continue
-        x, y = _timeline(d, value)
+    run = RunReader(store)
+    for r in run.with_rows():
+        x, y = _timeline(run, r, value)
         if len(x):
             sel = evenly(len(x), POINTS)
             lines.append((r, x[sel], y[sel]))
@@ -128,13 +139,15 @@ def host_headroom(store: Store) -> tuple[list[tuple[str, Any, Any]], int]:
     each step they all have, against the host's total, as the compare table and the monitor count it (a
     rank's own share of a shared host reads far too healthy)."""
     hosts: dict[str, list[int]] = {}
-    for r, d in sorted(store.ranks.items()):
-        if d.rows and d.last_start:
-            hosts.setdefault(str(d.last_start.get("host")), []).append(r)
+    run = RunReader(store)
+    for r in run.with_rows():
+        start = run.start(r)
+        if start:
+            hosts.setdefault(str(start.get("host")), []).append(r)
     lines = []
     for host, ranks in sorted(hosts.items()):
-        series = [_timeline(store.ranks[r], lambda d: d.col("mem_peak")) for r in ranks]
-        totals = [_timeline(store.ranks[r], lambda d: d.col("mem_total")) for r in ranks]
+        series = [_timeline(run, r, _column("mem_peak")) for r in ranks]
+        totals = [_timeline(run, r, _column("mem_total")) for r in ranks]
         common = series[0][0]
         for x, _ in series[1:]:
             common = np.intersect1d(common, x)
@@ -149,17 +162,18 @@ def host_headroom(store: Store) -> tuple[list[tuple[str, Any, Any]], int]:
 
 def _marks(ax: Any, store: Store, alerts: list[Any], color: str) -> None:
     """Restart boundaries (dotted), checkpoints (triangles on the x axis), alerts (red)."""
-    restarts = sorted({seg.first_step for d in store.ranks.values() for seg in d.segments[1:]})
+    run = RunReader(store)
+    restarts = sorted({seg.first_step for r in run.ranks for seg in run.segments(r)[1:]})
     for step in restarts[:50]:  # one line per restart step, however many ranks restarted there
         ax.axvline(step, color=color, linestyle=":", linewidth=1)
     r0 = figures.lowest_rank(store)
     if r0 is not None:
-        steps = [c["step"] for c in store.ranks[r0].checkpoints if isinstance(c.get("step"), (int, float))]
+        steps = [c["step"] for c in run.events(r0, "checkpoint") if isinstance(c.get("step"), (int, float))]
         if steps:
             ax.plot(steps, [0] * len(steps), linestyle="none", marker="^", color=color, markersize=6,
                     transform=ax.get_xaxis_transform(), clip_on=False)
-        nan_steps = sorted({float(store.ranks[r0].col("step")[i]) for i, c, _ in store.ranks[r0].nonfinite
-                            if c == "loss"})
+        step_col = run.column(r0, "step")
+        nan_steps = sorted({float(step_col[i]) for i, c, _ in run.nonfinite(r0) if c == "loss"})
         for s in nan_steps[:50]:
             ax.axvline(s, color="red", linewidth=0.8, alpha=0.6)
     for step in sorted({a.step for a in alerts if a.step is not None})[:50]:
@@ -351,9 +365,9 @@ def _draws(opts: Options) -> dict[str, Draw]:
         "lr": _draw_column("lr"),
         "grad_norm": _draw_column("grad_norm"),
         "tokens_per_s": _draw_column("tokens_per_s", smooth=True),
-        "mfu": _draw_column("mfu", 100.0, smooth=True, value=lambda d: figures.mfu_rows(d, opts)),
-        "headroom": _draw_per_rank(lambda d: 1.0 - d.col("mem_peak").astype(np.float64) / d.col("mem_total"), True),
-        "data_wait": _draw_per_rank(lambda d: d.col("data_wait").astype(np.float64) / d.col("step_time"), False),
+        "mfu": _draw_column("mfu", 100.0, smooth=True, value=lambda run, r: run.mfu_rows(r, opts)),
+        "headroom": _draw_per_rank(_ratio("mem_peak", "mem_total", minus_from_one=True), True),
+        "data_wait": _draw_per_rank(_ratio("data_wait", "step_time"), False),
     }
 
 
@@ -370,14 +384,13 @@ def _draw_loss(opts: Options) -> Draw:
         ax.plot(x, y, color=color, linewidth=0.6, alpha=0.35)
         if len(idx):
             sel = evenly(len(idx), POINTS)
-            ax.plot(m.store.ranks[r0].col("step")[idx[sel]], ema[sel], color=color, linewidth=1.8,
+            ax.plot(RunReader(m.store).column(r0, "step", idx[sel]), ema[sel], color=color, linewidth=1.8,
                     label=f"{label} (smoothed {opts.ema_weight:g})")
         return True
     return draw
 
 
-def _draw_column(col: str, scale: float = 1.0, smooth: bool = False,
-                 value: Callable[[Any], np.ndarray] | None = None) -> Draw:
+def _draw_column(col: str, scale: float = 1.0, smooth: bool = False, value: Value | None = None) -> Draw:
     """A column of the lowest rank by step; with ``smooth`` faint, under its rolling median. ``value``
     gives the figure where the column may be empty (MFU derived as the table derives it)."""
     def draw(ax: Any, label: str, m: Member, color: str) -> bool:
@@ -385,10 +398,11 @@ def _draw_column(col: str, scale: float = 1.0, smooth: bool = False,
         if r0 is None:
             return False
         x, y = _xy(m.store, r0, col)
+        run = RunReader(m.store)
         if col == "tokens_per_s" and not len(x):  # derived from tokens and step time
-            x, y = _timeline(m.store.ranks[r0], _column(col))
+            x, y = _timeline(run, r0, _column(col))
         if value is not None and not len(x):
-            x, y = _timeline(m.store.ranks[r0], value)
+            x, y = _timeline(run, r0, value)
             sel = evenly(len(x), POINTS) if len(x) else np.empty(0, np.int64)
             x, y = x[sel], y[sel]
         if not len(x):
@@ -403,7 +417,7 @@ def _draw_column(col: str, scale: float = 1.0, smooth: bool = False,
     return draw
 
 
-def _draw_per_rank(value: Callable[[Any], np.ndarray], worst_low: bool) -> Draw:
+def _draw_per_rank(value: Value, worst_low: bool) -> Draw:
     """A per-rank share (headroom, data wait) for the worst ranks, the worst one bold."""
     def draw(ax: Any, label: str, m: Member, color: str) -> bool:
         if worst_low and figures.run_meta(m.store).get("memory_source") == "host":

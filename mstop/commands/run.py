@@ -9,6 +9,7 @@ import os
 import sys
 from typing import Any
 
+from ..engine.reader import RunReader
 from ..sources.protocol import Connection
 from .arguments import (
     clean_text,
@@ -53,7 +54,7 @@ def summary(args: argparse.Namespace) -> int:
     if kinds is None or health_rules is None:
         return 2
     figures = summarize(store, run_dir, opts, Health(health_rules), specs=list(args.source))
-    if not store.ranks and not store.rank_files:  # said beside the figures: a typo'd path reads as "waiting"
+    if RunReader(store).empty() and not store.rank_files:  # said beside the figures: a typo'd path reads as "waiting"
         print(f"mstop: no rank files (rank*.csv) nor MindFormers logs in {clean_text(run_dir)}, nor runs below it "
               "(up to 3 levels): status waiting", file=sys.stderr)
     denied = [n for n, why in sorted(store.refused.items()) if why == "permission denied"]

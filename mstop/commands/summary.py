@@ -9,6 +9,7 @@ from .. import fmt
 from ..engine import devices, endings, figures
 from ..engine.figures import Options
 from ..engine.incidents import steps_text
+from ..engine.reader import RunReader
 from ..engine.store import Store
 from ..safe import MAX_ITEMS, MAX_TEXT, clean
 
@@ -82,11 +83,10 @@ def summarize(store: Store, run_dir: str, opts: Options, health: Any = None,
 
 def _processes(store: Store) -> dict[str, Any]:
     """Per rank, its current process as its exit witness saw it last (mstop.engine.processes.facts)."""
-    from ..engine.processes import facts
-
     out = {}
-    for r in sorted(store.ranks):
-        f = facts(store.ranks[r])
+    run = RunReader(store)
+    for r in run.ranks:
+        f = run.process(r)
         if f is not None:
             out[str(r)] = f
     return out
@@ -99,7 +99,8 @@ def _log(store: Store, specs: list[str], opts: Options, status: str) -> tuple[st
     from ..engine.logs import clean_lines
     from ..sources.logs import job_rank_of, last_error_of, rank_log
 
-    if not store.ranks:
+    run = RunReader(store)
+    if run.empty():
         return None, None
     failed = status in ("failed", "dead")
     culprit = ending(store, opts).culprit if failed else None
@@ -110,7 +111,7 @@ def _log(store: Store, specs: list[str], opts: Options, status: str) -> tuple[st
     err = last_error_of(path) if path is not None else None
     if err is not None:
         return err.lines[0], path
-    aborts = store.ranks[rank].aborts if rank in store.ranks else []
+    aborts = run.events(rank, "abort")
     line = first_line(str(aborts[-1].get("error") or "")) if aborts else ""
     return (clean_lines(line)[0] if line else None), path
 
@@ -183,7 +184,7 @@ def _figure_rows(summary: dict[str, Any], store: Store) -> list[tuple[str, str]]
     if failures:
         status += f" — writer failed: {failures[0]}"
     refused, why = figures.refused_rows(store)
-    lost = max(0, summary["dropped_rows"] - sum(d.rejected for d in store.ranks.values()))
+    lost = max(0, summary["dropped_rows"] - RunReader(store).rejected())
     source = summary["source"]
     return [
         ("run", summary["run_dir"]),

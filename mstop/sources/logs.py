@@ -21,6 +21,7 @@ import stat
 from dataclasses import dataclass, field
 
 from ..engine.logs import LastError, clean_lines, last_error
+from ..engine.reader import RunReader
 from ..engine.store import Store
 from ..safe import clean
 from .mflog import LOG_NAME, MSRUN_DIR, find_logs
@@ -57,8 +58,7 @@ def candidates(store: Store, specs: list[str], rank: int, logs_dir: str | None =
                 root = os.path.dirname(os.path.dirname(folder))  # output/log/rank_R -> output
                 out += [os.path.join(r, MSRUN_DIR, f"worker_{rank}.log") for r in (root, os.path.dirname(root))]
             out.append(os.path.join(folder, name))
-    d = store.ranks.get(rank)
-    logs = (d.last_start or {}).get("logs") if d is not None else None
+    logs = (RunReader(store).start(rank) or {}).get("logs")
     if isinstance(logs, list) and any(_local(spec) for spec in specs):  # else paths on the other host
         out += [p for p in logs if isinstance(p, str) and os.path.isabs(p)]
     return out
@@ -143,8 +143,9 @@ def job_rank_of(store: Store) -> int:
     known (a job that died before its first row), else 0."""
     from ..engine.figures import lowest_rank
 
-    got = lowest_rank(store) if store.ranks else None
-    return got if got is not None else min(store.ranks, default=0)
+    run = RunReader(store)
+    got = lowest_rank(store) if not run.empty() else None
+    return got if got is not None else min(run.ranks, default=0)
 
 
 @dataclass
@@ -203,8 +204,7 @@ def remote_candidates(store: Store, spec: str, rank: int) -> tuple[str, list[str
         return None
     if target is None:
         return None
-    d = store.ranks.get(rank)
-    logs = (d.last_start or {}).get("logs") if d is not None else None
+    logs = (RunReader(store).start(rank) or {}).get("logs")
     paths = [p for p in logs if isinstance(p, str) and p.startswith("/")] if isinstance(logs, list) else []
     base = target.path.rstrip("/")
     paths += [f"{base}/worker_{rank}.log", f"{base}/{MSRUN_DIR}/worker_{rank}.log",

@@ -19,6 +19,7 @@ import threading
 from typing import Any, Callable
 
 from ..engine.mflog import MfLogParser, SchedulerLog, WorkerState
+from ..engine.reader import RunReader
 from ..engine.store import Store
 from ..fmt import count as fmt_count
 from .files import CHUNK, SIGNATURE, Chunk, FileTail, _pread
@@ -387,10 +388,9 @@ def worker_states(store: Store, parsers: dict[int, MfLogParser], states: list[Wo
         t = w.time
         if w.kind == "end":  # it unregistered after its last step, whatever the log's clock says (unstamped
             # lines are timed by when the file was written, which can be after the scheduler's line)
-            with store.lock:
-                d = store.ranks.get(w.rank)
-                if d is not None and d.rows:
-                    t = max(t, float(d.col("time")[-1]))
+            last = RunReader(store).last(w.rank, "time")
+            if last is not None:
+                t = max(t, last)
         e: dict[str, Any] = {"kind": w.kind, "time": t, "session": parser.session, "step": parser.last_step,
                              "source": "msrun scheduler.log"}
         if w.kind == "lost":

@@ -19,6 +19,7 @@ from mstop_writer.schema import CSV_PATTERN, DEVICES_PATTERN, EVENTS_PATTERN
 from ..engine.devices import DevicesParser
 from ..engine.mflog import MfLogParser
 from ..engine.parse import CsvParser, parse_events, parse_many
+from ..engine.reader import RunReader
 from ..engine.store import Store
 from . import files as _files
 from .files import Chunk, FileTail, not_regular
@@ -58,7 +59,7 @@ class Tail:
 
     def begin(self, store: Store, files: dict[str, Followed]) -> None:
         """Position files just found near their ends (their first lines fed to the store)."""
-        ranks = [f.rank for f in files.values() if f.kind == "csv"] + [r for r, d in store.ranks.items() if d.rows]
+        ranks = [f.rank for f in files.values() if f.kind == "csv"] + RunReader(store).with_rows()
         job = min(ranks) if ranks else None
         for f in files.values():
             if f.kind == "events":

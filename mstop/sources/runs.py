@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 from mstop_writer.schema import CSV_PATTERN, EVENTS_PATTERN
 
+from ..engine.reader import RunReader
 from ..engine.store import Store
 from ..safe import clean
 from .local import LocalSource
@@ -146,7 +147,7 @@ class RunTail:
             return  # nothing new: no file opened
         self._seen = seen
         if self._source is not None and not self.full and self.store.rows > REBUILD_ROWS * max(
-                1, len(self.store.ranks)):
+                1, RunReader.count(self.store)):
             self._source, self.store = None, Store()
         if self._source is None:
             self._source = (MfLogSource(self.path, self.store) if self.kind == "mflog"

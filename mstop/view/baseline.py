@@ -7,6 +7,7 @@ import numpy as np
 
 from ..engine import figures
 from ..engine.figures import Options
+from ..engine.reader import RunReader
 from ..engine.smoothing import EmaSeries, evenly
 from ..engine.store import Store
 from . import charts
@@ -29,14 +30,14 @@ def run_part(v: View, base: Store, name: str, opts: Options, ema: EmaSeries, *, 
     if v.xaxis != "step":
         b.note = "baseline drawn on the step axis only (x)"
     with base.lock:
-        d = figures.job_rank(base)
-        if d is None:
+        r0 = figures.lowest_rank(base)
+        if r0 is None:
             b.note = "baseline has no rows"
             return b
-        idx, smooth = ema.series(base, d.rank, opts.ema_weight)
-        st = d.col("step")[idx].astype(np.float64) if len(idx) else np.empty(0)
+        idx, smooth = ema.series(base, r0, opts.ema_weight)
+        st = RunReader(base).column(r0, "step", idx) if len(idx) else np.empty(0)
         if v.xaxis == "step":
-            _curves(b, base, d.rank, st, smooth, points, charts.step_range(v.header.step, recent))
+            _curves(b, base, r0, st, smooth, points, charts.step_range(v.header.step, recent))
         _deltas(v, b, base, opts, st, smooth)
     return b
 

@@ -13,8 +13,9 @@ from typing import Any
 import numpy as np
 
 from .. import fmt
-from ..engine import devices, figures, processes
+from ..engine import devices, figures
 from ..engine.figures import Options, Window
+from ..engine.reader import RunReader
 from ..engine.smoothing import EmaSeries, TokensSeen, evenly
 from ..engine.store import Store
 from . import charts
@@ -64,7 +65,7 @@ def header(store: Store, opts: Options, now: float, tokens: TokensSeen) -> Heade
                    notes=file_notes(store, opts), elapsed=figures.elapsed(store, opts, now),
                    compile_s=figures.compile_seconds(store), last_checkpoint=figures.last_checkpoint(store))
     h.refused_rows, h.refused = figures.refused_rows(store)
-    h.dropped_rows = max(0, figures.dropped_rows(store) - sum(d.rejected for d in store.ranks.values()))
+    h.dropped_rows = max(0, figures.dropped_rows(store) - RunReader(store).rejected())
     h.since_last_row = figures.seconds_since_last_row(store, opts) if store.rows else None
     src = figures.source(store)
     if src is not None:
@@ -99,7 +100,8 @@ def _pace(h: HeaderPart, store: Store, opts: Options) -> None:
     # steps/s is the pace now: a stalled or ended run has none (its last pace is the step time's business)
     h.steps_per_s = 1.0 / pace if pace and h.status in ("running", "starting") else None
     h.eta = figures.eta(store, opts, pace)
-    lasts = [int(d.col("step")[-1]) for d in store.ranks.values() if d.rows]
+    run = RunReader(store)
+    lasts = [int(run.last(r, "step")) for r in run.with_rows()]  # type: ignore[arg-type]
     if len(lasts) > 1 and min(lasts) != max(lasts):  # the header's step is the furthest rank's
         h.step_spread = (min(lasts), max(lasts))
     quiet = figures.quiet_for(store, opts) if h.status == "running" else None
@@ -139,10 +141,11 @@ def data(store: Store) -> DataPart:
     dwf = figures.rank_data_wait_frac(store)
     if w.ranks and not np.isnan(dwf).all():
         p.worst_rank = w.ranks[int(np.nanargmax(dwf))]
-    d = store.ranks.get(p.worst_rank) if p.worst_rank is not None else figures.job_rank(store)
-    if d is not None:
-        p.queue_depth = figures.last_value(d, "queue_depth")
-        p.queue_rank = d.rank
+    r = p.worst_rank if p.worst_rank is not None else figures.lowest_rank(store)
+    run = RunReader(store)
+    if r is not None and run.has(r):
+        p.queue_depth = run.last_value(r, "queue_depth")
+        p.queue_rank = r
     return p
 
 
@@ -191,6 +194,7 @@ def ranks(store: Store, opts: Options) -> list[RankRow]:
     steps = figures.lasts(store).step  # the window's ranks are these, in the same order
     ages = (base + (newest - last_t)).tolist()
     rows = []
+    run = RunReader(store)
     for i, r in enumerate(w.ranks):
         host = str(w.starts[i].get("host") or "?")
         head = by_label.get(f"rank {r}")
@@ -198,19 +202,18 @@ def ranks(store: Store, opts: Options) -> list[RankRow]:
                       data_wait=opt(dwf[i]), headroom=head if head is not None else by_label.get(f"host {host}"),
                       age=None if math.isnan(last_t[i]) else ages[i])
         rows.append(row)
-        d = store.ranks[r]
-        prof = figures.rank_profile(d) if d.profiles else None
+        prof = run.profile(r)
         if prof is not None:
             row.comm_share, row.idle_share = prof["comm_not_overlapped"], prof["idle"]
     _device_columns(store, rows)
-    _process_columns(store, rows)
+    _process_columns(run, rows)
     return rows
 
 
-def _process_columns(store: Store, rows: list[RankRow]) -> None:
+def _process_columns(run: RunReader, rows: list[RankRow]) -> None:
     """Each rank's process (pid, state, CPU, RSS) in its row, as ``summary --json``'s ``processes`` has it."""
     for row in rows:
-        f = processes.facts(store.ranks[row.rank])
+        f = run.process(row.rank)
         if f is None:
             continue
         row.pid, row.state, row.cpu, row.rss = f["pid"], f["state"], f["cpu"], f["rss"]
@@ -222,31 +225,31 @@ def _process_columns(store: Store, rows: list[RankRow]) -> None:
 def loss(store: Store, opts: Options, ema: EmaSeries, *, points: int, steps: Any, xaxis: str) -> LossPart:
     """The lowest rank's loss: last, smoothed, min; its raw and smoothed curves with NaN, eval, restart and
     checkpoint marks. (Incident marks come from the app's incident scan.)"""
-    d = figures.job_rank(store)
+    r0 = figures.lowest_rank(store)
     p = LossPart(now=figures.loss(store), ema=figures.loss_ema(store, opts))
-    if d is None:
+    if r0 is None:
         return p
-    r0 = d.rank
-    p.min, p.raw = figures.minimum(d, "loss"), charts.series(store, r0, "loss", points, steps, xaxis)
-    idx, smooth = charts.ema_in(d, *ema.series(store, r0, opts.ema_weight), steps)
+    run = RunReader(store)
+    p.min, p.raw = run.minimum(r0, "loss"), charts.series(store, r0, "loss", points, steps, xaxis)
+    idx, smooth = charts.ema_in(run, r0, *ema.series(store, r0, opts.ema_weight), steps)
     if len(idx):
         sel = evenly(len(idx), points)
-        p.smooth = Series(charts.x_at(d, xaxis, idx[sel]), smooth[sel])
-    st = d.col("step")
+        p.smooth = Series(charts.x_at(run, r0, xaxis, idx[sel]), smooth[sel])
+    st = run.column(r0, "step")
 
     def shown(step: float) -> bool:  # the w window: marks outside it would stretch the x axis back over the run
         return steps is None or steps[0] <= step <= steps[1]
 
-    eff = d.effective()
-    bad = [i for i, c, _ in d.nonfinite if c == "loss" and eff[i] and shown(st[i])]
-    p.nan_steps = charts.x_at(d, xaxis, np.asarray(bad, dtype=np.int64)).tolist() if bad else []
+    eff = run.timeline(r0)
+    bad = [i for i, c, _ in run.nonfinite(r0) if c == "loss" and eff[i] and shown(st[i])]
+    p.nan_steps = charts.x_at(run, r0, xaxis, np.asarray(bad, dtype=np.int64)).tolist() if bad else []
     p.nan_first_step = int(st[bad[0]]) if bad else None
-    p.evals = [(float(e["step"]), str(k), f) for e in d.evals if isinstance(e.get("step"), (int, float))
+    p.evals = [(float(e["step"]), str(k), f) for e in run.events(r0, "eval") if isinstance(e.get("step"), (int, float))
                and shown(e["step"]) for k, val in (e.get("metrics") or {}).items() if (f := _f(val)) is not None]
-    firsts = np.array([seg.first_row for seg in d.segments[1:] if shown(st[seg.first_row])], dtype=np.int64)
-    p.segment_starts = charts.x_at(d, xaxis, firsts).tolist() if len(firsts) else []
-    p.checkpoints = charts.loss_marks(d, [c["step"] for c in d.checkpoints[-50:]
-                                          if isinstance(c.get("step"), (int, float)) and shown(c["step"])], xaxis)
+    firsts = np.array([seg.first_row for seg in run.segments(r0)[1:] if shown(st[seg.first_row])], dtype=np.int64)
+    p.segment_starts = charts.x_at(run, r0, xaxis, firsts).tolist() if len(firsts) else []
+    p.checkpoints = charts.loss_marks(run, r0, [c["step"] for c in run.events(r0, "checkpoint")[-50:]
+                                                if isinstance(c.get("step"), (int, float)) and shown(c["step"])], xaxis)
     p.lr, p.grad_norm = (charts.series(store, r0, c, points, steps, xaxis) for c in ("lr", "grad_norm"))
-    p.lr_now, p.grad_norm_now = figures.last_value(d, "lr"), figures.last_value(d, "grad_norm")
+    p.lr_now, p.grad_norm_now = run.last_value(r0, "lr"), run.last_value(r0, "grad_norm")
     return p

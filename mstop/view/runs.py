@@ -20,6 +20,7 @@ from typing import Any, Callable
 from ..engine import figures
 from ..engine.figures import Options
 from ..engine.health import Health, Rules
+from ..engine.reader import RunReader
 from ..engine.store import Store
 from ..safe import clean
 from ..sources.protocol import DEFAULT_CONNECTION, Connection
@@ -104,7 +105,7 @@ def run_row(key: str, name: str, host: str, store: Store, opts: Options, health:
         said = [n for n in store.notes if "like steps but match" in n or "like a step but matches" in n
                 or "no step lines yet" in n]
         hint = hint or (said[0] if said else "")
-        status = "unreadable" if error and not store.ranks else figures.status(store, opts)
+        status = "unreadable" if error and not RunReader.count(store) else figures.status(store, opts)
         alerts = health.alerts(store, opts) if store.rows else []
         row = RunRow(key=key, name=name, host=host or str(meta.get("host") or ""), status=status,
                      step=figures.step(store), total=_int(meta.get("total_steps")),

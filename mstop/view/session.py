@@ -21,6 +21,7 @@ from ..engine.figures import Options
 from ..engine.health import Alert, Health, Rules
 from ..engine.incidents import Incident
 from ..engine.logs import last_error
+from ..engine.reader import RunReader
 from ..engine.smoothing import EmaSeries
 from ..engine.store import Store
 from ..safe import clean
@@ -124,7 +125,7 @@ class MonitorSession:
         if self.reading:  # the first read is still going on (q quits meanwhile)
             return [f"reading what is written so far: {self.store.rows:,} rows (q quits)"]
         missing = [spec for spec in self.specs if ":" not in spec and not os.path.isdir(spec)]
-        empty = [] if self.store.ranks or self.store.rank_files else [
+        empty = [] if RunReader.count(self.store) or self.store.rank_files else [
             f"{clean(missing[0], 4096)} does not exist yet: waiting for it" if missing else
             f"no rank files (rank*.csv) nor MindFormers logs in {self.run_dir} yet, nor runs below it: waiting"]
         return (self.source.states() + self.store.duplicates + ([h.skew_note] if h.skew_note else [])

@@ -12,6 +12,7 @@ from typing import Any
 from .. import fmt
 from ..engine.endings import ranks_text
 from ..engine.processes import stack_view
+from ..engine.reader import RunReader
 from ..engine.store import Store
 
 #: frames shown per group (the rest are counted)
@@ -60,9 +61,9 @@ def fresh_lines(store: Store, connection: Any = None) -> list[tuple[str, str]]:
     from ..sources import DEFAULT_CONNECTION, pyspy
     from ..sources.remote import parse_target
 
-    with store.lock:
-        starts = {r: dict(d.last_start) for r, d in sorted(store.ranks.items()) if d.last_start}
-        owners = dict(store.owners)
+    run = RunReader(store)
+    starts = {r: s for r in run.ranks if (s := run.start(r)) is not None}
+    owners = dict(run.store.owners)
 
     def one(r: int, start: dict[str, Any]) -> tuple[list[str] | None, str]:
         try:

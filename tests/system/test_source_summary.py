@@ -64,6 +64,8 @@ def test_summary_json_has_exactly_the_documented_keys(tmp_path):
         "profile": None,  # no profile was taken
         "error_line": None, "log_path": None,  # finished; its output went to no file the writer could name
         "devices": None,  # no npu-smi here: no devices file
+        "culprit": None,  # finished: nothing to lay at a rank
+        "processes": {},  # written without exit witnesses (no proc or exit events)
         # its file written now, its rows dated 1970: the writing host's clock reads 56 years behind
         "clocks": {"job_ahead_s": out["clocks"]["job_ahead_s"], "ahead_s": {"0": out["clocks"]["job_ahead_s"]},
                    "reference_rank": 0, "ranks_ahead_s": {},

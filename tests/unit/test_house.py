@@ -174,3 +174,21 @@ def test_tests_touch_few_private_attributes_and_production_has_no_test_doors():
         switches = [n for n, v in vars(module).items() if n.isupper() and isinstance(v, (bool, int, float, str))
                     and n.startswith(("LARGE_", "ARROW_", "PLAIN_", "DIRECT_", "SCAN_", "VERIFY_", "BUSY_"))]
         assert not switches, (module.__name__, switches)
+
+
+def test_outside_the_engine_a_run_is_read_only_through_its_read_door():
+    """Issue 39 step 1: view/, commands/, sources/ and app/ read a run through mstop.engine.reader.RunReader,
+    never through the store's layout: no module outside engine/ names RankData, Block, ``.col(`` or
+    ``store.ranks`` (the layout can then change without touching them)."""
+    import re
+
+    layout = re.compile(r"\bRankData\b|\bBlock\b|\.col\(|\bstore\.ranks\b|\.store\.ranks\b")
+    found = []
+    for f in sorted((ROOT / "mstop").rglob("*.py")):
+        rel = f.relative_to(ROOT)
+        if rel.parts[1] == "engine":
+            continue
+        for n, line in enumerate(f.read_text().splitlines(), 1):
+            if layout.search(line.split("#", 1)[0]):
+                found.append(f"{rel}:{n}: {line.strip()}")
+    assert not found, "\n".join(found)

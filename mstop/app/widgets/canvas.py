@@ -126,7 +126,7 @@ class _Frame:
     y: tuple[float, float]
     r: tuple[float, float]
 
-    def col(self, v: float) -> int:
+    def column_at(self, v: float) -> int:
         return int(_scale(np.array([v]), *self.x, self.pw)[0])
 
     def row(self, v: float, right: bool = False) -> int:
@@ -199,7 +199,7 @@ def _raster(fig: Figure, fr: _Frame) -> tuple[np.ndarray, np.ndarray, np.ndarray
             guides[fr.row(y), :] = "─"
     for x in fig.vlines:
         if fr.x[0] <= x <= fr.x[1]:
-            guides[:, fr.col(x)] = "│"
+            guides[:, fr.column_at(x)] = "│"
     top = np.zeros((ph, pw), np.int64)
     bottom = np.zeros((ph, pw), np.int64)
     glyphs: list[tuple[int, np.ndarray, np.ndarray]] = []
@@ -261,7 +261,7 @@ def _x_axis(fig: Figure, fr: _Frame, ylab: int, right: bool) -> list[Row]:
     cols, shown = [], []
     for v, s in zip(*(fig.xticks or ([], []))):
         if fr.x[0] <= v <= fr.x[1]:
-            c = fr.col(v)
+            c = fr.column_at(v)
             axis[c] = "┬"
             cols.append(c)
             shown.append(s)
@@ -271,7 +271,7 @@ def _x_axis(fig: Figure, fr: _Frame, ylab: int, right: bool) -> list[Row]:
     marked: dict[int, tuple[str, str]] = {}
     for x, glyph, colour in fig.xmarks:
         if fr.x[0] <= x <= fr.x[1]:
-            marked[fr.col(x)] = (glyph[:1], colour)
+            marked[fr.column_at(x)] = (glyph[:1], colour)
     row: Row = [(" " * ylab + "└", AXIS)]
     last = 0
     for c in sorted(marked):
