@@ -24,9 +24,9 @@ from .figures import Options
 from .store import RankData, Store
 
 KINDS = ("nan_loss", "loss_spike", "grad_spike", "overflow", "oom_risk", "data_starvation", "throughput_drop",
-         "stalled", "no_checkpoint", "straggler", "dead_rank", "stopped_rank", "stuck_rank", "lagging_rank",
-         "job_dead", "job_failed",
-         "device_unhealthy", "device_hot", "hbm_full", "aicore_idle")
+         "stalled", "no_checkpoint", "straggler", "dead_rank", "lagging_rank", "job_dead", "job_failed",
+         "device_unhealthy", "device_hot", "hbm_full", "aicore_idle",
+         "stopped_rank", "stuck_rank")  # added by issue 38: after the others, whose order stays as it was
 #: what a run's history shows: still true of a run that ended (finished, dead or failed)
 HISTORY_KINDS = ("nan_loss", "loss_spike", "grad_spike", "overflow")
 #: statuses of a run that is no longer running: only its history's alerts (and job_dead/job_failed) hold
