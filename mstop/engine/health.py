@@ -466,7 +466,10 @@ def _liveness(store: Store, rules: Rules, opts: Options) -> tuple[list[int], lis
             age[r], allowed[r] = now - max(t, restart), startup  # restarting: judged from the restart
         else:
             age[r], allowed[r] = now - t, limit
-    ended = {r: e for r in age if (e := processes.exited(store.ranks[r])) is not None}
+    ended = {r: e for r in age if (e := processes.exited(store.ranks[r])) is not None
+             and not (restart is not None and now - restart <= startup
+                      and clocks.local(r, float(e["time"])) < restart)}  # ended before the job restarted: not
+    # back yet (judged with the start-up allowance, as a rank with no exit is), not dead
     alive = [r for r in age if age[r] <= allowed[r] and r not in ended]
     if not alive:
         return [], [], basis  # nobody is alive: a stalled or finished job, not dead ranks

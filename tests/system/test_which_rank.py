@@ -52,7 +52,8 @@ def _no_witness_left(job: Msrun, pids: list[int]) -> None:
 
 def _screen_agrees(run: Path, js: dict) -> None:
     """The monitor opened on the run shows what ``summary --json`` says: the job_dead alert's words (its
-    start: the screen wraps long lines) and, in the ranks view, each rank's process as ``processes`` has it."""
+    start: the screen wraps long lines) and, in the ranks view, each rank's process as ``processes`` has it
+    (for the ranks the view lists: those with rows)."""
     import asyncio
 
     from mstop.app import MonitorApp
@@ -70,7 +71,12 @@ def _screen_agrees(run: Path, js: dict) -> None:
     main, ranks = asyncio.run(look())
     (a,) = [a for a in js["alerts"] if a["kind"] == "job_dead"]
     assert a["message"][:60] in main, (a["message"], main)
+    from mstop.engine.reader import RunReader
+
+    shown = RunReader(read_once(str(run))).with_rows()  # the ranks view lists ranks with rows
     for r, p in js["processes"].items():
+        if int(r) not in shown:
+            continue
         ex = p["exit"] or {}
         if p["state"] == "ended":
             want = f"ended {ex['signal']}" if ex.get("signal") else (f"ended exit {ex['code']}"
