@@ -82,6 +82,12 @@ class RunReader:
             col = col[rows]
         return _frozen(np.asarray(col, dtype=np.float64))
 
+    def has_values(self, rank: int, name: str) -> bool:
+        """Whether the rank's column holds a value (not NaN) in some row: read in its own type,
+        not widened (the custom metrics filter asks it of every column of every rank)."""
+        d = self._store.ranks.get(rank)
+        return d is not None and d.rows > 0 and not np.isnan(d.col(name)).all()
+
     def last(self, rank: int, name: str) -> float | None:
         """The rank's last row's value of ``name`` (None: no row)."""
         d = self._store.ranks.get(rank)

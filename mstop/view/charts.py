@@ -152,7 +152,7 @@ def numeric_columns(store: Store) -> list[str]:
     out = []
     run = RunReader(store)
     for c in [*run.store.extra_columns, *(c for c in NUMERIC if c not in ("time", "step"))]:
-        if any(not np.isnan(run.column(r, c)).all() for r in run.with_rows()):
+        if any(run.has_values(r, c) for r in run.with_rows()):
             out.append(c)
     return out
 
