@@ -63,3 +63,19 @@ class Msrun:
         except ProcessLookupError:
             pass
         self.proc.wait(timeout=30)
+
+
+def plain_msrun(tmp: Path, *args: str, workers: int = 2) -> tuple[subprocess.Popen, Path]:
+    """A real msrun job of tests/helpers/msrun_plain_job.py (no mstop code: MindSpore's LossMonitor only) with
+    ``args`` (STEPS EPOCHS [KILL_AT [PAUSE]]), in its own session; (the msrun process, its log directory)."""
+    import shutil
+
+    pytest.importorskip("mindspore", reason="a real job needs MindSpore: pip install -e '.[mindspore]'")
+    msrun = shutil.which("msrun") or str(Path(sys.executable).parent / "msrun")
+    logs = tmp / "logs"
+    job = subprocess.Popen([msrun, f"--worker_num={workers}", f"--local_worker_num={workers}",
+                            "--master_addr=127.0.0.1", f"--master_port={free_port()}", f"--log_dir={logs}",
+                            "--join=True", str(HELPERS / "msrun_plain_job.py"), *args],
+                           cwd=tmp, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+                           env={**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"})
+    return job, logs

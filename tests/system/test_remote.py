@@ -392,24 +392,15 @@ def test_a_plain_msrun_job_over_ssh_names_the_first_worker_to_end(server, tmp_pa
     """Issue 38 item 6 over ssh: a job with no mstop code followed as ``host:/logs``; the follower on the
     workers' host finds each worker's pid in its log, checks that the process writes that log, and waits on
     its pidfd: rank 1 kills itself at step 100, msrun ends rank 0, and rank 1 is named by its exit."""
-    import shutil
     import signal as _signal
 
-    pytest.importorskip("mindspore", reason="a real job needs MindSpore: pip install -e '.[mindspore]'")
     from mstop.engine.endings import culprit
     from mstop.engine.figures import Options
     from mstop.engine.store import Store
     from mstop.sources import Sources
-    from tests.helpers.common import HELPERS
-    from tests.helpers.msrun import free_port
+    from tests.helpers.msrun import plain_msrun
 
-    msrun = shutil.which("msrun") or str(Path(sys.executable).parent / "msrun")
-    logs = tmp_path / "logs"
-    job = subprocess.Popen([msrun, "--worker_num=2", "--local_worker_num=2", "--master_addr=127.0.0.1",
-                            f"--master_port={free_port()}", f"--log_dir={logs}", "--join=True",
-                            str(HELPERS / "msrun_plain_job.py"), "400", "1", "100", "0.05"],
-                           cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-                           env={**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"})
+    job, logs = plain_msrun(tmp_path, "400", "1", "100", "0.05")
     store = Store()
     try:
         assert wait_for(lambda: (logs / "worker_1.log").exists() and b"ME(" in (logs / "worker_1.log").read_bytes(),

@@ -205,24 +205,12 @@ def test_msrun_plain_job_the_first_worker_to_end_is_named_from_this_host(tmp_pat
     workers' own host: mstop finds each worker's pid in its log's MindSpore prefix, checks that the process
     writes that very log (/proc/PID/fd), and watches it. Rank 1 kills itself at step 100; msrun ends rank 0:
     rank 1 is named, by its exit."""
-    import shutil
-    import subprocess
-    import sys
-
     from mstop.engine.endings import culprit
     from mstop.engine.store import Store
     from mstop.sources.mflog import MfLogSource
-    from tests.helpers.common import HELPERS
-    from tests.helpers.msrun import free_port
+    from tests.helpers.msrun import plain_msrun
 
-    pytest.importorskip("mindspore", reason="a real job needs MindSpore: pip install -e '.[mindspore]'")
-    msrun = shutil.which("msrun") or str(Path(sys.executable).parent / "msrun")
-    logs = tmp_path / "logs"
-    job = subprocess.Popen([msrun, "--worker_num=2", "--local_worker_num=2", "--master_addr=127.0.0.1",
-                            f"--master_port={free_port()}", f"--log_dir={logs}", "--join=True",
-                            str(HELPERS / "msrun_plain_job.py"), "400", "1", "100", "0.05"],
-                           cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-                           env={**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"})
+    job, logs = plain_msrun(tmp_path, "400", "1", "100", "0.05")
     store = Store()
     src = MfLogSource(str(logs), store, poll=0.2)
     try:
