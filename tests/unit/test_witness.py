@@ -229,3 +229,16 @@ async def test_the_stacks_view_shows_a_stuck_ranks_stack_and_d_dumps_it_fresh(tm
     finally:
         p.kill()
         p.wait()
+
+
+def test_with_timed_dumps_off_a_crash_still_leaves_its_stack_and_its_step(tmp_path):
+    """stack_after=0: no timed dump is ever armed, but the header stays current, so a fatal signal's stack
+    says the step the rank was in."""
+    run = tmp_path / "run"
+    p = _start(run, "segv", stack_after=0)
+    p.wait()
+    assert wait_for(lambda: _kinds(run, kind="exit"), 3)
+    (start,) = _kinds(run, kind="start")
+    assert start["stack_after"] == 0 and start["fatal_stacks"] == "stacks file"
+    (s,) = _kinds(run, kind="stack")
+    assert s["reason"] == "fatal" and s["step"] == 20 and "Timeout" not in (run / "rank0.stacks.txt").read_text()

@@ -432,10 +432,7 @@ class MetricsWriter:
             stacks_said, made = f"not written: {e}", False
         try:
             if made:
-                self._stacks = stacks.StackDumps(path, o.stack_after or None, self._warn, self._clock)
-                if o.stack_after == 0:
-                    self._stacks.pause()
-                    self._stacks.fixed = 0.0
+                self._stacks = stacks.StackDumps(path, o.stack_after, self._warn, self._clock)
         except Exception as e:  # noqa: BLE001 - no stacks rather than no training
             self._warn(f"stacks not written: {type(e).__name__}: {e}", key="stacks:start")
             stacks_said = f"not written: {type(e).__name__}: {e}"
@@ -686,7 +683,7 @@ class MetricsWriter:
             profile.check_request(step, step_time)
         if profile.window is not None:
             profile.after_step(step, row_time)
-        if self._stacks is not None and self._stacks.fixed != 0.0:
+        if self._stacks is not None:
             self._stacks.step_end(step, step_time)
 
     def _fix_columns(self, extra: Mapping[str, Any]) -> None:

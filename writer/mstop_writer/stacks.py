@@ -42,7 +42,10 @@ class StackDumps:
 
     def __init__(self, path: str, limit: float | None, warn: Callable[[str, str], None],
                  clock: Callable[[], float] = time.time) -> None:
-        self.path, self.fixed, self._warn, self._clock = path, limit, warn, clock
+        """``limit``: seconds a step may run before the dump; None: from the job's pace; 0: no timed dumps (the
+        header is still kept current, so a fatal signal's stack says its step)."""
+        self.path, self._warn, self._clock = path, warn, clock
+        self.auto, self.timed = limit is None, limit != 0
         self.fd: int | None = None
         self.pos = 0
         self.start_at = 0
@@ -98,16 +101,17 @@ class StackDumps:
                 self.armed = -1e18
             if step_time is not None and step_time > 0:
                 self.times.append(step_time)
-            rearm = now - self.armed >= self.limit / 4
-            if rearm and self.fixed is None and self.times:
+            rearm = self.timed and now - self.armed >= self.limit / 4
+            if rearm and self.auto and self.times:
                 ordered = sorted(self.times)
                 self.limit = max(LEAST_S, STEPS * ordered[len(ordered) // 2])
             text = (f"# mstop-stacks step={'none' if step is None else int(step)} since={now:.3f} "
                     f"armed={(now if rearm else self.armed):.3f} limit={self.limit:.1f}")
             line = text.encode()[: HEADER_BYTES - 1].ljust(HEADER_BYTES - 1) + b"\n"
             os.pwrite(fd, line, self.pos)  # type: ignore[arg-type]
-            if rearm:
+            if at != self.pos + HEADER_BYTES:  # faulthandler writes where the descriptor stands: after the header
                 os.lseek(fd, self.pos + HEADER_BYTES, os.SEEK_SET)  # type: ignore[arg-type]
+            if rearm:
                 faulthandler.dump_traceback_later(self.limit, repeat=False, file=fd)  # type: ignore[arg-type]
                 self.armed = now
         except (OSError, ValueError, RuntimeError, TypeError) as e:

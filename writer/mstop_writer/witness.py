@@ -40,8 +40,6 @@ MAX_FRAMES = 48
 #: the most of a stacks file read at once
 STACKS_READ = 1 << 20
 
-_NORMAL = frozenset("RSI")  # running, sleeping, idle: a working process
-
 
 def proc_facts(pid: int, ticks: float, page: int) -> dict | None:
     """The process's state, CPU seconds, RSS (bytes), threads, start time (ticks since boot) and, for a
@@ -118,9 +116,10 @@ class Witness:
         except OSError:
             pass
 
-    def event(self, kind: str, **fields: object) -> None:
-        obj = {"time": round(time.time(), 3), "kind": kind, "rank": self.rank, "pid": self.pid,
-               "source": "witness"}
+    def event(self, kind: str, at: float | None = None, **fields: object) -> None:
+        """Append one event of this rank's process (``at``: its time, now by default)."""
+        obj = {"time": round(time.time() if at is None else at, 3), "kind": kind, "rank": self.rank,
+               "pid": self.pid, "source": "witness"}
         obj.update(fields)
         self.write(obj)
 
@@ -179,20 +178,16 @@ class Witness:
 
     def finish(self, facts: dict | None) -> None:
         """The process ended (or its pid is another's now): its last stacks, then the exit event."""
-        t = round(time.time(), 3)
+        t = time.time()  # the end as seen, before the stacks are read
         self.read_stacks(final=True)
-        fields: dict = {"time": t}
+        fields: dict = {}
         if facts is not None and facts.get("start_ticks") == self.start_ticks and "exit_status" in facts:
             fields.update(describe_status(facts["exit_status"]))
         else:
             fields["how"] = "unknown"  # reaped before we could read its status
         if self.last is not None:
-            fields["last_state"] = self.last["state"]
-            fields["cpu_s"] = self.last["cpu_s"]
-            fields["rss"] = self.last["rss"]
-        obj = {"kind": "exit", "rank": self.rank, "pid": self.pid, "source": "witness"}
-        obj.update(fields)
-        self.write({"time": t, **obj})
+            fields.update(last_state=self.last["state"], cpu_s=self.last["cpu_s"], rss=self.last["rss"])
+        self.event("exit", at=t, **fields)
 
     def read_stacks(self, *, final: bool) -> None:
         """Turn each complete dump that appeared in the stacks file into a ``stack`` event."""
