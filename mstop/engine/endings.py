@@ -70,7 +70,7 @@ def ending(store: Store, opts: Options) -> Ending:
     out = Ending()
     clocks = figures.rank_clocks(store, opts)
     lives: dict[int, float] = {}
-    exits: dict[int, float] = {}
+    exits: set[int] = set()  # ranks whose process's end a witness saw (not cleanly)
     for r, d in sorted(store.ranks.items()):
         if not d.rows and not d.starts:
             continue
@@ -86,7 +86,7 @@ def ending(store: Store, opts: Options) -> Ending:
             t = figures.last_life(d)
         e = processes.exited(d)
         if e is not None and not processes.clean_exit(e):
-            exits[r] = clocks.local(r, float(e["time"]))
+            exits.add(r)
             if r in out.died:  # its end is known to the tenth of a second: more exact than its last sign of life
                 t = float(e["time"])
         if t is not None:
@@ -110,7 +110,7 @@ EXIT_MARGIN_ONE_HOST = 0.1
 EXIT_MARGIN_HOSTS = 1.0
 
 
-def culprit_of(store: Store, e: Ending, lives: dict[int, float], exits: dict[int, float]) -> Culprit | None:
+def culprit_of(store: Store, e: Ending, lives: dict[int, float], exits: set[int]) -> Culprit | None:
     """The rank the facts name, in this order: the first rank whose process ended (by a margin), unless it
     aborted as others did (aborts cascade: a collective that timed out waiting for a stuck rank); a rank
     whose process is stopped, traced or in D; in a hang, the rank whose stack differs from the others';
@@ -136,11 +136,9 @@ def culprit_of(store: Store, e: Ending, lives: dict[int, float], exits: dict[int
             after = f", {_seconds(gap)} before the others" if nxt is not None else ""
             return Culprit(r, "exit", when, f"rank {r}'s process ended at {fmt.clock_ms(when)} "
                                             f"({processes.how_words(ex)}){after}")
-    if held is not None:
-        return held
-    odd = processes.odd_one(store)
-    if odd is not None:
-        return Culprit(odd.rank, "stack", odd.time, stack_words(store, odd))
+    live = held or _stuck(store)
+    if live is not None:
+        return live
     if len(e.aborted) >= 2 and len(e.died) == 1:
         r = e.died[0]
         return Culprit(r, "no_abort", None, f"rank {r} did not abort while {ranks_text(e.aborted)} did (their "
@@ -167,30 +165,28 @@ def culprit(store: Store, opts: Options) -> Culprit | None:
         fact = "abort" if r in e.aborted else "died"
         return Culprit(r, fact, None, f"rank {r} {'aborted' if fact == 'abort' else 'died'} (no fact says more)")
     if status in ("running", "stalled", "starting"):
-        held = _held(store)
-        if held is not None:
-            return held
-        odd = processes.odd_one(store)
-        if odd is not None:
-            return Culprit(odd.rank, "stack", odd.time, stack_words(store, odd))
+        return _held(store) or _stuck(store)
     return None
 
 
 def _held(store: Store) -> Culprit | None:
-    """The rank whose process is (or was, until it ended) stopped, traced or in D: the earliest such."""
-    now = [(r, p) for r, d in sorted(store.ranks.items()) if (p := processes.holding(d)) is not None]
-    if now:
-        r, p = min(now, key=lambda rp: float(rp[1]["since"]))
-        since = float(p["since"])
-        return Culprit(r, "state", since, f"rank {r}'s process is {processes.state_words(p)} since "
-                                          f"{fmt.clock_ms(since)}")
-    was = [(r, p) for r, d in sorted(store.ranks.items()) if (p := processes.held_until_end(d)) is not None]
-    if was:  # stopped (or in D) until it was killed: the others gave up waiting for it
-        r, p = min(was, key=lambda rp: float(rp[1]["since"]))
-        since = float(p["since"])
-        return Culprit(r, "state", since, f"rank {r}'s process was {processes.state_words(p)} from "
-                                          f"{fmt.clock_ms(since)} until it ended")
+    """The rank whose process is (or was, until it ended: the others gave up waiting for it) stopped, traced
+    or in D: the earliest such."""
+    for facts, words in ((processes.holding, "is {state} since {since}"),
+                         (processes.held_until_end, "was {state} from {since} until it ended")):
+        found = [(r, p) for r, d in sorted(store.ranks.items()) if (p := facts(d)) is not None]
+        if found:
+            r, p = min(found, key=lambda rp: float(rp[1]["since"]))
+            since = float(p["since"])
+            said = words.format(state=processes.state_words(p), since=fmt.clock_ms(since))
+            return Culprit(r, "state", since, f"rank {r}'s process {said}")
     return None
+
+
+def _stuck(store: Store) -> Culprit | None:
+    """In a hang, the rank whose stack differs from all the others' (mstop.engine.processes.odd_one)."""
+    odd = processes.odd_one(store)
+    return Culprit(odd.rank, "stack", odd.time, stack_words(store, odd)) if odd is not None else None
 
 
 def stack_words(store: Store, odd: processes.Where) -> str:
