@@ -108,9 +108,13 @@ class ProcessWatch:
             for fd in live:
                 poller.register(fd, select.POLLIN)
             wait = max(0.0, next_look - time.monotonic())
-            if polled or not live:
+            if polled:  # a process without a pidfd: its end is looked for every 0.1 s
                 wait = min(wait, 0.1)
-            ready = [live[fd] for fd, _ in poller.poll(wait * 1000)] if live else (time.sleep(wait) or [])
+            if live:
+                ready = [live[fd] for fd, _ in poller.poll(wait * 1000)]
+            else:
+                self._stop.wait(wait)
+                ready = []
             looking = time.monotonic() >= next_look
             if looking:
                 next_look = time.monotonic() + LOOK_S
