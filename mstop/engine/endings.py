@@ -102,14 +102,6 @@ def ending(store: Store, opts: Options) -> Ending:
     return out
 
 
-#: how much earlier a process must have ended than the next to be called the first: exit times of one host are
-#: read off one clock, each when its witness woke on the pidfd (milliseconds, more on a loaded host: ranks
-#: killed together must not look ordered); msrun ended the others 0.2-2.9 s after the first death here.
-#: Across hosts the clocks agree only so well
-EXIT_MARGIN_ONE_HOST = 0.1
-EXIT_MARGIN_HOSTS = 1.0
-
-
 def culprit_of(store: Store, e: Ending, lives: dict[int, float], exits: set[int]) -> Culprit | None:
     """The rank the facts name, in this order: the first rank whose process ended (by a margin), unless it
     aborted as others did (aborts cascade: a collective that timed out waiting for a stuck rank); a rank
@@ -119,23 +111,21 @@ def culprit_of(store: Store, e: Ending, lives: dict[int, float], exits: set[int]
     held = _held(store)
     if held is not None and (not stopped or held.time is None or held.time < stopped[0][1]):
         return held  # stopped (or in D) before any rank ended: the others' ends followed from it
-    if stopped and stopped[0][0] in exits:
-        r, t = stopped[0]
-        nxt = stopped[1] if len(stopped) >= 2 else None
-        cascade = r in e.aborted and len(e.aborted) > 1
-        if nxt is None:  # the only rank that ended (the others finished, or there is one rank)
-            ok, gap = True, 0.0
-        else:
-            gap = nxt[1] - t
-            same = processes.one_clock(store.ranks[r], store.ranks[nxt[0]])
-            need = (EXIT_MARGIN_ONE_HOST if same else EXIT_MARGIN_HOSTS) if nxt[0] in exits else margin(store)
-            ok = gap > need
-        if ok and not cascade:
-            ex = processes.exited(store.ranks[r]) or {}
-            when = float(ex.get("time", t))
-            after = f", {_seconds(gap)} before the others" if nxt is not None else ""
-            return Culprit(r, "exit", when, f"rank {r}'s process ended at {fmt.clock_ms(when)} "
-                                            f"({processes.how_words(ex)}){after}")
+    ends = [processes.End(r, t, processes.exited(store.ranks[r]) if r in exits else None,
+                          store.ranks[r].last_start or {}) for r, t in stopped]
+    found = processes.first_end(ends, margin(store))
+    if found is not None and not (found[0].rank in e.aborted and len(e.aborted) > 1):
+        first, lead = found
+        ex = first.exit or {}
+        when = float(ex.get("time", first.time))
+        if len(ends) == 1:
+            after = ""
+        elif lead >= 0.01:
+            after = f", {_seconds(lead)} before the others"
+        else:  # ends closer than their clocks tell apart, ordered by sight
+            after = ", while the others still ran"
+        return Culprit(first.rank, "exit", when, f"rank {first.rank}'s process ended at {fmt.clock_ms(when)} "
+                                                 f"({processes.how_words(ex)}){after}")
     live = held or _stuck(store)
     if live is not None:
         return live

@@ -311,10 +311,10 @@ def _sessions(store: Store) -> list[Incident]:
 
 
 def _first_exit(k: int, members: list[tuple[int, RankData, int, int]]) -> tuple[int, str] | None:
-    """The rank whose process of session ``k`` ended first by its exit witness, ahead of the next by the
-    one-host margin (mstop.engine.endings), with how it ended; None when no exit tells."""
-    from .endings import EXIT_MARGIN_ONE_HOST
-    from .processes import how_words
+    """The rank whose process of session ``k`` ended first by its exit witness (mstop.engine.processes.first_end:
+    seen while the others ran, or ahead by the margin of their clocks), with how it ended; None when no exit
+    tells."""
+    from .processes import End, first_end, how_words
 
     ends = []
     for r, d, _, _ in members:
@@ -322,11 +322,9 @@ def _first_exit(k: int, members: list[tuple[int, RankData, int, int]]) -> tuple[
         pid = start.get("pid")
         got = [e for e in d.exits if pid is not None and e.get("pid") == pid]
         if got:
-            ends.append((float(got[0]["time"]), r, got[0]))
-    ends.sort(key=lambda x: (x[0], x[1]))
-    if not ends or (len(ends) > 1 and ends[1][0] - ends[0][0] <= EXIT_MARGIN_ONE_HOST):
-        return None
-    return ends[0][1], how_words(ends[0][2])
+            ends.append(End(r, float(got[0]["time"]), got[0], start))
+    found = first_end(ends, 0.0)
+    return (found[0].rank, how_words(found[0].exit or {})) if found is not None else None
 
 
 def merge(history: list[Incident], live: list[Incident], alerts: list[Any]) -> list[Incident]:

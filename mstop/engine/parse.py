@@ -659,6 +659,11 @@ def _count(v: Any) -> bool:
     return v is None or (isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 2**53)
 
 
+def _pids(v: Any) -> bool:
+    """A list of process ids (an exit's ``peers_alive``)."""
+    return v is None or (isinstance(v, list) and all(x is not None and _count(x) for x in v))
+
+
 def _metrics(v: Any) -> bool:
     """Eval metrics: a mapping of names to numbers (or the writer's "nan"/"inf" strings)."""
     return v is None or (isinstance(v, dict) and all(isinstance(x, (int, float, str)) and not isinstance(x, bool)
@@ -727,7 +732,7 @@ EVENT_FIELDS: dict[str, Any] = {
     "state": _text, "cpu_s": _number, "rss": _count, "threads": _count, "how": _text, "signal": _text,
     "code": _number, "last_state": _text, "since": _number, "limit": _number, "stacks": _stack_threads,
     "witness_pid": _count, "pid_start": _count, "boot_id": _text, "pid_ns": _text, "witness": _text,
-    "fatal_stacks": _text,
+    "fatal_stacks": _text, "peers_alive": _pids,
 }
 
 

@@ -97,20 +97,83 @@ def state_words(p: dict[str, Any]) -> str:
     return STATES.get(s, s)
 
 
-def same_machine(a: RankData, b: RankData) -> bool:
-    """Both ranks' processes ran on one host in one boot: their exit times are read off one clock."""
-    sa, sb = a.last_start or {}, b.last_start or {}
+#: how much earlier a process must have ended than another to be called the first by their times alone: exit
+#: times of one host are read off one clock, each when its witness woke on the pidfd (milliseconds, more on a
+#: loaded host: ranks killed together must not look ordered). Across hosts the clocks agree only so well.
+#: msrun ends the others 0-1 s after the first death (it polls its workers once a second): closer ends are
+#: ordered by sight (:func:`outlived`), not by time
+EXIT_MARGIN_ONE_HOST = 0.1
+EXIT_MARGIN_HOSTS = 1.0
+
+
+@dataclass(frozen=True)
+class End:
+    """One rank's end as the ordering of ends needs it: its time on the viewer's clock, its ``exit`` event
+    (None: the end is known by its files only) and its ``start`` event (host, boot, pid namespace)."""
+
+    rank: int
+    time: float
+    exit: dict[str, Any] | None
+    start: dict[str, Any]
+
+
+def _one_machine(a: End, b: End) -> bool:
+    sa, sb = a.start, b.start
     return (sa.get("host") is not None and sa.get("host") == sb.get("host")
             and sa.get("boot_id") == sb.get("boot_id"))
 
 
-def one_clock(a: RankData, b: RankData) -> bool:
-    """The two ranks' exit times were read off one clock: their processes ran on one host in one boot (their
-    witnesses share its clock), or one watcher saw both ends (this viewer: mstop.sources.procwatch; or the
-    ssh follower on their host)."""
-    ea, eb = exited(a) or {}, exited(b) or {}
-    watched = ea.get("source") in ("viewer", "follower") and ea.get("source") == eb.get("source")
-    return same_machine(a, b) or (watched and ea.get("host") == eb.get("host"))
+def _one_watcher(a: End, b: End) -> bool:
+    ea, eb = a.exit or {}, b.exit or {}
+    return (ea.get("source") in ("viewer", "follower") and ea.get("source") == eb.get("source")
+            and ea.get("host") == eb.get("host"))
+
+
+def outlived(a: End, b: End) -> bool:
+    """Rank b's process still ran when rank a's end was seen: b's pid is among the ``peers_alive`` of a's exit
+    (its witness read them from the launcher's children, a watcher from the workers it watched, after a's end
+    was certain), and the two pids are of one pid namespace (one machine and namespace, or one watcher)."""
+    ea, eb = a.exit, b.exit
+    if ea is None or eb is None or not isinstance(ea.get("peers_alive"), list) or eb.get("pid") is None:
+        return False
+    if eb["pid"] not in ea["peers_alive"]:
+        return False
+    if _one_watcher(a, b):
+        return True
+    return _one_machine(a, b) and a.start.get("pid_ns") == b.start.get("pid_ns")
+
+
+def first_end(ends: list[End], files_margin: float) -> tuple[End, float] | None:
+    """The end that came before every other by a fact: seen while the other still ran (:func:`outlived`), or
+    earlier by more than the margin of the two times (one clock: EXIT_MARGIN_ONE_HOST, two hosts:
+    EXIT_MARGIN_HOSTS, an end known by the files only: ``files_margin``); only an end an exit tells can be
+    first. With its lead over the next end by time (negative when sight ordered ends its clock could not)."""
+    for a in sorted(ends, key=lambda e: (e.time, e.rank)):
+        if a.exit is None:
+            continue
+        lead = math.inf
+        for b in ends:
+            if b is a:
+                continue
+            gap = b.time - a.time
+            if b.exit is not None and outlived(a, b):
+                lead = min(lead, gap)
+                continue
+            if b.exit is None:
+                need = files_margin
+            else:
+                need = EXIT_MARGIN_ONE_HOST if _one_machine(a, b) or _one_watcher(a, b) else EXIT_MARGIN_HOSTS
+            if gap <= need:
+                break
+            lead = min(lead, gap)
+        else:
+            return a, lead
+    return None
+
+
+def end_of(r: int, d: RankData, t: float) -> End:
+    """Rank ``r``'s current process's end at viewer time ``t``."""
+    return End(r, t, exited(d), d.last_start or {})
 
 
 # -- stacks --------------------------------------------------------------------------------------------------

@@ -364,33 +364,41 @@ class Workers:
                                        "threads": facts["threads"], "changed": True}))
         w[4] = facts
 
-    def look(self):
-        for rank, w in self.watched.items():
-            if w[5]:
-                continue
-            facts = self.facts(w[0])
-            if facts is None or facts["start_ticks"] != w[1] or facts["state"] in "ZX":
-                e = {"kind": "exit", "pid": w[0], "source": "follower", "host": HOST, "how": "unknown",
-                     "last_state": w[4]["state"] if w[4] else None}
-                if facts is not None and facts.get("start_ticks") == w[1] and "exit_status" in facts:
-                    status = facts["exit_status"]
-                    if status & 0x7F:
-                        import signal
+    def gone(self, w, facts):
+        return facts is None or facts["start_ticks"] != w[1] or facts["state"] in "ZX"
 
-                        try:
-                            name = signal.Signals(status & 0x7F).name
-                        except ValueError:
-                            name = f"signal {status & 0x7F}"
-                        e.update(how="signal", signal=name, code=-(status & 0x7F))
-                    else:
-                        e.update(how="exit", code=(status >> 8) & 0xFF)
-                self.events.append((rank, e))
-                w[5] = True
-                if w[2] is not None:
-                    os.close(w[2])
-                    w[2] = None
-            else:
-                self.proc(rank, facts)
+    def look(self):
+        """Each watched worker's facts; an ``exit`` for each that ended (seen at one time, with the workers
+        still running when looked at again after those ends: ``peers_alive``, they outlived them)."""
+        active = {rank: w for rank, w in self.watched.items() if not w[5]}
+        facts = {rank: self.facts(w[0]) for rank, w in active.items()}
+        gone = [rank for rank, w in active.items() if self.gone(w, facts[rank])]
+        seen = time.time()
+        alive = [w[0] for rank, w in active.items() if gone and rank not in gone and not self.gone(w, self.facts(w[0]))]
+        for rank, w in active.items():
+            f = facts[rank]
+            if rank not in gone:
+                self.proc(rank, f)
+                continue
+            e = {"time": seen, "kind": "exit", "pid": w[0], "source": "follower", "host": HOST, "how": "unknown",
+                 "last_state": w[4]["state"] if w[4] else None, "peers_alive": alive}
+            if f is not None and f.get("start_ticks") == w[1] and "exit_status" in f:
+                status = f["exit_status"]
+                if status & 0x7F:
+                    import signal
+
+                    try:
+                        name = signal.Signals(status & 0x7F).name
+                    except ValueError:
+                        name = f"signal {status & 0x7F}"
+                    e.update(how="signal", signal=name, code=-(status & 0x7F))
+                else:
+                    e.update(how="exit", code=(status >> 8) & 0xFF)
+            self.events.append((rank, e))
+            w[5] = True
+            if w[2] is not None:
+                os.close(w[2])
+                w[2] = None
 
     def wait(self, seconds):
         """Sleep ``seconds``, or less when a watched worker ends (its pidfd wakes the poll)."""

@@ -119,18 +119,22 @@ class ProcessWatch:
             if looking:
                 next_look = time.monotonic() + LOOK_S
             changed = False
-            for r in list(self.watched):
-                w = self.watched[r]
-                if w.get("done") is not None:
-                    continue
-                if r in ready or looking or w["pidfd"] is None:
-                    facts = proc_facts(w["pid"], self.ticks, self.page)
-                    gone = facts is None or facts["start_ticks"] != w["ticks"] or facts["state"] in "ZX"
-                    if r in ready or gone:
-                        self._exit(r, facts)
-                        changed = True
-                    elif looking:
-                        changed |= self._proc(r, facts)
+            active = [r for r in list(self.watched) if self.watched[r].get("done") is None]
+            if ready or looking or polled:
+                facts = {r: proc_facts(self.watched[r]["pid"], self.ticks, self.page) for r in active}
+                gone = [r for r in active if r in ready or self._gone(r, facts[r])]
+                # the ends seen in this one look share its time; the workers still running when looked at again
+                # now, after those ends were certain, outlived them
+                seen = time.time()
+                alive = [self.watched[r]["pid"] for r in active if gone and r not in gone
+                         and not self._gone(r, proc_facts(self.watched[r]["pid"], self.ticks, self.page))]
+                for r in gone:
+                    self._exit(r, facts[r], seen, alive)
+                    changed = True
+                if looking:
+                    for r in active:
+                        if r not in gone:
+                            changed |= self._proc(r, facts[r])
             if changed and self.on_update is not None:
                 self.on_update()
 
@@ -149,9 +153,14 @@ class ProcessWatch:
             "changed": changed or shown != "ok"}])
         return True
 
-    def _exit(self, rank: int, facts: dict[str, Any] | None) -> None:
+    def _gone(self, rank: int, facts: dict[str, Any] | None) -> bool:
+        """The rank's process ended, or its pid is another process's now."""
+        return facts is None or facts["start_ticks"] != self.watched[rank]["ticks"] or facts["state"] in "ZX"
+
+    def _exit(self, rank: int, facts: dict[str, Any] | None, seen: float, alive: list[int]) -> None:
         w = self.watched[rank]
-        e: dict[str, Any] = {"time": time.time(), "kind": "exit", "rank": rank, "pid": w["pid"], "source": "viewer"}
+        e: dict[str, Any] = {"time": seen, "kind": "exit", "rank": rank, "pid": w["pid"], "source": "viewer",
+                             "peers_alive": alive}
         if facts is not None and facts.get("start_ticks") == w["ticks"] and "exit_status" in facts:
             e.update(describe_status(facts["exit_status"]))
         else:

@@ -7,7 +7,8 @@ session (a kill of the job's process group does not take it first). It watches t
 
 - its end, within 0.1 s: ``os.pidfd_open`` and ``poll`` where the kernel has them (the kernel wakes it),
   else a poll of ``/proc/PID/stat`` every 0.1 s. It appends an ``exit`` event (time to the millisecond, the exit status
-  when the process is still a zombie to read it from, the last state seen) and ends itself;
+  when the process is still a zombie to read it from, the last state seen, and ``peers_alive``: the pids of its
+  parent's other children still running at that moment, an order of ends no clock margin blurs) and ends itself;
 - its process facts from ``/proc/PID/stat``, looked at every second: state (R/S/D/T/t/Z), CPU seconds,
   RSS, threads, as a ``proc`` event every heartbeat interval, and at once when the state becomes stopped,
   uninterruptible (D for two looks) or zombie, or comes back (a stopped rank writes no heartbeat of its own);
@@ -55,6 +56,7 @@ def proc_facts(pid: int, ticks: float, page: int) -> dict | None:
         return None
     out = {
         "state": fields[0].decode("ascii", "replace"),
+        "ppid": int(fields[1]),
         "cpu_s": round((int(fields[11]) + int(fields[12])) / ticks, 3),
         "threads": int(fields[17]),
         "start_ticks": int(fields[19]),
@@ -63,6 +65,42 @@ def proc_facts(pid: int, ticks: float, page: int) -> dict | None:
     if len(fields) >= 50 and out["state"] == "Z":
         out["exit_status"] = int(fields[49])
     return out
+
+
+def running(pid: int, ticks: float, page: int) -> bool:
+    """Process ``pid`` exists and has not ended (neither zombie nor dead)."""
+    facts = proc_facts(pid, ticks, page)
+    return facts is not None and facts["state"] not in "ZX"
+
+
+def children(ppid: int) -> list[int]:
+    """The pids of process ``ppid``'s children (``/proc/PPID/task/*/children``; where the kernel lacks that
+    file, a scan of ``/proc`` for their parent field). Read once, at an end: not worth a cheaper way."""
+    out: set[int] = set()
+    try:
+        tasks = os.listdir(f"/proc/{ppid}/task")
+    except OSError:
+        return []
+    found = False
+    for tid in tasks:
+        try:
+            with open(f"/proc/{ppid}/task/{tid}/children", "rb") as f:
+                out.update(int(x) for x in f.read().split())
+            found = True
+        except (OSError, ValueError):
+            continue
+    if not found:
+        for name in os.listdir("/proc"):
+            if name.isdigit():
+                try:
+                    with open(f"/proc/{name}/stat", "rb") as f:
+                        raw = f.read()
+                except OSError:
+                    continue
+                fields = raw[raw.rfind(b")") + 2:].split()
+                if len(fields) > 1 and fields[1] == str(ppid).encode():
+                    out.add(int(name))
+    return sorted(out)
 
 
 def describe_status(status: int) -> dict:
@@ -176,11 +214,20 @@ class Witness:
     def public(facts: dict) -> dict:
         return {k: facts[k] for k in ("state", "cpu_s", "rss", "threads") if k in facts}
 
+    def peers_alive(self) -> list[int]:
+        """The other children of the rank's parent (its launcher's other workers) still running now: seen at
+        the rank's end, they ended after it. An order no clock can blur (msrun ends the others within a second
+        of the first death; their witnesses' times alone cannot order ends that close)."""
+        ppid = self.last.get("ppid") if self.last else None
+        if not isinstance(ppid, int) or ppid <= 1:
+            return []
+        return [c for c in children(ppid) if c != self.pid and running(c, self.ticks, self.page)]
+
     def finish(self, facts: dict | None) -> None:
         """The process ended (or its pid is another's now): its last stacks, then the exit event."""
         t = time.time()  # the end as seen, before the stacks are read
+        fields: dict = {"peers_alive": self.peers_alive()}
         self.read_stacks(final=True)
-        fields: dict = {}
         if facts is not None and facts.get("start_ticks") == self.start_ticks and "exit_status" in facts:
             fields.update(describe_status(facts["exit_status"]))
         else:

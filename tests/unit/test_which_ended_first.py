@@ -1,0 +1,114 @@
+"""Which rank's process ended first, when the ends are closer than any clock tells apart (issue 38).
+
+msrun looks at its workers once a second and ends the others at once: the ends it causes come 0-1 s after
+the first, a tenth of them within 0.1 s, the margin one host's exit times need. What orders them then is
+sight: whoever saw a rank end (its exit witness, or the viewer watching a log-read job's workers) records
+which of the other workers still ran at that moment (``peers_alive``), after that end was certain."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+
+from mstop.engine import processes
+from mstop.engine.processes import End, first_end
+from tests.helpers.common import HELPERS, ROOT, read_events, wait_for
+
+JOB = HELPERS / "witness_job.py"
+
+
+def _job(run, rank: int) -> subprocess.Popen:
+    env = dict(os.environ, PYTHONPATH=f"{ROOT / 'writer'}{os.pathsep}{ROOT}")
+    p = subprocess.Popen([sys.executable, str(JOB), str(run), str(rank), "20", "hang", "-", "2"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
+    assert p.stdout.readline().strip() == "ready", p.stderr.read()
+    return p
+
+
+def _exit(run, rank: int) -> dict | None:
+    evs = [e for e in read_events(run / f"rank{rank}.events.jsonl") if e["kind"] == "exit"]
+    return evs[0] if evs else None
+
+
+def _summary(run) -> dict:
+    out = subprocess.run([sys.executable, "-m", "mstop", "summary", str(run), "--json"], capture_output=True,
+                         text=True, timeout=120, cwd=ROOT)
+    assert out.returncode in (0, 1, 2, 3), out.stderr
+    return json.loads(out.stdout)
+
+
+def test_a_witness_records_which_of_its_launchers_other_workers_still_ran_at_its_end(tmp_path):
+    """Two ranks started by one parent (this test, as msrun starts its workers): rank 1 is killed, then rank 0
+    at once. Rank 1's witness saw rank 0 running; rank 0's saw no rank 1. mstop names rank 1, however close
+    the two ends' times."""
+    run = tmp_path / "run"
+    p0, p1 = _job(run, 0), _job(run, 1)
+    try:
+        p1.send_signal(signal.SIGKILL)
+        assert wait_for(lambda: _exit(run, 1) is not None, 5)
+        p0.send_signal(signal.SIGKILL)
+        assert wait_for(lambda: _exit(run, 0) is not None, 5)
+    finally:
+        for p in (p0, p1):
+            p.kill()
+            p.wait()
+    e1, e0 = _exit(run, 1), _exit(run, 0)
+    assert p0.pid in e1["peers_alive"], e1
+    assert p1.pid not in e0["peers_alive"], e0
+    js = _summary(run)
+    assert js["culprit"]["rank"] == 1 and js["culprit"]["fact"] == "exit", js["culprit"]
+    assert "rank 1's process ended at" in js["culprit"]["words"]
+
+
+def _start(rank: int, pid: int, **kw) -> dict:
+    return {"kind": "start", "rank": rank, "pid": pid, "host": "n1", "boot_id": "b", "pid_ns": "pid:[1]", **kw}
+
+
+def _end(rank: int, t: float, pid: int, alive: list[int] | None = None, **start) -> End:
+    ex = {"kind": "exit", "time": t, "pid": pid, "how": "signal", "signal": "SIGKILL", "code": -9,
+          "source": "witness"}
+    if alive is not None:
+        ex["peers_alive"] = alive
+    return End(rank, t, ex, _start(rank, pid, **start))
+
+
+def test_ends_closer_than_the_margin_are_ordered_by_sight_only():
+    """Without a sighting, two ends 0.03 s apart on one host name nobody; with one, the rank that saw the
+    other running is first, even when the other's witness woke earlier (its time is the smaller)."""
+    assert first_end([_end(0, 100.03, 10), _end(1, 100.0, 11)], 5.0) is None
+    found = first_end([_end(0, 100.03, 10), _end(1, 100.0, 11, alive=[10])], 5.0)
+    assert found is not None and found[0].rank == 1 and abs(found[1] - 0.03) < 1e-9
+    found = first_end([_end(0, 99.98, 10), _end(1, 100.0, 11, alive=[10])], 5.0)
+    assert found is not None and found[0].rank == 1 and found[1] < 0
+    # beyond the margin, time alone orders them
+    found = first_end([_end(0, 100.5, 10), _end(1, 100.0, 11)], 5.0)
+    assert found is not None and found[0].rank == 1
+
+
+def test_a_sighting_counts_only_within_one_pid_namespace():
+    """The same pid in another container (pid namespace) or on another host is another process."""
+    other_ns = _end(0, 100.03, 10, pid_ns="pid:[2]")
+    assert not processes.outlived(_end(1, 100.0, 11, alive=[10]), other_ns)
+    other_host = _end(0, 100.03, 10, host="n2")
+    assert not processes.outlived(_end(1, 100.0, 11, alive=[10]), other_host)
+    assert first_end([other_host, _end(1, 100.0, 11, alive=[10])], 5.0) is None  # 0.03 s across hosts
+    # one watcher (the viewer following a log-read job) saw both: its own pids, one namespace
+    a = End(1, 100.0, {"time": 100.0, "pid": 11, "source": "viewer", "peers_alive": [10]}, {})
+    b = End(0, 100.02, {"time": 100.02, "pid": 10, "source": "viewer", "peers_alive": []}, {})
+    assert processes.outlived(a, b) and not processes.outlived(b, a)
+    assert first_end([a, b], 5.0)[0].rank == 1
+
+
+def test_every_other_end_must_be_outlived_or_later_by_its_margin():
+    """Three ranks: rank 2 saw rank 0 running but not rank 1, whose end is as close: nobody is named."""
+    ends = [_end(0, 100.05, 10), _end(1, 100.01, 11), _end(2, 100.0, 12, alive=[10])]
+    assert first_end(ends, 5.0) is None
+    ends[2] = _end(2, 100.0, 12, alive=[10, 11])
+    assert first_end(ends, 5.0)[0].rank == 2
+    # an end known by the files only (no exit): the files' margin applies
+    files_only = End(3, 101.0, None, {})
+    assert first_end([*ends, files_only], 5.0) is None
+    assert first_end([*ends, files_only], 0.5)[0].rank == 2
