@@ -12,109 +12,23 @@ per rank, worst first. An alert is active while its condition holds (and, when
 from __future__ import annotations
 
 import warnings
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
 from .. import fmt
 from . import devices, endings, figures, processes
-from .config import read_settings
+from . import ruletable as table
 from .figures import Options
-from .store import RankData, Store
+from .incidents import from_alert, merge, scan
+from .rules import HISTORY_KINDS, KINDS, SCANNED, Alert, Incident, Rules
+from .store import Store
 
-KINDS = ("nan_loss", "loss_spike", "grad_spike", "overflow", "oom_risk", "data_starvation", "throughput_drop",
-         "stalled", "no_checkpoint", "straggler", "dead_rank", "lagging_rank", "job_dead", "job_failed",
-         "device_unhealthy", "device_hot", "hbm_full", "aicore_idle",
-         "stopped_rank", "stuck_rank")  # added by issue 38: after the others, whose order stays as it was
-#: what a run's history shows: still true of a run that ended (finished, dead or failed)
-HISTORY_KINDS = ("nan_loss", "loss_spike", "grad_spike", "overflow")
+__all__ = ["KINDS", "HISTORY_KINDS", "Alert", "Health", "Rules", "evaluate"]
+
 #: statuses of a run that is no longer running: only its history's alerts (and job_dead/job_failed) hold
 ENDED = figures.ENDED
-
-
-@dataclass
-class Rules:
-    """Thresholds of the health rules (defaults documented in the README)."""
-
-    spike_k: float = 6.0  # a spike: above the running mean by k running standard deviations ...
-    spike_window: int = 100  # ... over this many previous steps
-    warmup_steps: int = 100  # no spike or throughput alert before this many rows
-    recent_rows: int = 20  # a spike among the last rows keeps its alert active
-    overflow_n: int = 5  # overflows in n ...
-    overflow_m: int = 20  # ... of the last m steps
-    oom_critical: float = 0.05  # memory headroom below this fraction
-    data_wait: float = 0.10  # data-wait share of step time above this fraction ...
-    data_wait_floor_s: float = 0.005  # ... and a mean wait per step of at least this (1 ms of a 2 ms step is no
-    # starving pipeline worth an alert), never in a session's first data_wait_warmup rows (the pipeline fills)
-    data_wait_warmup: int = 10
-    throughput_fraction: float = 0.7  # recent tokens/s under this fraction of the run's median
-    no_checkpoint_s: float | None = None  # None: 3 x the median interval between checkpoints (at least 10 min)
-    hold_s: float = 0.0  # an alert stays active this long after its condition ends (0: it leaves at once)
-    straggler_m: float = 5.0  # a straggler: data-wait share above the median over ranks by m scaled MADs ...
-    straggler_margin: float = 0.05  # ... and by at least this absolute share ...
-    straggler_k: int = 8  # ... in k ...
-    straggler_n: int = 10  # ... of its last n rows
-    heartbeat_s: float = 30.0  # heartbeat interval when no start event gives one (writers before it did)
-    dead_after: float = 3.0  # a rank is dead after this many heartbeat intervals without a sign of life
-    lag_steps: int = 10  # a lagging rank: its latest step this many steps behind the median
-    device_temp_c: float = 85.0  # a device hotter than this (degrees C; mstop's default, not a device's spec)
-    hbm_full: float = 0.97  # a device's HBM at least this full ...
-    hbm_job_room: float = 0.20  # ... while its rank's own memory figure leaves it at least this much room
-    aicore_idle: float = 0.05  # a device's AICore under this fraction ...
-    aicore_idle_s: float = 60.0  # ... in every sample of this many seconds while its rank's steps run
-
-    def __post_init__(self) -> None:
-        """A setting out of its range is an error naming the range (``data_wait = 15`` would turn the rule off,
-        ``oom_critical = 5`` would read as 500 %)."""
-        for name in ("oom_critical", "data_wait", "throughput_fraction", "straggler_margin", "hbm_full",
-                     "hbm_job_room", "aicore_idle"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v < 1:
-                raise ValueError(f"health setting {name} must be a fraction over 0 and under 1, got {v!r}")
-        for name in ("spike_k", "straggler_m", "heartbeat_s", "dead_after", "device_temp_c", "aicore_idle_s"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
-                raise ValueError(f"health setting {name} must be a positive number, got {v!r}")
-        for name in ("spike_window", "warmup_steps", "recent_rows", "overflow_n", "overflow_m", "straggler_k",
-                     "straggler_n", "lag_steps", "data_wait_warmup"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-                raise ValueError(f"health setting {name} must be a whole number of 0 or more, got {v!r}")
-
-    def options(self, opts: Options) -> Options:
-        """``opts`` with this rule set's liveness settings, so the status and the rules judge death alike."""
-        if (opts.dead_after, opts.heartbeat_s) == (self.dead_after, self.heartbeat_s):
-            return opts
-        return replace(opts, dead_after=self.dead_after, heartbeat_s=self.heartbeat_s)
-
-    @classmethod
-    def load(cls, run_dirs: list[str] = (), overrides: dict[str, Any] | None = None) -> Rules:
-        """Defaults, then ``~/.config/mstop/config.toml``, then ``mstop.toml`` of the run, then ``overrides``."""
-        values = read_settings(run_dirs, "health", {f.name for f in fields(cls)})
-        values.update({k: v for k, v in (overrides or {}).items() if v is not None})
-        return cls(**values)
-
-
-@dataclass
-class Alert:
-    kind: str
-    rank: int | None
-    step: int | None
-    message: str
-    severity: float = 0.0  # orders per-rank alerts, worst first
-    since_step: int | None = None  # the step at which it began to hold (this stretch of it)
-    since_time: float | None = None  # and when, on the run's clock
-    cleared: float | None = None  # a held alert (hold_s): when its condition ended
-    #: the rest of a multi-line message (an error's call stack): the alerts list shows it, the header not
-    detail: str = ""
-
-    def public(self) -> dict[str, Any]:
-        """The alert as ``summary --json`` shows it: ``{kind, rank, step, message}``."""
-        d = asdict(self)
-        for k in ("severity", "since_step", "since_time", "cleared", "detail"):
-            d.pop(k)
-        return d
 
 
 @dataclass
@@ -125,24 +39,20 @@ class Health:
     _last: dict[tuple[str, int | None], tuple[float, Alert]] = field(default_factory=dict)
     _sticky: dict[tuple[str, int | None], Alert] = field(default_factory=dict)
     #: incidents of the rules the rows cannot answer afterwards (dead ranks, stragglers, ...), as they fired
-    _live: list[Any] = field(default_factory=list)
-    _open: dict[tuple[str, int | None], Any] = field(default_factory=dict)
+    _live: list[Incident] = field(default_factory=list)
+    _open: dict[tuple[str, int | None], Incident] = field(default_factory=dict)
     #: (kind, rank) -> (step, time) since each active alert holds
     _since: dict[tuple[str, int | None], tuple[int | None, float]] = field(default_factory=dict)
 
-    def incidents(self, store: Store, opts: Options, alerts: list[Alert] | None = None) -> list[Any]:
+    def incidents(self, store: Store, opts: Options, alerts: list[Alert] | None = None) -> list[Incident]:
         """Every alert that fired in the run's history, oldest first, the active ones marked (mstop.engine.incidents).
         With ``alerts`` given (the ones just evaluated) this only reads: safe on another thread."""
-        from .incidents import merge, scan
-
         if alerts is None:
             alerts = self.alerts(store, opts)
         return merge(scan(store, self.rules), list(self._live), alerts)
 
     def _record(self, current: list[Alert], now: float) -> None:
         """Keep live-only alerts as incidents: one per stretch of time an alert of that kind and rank held."""
-        from .incidents import SCANNED, from_alert
-
         held = set()
         for a in current:
             if a.kind in SCANNED:
@@ -202,12 +112,12 @@ def evaluate(store: Store, rules: Rules, opts: Options) -> list[Alert]:
     opts = rules.options(opts)
     with store.lock:
         out: list[Alert] = []
-        out += _nan_loss(store)
+        out += table.NAN_LOSS.alerts(store)
         d = figures.job_rank(store)
         if d is not None:
-            out += _spike(d, "loss", "loss_spike", rules)
-            out += _spike(d, "grad_norm", "grad_spike", rules)
-            out += _overflow(d, rules)
+            out += table.LOSS_SPIKE.alerts(d, rules)
+            out += table.GRAD_SPIKE.alerts(d, rules)
+            out += table.OVERFLOW.alerts(d, rules)
         status = figures.status(store, opts)
         if status in ENDED:
             # a job that ended is not starving, slowing down or dying: only what its history shows
@@ -221,9 +131,9 @@ def evaluate(store: Store, rules: Rules, opts: Options) -> list[Alert]:
                 out.append(Alert("job_failed", culprit, figures.step(store), message, detail=error))
             return sorted(out, key=_order)
         if d is not None:
-            out += _throughput_drop(store, d, rules)
-        out += _oom(store, rules)
-        out += _starvation(store, rules)
+            out += table.THROUGHPUT_DROP.alerts(store, d, rules)
+        out += table.OOM_RISK.alerts(store, rules)
+        out += table.quietly(lambda: table.STARVATION.alerts(store, rules))
         out += _device_alerts(store, rules)
         out += _stragglers(store, rules)
         alive, dead, basis = _liveness(store, rules, opts)
@@ -268,112 +178,6 @@ def _alive_hint(store: Store, opts: Options, alive: list[int]) -> str:
 def _order(a: Alert) -> tuple:
     """Rules in their documented order; within a per-rank rule, the worst first."""
     return KINDS.index(a.kind), -a.severity, -1 if a.rank is None else a.rank
-
-
-def _nan_loss(store: Store) -> list[Alert]:
-    first: tuple[float, int, float] | None = None  # (step, rank, value)
-    ranks = 0
-    for r, d in store.ranks.items():
-        eff = d.effective()
-        rows = [i for i, c, _ in d.nonfinite if c == "loss" and eff[i]]
-        if rows:
-            ranks += 1
-            i = min(rows)
-            cand = (float(d.col("step")[i]), r, float(d.col("loss")[i]))
-            if first is None or cand[:2] < first[:2]:
-                first = cand
-    if first is None:
-        return []
-    step, rank, value = first
-    more = f" (and on {ranks - 1} more rank{'s' if ranks > 2 else ''})" if ranks > 1 else ""
-    return [Alert("nan_loss", rank, int(step), f"loss {value} at step {int(step)} on rank {rank}{more}")]
-
-
-def _spike(d: RankData, column: str, kind: str, rules: Rules) -> list[Alert]:
-    idx = np.flatnonzero(d.effective())
-    w, recent = rules.spike_window, rules.recent_rows
-    if len(idx) < max(rules.warmup_steps, w) + 1:
-        return []
-    tail = idx[-(w + recent):]
-    vals = d.col(column)[tail].astype(np.float64)
-    steps = d.col("step")[tail]
-    # each recent row against the mean and deviation of the finite values of the w rows before it, all rows
-    # at once (a loop of numpy calls on 20-value windows cost 4 ms a run: the runs list reads thousands)
-    js = np.arange(max(w, len(tail) - recent), len(tail))
-    if not len(js):
-        return []
-    hits, mean, z = figures.spikes_at(vals, w, rules.spike_k, js)
-    if not len(hits):
-        return []
-    best = int(np.argmax(z))  # the first of the highest, as a scan keeping the strictly greater would
-    z, step, x, mean = float(z[best]), int(steps[hits[best]]), float(vals[hits[best]]), float(mean[best])
-    name = "loss" if column == "loss" else "grad norm"
-    return [Alert(kind, None, step, f"{name} {x:.4g} at step {step}: {z:.1f} standard deviations above the "
-                                    f"mean {mean:.4g} of the previous {w} steps")]
-
-
-def _overflow(d: RankData, rules: Rules) -> list[Alert]:
-    idx = np.flatnonzero(d.effective())[-rules.overflow_m:]
-    ov = d.col("overflow")[idx]
-    n = int(np.nansum(ov > 0.5))
-    if n < rules.overflow_n:
-        return []
-    scale = d.col("loss_scale")[idx]
-    scale = scale[~np.isnan(scale)]
-    tail = f"; loss scale now {scale[-1]:g}" if len(scale) else ""
-    return [Alert("overflow", None, int(d.col("step")[idx[-1]]),
-                  f"{n} overflows in the last {len(idx)} steps{tail}")]
-
-
-def _throughput_drop(store: Store, d: RankData, rules: Rules) -> list[Alert]:
-    """The job's recent pace under ``throughput_fraction`` of its median: in tokens/s, else samples/s, else
-    steps/s (a job that gives neither tokens nor samples still slows down)."""
-    if d.rows < rules.warmup_steps + figures.WINDOW:
-        return []
-    unit, per_step = figures.pace_basis(d)
-    st = d.col("step_time").astype(np.float64)
-    with np.errstate(all="ignore"):
-        rate = (per_step / st)[d.steady()][rules.warmup_steps:]  # compilation steps are no throughput
-    rate = rate[np.isfinite(rate)]
-    recent = figures.recent_pace(store, unit)
-    if recent is None or not len(rate):
-        return []
-    median = float(np.median(rate))
-    if recent >= rules.throughput_fraction * median:
-        return []
-    return [Alert("throughput_drop", None, figures.step(store),
-                  f"{unit} {fmt.rate(recent)} is {fmt.share_vs(recent / median, rules.throughput_fraction)[0]} of "
-                  f"the run's median {fmt.rate(median)} (limit {fmt.share_vs(0, rules.throughput_fraction)[1]})")]
-
-
-def _oom(store: Store, rules: Rules) -> list[Alert]:
-    out = []
-    for who, head in figures.headrooms(store).items():
-        if head < rules.oom_critical:
-            out.append(Alert("oom_risk", who.rank, figures.step(store),
-                             f"{who}: memory headroom {fmt.share_vs(head, rules.oom_critical, 1)[0]} (critical "
-                             f"under {fmt.share_vs(head, rules.oom_critical)[1]})",
-                             severity=-head))
-    return out
-
-
-def _starvation(store: Store, rules: Rules) -> list[Alert]:
-    w = figures.window(store)
-    frac = figures.rank_data_wait_frac(store)
-    with np.errstate(all="ignore"), warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        mean_wait = np.nanmean(w.cols["data_wait"], axis=1)
-    out = []
-    for r, f, mw in zip(w.ranks, frac, mean_wait):
-        if np.isfinite(f) and f > rules.data_wait and mw >= rules.data_wait_floor_s:
-            d = store.ranks[r]
-            if d.rows - d.segments[-1].first_row <= rules.data_wait_warmup:
-                continue  # the session's first steps: its input pipeline is filling
-            out.append(Alert("data_starvation", r, int(d.col("step")[-1]),
-                             "rank {} waits on input {} of its step time (limit {})".format(
-                                 r, *fmt.share_vs(float(f), rules.data_wait)),
-                             severity=float(f)))
-    return out
 
 
 def _no_checkpoint(store: Store, rules: Rules, opts: Options) -> list[Alert]:

@@ -192,3 +192,45 @@ def test_outside_the_engine_a_run_is_read_only_through_its_read_door():
             if layout.search(line.split("#", 1)[0]):
                 found.append(f"{rel}:{n}: {line.strip()}")
     assert not found, "\n".join(found)
+
+
+def _module_imports(path) -> set[str]:
+    """The engine modules ``path`` imports (``from . import x``, ``from .x import y``), lazily or not."""
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.level == 1:
+            if node.module:
+                out.add(node.module.split(".")[0])
+            else:
+                out.update(a.name for a in node.names)
+    return out
+
+
+def test_each_health_rule_is_written_once_below_its_two_readers():
+    """Issue 39 step 2: a rule the rows answer (NaN, spikes, overflows, starvation, OOM, throughput) is one class
+    of mstop.engine.ruletable: its measure, its condition, its words; health.py asks it for alerts, incidents.py
+    for incidents, and neither holds a rule of its own. The types (Rules, Alert, Incident) sit in rules.py,
+    which imports neither reader; incidents.py imports no health.py (no cycle, no lazy import around one), and
+    no signature takes the rules as ``Any``."""
+    from mstop.engine import ruletable
+    from mstop.engine.rules import KINDS
+
+    engine = ROOT / "mstop" / "engine"
+    assert {"health", "incidents", "ruletable"}.isdisjoint(_module_imports(engine / "rules.py"))
+    assert {"health", "incidents"}.isdisjoint(_module_imports(engine / "ruletable.py"))
+    assert "health" not in _module_imports(engine / "incidents.py")
+    kinds = [r.kind for r in ruletable.TABLE]
+    assert len(set(kinds)) == len(kinds) and set(kinds) <= set(KINDS)
+    for rule in ruletable.TABLE:
+        assert callable(rule.alerts) and callable(rule.incidents) and callable(rule.words), rule
+    twins = {"health.py": ("_nan_loss", "_spike", "_overflow", "_throughput_drop", "_oom", "_starvation"),
+             "incidents.py": ("_nan", "_spikes", "_overflows", "_throughput", "_oom", "_starvation", "_incidents")}
+    for name, gone in twins.items():
+        defined = {n.name for n in ast.walk(ast.parse((engine / name).read_text())) if isinstance(n, ast.FunctionDef)}
+        assert not defined & set(gone), (name, sorted(defined & set(gone)))
+    for f in sorted(engine.glob("*.py")):
+        for node in ast.walk(ast.parse(f.read_text())):
+            if isinstance(node, ast.FunctionDef):
+                for a in node.args.args + node.args.kwonlyargs:
+                    if a.arg == "rules" and a.annotation is not None:
+                        assert ast.unparse(a.annotation) != "Any", f"{f.name}: {node.name}(rules: Any)"

@@ -1,0 +1,387 @@
+"""The health rules a run's rows answer, each written once: its measure over rows, its condition, its words.
+
+A rule is asked two questions. :meth:`alerts`: does it hold now, over the recent window (what
+:mod:`mstop.engine.health` shows as alerts)? :meth:`incidents`: where did it hold in the history (what
+:mod:`mstop.engine.incidents` keeps)? Both answers come from the same measure, the same condition and the
+same words: a spike is the same z over the previous ``spike_window`` steps whether it is the last row or row
+40,000; a starving rank is the same share of its step time, over the window the screen shows, or over each
+stretch of the history as long as that window. Where the live answer is a figure the screen also shows (the
+data-wait share, the headroom, the recent pace) the alert reads that figure, so they agree.
+
+The rules over the whole job (the lowest rank's rows stand for it: spikes, overflows, throughput) give alerts
+and incidents with ``rank`` None; the others one per rank.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Callable
+
+import numpy as np
+
+from .. import fmt
+from . import figures
+from .rules import Alert, Incident, Rules, groups
+from .store import RankData, Store
+
+
+def incidents_of(kind: str, rank: int | None, d: RankData, rows: np.ndarray, fire: np.ndarray, measure: np.ndarray,
+                 describe: Callable[[int], str], worst_high: bool = True) -> list[Incident]:
+    """One incident per group of firing rows; ``describe(i)`` words the worst row ``i`` (into ``rows``)."""
+    pos = np.flatnonzero(fire)
+    out = []
+    step, t = d.col("step"), d.col("time")
+    for a, b in groups(pos):
+        sel = pos[a:b + 1]
+        m = measure[sel]
+        score = np.where(np.isfinite(m), m if worst_high else -m, -np.inf)
+        k = sel[int(np.argmax(score))]  # the worst finite row; the first when none is finite
+        r0, r1 = rows[sel[0]], rows[sel[-1]]
+        out.append(Incident(kind, rank, int(step[r0]), int(step[r1]), float(t[r0]), float(t[r1]),
+                            float(measure[k]), describe(k)))
+    return out
+
+
+def rolling_sum(x: np.ndarray, n: int) -> np.ndarray:
+    """Sum of the last ``n`` values at each position (fewer at the start)."""
+    c = np.concatenate([[0.0], np.cumsum(x)])
+    idx = np.arange(1, len(x) + 1)
+    return c[idx] - c[np.maximum(0, idx - n)]
+
+
+def quiet(d: RankData, key: str, candidate: Callable[[int, int], bool], recent_hit: bool | None) -> bool:
+    """Whether no row can make a rule fire: ``candidate(lo, hi)`` says whether rows lo..hi hold one (a row
+    over the limit on its own: a 20-row share over a limit needs one). Rows found quiet are remembered (the
+    rule's watermark), so only new rows are read next time; ``recent_hit`` answers for the recent window (all
+    ranks at once), which holds every new row when there are at most WINDOW of them."""
+    done = d.quiet.get(key, 0)
+    if done > d.rows:
+        done = 0
+    new = d.rows - done
+    if new and (recent_hit is None or recent_hit or new > figures.WINDOW) and candidate(done, d.rows):
+        return False
+    d.quiet[key] = d.rows
+    return True
+
+
+# -- NaN / Inf loss -----------------------------------------------------------------------------------------
+
+class NanLoss:
+    """A loss that is not a finite number. It stays active for the rest of the run: the first one found."""
+
+    kind = "nan_loss"
+
+    @staticmethod
+    def rows(d: RankData) -> np.ndarray:
+        """The rank's effective rows whose loss is NaN or infinite, in order."""
+        if not d.nonfinite:
+            return np.empty(0, np.int64)
+        eff = d.effective()
+        return np.array(sorted(i for i, c, _ in d.nonfinite if c == "loss" and eff[i]), dtype=np.int64)
+
+    @staticmethod
+    def words(value: float, step: int, rank: int) -> str:
+        return f"loss {value} at step {step} on rank {rank}"
+
+    def alerts(self, store: Store) -> list[Alert]:
+        """The first NaN of the run (by step, then rank), and on how many more ranks one is."""
+        first: tuple[float, int, float] | None = None  # (step, rank, value)
+        ranks = 0
+        for r, d in store.ranks.items():
+            rows = self.rows(d)
+            if len(rows):
+                ranks += 1
+                i = int(rows[0])
+                cand = (float(d.col("step")[i]), r, float(d.col("loss")[i]))
+                if first is None or cand[:2] < first[:2]:
+                    first = cand
+        if first is None:
+            return []
+        step, rank, value = first
+        more = f" (and on {ranks - 1} more rank{'s' if ranks > 2 else ''})" if ranks > 1 else ""
+        return [Alert(self.kind, rank, int(step), self.words(value, int(step), rank) + more)]
+
+    def incidents(self, r: int, d: RankData) -> list[Incident]:
+        rows = self.rows(d)
+        if not len(rows):
+            return []
+        loss = d.col("loss")[rows].astype(np.float64)
+        step = d.col("step")
+        last = f" ({len(rows)} rows until step {int(step[rows[-1]])})" if len(rows) > 1 else ""
+        return incidents_of(self.kind, r, d, rows, np.ones(len(rows), bool), np.zeros(len(rows)),
+                            lambda k: self.words(loss[k], int(step[rows[k]]), r) + last)
+
+
+# -- spikes of the loss and the grad norm -------------------------------------------------------------------
+
+class Spike:
+    """A value above the mean of the previous ``spike_window`` steps by ``spike_k`` standard deviations
+    (figures.spike_rows: screened by running sums, decided by figures.spikes_at), after ``warmup_steps``."""
+
+    def __init__(self, column: str, kind: str) -> None:
+        self.column, self.kind = column, kind
+        self.name = "loss" if column == "loss" else "grad norm"
+
+    def measure(self, d: RankData, rows: np.ndarray, start: int, rules: Rules
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Over the rank's ``rows``, positions ``>= start`` that spike: (positions, values, means, z)."""
+        x = d.col(self.column)[rows].astype(np.float64)
+        js, mean, z = figures.spike_rows(x, rules.spike_window, rules.spike_k, start)
+        return js, x, mean, z
+
+    def words(self, x: float, step: int, z: float, mean: float, rules: Rules) -> str:
+        return (f"{self.name} {x:.4g} at step {step}: {z:.1f} standard deviations above the mean {mean:.4g} of "
+                f"the previous {rules.spike_window} steps")
+
+    def _ready(self, d: RankData, rules: Rules) -> np.ndarray | None:
+        rows = np.flatnonzero(d.effective())
+        return rows if len(rows) >= max(rules.warmup_steps, rules.spike_window) + 1 else None
+
+    def alerts(self, d: RankData, rules: Rules) -> list[Alert]:
+        """The highest spike among the last ``recent_rows`` rows."""
+        rows = self._ready(d, rules)
+        if rows is None:
+            return []
+        w, recent = rules.spike_window, rules.recent_rows
+        tail = rows[-(w + recent):]
+        js, x, mean, z = self.measure(d, tail, max(w, len(tail) - recent), rules)
+        if not len(js):
+            return []
+        best = int(np.argmax(z))  # the first of the highest, as a scan keeping the strictly greater would
+        step = int(d.col("step")[tail[js[best]]])
+        return [Alert(self.kind, None, step, self.words(float(x[js[best]]), step, float(z[best]), float(mean[best]),
+                                                        rules))]
+
+    def incidents(self, d: RankData, rules: Rules) -> list[Incident]:
+        rows = self._ready(d, rules)
+        if rows is None:
+            return []
+        js, x, mean_at, z_at = self.measure(d, rows, max(rules.warmup_steps, rules.spike_window), rules)
+        fire = np.zeros(len(rows), bool)
+        fire[js] = True
+        mean, z = np.full(len(rows), np.nan), np.full(len(rows), np.nan)
+        mean[js], z[js] = mean_at, z_at
+        step = d.col("step")
+        return incidents_of(self.kind, None, d, rows, fire, np.where(np.isfinite(x), x, np.nan),
+                            lambda k: self.words(x[k], int(step[rows[k]]), z[k], mean[k], rules))
+
+
+# -- overflows ----------------------------------------------------------------------------------------------
+
+class Overflow:
+    """At least ``overflow_n`` overflows among the last ``overflow_m`` steps."""
+
+    kind = "overflow"
+
+    @staticmethod
+    def measure(d: RankData, rows: np.ndarray, rules: Rules) -> tuple[np.ndarray, np.ndarray]:
+        """Per row: whether it overflowed, and the overflows among the ``overflow_m`` rows up to it."""
+        ov = (d.col("overflow")[rows] > 0.5).astype(np.float64)
+        return ov, rolling_sum(ov, rules.overflow_m)
+
+    @staticmethod
+    def words(count: int, span: int, step: int, scale: float | None, *, live: bool) -> str:
+        if live:
+            now = f"; loss scale now {scale:g}" if scale is not None else ""
+            return f"{count} overflows in the last {span} steps{now}"
+        return f"{count} overflows in {span} steps up to step {step}"
+
+    def alerts(self, d: RankData, rules: Rules) -> list[Alert]:
+        rows = np.flatnonzero(d.effective())[-rules.overflow_m:]
+        if not len(rows):
+            return []
+        _, count = self.measure(d, rows, rules)
+        n = int(count[-1])
+        if n < rules.overflow_n:
+            return []
+        scale = d.col("loss_scale")[rows]
+        scale = scale[~np.isnan(scale)]
+        step = int(d.col("step")[rows[-1]])
+        return [Alert(self.kind, None, step, self.words(n, len(rows), step, float(scale[-1]) if len(scale) else None,
+                                                        live=True))]
+
+    def incidents(self, d: RankData, rules: Rules) -> list[Incident]:
+        rows = np.flatnonzero(d.effective())
+        ov, count = self.measure(d, rows, rules)
+        fire = (count >= rules.overflow_n) & (ov > 0)
+        step = d.col("step")
+        return incidents_of(self.kind, None, d, rows, fire, count,
+                            lambda k: self.words(int(count[k]), rules.overflow_m, int(step[rows[k]]), None,
+                                                 live=False))
+
+
+# -- data starvation ----------------------------------------------------------------------------------------
+
+class Starvation:
+    """A rank waits on input more than ``data_wait`` of its step time over the recent window (figures.WINDOW
+    rows where both are known), with a mean wait of at least ``data_wait_floor_s``, past its session's first
+    ``data_wait_warmup`` rows (its input pipeline fills)."""
+
+    kind = "data_starvation"
+
+    @staticmethod
+    def fires(share: np.ndarray, mean_wait: np.ndarray, rows_in_session: np.ndarray, rules: Rules) -> np.ndarray:
+        with np.errstate(invalid="ignore"):
+            return np.isfinite(share) & (share > rules.data_wait) & (mean_wait >= rules.data_wait_floor_s) & \
+                (rows_in_session > rules.data_wait_warmup)
+
+    @staticmethod
+    def words(r: int, share: float, step: int, rules: Rules, *, live: bool) -> str:
+        said, limit = fmt.share_vs(share, rules.data_wait)
+        if live:
+            return f"rank {r} waits on input {said} of its step time (limit {limit})"
+        return f"rank {r} waited on input {said} of its step time around step {step} (limit {limit})"
+
+    def alerts(self, store: Store, rules: Rules) -> list[Alert]:
+        """Over the window the screen shows (its data-wait share is the same figure)."""
+        w = figures.window(store)
+        frac = figures.rank_data_wait_frac(store)
+        ok = ~np.isnan(w.cols["data_wait"]) & ~np.isnan(w.cols["step_time"])
+        mean_wait = np.where(ok, w.cols["data_wait"], 0.0).sum(axis=1) / np.maximum(ok.sum(axis=1), 1)
+        in_session = np.array([store.ranks[r].rows - store.ranks[r].segments[-1].first_row for r in w.ranks])
+        out = []
+        for i in np.flatnonzero(self.fires(frac, mean_wait, in_session, rules)):
+            r = w.ranks[i]
+            step = int(store.ranks[r].col("step")[-1])
+            out.append(Alert(self.kind, r, step, self.words(r, float(frac[i]), step, rules, live=True),
+                             severity=float(frac[i])))
+        return out
+
+    def incidents(self, r: int, d: RankData, rules: Rules, recent_hit: bool | None = None) -> list[Incident]:
+        if quiet(d, f"data_wait>{rules.data_wait}", lambda lo, hi: bool(np.any(
+                d.col("data_wait")[lo:hi] > rules.data_wait * d.col("step_time")[lo:hi])), recent_hit):
+            return []
+        rows = np.flatnonzero(d.steady())
+        dw, st = d.col("data_wait")[rows].astype(np.float64), d.col("step_time")[rows].astype(np.float64)
+        ok = ~np.isnan(dw) & ~np.isnan(st)
+        waited = rolling_sum(np.where(ok, dw, 0.0), figures.WINDOW)
+        total = rolling_sum(np.where(ok, st, 0.0), figures.WINDOW)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            share = np.where(total > 0, waited / np.where(total > 0, total, 1.0), np.nan)
+        mean_wait = waited / np.maximum(rolling_sum(ok.astype(np.float64), figures.WINDOW), 1.0)
+        sess = d.session_idx.view()[rows]
+        first = np.array([seg.first_row for seg in d.segments], dtype=np.int64)[sess]
+        fire = self.fires(share, mean_wait, rows - first + 1, rules)
+        step = d.col("step")
+        return incidents_of(self.kind, r, d, rows, fire, share,
+                            lambda k: self.words(r, float(share[k]), int(step[rows[k]]), rules, live=False))
+
+
+# -- memory headroom ----------------------------------------------------------------------------------------
+
+class OomRisk:
+    """Memory headroom (1 - peak / total) under ``oom_critical``: per rank, or per host when the ranks' memory
+    is the host's RAM (its ranks' peaks added up: only the live rule can, a row has one rank's)."""
+
+    kind = "oom_risk"
+
+    @staticmethod
+    def fires(head: np.ndarray, rules: Rules) -> np.ndarray:
+        return np.isfinite(head) & (head < rules.oom_critical)
+
+    @staticmethod
+    def words(who: str, head: float, step: int | None, rules: Rules) -> str:
+        at = f" at step {step}" if step is not None else ""
+        return (f"{who}: memory headroom {fmt.share_vs(head, rules.oom_critical, 1)[0]}{at} (critical under "
+                f"{fmt.share_vs(head, rules.oom_critical)[1]})")
+
+    def alerts(self, store: Store, rules: Rules) -> list[Alert]:
+        """Over the window the screen shows (the same headrooms as the header and the ranks table)."""
+        scopes = list(figures.headrooms(store).items())
+        heads = np.array([h for _, h in scopes], dtype=np.float64)
+        step = figures.step(store)
+        return [Alert(self.kind, who.rank, step, self.words(str(who), float(h), None, rules), severity=-float(h))
+                for (who, h), hit in zip(scopes, self.fires(heads, rules)) if hit]
+
+    def incidents(self, r: int, d: RankData, rules: Rules, recent_hit: bool | None = None) -> list[Incident]:
+        if d.last_start and d.last_start.get("memory_source") == "host":
+            return []  # host memory is shared by a host's ranks: only the live rule adds them up
+        if quiet(d, f"headroom<{rules.oom_critical}", lambda lo, hi: bool(np.any(
+                d.col("mem_peak")[lo:hi] > (1.0 - rules.oom_critical) * d.col("mem_total")[lo:hi])), recent_hit):
+            return []
+        rows = np.flatnonzero(d.steady())  # the rows the live rule's window reads
+        with np.errstate(invalid="ignore", divide="ignore"):
+            head = 1.0 - d.col("mem_peak")[rows].astype(np.float64) / d.col("mem_total")[rows].astype(np.float64)
+        step = d.col("step")
+        return incidents_of(self.kind, r, d, rows, self.fires(head, rules), head,
+                            lambda k: self.words(f"rank {r}", float(head[k]), int(step[rows[k]]), rules),
+                            worst_high=False)
+
+
+# -- throughput ---------------------------------------------------------------------------------------------
+
+class ThroughputDrop:
+    """The job's pace over the recent window under ``throughput_fraction`` of the median of its rows' paces
+    past ``warmup_steps``: in tokens/s, else samples/s, else steps/s (figures.pace_basis)."""
+
+    kind = "throughput_drop"
+
+    @staticmethod
+    def median(d: RankData, rows: np.ndarray, rules: Rules) -> tuple[str, np.ndarray, np.ndarray, float | None]:
+        """(unit, work per row, step time per row, the median pace of the rows past the warm-up) over
+        ``rows``."""
+        unit, per_step = figures.pace_basis(d)
+        work, st = per_step[rows], d.col("step_time")[rows].astype(np.float64)
+        with np.errstate(all="ignore"):
+            rate = work / st
+        base = rate[rules.warmup_steps:]
+        base = base[np.isfinite(base)]
+        return unit, work, st, (float(np.median(base)) if len(base) else None)
+
+    @staticmethod
+    def fires(recent: np.ndarray, median: float, rules: Rules) -> np.ndarray:
+        return np.isfinite(recent) & (recent < rules.throughput_fraction * median)
+
+    @staticmethod
+    def words(unit: str, recent: float, median: float, step: int, rules: Rules, *, live: bool) -> str:
+        share, limit = fmt.share_vs(recent / median, rules.throughput_fraction)
+        if live:
+            return f"{unit} {fmt.rate(recent)} is {share} of the run's median {fmt.rate(median)} (limit {limit})"
+        return f"{unit} {fmt.rate(recent)} around step {step} was {share} of the run's median {fmt.rate(median)}"
+
+    def alerts(self, store: Store, d: RankData, rules: Rules) -> list[Alert]:
+        """The recent pace the header shows (figures.recent_pace) against the median."""
+        rows = np.flatnonzero(d.steady())  # compilation steps are no throughput
+        if d.rows < rules.warmup_steps + figures.WINDOW:
+            return []
+        unit, _, _, med = self.median(d, rows, rules)
+        recent = figures.recent_pace(store, unit)
+        if recent is None or med is None or not self.fires(np.array([recent]), med, rules)[0]:
+            return []
+        step = figures.step(store)
+        return [Alert(self.kind, None, step, self.words(unit, recent, med, step or 0, rules, live=True))]
+
+    def incidents(self, d: RankData, rules: Rules) -> list[Incident]:
+        rows = np.flatnonzero(d.steady())
+        if len(rows) < rules.warmup_steps + figures.WINDOW:
+            return []
+        unit, work, st, med = self.median(d, rows, rules)
+        if med is None:
+            return []
+        ok = np.isfinite(work) & np.isfinite(st) & (st > 0)
+        with np.errstate(all="ignore"):
+            recent = rolling_sum(np.where(ok, work, 0.0), figures.WINDOW) / rolling_sum(np.where(ok, st, 0.0),
+                                                                                         figures.WINDOW)
+        fire = (np.arange(len(rows)) >= rules.warmup_steps + figures.WINDOW) & self.fires(recent, med, rules)
+        step = d.col("step")
+        return incidents_of(self.kind, None, d, rows, fire, recent,
+                            lambda k: self.words(unit, float(recent[k]), med, int(step[rows[k]]), rules, live=False),
+                            worst_high=False)
+
+
+NAN_LOSS = NanLoss()
+LOSS_SPIKE = Spike("loss", "loss_spike")
+GRAD_SPIKE = Spike("grad_norm", "grad_spike")
+OVERFLOW = Overflow()
+STARVATION = Starvation()
+OOM_RISK = OomRisk()
+THROUGHPUT_DROP = ThroughputDrop()
+#: the rules the rows answer, in the documented order of their kinds (mstop.engine.rules.KINDS)
+TABLE = (NAN_LOSS, LOSS_SPIKE, GRAD_SPIKE, OVERFLOW, OOM_RISK, STARVATION, THROUGHPUT_DROP)
+
+
+def quietly(f: Callable[[], list]) -> list:
+    """``f()`` with numpy's warnings of empty and NaN reductions silenced (a rank may have none yet)."""
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return f()
