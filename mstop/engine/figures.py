@@ -31,6 +31,7 @@ import numpy as np
 
 from . import processes
 from .clocks import Clocks, clocks
+from .folds import Lasts
 from .store import BLOCK, EXACT_INDEX, FLOAT_INDEX, RankData, Store
 
 WINDOW = 20
@@ -501,25 +502,9 @@ def ema(values: np.ndarray, weight: float, *, complete: bool = True) -> float | 
     return num / (1 - weight ** len(values)) if complete else num
 
 
-@dataclass
-class Lasts:
-    """Every rank with rows, in rank order, with its last row's time and step: one pass over the ranks per
-    store version, which the figures that compare ranks' ends (the step, the clocks, the laggards) share."""
-
-    ranks: list[int]
-    time: np.ndarray
-    step: np.ndarray
-
-
 def lasts(store: Store) -> Lasts:
-    """The ranks' last rows (once per store version)."""
-    return store.memo("lasts", lambda: _lasts(store))
-
-
-def _lasts(store: Store) -> Lasts:
-    ranks = [r for r in sorted(store.ranks) if store.ranks[r].rows]
-    last = np.array([store.ranks[r].exact.data[store.ranks[r].exact.n - 1] for r in ranks]).reshape(-1, 2)
-    return Lasts(ranks, last[:, EXACT_INDEX["time"]], last[:, EXACT_INDEX["step"]])
+    """The ranks' last rows: the store's fold (mstop.engine.folds), read once per store version."""
+    return store.memo("lasts", store.folds.last.read)
 
 
 def step(store: Store) -> int | None:

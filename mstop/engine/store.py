@@ -24,6 +24,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from .folds import Folds
 from .parse import NUMERIC, Rows
 
 EXACT = ("time", "step")
@@ -366,6 +367,8 @@ class Store:
         self.frozen = False  # a snapshot(): nothing is added to it
         #: rank -> (the rank's record, its stamp, its frozen copy): a snapshot copies only ranks that changed
         self._frozen_ranks: dict[int, tuple[RankData, int, RankData]] = {}
+        #: state that advances with the rows (mstop.engine.folds), fed by ingest_rows
+        self.folds = Folds()
 
     # read-only: the store's own methods change them (saw_mtime, forget_arrivals, file_time, ingest_*)
     @property
@@ -396,6 +399,7 @@ class Store:
             snap.frozen = True
             snap.ranks = {r: self._frozen_rank(r, d) for r, d in self.ranks.items()}
             snap._memo = dict(self._memo)
+            snap.folds = self.folds.frozen()
             for name in ("ignored_files", "refused", "notes", "rank_files", "owners", "duplicates", "extra_columns",
                          "devices"):
                 setattr(snap, name, copy.copy(getattr(self, name)))
@@ -564,6 +568,7 @@ class Store:
                 d.session_idx.extend(to_segment[rows.session_codes])
             if rows.nonfinite:
                 d.nonfinite.extend((base + i, c, v) for i, c, v in rows.nonfinite)
+            self.folds.add(r, rows.exact)
             d.stamp += 1
             self._arrival = self._life_arrival = time.time()
             self.version += 1
@@ -586,6 +591,7 @@ class Store:
                 d.quiet = {}
                 d.csv_mtime = None
                 d.stamp += 1
+            self.folds.reset(r)
             self.version += 1
 
     def reset_events(self, r: int) -> None:

@@ -136,7 +136,8 @@ def test_exception_in_with_block_writes_abort_not_end(tmp_path):
         with MetricsWriter(tmp_path) as w:
             w.log(1)
             raise RuntimeError("boom")
-    kinds = [e["kind"] for e in read_events(tmp_path / "rank0.events.jsonl")]
+    # the writer's own events (its exit witness may have said the process's state before the close stopped it)
+    kinds = [e["kind"] for e in read_events(tmp_path / "rank0.events.jsonl") if e.get("source") != "witness"]
     assert kinds == ["start", "abort"]
 
 
