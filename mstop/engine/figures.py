@@ -31,10 +31,10 @@ import numpy as np
 
 from . import processes
 from .clocks import Clocks, clocks
-from .folds import Lasts
+from .folds import ACHIEVED, RING, WINDOW_FLOATS, Lasts
 from .store import BLOCK, EXACT_INDEX, FLOAT_INDEX, RankData, Store
 
-WINDOW = 20
+WINDOW = RING  # rows: the window is read from the store's ring of each rank's last rows (engine.folds)
 EMA_WEIGHT = 0.9
 STALL_MIN_S = 30.0
 #: the writer's default seconds between heartbeats (a start event may say otherwise)
@@ -73,10 +73,7 @@ class Window:
     starts: list[dict[str, Any]]
 
 
-_COLS = ("time", "step_time", "data_wait", "tokens", "samples", "mfu", "mem_peak", "mem_total")
-#: a MindFormers log's own FLOP/s figure per device (TFLOP/s, from the compiled graph's FLOPs): its MFU
-#: once a peak is known (see mstop.engine.mflog)
-ACHIEVED = "train_throughput_per_npu"
+_COLS = ("time", *WINDOW_FLOATS)
 
 
 def window(store: Store) -> Window:
@@ -85,29 +82,34 @@ def window(store: Store) -> Window:
 
 
 def _window(store: Store) -> Window:
-    ranks = lasts(store).ranks
-    # two copies per rank (its exact and its float columns), the columns split out afterwards: a frame at
-    # 1,024 ranks builds this every time rows arrived
-    exacts = np.full((len(ranks), WINDOW, len(EXACT_INDEX)), np.nan)
-    floats = np.full((len(ranks), WINDOW, len(FLOAT_INDEX)), np.nan, np.float32)
-    achieved = np.full((len(ranks), WINDOW), np.nan)
-    for i, r in enumerate(ranks):
-        d = store.ranks[r]
-        n = d.exact.n
-        if len(d.segments) > 1:  # a resume cut older rows, and each session's first row is left out
-            idx: Any = np.flatnonzero(d.steady())[-WINDOW:]
-            k = len(idx)
-        else:  # one session: its last rows, without its first (compilation) row while that is among them
-            lo = max(1 if n > 1 else 0, n - WINDOW)
-            idx, k = slice(lo, n), n - lo
-        exacts[i, WINDOW - k:] = d.exact.data[idx]
-        floats[i, WINDOW - k:] = d.floats.data[idx]
-        if ACHIEVED in d.extras:
-            achieved[i, WINDOW - k:] = d.extras[ACHIEVED].data[idx]
-    cols = {"time": exacts[:, :, EXACT_INDEX["time"]].copy(), "step": exacts[:, :, EXACT_INDEX["step"]].copy(),
-            ACHIEVED: achieved}
-    for c in _COLS[1:]:
-        cols[c] = floats[:, :, FLOAT_INDEX[c]].astype(np.float64)
+    """From the store's ring of each rank's last rows (mstop.engine.folds): its last WINDOW steady rows. A rank
+    of one session has them in its ring (less its first, compilation, row while that is there); so has a
+    resumed rank whose latest session has more rows than the window and no profiled steps. Only the others'
+    (a session just resumed, a profile's steps) are read from their columns."""
+    ring = store.folds.ring()
+    ranks = ring.ranks
+    exacts, floats, achieved = ring.exact, ring.floats, ring.achieved
+    time, step = exacts[:, :, EXACT_INDEX["time"]].copy(), exacts[:, :, EXACT_INDEX["step"]].copy()
+    cols = {"time": time, "step": step, ACHIEVED: achieved.copy()}
+    for j, c in enumerate(WINDOW_FLOATS):
+        cols[c] = floats[:, :, j].astype(np.float64)
+    names = ("time", "step", ACHIEVED, *_COLS[1:])
+    blank = np.flatnonzero(ring.blank)  # the ring holds row 0, the compilation row: not in the window
+    for c in names:
+        cols[c][blank, WINDOW - ring.rows[blank]] = np.nan
+    for i in np.flatnonzero(~ring.regular):  # a session just resumed, a profile's steps: from the columns
+        d = store.ranks[ranks[i]]
+        idx = np.flatnonzero(d.steady())[-WINDOW:]  # a resume cut older rows; each session's first row is out
+        k = len(idx)
+        ex, fl = d.exact.data[idx], d.floats.data[idx]
+        ach = d.extras[ACHIEVED].data[idx] if ACHIEVED in d.extras else np.full(k, np.nan)
+        for c in names:
+            cols[c][i] = np.nan
+        cols["time"][i, WINDOW - k:] = ex[:, EXACT_INDEX["time"]]
+        cols["step"][i, WINDOW - k:] = ex[:, EXACT_INDEX["step"]]
+        cols[ACHIEVED][i, WINDOW - k:] = ach
+        for c in _COLS[1:]:
+            cols[c][i, WINDOW - k:] = fl[:, FLOAT_INDEX[c]]
     return Window(ranks, cols, [store.ranks[r].last_start or {} for r in ranks])
 
 
@@ -504,7 +506,7 @@ def ema(values: np.ndarray, weight: float, *, complete: bool = True) -> float | 
 
 def lasts(store: Store) -> Lasts:
     """The ranks' last rows: the store's fold (mstop.engine.folds), read once per store version."""
-    return store.memo("lasts", store.folds.last.read)
+    return store.memo("lasts", store.folds.lasts)
 
 
 def step(store: Store) -> int | None:

@@ -1,21 +1,30 @@
 """State that advances with the rows: folded in when a read round's batch is appended, read by the figures.
 
-A fold takes the batch (never the store) and costs O(1) per batch of a rank; a figure reads the fold instead of
-walking every rank's columns at every frame (nvitop's collector: each sample is added once, reading is only
-reading). The store owns its folds (:attr:`mstop.engine.store.Store.folds`), feeds them in ``ingest_rows``,
-forgets a rank's in ``reset_rank``, and freezes them with its snapshot.
+A fold takes the batch (never the store) and costs O(batch) per batch of a rank; a figure reads the fold
+instead of walking every rank's columns at every frame (nvitop's collector: each sample is added once, reading
+is only reading). The store owns its folds (:attr:`mstop.engine.store.Store.folds`), feeds them in
+``ingest_rows``, forgets a rank's in ``reset_rank``, and freezes them with its snapshot.
 
-Issue 39 step 3 begins here with the ranks' last rows, which the step, the clocks and the laggards share.
+Ranks live in slots in the order they first had rows (arrays that double when full: a new rank costs O(1),
+not a shift of every other rank's); a read puts them in rank order with one index.
+
+Issue 39 step 3 begins here: each rank's last row (the step, the clocks, the laggards) and its last
+:data:`RING` rows (the recent window every live figure reads).
 """
 
 from __future__ import annotations
 
-import bisect
 from dataclasses import dataclass
 
 import numpy as np
 
 EXACT_TIME, EXACT_STEP = 0, 1  # the store's exact columns: mstop.engine.store.EXACT
+#: rows each rank keeps in its ring: the recent window (mstop.engine.figures.WINDOW)
+RING = 20
+#: a MindFormers log's own FLOP/s per device, an extra column the window carries (mstop.engine.figures.ACHIEVED)
+ACHIEVED = "train_throughput_per_npu"
+#: the float columns the window carries (the ring keeps only these)
+WINDOW_FLOATS = ("step_time", "data_wait", "tokens", "samples", "mfu", "mem_peak", "mem_total")
 
 
 @dataclass
@@ -27,62 +36,157 @@ class Lasts:
     step: np.ndarray
 
 
-class LastRows:
-    """Each rank's last row (time, step), kept in rank order: a batch sets its rank's slot; a rank's first
-    batch inserts one (O(ranks) once per rank)."""
+@dataclass
+class Ring:
+    """Every rank with rows, in rank order: its last :data:`RING` rows, right-aligned and NaN-padded (the oldest
+    first), and how many rows it has in all."""
 
-    def __init__(self) -> None:
-        self.ranks: list[int] = []
-        self.time = np.empty(0)
-        self.step = np.empty(0)
-        self._pos: dict[int, int] = {}
-
-    def add(self, r: int, exact: np.ndarray) -> None:
-        """Fold in rank ``r``'s batch of exact columns (rows in file order: its last row is the newest)."""
-        if not len(exact):
-            return
-        i = self._pos.get(r)
-        if i is None:
-            i = bisect.bisect_left(self.ranks, r)
-            self.ranks.insert(i, r)
-            self.time = np.insert(self.time, i, np.nan)
-            self.step = np.insert(self.step, i, np.nan)
-            self._pos = {q: k for k, q in enumerate(self.ranks)}
-        self.time[i] = exact[-1, EXACT_TIME]
-        self.step[i] = exact[-1, EXACT_STEP]
-
-    def drop(self, r: int) -> None:
-        """Rank ``r`` has no rows any more (its file is read again from the start)."""
-        i = self._pos.get(r)
-        if i is None:
-            return
-        del self.ranks[i]
-        self.time = np.delete(self.time, i)
-        self.step = np.delete(self.step, i)
-        self._pos = {q: k for k, q in enumerate(self.ranks)}
-
-    def read(self) -> Lasts:
-        """A copy (the fold goes on advancing under a snapshot)."""
-        return Lasts(list(self.ranks), self.time.copy(), self.step.copy())
+    ranks: list[int]
+    exact: np.ndarray  # (ranks, RING, 2) float64
+    floats: np.ndarray  # (ranks, RING, WINDOW_FLOATS) float32
+    achieved: np.ndarray  # (ranks, RING) float64
+    rows: np.ndarray  # (ranks,) int64
+    #: whether the ring's rows are the rank's last steady rows as they are: one session (less its first row
+    #: while the ring holds it: ``blank``), or a latest session longer than the ring, no profiled steps and no
+    #: older session's rows among the last. The others are read from their columns (mstop.engine.figures).
+    regular: np.ndarray  # (ranks,) bool
+    blank: np.ndarray  # (ranks,) bool: one session of 2 to RING rows: its first row is in the ring, not the window
 
 
 class Folds:
-    """The store's folds (one so far: :class:`LastRows`)."""
+    """Each rank's last row and last :data:`RING` rows, folded in batch by batch.
 
-    def __init__(self) -> None:
-        self.last = LastRows()
+    A snapshot (:meth:`frozen`) shares the arrays; the live folds copy them before their next write (copy on
+    write): the store's lock is held O(1) here for a snapshot, and the copy is made once per snapshot that
+    rows followed, by the thread that adds them."""
 
-    def add(self, r: int, exact: np.ndarray) -> None:
-        """A batch of rank ``r``'s rows was appended (its exact columns: time, step)."""
-        self.last.add(r, exact)
+    ARRAYS = ("exact", "floats", "achieved", "rows", "segments", "latest_first", "old_until", "profiled_")
+    is_frozen = False
+
+    def __init__(self, float_index: dict[str, int]) -> None:
+        """``float_index``: where each WINDOW_FLOATS column is among a batch's float columns."""
+        self.take = np.array([float_index[c] for c in WINDOW_FLOATS], dtype=np.int64)
+        self.slot: dict[int, int] = {}
+        self.rank_of: list[int] = []
+        cap = 8
+        self.exact = np.full((cap, RING, 2), np.nan)
+        self.floats = np.full((cap, RING, len(WINDOW_FLOATS)), np.nan, np.float32)
+        self.achieved = np.full((cap, RING), np.nan)
+        self.rows = np.zeros(cap, np.int64)
+        self.segments = np.zeros(cap, np.int64)
+        self.latest_first = np.zeros(cap, np.int64)  # the first row of the rank's latest session
+        self.old_until = np.zeros(cap, np.int64)  # rows up to the last one of an older session appended
+        self.profiled_ = np.zeros(cap, bool)
+        self._order: tuple[list[int], np.ndarray] | None = None
+        self._frozen: Folds | None = None
+        self._shared = False  # a snapshot holds these arrays: copy them before the next write
+        self._changes = 0  # bumps with each batch, profile and reset: a snapshot is taken again only after one
+
+    def _own(self) -> None:
+        """Copy the arrays a snapshot shares before writing into them."""
+        if self._shared:
+            for name in self.ARRAYS:
+                setattr(self, name, getattr(self, name).copy())
+            self._shared = False
+
+    def _slot(self, r: int) -> int:
+        i = self.slot.get(r)
+        if i is not None:
+            return i
+        i = len(self.rank_of)
+        if i == len(self.rows):  # full: double every array
+            for name in self.ARRAYS:
+                setattr(self, name, _grown(getattr(self, name), 2 * i))
+        self.slot[r] = i
+        self.rank_of.append(r)
+        self._order = None
+        return i
+
+    def add(self, r: int, exact: np.ndarray, floats: np.ndarray, achieved: np.ndarray | None, *,
+            segments: int = 1, latest_first: int = 0, mixed: bool = False) -> None:
+        """Fold in a batch of rank ``r``'s rows (in file order): its exact columns (time, step), its float
+        columns, its ACHIEVED column when the file has one; and after it, the rank's sessions, the first row
+        of its latest, and whether the batch held rows of an older session (``mixed``)."""
+        k = len(exact)
+        if not k:
+            return
+        self._own()
+        i = self._slot(r)
+        if not self.rows[i]:
+            self._order = None  # a rank with rows again (after a reset)
+        ach = achieved[-RING:] if achieved is not None else np.full(min(k, RING), np.nan)
+        for ring, new in ((self.exact, exact[-RING:]), (self.floats, floats[-RING:][:, self.take]),
+                          (self.achieved, ach)):
+            if k >= RING:
+                ring[i] = new
+            else:
+                ring[i, :-k] = ring[i, k:]
+                ring[i, -k:] = new
+        self.rows[i] += k
+        self.segments[i], self.latest_first[i] = segments, latest_first
+        if mixed:
+            self.old_until[i] = self.rows[i]
+        self._changes += 1
+
+    def profiled(self, r: int) -> None:
+        """Some of rank ``r``'s steps ran under the profiler: its window is read from its columns."""
+        i = self.slot.get(r)
+        if i is not None and not self.profiled_[i]:
+            self._own()
+            self.profiled_[i] = True
+            self._changes += 1
 
     def reset(self, r: int) -> None:
-        self.last.drop(r)
+        """Rank ``r`` has no rows any more (its file is read again from the start)."""
+        i = self.slot.get(r)
+        if i is None:
+            return
+        self._own()
+        self.exact[i] = np.nan
+        self.floats[i] = np.nan
+        self.achieved[i] = np.nan
+        self.rows[i] = self.segments[i] = self.latest_first[i] = self.old_until[i] = 0
+        self.profiled_[i] = False
+        self._order = None
+        self._changes += 1
+
+    def order(self) -> tuple[list[int], np.ndarray]:
+        """The ranks with rows in rank order, and their slots."""
+        if self._order is None:
+            have = sorted(r for r, i in self.slot.items() if self.rows[i])
+            self._order = (have, np.array([self.slot[r] for r in have], dtype=np.int64))
+        return self._order
+
+    def lasts(self) -> Lasts:
+        """Each rank's last row (copies)."""
+        ranks, slots = self.order()
+        last = self.exact[slots, -1]
+        return Lasts(list(ranks), last[:, EXACT_TIME].copy(), last[:, EXACT_STEP].copy())
+
+    def ring(self) -> Ring:
+        """Each rank's ring in rank order (copies)."""
+        ranks, slots = self.order()
+        rows, segs = self.rows[slots], self.segments[slots]
+        single = segs <= 1
+        latest = ~single & (rows - self.latest_first[slots] > RING) & ~self.profiled_[slots] & \
+            (rows - self.old_until[slots] >= RING)
+        return Ring(list(ranks), self.exact[slots], self.floats[slots], self.achieved[slots], rows,
+                    single | latest, single & (rows > 1) & (rows <= RING))
 
     def frozen(self) -> Folds:
-        """A copy for a snapshot: what the folds held when it was taken."""
-        f = Folds.__new__(Folds)
-        f.last = LastRows()
-        f.last.ranks, f.last.time, f.last.step = list(self.last.ranks), self.last.time.copy(), self.last.step.copy()
-        f.last._pos = dict(self.last._pos)
-        return f
+        """The folds as they are now, for a snapshot (the same one again while nothing was added)."""
+        if self.is_frozen:
+            return self
+        if self._frozen is None or self._frozen._changes != self._changes:
+            f = Folds.__new__(Folds)
+            f.__dict__.update(self.__dict__)
+            f.slot, f.rank_of, f._frozen, f.is_frozen = dict(self.slot), list(self.rank_of), None, True
+            self._shared = True
+            self._frozen = f
+        return self._frozen
+
+
+def _grown(a: np.ndarray, cap: int) -> np.ndarray:
+    out = np.full((cap, *a.shape[1:]), np.nan if a.dtype.kind == "f" else 0, a.dtype)
+    out[:len(a)] = a
+    return out

@@ -24,7 +24,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .folds import Folds
+from .folds import ACHIEVED, Folds
 from .parse import NUMERIC, Rows
 
 EXACT = ("time", "step")
@@ -368,7 +368,7 @@ class Store:
         #: rank -> (the rank's record, its stamp, its frozen copy): a snapshot copies only ranks that changed
         self._frozen_ranks: dict[int, tuple[RankData, int, RankData]] = {}
         #: state that advances with the rows (mstop.engine.folds), fed by ingest_rows
-        self.folds = Folds()
+        self.folds = Folds(FLOAT_INDEX)
 
     # read-only: the store's own methods change them (saw_mtime, forget_arrivals, file_time, ingest_*)
     @property
@@ -552,6 +552,7 @@ class Store:
                 k = known[rows.session_names[0]]
                 d.session_idx.extend(_ONE_SEGMENT[k] if len(rows) == 1 and k < len(_ONE_SEGMENT)
                                      else np.full(len(rows), k, np.int32))
+                mixed = k != len(d.segments) - 1
             else:
                 steps = rows.exact[:, 1]
                 to_segment = np.empty(len(rows.session_names), dtype=np.int32)
@@ -565,10 +566,13 @@ class Store:
                         k = known[name] = len(d.segments)
                         d.segments.append(Segment(name, base + first, float(steps[first])))
                     to_segment[code] = k
-                d.session_idx.extend(to_segment[rows.session_codes])
+                coded = to_segment[rows.session_codes]
+                d.session_idx.extend(coded)
+                mixed = bool((coded != len(d.segments) - 1).any())
             if rows.nonfinite:
                 d.nonfinite.extend((base + i, c, v) for i, c, v in rows.nonfinite)
-            self.folds.add(r, rows.exact)
+            self.folds.add(r, rows.exact, rows.floats, rows.extra.get(ACHIEVED), segments=len(d.segments),
+                           latest_first=d.segments[-1].first_row if d.segments else 0, mixed=mixed)
             d.stamp += 1
             self._arrival = self._life_arrival = time.time()
             self.version += 1
@@ -660,6 +664,7 @@ class Store:
                     if span is not None and span not in d.profiled:
                         d.profiled.append(span)
                         d._steady = None
+                        self.folds.profiled(r)
                     if kind == "profile":
                         d.profiles.append(e)
             if items:

@@ -1,5 +1,6 @@
 """Folds (issue 39 step 3): state that advances with the rows equals the same state computed from all the
-rows, however the rows arrive (in pieces, rank by rank, interleaved, with a rank's file read again)."""
+rows, however the rows arrive (in pieces, rank by rank, interleaved, resumed, profiled, with a rank's file
+read again, with snapshots taken between)."""
 
 from __future__ import annotations
 
@@ -7,43 +8,105 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mstop.engine.figures import lasts
+from mstop.engine.figures import ACHIEVED, WINDOW, lasts, window
 from mstop.engine.parse import NUMERIC, Rows
-from mstop.engine.store import Store
+from mstop.engine.store import EXACT_INDEX, FLOAT_INDEX, Store
 
 N_EXACT = 2
+COLS = ("step_time", "data_wait", "tokens", "samples", "mfu", "mem_peak", "mem_total")
 
 
-def _rows(times: list[float], steps: list[int]) -> Rows:
+def _rows(times: list[float], steps: list[float], session: str, achieved: bool) -> Rows:
     n = len(times)
     exact = np.column_stack([np.array(times, float), np.array(steps, float)]).reshape(n, N_EXACT)
     floats = np.full((n, len(NUMERIC) - N_EXACT), np.nan, np.float32)
-    return Rows(exact, floats, {}, np.zeros(n, np.int32), ["s"], [], 0)
+    for c in COLS:
+        floats[:, FLOAT_INDEX[c]] = np.arange(n, dtype=np.float32) + times[0] % 97
+    extra = {ACHIEVED: np.array(times, np.float32) % 13} if achieved else {}
+    return Rows(exact, floats, extra, np.zeros(n, np.int32), [session], [], 0)
 
 
-def _truth(store: Store) -> dict[int, tuple[float, float]]:
-    """Each rank's last row, from its columns."""
+def _truth_lasts(store: Store) -> dict[int, tuple[float, float]]:
     return {r: (float(d.col("time")[-1]), float(d.col("step")[-1])) for r, d in store.ranks.items() if d.rows}
 
 
-batches = st.lists(st.tuples(st.integers(0, 40),  # rank
-                             st.one_of(st.integers(1, 6), st.just(-1)),  # rows in the batch; -1: read again
-                             st.floats(0, 1e9, allow_nan=False)), max_size=60)
+def _truth_window(store: Store) -> dict[int, dict[str, list]]:
+    """Each rank's last WINDOW rows by the rule's definition: its steady rows (one session: its rows less its
+    first while it has more; several: the timeline's rows less each session's first and profiled steps)."""
+    out = {}
+    for r, d in sorted(store.ranks.items()):
+        if not d.rows:
+            continue
+        n = d.rows
+        if len(d.segments) > 1:
+            idx = np.flatnonzero(d.steady())[-WINDOW:]
+        else:
+            idx = np.arange(max(1 if n > 1 else 0, n - WINDOW), n)
+        got = {"time": d.exact.data[idx, EXACT_INDEX["time"]], "step": d.exact.data[idx, EXACT_INDEX["step"]]}
+        for c in COLS:
+            got[c] = d.floats.data[idx, FLOAT_INDEX[c]].astype(np.float64)
+        got[ACHIEVED] = d.extras[ACHIEVED].data[idx].astype(np.float64) if ACHIEVED in d.extras else \
+            np.full(len(idx), np.nan)
+        out[r] = {c: [None if np.isnan(x) else float(x) for x in v] for c, v in got.items()}
+    return out
+
+
+def _window_of(store: Store) -> dict[int, dict[str, list]]:
+    w = window(store)
+    out = {}
+    for i, r in enumerate(w.ranks):
+        keep = ~np.isnan(w.cols["time"][i])
+        out[r] = {c: [None if np.isnan(x) else float(x) for x in w.cols[c][i][keep]]
+                  for c in ("time", "step", *COLS, ACHIEVED)}
+    return out
+
+
+batches = st.lists(st.tuples(st.integers(0, 12),  # rank
+                             st.one_of(st.integers(1, 30), st.just(-1)),  # rows in the batch; -1: read again
+                             st.integers(0, 3),  # its session (a new one resumes from an earlier step)
+                             st.booleans(),  # the file has the ACHIEVED column
+                             st.booleans()),  # a profile event for the rank's steps so far
+                   max_size=40)
 
 
 @given(batches)
-@settings(max_examples=200, deadline=None)
-def test_the_last_rows_fold_equals_each_ranks_last_row_however_the_rows_came(plan):
+@settings(max_examples=150, deadline=None)
+def test_the_folds_equal_each_ranks_last_rows_however_the_rows_came(plan):
     store = Store()
+    step_of: dict[int, float] = {}
     snaps = []
-    for k, (r, n, t) in enumerate(plan):
+    for k, (r, n, sess, achieved, profile) in enumerate(plan):
         if n == -1:
             store.reset_rank(r)
-        else:
-            store.ingest_rows(r, _rows([t + i for i in range(n)], [k * 10 + i for i in range(n)]))
-        if k % 7 == 0:  # a snapshot keeps what the fold held when it was taken
-            snaps.append((store.snapshot(), _truth(store)))
-    for s, truth in [*snaps, (store.snapshot(), _truth(store))]:
-        got = lasts(s)
-        assert got.ranks == sorted(truth)
-        assert {r: (float(a), float(b)) for r, a, b in zip(got.ranks, got.time, got.step)} == truth
+            step_of.pop(r, None)
+            continue
+        first = step_of.get(r, 0.0) + 1
+        if sess and r in step_of:  # a resume: back to an earlier step
+            first = max(1.0, first - 5 * sess)
+        steps = [first + i for i in range(n)]
+        step_of[r] = steps[-1]
+        store.ingest_rows(r, _rows([1000.0 + k + i / 100 for i in range(n)], steps, f"s{sess}", achieved))
+        if profile:
+            store.ingest_events(r, [{"time": 1000.0 + k, "kind": "profile", "rank": r,
+                                     "first_step": int(first), "last_step": int(first) + 2}])
+        if k % 5 == 0:  # a snapshot keeps what the folds held when it was taken
+            s = store.snapshot()
+            snaps.append((s, _truth_lasts(s), _truth_window(s)))
+    s = store.snapshot()
+    for snap, t_lasts, t_window in [*snaps, (s, _truth_lasts(s), _truth_window(s))]:
+        got = lasts(snap)
+        assert {r: (float(a), float(b)) for r, a, b in zip(got.ranks, got.time, got.step)} == t_lasts
+        assert got.ranks == sorted(t_lasts)
+        assert _window_of(snap) == t_window
+
+
+def test_rows_of_an_older_session_written_after_a_resume_stay_out_of_the_window():
+    """A process of the old session still writing after the job resumed (its rows are cut by the resume):
+    the window holds the resumed session's last rows only, as the columns say."""
+    store = Store()
+    store.ingest_rows(0, _rows([100.0 + i for i in range(30)], [1.0 + i for i in range(30)], "old", False))
+    store.ingest_rows(0, _rows([200.0 + i for i in range(30)], [20.0 + i for i in range(30)], "new", False))
+    store.ingest_rows(0, _rows([300.0 + i for i in range(5)], [31.0 + i for i in range(5)], "old", False))
+    s = store.snapshot()
+    assert _window_of(s) == _truth_window(s)
+    assert _window_of(s)[0]["step"] == [30.0 + i for i in range(20)]
