@@ -214,11 +214,14 @@ class Witness:
     def public(facts: dict) -> dict:
         return {k: facts[k] for k in ("state", "cpu_s", "rss", "threads") if k in facts}
 
-    def peers_alive(self) -> list[int]:
+    def peers_alive(self, facts: dict | None) -> list[int]:
         """The other children of the rank's parent (its launcher's other workers) still running now: seen at
         the rank's end, they ended after it. An order no clock can blur (msrun ends the others within a second
-        of the first death; their witnesses' times alone cannot order ends that close)."""
-        ppid = self.last.get("ppid") if self.last else None
+        of the first death; their witnesses' times alone cannot order ends that close). The parent is read
+        from the zombie's facts (``facts``), else from the last look (a rank that ended before this witness
+        first looked at it has only the former)."""
+        ours = facts is not None and facts.get("start_ticks") == self.start_ticks
+        ppid = facts.get("ppid") if ours else (self.last.get("ppid") if self.last else None)
         if not isinstance(ppid, int) or ppid <= 1:
             return []
         return [c for c in children(ppid) if c != self.pid and running(c, self.ticks, self.page)]
@@ -226,7 +229,7 @@ class Witness:
     def finish(self, facts: dict | None) -> None:
         """The process ended (or its pid is another's now): its last stacks, then the exit event."""
         t = time.time()  # the end as seen, before the stacks are read
-        fields: dict = {"peers_alive": self.peers_alive()}
+        fields: dict = {"peers_alive": self.peers_alive(facts)}
         self.read_stacks(final=True)
         if facts is not None and facts.get("start_ticks") == self.start_ticks and "exit_status" in facts:
             fields.update(describe_status(facts["exit_status"]))
