@@ -509,6 +509,11 @@ def lasts(store: Store) -> Lasts:
     return store.memo("lasts", store.folds.lasts)
 
 
+def tokens_seen(store: Store, rank: int) -> float | None:
+    """Σtokens over rank ``rank``'s timeline (the store's fold: added up as rows arrive, again at a resume)."""
+    return store.folds.tokens_of(rank)
+
+
 def step(store: Store) -> int | None:
     """The highest step any rank reached."""
     got = lasts(store)

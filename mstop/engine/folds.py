@@ -60,7 +60,7 @@ class Folds:
     write): the store's lock is held O(1) here for a snapshot, and the copy is made once per snapshot that
     rows followed, by the thread that adds them."""
 
-    ARRAYS = ("exact", "floats", "achieved", "rows", "segments", "latest_first", "old_until", "profiled_")
+    ARRAYS = ("exact", "floats", "achieved", "rows", "segments", "latest_first", "old_until", "profiled_", "tokens")
     is_frozen = False
 
     def __init__(self, float_index: dict[str, int]) -> None:
@@ -77,6 +77,7 @@ class Folds:
         self.latest_first = np.zeros(cap, np.int64)  # the first row of the rank's latest session
         self.old_until = np.zeros(cap, np.int64)  # rows up to the last one of an older session appended
         self.profiled_ = np.zeros(cap, bool)
+        self.tokens = np.zeros(cap)  # Σtokens over the rank's timeline (its effective rows)
         self._order: tuple[list[int], np.ndarray] | None = None
         self._frozen: Folds | None = None
         self._shared = False  # a snapshot holds these arrays: copy them before the next write
@@ -103,10 +104,12 @@ class Folds:
         return i
 
     def add(self, r: int, exact: np.ndarray, floats: np.ndarray, achieved: np.ndarray | None, *,
-            segments: int = 1, latest_first: int = 0, mixed: bool = False) -> None:
+            segments: int = 1, latest_first: int = 0, mixed: bool = False, tokens: float | None = None) -> None:
         """Fold in a batch of rank ``r``'s rows (in file order): its exact columns (time, step), its float
         columns, its ACHIEVED column when the file has one; and after it, the rank's sessions, the first row
-        of its latest, and whether the batch held rows of an older session (``mixed``)."""
+        of its latest, and whether the batch held rows of an older session (``mixed``). ``tokens``: the
+        rank's Σtokens over its timeline when the batch changed which rows are on it (a resume cuts older
+        rows: the store adds them up again), else None and the batch's tokens are added."""
         k = len(exact)
         if not k:
             return
@@ -123,6 +126,14 @@ class Folds:
                 ring[i, :-k] = ring[i, k:]
                 ring[i, -k:] = new
         self.rows[i] += k
+        if tokens is not None:
+            self.tokens[i] = tokens
+        else:
+            tok = floats[:, self.take[WINDOW_FLOATS.index("tokens")]]
+            if k > 1:
+                self.tokens[i] += float(np.nansum(tok, dtype=np.float64))
+            elif tok[0] == tok[0]:  # one row (the usual batch while following): not NaN
+                self.tokens[i] += float(tok[0])
         self.segments[i], self.latest_first[i] = segments, latest_first
         if mixed:
             self.old_until[i] = self.rows[i]
@@ -146,6 +157,7 @@ class Folds:
         self.floats[i] = np.nan
         self.achieved[i] = np.nan
         self.rows[i] = self.segments[i] = self.latest_first[i] = self.old_until[i] = 0
+        self.tokens[i] = 0.0
         self.profiled_[i] = False
         self._order = None
         self._changes += 1
@@ -162,6 +174,11 @@ class Folds:
         ranks, slots = self.order()
         last = self.exact[slots, -1]
         return Lasts(list(ranks), last[:, EXACT_TIME].copy(), last[:, EXACT_STEP].copy())
+
+    def tokens_of(self, r: int) -> float | None:
+        """Σtokens over rank ``r``'s timeline (None: no tokens, or no rows)."""
+        i = self.slot.get(r)
+        return float(self.tokens[i]) or None if i is not None else None
 
     def ring(self) -> Ring:
         """Each rank's ring in rank order (copies)."""

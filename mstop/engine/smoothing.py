@@ -51,26 +51,6 @@ class EmaSeries:
         return st["idx"].view(), st["ema"].view()
 
 
-class TokensSeen:
-    """Σtokens over each rank's timeline, added up as rows arrive (kept between frames like EmaSeries)."""
-
-    def __init__(self) -> None:
-        self._tokens: dict[int, tuple[int, int, float]] = {}
-
-    def total(self, store: Store, rank: int) -> float | None:
-        """Σtokens over the rank's timeline, added up as rows arrive."""
-        d = store.ranks[rank]
-        done, segs, total = self._tokens.get(rank, (0, -1, 0.0))
-        if segs != len(d.segments) or done > d.rows:
-            done, total = 0, 0.0
-        if d.rows > done:
-            tok = d.col("tokens")[done:].astype(np.float64)
-            tok = tok[d.effective()[done:]]
-            total += float(np.nansum(tok))
-            self._tokens[rank] = (d.rows, len(d.segments), total)
-        return total or None
-
-
 def evenly(n: int, points: int) -> np.ndarray:
     """Indices of at most ``points`` of ``n`` rows, spread evenly, first and last included (for lines
     that are not min/max-bucketed by the store: smoothed curves, derived values)."""

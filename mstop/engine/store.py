@@ -530,6 +530,7 @@ class Store:
                 return
             d = self.rank(r)
             base = d.rows
+            segments_before = len(d.segments)
             new_steps = rows.exact[:, 1]
             if d.monotonic and ((base and new_steps[0] < d.exact.data[base - 1, 1])
                                 or (len(new_steps) > 1 and bool((new_steps[1:] < new_steps[:-1]).any()))):
@@ -571,8 +572,10 @@ class Store:
                 mixed = bool((coded != len(d.segments) - 1).any())
             if rows.nonfinite:
                 d.nonfinite.extend((base + i, c, v) for i, c, v in rows.nonfinite)
+            retimed = mixed or len(d.segments) != segments_before  # which rows are on the timeline changed
+            tokens = float(np.nansum(d.col("tokens")[d.effective()], dtype=np.float64)) if retimed else None
             self.folds.add(r, rows.exact, rows.floats, rows.extra.get(ACHIEVED), segments=len(d.segments),
-                           latest_first=d.segments[-1].first_row if d.segments else 0, mixed=mixed)
+                           latest_first=d.segments[-1].first_row if d.segments else 0, mixed=mixed, tokens=tokens)
             d.stamp += 1
             self._arrival = self._life_arrival = time.time()
             self.version += 1

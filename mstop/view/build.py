@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 
 from ..engine import figures
 from ..engine.figures import Options
-from ..engine.smoothing import EmaSeries, TokensSeen
+from ..engine.smoothing import EmaSeries
 from ..engine.store import Store
 from . import charts, parts
 from .frame import View
@@ -61,11 +61,10 @@ class GoodputCache:
 @dataclass
 class Carry:
     """What a frame keeps for the next one, so a frame on a long run costs what it does on a short one:
-    the smoothed loss and the tokens seen, both extended as rows arrive; the goodput ledger, read again
-    every few seconds."""
+    the smoothed loss, extended as rows arrive; the goodput ledger, read again every few seconds. (The
+    tokens seen are the store's fold: mstop.engine.folds.)"""
 
     ema: EmaSeries = field(default_factory=EmaSeries)
-    tokens: TokensSeen = field(default_factory=TokensSeen)
     goodput: GoodputCache = field(default_factory=GoodputCache)
 
 
@@ -78,7 +77,7 @@ def build_view(store: Store, opts: Options, *, points: int = 200, xaxis: str = "
     carry = carry or Carry()
     now = opts.clock()
     v = View(xaxis=xaxis, now=now, chart_rank=figures.lowest_rank(snap))
-    v.header = parts.header(snap, opts, now, carry.tokens)
+    v.header = parts.header(snap, opts, now)
     g = carry.goodput.get(snap, opts, v.header.status)
     if g is not None:
         v.header.goodput, v.header.goodput_lost = g.goodput, g.largest_losses(2)

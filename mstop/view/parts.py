@@ -16,7 +16,7 @@ from .. import fmt
 from ..engine import devices, figures
 from ..engine.figures import Options, Window
 from ..engine.reader import RunReader
-from ..engine.smoothing import EmaSeries, TokensSeen, evenly
+from ..engine.smoothing import EmaSeries, evenly
 from ..engine.store import Store
 from . import charts
 from .frame import DataPart, DeviceCell, HeaderPart, LossPart, MemoryPart, RankRow, Series, ThroughputPart
@@ -54,7 +54,7 @@ def file_notes(store: Store, opts: Options) -> list[str]:
     return notes
 
 
-def header(store: Store, opts: Options, now: float, tokens: TokensSeen) -> HeaderPart:
+def header(store: Store, opts: Options, now: float) -> HeaderPart:
     """The run's name and progress, its times, and what is wrong with its files."""
     meta = figures.run_meta(store)
     h = HeaderPart(run_name=meta.get("run_name"), device=meta.get("device"), world_size=_int(meta.get("world_size")),
@@ -76,7 +76,7 @@ def header(store: Store, opts: Options, now: float, tokens: TokensSeen) -> Heade
     _pace(h, store, opts)
     d = figures.job_rank(store)
     if d is not None:
-        h.tokens_seen = tokens.total(store, d.rank)
+        h.tokens_seen = figures.tokens_seen(store, d.rank)
         if len(d.segments) > 1:
             h.repeated_steps, h.repeated_seconds = d.repeated_steps(), figures.repeated_seconds(d)
     return h

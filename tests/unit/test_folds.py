@@ -5,10 +5,11 @@ read again, with snapshots taken between)."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mstop.engine.figures import ACHIEVED, WINDOW, lasts, window
+from mstop.engine.figures import ACHIEVED, WINDOW, lasts, tokens_seen, window
 from mstop.engine.parse import NUMERIC, Rows
 from mstop.engine.store import EXACT_INDEX, FLOAT_INDEX, Store
 
@@ -98,6 +99,10 @@ def test_the_folds_equal_each_ranks_last_rows_however_the_rows_came(plan):
         assert {r: (float(a), float(b)) for r, a, b in zip(got.ranks, got.time, got.step)} == t_lasts
         assert got.ranks == sorted(t_lasts)
         assert _window_of(snap) == t_window
+        for r, d in snap.ranks.items():  # Σtokens over the timeline: a resume takes the rows it ran again out
+            want = float(np.nansum(d.col("tokens")[d.effective()].astype(np.float64))) if d.rows else 0.0
+            got_t = tokens_seen(snap, r)
+            assert (got_t or 0.0) == pytest.approx(want, rel=1e-9), (r, got_t, want)
 
 
 def test_rows_of_an_older_session_written_after_a_resume_stay_out_of_the_window():
