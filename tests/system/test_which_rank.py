@@ -140,6 +140,12 @@ def test_msrun_a_stopped_rank_is_named_as_stopped_within_3_s(tmp_path):
         # the job ends (a collective times out, or msrun ends it): still rank 3, for its stop
         js, _ = _until(job.run, lambda j: j["status"] in ("dead", "failed"), 240)
         assert js["status"] in ("dead", "failed") and js["culprit"]["rank"] == 3, js
+        # the others' aborts can come before msrun ends the stopped rank (it looks once a second): until then
+        # it "is stopped since", after its end it "was stopped from ... until it ended"
+        assert js["culprit"]["words"].startswith(("rank 3's process is stopped (SIGSTOP or Ctrl-Z) since ",
+                                                  "rank 3's process was stopped (SIGSTOP or Ctrl-Z) from ")), js
+        js, _ = _until(job.run, lambda j: j["culprit"]["words"].startswith("rank 3's process was stopped"), 30)
+        assert js["culprit"]["rank"] == 3, js
         assert js["culprit"]["words"].startswith("rank 3's process was stopped (SIGSTOP or Ctrl-Z) from "), js
         pids = _witnesses(job)
     finally:
