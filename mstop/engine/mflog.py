@@ -506,6 +506,8 @@ class MfLogParser:
         if untimed and self.arrived is not None:
             t = self.arrived
         if math.isnan(t) and "per step time" not in text:
+            if not looks_like_step(text):
+                return False  # "loss is" with no step: nothing a row could be made of
             self.step_lines += 1
             self._bad += 1  # a step at no time at all (no stamp, no file time): one bad row
             return True

@@ -335,3 +335,13 @@ def test_a_rotated_file_that_ends_mid_line_does_not_swallow_the_next_files_first
     assert store.ranks[0].col("step").tolist() == [1.0, 2.0, 3.0, 4.0] and store.bad_rows == 0
 
 
+
+
+def test_loss_is_without_a_step_at_no_time_is_no_bad_row():
+    """Found by the property test above in a fresh-clone run: ``loss is`` with no step, in a log with no
+    time at all, was counted as a bad step row."""
+    p = MfLogParser(0)
+    a, b = p.parse(b"loss is\n"), p.flush()
+    assert len(a.rows) + len(b.rows) + a.rows.bad + b.rows.bad == 0
+    a, b = p.parse(b"epoch: 1 step: 3, loss is 0.5\n"), p.flush()  # a step at no time: still one bad row
+    assert len(a.rows) + len(b.rows) + a.rows.bad + b.rows.bad == 1
