@@ -86,7 +86,7 @@ def clocks(store: Store, clock: float, limit: float) -> Clocks:
 
 
 def _clocks(store: Store, clock: float, limit: float) -> Clocks:
-    last = store.memo("lasts", store.folds.lasts)  # every rank's last (time, step): the store's fold
+    last = store.folds.lasts()  # every rank's last (time, step): the store's fold
     ranks = last.ranks
     if not ranks:
         return Clocks()

@@ -505,8 +505,8 @@ def ema(values: np.ndarray, weight: float, *, complete: bool = True) -> float | 
 
 
 def lasts(store: Store) -> Lasts:
-    """The ranks' last rows: the store's fold (mstop.engine.folds), read once per store version."""
-    return store.memo("lasts", store.folds.lasts)
+    """The ranks' last rows: the store's fold (mstop.engine.folds), read again only after rows came."""
+    return store.folds.lasts()
 
 
 def tokens_seen(store: Store, rank: int) -> float | None:

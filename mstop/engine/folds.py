@@ -80,6 +80,7 @@ class Folds:
         self.tokens = np.zeros(cap)  # Σtokens over the rank's timeline (its effective rows)
         self._order: tuple[list[int], np.ndarray] | None = None
         self._frozen: Folds | None = None
+        self._lasts: tuple[int, Lasts] | None = None
         self._shared = False  # a snapshot holds these arrays: copy them before the next write
         self._changes = 0  # bumps with each batch, profile and reset: a snapshot is taken again only after one
 
@@ -170,10 +171,13 @@ class Folds:
         return self._order
 
     def lasts(self) -> Lasts:
-        """Each rank's last row (copies)."""
-        ranks, slots = self.order()
-        last = self.exact[slots, -1]
-        return Lasts(list(ranks), last[:, EXACT_TIME].copy(), last[:, EXACT_STEP].copy())
+        """Each rank's last row (copies, read again only after a change: the step, the clocks and the
+        laggards share one per frame; not to be written to)."""
+        if self._lasts is None or self._lasts[0] != self._changes:
+            ranks, slots = self.order()
+            last = self.exact[slots, -1]
+            self._lasts = (self._changes, Lasts(list(ranks), last[:, EXACT_TIME].copy(), last[:, EXACT_STEP].copy()))
+        return self._lasts[1]
 
     def tokens_of(self, r: int) -> float | None:
         """Σtokens over rank ``r``'s timeline (None: no tokens, or no rows)."""

@@ -325,7 +325,9 @@ def _stuck(store: Store) -> list[Alert]:
 def _lagging(store: Store, rules: Rules, alive: list[int]) -> list[Alert]:
     """Ranks alive but whose latest step trails the median latest step by more than ``lag_steps``; with two
     ranks (no median to speak of), the leader's."""
-    lasts = {r: float(store.ranks[r].col("step")[-1]) for r in alive if store.ranks[r].rows}
+    last = figures.lasts(store)
+    steps = dict(zip(last.ranks, last.step.tolist()))  # the store's fold of each rank's last row
+    lasts = {r: steps[r] for r in alive if r in steps}
     if len(lasts) < 2:
         return []
     if len(lasts) == 2:

@@ -22,6 +22,8 @@ import numpy as np
 from .. import fmt
 from . import figures
 from . import ruletable as table
+from .endings import first_line
+from .processes import End, first_end, how_words
 from .rules import GAP, SCANNED, Alert, Incident, Rules, order, steps_text
 from .store import RankData, Store
 
@@ -78,8 +80,6 @@ def _sessions(store: Store) -> list[Incident]:
     ``job_failed`` incident (the first abort's rank and error); one that ended with no ``end`` event and was
     followed by another session is a ``job_dead`` incident at its last step (killed, or its host lost). The
     job's last session is the live alert's (dead or failed now), so every reader, live or not, agrees."""
-    from .endings import first_line
-
     by_k: dict[int, list[tuple[int, RankData, int, int]]] = {}  # session index -> (rank, data, lo, hi)
     for r, d in sorted(store.ranks.items()):
         for k in range(len(d.segments)):
@@ -118,8 +118,6 @@ def _first_exit(k: int, members: list[tuple[int, RankData, int, int]]) -> tuple[
     """The rank whose process of session ``k`` ended first by its exit witness (mstop.engine.processes.first_end:
     seen while the others ran, or ahead by the margin of their clocks), with how it ended; None when no exit
     tells."""
-    from .processes import End, first_end, how_words
-
     ends = []
     for r, d, _, _ in members:
         start = d.starts.get(d.segments[k].session) or {}

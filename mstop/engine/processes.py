@@ -171,11 +171,6 @@ def first_end(ends: list[End], files_margin: float) -> tuple[End, float] | None:
     return None
 
 
-def end_of(r: int, d: RankData, t: float) -> End:
-    """Rank ``r``'s current process's end at viewer time ``t``."""
-    return End(r, t, exited(d), d.last_start or {})
-
-
 # -- stacks --------------------------------------------------------------------------------------------------
 
 @dataclass

@@ -7,7 +7,6 @@ and ``compare`` use), so the screen and the commands cannot disagree. Every func
 from __future__ import annotations
 
 import math
-import warnings
 from typing import Any
 
 import numpy as np
@@ -178,9 +177,7 @@ def ranks(store: Store, opts: Options) -> list[RankRow]:
     heads = figures.headrooms(store)
     tps, dwf = figures.rank_tokens_per_s(store), figures.rank_data_wait_frac(store)
     last_t = w.cols["time"][:, -1]
-    with np.errstate(all="ignore"), warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # a rank with no step time in the window
-        st = np.nanmedian(w.cols["step_time"], axis=1)  # the window's median, as the panel's step time is
+    st = figures.row_medians(w.cols["step_time"])  # the window's median, as the panel's step time is (NaN: none)
     # ages as the header's "last row ... ago" counts them (arrival while following, file times for clocks
     # set in the future): the newest rank's age is the header's, the others older by their row times
     newest = float(np.nanmax(last_t)) if not np.isnan(last_t).all() else math.nan
