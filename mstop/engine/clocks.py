@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import fmt
-from .store import EXACT_INDEX, Block, RankData, Store
+from .store import EVENT_STAMPS, EXACT_INDEX, Block, RankData, Store
 
 #: the least disagreement between clocks that is called a skew (seconds; also at least 10 step times)
 SKEW_S = 60.0
@@ -138,6 +138,7 @@ def shifted(d: RankData, off: float) -> RankData:
     c.checkpoints = [_moved(ck, off) for ck in d.checkpoints]
     c.last_heartbeat = None if d.last_heartbeat is None else d.last_heartbeat - off
     c.last_event_time = None if d.last_event_time is None else d.last_event_time - off
+    c.ev_stamp = next(EVENT_STAMPS)  # other times than the rank's: never taken for its kept answers
     return c
 
 

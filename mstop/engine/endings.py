@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass, field
 
 from .. import fmt
-from . import figures, processes
+from . import figures, processes, rankstate
 from .figures import Options
 from .store import RankData, Store
 
@@ -75,10 +75,10 @@ def ending(store: Store, opts: Options) -> Ending:
         if not d.rows and not d.starts:
             continue
         out.steps[r] = int(d.col("step")[-1]) if d.rows else None
-        if figures.aborted(d):
+        if rankstate.aborted(d):
             out.aborted.append(r)
             t = _abort_time(d)
-        elif figures.finished_cleanly(d):
+        elif rankstate.finished_cleanly(d):
             out.finished.append(r)
             continue  # a rank that finished stopped when it was done, not first
         else:
@@ -202,7 +202,7 @@ def margin(store: Store) -> float:
 
 
 def _abort_time(d: RankData) -> float | None:
-    s = figures.last_session(d)
+    s = rankstate.last_session(d)
     times = [float(a["time"]) for a in d.aborts if a.get("session") is None or str(a["session"]) == s]
     return min(times) if times else figures.last_life(d)
 
@@ -233,7 +233,7 @@ def dead_message(store: Store, opts: Options) -> str:
         more = f" and {len(e.died) - 3} more" if len(e.died) > 3 else ""
         return f"{died}{more}; {ranks_text(e.finished)} finished: the job did not finish cleanly"
     first = f"{e.named.words}; " if e.named is not None else ""
-    lost = sorted(r for r, d in store.ranks.items() if figures.lost(d) is not None)
+    lost = sorted(r for r, d in store.ranks.items() if rankstate.lost(d) is not None)
     if lost:  # the scheduler names the worker it stopped hearing from first: measured here, when rank 1 was
         # killed it named rank 0 (blocked in a collective with the dead one) as often as rank 1
         return (f"{first}msrun's scheduler timed out {ranks_text(lost)} and ended the job: a worker exited "
@@ -270,7 +270,7 @@ def failure_message(store: Store, opts: Options) -> tuple[str, str]:
     d = store.ranks[culprit]
     if culprit not in e.aborted and e.named is not None:  # it died or hung; the others' errors followed
         return (f"{e.named.words} (no end, no error); then {ranks_text(e.aborted)} aborted"), ""
-    s = figures.last_session(d)
+    s = rankstate.last_session(d)
     mine = [a for a in d.aborts if a.get("session") is None or str(a["session"]) == s] or d.aborts
     a = min(mine, key=lambda x: float(x["time"]))
     step = a.get("step")

@@ -29,9 +29,10 @@ from typing import Any, Callable
 
 import numpy as np
 
-from . import processes
+from . import rankstate
 from .clocks import Clocks, clocks
 from .folds import ACHIEVED, RING, WINDOW_FLOATS, Lasts
+from .rankstate import PROFILE_PARTS, profile_summary, rank_profile
 from .store import BLOCK, EXACT_INDEX, FLOAT_INDEX, RankData, Store
 
 WINDOW = RING  # rows: the window is read from the store's ring of each rank's last rows (engine.folds)
@@ -612,21 +613,23 @@ def status(store: Store, opts: Options) -> str:
 def _status(store: Store, opts: Options) -> str:
     if not store.ranks:
         return "waiting"
-    with_rows = [d for d in store.ranks.values() if d.rows]
-    if any(aborted(d) for d in store.ranks.values()):
+    st = rankstate.states(store)  # every rank's answers, in arrays (worked out again only where events changed)
+    with_rows = st.rows > 0
+    if st.aborted.any():
         return "failed"
-    if any(lost(d) is not None for d in store.ranks.values()):
+    if st.lost.any():
         return "dead"  # the launcher lost a worker (timed out): it exited abnormally or stopped
-    if with_rows and all(_finished(d) for d in store.ranks.values() if d.rows or d.starts):
+    judged = with_rows | st.started
+    if with_rows.any() and st.finished[judged].all():
         return "finished"
-    ended = _ended_processes(store)
+    ended = _ended_processes(st)
     if ended is not None:
         return ended
-    starting = not with_rows or all(_restarting(d) for d in with_rows)
+    starting = not with_rows.any() or bool(st.restarting[with_rows].all())
     if heartbeats_seen(store) and seconds_since_life(store, opts) > dead_after(store, opts, starting=starting):
         return "dead"  # killed (kill -9, a lost node), not hung: no heartbeat, no row, no event for that long
-    if not with_rows:
-        return "starting" if any(d.starts for d in store.ranks.values()) else "waiting"
+    if not with_rows.any():
+        return "starting" if st.started.any() else "waiting"
     if starting:
         return "starting"
     if seconds_since_last_row(store, opts) > stall_after(store):
@@ -634,41 +637,28 @@ def _status(store: Store, opts: Options) -> str:
     return "running"
 
 
-def _ended_processes(store: Store) -> str | None:
+def _ended_processes(st: rankstate.States) -> str | None:
     """``dead`` or ``failed`` as soon as every rank's process has ended (their exit witnesses say so within
     a tenth of a second: no heartbeat deadline to wait for) and not every one of them cleanly: ``failed``
     when each that did not end cleanly exited with an error code, ``dead`` when one was killed or its end
     is unknown. None while a rank's process runs (or nobody watched it end)."""
-    hows = []
-    for d in store.ranks.values():
-        if not (d.rows or d.starts) or _finished(d):
-            continue
-        e = processes.exited(d)
-        if e is None:
-            return None
-        hows.append(e.get("how"))
-    if not hows:
+    judged = ((st.rows > 0) | st.started) & ~st.finished
+    if not judged.any() or not st.exited[judged].all():
         return None
+    hows = [st.one[k].exit.get("how") for k in np.flatnonzero(judged)]  # type: ignore[union-attr]
     return "failed" if all(h == "exit" for h in hows) else "dead"
 
 
 def heartbeats_seen(store: Store) -> bool:
     """Whether a dead job can be told from a hung one: a rank wrote heartbeats, or its writer said in its start
     event that it would (``heartbeat_interval``): none within the limit is then a death, not a silence."""
-    return any(d.last_heartbeat is not None or _promises_heartbeats(d) for d in store.ranks.values())
-
-
-def _promises_heartbeats(d: RankData) -> bool:
-    hb = d.last_start.get("heartbeat_interval") if d.last_start else None
-    return isinstance(hb, (int, float)) and not isinstance(hb, bool) and hb > 0
+    return bool(rankstate.states(store).heartbeats.any())
 
 
 def heartbeat_interval(store: Store, opts: Options) -> float:
     """Seconds between heartbeats: the longest a start event gives, else ``opts.heartbeat_s``."""
-    given = [float(d.last_start["heartbeat_interval"]) for d in store.ranks.values()
-             if d.last_start and isinstance(d.last_start.get("heartbeat_interval"), (int, float))
-             and d.last_start["heartbeat_interval"] > 0]
-    return max(given, default=opts.heartbeat_s)
+    given = rankstate.states(store).heartbeat_interval
+    return float(np.nanmax(given)) if (given == given).any() else opts.heartbeat_s
 
 
 #: the least silence that is a death while a session starts (no row yet): graph compilation holds the GIL in
@@ -695,6 +685,14 @@ def last_life(d: RankData) -> float | None:
     return max(times) if times else None
 
 
+def lives(store: Store) -> dict[int, float]:
+    """Every rank's last sign of life (:func:`last_life`), ranks with none left out: from the ranks' answers
+    (mstop.engine.rankstate), not a walk of their events."""
+    st = rankstate.states(store)
+    have = np.flatnonzero(st.life == st.life)
+    return dict(zip((st.ranks[k] for k in have), st.life[have].tolist()))
+
+
 def rank_clocks(store: Store, opts: Options) -> Clocks:
     """The ranks' clocks against each other and the job's against the viewer's (mstop.engine.clocks)."""
     return clocks(store, opts.clock(), stall_after(store))
@@ -706,10 +704,10 @@ def seconds_since_life(store: Store, opts: Options) -> float:
     if opts.arrival_clock is not None and store.life_arrival is not None:
         return opts.arrival_clock() - store.life_arrival
     c = rank_clocks(store, opts)
-    lives = [c.local(r, t) for r, d in store.ranks.items() if (t := last_life(d)) is not None]
-    if not lives:
+    seen = [c.local(r, t) for r, t in lives(store).items()]
+    if not seen:
         return 0.0
-    return _age(store, opts, max(lives))
+    return _age(store, opts, max(seen))
 
 
 def seconds_since_last_row(store: Store, opts: Options) -> float:
@@ -742,22 +740,6 @@ def future_skew(store: Store, opts: Options) -> float | None:
         return None
     ahead = last - opts.clock()
     return ahead if ahead > FUTURE_S else None
-
-
-def aborted(d: RankData) -> bool:
-    """An ``abort`` event ends the rank's last session (no start after it, and no row of that session
-    after it: a MindFormers log's ERROR line that training went on past is no end)."""
-    if not d.aborts:
-        return False
-    s = _last_session(d)
-    last_row = float(d.exact.view()[-1, 0]) if d.rows and d.segments and d.segments[-1].session == s else None
-    for a in d.aborts:
-        if a.get("session") is not None:
-            if str(a["session"]) == s and (last_row is None or last_row <= float(a["time"])):
-                return True
-        elif d.last_start is None or float(a["time"]) >= float(d.last_start.get("time", 0.0)):
-            return True  # an older writer's abort carries no session: the last start before it
-    return False
 
 
 def writer_errors(store: Store) -> list[str]:
@@ -813,59 +795,6 @@ def clock_spread(store: Store) -> float | None:
     top = steps == steps.max()
     t = last_t[top & ~np.isnan(last_t)]
     return float(t.max() - t.min()) if len(t) >= 2 else None
-
-
-def _last_session(d: RankData) -> str | None:
-    if d.last_start is not None:
-        return str(d.last_start.get("session"))
-    return d.segments[-1].session if d.segments else None
-
-
-def _unnamed_rows(d: RankData) -> bool:
-    """Whether the rank's newest rows carry no session (a CSV without the column, written by a job's own
-    code): their session is then told by time, not by name."""
-    return bool(d.rows) and d.segments[-1].session == ""
-
-
-def last_session(d: RankData) -> str | None:
-    """The session of the rank's newest start event (or of its last rows)."""
-    return _last_session(d)
-
-
-def lost(d: RankData) -> dict[str, Any] | None:
-    """The ``lost`` event (msrun's scheduler timed the worker out) that ends the rank's last session, if
-    any: no end of that session and no start after it."""
-    s = _last_session(d)
-    if s is None or s in d.ends:
-        return None
-    return next((e for e in d.losts if str(e.get("session")) == s), None)
-
-
-def finished_cleanly(d: RankData) -> bool:
-    """Whether the rank's last session ended with an ``end`` event after its last row."""
-    return _finished(d)
-
-
-def _finished(d: RankData) -> bool:
-    if processes.clean_exit(processes.exited(d)):
-        return True  # its process ended with status 0: done, whether or not the writer was closed
-    s = _last_session(d)
-    if s is None or s not in d.ends:
-        return False
-    if d.rows and (d.segments[-1].session == s or _unnamed_rows(d)):
-        return d.ends[s] >= float(d.col("time")[-1])
-    return True
-
-
-def _restarting(d: RankData) -> bool:
-    """The rank's newest start event belongs to a session with no rows yet (rows that carry no session
-    belong to it once one is as late as the start event)."""
-    s = _last_session(d)
-    if s is None or not d.segments or s in {seg.session for seg in d.segments}:
-        return False
-    if _unnamed_rows(d) and d.last_start is not None:
-        return float(d.col("time")[-1]) < float(d.last_start["time"])
-    return True
 
 
 def checkpoint_times(store: Store) -> list[float]:
@@ -942,28 +871,6 @@ def source(store: Store) -> dict[str, Any] | None:
     return {"kind": kind, "cannot_give": [str(c) for c in cannot] if isinstance(cannot, list) else []}
 
 
-#: the parts of a step a profile splits it into (compute + comm_not_overlapped + idle = the step; overlapped
-#: communication is inside compute)
-PROFILE_PARTS = ("compute", "comm_not_overlapped", "overlapped", "idle")
-
-
-def _profile_summary(d: RankData, e: dict[str, Any]) -> dict[str, Any] | None:
-    sh = e.get("shares")
-    if not isinstance(sh, dict) or not all(isinstance(sh.get(k), (int, float)) for k in PROFILE_PARTS):
-        return None
-    pipeline = {k: float(sh[k]) for k in ("stage", "bubble") if isinstance(sh.get(k), (int, float))}
-    return {"rank": d.rank, "first_step": e.get("first_step"), "last_step": e.get("last_step"),
-            "time": float(e["time"]), **{k: float(sh[k]) for k in PROFILE_PARTS}, **pipeline,
-            "source": e.get("source"), "path": e.get("path"),
-            "top_ops": [o for o in (e.get("top_ops") or []) if isinstance(o, dict)][:10]}
-
-
-def rank_profile(d: RankData) -> dict[str, Any] | None:
-    """The rank's newest profile (see :func:`latest_profile`), or None."""
-    got = [p for p in (_profile_summary(d, e) for e in d.profiles) if p is not None]
-    return max(got, key=lambda p: p["time"]) if got else None
-
-
 def latest_profile(store: Store) -> dict[str, Any] | None:
     """The newest profile of any rank (mstop_writer.profiling): where its steps' time went, as shares."""
     got = [p for d in store.ranks.values() if (p := rank_profile(d)) is not None]
@@ -975,7 +882,7 @@ def profile_shares(store: Store, first: float, last: float) -> dict[str, Any] | 
     ranks, and which steps the profiles covered (None without profiles)."""
     picked = []
     for d in store.ranks.values():
-        cands = [p for p in (_profile_summary(d, e) for e in d.profiles) if p is not None
+        cands = [p for p in (profile_summary(d, e) for e in d.profiles) if p is not None
                  and isinstance(p["first_step"], (int, float)) and isinstance(p["last_step"], (int, float))]
         if cands:
             def distance(p: dict[str, Any]) -> float:
@@ -1003,8 +910,8 @@ def elapsed(store: Store, opts: Options, now: float) -> float | None:
     if first is None:
         return None
     if status(store, opts) in ENDED:  # to its last sign of life (its end): it never shrinks at the finish
-        lives = [t for d in store.ranks.values() if (t := last_life(d)) is not None]
-        return max(lives) - first if lives else None
+        seen = list(lives(store).values())
+        return max(seen) - first if seen else None
     return now - first
 
 

@@ -140,6 +140,25 @@ class Folds:
             self.old_until[i] = self.rows[i]
         self._changes += 1
 
+    def add_rows(self, ranks: list[int], exact: np.ndarray, floats: np.ndarray) -> None:
+        """Fold in one row of each of ``ranks`` (each once, each rank's row of its latest session, no ACHIEVED
+        column): the usual read round while following, folded in with array operations, not rank by rank."""
+        if not ranks:
+            return
+        self._own()
+        slots = np.fromiter((self._slot(r) for r in ranks), np.int64, len(ranks))
+        if not self.rows[slots].all():
+            self._order = None  # a rank with rows again (after a reset)
+        for ring, new in ((self.exact, exact), (self.floats, floats[:, self.take])):
+            ring[slots, :-1] = ring[slots, 1:]
+            ring[slots, -1] = new
+        self.achieved[slots, :-1] = self.achieved[slots, 1:]
+        self.achieved[slots, -1] = np.nan
+        self.rows[slots] += 1
+        tok = floats[:, self.take[WINDOW_FLOATS.index("tokens")]].astype(np.float64)
+        self.tokens[slots] += np.where(tok == tok, tok, 0.0)
+        self._changes += 1
+
     def profiled(self, r: int) -> None:
         """Some of rank ``r``'s steps ran under the profiler: its window is read from its columns."""
         i = self.slot.get(r)

@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from .. import fmt
-from . import figures
+from . import figures, rankstate
 from .clocks import Clocks, shifted
 from .figures import Options
 from .store import RankData, Store
@@ -162,7 +162,7 @@ def job_end(store: Store, opts: Options, c: Clocks | None = None) -> float:
     a stall up to STALL_HORIZON); else its last sign of life (finished, failed, dead: opening it a year
     later must not count the year). So goodput only falls as a stall grows, and the stall is ``stalled``."""
     c = c if c is not None else figures.rank_clocks(store, opts)
-    lives = [t - c.ranks.get(r, 0.0) for r, d in store.ranks.items() if (t := figures.last_life(d)) is not None]
+    lives = [t - c.ranks.get(r, 0.0) for r, t in figures.lives(store).items()]
     last = max(lives) if lives else 0.0
     status = figures.status(store, opts)
     if status not in LIVE:
@@ -207,7 +207,7 @@ def session_span(d: RankData, k: int, until: float | None = None) -> tuple[float
     life += [float(a["time"]) for a in d.aborts if str(a.get("session")) == name]
     if k == len(d.segments) - 1:
         life += [t for t in (d.last_heartbeat, d.last_event_time) if t is not None]
-        if until is not None and name not in d.ends and not figures.aborted(d):
+        if until is not None and name not in d.ends and not rankstate.aborted(d):
             life.append(until)
     return min(begin, first_row), max(life)
 

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from . import rankstate
 from .store import Segment, Store
 
 #: event kinds a rank keeps, by the name readers ask for
@@ -153,10 +154,12 @@ class RunReader:
 
     def process(self, rank: int) -> dict[str, Any] | None:
         """The rank's current process as its exit witness saw it last (mstop.engine.processes.facts)."""
-        from .processes import facts
+        return rankstate.one(self._store, rank).process if rank in self._store.ranks else None
 
-        d = self._store.ranks.get(rank)
-        return facts(d) if d is not None else None
+    def answers(self) -> rankstate.States:
+        """Every rank's standing (aborted, lost, finished, its process, its last sign of life...) in arrays,
+        kept per rank until its events change (mstop.engine.rankstate): not to be written to."""
+        return rankstate.states(self._store)
 
     def mfu_rows(self, rank: int, opts: Any) -> np.ndarray:
         """The rank's MFU per row: its column, or derived as the figures derive it (mstop.engine.figures)."""
@@ -166,11 +169,8 @@ class RunReader:
         return _frozen(np.asarray(mfu_rows(d, opts), dtype=np.float64)) if d is not None else np.empty(0)
 
     def profile(self, rank: int) -> dict[str, Any] | None:
-        """The rank's newest profile's shares (mstop.engine.figures.rank_profile), or None."""
-        from .figures import rank_profile
-
-        d = self._store.ranks.get(rank)
-        return rank_profile(d) if d is not None and d.profiles else None
+        """The rank's newest profile's shares (mstop.engine.rankstate.rank_profile), or None."""
+        return rankstate.one(self._store, rank).profile if rank in self._store.ranks else None
 
     def rejected(self) -> int:
         """Rows the writers refused for bad input, all ranks (of the dropped ones they reported)."""

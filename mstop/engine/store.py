@@ -16,6 +16,7 @@ so an exact value at any step can always be shown.
 from __future__ import annotations
 
 import copy
+import itertools
 import math
 import threading
 import time
@@ -26,6 +27,9 @@ import numpy as np
 
 from .folds import ACHIEVED, Folds
 from .parse import NUMERIC, Rows
+
+#: a new number at every change of a rank's events (mstop.engine.rankstate keeps each rank's answers by it)
+EVENT_STAMPS = itertools.count(1)
 
 EXACT = ("time", "step")
 FLOAT_COLS = tuple(c for c in NUMERIC if c not in EXACT)
@@ -130,6 +134,9 @@ class RankData:
     starts: dict[str, dict[str, Any]] = field(default_factory=dict)  # session -> start event
     ends: dict[str, float] = field(default_factory=dict)  # session -> time of its end event
     stamp: int = 0  # bumped by every change the store makes to this rank: snapshots reuse unchanged copies
+    #: a new number at every change of its events (mstop.engine.rankstate.EVENT_STAMPS): its answers are kept
+    ev_stamp: int = field(default_factory=lambda: next(EVENT_STAMPS))
+    rows_epoch: int = 0  # bumped when its rows are forgotten (reset_rank): its lists no longer only grow
     last_start: dict[str, Any] | None = None
     last_heartbeat: float | None = None
     last_event_time: float | None = None
@@ -225,11 +232,27 @@ class RankData:
         """This rank as it is now, for a reader that must not hold the store's lock for long (a frame): its
         rows shared (see Block.frozen), its lists and events copied. The block summaries and the incident
         scan's ``quiet`` marks stay shared, so work done on a copy is kept: a reset replaces them."""
+        return self.frozen_after(None)
+
+    def frozen_after(self, prev: RankData | None) -> RankData:
+        """:meth:`frozen`, given this rank's previous frozen copy: while its events did not change since
+        (the same ``ev_stamp``: only rows arrived, as they do at every read round), the copy's event lists are
+        taken over, not copied again (nothing writes to a frozen copy's lists)."""
         c = RankData.__new__(RankData)
         c.__dict__.update(self.__dict__)
         c.exact, c.floats, c.session_idx = self.exact.frozen(), self.floats.frozen(), self.session_idx.frozen()
-        c.extras = {k: b.frozen() for k, b in self.extras.items()}
-        c.segments, c.segment_of, c.nonfinite = list(self.segments), dict(self.segment_of), list(self.nonfinite)
+        c.extras = {k: b.frozen() for k, b in self.extras.items()} if self.extras else {}
+        same_rows = prev is not None and prev.rows_epoch == self.rows_epoch  # no reset since: lists only grew
+        if same_rows and len(prev.segments) == len(self.segments):  # type: ignore[union-attr]
+            c.segments, c.segment_of = prev.segments, prev.segment_of  # type: ignore[union-attr]
+        else:
+            c.segments, c.segment_of = list(self.segments), dict(self.segment_of)
+        c.nonfinite = prev.nonfinite if same_rows and len(prev.nonfinite) == len(self.nonfinite) \
+            else list(self.nonfinite)  # type: ignore[union-attr]
+        if prev is not None and prev.ev_stamp == self.ev_stamp:
+            for name in _EVENT_CONTAINERS:
+                setattr(c, name, getattr(prev, name))
+            return c
         c.starts, c.ends = dict(self.starts), dict(self.ends)
         c.checkpoints, c.evals = list(self.checkpoints), list(self.evals)
         c.aborts, c.losts, c.writer_errors = list(self.aborts), list(self.losts), list(self.writer_errors)
@@ -308,6 +331,11 @@ def _profiled_span(e: dict[str, Any]) -> tuple[float, float] | None:
     return (float(lo), float(hi)) if ok and lo <= hi else None  # type: ignore[operator]
 
 
+#: what a rank's events fill (RankData.frozen_after takes them over from the last frozen copy while they
+#: did not change)
+_EVENT_CONTAINERS = ("starts", "ends", "checkpoints", "evals", "aborts", "losts", "writer_errors",
+                     "device_events", "profiles", "profiled", "exits", "procs", "stacks")
+
 #: event kinds a rank keeps whole, by the RankData list they go in (``lost``: a launcher's word, said long
 #: after the rank's last sign of life: msrun's scheduler timed the worker out)
 _LISTED = {"eval": "evals", "abort": "aborts", "lost": "losts", "writer_error": "writer_errors",
@@ -336,6 +364,16 @@ def _proc(d: RankData, e: dict[str, Any], t: float) -> None:
     if len(d.procs) > 16:  # a rank restarted many times: only its newest processes
         for k in sorted(d.procs, key=lambda k: float(d.procs[k]["time"]))[:-16]:
             del d.procs[k]
+
+
+@dataclass
+class KeptAnswers:
+    """Each rank's answers as mstop.engine.rankstate worked them out, and the last of them in arrays."""
+
+    #: rank -> (what its answers read, its answers)
+    per_rank: dict[int, tuple[Any, Any]] = field(default_factory=dict)
+    #: (ranks, their answers, arrays by name): the next arrays are written only where an answer changed
+    arrays: tuple[list[int], list[Any], dict[str, np.ndarray]] | None = None
 
 
 class Store:
@@ -369,6 +407,9 @@ class Store:
         self._frozen_ranks: dict[int, tuple[RankData, int, RankData]] = {}
         #: state that advances with the rows (mstop.engine.folds), fed by ingest_rows
         self.folds = Folds(FLOAT_INDEX)
+        #: each rank's answers (mstop.engine.rankstate), kept by what they were worked out from: shared with
+        #: snapshots (a derived cache, like the block summaries: entries are replaced whole, never changed)
+        self.answers = KeptAnswers()
 
     # read-only: the store's own methods change them (saw_mtime, forget_arrivals, file_time, ingest_*)
     @property
@@ -412,7 +453,7 @@ class Store:
         got = self._frozen_ranks.get(r)
         if got is not None and got[0] is d and got[1] == d.stamp:
             return got[2]
-        c = d.frozen()
+        c = d.frozen_after(got[2] if got is not None and got[0] is d else None)
         self._frozen_ranks[r] = (d, d.stamp, c)
         return c
 
@@ -580,6 +621,43 @@ class Store:
             self._arrival = self._life_arrival = time.time()
             self.version += 1
 
+    def ingest_round(self, batches: list[tuple[int, Rows]]) -> None:
+        """Append a read round's rows, rank by rank (in file order each): one call for the round. The usual
+        batch while following (a rank's one new row, of its current session, no extra column, no literal
+        NaN) is appended to the rank's columns here and folded in with the round's others at once
+        (Folds.add_rows); any other goes through :meth:`ingest_rows`."""
+        with self.lock:
+            plain: list[tuple[int, Rows]] = []
+
+            def fold() -> None:  # the plain rows so far, folded in before any other batch (rows in file order)
+                if plain:
+                    self.folds.add_rows([r for r, _ in plain], np.concatenate([x.exact for _, x in plain]),
+                                        np.concatenate([x.floats for _, x in plain]))
+                    plain.clear()
+                    self._arrival = self._life_arrival = time.time()
+                    self.version += 1
+
+            seen: set[int] = set()
+            for r, rows in batches:
+                d = self.ranks.get(r)
+                if (d is None or len(rows) != 1 or rows.bad or rows.extra or d.extras or rows.nonfinite
+                        or r in seen or len(rows.session_names) != 1 or not d.segments
+                        or d.segments[-1].session != rows.session_names[0]):
+                    fold()
+                    seen.clear()
+                    self.ingest_rows(r, rows)
+                    continue
+                seen.add(r)
+                if d.monotonic and rows.exact[0, 1] < d.exact.data[d.rows - 1, 1]:
+                    d.monotonic = False
+                d.exact.extend(rows.exact)
+                d.floats.extend(rows.floats)
+                k = len(d.segments) - 1
+                d.session_idx.extend(_ONE_SEGMENT[k] if k < len(_ONE_SEGMENT) else np.array([k], np.int32))
+                d.stamp += 1
+                plain.append((r, rows))
+            fold()
+
     def reset_rank(self, r: int) -> None:
         """Forget rank ``r``'s rows: its file is being read again from the start."""
         with self.lock:
@@ -598,6 +676,7 @@ class Store:
                 d.quiet = {}
                 d.csv_mtime = None
                 d.stamp += 1
+                d.rows_epoch += 1
             self.folds.reset(r)
             self.version += 1
 
@@ -672,6 +751,7 @@ class Store:
                         d.profiles.append(e)
             if items:
                 d.stamp += 1
+                d.ev_stamp = next(EVENT_STAMPS)
                 self._life_arrival = time.time()
             self.version += 1
 

@@ -198,6 +198,6 @@ class Round:
                     for f, chunk in items:
                         ingest(self.store, f, chunk)
                     continue
-                for (f, chunk), rows in zip(items, parts):
+                for f, chunk in items:
                     self.store.file_time(f.rank, f.kind, chunk.mtime)
-                    self.store.ingest_rows(f.rank, rows)
+                self.store.ingest_round([(f.rank, rows) for (f, _), rows in zip(items, parts)])

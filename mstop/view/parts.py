@@ -191,7 +191,8 @@ def ranks(store: Store, opts: Options) -> list[RankRow]:
     steps = figures.lasts(store).step  # the window's ranks are these, in the same order
     ages = (base + (newest - last_t)).tolist()
     rows = []
-    run = RunReader(store)
+    answers = RunReader(store).answers()  # each rank's process and profile, kept until its events change
+    at = {r: k for k, r in enumerate(answers.ranks)}
     for i, r in enumerate(w.ranks):
         host = str(w.starts[i].get("host") or "?")
         head = by_label.get(f"rank {r}")
@@ -199,24 +200,21 @@ def ranks(store: Store, opts: Options) -> list[RankRow]:
                       data_wait=opt(dwf[i]), headroom=head if head is not None else by_label.get(f"host {host}"),
                       age=None if math.isnan(last_t[i]) else ages[i])
         rows.append(row)
-        prof = run.profile(r)
-        if prof is not None:
-            row.comm_share, row.idle_share = prof["comm_not_overlapped"], prof["idle"]
+        one = answers.one[at[r]]
+        if one.profile is not None:
+            row.comm_share, row.idle_share = one.profile["comm_not_overlapped"], one.profile["idle"]
+        if one.process is not None:
+            _process_cells(row, one.process)
     _device_columns(store, rows)
-    _process_columns(run, rows)
     return rows
 
 
-def _process_columns(run: RunReader, rows: list[RankRow]) -> None:
-    """Each rank's process (pid, state, CPU, RSS) in its row, as ``summary --json``'s ``processes`` has it."""
-    for row in rows:
-        f = run.process(row.rank)
-        if f is None:
-            continue
-        row.pid, row.state, row.cpu, row.rss = f["pid"], f["state"], f["cpu"], f["rss"]
-        ex = f["exit"]
-        if ex is not None:
-            row.ended = ex.get("signal") or (f"exit {ex['code']}" if ex.get("how") == "exit" else "ended")
+def _process_cells(row: RankRow, f: dict[str, Any]) -> None:
+    """The rank's process (pid, state, CPU, RSS) in its row, as ``summary --json``'s ``processes`` has it."""
+    row.pid, row.state, row.cpu, row.rss = f["pid"], f["state"], f["cpu"], f["rss"]
+    ex = f["exit"]
+    if ex is not None:
+        row.ended = ex.get("signal") or (f"exit {ex['code']}" if ex.get("how") == "exit" else "ended")
 
 
 def loss(store: Store, opts: Options, ema: EmaSeries, *, points: int, steps: Any, xaxis: str) -> LossPart:

@@ -66,7 +66,8 @@ batches = st.lists(st.tuples(st.integers(0, 12),  # rank
                              st.one_of(st.integers(1, 30), st.just(-1)),  # rows in the batch; -1: read again
                              st.integers(0, 3),  # its session (a new one resumes from an earlier step)
                              st.booleans(),  # the file has the ACHIEVED column
-                             st.booleans()),  # a profile event for the rank's steps so far
+                             st.booleans(),  # a profile event for the rank's steps so far
+                             st.booleans()),  # read in one round with the batches before it (ingest_round)
                    max_size=40)
 
 
@@ -76,8 +77,18 @@ def test_the_folds_equal_each_ranks_last_rows_however_the_rows_came(plan):
     store = Store()
     step_of: dict[int, float] = {}
     snaps = []
-    for k, (r, n, sess, achieved, profile) in enumerate(plan):
+    pending: list = []  # one read round's batches, appended at once (Store.ingest_round)
+
+    def flush() -> None:
+        if pending:
+            store.ingest_round(list(pending))
+            pending.clear()
+
+    for k, (r, n, sess, achieved, profile, together) in enumerate(plan):
+        if not together:
+            flush()
         if n == -1:
+            flush()
             store.reset_rank(r)
             step_of.pop(r, None)
             continue
@@ -86,13 +97,20 @@ def test_the_folds_equal_each_ranks_last_rows_however_the_rows_came(plan):
             first = max(1.0, first - 5 * sess)
         steps = [first + i for i in range(n)]
         step_of[r] = steps[-1]
-        store.ingest_rows(r, _rows([1000.0 + k + i / 100 for i in range(n)], steps, f"s{sess}", achieved))
+        rows = _rows([1000.0 + k + i / 100 for i in range(n)], steps, f"s{sess}", achieved)
+        if together:
+            pending.append((r, rows))
+        else:
+            store.ingest_rows(r, rows)
         if profile:
+            flush()
             store.ingest_events(r, [{"time": 1000.0 + k, "kind": "profile", "rank": r,
                                      "first_step": int(first), "last_step": int(first) + 2}])
         if k % 5 == 0:  # a snapshot keeps what the folds held when it was taken
+            flush()
             s = store.snapshot()
             snaps.append((s, _truth_lasts(s), _truth_window(s)))
+    flush()
     s = store.snapshot()
     for snap, t_lasts, t_window in [*snaps, (s, _truth_lasts(s), _truth_window(s))]:
         got = lasts(snap)

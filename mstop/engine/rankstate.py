@@ -1,0 +1,260 @@
+"""Each rank's standing as its events say it, in arrays across ranks: worked out again only for a rank whose
+events (or sessions) changed.
+
+The status, the liveness rule, the ranks table and ``summary`` ask the same questions of every rank at every
+frame: did it abort, did the launcher lose it, did it finish, is it restarting, did its process end, when did
+it last show a sign of life, what does its witness say of its process. Each answer is defined once, per rank,
+in :mod:`mstop.engine.figures` and :mod:`mstop.engine.processes`; asked of 1,024 ranks in Python at every
+frame they cost more than the rest of the frame (issue 39). Nearly all of them depend on a rank's events
+alone, and events are rare beside rows: a rank's answers are kept with the key of what they read (its events'
+stamp, its sessions, and its last row's time only where an answer reads it: an abort, an end, rows with no
+session), and :func:`states` hands every rank's in arrays (one per store version).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from . import processes
+from .store import RankData, Store
+
+
+@dataclass(frozen=True)
+class One:
+    """One rank's answers (see the module's docstring); times on the rank's own clock."""
+
+    aborted: bool
+    lost: dict[str, Any] | None
+    finished: bool
+    restarting: bool
+    exit: dict[str, Any] | None  # its current process's exit event
+    #: its last sign of life from events: a heartbeat, an event, the start of a session with no row yet
+    event_life: float
+    restart_start: float  # the start time of its newest session while that session has no row (else NaN)
+    heartbeats: bool  # wrote heartbeats, or its start event promised them
+    heartbeat_interval: float  # the interval its start event gives (NaN: none)
+    process: dict[str, Any] | None  # processes.facts
+    profile: dict[str, Any] | None  # its newest profile's shares (mstop.engine.profiles.rank_profile)
+    host: str | None
+    started: bool  # has a start event
+
+
+@dataclass
+class States:
+    """Every rank of the store (rank order) and its answers, as arrays where figures add them up."""
+
+    ranks: list[int]
+    one: list[One]
+    rows: np.ndarray  # int64: rows held
+    last_time: np.ndarray  # its last row's time (NaN: no row)
+    last_step: np.ndarray  # its last row's step (NaN: no row)
+    aborted: np.ndarray
+    lost: np.ndarray
+    finished: np.ndarray
+    restarting: np.ndarray
+    exited: np.ndarray  # its current process's exit was seen
+    started: np.ndarray
+    heartbeats: np.ndarray
+    heartbeat_interval: np.ndarray
+    restart_start: np.ndarray
+    life: np.ndarray  # the last sign of life, rows included (NaN: none), on the rank's own clock
+
+    def index(self, rank: int) -> int | None:
+        """Where ``rank`` is in these arrays (None: not in the store)."""
+        i = int(np.searchsorted(self._ranks, rank)) if self.ranks else 0
+        return i if i < len(self.ranks) and self.ranks[i] == rank else None
+
+    def __post_init__(self) -> None:
+        self._ranks = np.asarray(self.ranks, dtype=np.int64)
+
+
+# -- each answer, for one rank -------------------------------------------------------------------------------
+
+def aborted(d: RankData) -> bool:
+    """An ``abort`` event ends the rank's last session (no start after it, and no row of that session
+    after it: a MindFormers log's ERROR line that training went on past is no end)."""
+    if not d.aborts:
+        return False
+    s = _last_session(d)
+    last_row = float(d.exact.view()[-1, 0]) if d.rows and d.segments and d.segments[-1].session == s else None
+    for a in d.aborts:
+        if a.get("session") is not None:
+            if str(a["session"]) == s and (last_row is None or last_row <= float(a["time"])):
+                return True
+        elif d.last_start is None or float(a["time"]) >= float(d.last_start.get("time", 0.0)):
+            return True  # an older writer's abort carries no session: the last start before it
+    return False
+
+
+def _last_session(d: RankData) -> str | None:
+    if d.last_start is not None:
+        return str(d.last_start.get("session"))
+    return d.segments[-1].session if d.segments else None
+
+
+def _unnamed_rows(d: RankData) -> bool:
+    """Whether the rank's newest rows carry no session (a CSV without the column, written by a job's own
+    code): their session is then told by time, not by name."""
+    return bool(d.rows) and d.segments[-1].session == ""
+
+
+def last_session(d: RankData) -> str | None:
+    """The session of the rank's newest start event (or of its last rows)."""
+    return _last_session(d)
+
+
+def lost(d: RankData) -> dict[str, Any] | None:
+    """The ``lost`` event (msrun's scheduler timed the worker out) that ends the rank's last session, if
+    any: no end of that session and no start after it."""
+    s = _last_session(d)
+    if s is None or s in d.ends:
+        return None
+    return next((e for e in d.losts if str(e.get("session")) == s), None)
+
+
+def finished_cleanly(d: RankData) -> bool:
+    """Whether the rank's last session ended with an ``end`` event after its last row, or its process with
+    status 0."""
+    if processes.clean_exit(processes.exited(d)):
+        return True  # its process ended with status 0: done, whether or not the writer was closed
+    s = _last_session(d)
+    if s is None or s not in d.ends:
+        return False
+    if d.rows and (d.segments[-1].session == s or _unnamed_rows(d)):
+        return d.ends[s] >= float(d.exact.data[d.rows - 1, 0])
+    return True
+
+
+def restarting(d: RankData) -> bool:
+    """The rank's newest start event belongs to a session with no rows yet (rows that carry no session
+    belong to it once one is as late as the start event)."""
+    s = _last_session(d)
+    if s is None or not d.segments or s in {seg.session for seg in d.segments}:
+        return False
+    if _unnamed_rows(d) and d.last_start is not None:
+        return float(d.exact.data[d.rows - 1, 0]) < float(d.last_start["time"])
+    return True
+
+
+
+#: the parts of a step a profile splits it into (compute + comm_not_overlapped + idle = the step; overlapped
+#: communication is inside compute)
+PROFILE_PARTS = ("compute", "comm_not_overlapped", "overlapped", "idle")
+
+
+def profile_summary(d: RankData, e: dict[str, Any]) -> dict[str, Any] | None:
+    """A ``profile`` event's shares of the step, with its steps and its top operators (None: no shares)."""
+    sh = e.get("shares")
+    if not isinstance(sh, dict) or not all(isinstance(sh.get(k), (int, float)) for k in PROFILE_PARTS):
+        return None
+    pipeline = {k: float(sh[k]) for k in ("stage", "bubble") if isinstance(sh.get(k), (int, float))}
+    return {"rank": d.rank, "first_step": e.get("first_step"), "last_step": e.get("last_step"),
+            "time": float(e["time"]), **{k: float(sh[k]) for k in PROFILE_PARTS}, **pipeline,
+            "source": e.get("source"), "path": e.get("path"),
+            "top_ops": [o for o in (e.get("top_ops") or []) if isinstance(o, dict)][:10]}
+
+
+def rank_profile(d: RankData) -> dict[str, Any] | None:
+    """The rank's newest profile (mstop.engine.figures.latest_profile), or None."""
+    got = [p for p in (profile_summary(d, e) for e in d.profiles) if p is not None]
+    return max(got, key=lambda p: p["time"]) if got else None
+
+
+
+# -- kept, and in arrays ------------------------------------------------------------------------------------
+
+def _key(d: RankData) -> tuple[Any, ...]:
+    """What a rank's answers read: its events, whether it has rows, its sessions, and its last row's time
+    where an answer compares with it (an abort, an end, rows that carry no session)."""
+    rows = d.rows
+    unnamed = bool(rows) and d.segments[-1].session == ""
+    t = float(d.exact.data[rows - 1, 0]) if rows and (d.aborts or d.ends or unnamed) else None
+    return d.ev_stamp, rows > 0, len(d.segments), t
+
+
+def _one(d: RankData) -> One:
+    start = d.last_start
+    restart = math.nan
+    if start is not None and str(start.get("session")) not in d.segment_of:
+        restart = float(start["time"])
+    lives = [t for t in (d.last_heartbeat, d.last_event_time) if t is not None]
+    if restart == restart:
+        lives.append(restart)
+    hb = start.get("heartbeat_interval") if start else None
+    hb_ok = isinstance(hb, (int, float)) and not isinstance(hb, bool) and hb > 0
+    return One(aborted=aborted(d), lost=lost(d), finished=finished_cleanly(d), restarting=restarting(d),
+               exit=processes.exited(d),
+               event_life=max(lives) if lives else math.nan, restart_start=restart,
+               heartbeats=d.last_heartbeat is not None or hb_ok,
+               heartbeat_interval=float(hb) if hb_ok else math.nan,  # type: ignore[arg-type]
+               process=processes.facts(d), profile=rank_profile(d) if d.profiles else None,
+               host=start.get("host") if start else None, started=bool(d.starts))
+
+
+def one(store: Store, r: int) -> One:
+    """Rank ``r``'s answers (it must be in the store)."""
+    d = store.ranks[r]
+    key = _key(d)
+    got = store.answers.per_rank.get(r)
+    if got is None or got[0] != key:
+        got = store.answers.per_rank[r] = (key, _one(d))
+    return got[1]
+
+
+def states(store: Store) -> States:
+    """Every rank's answers, once per version of the store."""
+    return store.memo("rank_states", lambda: _states(store))
+
+
+#: the arrays of States that hold one figure per rank, from its One
+_FLAGS = ("aborted", "finished", "restarting", "started", "heartbeats")
+_FLOATS = ("event_life", "heartbeat_interval", "restart_start")
+
+
+def _states(store: Store) -> States:
+    ranks = sorted(store.ranks)
+    n = len(ranks)
+    ones: list[One] = []
+    cache, by_rank = store.answers.per_rank, store.ranks
+    for r in ranks:  # the one walk of the ranks: a key and a lookup each (about a microsecond)
+        d = by_rank[r]
+        key = _key(d)
+        got = cache.get(r)
+        if got is None or got[0] != key:
+            got = cache[r] = (key, _one(d))
+        ones.append(got[1])
+    prev = store.answers.arrays
+    if prev is not None and prev[0] == ranks:  # the same ranks: only the answers that changed are written
+        old_ones, arrays = prev[1], {k: v.copy() for k, v in prev[2].items()}
+        changed = [k for k in range(n) if ones[k] is not old_ones[k]]
+    else:
+        arrays = {name: np.zeros(n, bool) for name in (*_FLAGS, "lost", "exited")}
+        arrays.update({name: np.full(n, np.nan) for name in _FLOATS})
+        changed = range(n)
+    for k in changed:
+        o = ones[k]
+        for name in _FLAGS:
+            arrays[name][k] = getattr(o, name)
+        for name in _FLOATS:
+            arrays[name][k] = getattr(o, name)
+        arrays["lost"][k], arrays["exited"][k] = o.lost is not None, o.exit is not None
+    store.answers.arrays = (ranks, ones, arrays)
+    rows = np.zeros(n, np.int64)
+    last = np.full((n, 2), np.nan)
+    lasts = store.folds.lasts()  # every rank with rows: its last row (the store's fold)
+    if lasts.ranks:
+        at = np.searchsorted(np.asarray(ranks), lasts.ranks)
+        last[at, 0], last[at, 1] = lasts.time, lasts.step
+        rows[at] = store.folds.rows[store.folds.order()[1]]
+    with np.errstate(invalid="ignore"):
+        life = np.fmax(arrays["event_life"], last[:, 0])
+    return States(ranks=ranks, one=ones, rows=rows, last_time=last[:, 0], last_step=last[:, 1],
+                  aborted=arrays["aborted"], lost=arrays["lost"], finished=arrays["finished"],
+                  restarting=arrays["restarting"], exited=arrays["exited"], started=arrays["started"],
+                  heartbeats=arrays["heartbeats"], heartbeat_interval=arrays["heartbeat_interval"],
+                  restart_start=arrays["restart_start"], life=life)
+

@@ -1,0 +1,108 @@
+"""Each rank's kept answers (mstop.engine.rankstate) equal the same answers worked out afresh from the rank's
+events and rows, however rows and events arrive: interleaved, a session ended, aborted, lost, its process
+ended, a file read again, with snapshots taken between (issue 39: the status, the liveness rule and the
+ranks table read them at every frame instead of walking every rank's events)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mstop.engine import processes, rankstate
+from mstop.engine.parse import NUMERIC, Rows
+from mstop.engine.store import Store
+
+N_EXACT = 2
+RANKS = 2
+
+
+def _rows(t0: float, step0: int, n: int, session: str) -> Rows:
+    exact = np.column_stack([t0 + np.arange(n, dtype=float), step0 + np.arange(n, dtype=float)])
+    floats = np.full((n, len(NUMERIC) - N_EXACT), np.nan, np.float32)
+    return Rows(exact, floats, {}, np.zeros(n, np.int32), [session], [], 0)
+
+
+op = st.one_of(
+    # mostly one session: its rows after an abort or an end of it are what the answers must notice
+    st.tuples(st.just("rows"), st.integers(0, RANKS - 1), st.integers(1, 4), st.sampled_from(["a", "a", "b", ""])),
+    st.tuples(st.just("rows"), st.integers(0, RANKS - 1), st.integers(1, 4), st.sampled_from(["a", "a", "b", ""])),
+    st.tuples(st.just("event"), st.integers(0, RANKS - 1),
+              st.sampled_from(["start", "end", "abort", "lost", "exit0", "exit9", "heartbeat", "proc", "profile"]),
+              st.sampled_from(["a", "a", "b"])),
+    st.tuples(st.just("reset_rows"), st.integers(0, RANKS - 1), st.just(0), st.just("")),
+    st.tuples(st.just("reset_events"), st.integers(0, RANKS - 1), st.just(0), st.just("")),
+    st.tuples(st.just("snapshot"), st.just(0), st.just(0), st.just("")),
+)
+
+
+def _event(kind: str, session: str, t: float, pid: int) -> dict:
+    base = {"time": t, "session": session}
+    if kind == "start":
+        return {**base, "kind": "start", "pid": pid, "host": "h", "heartbeat_interval": 5}
+    if kind in ("exit0", "exit9"):
+        return {**base, "kind": "exit", "pid": pid, "how": "exit" if kind == "exit0" else "signal",
+                "code": 0 if kind == "exit0" else None, "signal": None if kind == "exit0" else "SIGKILL"}
+    if kind == "proc":
+        return {**base, "kind": "proc", "pid": pid, "state": "S", "cpu_s": t / 10, "rss": 1000}
+    if kind == "profile":
+        return {**base, "kind": "profile", "first_step": 1, "last_step": 2,
+                "shares": {"compute": 0.5, "comm_not_overlapped": 0.2, "overlapped": 0.1, "idle": 0.3}}
+    if kind == "abort":
+        return {**base, "kind": "abort", "error": "boom", "step": 1}
+    return {**base, "kind": kind}
+
+
+def _same(a: float, b: float) -> bool:
+    return (math.isnan(a) and math.isnan(b)) or a == b
+
+
+def _check(store: Store) -> None:
+    got = rankstate.states(store)
+    assert got.ranks == sorted(store.ranks)
+    for k, r in enumerate(got.ranks):
+        d = store.ranks[r]
+        assert got.aborted[k] == rankstate.aborted(d)
+        assert got.lost[k] == (rankstate.lost(d) is not None)
+        assert got.finished[k] == rankstate.finished_cleanly(d)
+        assert got.restarting[k] == rankstate.restarting(d)
+        assert got.exited[k] == (processes.exited(d) is not None)
+        assert got.one[k].process == processes.facts(d)
+        assert got.one[k].profile == (rankstate.rank_profile(d) if d.profiles else None)
+        assert got.rows[k] == d.rows
+        life = [t for t in (d.last_heartbeat, d.last_event_time) if t is not None]
+        if d.rows:
+            life.append(float(d.col("time")[-1]))
+            assert got.last_step[k] == float(d.col("step")[-1])
+        if d.last_start is not None and str(d.last_start.get("session")) not in d.segment_of:
+            life.append(float(d.last_start["time"]))
+        assert _same(float(got.life[k]), max(life) if life else math.nan)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(op, min_size=1, max_size=30))
+def test_kept_answers_equal_the_answers_worked_out_afresh(ops):
+    store = Store()
+    t = 1000.0
+    step = {r: 0 for r in range(RANKS)}
+    snaps = []
+    for kind, r, n, session in ops:
+        t += 1.0
+        if kind == "rows":
+            store.ingest_rows(r, _rows(t, step[r] + 1, n, session))
+            step[r] += n
+            t += n
+        elif kind == "event":
+            store.ingest_events(r, [_event(n, session, t, 100 + r)])
+        elif kind == "reset_rows":
+            store.reset_rank(r)
+            step[r] = 0
+        elif kind == "reset_events":
+            store.reset_events(r)
+        else:
+            snaps.append((store.snapshot(), None))
+        _check(store.snapshot())
+    for snap, _ in snaps:  # an older snapshot's answers are still its own (the kept ones are shared)
+        _check(snap)
