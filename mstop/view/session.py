@@ -13,11 +13,11 @@ from __future__ import annotations
 import os
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from ..engine.endings import ending
-from ..engine.figures import Options
+from ..engine.figures import Options, seconds_since_last_row
 from ..engine.health import Alert, Health, Rules
 from ..engine.incidents import Incident
 from ..engine.logs import last_error
@@ -38,6 +38,9 @@ from .options import MonitorOptions
 
 #: the monitor as the command line starts it with no options
 DEFAULT_OPTIONS = MonitorOptions()
+
+#: the header's status while the first read of what is already written goes on (no status of the job yet)
+READING = "reading"
 
 #: Fewest seconds between two scans of the history for incidents (marks on the loss chart; a always scans).
 INCIDENTS_EVERY = 10.0
@@ -109,6 +112,11 @@ class MonitorSession:
             v.name = self.run_label
         out = Frame(v)
         if self.reading:  # a part of the files: no alert told, no incident scanned from it
+            # what is read so far is no state of the job: the header says it is reading, and the last row's
+            # age is told by its own time (every row read "arrived" just now: 0 s ago, of a row 3 minutes old)
+            v.header.status = READING
+            if snap.rows:
+                v.header.since_last_row = seconds_since_last_row(snap, replace(self.opts, arrival_clock=None))
             return out
         v.alerts = self.health.alerts(snap, self.opts)
         v.marks = heat_marks(v.alerts)

@@ -4,6 +4,7 @@ new in it; it never calls back into a screen, so these tests need none."""
 from __future__ import annotations
 
 import ast
+import os
 
 from mstop.view import MonitorOptions
 from mstop.view.session import MonitorSession
@@ -54,6 +55,30 @@ def test_while_reading_nothing_is_told_and_a_scan_is_asked_for_once(tmp_path):
     assert session.scan(f.scan) is True  # the NaN's incident: a new mark
     assert session.scan(f.scan) is False
     assert session.frame(points=60, ranks_view=True).scan is None  # the ranks view draws no loss chart
+    session.source.stop()
+
+
+def test_while_reading_the_header_says_so_and_ages_rows_by_their_own_time(tmp_path):
+    """Seen at 10,000 ranks (issue 39): during the first read the header said ``status RUNNING`` and ``last row
+    0 s ago`` (every row read had just "arrived") while the newest row was minutes old. While reading, the
+    status is ``reading`` and the age is the rows' own; once read, the job's status is told again."""
+    import time
+
+    t0 = time.time() - 400  # 40 rows a second apart: the last row is about 360 s old
+    for r in range(2):
+        write_events(tmp_path, r, [start("s1", t0)])
+        write_rank(tmp_path, r, steps(1, 40, t0=t0, step_time=1.0, tokens=4096))
+    for f in tmp_path.iterdir():  # written when their rows say (no clock is off)
+        os.utime(f, (t0 + 40, t0 + 40))
+    session = MonitorSession([str(tmp_path)])  # the real clock: ages by arrival while following
+    session.reading = True
+    session.source.read_all()
+    h = session.frame(points=60).view.header
+    assert h.status == "reading"
+    assert 300 < h.since_last_row < 500, h.since_last_row
+    session.first_read_done()
+    h = session.frame(points=60).view.header
+    assert h.status == "stalled" and 300 < h.since_last_row < 500
     session.source.stop()
 
 
