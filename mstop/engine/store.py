@@ -137,6 +137,11 @@ class RankData:
     #: a new number at every change of its events (mstop.engine.rankstate.EVENT_STAMPS): its answers are kept
     ev_stamp: int = field(default_factory=lambda: next(EVENT_STAMPS))
     rows_epoch: int = 0  # bumped when its rows are forgotten (reset_rank): its lists no longer only grow
+    #: bumped when rows change which of its rows are on the timeline (a new session, an older one's rows)
+    retimes: int = 0
+    #: what a rule keeps of its rows between frames, by the rule (mstop.engine.ruletable): shared with frozen
+    #: copies; each entry names what it was computed from and is replaced whole
+    kept: dict[str, Any] = field(default_factory=dict)
     last_start: dict[str, Any] | None = None
     last_heartbeat: float | None = None
     last_event_time: float | None = None
@@ -284,6 +289,26 @@ class RankData:
         self._effective = mask
         return mask
 
+    def last_effective(self, k: int) -> np.ndarray:
+        """The last ``k`` row indices on the timeline, found from the end (a live rule over the recent rows
+        must not cost O(rows) a frame: at 1.25 M rows a rank, every rule's flatnonzero took 1 ms)."""
+        n = self.rows
+        if len(self.segments) <= 1:
+            return np.arange(max(0, n - k), n)
+        eff = self.effective()
+        found: list[np.ndarray] = []
+        total, end = 0, n
+        while end > 0 and total < k:
+            start = max(0, end - max(4 * k, 4096))
+            sel = np.flatnonzero(eff[start:end]) + start
+            found.append(sel)
+            total, end = total + len(sel), start
+        return np.concatenate(found[::-1])[-k:] if found else np.empty(0, np.int64)
+
+    def effective_rows(self) -> int:
+        """How many rows are on the timeline."""
+        return self.rows if len(self.segments) <= 1 else int(np.count_nonzero(self.effective()))
+
     def steady(self) -> np.ndarray:
         """The effective rows less each session's first row: the step that compiled the graph (100-1,000x a
         normal step) and warmed up, which no step-time or throughput window may hold. A session of one row
@@ -364,6 +389,34 @@ def _proc(d: RankData, e: dict[str, Any], t: float) -> None:
     if len(d.procs) > 16:  # a rank restarted many times: only its newest processes
         for k in sorted(d.procs, key=lambda k: float(d.procs[k]["time"]))[:-16]:
             del d.procs[k]
+
+
+def _append_sessions(d: RankData, rows: Rows, base: int) -> bool:
+    """Append the session index of rows ``base``.. of rank ``d`` (new sessions become segments); whether
+    any of them belongs to an older session than its latest (which rows are on the timeline changes)."""
+    known = d.segment_of
+    if len(rows.session_names) == 1 and rows.session_names[0] in known:  # the usual increment
+        k = known[rows.session_names[0]]
+        d.session_idx.extend(_ONE_SEGMENT[k] if len(rows) == 1 and k < len(_ONE_SEGMENT)
+                             else np.full(len(rows), k, np.int32))
+        mixed = k != len(d.segments) - 1
+    else:
+        steps = rows.exact[:, 1]
+        to_segment = np.empty(len(rows.session_names), dtype=np.int32)
+        for code, name in enumerate(rows.session_names):
+            k = known.get(name)
+            if k is None:
+                mine = rows.session_codes == code
+                if not mine.any():  # a name no kept row carries: never a segment of its own
+                    continue
+                first = int(np.argmax(mine))
+                k = known[name] = len(d.segments)
+                d.segments.append(Segment(name, base + first, float(steps[first])))
+            to_segment[code] = k
+        coded = to_segment[rows.session_codes]
+        d.session_idx.extend(coded)
+        mixed = bool((coded != len(d.segments) - 1).any())
+    return mixed
 
 
 @dataclass
@@ -589,31 +642,12 @@ class Store:
             for col in d.extras.values():
                 if col.n < base + len(rows):  # a column this file does not have
                     col.extend(np.full(base + len(rows) - col.n, np.nan, np.float32))
-            known = d.segment_of
-            if len(rows.session_names) == 1 and rows.session_names[0] in known:  # the usual increment
-                k = known[rows.session_names[0]]
-                d.session_idx.extend(_ONE_SEGMENT[k] if len(rows) == 1 and k < len(_ONE_SEGMENT)
-                                     else np.full(len(rows), k, np.int32))
-                mixed = k != len(d.segments) - 1
-            else:
-                steps = rows.exact[:, 1]
-                to_segment = np.empty(len(rows.session_names), dtype=np.int32)
-                for code, name in enumerate(rows.session_names):
-                    k = known.get(name)
-                    if k is None:
-                        mine = rows.session_codes == code
-                        if not mine.any():  # a name no kept row carries: never a segment of its own
-                            continue
-                        first = int(np.argmax(mine))
-                        k = known[name] = len(d.segments)
-                        d.segments.append(Segment(name, base + first, float(steps[first])))
-                    to_segment[code] = k
-                coded = to_segment[rows.session_codes]
-                d.session_idx.extend(coded)
-                mixed = bool((coded != len(d.segments) - 1).any())
+            mixed = _append_sessions(d, rows, base)
             if rows.nonfinite:
                 d.nonfinite.extend((base + i, c, v) for i, c, v in rows.nonfinite)
             retimed = mixed or len(d.segments) != segments_before  # which rows are on the timeline changed
+            if retimed:
+                d.retimes += 1
             tokens = float(np.nansum(d.col("tokens")[d.effective()], dtype=np.float64)) if retimed else None
             self.folds.add(r, rows.exact, rows.floats, rows.extra.get(ACHIEVED), segments=len(d.segments),
                            latest_first=d.segments[-1].first_row if d.segments else 0, mixed=mixed, tokens=tokens)
@@ -674,6 +708,7 @@ class Store:
                 d._effective = None
                 d._steady = None
                 d.quiet = {}
+                d.kept = {}
                 d.csv_mtime = None
                 d.stamp += 1
                 d.rows_epoch += 1
@@ -691,6 +726,7 @@ class Store:
                     old.exact, old.floats, old.extras, old.session_idx)
                 fresh.segments, fresh.segment_of, fresh.nonfinite = old.segments, old.segment_of, old.nonfinite
                 fresh.monotonic, fresh.summaries, fresh.summary_lock = old.monotonic, old.summaries, old.summary_lock
+                fresh.rows_epoch, fresh.retimes, fresh.kept = old.rows_epoch, old.retimes, old.kept
                 self.ranks[r] = fresh
             self.version += 1
 

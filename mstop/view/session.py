@@ -221,7 +221,8 @@ class MonitorSession:
     def scan(self, alerts: list[Alert]) -> bool:
         """Scan the history for incidents (any thread); whether the loss chart's marks changed."""
         before = self._incidents[2]
-        found = self.health.incidents(self.store, self.opts, alerts)
+        # a snapshot: a scan of a long history holds no lock the screen or the reading thread waits for
+        found = self.health.incidents(self.store.snapshot(), self.opts, alerts)
         self._incidents = (self._incidents[0], self._incidents[1], found)
         return [i.first_step for i in found] != [i.first_step for i in before]
 
@@ -229,7 +230,7 @@ class MonitorSession:
         """The a key: every active alert (marked seen) and the run's past incidents, scanned now."""
         alerts = self.health.alerts(self.store.snapshot(), self.opts)
         self.alerting.seen(alerts)
-        got = self.health.incidents(self.store, self.opts, alerts)
+        got = self.health.incidents(self.store.snapshot(), self.opts, alerts)
         self._incidents = (self.store.version, time.monotonic(), got)
         return alerts, [i for i in got if not i.active]
 
