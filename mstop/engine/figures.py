@@ -111,7 +111,8 @@ def _window(store: Store) -> Window:
         cols[ACHIEVED][i, WINDOW - k:] = ach
         for c in _COLS[1:]:
             cols[c][i, WINDOW - k:] = fl[:, FLOAT_INDEX[c]]
-    return Window(ranks, cols, [store.ranks[r].last_start or {} for r in ranks])
+    st = rankstate.states(store)  # each rank's newest start: its answers, kept until its events change
+    return Window(ranks, cols, [st.one[k].start or {} for k in st.positions(ranks)])
 
 
 def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
@@ -241,7 +242,8 @@ def rows_window(store: Store, rows: dict[int, np.ndarray]) -> Window:
             cols[c][i, width - k:] = floats[:, FLOAT_INDEX[c]]
         if ACHIEVED in d.extras:
             cols[ACHIEVED][i, width - k:] = d.extras[ACHIEVED].view()[idx]
-    return Window(ranks, cols, [store.ranks[r].last_start or {} for r in ranks])
+    st = rankstate.states(store)  # each rank's newest start: its answers, kept until its events change
+    return Window(ranks, cols, [st.one[k].start or {} for k in st.positions(ranks)])
 
 
 def step_window(store: Store, first: float, last: float) -> Window:
@@ -791,7 +793,7 @@ def clock_spread(store: Store) -> float | None:
     if len(w.ranks) < 2:
         return None
     last_t = w.cols["time"][:, -1]
-    steps = np.array([store.ranks[r].col("step")[-1] for r in w.ranks])
+    steps = lasts(store).step  # the window's ranks, in the same order (the store's fold)
     top = steps == steps.max()
     t = last_t[top & ~np.isnan(last_t)]
     return float(t.max() - t.min()) if len(t) >= 2 else None
@@ -857,7 +859,7 @@ def minimum(d: RankData, column: str) -> float | None:
 def run_meta(store: Store) -> dict[str, Any]:
     """The run's own account of itself: the lowest rank's latest ``start`` event (run name, device, world
     size, total steps, peak FLOP/s, memory source); empty before any."""
-    return next((store.ranks[r].last_start for r in sorted(store.ranks) if store.ranks[r].last_start), None) or {}
+    return rankstate.states(store).first("start") or {}
 
 
 def source(store: Store) -> dict[str, Any] | None:
@@ -905,8 +907,8 @@ def elapsed(store: Store, opts: Options, now: float) -> float | None:
     hour later changes nothing, and the figure does not shrink when the run finishes)."""
     first = first_start(store)
     if first is None:
-        firsts = [float(d.col("time")[0]) for d in store.ranks.values() if d.rows]
-        first = min(firsts) if firsts else None
+        firsts = rankstate.states(store).first_row_time
+        first = float(np.nanmin(firsts)) if (firsts == firsts).any() else None
     if first is None:
         return None
     if status(store, opts) in ENDED:  # to its last sign of life (its end): it never shrinks at the finish
@@ -916,24 +918,15 @@ def elapsed(store: Store, opts: Options, now: float) -> float | None:
 
 
 #: the longest start-up believed (a start event to its session's first row); see goodput.MAX_STARTUP
-MAX_STARTUP = 6 * 3600.0
+MAX_STARTUP = rankstate.MAX_STARTUP
 
 
 def first_start(store: Store) -> float | None:
     """The time of the run's earliest ``start`` event on any rank, or None before one. A start event after
     its session's first row, or more than MAX_STARTUP before it, was stamped by a clock that moved: that
-    session's first row stands for it."""
-    out = None
-    for d in store.ranks.values():
-        for name, e in d.starts.items():
-            t = float(e["time"])
-            k = d.segment_of.get(name)
-            if k is not None and d.segments[k].first_row < d.rows:
-                row = float(d.exact.view()[d.segments[k].first_row, 0])
-                if not row - MAX_STARTUP <= t <= row:
-                    t = row
-            out = t if out is None else min(out, t)
-    return out
+    session's first row stands for it (each rank's: mstop.engine.rankstate)."""
+    t = rankstate.states(store).first_start
+    return float(np.nanmin(t)) if (t == t).any() else None
 
 
 def row_at_step(d: RankData, step: float) -> int | None:

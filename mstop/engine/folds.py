@@ -198,6 +198,10 @@ class Folds:
             self._lasts = (self._changes, Lasts(list(ranks), last[:, EXACT_TIME].copy(), last[:, EXACT_STEP].copy()))
         return self._lasts[1]
 
+    def total_rows(self) -> int:
+        """Rows held, all ranks."""
+        return int(self.rows[:len(self.rank_of)].sum())
+
     def tokens_of(self, r: int) -> float | None:
         """Σtokens over rank ``r``'s timeline (None: no tokens, or no rows)."""
         i = self.slot.get(r)

@@ -41,6 +41,12 @@ class One:
     profile: dict[str, Any] | None  # its newest profile's shares (mstop.engine.profiles.rank_profile)
     host: str | None
     started: bool  # has a start event
+    start: dict[str, Any] | None  # its newest start event (the run's account of itself: figures.run_meta)
+    #: its earliest start event's time, a session's first row standing for a start stamped by a clock that
+    #: moved (figures.first_start); NaN: no start event
+    first_start: float
+    first_row_time: float  # its first row's time (NaN: no row)
+    holding: dict[str, Any] | None  # its process's facts while stopped, traced or in D (processes.holding)
 
 
 @dataclass
@@ -62,11 +68,21 @@ class States:
     heartbeat_interval: np.ndarray
     restart_start: np.ndarray
     life: np.ndarray  # the last sign of life, rows included (NaN: none), on the rank's own clock
+    first_start: np.ndarray  # One.first_start
+    first_row_time: np.ndarray  # One.first_row_time
+
+    def first(self, name: str) -> Any:
+        """The first rank's (in rank order) answer ``name`` that is not None, else None."""
+        return next((v for o in self.one if (v := getattr(o, name)) is not None), None)
 
     def index(self, rank: int) -> int | None:
         """Where ``rank`` is in these arrays (None: not in the store)."""
         i = int(np.searchsorted(self._ranks, rank)) if self.ranks else 0
         return i if i < len(self.ranks) and self.ranks[i] == rank else None
+
+    def positions(self, ranks: list[int]) -> list[int]:
+        """Where each of ``ranks`` (all in the store, in order) is in these arrays."""
+        return np.searchsorted(self._ranks, ranks).tolist() if len(ranks) else []
 
     def __post_init__(self) -> None:
         self._ranks = np.asarray(self.ranks, dtype=np.int64)
@@ -168,12 +184,13 @@ def rank_profile(d: RankData) -> dict[str, Any] | None:
 # -- kept, and in arrays ------------------------------------------------------------------------------------
 
 def _key(d: RankData) -> tuple[Any, ...]:
-    """What a rank's answers read: its events, whether it has rows, its sessions, and its last row's time
-    where an answer compares with it (an abort, an end, rows that carry no session)."""
+    """What a rank's answers read: its events, its rows since they were last forgotten (their first row's
+    time), whether it has rows, its sessions, and its last row's time where an answer compares with it (an
+    abort, an end, rows that carry no session)."""
     rows = d.rows
     unnamed = bool(rows) and d.segments[-1].session == ""
     t = float(d.exact.data[rows - 1, 0]) if rows and (d.aborts or d.ends or unnamed) else None
-    return d.ev_stamp, rows > 0, len(d.segments), t
+    return d.ev_stamp, d.rows_epoch, rows > 0, len(d.segments), t
 
 
 def _one(d: RankData) -> One:
@@ -192,7 +209,28 @@ def _one(d: RankData) -> One:
                heartbeats=d.last_heartbeat is not None or hb_ok,
                heartbeat_interval=float(hb) if hb_ok else math.nan,  # type: ignore[arg-type]
                process=processes.facts(d), profile=rank_profile(d) if d.profiles else None,
-               host=start.get("host") if start else None, started=bool(d.starts))
+               host=start.get("host") if start else None, started=bool(d.starts), start=start,
+               first_start=_first_start(d), first_row_time=float(d.exact.data[0, 0]) if d.rows else math.nan,
+               holding=processes.holding(d))
+
+
+#: the longest start-up believed (a start event to its session's first row); see goodput.MAX_STARTUP
+MAX_STARTUP = 6 * 3600.0
+
+
+def _first_start(d: RankData) -> float:
+    """The rank's earliest start event's time (NaN: none): a start after its session's first row, or more
+    than MAX_STARTUP before it, was stamped by a clock that moved, and that first row stands for it."""
+    out = math.nan
+    for name, e in d.starts.items():
+        t = float(e["time"])
+        k = d.segment_of.get(name)
+        if k is not None and d.segments[k].first_row < d.rows:
+            row = float(d.exact.data[d.segments[k].first_row, 0])
+            if not row - MAX_STARTUP <= t <= row:
+                t = row
+        out = t if out != out else min(out, t)
+    return out
 
 
 def one(store: Store, r: int) -> One:
@@ -212,37 +250,43 @@ def states(store: Store) -> States:
 
 #: the arrays of States that hold one figure per rank, from its One
 _FLAGS = ("aborted", "finished", "restarting", "started", "heartbeats")
-_FLOATS = ("event_life", "heartbeat_interval", "restart_start")
+_FLOATS = ("event_life", "heartbeat_interval", "restart_start", "first_start", "first_row_time")
 
 
 def _states(store: Store) -> States:
-    ranks = sorted(store.ranks)
+    prev = store.answers.arrays
+    changed_since = store.changed  # a snapshot's: the ranks changed since the snapshot before it
+    if prev is not None and changed_since is not None and prev[0] == changed_since[0] - 1 and \
+            len(store.ranks) == len(prev[1]) and all(r in prev[3] for r in changed_since[1]):
+        # built from the snapshot before this one, no rank new: only the changed ranks are looked at
+        _, ranks, old_ones, at, old = prev
+        ones, arrays = list(old_ones), {k: v.copy() for k, v in old.items()}
+        look: Any = sorted(at[r] for r in changed_since[1])
+    else:
+        ranks = sorted(store.ranks)
+        at = {r: k for k, r in enumerate(ranks)}
+        ones, arrays, look = [None] * len(ranks), None, range(len(ranks))  # type: ignore[list-item]
     n = len(ranks)
-    ones: list[One] = []
     cache, by_rank = store.answers.per_rank, store.ranks
-    for r in ranks:  # the one walk of the ranks: a key and a lookup each (about a microsecond)
+    for k in look:  # a key and a lookup a rank (about a microsecond): worked out anew only where it changed
+        r = ranks[k]
         d = by_rank[r]
         key = _key(d)
         got = cache.get(r)
         if got is None or got[0] != key:
             got = cache[r] = (key, _one(d))
-        ones.append(got[1])
-    prev = store.answers.arrays
-    if prev is not None and prev[0] == ranks:  # the same ranks: only the answers that changed are written
-        old_ones, arrays = prev[1], {k: v.copy() for k, v in prev[2].items()}
-        changed = [k for k in range(n) if ones[k] is not old_ones[k]]
-    else:
+        ones[k] = got[1]
+    if arrays is None:
         arrays = {name: np.zeros(n, bool) for name in (*_FLAGS, "lost", "exited")}
         arrays.update({name: np.full(n, np.nan) for name in _FLOATS})
-        changed = range(n)
-    for k in changed:
+    for k in look:
         o = ones[k]
         for name in _FLAGS:
             arrays[name][k] = getattr(o, name)
         for name in _FLOATS:
             arrays[name][k] = getattr(o, name)
         arrays["lost"][k], arrays["exited"][k] = o.lost is not None, o.exit is not None
-    store.answers.arrays = (ranks, ones, arrays)
+    store.answers.arrays = (changed_since[0] if changed_since is not None else -1, ranks, ones, at, arrays)
     rows = np.zeros(n, np.int64)
     last = np.full((n, 2), np.nan)
     lasts = store.folds.lasts()  # every rank with rows: its last row (the store's fold)
@@ -256,5 +300,6 @@ def _states(store: Store) -> States:
                   aborted=arrays["aborted"], lost=arrays["lost"], finished=arrays["finished"],
                   restarting=arrays["restarting"], exited=arrays["exited"], started=arrays["started"],
                   heartbeats=arrays["heartbeats"], heartbeat_interval=arrays["heartbeat_interval"],
-                  restart_start=arrays["restart_start"], life=life)
+                  restart_start=arrays["restart_start"], life=life, first_start=arrays["first_start"],
+                  first_row_time=arrays["first_row_time"])
 

@@ -425,8 +425,9 @@ class KeptAnswers:
 
     #: rank -> (what its answers read, its answers)
     per_rank: dict[int, tuple[Any, Any]] = field(default_factory=dict)
-    #: (ranks, their answers, arrays by name): the next arrays are written only where an answer changed
-    arrays: tuple[list[int], list[Any], dict[str, np.ndarray]] | None = None
+    #: (the snapshot they were worked out for, its ranks in order, their answers, where each rank is, the
+    #: answers in arrays by name): the next snapshot's are worked out only where a rank changed
+    arrays: tuple[int, list[int], list[Any], dict[int, int], dict[str, np.ndarray]] | None = None
 
 
 class Store:
@@ -460,6 +461,12 @@ class Store:
         self._frozen_ranks: dict[int, tuple[RankData, int, RankData]] = {}
         #: state that advances with the rows (mstop.engine.folds), fed by ingest_rows
         self.folds = Folds(FLOAT_INDEX)
+        #: ranks changed since the last snapshot, and that snapshot's ranks: a snapshot copies only those
+        self._dirty: set[int] = set()
+        self._snap_ranks: dict[int, RankData] | None = None
+        self._snaps = 0  # snapshots taken
+        #: of a snapshot: (how many were taken before it, the ranks changed since the one before it)
+        self.changed: tuple[int, frozenset[int]] | None = None
         #: each rank's answers (mstop.engine.rankstate), kept by what they were worked out from: shared with
         #: snapshots (a derived cache, like the block summaries: entries are replaced whole, never changed)
         self.answers = KeptAnswers()
@@ -491,13 +498,30 @@ class Store:
             snap.__dict__.update(self.__dict__)
             snap.lock = threading.RLock()
             snap.frozen = True
-            snap.ranks = {r: self._frozen_rank(r, d) for r, d in self.ranks.items()}
+            prev = self._snap_ranks
+            if prev is not None:  # the last snapshot's ranks, those that changed since copied again: O(changes)
+                ranks = dict(prev)
+                for r in self._dirty:
+                    d = self.ranks.get(r)
+                    if d is not None:
+                        ranks[r] = self._frozen_rank(r, d)
+            else:
+                ranks = {r: self._frozen_rank(r, d) for r, d in self.ranks.items()}
+            snap.ranks = self._snap_ranks = ranks
+            snap.changed = (self._snaps, frozenset(self._dirty))
+            self._snaps += 1
+            self._dirty = set()
             snap._memo = dict(self._memo)
             snap.folds = self.folds.frozen()
             for name in ("ignored_files", "refused", "notes", "rank_files", "owners", "duplicates", "extra_columns",
                          "devices"):
                 setattr(snap, name, copy.copy(getattr(self, name)))
             return snap
+
+    def _touch(self, d: RankData) -> None:
+        """Rank ``d`` changed: its next frozen copy is made anew, and the next snapshot looks at it."""
+        d.stamp += 1
+        self._dirty.add(d.rank)
 
     def _frozen_rank(self, r: int, d: RankData) -> RankData:
         """Rank ``r`` frozen (see RankData.frozen); the copy made last time when nothing changed since (every
@@ -598,12 +622,13 @@ class Store:
                 d = self.rank(r)
                 if d.csv_mtime is None or mtime > d.csv_mtime:
                     d.csv_mtime = mtime
-                    d.stamp += 1
+                    self._touch(d)
 
     def rank(self, r: int) -> RankData:
         data = self.ranks.get(r)
         if data is None:
             data = self.ranks[r] = RankData(r)
+            self._dirty.add(r)
         return data
 
     def add_rank_file(self, r: int) -> None:
@@ -651,7 +676,7 @@ class Store:
             tokens = float(np.nansum(d.col("tokens")[d.effective()], dtype=np.float64)) if retimed else None
             self.folds.add(r, rows.exact, rows.floats, rows.extra.get(ACHIEVED), segments=len(d.segments),
                            latest_first=d.segments[-1].first_row if d.segments else 0, mixed=mixed, tokens=tokens)
-            d.stamp += 1
+            self._touch(d)
             self._arrival = self._life_arrival = time.time()
             self.version += 1
 
@@ -688,7 +713,7 @@ class Store:
                 d.floats.extend(rows.floats)
                 k = len(d.segments) - 1
                 d.session_idx.extend(_ONE_SEGMENT[k] if k < len(_ONE_SEGMENT) else np.array([k], np.int32))
-                d.stamp += 1
+                self._touch(d)
                 plain.append((r, rows))
             fold()
 
@@ -710,7 +735,7 @@ class Store:
                 d.quiet = {}
                 d.kept = {}
                 d.csv_mtime = None
-                d.stamp += 1
+                self._touch(d)
                 d.rows_epoch += 1
             self.folds.reset(r)
             self.version += 1
@@ -728,6 +753,7 @@ class Store:
                 fresh.monotonic, fresh.summaries, fresh.summary_lock = old.monotonic, old.summaries, old.summary_lock
                 fresh.rows_epoch, fresh.retimes, fresh.kept = old.rows_epoch, old.retimes, old.kept
                 self.ranks[r] = fresh
+                self._dirty.add(r)
             self.version += 1
 
     def ingest_devices(self, samples: list[Any], bad: int = 0) -> None:
@@ -786,7 +812,7 @@ class Store:
                     if kind == "profile":
                         d.profiles.append(e)
             if items:
-                d.stamp += 1
+                self._touch(d)
                 d.ev_stamp = next(EVENT_STAMPS)
                 self._life_arrival = time.time()
             self.version += 1
@@ -795,9 +821,9 @@ class Store:
 
     @property
     def rows(self) -> int:
-        """Rows held, all ranks (under the lock: the reading thread adds ranks while the screen asks)."""
+        """Rows held, all ranks (the folds count them: a sum over 10,000 ranks' records took 12 ms a frame)."""
         with self.lock:
-            return sum(d.rows for d in self.ranks.values())
+            return self.folds.total_rows()
 
     def nbytes(self) -> int:
         """Bytes allocated for the row columns."""

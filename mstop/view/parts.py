@@ -99,10 +99,9 @@ def _pace(h: HeaderPart, store: Store, opts: Options) -> None:
     # steps/s is the pace now: a stalled or ended run has none (its last pace is the step time's business)
     h.steps_per_s = 1.0 / pace if pace and h.status in ("running", "starting") else None
     h.eta = figures.eta(store, opts, pace)
-    run = RunReader(store)
-    lasts = [int(run.last(r, "step")) for r in run.with_rows()]  # type: ignore[arg-type]
-    if len(lasts) > 1 and min(lasts) != max(lasts):  # the header's step is the furthest rank's
-        h.step_spread = (min(lasts), max(lasts))
+    lasts = figures.lasts(store).step  # every rank's last step (the store's fold)
+    if len(lasts) > 1 and lasts.min() != lasts.max():  # the header's step is the furthest rank's
+        h.step_spread = (int(lasts.min()), int(lasts.max()))
     quiet = figures.quiet_for(store, opts) if h.status == "running" else None
     if quiet is not None:  # far past its pace: the last pace and its ETA are not live figures
         usual = figures.usual_interval(store)

@@ -113,6 +113,7 @@ def test_the_folds_equal_each_ranks_last_rows_however_the_rows_came(plan):
     flush()
     s = store.snapshot()
     for snap, t_lasts, t_window in [*snaps, (s, _truth_lasts(s), _truth_window(s))]:
+        assert snap.rows == sum(d.rows for d in snap.ranks.values())
         got = lasts(snap)
         assert {r: (float(a), float(b)) for r, a, b in zip(got.ranks, got.time, got.step)} == t_lasts
         assert got.ranks == sorted(t_lasts)

@@ -46,7 +46,7 @@ def _event(kind: str, session: str, t: float, pid: int) -> dict:
         return {**base, "kind": "exit", "pid": pid, "how": "exit" if kind == "exit0" else "signal",
                 "code": 0 if kind == "exit0" else None, "signal": None if kind == "exit0" else "SIGKILL"}
     if kind == "proc":
-        return {**base, "kind": "proc", "pid": pid, "state": "S", "cpu_s": t / 10, "rss": 1000}
+        return {**base, "kind": "proc", "pid": pid, "state": "ST"[int(t) % 2], "cpu_s": t / 10, "rss": 1000}
     if kind == "profile":
         return {**base, "kind": "profile", "first_step": 1, "last_step": 2,
                 "shares": {"compute": 0.5, "comm_not_overlapped": 0.2, "overlapped": 0.1, "idle": 0.3}}
@@ -72,6 +72,17 @@ def _check(store: Store) -> None:
         assert got.one[k].process == processes.facts(d)
         assert got.one[k].profile == (rankstate.rank_profile(d) if d.profiles else None)
         assert got.rows[k] == d.rows
+        assert got.one[k].holding == processes.holding(d) and got.one[k].start == d.last_start
+        assert _same(float(got.first_row_time[k]), float(d.col("time")[0]) if d.rows else math.nan)
+        starts = []
+        for name, e in d.starts.items():  # figures.first_start's rule, rank by rank
+            t = float(e["time"])
+            seg = d.segment_of.get(name)
+            if seg is not None and d.segments[seg].first_row < d.rows:
+                row = float(d.col("time")[d.segments[seg].first_row])
+                t = t if row - rankstate.MAX_STARTUP <= t <= row else row
+            starts.append(t)
+        assert _same(float(got.first_start[k]), min(starts) if starts else math.nan)
         life = [t for t in (d.last_heartbeat, d.last_event_time) if t is not None]
         if d.rows:
             life.append(float(d.col("time")[-1]))
