@@ -747,7 +747,7 @@ def future_skew(store: Store, opts: Options) -> float | None:
 def writer_errors(store: Store) -> list[str]:
     """What the writers said they failed at (first of each message, oldest first)."""
     seen: dict[str, float] = {}
-    for r in sorted(store.ranks):
+    for r in sorted(r for r, d in store.ranks.items() if d.writer_errors):
         for e in store.ranks[r].writer_errors:
             msg = str(e.get("message"))
             seen.setdefault(f"rank {r}: {msg}" if len(store.ranks) > 1 else msg, float(e["time"]))
@@ -762,7 +762,7 @@ def _refusal(e: dict[str, Any]) -> bool:
 def writer_failures(store: Store) -> list[str]:
     """What the writers failed at, rows they refused left out (those are :func:`refused_rows`)."""
     seen: dict[str, float] = {}
-    for r in sorted(store.ranks):
+    for r in sorted(r for r, d in store.ranks.items() if d.writer_errors):
         for e in store.ranks[r].writer_errors:
             if not _refusal(e):
                 msg = str(e.get("message"))
@@ -774,7 +774,7 @@ def refused_rows(store: Store) -> tuple[int, str | None]:
     """Rows the writers refused for bad input (their dropped events' count), and what the first refusal
     said (``row for step 'abc' not written: ...``)."""
     n = sum(d.rejected for d in store.ranks.values())
-    first = [e for r in sorted(store.ranks) for e in store.ranks[r].writer_errors if _refusal(e)]
+    first = [e for d in store.ranks.values() if d.writer_errors for e in d.writer_errors if _refusal(e)]
     first.sort(key=lambda e: float(e["time"]))
     if first and not n:
         n = len(first)  # the dropped event that counts them is not written yet (at most a second later)
@@ -802,27 +802,15 @@ def clock_spread(store: Store) -> float | None:
 def checkpoint_times(store: Store) -> list[float]:
     """When the job saved checkpoints, one time per save (the earliest rank's): a checkpoint of a step is one
     save whichever ranks write it (4 ranks saving step 500 is one checkpoint, not four a second apart);
-    events without a step count one each."""
-    by_step: dict[float, float] = {}
-    other: list[float] = []
-    for d in store.ranks.values():
-        for c in d.checkpoints:
-            step = c.get("step")
-            if isinstance(step, (int, float)) and math.isfinite(step):
-                by_step[float(step)] = min(by_step.get(float(step), math.inf), float(c["time"]))
-            else:
-                other.append(float(c["time"]))
+    events without a step count one each (the store's fold of checkpoint events: Store.checkpoints_seen)."""
+    by_step, other, _ = store.checkpoints_seen()
     return sorted(list(by_step.values()) + other)
 
 
 def last_checkpoint(store: Store) -> dict[str, Any] | None:
-    best = None
-    for d in store.ranks.values():
-        for c in d.checkpoints:
-            key = (c["step"] if isinstance(c["step"], (int, float)) else -1, c["time"])
-            if best is None or key > best[0]:
-                best = (key, c)
-    return dict(best[1]) if best else None
+    """The checkpoint of the highest step (then the latest), any rank."""
+    best = store.checkpoints_seen()[2]
+    return dict(best) if best is not None else None
 
 
 def segments(store: Store) -> int:

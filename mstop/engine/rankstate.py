@@ -72,8 +72,11 @@ class States:
     first_row_time: np.ndarray  # One.first_row_time
 
     def first(self, name: str) -> Any:
-        """The first rank's (in rank order) answer ``name`` that is not None, else None."""
-        return next((v for o in self.one if (v := getattr(o, name)) is not None), None)
+        """The first rank's (in rank order) answer ``name`` that is not None, else None (once per States)."""
+        got = self._first.get(name, self)
+        if got is self:
+            got = self._first[name] = next((v for o in self.one if (v := getattr(o, name)) is not None), None)
+        return got
 
     def index(self, rank: int) -> int | None:
         """Where ``rank`` is in these arrays (None: not in the store)."""
@@ -86,6 +89,7 @@ class States:
 
     def __post_init__(self) -> None:
         self._ranks = np.asarray(self.ranks, dtype=np.int64)
+        self._first: dict[str, Any] = {}
 
 
 # -- each answer, for one rank -------------------------------------------------------------------------------

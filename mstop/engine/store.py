@@ -461,6 +461,7 @@ class Store:
         self._frozen_ranks: dict[int, tuple[RankData, int, RankData]] = {}
         #: state that advances with the rows (mstop.engine.folds), fed by ingest_rows
         self.folds = Folds(FLOAT_INDEX)
+        self._checkpoints: tuple[dict[float, float], list[float], dict[str, Any] | None] | None = None
         #: ranks changed since the last snapshot, and that snapshot's ranks: a snapshot copies only those
         self._dirty: set[int] = set()
         self._snap_ranks: dict[int, RankData] | None = None
@@ -494,6 +495,7 @@ class Store:
         if self.frozen:
             return self
         with self.lock:
+            self.checkpoints_seen()  # folded here, once per change, not by every snapshot again
             snap = Store.__new__(Store)
             snap.__dict__.update(self.__dict__)
             snap.lock = threading.RLock()
@@ -754,6 +756,7 @@ class Store:
                 fresh.rows_epoch, fresh.retimes, fresh.kept = old.rows_epoch, old.retimes, old.kept
                 self.ranks[r] = fresh
                 self._dirty.add(r)
+                self._checkpoints = None
             self.version += 1
 
     def ingest_devices(self, samples: list[Any], bad: int = 0) -> None:
@@ -791,6 +794,7 @@ class Store:
                     d.last_heartbeat = t
                 elif kind == "checkpoint":
                     d.checkpoints.append({"step": e.get("step"), "time": t, "path": e.get("path")})
+                    self._checkpoints = None
                 elif kind in _LISTED:  # kept whole, in order: evals, aborts, losses, the writer's errors
                     getattr(d, _LISTED[kind]).append(e)
                 elif kind == "end":
@@ -818,6 +822,28 @@ class Store:
             self.version += 1
 
     # -- reading -----------------------------------------------------------------
+
+    def checkpoints_seen(self) -> tuple[dict[float, float], list[float], dict[str, Any] | None]:
+        """Every rank's checkpoint events, folded: the earliest time of each step saved, the times of saves
+        that name no step, and the checkpoint of the highest step (then the latest). Worked out again only
+        after a checkpoint event (at 10,000 ranks saving every 1,000 steps, every frame read them all)."""
+        got = self._checkpoints
+        if got is None:
+            by_step: dict[float, float] = {}
+            other: list[float] = []
+            best: tuple[Any, dict[str, Any]] | None = None
+            for d in self.ranks.values():
+                for c in d.checkpoints:
+                    step = c.get("step")
+                    if isinstance(step, (int, float)) and math.isfinite(step):
+                        by_step[float(step)] = min(by_step.get(float(step), math.inf), float(c["time"]))
+                    else:
+                        other.append(float(c["time"]))
+                    key = (step if isinstance(step, (int, float)) else -1, c["time"])
+                    if best is None or key > best[0]:
+                        best = (key, c)
+            got = self._checkpoints = (by_step, other, best[1] if best is not None else None)
+        return got
 
     @property
     def rows(self) -> int:

@@ -11,7 +11,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mstop.engine import processes, rankstate
+from mstop.engine import figures, processes, rankstate
 from mstop.engine.parse import NUMERIC, Rows
 from mstop.engine.store import Store
 
@@ -30,7 +30,8 @@ op = st.one_of(
     st.tuples(st.just("rows"), st.integers(0, RANKS - 1), st.integers(1, 4), st.sampled_from(["a", "a", "b", ""])),
     st.tuples(st.just("rows"), st.integers(0, RANKS - 1), st.integers(1, 4), st.sampled_from(["a", "a", "b", ""])),
     st.tuples(st.just("event"), st.integers(0, RANKS - 1),
-              st.sampled_from(["start", "end", "abort", "lost", "exit0", "exit9", "heartbeat", "proc", "profile"]),
+              st.sampled_from(["start", "end", "abort", "lost", "exit0", "exit9", "heartbeat", "proc", "profile",
+                               "checkpoint", "checkpoint"]),
               st.sampled_from(["a", "a", "b"])),
     st.tuples(st.just("reset_rows"), st.integers(0, RANKS - 1), st.just(0), st.just("")),
     st.tuples(st.just("reset_events"), st.integers(0, RANKS - 1), st.just(0), st.just("")),
@@ -50,6 +51,8 @@ def _event(kind: str, session: str, t: float, pid: int) -> dict:
     if kind == "profile":
         return {**base, "kind": "profile", "first_step": 1, "last_step": 2,
                 "shares": {"compute": 0.5, "comm_not_overlapped": 0.2, "overlapped": 0.1, "idle": 0.3}}
+    if kind == "checkpoint":  # two ranks save the same step (one save); a save that names no step
+        return {**base, "kind": "checkpoint", "step": int(t) // 4 * 4 if int(t) % 3 else None, "path": f"c{t}"}
     if kind == "abort":
         return {**base, "kind": "abort", "error": "boom", "step": 1}
     return {**base, "kind": kind}
@@ -59,7 +62,26 @@ def _same(a: float, b: float) -> bool:
     return (math.isnan(a) and math.isnan(b)) or a == b
 
 
+def _checkpoints(store: Store) -> tuple[list[float], dict | None]:
+    """figures.checkpoint_times and last_checkpoint's rule, from every rank's checkpoint list."""
+    by_step: dict[float, float] = {}
+    other: list[float] = []
+    best = None
+    for d in store.ranks.values():
+        for c in d.checkpoints:
+            step = c.get("step")
+            if isinstance(step, (int, float)):
+                by_step[float(step)] = min(by_step.get(float(step), math.inf), float(c["time"]))
+            else:
+                other.append(float(c["time"]))
+            key = (step if isinstance(step, (int, float)) else -1, c["time"])
+            if best is None or key > best[0]:
+                best = (key, c)
+    return sorted(list(by_step.values()) + other), (dict(best[1]) if best else None)
+
+
 def _check(store: Store) -> None:
+    assert (figures.checkpoint_times(store), figures.last_checkpoint(store)) == _checkpoints(store)
     got = rankstate.states(store)
     assert got.ranks == sorted(store.ranks)
     for k, r in enumerate(got.ranks):
