@@ -24,6 +24,7 @@ from ..view import (
     X_AXES,
     Line,
     MonitorOptions,
+    RankTable,
     Store,
     View,
     close_connections,
@@ -460,11 +461,11 @@ class MonitorScreen(Screen[None]):
 
     def action_heat_metric(self) -> None:
         strip = self.query_one(HeatStrip)
-        ranks = self._last_view.ranks if self._last_view is not None else []
+        ranks = self._last_view.ranks if self._last_view is not None else RankTable()
         for _ in HEAT_METRICS:  # the profile's shares only where several ranks have one (the slow card shows)
             strip.metric = (strip.metric + 1) % len(HEAT_METRICS)
             attr = HEAT_METRICS[strip.metric][1]
-            if attr not in PROFILE_METRICS or sum(getattr(r, attr) is not None for r in ranks) >= 2:
+            if attr not in PROFILE_METRICS or sum(x is not None for x in ranks.column(attr)) >= 2:
                 break
         if self._last_view is None or not self.has_class("show-ranks"):
             self.redraw()

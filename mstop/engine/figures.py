@@ -32,7 +32,7 @@ import numpy as np
 from . import rankstate
 from .clocks import Clocks, clocks
 from .folds import ACHIEVED, RING, WINDOW_FLOATS, Lasts
-from .rankstate import PROFILE_PARTS, profile_summary, rank_profile
+from .rankstate import PROFILE_PARTS, profile_summary
 from .store import BLOCK, EXACT_INDEX, FLOAT_INDEX, RankData, Store
 
 WINDOW = RING  # rows: the window is read from the store's ring of each rank's last rows (engine.folds)
@@ -316,11 +316,17 @@ def rank_mfu(store: Store, opts: Options, w: Window | None = None) -> np.ndarray
     a MindFormers log, from its FLOP/s per device: step_time-weighted too)."""
     w = w or window(store)
     st = w.cols["step_time"]
-    derived = rank_tokens_per_s(store, w) * np.array([_mfu_scale(s, opts) for s in w.starts])
+    answers = rankstate.states(store)  # each rank's start event's terms, in arrays (kept until events change)
+    at = answers.positions(w.ranks)
+    given = opts.peak_flops  # --peak-tflops overrides every start event's (_peak)
+    peak = answers.peak_flops[at] if not given else np.full(len(at), float(given) if given > 0 else math.nan)
+    with np.errstate(all="ignore"):
+        scale = answers.flops_per_token[at] / (answers.world_size[at] * peak)  # _mfu_scale, for every rank
+    derived = rank_tokens_per_s(store, w) * scale
     achieved = w.cols.get(ACHIEVED)
     if achieved is not None and not np.isnan(achieved).all():
         flops = _ratio(achieved * st, np.where(np.isnan(achieved), np.nan, st)) * 1e12
-        derived = np.where(np.isnan(derived), flops / np.array([_peak(s, opts) for s in w.starts]), derived)
+        derived = np.where(np.isnan(derived), flops / peak, derived)
     if opts.peak_flops is not None:
         return derived
     weighted = _ratio(w.cols["mfu"] * st, np.where(np.isnan(w.cols["mfu"]), np.nan, st))
@@ -863,7 +869,7 @@ def source(store: Store) -> dict[str, Any] | None:
 
 def latest_profile(store: Store) -> dict[str, Any] | None:
     """The newest profile of any rank (mstop_writer.profiling): where its steps' time went, as shares."""
-    got = [p for d in store.ranks.values() if (p := rank_profile(d)) is not None]
+    got = [o.profile for o in rankstate.states(store).one if o.profile is not None]
     return max(got, key=lambda p: p["time"]) if got else None
 
 

@@ -47,6 +47,10 @@ class One:
     first_start: float
     first_row_time: float  # its first row's time (NaN: no row)
     holding: dict[str, Any] | None  # its process's facts while stopped, traced or in D (processes.holding)
+    #: what MFU is derived from, as its newest start event gives them (NaN: not given, or not a number)
+    flops_per_token: float
+    world_size: float
+    peak_flops: float
 
 
 @dataclass
@@ -70,6 +74,9 @@ class States:
     life: np.ndarray  # the last sign of life, rows included (NaN: none), on the rank's own clock
     first_start: np.ndarray  # One.first_start
     first_row_time: np.ndarray  # One.first_row_time
+    flops_per_token: np.ndarray  # One.flops_per_token ...
+    world_size: np.ndarray
+    peak_flops: np.ndarray
 
     def first(self, name: str) -> Any:
         """The first rank's (in rank order) answer ``name`` that is not None, else None (once per States)."""
@@ -215,7 +222,16 @@ def _one(d: RankData) -> One:
                process=processes.facts(d), profile=rank_profile(d) if d.profiles else None,
                host=start.get("host") if start else None, started=bool(d.starts), start=start,
                first_start=_first_start(d), first_row_time=float(d.exact.data[0, 0]) if d.rows else math.nan,
-               holding=processes.holding(d))
+               holding=processes.holding(d), **_mfu_terms(start or {}))
+
+
+def _mfu_terms(start: dict[str, Any]) -> dict[str, float]:
+    """The start event's FLOPs per token, world size and peak FLOP/s as figures.mfu reads them (NaN: not
+    there, or not a positive number of the right kind)."""
+    fpt, world, peak = start.get("flops_per_token"), start.get("world_size"), start.get("peak_flops")
+    return {"flops_per_token": float(fpt) if isinstance(fpt, (int, float)) else math.nan,
+            "world_size": float(world) if isinstance(world, int) and world > 0 else math.nan,
+            "peak_flops": float(peak) if isinstance(peak, (int, float)) and peak > 0 else math.nan}
 
 
 #: the longest start-up believed (a start event to its session's first row); see goodput.MAX_STARTUP
@@ -254,7 +270,8 @@ def states(store: Store) -> States:
 
 #: the arrays of States that hold one figure per rank, from its One
 _FLAGS = ("aborted", "finished", "restarting", "started", "heartbeats")
-_FLOATS = ("event_life", "heartbeat_interval", "restart_start", "first_start", "first_row_time")
+_FLOATS = ("event_life", "heartbeat_interval", "restart_start", "first_start", "first_row_time", "flops_per_token",
+           "world_size", "peak_flops")
 
 
 def _states(store: Store) -> States:
@@ -305,5 +322,6 @@ def _states(store: Store) -> States:
                   restarting=arrays["restarting"], exited=arrays["exited"], started=arrays["started"],
                   heartbeats=arrays["heartbeats"], heartbeat_interval=arrays["heartbeat_interval"],
                   restart_start=arrays["restart_start"], life=life, first_start=arrays["first_start"],
-                  first_row_time=arrays["first_row_time"])
+                  first_row_time=arrays["first_row_time"], flops_per_token=arrays["flops_per_token"],
+                  world_size=arrays["world_size"], peak_flops=arrays["peak_flops"])
 

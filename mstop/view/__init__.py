@@ -43,6 +43,7 @@ from .frame import (
     LossPart,
     MemoryPart,
     RankRow,
+    RankTable,
     Series,
     ThroughputPart,
     View,
@@ -57,8 +58,8 @@ __all__ = ["DATA_WARN", "ENDED", "MARKS", "MEM_CRIT", "MEM_WARN", "STATUSES", "X
            "Carry", "DataPart", "DeviceCell", "Options", "Rules", "SourceError", "Store", "check_spec",
            "close_connections", "start_replay",
            "losses_text",
-           "HeaderPart", "Line", "LossPart", "MemoryPart", "MonitorOptions", "Connection", "RankRow", "Series",
-           "ThroughputPart", "View",
+           "HeaderPart", "Line", "LossPart", "MemoryPart", "MonitorOptions", "Connection", "RankRow", "RankTable",
+           "Series", "ThroughputPart", "View",
            "baseline_overlay", "stacks_lines", "fresh_lines",
            "build_view", "error_lines", "heat_marks", "incident_marks", "numeric_columns", "rank_series", "run_part",
            "since_text", "step_range", "values_at_step"]

@@ -6,7 +6,8 @@ arrange it. Nothing here imports textual.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import numpy as np
@@ -68,6 +69,86 @@ class RankRow:
     cpu: float | None = None
     rss: float | None = None
     ended: str | None = None
+
+
+#: RankRow's fields that hold text (the others are numbers: kept in float arrays, NaN for None)
+_TEXT_FIELDS = ("host", "state", "ended")
+_INT_FIELDS = ("rank", "step", "pid")
+
+
+class RankTable(Sequence[RankRow]):
+    """Every rank's line of the ranks table, as columns: a :class:`RankRow` is built only when asked for
+    (issue 39, step 7). The table draws one page of rows, sorted by a column (:meth:`order`); the heat strip
+    reads columns (:meth:`column`): a frame of 10,000 ranks builds the 40 rows on screen, not 10,000.
+
+    As a sequence it is every rank's row in rank order, as a list of RankRow was."""
+
+    NAMES = tuple(f.name for f in fields(RankRow))
+
+    def __init__(self, columns: dict[str, Any] | None = None) -> None:
+        """``columns``: field -> values, one per rank in rank order (numbers as arrays, NaN for none; text as
+        lists, None for none); a field left out is none for every rank."""
+        columns = dict(columns or {})
+        n = len(columns.get("rank", ()))
+        self._n = n
+        self._num = {k: np.asarray(columns.get(k, np.full(n, np.nan)), dtype=np.float64)
+                     for k in self.NAMES if k not in _TEXT_FIELDS}
+        self._text = {k: list(columns.get(k, [None] * n)) for k in _TEXT_FIELDS}
+        self._rows: dict[int, RankRow] = {}
+        self._at: dict[int, int] | None = None
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(self._n))]
+        if i < 0:
+            i += self._n
+        if not 0 <= i < self._n:
+            raise IndexError(i)
+        row = self._rows.get(i)
+        if row is None:
+            vals: dict[str, Any] = {k: self._text[k][i] for k in _TEXT_FIELDS}
+            for k, a in self._num.items():
+                x = float(a[i])
+                vals[k] = None if x != x else (int(x) if k in _INT_FIELDS else x)
+            vals["host"] = vals["host"] if vals["host"] is not None else "?"
+            row = self._rows[i] = RankRow(**vals)
+        return row
+
+    def column(self, name: str) -> list[Any]:
+        """Every rank's value of field ``name`` (None for none), in rank order."""
+        if name in self._text:
+            return list(self._text[name])
+        a = self._num[name]
+        ints = name in _INT_FIELDS
+        return [None if x != x else (int(x) if ints else x) for x in a.tolist()]
+
+    def values(self, name: str) -> np.ndarray:
+        """A number field's values (NaN for none), in rank order: not to be written to."""
+        return self._num[name]
+
+    def index_of(self, rank: int) -> int | None:
+        """Where ``rank`` is (None: not in the table)."""
+        if self._at is None:
+            self._at = {int(r): k for k, r in enumerate(self._num["rank"].tolist())}
+        return self._at.get(rank)
+
+    def order(self, key: str, reverse: bool = False) -> list[int]:
+        """The rows' positions sorted by field ``key`` as ``sorted(rows, key=(missing, value), reverse=...)``
+        sorts them: ranks without a value last (first when reversed), ties in rank order."""
+        if key in self._text:
+            vals = self._text[key]
+            return sorted(range(self._n), key=lambda i: (vals[i] is None, vals[i] or ""), reverse=reverse)
+        a = self._num[key]
+        missing = np.isnan(a)
+        have = np.flatnonzero(~missing)
+        if reverse:  # a stable sort of the negated values keeps ties in rank order, as sorted(reverse=True)
+            ranked = have[np.argsort(-a[have], kind="stable")]
+            return np.concatenate([np.flatnonzero(missing), ranked]).tolist()
+        ranked = have[np.argsort(a[have], kind="stable")]
+        return np.concatenate([ranked, np.flatnonzero(missing)]).tolist()
 
 
 @dataclass
@@ -217,7 +298,7 @@ class View:
     throughput: ThroughputPart = field(default_factory=ThroughputPart)
     memory: MemoryPart = field(default_factory=MemoryPart)
     data: DataPart = field(default_factory=DataPart)
-    ranks: list[RankRow] = field(default_factory=list)
+    ranks: RankTable = field(default_factory=RankTable)
     devices: list[DeviceCell] = field(default_factory=list)  # the hosts' NPUs now, by host and NPU
     baseline: BaselinePart | None = None
     overlays: list[BaselinePart] = field(default_factory=list)  # other runs drawn by step (the runs list's o)

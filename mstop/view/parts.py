@@ -18,7 +18,7 @@ from ..engine.reader import RunReader
 from ..engine.smoothing import EmaSeries, evenly
 from ..engine.store import Store
 from . import charts
-from .frame import DataPart, DeviceCell, HeaderPart, LossPart, MemoryPart, RankRow, Series, ThroughputPart
+from .frame import DataPart, DeviceCell, HeaderPart, LossPart, MemoryPart, RankTable, Series, ThroughputPart
 
 
 def _f(v: Any) -> float | None:
@@ -157,63 +157,75 @@ def device_cells(store: Store) -> list[DeviceCell]:
             for k, s in sorted(devices.current(store).items())]
 
 
-def _device_columns(store: Store, rows: list[RankRow]) -> None:
-    """Each rank's device figures in its row."""
+def _device_columns(store: Store, ranks: list[int], cols: dict[str, Any]) -> None:
+    """Each rank's device figures (its NPU's AICore, memory, degrees) in its columns."""
     if not store.devices:
         return
     now, of = devices.current(store), devices.rank_devices(store)
-    for row in rows:
-        s = now.get(of.get(row.rank))  # type: ignore[arg-type]
+    aicore, memory, temperature = (np.full(len(ranks), np.nan) for _ in range(3))
+    for i, r in enumerate(ranks):
+        s = now.get(of.get(r))  # type: ignore[arg-type]
         if s is not None:
-            row.aicore, row.device_memory, row.temperature = s.aicore, s.memory_share, s.temperature
+            aicore[i], memory[i], temperature[i] = (math.nan if x is None else x
+                                                    for x in (s.aicore, s.memory_share, s.temperature))
+    cols.update(aicore=aicore, device_memory=memory, temperature=temperature)
 
 
-def ranks(store: Store, opts: Options) -> list[RankRow]:
-    """A row per rank with rows in the recent window: its step, figures and the age of its last row."""
+def ranks(store: Store, opts: Options) -> RankTable:
+    """A row per rank with rows in the recent window: its step, figures and the age of its last row, as
+    columns (arrays over the ranks: a row object is built only for what is drawn)."""
     w: Window = figures.window(store)
     if not w.ranks:
-        return []
+        return RankTable()
     heads = figures.headrooms(store)
-    tps, dwf = figures.rank_tokens_per_s(store), figures.rank_data_wait_frac(store)
     last_t = w.cols["time"][:, -1]
-    st = figures.row_medians(w.cols["step_time"])  # the window's median, as the panel's step time is (NaN: none)
     # ages as the header's "last row ... ago" counts them (arrival while following, file times for clocks
     # set in the future): the newest rank's age is the header's, the others older by their row times
     newest = float(np.nanmax(last_t)) if not np.isnan(last_t).all() else math.nan
     base = figures.seconds_since_last_row(store, opts) if store.rows else math.nan
-
-    def opt(x: float) -> float | None:
-        return None if math.isnan(x) else float(x)
-
-    # the headrooms by label ("rank 3", "host node1": a MemoryScope is its label), built once, not per rank
+    hosts = [str(s.get("host") or "?") for s in w.starts]
+    # the headrooms by label ("rank 3", "host node1": a MemoryScope is its label): a rank's own, else its host's
     by_label = {str(k): v for k, v in heads.items()}
-    steps = figures.lasts(store).step  # the window's ranks are these, in the same order
-    ages = (base + (newest - last_t)).tolist()
-    rows = []
-    answers = RunReader(store).answers()  # each rank's process and profile, kept until its events change
-    at = {r: k for k, r in enumerate(answers.ranks)}
-    for i, r in enumerate(w.ranks):
-        host = str(w.starts[i].get("host") or "?")
-        head = by_label.get(f"rank {r}")
-        row = RankRow(rank=r, host=host, step=int(steps[i]), step_time=opt(st[i]), tokens_per_s=opt(tps[i]),
-                      data_wait=opt(dwf[i]), headroom=head if head is not None else by_label.get(f"host {host}"),
-                      age=None if math.isnan(last_t[i]) else ages[i])
-        rows.append(row)
+    head = np.full(len(w.ranks), np.nan)
+    if by_label:
+        for i, r in enumerate(w.ranks):
+            h = by_label.get(f"rank {r}")
+            h = h if h is not None else by_label.get(f"host {hosts[i]}")
+            if h is not None:
+                head[i] = h
+    cols: dict[str, Any] = {
+        "rank": np.asarray(w.ranks, dtype=np.float64), "host": hosts,
+        "step": figures.lasts(store).step,  # the window's ranks are these, in the same order
+        "step_time": figures.row_medians(w.cols["step_time"]),  # the window's median, as the panel's (NaN: none)
+        "tokens_per_s": figures.rank_tokens_per_s(store), "data_wait": figures.rank_data_wait_frac(store),
+        "headroom": head, "age": base + (newest - last_t)}
+    _answer_columns(store, list(w.ranks), cols)
+    _device_columns(store, list(w.ranks), cols)
+    return RankTable(cols)
+
+
+def _answer_columns(store: Store, ranks: list[int], cols: dict[str, Any]) -> None:
+    """Each rank's profile shares and process (pid, state, CPU, RSS, how it ended), as ``summary --json``'s
+    ``processes`` has it, from the ranks' answers (kept until their events change): only ranks that have
+    them are looked at."""
+    answers = RunReader(store).answers()
+    n = len(ranks)
+    at = dict(zip(answers.ranks, range(len(answers.ranks))))
+    comm, idle, pid, cpu, rss = (np.full(n, np.nan) for _ in range(5))
+    state: list[str | None] = [None] * n
+    ended: list[str | None] = [None] * n
+    for i, r in enumerate(ranks):
         one = answers.one[at[r]]
         if one.profile is not None:
-            row.comm_share, row.idle_share = one.profile["comm_not_overlapped"], one.profile["idle"]
-        if one.process is not None:
-            _process_cells(row, one.process)
-    _device_columns(store, rows)
-    return rows
-
-
-def _process_cells(row: RankRow, f: dict[str, Any]) -> None:
-    """The rank's process (pid, state, CPU, RSS) in its row, as ``summary --json``'s ``processes`` has it."""
-    row.pid, row.state, row.cpu, row.rss = f["pid"], f["state"], f["cpu"], f["rss"]
-    ex = f["exit"]
-    if ex is not None:
-        row.ended = ex.get("signal") or (f"exit {ex['code']}" if ex.get("how") == "exit" else "ended")
+            comm[i], idle[i] = one.profile["comm_not_overlapped"], one.profile["idle"]
+        f = one.process
+        if f is not None:
+            pid[i], cpu[i], rss[i] = (math.nan if x is None else x for x in (f["pid"], f["cpu"], f["rss"]))
+            state[i] = f["state"]
+            ex = f["exit"]
+            if ex is not None:
+                ended[i] = ex.get("signal") or (f"exit {ex['code']}" if ex.get("how") == "exit" else "ended")
+    cols.update(comm_share=comm, idle_share=idle, pid=pid, cpu=cpu, rss=rss, state=state, ended=ended)
 
 
 def loss(store: Store, opts: Options, ema: EmaSeries, *, points: int, steps: Any, xaxis: str) -> LossPart:

@@ -139,3 +139,29 @@ def test_kept_answers_equal_the_answers_worked_out_afresh(ops):
         _check(store.snapshot())
     for snap, _ in snaps:  # an older snapshot's answers are still its own (the kept ones are shared)
         _check(snap)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.fixed_dictionaries({}, optional={
+    "flops_per_token": st.one_of(st.integers(-5, 10**9), st.floats(allow_nan=True), st.text(max_size=2), st.booleans()),
+    "world_size": st.one_of(st.integers(-2, 64), st.floats(0, 8), st.booleans(), st.none()),
+    "peak_flops": st.one_of(st.integers(-5, 10**15), st.floats(allow_nan=True), st.text(max_size=2))}),
+    min_size=1, max_size=4), st.one_of(st.none(), st.floats(-1.0, 1e15)))
+def test_mfu_from_the_answers_equals_each_ranks_start_event(starts, peak):
+    """rank_mfu derives MFU from every rank's start event at once (the answers' arrays); each rank's figure
+    equals the one its own start event gives (figures._mfu_scale), whatever the event holds."""
+    store = Store()
+    for r, start in enumerate(starts):
+        store.ingest_events(r, [{"kind": "start", "time": 1000.0, "session": "s", **start}])
+        rows = _rows(1001.0, 1, 5, "s")
+        rows.floats[:, 7] = 4096.0  # tokens
+        rows.floats[:, 4] = 0.5  # step_time
+        store.ingest_rows(r, rows)
+    opts = figures.Options(peak_flops=peak)
+    snap = store.snapshot()
+    got = figures.rank_mfu(snap, opts)
+    tps = figures.rank_tokens_per_s(snap)
+    with np.errstate(all="ignore"):
+        want = np.array([tps[i] * figures._mfu_scale(snap.ranks[r].last_start, opts)
+                         for i, r in enumerate(figures.window(snap).ranks)])
+    np.testing.assert_array_equal(got, want)

@@ -75,7 +75,7 @@ class HeatStrip(Static, can_focus=False):
         self.selected = selected
         marks = v.marks
         _label, attr, high_bad = HEAT_METRICS[self.metric]
-        ranks = sorted(v.ranks, key=lambda r: r.rank)
+        ranks = v.ranks.column("rank")  # in rank order (the table's columns: no row object per rank)
         value = _values(v, attr)
         known = np.array([x for x in value.values() if x is not None and math.isfinite(x)])
         med = float(np.median(known)) if len(known) else 0.0
@@ -87,7 +87,7 @@ class HeatStrip(Static, can_focus=False):
         sign = 1.0 if high_bad else -1.0
         per = self._per_cell(len(ranks))
         width = self._width()
-        cells = [[r.rank for r in ranks[i:i + per]] for i in range(0, len(ranks), per)]
+        cells = [ranks[i:i + per] for i in range(0, len(ranks), per)]
         styles = {n: self.get_component_rich_style(f"heat-strip--{n}", partial=True)
                   for n in ("normal", "outlier", "alert", "missing", "selected")}
 
@@ -140,8 +140,10 @@ class HeatStrip(Static, can_focus=False):
 
 def _values(v: View, attr: str) -> dict[int, float | None]:
     """Each rank's value of a heat strip metric; ``lag`` is steps behind the median rank."""
+    ranks = v.ranks.column("rank")
     if attr == "lag":
-        steps = sorted(x.step for x in v.ranks if x.step is not None)
+        at = v.ranks.column("step")
+        steps = sorted(x for x in at if x is not None)
         med = steps[len(steps) // 2] if steps else None
-        return {r.rank: None if r.step is None or med is None else float(med - r.step) for r in v.ranks}
-    return {r.rank: getattr(r, attr) for r in v.ranks}
+        return {r: None if s is None or med is None else float(med - s) for r, s in zip(ranks, at)}
+    return dict(zip(ranks, v.ranks.column(attr)))

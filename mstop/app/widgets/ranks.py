@@ -7,7 +7,9 @@ User-controlled text (run names, notes, column names, host names, paths) is alwa
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from rich.text import Text
 from textual.binding import Binding
@@ -15,7 +17,7 @@ from textual.message import Message
 from textual.widgets import DataTable, Static
 
 from ... import fmt
-from ...view import RankRow, View
+from ...view import RankRow, RankTable, View
 
 RANK_COLUMNS = (("rank", "rank"), ("host", "host"), ("step", "step"), ("step_time", "step time (median)"),
                 ("tokens_per_s", "tokens/s"), ("headroom", "headroom"), ("data_wait", "data wait"),
@@ -58,6 +60,27 @@ def _host_row(host: str, ranks: list) -> HostRow:
                    headroom=pick("headroom", min), data_wait=pick("data_wait", max), age=pick("age", max),
                    aicore=pick("aicore", min), device_memory=pick("device_memory", max),
                    temperature=pick("temperature", max), count=len(ranks))
+
+
+class Lines(Sequence):
+    """The ungrouped table's lines: ``("rank", row)`` in the sorted order, each row built when its page is
+    drawn (a RankTable builds a row object only when asked for one)."""
+
+    def __init__(self, table: RankTable, order: list[int]) -> None:
+        self.table, self.order = table, order
+
+    def __len__(self) -> int:
+        return len(self.order)
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return [("rank", self.table[k]) for k in self.order[i]]
+        return ("rank", self.table[self.order[i]])
+
+    def position(self, rank: int) -> int | None:
+        """Where ``rank``'s line is (None: not in the table)."""
+        at = self.table.index_of(rank)
+        return self.order.index(at) if at is not None else None
 
 
 class PagedTable(DataTable):
@@ -159,23 +182,27 @@ class RanksTable(PagedTable):
             missing = val is None or (isinstance(val, float) and math.isnan(val))
             return (missing, val if not missing else 0)
 
-        ranks = sorted(v.ranks, key=key, reverse=self.sort_reverse)
-        lines: list[tuple[str, object]] = []  # ("host", HostRow) or ("rank", RankRow)
+        table = v.ranks
+        lines: Lines | list[tuple[str, object]]
         if self.grouped:
+            ranks = sorted(table, key=key, reverse=self.sort_reverse)
             hosts: dict[str, list] = {}
             for r in ranks:
                 hosts.setdefault(r.host, []).append(r)
             groups = [_host_row(h, rs) for h, rs in hosts.items()]
             groups.sort(key=key, reverse=self.sort_reverse)
+            grouped: list[tuple[str, object]] = []  # ("host", HostRow) or ("rank", RankRow)
             for g in groups:
-                lines.append(("host", g))
+                grouped.append(("host", g))
                 if g.host in self.expanded:
-                    lines += [("rank", r) for r in hosts[g.host]]
-        else:
-            lines = [("rank", r) for r in ranks]
+                    grouped += [("rank", r) for r in hosts[g.host]]
+            lines = grouped
+        else:  # the columns sorted, the rows built for the page alone (10,000 ranks: the 40 on screen)
+            lines = Lines(table, table.order(self.sort_key, self.sort_reverse))
         self._lines = lines
         if self._want is not None:  # select_rank: put that rank's row on the page, under the cursor
-            at = next((i for i, (kind, r) in enumerate(lines) if kind == "rank" and r.rank == self._want), None)
+            at = lines.position(self._want) if isinstance(lines, Lines) else \
+                next((i for i, (kind, r) in enumerate(lines) if kind == "rank" and r.rank == self._want), None)
             self._want = None
             if at is not None:
                 if not self.offset <= at < self.offset + self.page_size:
@@ -214,7 +241,7 @@ class RanksTable(PagedTable):
         if v.devices and DEVICE_COLUMNS[0][0] not in self.columns:
             for col, label in DEVICE_COLUMNS:
                 self.add_column(label, key=col)
-        if any(r.state is not None for r in v.ranks) and PROCESS_COLUMNS[0][0] not in self.columns:
+        if PROCESS_COLUMNS[0][0] not in self.columns and any(x is not None for x in v.ranks.column("state")):
             for col, label in PROCESS_COLUMNS:
                 self.add_column(label, key=col)
         return DEVICE_COLUMNS[0][0] in self.columns, PROCESS_COLUMNS[0][0] in self.columns
@@ -224,7 +251,8 @@ class RanksTable(PagedTable):
         if self._view is None:
             return
         if self.grouped:
-            host = next((r.host for r in self._view.ranks if r.rank == rank), None)
+            at = self._view.ranks.index_of(rank)
+            host = self._view.ranks[at].host if at is not None else None
             if host is not None:
                 self.expanded.add(host)
         self._want = rank
@@ -251,7 +279,8 @@ class RankDetail(Static):
 
     def show(self, v: View, key: str) -> RankRow | None:
         """Show the row ``key`` names (a rank, or ``host:NAME``); return that rank's row, if any."""
-        row = next((r for r in v.ranks if str(r.rank) == key), None)
+        at = v.ranks.index_of(int(key)) if key.isdigit() else None
+        row = v.ranks[at] if at is not None else None
         if row is None:
             self.update(Text(f"host {key[5:]}: Enter shows its ranks") if key.startswith("host:") else "")
             return None
