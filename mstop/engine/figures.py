@@ -367,8 +367,30 @@ def data_wait_frac(store: Store) -> float | None:
 
 def headrooms(store: Store) -> dict[MemoryScope, float]:
     """Headroom per rank (``"rank 3"``) or, with host memory, per host (``"host node1"``); cached until the
-    store changes (a frame asks three times: 2 ms each at 1,024 ranks)."""
-    return dict(store.memo("headrooms", lambda: headrooms_of(rank_memory(window(store)))))
+    store changes (a frame asks three times: 2 ms each at 1,024 ranks). Not to be written to."""
+    return store.memo("headrooms", lambda: headrooms_of(rank_memory(window(store))))
+
+
+def rank_headrooms(store: Store) -> np.ndarray:
+    """Each window rank's headroom (figures.window's ranks, in order): its own, or its host's when its memory
+    is the host's RAM (NaN: no memory figures)."""
+    def compute() -> np.ndarray:
+        w, heads = window(store), headrooms(store)
+        out = np.full(len(w.ranks), np.nan)
+        if not heads:
+            return out
+        for i, (r, start) in enumerate(zip(w.ranks, w.starts)):
+            h = heads.get(_scope("rank", r))  # its own, else its host's (a host's ranks share its RAM)
+            h = h if h is not None else heads.get(_scope("host", str(start.get("host") or "?")))
+            if h is not None:
+                out[i] = h
+        return out
+    return store.memo("rank_headrooms", compute)
+
+
+def _memory_hosts(w: Window) -> list[str | None]:
+    """Per window rank: its host when its memory is the host's RAM, else None."""
+    return [str(s.get("host")) if s.get("memory_source") == "host" else None for s in w.starts]
 
 
 def rank_memory(w: Window) -> list[tuple[int, str | None, float, float]]:
@@ -381,14 +403,12 @@ def rank_memory(w: Window) -> list[tuple[int, str | None, float, float]]:
     last = np.where(np.isnan(total), -1, np.arange(total.shape[1])).max(axis=1) if total.size else \
         np.full(len(w.ranks), -1)
     totals = np.where(last >= 0, total[np.arange(len(w.ranks)), np.maximum(last, 0)], np.nan)
-    out = []
-    for i, r in enumerate(w.ranks):
-        p, t = peaks[i], totals[i]
-        if np.isnan(p) or not t > 0:
-            continue
-        start = w.starts[i]
-        out.append((r, str(start.get("host")) if start.get("memory_source") == "host" else None, float(p), float(t)))
-    return out
+    with np.errstate(invalid="ignore"):
+        ok = np.flatnonzero(~np.isnan(peaks) & (totals > 0))
+    if not len(ok):
+        return []
+    hosts = _memory_hosts(w)
+    return [(w.ranks[i], hosts[i], p, t) for i, p, t in zip(ok.tolist(), peaks[ok].tolist(), totals[ok].tolist())]
 
 
 class MemoryScope(str):
@@ -406,6 +426,19 @@ class MemoryScope(str):
         return obj
 
 
+#: the scopes made so far (a scope is a value: 10,000 ranks made 10,000 new ones every frame)
+_SCOPES: dict[tuple[str, Any], MemoryScope] = {}
+
+
+def _scope(kind: str, who: Any) -> MemoryScope:
+    got = _SCOPES.get((kind, who))
+    if got is None:
+        if len(_SCOPES) > 1_000_000:  # ranks and hosts of many runs read in one process: start again
+            _SCOPES.clear()
+        got = _SCOPES[(kind, who)] = MemoryScope(kind, rank=who) if kind == "rank" else MemoryScope(kind, host=who)
+    return got
+
+
 def headrooms_of(mem: list[tuple[int, str | None, float, float]]) -> dict[MemoryScope, float]:
     """Headroom, 1 − peak / total, per rank, or per host for host memory (that host's ranks' peaks added up)."""
     out: dict[MemoryScope, float] = {}
@@ -414,9 +447,9 @@ def headrooms_of(mem: list[tuple[int, str | None, float, float]]) -> dict[Memory
         if host is not None:
             hosts.setdefault(host, []).append((p, t))
         else:
-            out[MemoryScope("rank", rank=r)] = 1.0 - p / t
+            out[_scope("rank", r)] = 1.0 - p / t
     for host, vals in hosts.items():
-        out[MemoryScope("host", host=host)] = 1.0 - sum(p for p, _ in vals) / max(t for _, t in vals)
+        out[_scope("host", host)] = 1.0 - sum(p for p, _ in vals) / max(t for _, t in vals)
     return out
 
 

@@ -84,6 +84,7 @@ class RankTable(Sequence[RankRow]):
     As a sequence it is every rank's row in rank order, as a list of RankRow was."""
 
     NAMES = tuple(f.name for f in fields(RankRow))
+    __hash__ = None  # type: ignore[assignment]  (a table of rows is compared, never hashed)
 
     def __init__(self, columns: dict[str, Any] | None = None) -> None:
         """``columns``: field -> values, one per rank in rank order (numbers as arrays, NaN for none; text as
@@ -116,6 +117,12 @@ class RankTable(Sequence[RankRow]):
             vals["host"] = vals["host"] if vals["host"] is not None else "?"
             row = self._rows[i] = RankRow(**vals)
         return row
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, (RankTable, list)) and list(self) == list(other)
+
+    def __repr__(self) -> str:
+        return f"RankTable({list(self)!r})"
 
     def column(self, name: str) -> list[Any]:
         """Every rank's value of field ``name`` (None for none), in rank order."""

@@ -177,28 +177,18 @@ def ranks(store: Store, opts: Options) -> RankTable:
     w: Window = figures.window(store)
     if not w.ranks:
         return RankTable()
-    heads = figures.headrooms(store)
     last_t = w.cols["time"][:, -1]
     # ages as the header's "last row ... ago" counts them (arrival while following, file times for clocks
     # set in the future): the newest rank's age is the header's, the others older by their row times
     newest = float(np.nanmax(last_t)) if not np.isnan(last_t).all() else math.nan
     base = figures.seconds_since_last_row(store, opts) if store.rows else math.nan
     hosts = [str(s.get("host") or "?") for s in w.starts]
-    # the headrooms by label ("rank 3", "host node1": a MemoryScope is its label): a rank's own, else its host's
-    by_label = {str(k): v for k, v in heads.items()}
-    head = np.full(len(w.ranks), np.nan)
-    if by_label:
-        for i, r in enumerate(w.ranks):
-            h = by_label.get(f"rank {r}")
-            h = h if h is not None else by_label.get(f"host {hosts[i]}")
-            if h is not None:
-                head[i] = h
     cols: dict[str, Any] = {
         "rank": np.asarray(w.ranks, dtype=np.float64), "host": hosts,
         "step": figures.lasts(store).step,  # the window's ranks are these, in the same order
         "step_time": figures.row_medians(w.cols["step_time"]),  # the window's median, as the panel's (NaN: none)
         "tokens_per_s": figures.rank_tokens_per_s(store), "data_wait": figures.rank_data_wait_frac(store),
-        "headroom": head, "age": base + (newest - last_t)}
+        "headroom": figures.rank_headrooms(store), "age": base + (newest - last_t)}
     _answer_columns(store, list(w.ranks), cols)
     _device_columns(store, list(w.ranks), cols)
     return RankTable(cols)

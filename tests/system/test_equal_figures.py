@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -67,7 +68,7 @@ def canonical(v: Any) -> Any:
         return canonical(v.tolist())
     if isinstance(v, dict):
         return {str(k): canonical(x) for k, x in v.items()}
-    if isinstance(v, (list, tuple)):
+    if isinstance(v, Sequence) and not isinstance(v, (str, bytes)):  # lists, and the ranks table's rows
         return [canonical(x) for x in v]
     if isinstance(v, (float, np.floating)):
         return repr(float(v)) if not math.isfinite(v) else float(v)
