@@ -97,9 +97,9 @@ class MonitorSession:
         incidents' marks. The ranks view (and ``header_only``, the once-a-second tick) builds no run-wide
         chart: at 1,024 ranks every millisecond counts."""
         snap = self.store.snapshot()
-        charts = not (ranks_view or header_only)
+        charts = not (ranks_view or header_only or self.reading)
         v = build_view(snap, self.opts, points=points, xaxis=xaxis, recent=recent, carry=self.carry,
-                       custom=self.custom, header_only=not charts)
+                       custom=self.custom, header_only=not charts, reading=self.reading)
         v.header.notes = self.notes(v)
         if charts and self.baseline_store is not None:
             # its last path component names it on the screen (the whole path is in the b dialog)

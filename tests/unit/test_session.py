@@ -73,12 +73,14 @@ def test_while_reading_the_header_says_so_and_ages_rows_by_their_own_time(tmp_pa
     session = MonitorSession([str(tmp_path)])  # the real clock: ages by arrival while following
     session.reading = True
     session.source.read_all()
-    h = session.frame(points=60).view.header
-    assert h.status == "reading"
-    assert 300 < h.since_last_row < 500, h.since_last_row
+    v = session.frame(points=60).view
+    assert v.header.status == "reading" and v.header.step == 40
+    assert 300 < v.header.since_last_row < 500, v.header.since_last_row
+    assert len(v.ranks) == 0 and v.throughput.tokens_per_s is None  # a part of the files: the header alone
     session.first_read_done()
-    h = session.frame(points=60).view.header
-    assert h.status == "stalled" and 300 < h.since_last_row < 500
+    v = session.frame(points=60).view
+    assert v.header.status == "stalled" and 300 < v.header.since_last_row < 500
+    assert len(v.ranks) == 2 and v.throughput.tokens_per_s == 4096.0
     session.source.stop()
 
 
