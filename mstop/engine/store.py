@@ -141,7 +141,7 @@ class RankData:
     retimes: int = 0
     #: what a rule keeps of its rows between frames, by the rule (mstop.engine.ruletable): shared with frozen
     #: copies; each entry names what it was computed from and is replaced whole
-    kept: dict[str, Any] = field(default_factory=dict)
+    kept: dict[Any, Any] = field(default_factory=dict)
     last_start: dict[str, Any] | None = None
     last_heartbeat: float | None = None
     last_event_time: float | None = None

@@ -60,9 +60,9 @@ class GoodputCache:
 
 @dataclass
 class Carry:
-    """What a frame keeps for the next one, so a frame on a long run costs what it does on a short one:
-    the smoothed loss, extended as rows arrive; the goodput ledger, read again every few seconds. (The
-    tokens seen are the store's fold: mstop.engine.folds.)"""
+    """What a frame keeps for the next one, so a frame on a long run costs what it does on a short one: the
+    goodput ledger, read again every few seconds. (The smoothed loss and the tokens seen are the store's
+    folds, extended as rows arrive: mstop.engine.smoothing, mstop.engine.folds.)"""
 
     ema: EmaSeries = field(default_factory=EmaSeries)
     goodput: GoodputCache = field(default_factory=GoodputCache)

@@ -60,3 +60,45 @@ def test_the_kept_median_equals_the_median_of_every_pace(plan, warmup):
         unit, _, _, want = THROUGHPUT_DROP.median(d, np.flatnonzero(d.steady()), rules)
         assert (got is None and want is None) or got == want, (got, want)
         assert THROUGHPUT_DROP.kept_median(d, rules)[0] == unit
+
+
+def _ema_afresh(d, weight: float) -> tuple[list[int], list[float]]:
+    """The debiased EMA over the rank's effective rows with a finite loss, row by row."""
+    idx, out, acc, norm = [], [], 0.0, 0.0
+    loss = d.col("loss").astype(np.float64)
+    for i in np.flatnonzero(d.effective() & np.isfinite(loss)).tolist():
+        acc, norm = weight * acc + (1 - weight) * loss[i], weight * norm + (1 - weight)
+        idx.append(i)
+        out.append(acc / norm)
+    return idx, out
+
+
+@settings(max_examples=100, deadline=None)
+@given(plans)
+def test_the_kept_loss_ema_equals_the_ema_worked_out_afresh(plan):
+    """The smoothed loss is a fold on the rank (shared by its snapshots): extended as rows come, worked out
+    again after a resume, an older session's rows or a reset; an older snapshot reads its own rows' part."""
+    from mstop.engine.smoothing import EmaSeries
+
+    store = Store()
+    step, older = 0.0, []
+    for k, (n, sess, _tokens, then) in enumerate(plan):
+        d = store.ranks.get(0)
+        if sess and d is not None and d.segments and d.segments[-1].session != f"s{sess}":
+            step = max(0.0, step - 10)
+        rows = _rows(step + 1, n, f"s{sess}", False, k)
+        rows.floats[:, FLOAT_INDEX["loss"]] = np.where(np.arange(n) % 5 == 3, np.nan, 2.0 / (step + 1 + np.arange(n)))
+        store.ingest_rows(0, rows)
+        step += n
+        if then == "reset":
+            store.reset_rank(0)
+            step = 0.0
+        snap = store.snapshot()
+        older.append(snap)
+        for s in (snap, older[len(older) // 2]):  # this moment's, and an older snapshot's again
+            if not s.ranks[0].rows:
+                continue
+            idx, ema = EmaSeries().series(s, 0, 0.9)
+            want_idx, want = _ema_afresh(s.ranks[0], 0.9)
+            assert idx.tolist() == want_idx
+            np.testing.assert_allclose(ema, want, rtol=1e-9)
