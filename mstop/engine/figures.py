@@ -376,12 +376,16 @@ def rank_headrooms(store: Store) -> np.ndarray:
     is the host's RAM (NaN: no memory figures)."""
     def compute() -> np.ndarray:
         w, heads = window(store), headrooms(store)
-        out = np.full(len(w.ranks), np.nan)
         if not heads:
-            return out
-        for i, (r, start) in enumerate(zip(w.ranks, w.starts)):
-            h = heads.get(_scope("rank", r))  # its own, else its host's (a host's ranks share its RAM)
-            h = h if h is not None else heads.get(_scope("host", str(start.get("host") or "?")))
+            return np.full(len(w.ranks), np.nan)
+        peaks, totals = _peaks_totals(w)
+        hosts = _memory_hosts(w)
+        with np.errstate(all="ignore"):
+            own = np.where(~np.isnan(peaks) & (totals > 0) & np.array([h is None for h in hosts], bool),
+                           1.0 - peaks / totals, np.nan)  # as headrooms_of has it, for the ranks it lists
+        out = own.copy()
+        for i in np.flatnonzero(np.isnan(own)).tolist():  # a host's RAM, or no figure of its own: its host's
+            h = heads.get(_scope("host", str(w.starts[i].get("host") or "?")))
             if h is not None:
                 out[i] = h
         return out
@@ -393,8 +397,8 @@ def _memory_hosts(w: Window) -> list[str | None]:
     return [str(s.get("host")) if s.get("memory_source") == "host" else None for s in w.starts]
 
 
-def rank_memory(w: Window) -> list[tuple[int, str | None, float, float]]:
-    """(rank, host when its memory is host RAM else None, peak, total) of each rank with both in the window."""
+def _peaks_totals(w: Window) -> tuple[np.ndarray, np.ndarray]:
+    """Per window rank: its highest peak in the window and its last total (NaN: none)."""
     # a cell that says inf is no memory reading (a headroom of -inf would be nonsense on every screen)
     peak = np.where(np.isfinite(w.cols["mem_peak"]), w.cols["mem_peak"], np.nan)
     has_peak = ~np.isnan(peak).all(axis=1)
@@ -403,6 +407,12 @@ def rank_memory(w: Window) -> list[tuple[int, str | None, float, float]]:
     last = np.where(np.isnan(total), -1, np.arange(total.shape[1])).max(axis=1) if total.size else \
         np.full(len(w.ranks), -1)
     totals = np.where(last >= 0, total[np.arange(len(w.ranks)), np.maximum(last, 0)], np.nan)
+    return peaks, totals
+
+
+def rank_memory(w: Window) -> list[tuple[int, str | None, float, float]]:
+    """(rank, host when its memory is host RAM else None, peak, total) of each rank with both in the window."""
+    peaks, totals = _peaks_totals(w)
     with np.errstate(invalid="ignore"):
         ok = np.flatnonzero(~np.isnan(peaks) & (totals > 0))
     if not len(ok):
@@ -812,7 +822,7 @@ def writer_failures(store: Store) -> list[str]:
 def refused_rows(store: Store) -> tuple[int, str | None]:
     """Rows the writers refused for bad input (their dropped events' count), and what the first refusal
     said (``row for step 'abc' not written: ...``)."""
-    n = sum(d.rejected for d in store.ranks.values())
+    n = int(rankstate.states(store).rejected.sum())
     first = [e for d in store.ranks.values() if d.writer_errors for e in d.writer_errors if _refusal(e)]
     first.sort(key=lambda e: float(e["time"]))
     if first and not n:
@@ -822,7 +832,7 @@ def refused_rows(store: Store) -> tuple[int, str | None]:
 
 def dropped_rows(store: Store) -> int:
     """Rows the writers reported as lost (I/O errors) or refused (bad input), all ranks."""
-    return sum(d.dropped for d in store.ranks.values())
+    return int(rankstate.states(store).dropped.sum())
 
 
 def clock_spread(store: Store) -> float | None:

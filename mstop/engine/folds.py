@@ -51,6 +51,7 @@ class Ring:
     #: older session's rows among the last. The others are read from their columns (mstop.engine.figures).
     regular: np.ndarray  # (ranks,) bool
     blank: np.ndarray  # (ranks,) bool: one session of 2 to RING rows: its first row is in the ring, not the window
+    latest_first: np.ndarray  # (ranks,) int64: the first row of the rank's latest session
 
 
 class Folds:
@@ -215,7 +216,7 @@ class Folds:
         latest = ~single & (rows - self.latest_first[slots] > RING) & ~self.profiled_[slots] & \
             (rows - self.old_until[slots] >= RING)
         return Ring(list(ranks), self.exact[slots], self.floats[slots], self.achieved[slots], rows,
-                    single | latest, single & (rows > 1) & (rows <= RING))
+                    single | latest, single & (rows > 1) & (rows <= RING), self.latest_first[slots])
 
     def frozen(self) -> Folds:
         """The folds as they are now, for a snapshot (the same one again while nothing was added)."""

@@ -51,6 +51,8 @@ class One:
     flops_per_token: float
     world_size: float
     peak_flops: float
+    dropped: float  # rows its writer reported lost or refused (its ``dropped`` events)
+    rejected: float  # of those, the rows it refused for bad input
 
 
 @dataclass
@@ -77,6 +79,8 @@ class States:
     flops_per_token: np.ndarray  # One.flops_per_token ...
     world_size: np.ndarray
     peak_flops: np.ndarray
+    dropped: np.ndarray
+    rejected: np.ndarray
 
     def first(self, name: str) -> Any:
         """The first rank's (in rank order) answer ``name`` that is not None, else None (once per States)."""
@@ -222,7 +226,8 @@ def _one(d: RankData) -> One:
                process=processes.facts(d), profile=rank_profile(d) if d.profiles else None,
                host=start.get("host") if start else None, started=bool(d.starts), start=start,
                first_start=_first_start(d), first_row_time=float(d.exact.data[0, 0]) if d.rows else math.nan,
-               holding=processes.holding(d), **_mfu_terms(start or {}))
+               holding=processes.holding(d), dropped=float(d.dropped), rejected=float(d.rejected),
+               **_mfu_terms(start or {}))
 
 
 def _mfu_terms(start: dict[str, Any]) -> dict[str, float]:
@@ -271,7 +276,7 @@ def states(store: Store) -> States:
 #: the arrays of States that hold one figure per rank, from its One
 _FLAGS = ("aborted", "finished", "restarting", "started", "heartbeats")
 _FLOATS = ("event_life", "heartbeat_interval", "restart_start", "first_start", "first_row_time", "flops_per_token",
-           "world_size", "peak_flops")
+           "world_size", "peak_flops", "dropped", "rejected")
 
 
 def _states(store: Store) -> States:
@@ -323,5 +328,6 @@ def _states(store: Store) -> States:
                   heartbeats=arrays["heartbeats"], heartbeat_interval=arrays["heartbeat_interval"],
                   restart_start=arrays["restart_start"], life=life, first_start=arrays["first_start"],
                   first_row_time=arrays["first_row_time"], flops_per_token=arrays["flops_per_token"],
-                  world_size=arrays["world_size"], peak_flops=arrays["peak_flops"])
+                  world_size=arrays["world_size"], peak_flops=arrays["peak_flops"], dropped=arrays["dropped"],
+                  rejected=arrays["rejected"])
 

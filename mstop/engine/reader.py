@@ -174,7 +174,7 @@ class RunReader:
 
     def rejected(self) -> int:
         """Rows the writers refused for bad input, all ranks (of the dropped ones they reported)."""
-        return sum(d.rejected for d in self._store.ranks.values())
+        return int(rankstate.states(self._store).rejected.sum())
 
     def empty(self) -> bool:
         """No rank at all: no rank file read (or none found yet)."""

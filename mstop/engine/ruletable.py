@@ -88,6 +88,8 @@ class NanLoss:
         first: tuple[float, int, float] | None = None  # (step, rank, value)
         ranks = 0
         for r, d in store.ranks.items():
+            if not d.nonfinite:  # the usual rank: no literal NaN or Inf at all
+                continue
             rows = self.rows(d)
             if len(rows):
                 ranks += 1
@@ -237,7 +239,8 @@ class Starvation:
         frac = figures.rank_data_wait_frac(store)
         ok = ~np.isnan(w.cols["data_wait"]) & ~np.isnan(w.cols["step_time"])
         mean_wait = np.where(ok, w.cols["data_wait"], 0.0).sum(axis=1) / np.maximum(ok.sum(axis=1), 1)
-        in_session = np.array([store.ranks[r].rows - store.ranks[r].segments[-1].first_row for r in w.ranks])
+        ring = store.folds.ring()  # the window's ranks, in the same order: rows, and the latest session's first
+        in_session = ring.rows - ring.latest_first
         out = []
         for i in np.flatnonzero(self.fires(frac, mean_wait, in_session, rules)):
             r = w.ranks[i]
@@ -286,11 +289,14 @@ class OomRisk:
 
     def alerts(self, store: Store, rules: Rules) -> list[Alert]:
         """Over the window the screen shows (the same headrooms as the header and the ranks table)."""
-        scopes = list(figures.headrooms(store).items())
-        heads = np.array([h for _, h in scopes], dtype=np.float64)
-        step = figures.step(store)
-        return [Alert(self.kind, who.rank, step, self.words(str(who), float(h), None, rules), severity=-float(h))
-                for (who, h), hit in zip(scopes, self.fires(heads, rules)) if hit]
+        got = figures.headrooms(store)
+        heads = np.fromiter(got.values(), np.float64, len(got))
+        hit = np.flatnonzero(self.fires(heads, rules))
+        if not len(hit):
+            return []
+        scopes, step = list(got), figures.step(store)
+        return [Alert(self.kind, scopes[i].rank, step, self.words(str(scopes[i]), float(heads[i]), None, rules),
+                      severity=-float(heads[i])) for i in hit.tolist()]
 
     def incidents(self, r: int, d: RankData, rules: Rules, recent_hit: bool | None = None) -> list[Incident]:
         if d.last_start and d.last_start.get("memory_source") == "host":

@@ -114,6 +114,8 @@ def test_the_folds_equal_each_ranks_last_rows_however_the_rows_came(plan):
     s = store.snapshot()
     for snap, t_lasts, t_window in [*snaps, (s, _truth_lasts(s), _truth_window(s))]:
         assert snap.rows == sum(d.rows for d in snap.ranks.values())
+        ring = snap.folds.ring()  # each rank's latest session's first row (the starvation rule's warm-up)
+        assert ring.latest_first.tolist() == [snap.ranks[r].segments[-1].first_row for r in ring.ranks]
         got = lasts(snap)
         assert {r: (float(a), float(b)) for r, a, b in zip(got.ranks, got.time, got.step)} == t_lasts
         assert got.ranks == sorted(t_lasts)

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from mstop.engine import figures, processes, rankstate
 from mstop.engine.parse import NUMERIC, Rows
-from mstop.engine.store import Store
+from mstop.engine.store import FLOAT_INDEX, Store
 
 N_EXACT = 2
 RANKS = 2
@@ -31,7 +31,7 @@ op = st.one_of(
     st.tuples(st.just("rows"), st.integers(0, RANKS - 1), st.integers(1, 4), st.sampled_from(["a", "a", "b", ""])),
     st.tuples(st.just("event"), st.integers(0, RANKS - 1),
               st.sampled_from(["start", "end", "abort", "lost", "exit0", "exit9", "heartbeat", "proc", "profile",
-                               "checkpoint", "checkpoint"]),
+                               "checkpoint", "checkpoint", "dropped"]),
               st.sampled_from(["a", "a", "b"])),
     st.tuples(st.just("reset_rows"), st.integers(0, RANKS - 1), st.just(0), st.just("")),
     st.tuples(st.just("reset_events"), st.integers(0, RANKS - 1), st.just(0), st.just("")),
@@ -53,6 +53,8 @@ def _event(kind: str, session: str, t: float, pid: int) -> dict:
                 "shares": {"compute": 0.5, "comm_not_overlapped": 0.2, "overlapped": 0.1, "idle": 0.3}}
     if kind == "checkpoint":  # two ranks save the same step (one save); a save that names no step
         return {**base, "kind": "checkpoint", "step": int(t) // 4 * 4 if int(t) % 3 else None, "path": f"c{t}"}
+    if kind == "dropped":
+        return {**base, "kind": "dropped", "rows": int(t) % 7, "rejected": int(t) % 3}
     if kind == "abort":
         return {**base, "kind": "abort", "error": "boom", "step": 1}
     return {**base, "kind": kind}
@@ -93,7 +95,7 @@ def _check(store: Store) -> None:
         assert got.exited[k] == (processes.exited(d) is not None)
         assert got.one[k].process == processes.facts(d)
         assert got.one[k].profile == (rankstate.rank_profile(d) if d.profiles else None)
-        assert got.rows[k] == d.rows
+        assert got.rows[k] == d.rows and (got.dropped[k], got.rejected[k]) == (d.dropped, d.rejected)
         assert got.one[k].holding == processes.holding(d) and got.one[k].start == d.last_start
         assert _same(float(got.first_row_time[k]), float(d.col("time")[0]) if d.rows else math.nan)
         starts = []
@@ -154,8 +156,8 @@ def test_mfu_from_the_answers_equals_each_ranks_start_event(starts, peak):
     for r, start in enumerate(starts):
         store.ingest_events(r, [{"kind": "start", "time": 1000.0, "session": "s", **start}])
         rows = _rows(1001.0, 1, 5, "s")
-        rows.floats[:, 7] = 4096.0  # tokens
-        rows.floats[:, 4] = 0.5  # step_time
+        rows.floats[:, FLOAT_INDEX["tokens"]] = 4096.0
+        rows.floats[:, FLOAT_INDEX["step_time"]] = 0.5
         store.ingest_rows(r, rows)
     opts = figures.Options(peak_flops=peak)
     snap = store.snapshot()
@@ -165,3 +167,31 @@ def test_mfu_from_the_answers_equals_each_ranks_start_event(starts, peak):
         want = np.array([tps[i] * figures._mfu_scale(snap.ranks[r].last_start, opts)
                          for i, r in enumerate(figures.window(snap).ranks)])
     np.testing.assert_array_equal(got, want)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.one_of(st.none(), st.floats(0, 100)), st.one_of(st.none(), st.floats(-1, 100)),
+                          st.sampled_from(["device", "host"]), st.sampled_from(["h1", "h2", None])),
+                min_size=1, max_size=6))
+def test_each_ranks_headroom_is_its_own_else_its_hosts(spec):
+    """The ranks table's headroom per rank (figures.rank_headrooms, by arrays) is the one the headrooms name
+    for it: its own ("rank 3"), else its host's ("host h1"), as looking each up by its label gave."""
+    store = Store()
+    for r, (peak, total, source, host) in enumerate(spec):
+        start = {"kind": "start", "time": 1000.0, "session": "s", "memory_source": source}
+        if host is not None:
+            start["host"] = host
+        store.ingest_events(r, [start])
+        rows = _rows(1001.0, 1, 3, "s")
+        rows.floats[:, FLOAT_INDEX["mem_peak"]] = np.nan if peak is None else peak
+        rows.floats[:, FLOAT_INDEX["mem_total"]] = np.nan if total is None else total
+        store.ingest_rows(r, rows)
+    snap = store.snapshot()
+    w, heads = figures.window(snap), figures.headrooms(snap)
+    by_label = {str(k): v for k, v in heads.items()}
+    want = []
+    for r, s in zip(w.ranks, w.starts):
+        h = by_label.get(f"rank {r}")
+        h = h if h is not None else by_label.get(f"host {s.get('host') or '?'}")
+        want.append(math.nan if h is None else h)
+    np.testing.assert_array_equal(figures.rank_headrooms(snap), np.array(want))
