@@ -370,8 +370,9 @@ class ThroughputDrop:
             steady = np.flatnonzero(d.steady()[done:]) + done
             col = _PACE_COLUMNS.get(unit)
             better = _PACE_ORDER[:_PACE_ORDER.index(col)] if col is not None else _PACE_ORDER
-            if any(np.isfinite(d.col(c)[steady]).any() for c in better):  # tokens or samples appeared: the
-                d.kept.pop(self.kind, None)  # pace is counted in them from now on (figures.pace_basis)
+            # tokens or samples appeared in any new row (figures.pace_basis reads every row, steady or not):
+            if any(np.isfinite(d.col(c)[done:]).any() for c in better):  # the pace is counted in them now
+                d.kept.pop(self.kind, None)
                 return self.kept_median(d, rules)
             per_step = d.col(col)[steady].astype(np.float64) if col is not None else np.ones(len(steady))
             skip = max(0, rules.warmup_steps - count)  # steady rows still in the warm-up
