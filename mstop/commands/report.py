@@ -22,7 +22,7 @@ from ..engine import figures
 from ..engine.figures import Options
 from ..engine.health import Health, Rules
 from ..engine.reader import RunReader
-from ..engine.smoothing import EmaSeries, evenly
+from ..engine.smoothing import ema_series, evenly
 from ..engine.store import Store
 from .compare import Comparison, Member, Run, render_markdown, short_labels
 
@@ -378,7 +378,7 @@ def _draw_loss(opts: Options) -> Draw:
         if r0 is None:
             return False
         x, y = _xy(m.store, r0, "loss")
-        idx, ema = EmaSeries().series(m.store, r0, opts.ema_weight)
+        idx, ema = ema_series(m.store, r0, opts.ema_weight)
         if not len(x) and not len(idx):
             return False
         ax.plot(x, y, color=color, linewidth=0.6, alpha=0.35)

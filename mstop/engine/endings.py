@@ -83,7 +83,7 @@ def ending(store: Store, opts: Options) -> Ending:
             continue  # a rank that finished stopped when it was done, not first
         else:
             out.died.append(r)
-            t = figures.last_life(d)
+            t = rankstate.last_life(d)
         e = processes.exited(d)
         if e is not None and not processes.clean_exit(e):
             exits.add(r)
@@ -204,7 +204,7 @@ def margin(store: Store) -> float:
 def _abort_time(d: RankData) -> float | None:
     s = rankstate.last_session(d)
     times = [float(a["time"]) for a in d.aborts if a.get("session") is None or str(a["session"]) == s]
-    return min(times) if times else figures.last_life(d)
+    return min(times) if times else rankstate.last_life(d)
 
 
 def ranks_text(ranks: list[int]) -> str:

@@ -725,20 +725,9 @@ def dead_after(store: Store, opts: Options, *, starting: bool = False) -> float:
     return max(limit, STARTUP_DEAD_S) if starting else limit
 
 
-def last_life(d: RankData) -> float | None:
-    """The rank's last sign of life on its own clock: a heartbeat, an event, a row, or the start of a session
-    with no row yet (a start whose session has rows is not: its rows are newer, unless its clock is wrong)."""
-    times = [t for t in (d.last_heartbeat, d.last_event_time) if t is not None]
-    if d.rows:
-        times.append(float(d.exact.view()[-1, 0]))
-    if d.last_start is not None and str(d.last_start.get("session")) not in d.segment_of:
-        times.append(float(d.last_start["time"]))  # (re)started, no row of it yet: the start is its life
-    return max(times) if times else None
-
-
 def lives(store: Store) -> dict[int, float]:
-    """Every rank's last sign of life (:func:`last_life`), ranks with none left out: from the ranks' answers
-    (mstop.engine.rankstate), not a walk of their events."""
+    """Every rank's last sign of life (mstop.engine.rankstate.last_life), ranks with none left out: from the
+    ranks' kept answers, not a walk of their events."""
     st = rankstate.states(store)
     have = np.flatnonzero(st.life == st.life)
     return dict(zip((st.ranks[k] for k in have), st.life[have].tolist()))

@@ -302,14 +302,15 @@ def _held(store: Store) -> list[Alert]:
     no step, and the other ranks wait for it at their next collective."""
     out = []
     st = rankstate.states(store)  # each rank's process facts, kept until its events change
-    for k in (k for k, o in enumerate(st.one) if o.holding is not None):
-        r, p = st.ranks[k], st.one[k].holding
-        if p is not None:
-            since = float(p["since"])
-            step = int(st.last_step[k]) if st.rows[k] else None
-            out.append(Alert("stopped_rank", r, step, f"rank {r}'s process is {processes.state_words(p)} since "
-                                                      f"{fmt.clock_ms(since)}: the other ranks wait for it",
-                             severity=-since))
+    for k, o in enumerate(st.one):
+        p = o.holding
+        if p is None:
+            continue
+        r, since = st.ranks[k], float(p["since"])
+        step = int(st.last_step[k]) if st.rows[k] else None
+        out.append(Alert("stopped_rank", r, step, f"rank {r}'s process is {processes.state_words(p)} since "
+                                                  f"{fmt.clock_ms(since)}: the other ranks wait for it",
+                         severity=-since))
     return out
 
 

@@ -4,8 +4,8 @@ events (or sessions) changed.
 The status, the liveness rule, the ranks table and ``summary`` ask the same questions of every rank at every
 frame: did it abort, did the launcher lose it, did it finish, is it restarting, did its process end, when did
 it last show a sign of life, what does its witness say of its process. Each answer is defined once, per rank,
-in :mod:`mstop.engine.figures` and :mod:`mstop.engine.processes`; asked of 1,024 ranks in Python at every
-frame they cost more than the rest of the frame (issue 39). Nearly all of them depend on a rank's events
+here (and in :mod:`mstop.engine.processes` for the process); asked of 1,024 ranks in Python at every frame
+they cost more than the rest of the frame (issue 39). Nearly all of them depend on a rank's events
 alone, and events are rare beside rows: a rank's answers are kept with the key of what they read (its events'
 stamp, its sessions, and its last row's time only where an answer reads it: an abort, an end, rows with no
 session), and :func:`states` hands every rank's in arrays (one per store version).
@@ -39,7 +39,6 @@ class One:
     heartbeat_interval: float  # the interval its start event gives (NaN: none)
     process: dict[str, Any] | None  # processes.facts
     profile: dict[str, Any] | None  # its newest profile's shares (mstop.engine.profiles.rank_profile)
-    host: str | None
     started: bool  # has a start event
     start: dict[str, Any] | None  # its newest start event (the run's account of itself: figures.run_meta)
     #: its earliest start event's time, a session's first row standing for a start stamped by a clock that
@@ -110,7 +109,7 @@ def aborted(d: RankData) -> bool:
     after it: a MindFormers log's ERROR line that training went on past is no end)."""
     if not d.aborts:
         return False
-    s = _last_session(d)
+    s = last_session(d)
     last_row = float(d.exact.view()[-1, 0]) if d.rows and d.segments and d.segments[-1].session == s else None
     for a in d.aborts:
         if a.get("session") is not None:
@@ -121,7 +120,8 @@ def aborted(d: RankData) -> bool:
     return False
 
 
-def _last_session(d: RankData) -> str | None:
+def last_session(d: RankData) -> str | None:
+    """The session of the rank's newest start event (or of its last rows)."""
     if d.last_start is not None:
         return str(d.last_start.get("session"))
     return d.segments[-1].session if d.segments else None
@@ -133,15 +133,10 @@ def _unnamed_rows(d: RankData) -> bool:
     return bool(d.rows) and d.segments[-1].session == ""
 
 
-def last_session(d: RankData) -> str | None:
-    """The session of the rank's newest start event (or of its last rows)."""
-    return _last_session(d)
-
-
 def lost(d: RankData) -> dict[str, Any] | None:
     """The ``lost`` event (msrun's scheduler timed the worker out) that ends the rank's last session, if
     any: no end of that session and no start after it."""
-    s = _last_session(d)
+    s = last_session(d)
     if s is None or s in d.ends:
         return None
     return next((e for e in d.losts if str(e.get("session")) == s), None)
@@ -152,7 +147,7 @@ def finished_cleanly(d: RankData) -> bool:
     status 0."""
     if processes.clean_exit(processes.exited(d)):
         return True  # its process ended with status 0: done, whether or not the writer was closed
-    s = _last_session(d)
+    s = last_session(d)
     if s is None or s not in d.ends:
         return False
     if d.rows and (d.segments[-1].session == s or _unnamed_rows(d)):
@@ -160,16 +155,39 @@ def finished_cleanly(d: RankData) -> bool:
     return True
 
 
+def restart_start(d: RankData) -> float:
+    """The time of the rank's newest start event while its session has no row yet (the start is then its
+    life), else NaN."""
+    start = d.last_start
+    return float(start["time"]) if start is not None and str(start.get("session")) not in d.segment_of \
+        else math.nan
+
+
+def event_life(d: RankData) -> float:
+    """The rank's last sign of life but its rows, on its own clock: a heartbeat, an event, the start of a
+    session with no row yet (NaN: none)."""
+    times = [t for t in (d.last_heartbeat, d.last_event_time, restart_start(d)) if t is not None and t == t]
+    return max(times) if times else math.nan
+
+
+def last_life(d: RankData) -> float | None:
+    """The rank's last sign of life on its own clock: a heartbeat, an event, a row, or the start of a session
+    with no row yet (a start whose session has rows is not: its rows are newer, unless its clock is wrong)."""
+    life = event_life(d)
+    if d.rows:
+        life = float(np.fmax(life, d.exact.data[d.rows - 1, 0]))
+    return None if life != life else life
+
+
 def restarting(d: RankData) -> bool:
     """The rank's newest start event belongs to a session with no rows yet (rows that carry no session
     belong to it once one is as late as the start event)."""
-    s = _last_session(d)
+    s = last_session(d)
     if s is None or not d.segments or s in {seg.session for seg in d.segments}:
         return False
     if _unnamed_rows(d) and d.last_start is not None:
         return float(d.exact.data[d.rows - 1, 0]) < float(d.last_start["time"])
     return True
-
 
 
 #: the parts of a step a profile splits it into (compute + comm_not_overlapped + idle = the step; overlapped
@@ -195,7 +213,6 @@ def rank_profile(d: RankData) -> dict[str, Any] | None:
     return max(got, key=lambda p: p["time"]) if got else None
 
 
-
 # -- kept, and in arrays ------------------------------------------------------------------------------------
 
 def _key(d: RankData) -> tuple[Any, ...]:
@@ -203,28 +220,21 @@ def _key(d: RankData) -> tuple[Any, ...]:
     time), whether it has rows, its sessions, and its last row's time where an answer compares with it (an
     abort, an end, rows that carry no session)."""
     rows = d.rows
-    unnamed = bool(rows) and d.segments[-1].session == ""
-    t = float(d.exact.data[rows - 1, 0]) if rows and (d.aborts or d.ends or unnamed) else None
+    t = float(d.exact.data[rows - 1, 0]) if rows and (d.aborts or d.ends or _unnamed_rows(d)) else None
     return d.ev_stamp, d.rows_epoch, rows > 0, len(d.segments), t
 
 
 def _one(d: RankData) -> One:
     start = d.last_start
-    restart = math.nan
-    if start is not None and str(start.get("session")) not in d.segment_of:
-        restart = float(start["time"])
-    lives = [t for t in (d.last_heartbeat, d.last_event_time) if t is not None]
-    if restart == restart:
-        lives.append(restart)
     hb = start.get("heartbeat_interval") if start else None
     hb_ok = isinstance(hb, (int, float)) and not isinstance(hb, bool) and hb > 0
     return One(aborted=aborted(d), lost=lost(d), finished=finished_cleanly(d), restarting=restarting(d),
                exit=processes.exited(d),
-               event_life=max(lives) if lives else math.nan, restart_start=restart,
+               event_life=event_life(d), restart_start=restart_start(d),
                heartbeats=d.last_heartbeat is not None or hb_ok,
                heartbeat_interval=float(hb) if hb_ok else math.nan,  # type: ignore[arg-type]
                process=processes.facts(d), profile=rank_profile(d) if d.profiles else None,
-               host=start.get("host") if start else None, started=bool(d.starts), start=start,
+               started=bool(d.starts), start=start,
                first_start=_first_start(d), first_row_time=float(d.exact.data[0, 0]) if d.rows else math.nan,
                holding=processes.holding(d), dropped=float(d.dropped), rejected=float(d.rejected),
                **_mfu_terms(start or {}))

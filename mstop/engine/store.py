@@ -254,16 +254,9 @@ class RankData:
             c.segments, c.segment_of = list(self.segments), dict(self.segment_of)
         c.nonfinite = prev.nonfinite if same_rows and len(prev.nonfinite) == len(self.nonfinite) \
             else list(self.nonfinite)  # type: ignore[union-attr]
-        if prev is not None and prev.ev_stamp == self.ev_stamp:
-            for name in _EVENT_CONTAINERS:
-                setattr(c, name, getattr(prev, name))
-            return c
-        c.starts, c.ends = dict(self.starts), dict(self.ends)
-        c.checkpoints, c.evals = list(self.checkpoints), list(self.evals)
-        c.aborts, c.losts, c.writer_errors = list(self.aborts), list(self.losts), list(self.writer_errors)
-        c.device_events = list(self.device_events)
-        c.profiles, c.profiled = list(self.profiles), list(self.profiled)
-        c.exits, c.procs, c.stacks = list(self.exits), dict(self.procs), list(self.stacks)
+        same = prev is not None and prev.ev_stamp == self.ev_stamp
+        for name in _EVENT_CONTAINERS:  # the lists and dicts its events fill: copied, or the last copy's
+            setattr(c, name, getattr(prev, name) if same else copy.copy(getattr(self, name)))
         return c
 
     def effective(self) -> np.ndarray:

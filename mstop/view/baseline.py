@@ -8,21 +8,21 @@ import numpy as np
 from ..engine import figures
 from ..engine.figures import Options
 from ..engine.reader import RunReader
-from ..engine.smoothing import EmaSeries, evenly
+from ..engine.smoothing import ema_series, evenly
 from ..engine.store import Store
 from . import charts
 from .frame import BaselinePart, Series, View
 
 
-def baseline_overlay(v: View, base: Store, name: str, opts: Options, ema: EmaSeries, *, points: int = 200,
+def baseline_overlay(v: View, base: Store, name: str, opts: Options, *, points: int = 200,
                      recent: bool = False) -> None:
     """Set ``v.baseline`` from a baseline run: its smoothed loss, tokens/s and MFU against step, and the
     differences at this run's current step: the smoothed loss there, tokens/s and MFU over the same steps
     (the last WINDOW steps) in both runs."""
-    v.baseline = run_part(v, base, name, opts, ema, points=points, recent=recent)
+    v.baseline = run_part(v, base, name, opts, points=points, recent=recent)
 
 
-def run_part(v: View, base: Store, name: str, opts: Options, ema: EmaSeries, *, points: int = 200,
+def run_part(v: View, base: Store, name: str, opts: Options, *, points: int = 200,
              recent: bool = False) -> BaselinePart:
     """Another run beside this frame's (a baseline, or one of the runs overlaid): its curves by step and
     the differences at this run's current step."""
@@ -34,7 +34,7 @@ def run_part(v: View, base: Store, name: str, opts: Options, ema: EmaSeries, *, 
         if r0 is None:
             b.note = "baseline has no rows"
             return b
-        idx, smooth = ema.series(base, r0, opts.ema_weight)
+        idx, smooth = ema_series(base, r0, opts.ema_weight)
         st = RunReader(base).column(r0, "step", idx) if len(idx) else np.empty(0)
         if v.xaxis == "step":
             _curves(b, base, r0, st, smooth, points, charts.step_range(v.header.step, recent))

@@ -13,7 +13,6 @@ from typing import Any, ClassVar
 
 from ..engine import figures
 from ..engine.figures import Options
-from ..engine.smoothing import EmaSeries
 from ..engine.store import Store
 from . import charts, parts
 from .frame import View
@@ -64,7 +63,6 @@ class Carry:
     goodput ledger, read again every few seconds. (The smoothed loss and the tokens seen are the store's
     folds, extended as rows arrive: mstop.engine.smoothing, mstop.engine.folds.)"""
 
-    ema: EmaSeries = field(default_factory=EmaSeries)
     goodput: GoodputCache = field(default_factory=GoodputCache)
 
 
@@ -92,7 +90,7 @@ def build_view(store: Store, opts: Options, *, points: int = 200, xaxis: str = "
         v.throughput = parts.throughput(snap, opts)
         return v
     steps = charts.step_range(v.header.step, recent)
-    v.loss = parts.loss(snap, opts, carry.ema, points=points, steps=steps, xaxis=xaxis)
+    v.loss = parts.loss(snap, opts, points=points, steps=steps, xaxis=xaxis)
     v.loss.custom = {c: charts.series(snap, v.chart_rank, c, points, steps, xaxis) for c in custom}
     v.throughput = parts.throughput(snap, opts)
     v.throughput.series = charts.series(snap, v.chart_rank, "tokens_per_s", points, steps, xaxis)

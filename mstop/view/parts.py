@@ -15,7 +15,7 @@ from .. import fmt
 from ..engine import devices, figures
 from ..engine.figures import Options, Window
 from ..engine.reader import RunReader
-from ..engine.smoothing import EmaSeries, evenly
+from ..engine.smoothing import ema_series, evenly
 from ..engine.store import Store
 from . import charts
 from .frame import DataPart, DeviceCell, HeaderPart, LossPart, MemoryPart, RankTable, Series, ThroughputPart
@@ -196,16 +196,14 @@ def ranks(store: Store, opts: Options) -> RankTable:
 
 def _answer_columns(store: Store, ranks: list[int], cols: dict[str, Any]) -> None:
     """Each rank's profile shares and process (pid, state, CPU, RSS, how it ended), as ``summary --json``'s
-    ``processes`` has it, from the ranks' answers (kept until their events change): only ranks that have
-    them are looked at."""
+    ``processes`` has it, from the ranks' answers (kept until their events change)."""
     answers = RunReader(store).answers()
     n = len(ranks)
-    at = dict(zip(answers.ranks, range(len(answers.ranks))))
     comm, idle, pid, cpu, rss = (np.full(n, np.nan) for _ in range(5))
     state: list[str | None] = [None] * n
     ended: list[str | None] = [None] * n
-    for i, r in enumerate(ranks):
-        one = answers.one[at[r]]
+    for i, k in enumerate(answers.positions(ranks)):
+        one = answers.one[k]
         if one.profile is not None:
             comm[i], idle[i] = one.profile["comm_not_overlapped"], one.profile["idle"]
         f = one.process
@@ -218,7 +216,7 @@ def _answer_columns(store: Store, ranks: list[int], cols: dict[str, Any]) -> Non
     cols.update(comm_share=comm, idle_share=idle, pid=pid, cpu=cpu, rss=rss, state=state, ended=ended)
 
 
-def loss(store: Store, opts: Options, ema: EmaSeries, *, points: int, steps: Any, xaxis: str) -> LossPart:
+def loss(store: Store, opts: Options, *, points: int, steps: Any, xaxis: str) -> LossPart:
     """The lowest rank's loss: last, smoothed, min; its raw and smoothed curves with NaN, eval, restart and
     checkpoint marks. (Incident marks come from the app's incident scan.)"""
     r0 = figures.lowest_rank(store)
@@ -227,7 +225,7 @@ def loss(store: Store, opts: Options, ema: EmaSeries, *, points: int, steps: Any
         return p
     run = RunReader(store)
     p.min, p.raw = run.minimum(r0, "loss"), charts.series(store, r0, "loss", points, steps, xaxis)
-    idx, smooth = charts.ema_in(run, r0, *ema.series(store, r0, opts.ema_weight), steps)
+    idx, smooth = charts.ema_in(run, r0, *ema_series(store, r0, opts.ema_weight), steps)
     if len(idx):
         sel = evenly(len(idx), points)
         p.smooth = Series(charts.x_at(run, r0, xaxis, idx[sel]), smooth[sel])

@@ -22,7 +22,6 @@ from ..engine.health import Alert, Health, Rules
 from ..engine.incidents import Incident
 from ..engine.logs import last_error
 from ..engine.reader import RunReader
-from ..engine.smoothing import EmaSeries
 from ..engine.store import Store
 from ..safe import clean
 from ..sources import SourceError, Sources, check_spec, read_once
@@ -77,12 +76,11 @@ class MonitorSession:
         self.alerting = Alerting(options.alert_command)
         self.carry = Carry()
         self.custom: tuple[str, ...] = ()  # the m dialog's columns
-        #: other runs drawn by step beside this one (the runs list's o): (name, store), each with its smoothing
-        self.overlays = [(clean(n, 256), store, EmaSeries()) for n, store in overlays]
+        #: other runs drawn by step beside this one (the runs list's o): (name, store)
+        self.overlays = [(clean(n, 256), store) for n, store in overlays]
         self.run_label = clean(run_label, 256)  # this run's name in an overlay's legend
         self.baseline_spec = options.baseline  # --baseline / b: another run overlaid by step
         self.baseline_store: Store | None = None
-        self._base_ema = EmaSeries()
         self.reading = False  # the first read of what is already written is going on
         self.job_note: str | None = None  # mstop demo: how its job ended
         self._incidents: tuple[int, float, list[Incident]] = (-1, 0.0, [])
@@ -105,10 +103,10 @@ class MonitorSession:
             # its last path component names it on the screen (the whole path is in the b dialog)
             spec = self.baseline_spec or ""
             name = clean(os.path.basename(spec.rstrip("/")) or spec, 256)
-            baseline_overlay(v, self.baseline_store, name, self.opts, self._base_ema, points=points, recent=recent)
+            baseline_overlay(v, self.baseline_store, name, self.opts, points=points, recent=recent)
         if charts:
-            v.overlays = [run_part(v, store, name, self.opts, ema, points=points, recent=recent)
-                          for name, store, ema in self.overlays]
+            v.overlays = [run_part(v, store, name, self.opts, points=points, recent=recent)
+                          for name, store in self.overlays]
             v.name = self.run_label
         out = Frame(v)
         if self.reading:  # a part of the files: no alert told, no incident scanned from it
@@ -250,7 +248,6 @@ class MonitorSession:
             self.baseline_spec, self.baseline_store = None, None
             return got if isinstance(got, str) else None
         self.baseline_spec, self.baseline_store = spec, got
-        self._base_ema = EmaSeries()
         return None
 
     def first_read(self) -> str | None:

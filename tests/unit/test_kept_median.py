@@ -78,7 +78,7 @@ def _ema_afresh(d, weight: float) -> tuple[list[int], list[float]]:
 def test_the_kept_loss_ema_equals_the_ema_worked_out_afresh(plan):
     """The smoothed loss is a fold on the rank (shared by its snapshots): extended as rows come, worked out
     again after a resume, an older session's rows or a reset; an older snapshot reads its own rows' part."""
-    from mstop.engine.smoothing import EmaSeries
+    from mstop.engine.smoothing import ema_series
 
     store = Store()
     step, older = 0.0, []
@@ -98,7 +98,7 @@ def test_the_kept_loss_ema_equals_the_ema_worked_out_afresh(plan):
         for s in (snap, older[len(older) // 2]):  # this moment's, and an older snapshot's again
             if not s.ranks[0].rows:
                 continue
-            idx, ema = EmaSeries().series(s, 0, 0.9)
+            idx, ema = ema_series(s, 0, 0.9)
             want_idx, want = _ema_afresh(s.ranks[0], 0.9)
             assert idx.tolist() == want_idx
             np.testing.assert_allclose(ema, want, rtol=1e-9)
