@@ -445,10 +445,10 @@ def _transposed(by_column: np.ndarray) -> np.ndarray:
     """A column-major table (a row per column) as the store's row-major one, a block of rows at a time,
     which stays in cache (three times faster than writing each column with a stride)."""
     k, n = by_column.shape
-    # room for rows that will follow (an eighth, as the store grows): the store adopts the whole array,
+    # room for rows that will follow (a sixteenth, as the store grows): the store adopts the whole array,
     # so following the file appends in place instead of copying every row read so far at its first row
     # (pages never written are never resident)
-    room = np.empty((n + n // 8 + 64, k), by_column.dtype)
+    room = np.empty((n + n // 16 + 64, k), by_column.dtype)
     out = room[:n]
     for i in range(0, n, 4096):
         out[i:i + 4096] = by_column[:, i:i + 4096].T

@@ -38,6 +38,8 @@ FLOAT_INDEX = {c: i for i, c in enumerate(FLOAT_COLS)}
 
 
 
+#: A block grows by this fraction of its size (and 64 rows): the most slack it holds is 1/GROWTH.
+GROWTH = 16
 #: Rows per block of the per-column summaries that make drawing independent of the run's length.
 BLOCK = 2048
 
@@ -58,8 +60,9 @@ class Block:
     """A growable numpy array of rows (each a scalar, or ``width`` same-typed columns).
 
     Appends are amortised O(1) and cost one copy however many columns a row
-    has; views taken earlier stay valid after growth. Growth by an eighth
-    keeps the slack under 12.5 %.
+    has; views taken earlier stay valid after growth. Growth by a sixteenth
+    keeps the slack under 6.25 % (a row is copied about 16 times over its life:
+    cheap beside parsing it once; the memory of 10,000 ranks is what counts).
     """
 
     __slots__ = ("data", "n")
@@ -78,7 +81,7 @@ class Block:
             self.data, self.n = (base if room else values), k
             return
         if self.n + k > len(self.data):
-            cap = max(len(self.data) + len(self.data) // 8 + 64, self.n + k)
+            cap = max(len(self.data) + len(self.data) // GROWTH + 64, self.n + k)
             grown = np.empty((cap,) + self.data.shape[1:], dtype=self.data.dtype)
             grown[: self.n] = self.data[: self.n]
             self.data = grown
@@ -87,6 +90,11 @@ class Block:
 
     def view(self) -> np.ndarray:
         return self.data[: self.n]
+
+    def widen(self, dtype: Any) -> None:
+        """Hold its rows as ``dtype`` from now on (a new array: frozen copies keep the old one)."""
+        if self.data.dtype != dtype:
+            self.data = self.data.astype(dtype)
 
     def frozen(self) -> Block:
         """A block that shares this one's rows as they are now: appends land past its end (or in a grown
@@ -127,7 +135,8 @@ class RankData:
     exact: Block = field(default_factory=lambda: Block(np.float64, len(EXACT)))
     floats: Block = field(default_factory=lambda: Block(np.float32, len(FLOAT_COLS)))
     extras: dict[str, Block] = field(default_factory=dict)
-    session_idx: Block = field(default_factory=lambda: Block(np.int32))
+    #: each row's segment: one byte a row while a rank has fewer than 256 sessions, widened past that
+    session_idx: Block = field(default_factory=lambda: Block(np.uint8))
     segments: list[Segment] = field(default_factory=list)
     segment_of: dict[str, int] = field(default_factory=dict)  # session -> index in segments
     nonfinite: list[tuple[int, str, float]] = field(default_factory=list)  # (row, column, value)
@@ -388,6 +397,8 @@ def _append_sessions(d: RankData, rows: Rows, base: int) -> bool:
     """Append the session index of rows ``base``.. of rank ``d`` (new sessions become segments); whether
     any of them belongs to an older session than its latest (which rows are on the timeline changes)."""
     known = d.segment_of
+    if len(d.segments) + len(rows.session_names) > 255 and d.session_idx.data.dtype == np.uint8:
+        d.session_idx.widen(np.int32)  # a 256th session may come
     if len(rows.session_names) == 1 and rows.session_names[0] in known:  # the usual increment
         k = known[rows.session_names[0]]
         d.session_idx.extend(_ONE_SEGMENT[k] if len(rows) == 1 and k < len(_ONE_SEGMENT)

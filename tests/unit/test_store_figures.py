@@ -131,9 +131,36 @@ def test_series_downsampling_keeps_extremes_and_nans(tmp_path):
 
 
 def test_memory_per_row_is_under_100_bytes(tmp_path):
+    """84 B of values a row (time and step in float64, 17 columns in float32), one byte of session, and
+    at most a sixteenth of slack: 91 B (the whole process must stay under 100 B at 10,000 ranks)."""
     write_rank(tmp_path, 0, steps(1, 50_000, loss=1.0))
     store = load(tmp_path)
-    assert store.rows == 50_000 and store.nbytes() / store.rows < 100
+    assert store.rows == 50_000 and store.nbytes() / store.rows < 91
+    assert store.ranks[0].session_idx.data.itemsize == 1
+
+
+def test_a_rank_of_many_sessions_keeps_every_rows_session():
+    """A byte a row holds a rank's session while it has fewer than 256; the 256th widens it, and every
+    row keeps its session (and the timeline its rows), read a row at a time or in one batch."""
+    from mstop.engine.parse import N_EXACT, NUMERIC, Rows
+
+    def rows(first: int, names: list[str]) -> Rows:
+        n = len(names)
+        exact = np.column_stack([1000.0 + np.arange(first, first + n), np.arange(first, first + n, dtype=float)])
+        floats = np.ones((n, len(NUMERIC) - N_EXACT), np.float32)
+        return Rows(exact, floats, {}, np.arange(n, dtype=np.int32), names)
+
+    one, batch = Store(), Store()
+    names = [f"s{k}" for k in range(300)]
+    for k, name in enumerate(names):
+        one.ingest_rows(0, rows(k, [name]))
+    batch.ingest_rows(0, rows(0, names[:200]))
+    batch.ingest_rows(0, rows(200, names[200:]))
+    for store in (one, batch):
+        d = store.ranks[0]
+        assert d.session_idx.view().tolist() == list(range(300))
+        assert [s.session for s in d.segments] == names and d.effective().all()
+    assert one.ranks[0].session_idx.data.itemsize == 4
 
 
 def test_long_series_from_block_summaries_keep_extremes_and_nans(tmp_path):
