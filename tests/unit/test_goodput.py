@@ -96,9 +96,26 @@ def test_ranks_of_one_session_counted_all_at_once_equal_rank_by_rank(tmp_path_fa
 
 
 
-@given(st.lists(st.floats(0.0, 1e6, width=32), max_size=60))
-def test_the_median_without_a_float64_copy_is_numpys(values):
-    """The run's median step time is taken over the stored float32 values (a float64 copy of every row of
-    10,000 ranks held 16 B a row at once): the same figure as ``np.median`` of the float64 copy."""
-    v = np.array(values, np.float32)
-    assert goodput.median_of(v) == (float(np.median(v.astype(np.float64))) if len(v) else 0.0)
+@given(st.lists(st.lists(st.one_of(st.floats(-1.0, 1e6, width=32), st.just(float("nan")), st.just(0.0),
+                                  st.sampled_from([0.5, 0.25, 1.0])), max_size=30), min_size=1, max_size=6))
+def test_the_pooled_median_without_pooling_is_numpys(per_rank):
+    """The run's median step time is found by a count of the rows' float32 bits and one bucket's values
+    (pooling a float64 copy of every row of 10,000 ranks held 11 B a row at once): the same figure as
+    ``np.median`` of the pooled float64 copy of each rank's steady rows, ties and halves included."""
+    from mstop.engine.parse import N_EXACT, NUMERIC, Rows
+    from mstop.engine.store import Store
+
+    store = Store()
+    j = NUMERIC.index("step_time") - N_EXACT
+    for r, times in enumerate(per_rank):
+        n = len(times)
+        if not n:
+            continue
+        exact = np.column_stack([1000.0 + np.arange(n), np.arange(1, n + 1, dtype=float)])
+        floats = np.full((n, len(NUMERIC) - N_EXACT), np.nan, np.float32)
+        floats[:, j] = times
+        store.ingest_rows(r, Rows(exact, floats, {}, np.zeros(n, np.int32), ["s"]))
+    ranks = list(store.ranks.values())
+    pooled = np.concatenate([d.col("step_time")[d.steady()].astype(np.float64) for d in ranks] or [np.empty(0)])
+    pooled = pooled[np.isfinite(pooled) & (pooled > 0)]
+    assert goodput.median_step(ranks) == (float(np.median(pooled)) if len(pooled) else 0.0)
