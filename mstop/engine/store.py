@@ -275,19 +275,19 @@ class RankData:
         cuts every older session's rows at that step and beyond: those rows were
         run again (or abandoned) and are kept only for ``repeated_steps``.
         """
-        if self._effective is not None and len(self._effective) == self.rows:
-            return self._effective
         n = self.rows
-        mask = np.ones(n, dtype=bool)
-        if len(self.segments) > 1:
-            sess = self.session_idx.view()
-            step = self.col("step")
-            cut = np.full(len(self.segments), np.inf)
-            later = np.inf
-            for k in range(len(self.segments) - 1, -1, -1):
-                cut[k] = later
-                later = min(later, self.segments[k].first_step)
-            mask = step < cut[sess]
+        if len(self.segments) <= 1:  # every row: a read-only view of one value, no byte a row held
+            return np.broadcast_to(np.True_, (n,))
+        if self._effective is not None and len(self._effective) == n:
+            return self._effective
+        sess = self.session_idx.view()
+        step = self.col("step")
+        cut = np.full(len(self.segments), np.inf)
+        later = np.inf
+        for k in range(len(self.segments) - 1, -1, -1):
+            cut[k] = later
+            later = min(later, self.segments[k].first_step)
+        mask = step < cut[sess]
         self._effective = mask
         return mask
 
