@@ -291,19 +291,20 @@ _FLOATS = ("event_life", "heartbeat_interval", "restart_start", "first_start", "
 
 def _states(store: Store) -> States:
     prev = store.answers.arrays
-    changed_since = store.changed  # a snapshot's: the ranks changed since the snapshot before it
-    if prev is not None and changed_since is not None and prev[0] == changed_since[0] - 1 and \
-            len(store.ranks) == len(prev[1]) and all(r in prev[3] for r in changed_since[1]):
-        # built from the snapshot before this one, no rank new: only the changed ranks are looked at
+    # a snapshot's: the ranks changed since the snapshot the kept arrays were built from (frames skip some)
+    since = store.changed_after(prev[0]) if prev is not None else None
+    if prev is not None and since is not None and len(store.ranks) == len(prev[1]) and all(r in prev[3] for r in since):
+        # no rank new: only the changed ranks are looked at
         _, ranks, old_ones, at, old = prev
-        ones, arrays = list(old_ones), {k: v.copy() for k, v in old.items()}
-        look: Any = sorted(at[r] for r in changed_since[1])
+        ones, arrays = list(old_ones), old  # copied below before any is written (a States may hold them)
+        look: Any = sorted(at[r] for r in since)
     else:
         ranks = sorted(store.ranks)
         at = {r: k for k, r in enumerate(ranks)}
         ones, arrays, look = [None] * len(ranks), None, range(len(ranks))  # type: ignore[list-item]
     n = len(ranks)
     cache, by_rank = store.answers.per_rank, store.ranks
+    new = []  # the positions whose answers are not those the arrays hold
     for k in look:  # a key and a lookup a rank (about a microsecond): worked out anew only where it changed
         r = ranks[k]
         d = by_rank[r]
@@ -311,18 +312,22 @@ def _states(store: Store) -> States:
         got = cache.get(r)
         if got is None or got[0] != key:
             got = cache[r] = (key, _one(d))
-        ones[k] = got[1]
+        if ones[k] is not got[1] or arrays is None:
+            ones[k] = got[1]
+            new.append(k)
     if arrays is None:
         arrays = {name: np.zeros(n, bool) for name in (*_FLAGS, "lost", "exited")}
         arrays.update({name: np.full(n, np.nan) for name in _FLOATS})
-    for k in look:
+    elif new:
+        arrays = {name: v.copy() for name, v in arrays.items()}
+    for k in new:  # rows alone (every read round) leave a rank's answers as they were: nothing to write
         o = ones[k]
         for name in _FLAGS:
             arrays[name][k] = getattr(o, name)
         for name in _FLOATS:
             arrays[name][k] = getattr(o, name)
         arrays["lost"][k], arrays["exited"][k] = o.lost is not None, o.exit is not None
-    store.answers.arrays = (changed_since[0] if changed_since is not None else -1, ranks, ones, at, arrays)
+    store.answers.arrays = (store.changed[0] if store.changed is not None else -2, ranks, ones, at, arrays)
     rows = np.zeros(n, np.int64)
     last = np.full((n, 2), np.nan)
     lasts = store.folds.lasts()  # every rank with rows: its last row (the store's fold)

@@ -38,6 +38,8 @@ FLOAT_INDEX = {c: i for i, c in enumerate(FLOAT_COLS)}
 
 
 
+#: How many snapshots' changed ranks a snapshot remembers (Store.changed_after).
+CHANGE_LOG = 32
 #: A block grows by this fraction of its size (and 64 rows): the most slack it holds is 1/GROWTH.
 GROWTH = 16
 #: Rows per block of the per-column summaries that make drawing independent of the run's length.
@@ -472,6 +474,9 @@ class Store:
         self._snaps = 0  # snapshots taken
         #: of a snapshot: (how many were taken before it, the ranks changed since the one before it)
         self.changed: tuple[int, frozenset[int]] | None = None
+        #: the last CHANGE_LOG snapshots' ``changed``, oldest first (a snapshot holds the log as it took it):
+        #: a reader that skipped snapshots still learns which ranks changed since the one it last read
+        self.change_log: tuple[tuple[int, frozenset[int]], ...] = ()
         #: each rank's answers (mstop.engine.rankstate), kept by what they were worked out from: shared with
         #: snapshots (a derived cache, like the block summaries: entries are replaced whole, never changed)
         self.answers = KeptAnswers()
@@ -515,6 +520,7 @@ class Store:
                 ranks = {r: self._frozen_rank(r, d) for r, d in self.ranks.items()}
             snap.ranks = self._snap_ranks = ranks
             snap.changed = (self._snaps, frozenset(self._dirty))
+            snap.change_log = self.change_log = (*self.change_log[-(CHANGE_LOG - 1):], snap.changed)
             self._snaps += 1
             self._dirty = set()
             snap._memo = dict(self._memo)
@@ -523,6 +529,19 @@ class Store:
                          "devices"):
                 setattr(snap, name, copy.copy(getattr(self, name)))
             return snap
+
+    def changed_after(self, seen: int) -> frozenset[int] | None:
+        """Of a snapshot: the ranks changed since snapshot number ``seen`` was taken (None: not known, so
+        older than the change log, or not a snapshot's)."""
+        log = self.change_log
+        if not log or self.changed is None or log[-1] is not self.changed or not log[0][0] <= seen + 1 \
+                or seen > self.changed[0]:  # a later snapshot's: what this older one lacks is not known
+            return None
+        got: set[int] = set()
+        for n, ranks in log:
+            if n > seen:
+                got |= ranks
+        return frozenset(got)
 
     def _touch(self, d: RankData) -> None:
         """Rank ``d`` changed: its next frozen copy is made anew, and the next snapshot looks at it."""
