@@ -11,7 +11,7 @@ from typing import Any
 
 from ..commands.arguments import rules as health_rules
 from ..commands.arguments import runs_watches
-from ..view import MonitorOptions
+from ..live import MonitorOptions
 
 
 def no_terminal(what: str) -> bool:
@@ -26,7 +26,7 @@ def no_terminal(what: str) -> bool:
 
 def monitor(args: argparse.Namespace) -> int:
     """``mstop RUN_DIR...``: the live monitor, or the runs list for a folder of runs."""
-    from ..view import SourceError, check_spec
+    from ..live import SourceError, check_spec
 
     try:
         for spec in args.source:
@@ -166,7 +166,7 @@ def _replay_demo(args: argparse.Namespace) -> int:
     import tempfile
     from pathlib import Path
 
-    from ..view import start_replay
+    from ..live import start_replay
     from . import MonitorApp
 
     run_dir = Path(args.keep or tempfile.mkdtemp(prefix="mstop-replay-"))

@@ -19,22 +19,19 @@ from textual.reactive import reactive
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
+from ..live import Frame, MonitorOptions, MonitorSession, close_connections, fresh_lines
 from ..safe import clean
 from ..view import (
     X_AXES,
     Line,
-    MonitorOptions,
     RankTable,
     Store,
     View,
-    close_connections,
-    fresh_lines,
     numeric_columns,
     rank_series,
     stacks_lines,
     values_at_step,
 )
-from ..view.session import Frame, MonitorSession
 from .messages import StoreChanged
 from .screens import (
     AlertsScreen,
@@ -113,7 +110,7 @@ class MonitorScreen(Screen[None]):
         self.back = back  # opened from the runs list: Escape returns to it
         self.job, self.job_log = job, job_log  # mstop demo: the training job it started, and where its output goes
         specs = [run_dir] if isinstance(run_dir, str) else list(run_dir)
-        #: what the monitor follows and its frames, without screen code (mstop.view.session)
+        #: what the monitor follows and its frames, without screen code (mstop.live.session)
         self.options = options = options or MonitorOptions()
         self.session = MonitorSession(specs, options, overlays=overlays, run_label=run_label,
                                       on_update=self._source_updated)
@@ -570,7 +567,7 @@ class MstopApp(App[None]):
 class MonitorApp(MstopApp):
     """``mstop RUN_DIR``: the monitor screen of one run, ``app.monitor``.
 
-    ``options`` is a :class:`~mstop.view.MonitorOptions`; keywords are its fields, for a caller that sets a few
+    ``options`` is a :class:`~mstop.live.MonitorOptions`; keywords are its fields, for a caller that sets a few
     (``MonitorApp(run, follow=False, clock=...)``): they are made into one object here, never relayed.
     ``job`` and ``job_log``: the training job ``mstop demo`` started, and where its output goes."""
 

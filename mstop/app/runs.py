@@ -16,9 +16,8 @@ from textual.message import Message
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Footer, Input, Static
 
-from ..safe import clean
-from ..view import MonitorOptions, Rules
-from ..view.runs import (
+from ..live import MonitorOptions
+from ..live.runs import (
     COLUMNS,
     FILTER_HELP,
     Filter,
@@ -31,6 +30,8 @@ from ..view.runs import (
     runs_model,
     sort_rows,
 )
+from ..safe import clean
+from ..view import Rules
 from .monitor import MonitorScreen, MstopApp
 from .screens import HelpScreen
 from .widgets.runs import RunsTable

@@ -255,7 +255,7 @@ class StacksScreen(ModalScreen[None]):
 class LogScreen(ModalScreen[None]):
     """One rank's own log (``L``): its last lines, following as it grows; error lines in red and counted in
     the title; ``n``/``N`` the next / previous error line, ``/`` a text to find (Enter: the next line that
-    holds it), ``end`` back to the newest line. What it shows comes from a :class:`mstop.view.LogPane`."""
+    holds it), ``end`` back to the newest line. What it shows comes from a :class:`mstop.live.LogPane`."""
 
     BINDINGS = [Binding("escape,q,L", "dismiss", "close"), Binding("n", "error(1)", "next error"),
                 Binding("N", "error(-1)", "previous error"), Binding("slash", "search", "find"),

@@ -6,10 +6,9 @@ holds the lock.
 
 from __future__ import annotations
 
-import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any
 
 from ..engine import figures
 from ..engine.figures import Options
@@ -21,40 +20,34 @@ from .frame import View
 @dataclass
 class GoodputCache:
     """The goodput ledger, read again at most every ``every`` seconds of the clock, or 20 times as long as
-    the last reading took (it reads every row: at most 5 % of a core), or when the status changes. Up to
-    ``SYNC_ROWS`` rows it is read in the frame; a larger run's is read on a thread from the frame's snapshot
-    (10 M rows take about 2 s here) while frames show the last one."""
+    the last reading took (it reads every row: at most 5 % of a core), or when the status changes; read in
+    the frame. The live session's (mstop.live.goodput) reads a large run's on a thread instead."""
 
     every: float = 5.0
     at: float | None = None
     status: str | None = None
     value: Any = None
     cost: float = 0.0  # seconds the last reading took
-    _thread: threading.Thread | None = None
-
-    SYNC_ROWS: ClassVar[int] = 1_000_000
 
     def get(self, store: Store, opts: Options, status: str) -> Any:
         now = opts.clock()
         if self.at is None or status != self.status or abs(now - self.at) >= max(self.every, 20 * self.cost):
-            if store.rows <= self.SYNC_ROWS:
+            if self.start(store, opts):
                 self.at, self.status = now, status
-                self._read(store, opts)
-            elif self._thread is None or not self._thread.is_alive():
-                self.at, self.status = now, status
-                # a snapshot: nothing writes to it
-                self._thread = threading.Thread(target=self._read, args=(store, opts), name="mstop-goodput",
-                                                daemon=True)
-                self._thread.start()
         return self.value
 
-    def _read(self, store: Store, opts: Options) -> None:
+    def start(self, store: Store, opts: Options) -> bool:
+        """Read the ledger of ``store`` (a snapshot): here, now. Whether a reading began (``value`` and
+        ``cost`` are set when it is done)."""
+        self.read(store, opts)
+        return True
+
+    def read(self, store: Store, opts: Options) -> None:
         from ..engine.goodput import ledger
 
         t = time.perf_counter()
         self.value = ledger(store, opts)
         self.cost = time.perf_counter() - t
-
 
 
 @dataclass

@@ -90,8 +90,8 @@ def test_one_hostile_run_never_hides_the_others(tmp_path):
 
 def test_the_runs_list_shows_every_run_of_a_hostile_folder(tmp_path):
     from mstop.engine.health import Health, Rules
+    from mstop.live.runs import RunsModel
     from mstop.sources.runs import RunsWatch
-    from mstop.view.runs import RunsModel
 
     _good_runs(tmp_path, 5)
     _hostile_runs(tmp_path)

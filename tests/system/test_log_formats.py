@@ -149,8 +149,8 @@ def test_the_runs_list_says_why_a_log_gave_no_rows(tmp_path):
     step yet, say so in the run's note column (never a bare 0 rows)."""
     from mstop.engine.figures import Options
     from mstop.engine.health import Health, Rules
+    from mstop.live.runs import RunsModel
     from mstop.sources.runs import RunsWatch
-    from mstop.view.runs import RunsModel
 
     _rank_log(tmp_path / "a", 0, ["2026-12-01 07:09:49 | step 10 | loss 2.345 | lr 1e-4"])
     _rank_log(tmp_path / "b", 0, [_logger_line(V06_FILE, 1_796_108_985.0, "building %d", i) for i in range(5)])

@@ -56,8 +56,8 @@ def test_the_last_error_without_a_traceback_and_a_multi_line_message():
 def test_error_lines_are_found_in_a_log_longer_than_its_tail_and_past_the_lines_kept(tmp_path, monkeypatch):
     """A log over TAIL_BYTES is read from inside a line (that piece left out), and one of more than MAX_LINES
     lines keeps the newest: the error lines' indexes still point at the error lines."""
+    from mstop.live.logpane import LogPane
     from mstop.sources import logs
-    from mstop.view.logpane import LogPane
 
     p = tmp_path / "train.log"
     p.write_text("x" * 100 + "\n" + "".join(f"step {i}\n" for i in range(200)) + MINDSPORE + "\nstep 200\n")

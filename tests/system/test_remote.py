@@ -350,9 +350,9 @@ def test_a_fresh_stack_over_ssh_is_taken_on_the_ranks_host_or_says_why(server, t
     says so; with it (a link in ~/.local/bin for the test), the rank's stack comes back."""
     import signal as _signal
 
+    from mstop.live import fresh_lines
     from mstop.sources import Sources
     from mstop.sources.pyspy import executable
-    from mstop.view import fresh_lines
     from tests.helpers.common import HELPERS
 
     if executable() is None:

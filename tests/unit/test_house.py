@@ -37,7 +37,7 @@ def test_the_frame_is_built_by_short_parts():
 
 def test_the_rooms_follow_the_data_flow():
     """sources feed the engine, the view reads the engine, only the app draws: no room imports a later one."""
-    order = ["engine", "sources", "view", "commands", "app"]  # the engine knows no files; sources feed it
+    order = ["engine", "sources", "view", "live", "commands", "app"]  # the engine knows no files; sources feed it
     later = {room: set(order[i + 1:]) for i, room in enumerate(order)}
     for room in order[:-1]:
         for f in (ROOT / "mstop" / room).rglob("*.py"):
@@ -82,9 +82,30 @@ def test_only_the_store_changes_the_store():
     assert not offenders, offenders
 
 
+def test_the_view_is_a_frame_from_a_snapshot():
+    """Issue 39 step 5: mstop/view builds a frame from a snapshot and nothing else. No module of it imports
+    the sources, the live room above it, or what starts threads, processes or reads files (threading,
+    subprocess, os, glob, pathlib, open()): what follows a job lives in mstop/live."""
+    banned = {"threading", "subprocess", "os", "glob", "pathlib", "shutil", "socket", "concurrent"}
+    offenders = []
+    for f in sorted((ROOT / "mstop" / "view").rglob("*.py")):
+        for node in ast.walk(ast.parse(f.read_text())):
+            if isinstance(node, ast.Import):
+                offenders += [f"{f.name}:{node.lineno} import {a.name}" for a in node.names
+                              if a.name.split(".")[0] in banned]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                top = node.module.split(".")[0]
+                if (node.level == 0 and top in banned) or (node.level >= 2 and top in ("sources", "live")):
+                    offenders.append(f"{f.name}:{node.lineno} from {'.' * node.level}{node.module}")
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "open":
+                offenders.append(f"{f.name}:{node.lineno} open()")
+    assert not offenders, offenders
+    assert (ROOT / "mstop" / "live" / "session.py").exists() and not (ROOT / "mstop" / "view" / "session.py").exists()
+
+
 def test_the_app_goes_through_the_views_door():
     """The app draws what the view hands it (issue 29): no module of mstop/app imports the engine or the
-    sources itself; what it needs of them the view names (mstop.view's __all__, the session)."""
+    sources itself; what it needs of them mstop.view and mstop.live name (their __all__, the session)."""
     offenders = []
     for f in sorted((ROOT / "mstop" / "app").rglob("*.py")):
         for node in ast.walk(ast.parse(f.read_text())):

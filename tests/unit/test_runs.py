@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 from mstop.app.monitor import MonitorScreen
 from mstop.app.widgets import Chart, Header
 from mstop.app.widgets.runs import RunsTable
+from mstop.live.runs import FilterError, parse_filter
 from mstop.sources.runs import find_runs
-from mstop.view.runs import FilterError, parse_filter
 from tests.helpers.common import ROOT
 from tests.helpers.runs import RUNS, write_run
 from tests.helpers.runs_common import app_for, folder, settle, table_rows, title  # noqa: F401
@@ -115,7 +115,7 @@ def test_an_empty_folder_keeps_opening_the_monitor_and_a_run_folder_too(folder, 
 @settings(max_examples=300, deadline=None)
 @given(st.text(max_size=60))
 def test_any_filter_text_parses_or_says_why_and_never_raises_on_a_row(text):
-    from mstop.view.runs import RunRow
+    from mstop.live.runs import RunRow
 
     row = RunRow(key="k", name="exp\x1b[31m", host="h", status="running", step=5, loss=1.5, note="a note",
                  config={"world_size": 8, "device": "Ascend"})
@@ -142,7 +142,7 @@ def test_every_filter_example_of_the_readme_reads():
     """Issue 27 #9: the README's own examples were refused (`mfu<0.3 !~ablation`, `cnn !~sweep`, `!~sweep`)."""
     import re as _re
 
-    from mstop.view.runs import RunRow
+    from mstop.live.runs import RunRow
 
     readme = (ROOT / "docs" / "monitor.md").read_text()  # the runs list's reference (README.md until issue 37)
     section = readme.split("**Filter.**", 1)[1].split("**What the figures", 1)[0]

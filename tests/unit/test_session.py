@@ -1,4 +1,4 @@
-"""The monitor's session without Textual (issue 29): mstop.view.session builds each frame and returns what is
+"""The monitor's session without Textual (issue 29): mstop.live.session builds each frame and returns what is
 new in it; it never calls back into a screen, so these tests need none."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import ast
 import os
 
-from mstop.view import MonitorOptions
-from mstop.view.session import MonitorSession
+from mstop.live import MonitorOptions
+from mstop.live.session import MonitorSession
 from tests.helpers.common import ROOT
 from tests.helpers.runs import start, steps, write_events, write_rank
 
@@ -98,7 +98,7 @@ def test_the_baseline_is_read_and_used_or_refused_with_a_reason(tmp_path):
 
 
 def test_the_session_imports_no_screen_code():
-    tree = ast.parse((ROOT / "mstop" / "view" / "session.py").read_text())
+    tree = ast.parse((ROOT / "mstop" / "live" / "session.py").read_text())
     names = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module} | \
         {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     assert not any(m.split(".")[0] in ("textual", "rich", "app") for m in names), names

@@ -179,8 +179,8 @@ def test_a_zombies_wait_status_is_told_in_words():
 def test_a_fresh_py_spy_dump_of_a_live_rank_and_why_not_for_others(tmp_path):
     import pytest
 
+    from mstop.live import fresh_lines
     from mstop.sources import pyspy, read_once
-    from mstop.view import fresh_lines
 
     if pyspy.executable() is None:
         pytest.skip("py-spy is not installed: pip install -e '.[test]' installs it")

@@ -9,7 +9,7 @@ from __future__ import annotations
 from rich.text import Text
 
 from ... import fmt
-from ...view.runs import COLUMNS, RunRow
+from ...live.runs import COLUMNS, RunRow
 from .ranks import PagedTable
 
 #: a status's colour (the text says it too: the table reads without colour)

@@ -27,11 +27,13 @@ from ..safe import clean
 from ..sources import SourceError, Sources, check_spec, read_once
 from ..sources.logs import job_rank_of, last_error_of, rank_log, remote_tail
 from ..sources.remote import parse_target
-from .alerting import Alerting, heat_marks
-from .baseline import baseline_overlay, run_part
-from .build import Carry, build_view
-from .charts import incident_marks, step_range
-from .frame import View
+from ..view.baseline import baseline_overlay, run_part
+from ..view.build import Carry, build_view
+from ..view.charts import incident_marks, step_range
+from ..view.frame import View
+from ..view.marks import heat_marks
+from .alerting import Alerting
+from .goodput import ThreadedGoodput
 from .logpane import LogPane
 from .options import MonitorOptions
 
@@ -74,7 +76,7 @@ class MonitorSession:
                                                       clock=clock or self.source.clock,
                                                       arrival_clock=None if clock else time.time))
         self.alerting = Alerting(options.alert_command)
-        self.carry = Carry()
+        self.carry = Carry(goodput=ThreadedGoodput())
         self.custom: tuple[str, ...] = ()  # the m dialog's columns
         #: other runs drawn by step beside this one (the runs list's o): (name, store)
         self.overlays = [(clean(n, 256), store) for n, store in overlays]
@@ -201,7 +203,7 @@ class MonitorSession:
         tokens and goodput of a part of the files are counted again from the whole."""
         self.reading = False
         self.store.forget_arrivals()
-        self.carry = Carry()
+        self.carry = Carry(goodput=ThreadedGoodput())
 
     # -- incidents -------------------------------------------------------------------
 
