@@ -16,6 +16,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from mstop.engine.mflog import MfLogParser
+from mstop.engine.msmonitors import MonitorLines
 from mstop.engine.store import Store
 from mstop.sources.files import FileTail
 from mstop.sources.mflog import MfLogSource
@@ -193,12 +194,12 @@ def test_loss_monitor_lines_read_as_arrays_give_what_one_by_one_gives(plan, cut,
         return rows, sessions, events, sum(o.rows.bad for o in outs), p.untimed, p.step_lines
 
     blocks = []
-    real = MfLogParser._lm_rows
-    MfLogParser._lm_rows = lambda self, *a: (blocks.append(len(a[2])), real(self, *a))[1]  # type: ignore
+    real = MonitorLines.lm_rows
+    MonitorLines.lm_rows = lambda self, *a: (blocks.append(len(a[2])), real(self, *a))[1]  # type: ignore
     try:
         arrays = read(256)
     finally:
-        MfLogParser._lm_rows = real  # type: ignore[method-assign]
+        MonitorLines.lm_rows = real  # type: ignore[method-assign]
     one = read(10**9)
     np.testing.assert_array_equal(arrays[0], one[0])
     assert arrays[1:] == one[1:]

@@ -1,0 +1,273 @@
+"""What every family of a log's lines writes to (mstop.engine.mflog): one rank's sessions and start events,
+its rows not yet given out, what the log said of the job (its batch, devices, FLOPs, steps), and the time of
+its lines (local stamps, one calendar call per hour).
+
+Each family (MindFormers' step and progress lines: mstop.engine.mfsteps; MindSpore's LossMonitor and
+TimeMonitor: mstop.engine.msmonitors) reads its own lines and adds rows here; the driver
+(:class:`mstop.engine.mflog.MfLogParser`) hands each line to the family it belongs to and gives the rows
+out.
+"""
+
+from __future__ import annotations
+
+import calendar
+import math
+import time
+from typing import Any, Callable
+
+import numpy as np
+
+from .parse import NUMERIC
+from .parse import _num as _cell_number
+
+#: what the start events of a log say about where the figures come from, and what a log cannot give
+SOURCE = "mindformers log"
+#: the source of a plain MindSpore job's log (LossMonitor, TimeMonitor: an msrun worker log, a captured stdout)
+SOURCE_PLAIN = "mindspore log"
+CANNOT = ("memory", "data wait", "heartbeats")
+#: the losses MindFormers prints beside the loss, kept as extra columns
+SEPARATE_LOSSES = ("lm_loss", "load_balancing_loss", "mtp_loss", "indexer_loss", "aux_loss", "kl_loss",
+                   "extra_loss")
+#: extra columns of a log's rows, in this order
+EXTRA = (*SEPARATE_LOSSES, "train_throughput_per_npu", "samples_per_s_per_npu")
+
+#: a number as pandas reads it, and nothing else (bounded: a 5,000-digit field is not a fast line)
+_FLOAT = rb"[-+]?(?:\d{1,40}\.?\d{0,40}|\.\d{1,40})(?:[eE][-+]?\d{1,4})?"
+_F = _FLOAT.decode()
+
+#: a row read as arrays (a family's bulk read): its numbers are in ``LogState._bulk_rows``
+_BULK: Any = ()
+
+
+class LogState:
+    """One rank's log as read so far: what carries over from line to line and from read to read."""
+
+    def __init__(self, rank: int, *, gmtoff: float | None = None, run_name: str | None = None) -> None:
+        self.rank = rank
+        self.gmtoff = gmtoff
+        self.run_name = run_name
+        self.sessions = 0
+        self.session: str | None = None
+        self.started = False  # a start event was given for the current session
+        self.last_step: float | None = None
+        self.last_time: float | None = None
+        self.first_time: float | None = None  # the first line since the last step line: a new session's start
+        self.global_batch: int | None = None
+        self.devices: int | None = None
+        self.model_flops: float | None = None
+        self.total_steps: int | None = None
+        self.steps_per_epoch: int | None = None
+        self.error: tuple[float, str] | None = None  # an ERROR line or traceback after the last step
+        self.error_sent = False
+        self.ended = False
+        # one entry per row not yet taken: a careful row's numbers, or None for a fast row (kept by mfsteps)
+        self._rows: list[list[float] | None] = []
+        self._extra: list[list[float] | None] = []
+        self._bulk_rows: list[np.ndarray] = []  # rows read as arrays (bulk), in order; _BULK in _rows marks them
+        self._last_fast_ts: bytes | None = None
+        self._sps_of: list[float] = []
+        self._batch_of: list[tuple[float, float]] = []  # (global batch, devices) as the log said at that row
+        self._sessions: list[str] = []
+        self._nonfinite: list[tuple[int, str, float]] = []
+        self._events: list[dict[str, Any]] = []
+        self._bad = 0
+        self._open: int | None = None  # index of the last row, still waiting for its progress line
+        self._hours: dict[str | bytes, float] = {}
+        #: "le" or "be" once the log is known to be UTF-16 (its lines are read as such; the source says so)
+        self.utf16: str | None = None
+        #: when the lines being parsed were written (the file's time): the time of a step line with no stamp
+        self.arrived: float | None = None
+        self.untimed = 0  # step rows timed by their arrival, not by a stamp of their own
+        self.lines_seen = 0
+        self.step_lines = 0  # lines read as steps (rows or bad rows)
+        self.look_alike = 0  # lines that look like steps but match no format (each a bad row)
+        self.first_look_alike: str | None = None
+        self.formats: set[str] = set()  # the step formats read: "mindformers", "mindformers v0.6", ...
+        self._arrival_rows: list[list[float]] = []  # this read's rows timed by the file (space_arrivals)
+
+    def time(self, ts: str, ms: str) -> float:
+        """Unix time of a timestamp (local time of the writing host), one calendar call per hour."""
+        hour = ts[:13]
+        base = self._hours.get(hour)
+        if base is None:
+            base = self.hour(hour)
+        return base + int(ts[14:16]) * 60 + int(ts[17:19]) + int(ms) / 1000.0
+
+    def hour(self, hour: str) -> float:
+        """Unix time of the start of an hour ``YYYY-MM-DD HH`` (cached under its text and its bytes); NaN
+        for a stamp that is no date."""
+        try:
+            base = _unix(time.strptime(hour, "%Y-%m-%d %H"), self.gmtoff)
+        except (ValueError, OverflowError):  # no date (2026-13-45, 2026-02-30): the line has no time
+            base = math.nan
+        if len(self._hours) > 4096:
+            self._hours.clear()
+        self._hours[hour] = self._hours[hour.encode()] = base  # type: ignore[index]
+        return base
+
+    def line_time(self) -> float | None:
+        """The time of the last line with a timestamp (a fast line's is read only now)."""
+        if self.last_time is None and self._last_fast_ts is not None:
+            ts = self._last_fast_ts.decode()
+            self.last_time = self.time(ts[:19], ts[20:23])
+        return self.last_time
+
+    def stamps(self, stamps: tuple[bytes, ...]) -> np.ndarray:
+        """Unix times of ``YYYY-MM-DD HH:MM:SS,mmm`` stamps, as arrays: one calendar call per hour."""
+        return self.stamp_array(np.frombuffer(b"".join(stamps), np.uint8).reshape(-1, 23))
+
+    def stamp_array(self, raw: np.ndarray) -> np.ndarray:
+        """Unix times of stamps given as an (n, 23) array of their bytes; NaN where the hour is no date."""
+        a = raw.astype(np.int64) - 48
+        digits = np.array([0, 1, 2, 3, 5, 6, 8, 9, 11, 12])  # YYYY MM DD HH: one number per hour
+        key = a[:, digits] @ (10 ** np.arange(9, -1, -1, dtype=np.int64))
+        hours, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+        heads = [bytes(raw[i, :13]) for i in first]
+        base = np.array([self._hours.get(h) or self.hour(h.decode()) for h in heads], dtype=np.float64)
+        minute = a[:, 14] * 10 + a[:, 15]
+        second = a[:, 17] * 10 + a[:, 18]
+        ms = a[:, 20] * 100 + a[:, 21] * 10 + a[:, 22]
+        return base[inverse.reshape(-1)] + minute * 60 + second + ms / 1000.0
+
+    def new_session(self, t: float) -> None:
+        self.sessions += 1
+        self.session = f"mindformers-{self.sessions}"
+        self._session_start = t
+        self.started = False
+        self.ended = False
+        self.last_step = None
+        self.error = None
+        self.error_sent = False
+
+    def start(self, t: float) -> None:
+        plain = bool(self.formats) and all(f.startswith("mindspore") for f in self.formats)
+        e: dict[str, Any] = {"kind": "start", "time": t, "session": self.session, "rank": self.rank,
+                             "source": SOURCE_PLAIN if plain else SOURCE, "memory_source": "none",
+                             "cannot_give": list(CANNOT),
+                             "note": f"read from a {'MindSpore' if plain else 'MindFormers'} log: no "
+                                     f"{', '.join(CANNOT)}"}
+        if self.run_name:
+            e["run_name"] = self.run_name
+        if self.total_steps:
+            e["total_steps"] = self.total_steps
+        if self.global_batch:
+            e["samples_per_step"] = self.global_batch
+        if self.devices:
+            e["world_size"] = self.devices
+        if self.model_flops:
+            e["model_flops_per_step"] = self.model_flops
+        self._events.append(e)
+        self.started = True
+        self._started_total = self.total_steps
+
+    def begin_row(self, epoch: int, epochs: int, step: int, steps: int, when: Callable[[], float]) -> float:
+        """Sessions and start events up to date for a row of this step (a new session where none is open,
+        after an end, or where the step goes back; ``when`` gives the line's time, read only then); the row's
+        place in the lists. Returns the global step."""
+        gstep = float((epoch - 1) * steps + step) if steps > 0 else float(step)
+        if self.session is None or self.ended or (self.last_step is not None and gstep <= self.last_step):
+            self.new_session(self.first_time if self.first_time is not None else when())
+        self.steps_per_epoch, self.total_steps = steps, epochs * steps
+        if not self.started or self._started_total != self.total_steps:
+            self.start(self._session_start)
+        self._sessions.append(self.session or "")
+        self._sps_of.append(math.nan)
+        self._batch_of.append(self._batch)
+        self._open = len(self._rows)
+        self.last_step = gstep
+        self.first_time = None
+        self.error = None
+        self.error_sent = False
+        return gstep
+
+    def row(self, t: float, epoch: int, epochs: int, step: int, steps: int, loss: float, lr: float,
+             norm: float, step_ms: float, overflow: float, scale: float, extra: list[float], *,
+             norm_said: bool = True) -> None:
+        """One step's row (sessions and start events kept up to date first)."""
+        i = len(self._rows)
+        gstep = self.begin_row(epoch, epochs, step, steps, lambda: t)
+        if not math.isfinite(loss):
+            self._nonfinite.append((i, "loss", loss))
+        if not math.isfinite(norm) and norm_said:  # a missing norm is NaN too, but no NaN norm
+            self._nonfinite.append((i, "grad_norm", norm))
+        # NUMERIC's order: time step epoch loss lr grad_norm step_time data_wait queue_depth tokens samples
+        # tokens_per_s mfu mem_used mem_peak mem_total overflow loss_scale (samples, and the exact step time,
+        # when the rows are given out)
+        self._rows.append([t, gstep, float(epoch), loss, lr, norm, step_ms / 1000.0 if step_ms > 0 else math.nan,
+                           math.nan, math.nan, math.nan, math.nan, math.nan, math.nan, math.nan, math.nan, math.nan,
+                           overflow, scale])
+        self._extra.append(extra + [math.nan])  # samples/s/p: filled when given out
+
+    def sps(self, sps: float) -> None:
+        """The progress line after a step line: samples/s/p (and with it, when given out, the exact step time)."""
+        if self._open is not None:
+            self._sps_of[self._open] = sps
+            self._open = None
+
+    def space_arrivals(self) -> None:
+        """Rows of one read timed by the file's time (no stamps: LossMonitor's print) all got that one
+        instant; counted back from it by their step times instead (TimeMonitor's per-step time), the last
+        at the file's time, so elapsed, pace and goodput read as the job ran, not as one moment."""
+        rows, self._arrival_rows = self._arrival_rows, []
+        for i in range(len(rows) - 2, -1, -1):  # one read's rows share one arrival time
+            if math.isfinite(rows[i + 1][6]):
+                rows[i][0] = rows[i + 1][0] - rows[i + 1][6]
+
+    def take_bulk(self, k: int) -> np.ndarray:
+        """The first ``k`` rows read as arrays."""
+        parts, got = [], 0
+        while got < k:
+            block = self._bulk_rows[0]
+            need = k - got
+            if len(block) <= need:
+                parts.append(self._bulk_rows.pop(0))
+                got += len(block)
+            else:
+                parts.append(block[:need])
+                self._bulk_rows[0] = block[need:]
+                got = k
+        return np.concatenate(parts) if len(parts) > 1 else parts[0]
+
+    def exact_step_time(self, table: np.ndarray, n: int) -> None:
+        """Samples per step (the global batch), and the step time from samples/s/p where the log gave the
+        global batch and the device count: ``batch / devices / (samples/s/p)``, kept only where it truncates
+        to MindFormers' own ``per_step_time`` (else the batch or devices read are not what it divided by)."""
+        sps = np.array(self._sps_of[:n], dtype=np.float64)
+        batch = np.array(self._batch_of[:n], dtype=np.float64).reshape(n, 2)
+        table[:, len(NUMERIC) + EXTRA.index("samples_per_s_per_npu")] = sps
+        table[:, 10] = batch[:, 0]
+        with np.errstate(all="ignore"):
+            exact = batch[:, 0] / batch[:, 1] / sps
+            ms = table[:, 6]
+            agrees = np.floor(exact * 1000.0 + 1e-6) == np.round(ms * 1000.0)
+            ok = np.isfinite(exact) & (sps > 0) & (np.isnan(ms) | agrees)
+        table[:, 6] = np.where(ok, exact, ms)
+
+    _session_start: float = 0.0
+    _timing_by_arrival = False  # the step being read has no stamp: it is timed by the file's time
+    _batch: tuple[float, float] = (math.nan, math.nan)  # (global batch, devices) the log said last
+    _started_total: int | None = None
+
+
+def _unix(st: time.struct_time, gmtoff: float | None) -> float:
+    """Unix time of a log's local time: on the writing host's offset from UTC when known, else in the
+    viewer's own zone (a log read where it was written)."""
+    return calendar.timegm(st) - gmtoff if gmtoff is not None else time.mktime(st)
+
+
+def _real_step(epoch: int, epochs: int, step: int, steps: int) -> bool:
+    """Whether a step line names a step a job ran: MindFormers counts epochs and steps from 1."""
+    return epoch >= 1 and epochs >= 1 and step >= 1 and steps >= 1
+
+
+def _number(text: str | None) -> float:
+    """A field's text as a float; NaN when missing or not a number (the CSV parser's rule)."""
+    return _cell_number(text or "")
+
+
+def _is_number(text: str | None) -> bool:
+    try:
+        float(text or "")
+    except ValueError:
+        return False
+    return True

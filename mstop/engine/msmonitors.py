@@ -1,0 +1,153 @@
+"""MindSpore's own callbacks' lines (a family of mstop.engine.mflog's driver): LossMonitor's ``epoch: E step: S,
+loss is L`` (the step within its epoch: the global step adds the sizes of the epochs before) and TimeMonitor's
+``epoch time: .. ms, per step time: .. ms`` (an epoch's size, and its steps' time). A plain MindSpore job's
+log (an msrun worker log, a captured stdout) is read from these; long runs of bare LossMonitor lines as
+arrays, an epoch at a time.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any, Callable
+
+import numpy as np
+
+from .logstate import _BULK, _F, EXTRA, LogState, _is_number, _number
+from .parse import NUMERIC
+
+#: MindSpore's LossMonitor (``print("epoch: %s step: %s, loss is %s")``, the step within its epoch) and
+#: TimeMonitor (``"{} epoch time: {:5.3f} ms, per step time: {:5.3f} ms"``, mode.title() first)
+_LOSS_MONITOR = re.compile(r"\bepoch: (?P<epoch>\d{1,15}) step: (?P<step>\d{1,15}), loss is (?P<loss>.+?)\s*$")
+_TIME_MONITOR = re.compile(r"\bepoch time: (?P<epoch_ms>[-+0-9.eE]+|nan|inf) ms, per step time: "
+                           r"(?P<step_ms>[-+0-9.eE]+|nan|inf) ms")
+#: LossMonitor's line with nothing around it (as msrun's worker logs hold it) and a plain number for a loss
+_LM_RE2 = r"^epoch: (?P<epoch>\d{1,9}) step: (?P<step>\d{1,9}), loss is (?P<loss>" + _F + r")\n$"
+
+
+class MonitorLines:
+    """LossMonitor's and TimeMonitor's lines of one rank's log, into its :class:`LogState`."""
+
+    def __init__(self, st: LogState) -> None:
+        self.st = st
+        # LossMonitor's step is within its epoch: the epoch's size (from TimeMonitor, else the last step seen)
+        self._lm_epoch: int | None = None
+        self._lm_size: dict[int, int] = {}
+        self._lm_base: tuple[int, int] | None = None  # (epoch, global step before it) while the sizes hold
+        self._lm_waiting: list[list[float]] = []  # this epoch's rows not given out, waiting for TimeMonitor
+
+    def given_out(self) -> None:
+        """Rows given out are no longer filled in by a TimeMonitor line (the waiting rows are the newest: at
+        most the rows still held are kept; a kept one given out is written to, read by no one)."""
+        w, held = self._lm_waiting, len(self.st._rows)
+        self._lm_waiting = w[len(w) - min(len(w), held):]
+
+    def loss_monitor(self, t: float, m: re.Match[str]) -> None:
+        """A row of MindSpore's LossMonitor: its step is within the epoch; the global step adds the sizes
+        of the epochs before (TimeMonitor's count, else the last step seen in each)."""
+        self.st.step_lines += 1
+        loss_text = m.group("loss").strip().strip("[]()").strip()
+        epoch, step = int(m.group("epoch")), int(m.group("step"))
+        if not _is_number(loss_text) or epoch < 1 or step < 1:
+            self.st._bad += 1
+            return
+        self.st.formats.add("mindspore LossMonitor")
+        if self._lm_epoch is not None and epoch < self._lm_epoch:
+            self._lm_size.clear()  # a new process from an earlier epoch: the sizes count again
+            self._lm_base = None
+        if epoch != self._lm_epoch:
+            self._lm_waiting = []
+        if self._lm_base is not None and self._lm_base[0] == epoch:
+            base = self._lm_base[1]
+        else:
+            # an earlier epoch not seen (a log that begins at epoch 2: rotated, or a resumed job) is guessed
+            # from the epochs before this one only: this epoch's own growing size would move its base with
+            # every line (steps 1, 3, 5 ...); the base then holds for the epoch, guessed or not
+            earlier = [v for e, v in self._lm_size.items() if e < epoch]
+            size = self._lm_size.get(epoch - 1) or max(earlier, default=0)
+            base = sum(self._lm_size.get(e, size) for e in range(1, epoch))
+            self._lm_base = (epoch, base)
+        self._lm_epoch = epoch
+        self._lm_size[epoch] = max(self._lm_size.get(epoch, 0), step)
+        gstep = base + step
+        i = len(self.st._rows)
+        self.st.begin_row(1, 1, gstep, 0, lambda: t)
+        loss = float(loss_text)
+        if not math.isfinite(loss):
+            self.st._nonfinite.append((i, "loss", loss))
+        row = [math.nan] * len(NUMERIC)
+        row[0], row[1], row[2], row[3] = t, float(gstep), float(epoch), loss
+        if self.st._timing_by_arrival:
+            self.st._arrival_rows.append(row)
+        self.st._rows.append(row)
+        self._lm_waiting.append(row)
+        self.st._extra.append([math.nan] * len(EXTRA))
+
+    def time_monitor(self, m: re.Match[str]) -> None:
+        """TimeMonitor's epoch line: the epoch's size (epoch time / per step time), and its per-step time
+        for the epoch's rows not given out yet (a log read afterwards: all of them)."""
+        epoch_ms, step_ms = _number(m.group("epoch_ms")), _number(m.group("step_ms"))
+        if not (step_ms > 0 and math.isfinite(epoch_ms)):
+            return
+        self.st.formats.add("mindspore TimeMonitor")
+        if self._lm_epoch is not None:
+            self._lm_size[self._lm_epoch] = max(1, round(epoch_ms / step_ms))
+            self._lm_base = None  # an epoch's size changed: the next epoch's base is counted again
+        for row in self._lm_waiting:  # the epoch's rows still here (not given out), each once
+            if math.isnan(row[6]):
+                row[6] = step_ms / 1000.0
+        self._lm_waiting = []
+
+    def bulk(self, lines: Any, arr: Any, a: int, b: int, one: Callable[[bytes], None]) -> bool:
+        """Lines ``a``..``b`` (each LossMonitor's bare line) as arrays, an epoch at a time: the first line of
+        each epoch one by one (sessions, the epoch's base step), the rest as one block timed by the file,
+        as one by one. False (nothing done) before the first line where that would differ (no file time,
+        a step that goes back, a loss that is no finite number)."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        if self.st.arrived is None:
+            return False
+        f = pc.extract_regex(arr.slice(a, b - a), _LM_RE2)
+        try:
+            ep, st, loss = (pc.cast(f.field(n).cast(pa.string()), pa.float64()).to_numpy(zero_copy_only=False)
+                            for n in ("epoch", "step", "loss"))
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            return False
+        if f.null_count or not np.isfinite(loss).all() or (ep < 1).any() or (st < 1).any():
+            return False
+        cuts = [0, *(np.flatnonzero(ep[1:] != ep[:-1]) + 1).tolist(), len(ep)]
+        for s0, e0 in zip(cuts[:-1], cuts[1:]):
+            rows = len(self.st._rows)
+            one(lines[a + s0])
+            base = self._lm_base
+            steps = st[s0 + 1:e0]
+            if (len(self.st._rows) != rows + 1 or base is None or base[0] != int(ep[s0]) or
+                    (np.diff(st[s0:e0]) <= 0).any()):
+                for k in range(s0 + 1, e0):  # as one by one would: the line does not fit a block
+                    one(lines[a + k])
+                continue
+            if len(steps):
+                self.lm_rows(int(ep[s0]), base[1], steps, loss[s0 + 1:e0])
+        return True
+
+    def lm_rows(self, epoch: int, base: int, steps: np.ndarray, loss: np.ndarray) -> None:
+        """LossMonitor rows of one epoch after its first (which opened the session): one block, each row
+        timed by the file and waiting for the epoch's TimeMonitor line."""
+        m, gstep = len(steps), base + steps
+        table = np.full((m, len(NUMERIC) + len(EXTRA)), np.nan)
+        table[:, 0], table[:, 1], table[:, 2], table[:, 3] = self.st.arrived, gstep, float(epoch), loss
+        self.st._sessions.extend([self.st.session or ""] * m)
+        self.st._sps_of.extend([math.nan] * m)
+        self.st._batch_of.extend([self.st._batch] * m)
+        self.st._open = len(self.st._rows) + m - 1
+        self.st._rows.extend([_BULK] * m)
+        self.st._extra.extend([_BULK] * m)
+        self.st._bulk_rows.append(table)
+        views = list(table)  # each row a view: TimeMonitor's step time and the spacing by it write through
+        self.st._arrival_rows.extend(views)
+        self._lm_waiting.extend(views)
+        self.st.last_step = float(gstep[-1])
+        self._lm_size[epoch] = max(self._lm_size.get(epoch, 0), int(steps[-1]))
+        self.st.step_lines += m
+        self.st.untimed += m
