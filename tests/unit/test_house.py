@@ -274,3 +274,25 @@ def test_the_engines_modules_import_each_other_without_a_circle():
 
     for m in sorted(graph):
         visit(m, [])
+
+
+def test_a_log_is_read_by_a_driver_and_a_family_per_logger():
+    """Issue 39 step 5 (toolong's shape): MfLogParser keeps nothing of its own but its shared state and its
+    families; each family is one class in a module of its own, built on the shared LogState, and no family
+    imports the driver or another family (what they share is logstate.py's)."""
+    engine = ROOT / "mstop" / "engine"
+    tree = ast.parse((engine / "mflog.py").read_text())
+    driver = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "MfLogParser")
+    own = {t.attr for n in ast.walk(driver) if isinstance(n, ast.Assign) for t in n.targets
+           if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self"}
+    assert own == {"st", "mf", "ms"}, sorted(own)
+    families = {"mfsteps": "MindFormersSteps", "msmonitors": "MonitorLines"}
+    for module, name in families.items():
+        body = ast.parse((engine / f"{module}.py").read_text()).body
+        classes = [n.name for n in body if isinstance(n, ast.ClassDef)]
+        assert classes == [name], (module, classes)
+        assert ({"mflog", *families} - {module}).isdisjoint(_module_imports(engine / f"{module}.py"))
+        assert "logstate" in _module_imports(engine / f"{module}.py")
+    assert _module_imports(engine / "logstate.py") <= {"parse"}
+    sizes = [n.end_lineno - n.lineno for n in ast.walk(tree) if isinstance(n, ast.ClassDef)]
+    assert max(sizes) < 300, sizes  # the driver was one class of 792 lines
