@@ -97,11 +97,13 @@ def test_ranks_of_one_session_counted_all_at_once_equal_rank_by_rank(tmp_path_fa
 
 
 @given(st.lists(st.lists(st.one_of(st.floats(-1.0, 1e6, width=32), st.just(float("nan")), st.just(0.0),
-                                  st.sampled_from([0.5, 0.25, 1.0])), max_size=30), min_size=1, max_size=6))
-def test_the_pooled_median_without_pooling_is_numpys(per_rank):
+                                  st.sampled_from([0.5, 0.25, 1.0])), max_size=30), min_size=1, max_size=6),
+       st.sampled_from([0, goodput.POOL_ROWS]))
+def test_the_pooled_median_without_pooling_is_numpys(per_rank, pool_rows):
     """The run's median step time is found by a count of the rows' float32 bits and one bucket's values
-    (pooling a float64 copy of every row of 10,000 ranks held 11 B a row at once): the same figure as
-    ``np.median`` of the pooled float64 copy of each rank's steady rows, ties and halves included."""
+    (pooling a float64 copy of every row of 10,000 ranks held 11 B a row at once), or from the pooled
+    float32 values up to POOL_ROWS rows: either way the same figure as ``np.median`` of the pooled
+    float64 copy of each rank's steady rows, ties and halves included."""
     from mstop.engine.parse import N_EXACT, NUMERIC, Rows
     from mstop.engine.store import Store
 
@@ -118,4 +120,10 @@ def test_the_pooled_median_without_pooling_is_numpys(per_rank):
     ranks = list(store.ranks.values())
     pooled = np.concatenate([d.col("step_time")[d.steady()].astype(np.float64) for d in ranks] or [np.empty(0)])
     pooled = pooled[np.isfinite(pooled) & (pooled > 0)]
-    assert goodput.median_step(ranks) == (float(np.median(pooled)) if len(pooled) else 0.0)
+    saved = goodput.POOL_ROWS
+    goodput.POOL_ROWS = pool_rows
+    try:
+        got = goodput.median_step(ranks)
+    finally:
+        goodput.POOL_ROWS = saved
+    assert got == (float(np.median(pooled)) if len(pooled) else 0.0)
