@@ -56,7 +56,6 @@ from .mfsteps import (
 )
 from .msmonitors import _LM_RE2, _LOSS_MONITOR, _TIME_MONITOR, MonitorLines
 from .parse import NUMERIC, Rows, _empty, _rows
-from .parse import _num as _cell_number
 
 __all__ = ["CANNOT", "EXTRA", "SEPARATE_LOSSES", "SOURCE", "SOURCE_PLAIN", "MfLogParser", "Parsed", "SchedulerLog",
            "WorkerState", "looks_like_step"]
@@ -155,13 +154,13 @@ class MfLogParser:
         elif raw[:3] == b"\xef\xbb\xbf":  # a UTF-8 BOM
             raw = raw[3:]
         if b"{ Epoch:[" in raw:
-            m = _FAST_STEP.match(raw)  # the usual shape, read without decoding (see _fast_step)
+            m = _FAST_STEP.match(raw)  # the usual shape, read without decoding (see MindFormersSteps.fast_step)
             if m is None:
                 self.line(raw.decode("utf-8", "replace"))
             else:
                 self.mf.fast_step(m, raw)
         elif b"samples/s/p" in raw and (m := _FAST_PROGRESS.search(raw)) is not None:
-            self.st.sps(_cell_number(m.group(1).decode()))
+            self.st.sps(_number(m.group(1).decode()))
         else:
             self.line(raw.decode("utf-8", "replace"))
 
@@ -170,8 +169,8 @@ class MfLogParser:
         whose last line is an error."""
         if self.st.error is not None and not self.st.error_sent and not self.st.ended and self.st.session is not None:
             t, text = self.st.error
-            self.st._events.append({"kind": "abort", "time": t, "session": self.st.session, "step": self.st.last_step,
-                                 "error": text})
+            self.st._events.append({"kind": "abort", "time": t, "session": self.st.session,
+                                    "step": self.st.last_step, "error": text})
             self.st.error_sent = True
         return self._take(keep_open=False)
 
