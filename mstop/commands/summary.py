@@ -18,7 +18,13 @@ KEYS = ("run_dir", "ranks", "step", "rows", "bad_rows", "resets", "segments", "r
         "loss_ema", "tokens_per_s", "mfu", "mem_headroom", "data_wait_frac", "status", "last_checkpoint",
         "alerts", "stragglers", "dropped_rows", "bad_events", "writer_errors", "refused_files", "incidents",
         "samples_per_s", "source", "goodput", "profile", "clocks", "error_line", "log_path", "devices", "culprit",
-        "processes")
+        "processes", "goodput_definition")
+
+
+#: which definition of the goodput ledger ``goodput`` follows (docs/health.md, "Goodput"): 2 since issue 39
+#: (each row classified once, against its rank's previous block; a resumed session's repeated steps are the
+#: ones recomputed)
+GOODPUT_DEFINITION = 2
 
 
 def _json_number(v: float | None) -> Any:
@@ -77,6 +83,7 @@ def summarize(store: Store, run_dir: str, opts: Options, health: Any = None,
         c = endings.culprit(store, opts)
         out["culprit"] = c.public() if c is not None else None
         out["processes"] = _processes(store)
+        out["goodput_definition"] = GOODPUT_DEFINITION
     assert tuple(out) == KEYS
     return out
 

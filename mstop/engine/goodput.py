@@ -4,20 +4,26 @@ The wall time runs from the earliest session start of any rank to the job's end:
 arrive (running), else its last sign of life (finished, failed, dead, stalled). Each rank's share of it
 is split into exclusive buckets that add up to it, from its rows, sessions and events:
 
-- ``productive``: the step time of rows on the run's current timeline (steps computed for the last time,
-  not superseded by a later session), less their data wait and less what the buckets below take;
+- ``productive``: the step time of rows that ran a step for the first time, less their data wait and less
+  what the buckets below take;
 - ``input_wait``: the data-wait part of those rows;
-- ``compile``: from a session's start to its first row, beyond the run's median step time (process start,
+- ``compile``: from a session's start to its first row, beyond the rank's median step time (process start,
   graph compilation, warm-up);
-- ``recomputed``: the step time of rows that a later session ran again (or will: it resumed before them);
+- ``recomputed``: the step time of rows that ran a step the rank had already reached before their session
+  began (a resume from an earlier checkpoint runs them again: the second run is the waste);
 - ``checkpoint``: a step that saved a checkpoint (a ``checkpoint`` event at its step), beyond the median,
   and the gap around a save made between steps;
 - ``stalled``: time between rows beyond the later row's own step time and the rank's usual time between
-  steps (no step was running); a step that
-  took longer than :func:`~mstop.engine.figures.stall_after` (a hang inside it), beyond the median; and
-  after a session's last row while the rank still showed signs of life;
+  steps (no step was running); a step that took longer than the stall limit (a hang inside it), beyond the
+  median; and after a session's last row while the rank still showed signs of life;
 - ``down``: before a rank's first session, between one session's last sign of life and the next session's
   start (restarts, queue waits), and after its last sign of life.
+
+Definition 2 (issue 39): every row is classified once, when it arrives, against what came before it (the
+median, the usual gap and the stall limit of its rank's previous block of rows: mstop.engine.ledgerfold), so
+the ledger never revises a classified row (``productive`` does not fall at a resume) and reading a run live or
+from its files later gives the same figures. Definition 1 measured every row against the whole run's median
+and counted an older session's rows as ``recomputed`` when a later one ran their steps again.
 
 The run's figure is the mean over ranks of each bucket (every rank's buckets add up to the same wall
 time); ``goodput`` = productive / wall. Per rank goodput is given where ranks differ.
@@ -30,11 +36,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
 from .. import fmt
-from . import figures, rankstate
-from .clocks import Clocks, shifted
+from . import figures, ledgerfold, rankstate
+from .clocks import Clocks
 from .figures import Options
 from .store import RankData, Store
 
@@ -94,27 +98,20 @@ def ledger(store: Store, opts: Options) -> Ledger | None:
     return seen[key]
 
 
-def compute_ledger(store: Store, opts: Options, *, batch_rows: int | None = None) -> Ledger | None:
-    """The ledger computed now (:func:`ledger` keeps it per store version and clock second); the one-session
-    ranks' ledgers in passes of about ``batch_rows`` rows (default BATCH_ROWS), the same figures either way."""
+def compute_ledger(store: Store, opts: Options) -> Ledger | None:
+    """The ledger read now from each rank's fold (:func:`ledger` keeps it per store version and clock second):
+    O(sessions) a rank, whatever the rows."""
     c = figures.rank_clocks(store, opts)  # a rank whose clock is off its peers' is laid on theirs
-    ranks = [shifted(d, c.ranks.get(r, 0.0)) for r, d in sorted(store.ranks.items()) if d.rows]
+    ranks = [(d, c.ranks.get(r, 0.0)) for r, d in sorted(store.ranks.items()) if d.rows]
     if not ranks:
         return None
-    first = min(session_span(d, k)[0] for d in ranks for k in range(len(d.segments)))
     end = job_end(store, opts, c)
     until = end if figures.status(store, opts) in LIVE else None
+    spans = {d.rank: [_span(d, k, off, until) for k in range(len(d.segments))] for d, off in ranks}
+    first = min(b for sp in spans.values() for b, _ in sp)
     wall = max(0.0, end - first)
-    median = median_step(ranks)
-    hang = figures.stall_after(store)
-    per_rank: dict[int, dict[str, float]] = {}
-    for group in rank_groups([d for d in ranks if len(d.segments) == 1], batch_rows):
-        if len(group) > 1:
-            per_rank.update(batch_ledgers(group, first, end, median, hang, until))
-    per_rank.update({d.rank: rank_ledger(d, first, end, median, hang, until) for d in ranks
-                     if d.rank not in per_rank})
-    per_rank = {d.rank: per_rank[d.rank] for d in ranks}
-    seconds = {k: float(np.mean([b[k] for b in per_rank.values()])) for k in BUCKETS}
+    per_rank = {d.rank: rank_ledger(d, off, spans[d.rank], first, end) for d, off in ranks}
+    seconds = {k: math.fsum(b[k] for b in per_rank.values()) / len(per_rank) for k in BUCKETS}
     out = Ledger(wall, seconds)
     g = out.goodput
     if g is not None and wall > 0:
@@ -124,30 +121,54 @@ def compute_ledger(store: Store, opts: Options, *, batch_rows: int | None = None
     return out
 
 
+def _span(d: RankData, k: int, off: float, until: float | None) -> tuple[float, float]:
+    """:func:`session_span` on the reference clock (the rank's laid back by ``off``)."""
+    begin, life = session_span(d, k, None if until is None else until + off)
+    return begin - off, life - off
+
+
+def rank_ledger(d: RankData, off: float, spans: list[tuple[float, float]], first: float,
+                end: float) -> dict[str, float]:
+    """One rank's buckets over [first, end]: its fold's classified rows, and session by session its first
+    row, its start-up, its silence after its last row and what lies between sessions (O(sessions))."""
+    fold = ledgerfold.provisional(d)
+    b = dict(zip(ledgerfold.SUMS, fold.sums))
+    b["compile"] = b["down"] = 0.0
+    times, steps = d.exact.data[:, 0], d.exact.data[:, 1]
+    cursor = first  # how far this rank's time is accounted for
+    for k, seg in enumerate(d.segments):
+        begin, life = spans[k]
+        begin = max(begin, cursor)
+        life = min(max(life, begin), end)
+        b["down"] += max(0.0, begin - cursor)
+        t0 = min(max(float(times[seg.first_row]) - off, begin), end)
+        gap0 = t0 - begin
+        own0 = min(fold.figures_of(seg.first_row)[0], gap0) if fold.blocks else 0.0
+        b["compile"] += gap0 - own0  # the first row: one step; the rest is start-up and compilation
+        b["recomputed" if float(steps[seg.first_row]) <= fold.reached[k] else "productive"] += own0
+        last = fold.sess_t[k] - off if k < len(fold.sess_t) else math.nan
+        last = t0 if last != last else min(max(last, t0), end)
+        b["stalled"] += max(0.0, life - last)  # alive after its last row: no step was written
+        cursor = max(last, life)
+    b["down"] += max(0.0, end - cursor)
+    over = sum(b.values()) - max(0.0, end - first)
+    for name in _OVERLAP:  # sessions that overlap (a start before the last one's end) counted once
+        if over <= 1e-9:
+            break
+        take = min(b[name], over)
+        b[name] -= take
+        over -= take
+    return {k: b[k] for k in BUCKETS}
+
+
+#: the buckets time counted twice by overlapping sessions is taken back from, in order
+_OVERLAP = ("down", "stalled", "compile", "recomputed", "checkpoint", "input_wait", "productive")
+
+
 #: the longest a session's start-up (from its start event to its first row: process start, data loading,
 #: graph compilation) is taken to be; a start event further from its first row was stamped by a clock that
 #: moved (or is wrong), and the first row less its step time is the start instead
 MAX_STARTUP = figures.MAX_STARTUP
-#: rows of the one-session ranks whose ledgers are computed in one pass (see batch_ledgers): its arrays
-#: are float64 temporaries over all their rows, so 10,000 ranks in one pass held gigabytes at once
-BATCH_ROWS = 1 << 18
-
-
-def rank_groups(ranks: list[RankData], batch_rows: int | None = None) -> list[list[RankData]]:
-    """``ranks`` in consecutive groups of about ``batch_rows`` rows (default BATCH_ROWS; a larger rank is a
-    group of its own)."""
-    limit = batch_rows or BATCH_ROWS
-    groups: list[list[RankData]] = [[]]
-    rows = 0
-    for d in ranks:
-        if groups[-1] and rows + d.rows > limit:
-            groups.append([])
-            rows = 0
-        groups[-1].append(d)
-        rows += d.rows
-    return groups
-
-
 #: the statuses of a job that may still live: its wall time runs to now, and a rank that has not ended is
 #: alive to now (the time since its last row is a stall, not downtime)
 LIVE = ("running", "starting", "stalled")
@@ -171,58 +192,6 @@ def job_end(store: Store, opts: Options, c: Clocks | None = None) -> float:
     if status == "stalled":  # a stall counts as it grows, up to STALL_HORIZON past the last sign of life
         return min(max(last, now), last + STALL_HORIZON)
     return max(last, now)
-
-
-def median_step(ranks: list[RankData]) -> float:
-    """The run's median step time: each rank's steady rows (first rows of sessions left out), pooled.
-
-    Exact, without pooling them: a float64 copy of every rank's rows, pooled, was the monitor's peak
-    memory at 10,000 ranks (11 B a row at once). A positive float32's bits, read as an integer, are in the
-    order of its value, so a count of the rows by their top 16 bits finds which bucket holds the middle
-    rows, and a second pass takes only that bucket's values: one rank's rows at a time, then a bucket.
-    Up to POOL_ROWS rows (4 B a row at once) the float32 values are pooled instead: two passes over 1,024
-    short ranks cost 60 ms of the frame's thread where one took 10.
-    """
-    def steady(d: RankData) -> np.ndarray:
-        v = d.col("step_time")[d.steady()]
-        return v[np.isfinite(v) & (v > 0)]
-
-    if sum(d.rows for d in ranks) <= POOL_ROWS:
-        return _middle(np.concatenate([np.ascontiguousarray(steady(d), np.float32) for d in ranks])
-                       if ranks else np.empty(0, np.float32))
-    counts = np.zeros(1 << 16, np.int64)
-    for d in ranks:
-        counts += np.bincount(np.ascontiguousarray(steady(d), np.float32).view(np.uint32) >> 16,
-                              minlength=1 << 16)
-    n = int(counts.sum())
-    if not n:
-        return 0.0
-    ends = np.cumsum(counts)
-    middle = sorted({(n - 1) // 2, n // 2})  # the one or two middle rows, by rank in the pooled order
-    buckets = np.searchsorted(ends, middle, side="right")  # the buckets that hold them (one, or two beside)
-    lo, hi = int(buckets[0]), int(buckets[-1])
-    below = int(ends[lo - 1]) if lo else 0  # rows in the buckets under them
-    # one more pass: every rank's values in those buckets, in order of size then (the buckets are ordered)
-    vals = np.concatenate([v[(b >= lo) & (b <= hi)] for d in ranks
-                           if len(v := np.ascontiguousarray(steady(d), np.float32))
-                           for b in [v.view(np.uint32) >> 16]])
-    part = np.partition(vals, [k - below for k in middle])
-    return sum(float(part[k - below]) for k in middle) / len(middle)
-
-
-#: the most rows whose step times median_step pools (16 MB of float32 at once); more are counted instead
-POOL_ROWS = 1 << 22
-
-
-def _middle(v: np.ndarray) -> float:
-    """The median of ``v`` (0.0 when empty): its two middle values averaged in float64, as ``np.median`` of
-    a float64 copy gives it."""
-    n = len(v)
-    if not n:
-        return 0.0
-    mid = n // 2
-    part = np.partition(v, (mid - 1, mid) if n % 2 == 0 else mid)
-    return (float(part[mid - 1]) + float(part[mid])) / 2.0 if n % 2 == 0 else float(part[mid])
 
 
 def _session_rows(d: RankData, k: int) -> tuple[int, int]:
@@ -256,140 +225,3 @@ def session_span(d: RankData, k: int, until: float | None = None) -> tuple[float
     return min(begin, first_row), max(life)
 
 
-def rank_ledger(d: RankData, first: float, end: float, median: float, hang: float,
-                 until: float | None = None) -> dict[str, float]:
-    """One rank's buckets over [first, end], session by session (array arithmetic: a long run is not read
-    row by row in Python)."""
-    b = dict.fromkeys(BUCKETS, 0.0)
-    times = d.col("time").astype(np.float64)
-    st = np.nan_to_num(d.col("step_time").astype(np.float64), nan=0.0)
-    dw = np.nan_to_num(d.col("data_wait").astype(np.float64), nan=0.0)
-    eff = d.effective()
-    normal = _normal_gap(d, times, st)
-    cursor = first  # how far this rank's time is accounted for
-    for k in range(len(d.segments)):
-        lo, hi = _session_rows(d, k)
-        begin, life = session_span(d, k, until)
-        begin = max(begin, cursor)
-        life = min(max(life, begin), end)
-        b["down"] += max(0.0, begin - cursor)
-        t = np.maximum.accumulate(np.maximum(np.minimum(times[lo:hi], end), begin))
-        prev = np.concatenate(([begin], t[:-1]))
-        gap = t - prev
-        own = np.minimum(st[lo:hi], gap)
-        own += np.minimum(gap - own, normal)  # the loop's usual time outside the step belongs to the step
-        own[0] = min(median, gap[0])  # the first row: one step; the rest is start-up and compilation
-        extra = gap - own  # time in which no step ran
-        saved = _saved(d, lo, t, prev)
-        saved[0] = False
-        b["compile"] += float(extra[0])
-        b["checkpoint"] += float(extra[1:][saved[1:]].sum())
-        b["stalled"] += float(extra[1:][~saved[1:]].sum())
-        e = eff[lo:hi]
-        b["recomputed"] += float(own[~e].sum())
-        slow = saved | (own > hang)  # a save inside the step, or a hang: its time beyond the median
-        slow[0] = False
-        wait = np.where(e, np.minimum(dw[lo:hi], own), 0.0)  # the step's wait for data is input wait
-        wait[0] = 0.0  # the first row's is start-up's (compile)
-        # a slow step's time beyond a normal step (the median), or beyond its own data wait when that is longer
-        over = np.where(slow & e, np.maximum(0.0, own - np.maximum(median, wait)), 0.0)
-        b["checkpoint"] += float(over[saved].sum())
-        b["stalled"] += float(over[~saved].sum())
-        b["input_wait"] += float(wait.sum())
-        b["productive"] += float(np.where(e, own - over - wait, 0.0).sum())
-        b["stalled"] += max(0.0, life - float(t[-1]))  # alive after its last row: no step was written
-        cursor = max(float(t[-1]), life)
-    b["down"] += max(0.0, end - cursor)
-    return b
-
-
-def batch_ledgers(ranks: list[RankData], first: float, end: float, median: float,
-                   hang: float, until: float | None = None) -> dict[int, dict[str, float]]:
-    """The buckets of ranks of one session each, all at once: :func:`rank_ledger`'s arithmetic over their
-    rows laid end to end, summed per rank (a Python loop of numpy calls per rank cost 0.6 s a ledger with
-    1,024 short ranks; the monitor's header asks for one every 5 s)."""
-    n = np.array([d.rows for d in ranks])
-    starts = np.concatenate([[0], np.cumsum(n)[:-1]])
-    last = starts + n - 1
-    rid = np.repeat(np.arange(len(ranks)), n)
-    times = np.concatenate([d.col("time") for d in ranks]).astype(np.float64)
-    st = np.nan_to_num(np.concatenate([d.col("step_time") for d in ranks]).astype(np.float64), nan=0.0)
-    dw = np.nan_to_num(np.concatenate([d.col("data_wait") for d in ranks]).astype(np.float64), nan=0.0)
-    spans = np.array([session_span(d, 0, until) for d in ranks])
-    begin = np.maximum(spans[:, 0], first)
-    life = np.minimum(np.maximum(spans[:, 1], begin), end)
-    within = rid[1:] == rid[:-1]  # pairs of rows of one rank
-    raw = np.diff(times)
-    excess = raw - np.minimum(st[1:], raw)
-    keep = within & np.concatenate([d.steady() for d in ranks])[1:] & np.isfinite(excess)
-    normal = _medians(excess[keep], rid[1:][keep], len(ranks))
-    normal[n < 3] = 0.0
-    t = np.maximum(np.minimum(times, end), begin[rid])
-    for r in np.unique(rid[1:][within & (np.diff(t) < 0)]):  # a time that goes back: the running maximum
-        t[starts[r]:last[r] + 1] = np.maximum.accumulate(t[starts[r]:last[r] + 1])
-    prev = np.empty_like(t)
-    prev[1:] = t[:-1]
-    prev[starts] = begin
-    gap = t - prev
-    own = np.minimum(st, gap)
-    own += np.minimum(gap - own, normal[rid])
-    own[starts] = np.minimum(median, gap[starts])
-    extra = gap - own
-    saved = np.zeros(len(t), bool)
-    for r, d in enumerate(ranks):
-        if d.checkpoints:
-            saved[starts[r]:last[r] + 1] = _saved(d, 0, t[starts[r]:last[r] + 1], prev[starts[r]:last[r] + 1])
-    saved[starts] = False
-    later = np.ones(len(t), bool)
-    later[starts] = False
-    slow = saved | (own > hang)
-    slow[starts] = False
-    wait = np.minimum(dw, own)
-    wait[starts] = 0.0
-    over = np.where(slow, np.maximum(0.0, own - np.maximum(median, wait)), 0.0)
-
-    def per(w: np.ndarray) -> np.ndarray:
-        return np.bincount(rid, weights=w, minlength=len(ranks))
-
-    stalled = per(np.where(later & ~saved, extra, 0.0)) + per(np.where(saved, 0.0, over))
-    stalled += np.maximum(0.0, life - t[last])
-    cols = {"productive": per(own - over - wait), "input_wait": per(wait), "compile": extra[starts],
-            "recomputed": np.zeros(len(ranks)),
-            "checkpoint": per(np.where(later & saved, extra, 0.0)) + per(np.where(saved, over, 0.0)),
-            "stalled": stalled, "down": (begin - first) + np.maximum(0.0, end - np.maximum(t[last], life))}
-    return {d.rank: {k: float(cols[k][r]) for k in BUCKETS} for r, d in enumerate(ranks)}
-
-
-def _saved(d: RankData, lo: int, t: np.ndarray, prev: np.ndarray) -> np.ndarray:
-    """Which of the rows from ``lo`` (ending at ``t``, the one before at ``prev``) a checkpoint names by
-    its step, or saw a checkpoint written during them."""
-    ck_steps = np.array([float(c["step"]) for c in d.checkpoints if isinstance(c.get("step"), (int, float))])
-    ck_times = np.sort(np.array([float(c["time"]) for c in d.checkpoints], dtype=np.float64))
-    return np.isin(d.col("step")[lo:lo + len(t)].astype(np.float64), ck_steps) | (
-        np.searchsorted(ck_times, t + 1e-3, "right") > np.searchsorted(ck_times, prev, "right"))
-
-
-def _medians(values: np.ndarray, groups: np.ndarray, k: int) -> np.ndarray:
-    """``numpy.median`` of each group's values (0 for a group without any), all groups in one sort."""
-    order = np.lexsort((values, groups))
-    v = values[order]
-    counts = np.bincount(groups, minlength=k)
-    offs = np.concatenate([[0], np.cumsum(counts)[:-1]])
-    out = np.zeros(k)
-    has = counts > 0
-    lo, hi = offs + (counts - 1) // 2, offs + counts // 2
-    out[has] = (v[lo[has]] + v[hi[has]]) / 2
-    return out
-
-
-def _normal_gap(d: RankData, times: np.ndarray, st: np.ndarray) -> float:
-    """The rank's usual time between one row and the next beyond the later row's step time (the median over
-    its steady rows): the loop's own time outside the step (a MindFormers log's per-step time is the network
-    call alone), not a stall."""
-    if d.rows < 3:
-        return 0.0
-    gap = np.diff(times)
-    excess = gap - np.minimum(st[1:], gap)
-    steady = d.steady()[1:]
-    v = excess[steady & np.isfinite(excess)]
-    return float(np.median(v)) if len(v) else 0.0

@@ -25,7 +25,9 @@ from typing import Any, Callable
 
 import numpy as np
 
+from . import ledgerfold
 from .folds import ACHIEVED, Folds
+from .ledgerfold import RankLedger
 from .parse import NUMERIC, Rows
 
 #: a new number at every change of a rank's events (mstop.engine.rankstate keeps each rank's answers by it)
@@ -35,6 +37,7 @@ EXACT = ("time", "step")
 FLOAT_COLS = tuple(c for c in NUMERIC if c not in EXACT)
 EXACT_INDEX = {c: i for i, c in enumerate(EXACT)}
 FLOAT_INDEX = {c: i for i, c in enumerate(FLOAT_COLS)}
+ledgerfold.bind(FLOAT_INDEX)
 
 
 
@@ -187,6 +190,8 @@ class RankData:
     summaries: dict[str, Summary] = field(default_factory=dict)
     #: guards extending the summaries, which a rank shares with its frozen copies (see frozen())
     summary_lock: threading.Lock = field(default_factory=threading.Lock)
+    #: the goodput ledger's fold of its rows (mstop.engine.ledgerfold): classified as they arrive
+    ledger: RankLedger = field(default_factory=RankLedger)
 
     @property
     def rows(self) -> int:
@@ -258,6 +263,7 @@ class RankData:
         c.__dict__.update(self.__dict__)
         c.exact, c.floats, c.session_idx = self.exact.frozen(), self.floats.frozen(), self.session_idx.frozen()
         c.extras = {k: b.frozen() for k, b in self.extras.items()} if self.extras else {}
+        c.ledger = self.ledger.frozen()
         same_rows = prev is not None and prev.rows_epoch == self.rows_epoch  # no reset since: lists only grew
         if same_rows and len(prev.segments) == len(self.segments):  # type: ignore[union-attr]
             c.segments, c.segment_of = prev.segments, prev.segment_of  # type: ignore[union-attr]
@@ -693,6 +699,7 @@ class Store:
                 if col.n < base + len(rows):  # a column this file does not have
                     col.extend(np.full(base + len(rows) - col.n, np.nan, np.float32))
             mixed = _append_sessions(d, rows, base)
+            d.ledger.settle(d)
             if rows.nonfinite:
                 d.nonfinite.extend((base + i, c, v) for i, c, v in rows.nonfinite)
             retimed = mixed or len(d.segments) != segments_before  # which rows are on the timeline changed
@@ -738,6 +745,7 @@ class Store:
                 d.floats.extend(rows.floats)
                 k = len(d.segments) - 1
                 d.session_idx.extend(_ONE_SEGMENT[k] if k < len(_ONE_SEGMENT) else np.array([k], np.int32))
+                d.ledger.settle(d)
                 self._touch(d)
                 plain.append((r, rows))
             fold()
@@ -759,6 +767,7 @@ class Store:
                 d._steady = None
                 d.quiet = {}
                 d.kept = {}
+                d.ledger = RankLedger()
                 d.csv_mtime = None
                 self._touch(d)
                 d.rows_epoch += 1
@@ -777,6 +786,7 @@ class Store:
                 fresh.segments, fresh.segment_of, fresh.nonfinite = old.segments, old.segment_of, old.nonfinite
                 fresh.monotonic, fresh.summaries, fresh.summary_lock = old.monotonic, old.summaries, old.summary_lock
                 fresh.rows_epoch, fresh.retimes, fresh.kept = old.rows_epoch, old.retimes, old.kept
+                fresh.ledger.settle(fresh)  # classified again without the checkpoints, which come again
                 self.ranks[r] = fresh
                 self._dirty.add(r)
                 self._checkpoints = None
@@ -817,6 +827,7 @@ class Store:
                     d.last_heartbeat = t
                 elif kind == "checkpoint":
                     d.checkpoints.append({"step": e.get("step"), "time": t, "path": e.get("path")})
+                    d.ledger.checkpoint(d, e.get("step"), t)
                     self._checkpoints = None
                 elif kind in _LISTED:  # kept whole, in order: evals, aborts, losses, the writer's errors
                     getattr(d, _LISTED[kind]).append(e)

@@ -20,7 +20,7 @@ from .frame import View
 @dataclass
 class GoodputCache:
     """The goodput ledger, read again at most every ``every`` seconds of the clock, or 20 times as long as
-    the last reading took (it reads every row: at most 5 % of a core), or when the status changes; read in
+    the last reading took (O(sessions) a rank: at most 5 % of a core), or when the status changes; read in
     the frame. The live session's (mstop.live.goodput) reads a large run's on a thread instead."""
 
     every: float = 5.0

@@ -1,0 +1,379 @@
+"""The goodput ledger's fold: each rank's rows split into the ledger's buckets once, as they arrive.
+
+The ledger (mstop.engine.goodput) used to be worked out from every row of every rank at each reading: 3-6 s
+of CPU at 20 M rows, and a definition that looked ahead (the run's median step time over all its rows, a
+resume making an older session's rows ``recomputed`` after the fact: ``productive`` fell at every resume).
+Here each row is classified once, by what came before it, so the ledger only grows with the rows, and the
+figure read live equals the figure read from the same files later (definition 2, see docs/health.md):
+
+- a rank's rows fall in blocks of :data:`BLOCK`; a row of block ``j`` is measured against the step time,
+  the usual time between rows and the stall limit of block ``j - 1`` (block 0 against its own: its rows
+  are provisional until it is complete, and worked out when the ledger is read);
+- a row that runs a step the rank had already reached before its session began is ``recomputed`` (the
+  rows of the resumed session, not the older session's: what was done stays done);
+- a checkpoint event found after its rows were classified moves them to ``checkpoint`` (exactly: the row is
+  classified again).
+
+What is kept per rank (a :class:`RankLedger`): the classified rows' five sums, each complete block's three
+figures (24 bytes a 64 rows), each session's latest time and the highest step before it. Each session's
+first row, its start-up and what lies between sessions are worked out when the ledger is read (they depend
+on start, end and abort events that can arrive later): O(sessions) a rank.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from typing import Any, Protocol
+
+import numpy as np
+
+
+class _Block(Protocol):
+    data: np.ndarray
+
+
+class RankData(Protocol):
+    """What the fold reads of a rank (mstop.engine.store.RankData: the store imports this module)."""
+
+    exact: _Block
+    floats: _Block
+    session_idx: _Block
+    segments: list[Any]
+    ledger: RankLedger
+
+    @property
+    def rows(self) -> int: ...
+
+#: rows a block: a row is measured against the figures of the block before its own
+BLOCK = 64
+#: the sums a rank's classified rows (all but each session's first) add to, in this order
+SUMS = ("productive", "input_wait", "checkpoint", "stalled", "recomputed")
+#: the shortest stall limit (mstop.engine.figures.STALL_MIN_S; copied: figures imports the store)
+STALL_MIN_S = 30.0
+#: a checkpoint written this long after a row's time still counts as saved during that row
+_CK_SLACK = 1e-3
+
+
+def _medians(v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's median of its values that are not NaN (NaN where none), and how many there were: one sort
+    for every row (np.nanmedian goes row by row in Python)."""
+    s = np.sort(v, axis=1)  # NaN last
+    c = np.count_nonzero(~np.isnan(v), axis=1)
+    i = np.arange(len(v))
+    lo, hi = np.maximum(c - 1, 0) // 2, c // 2
+    with np.errstate(invalid="ignore"):
+        med = np.where(c > 0, (s[i, lo] + s[i, np.minimum(hi, v.shape[1] - 1)]) / 2, np.nan)
+    return med, c
+
+
+def block_figures(time: np.ndarray, st: np.ndarray, first: np.ndarray, same: np.ndarray, width: int,
+                  before: tuple[float, float, float] | None) -> list[tuple[float, float, float]]:
+    """The figures of consecutive blocks of ``width`` rows: each one's (median step time, usual time between
+    rows beyond the step time, stall limit), from its rows' times and step times, which rows begin a session
+    (``first``) and which follow a row of their own session (``same``: the gap to the row before is theirs).
+    The arrays hold one row more before the blocks (its time only: the gap to the first block's first row;
+    ``first`` and ``same`` of it are ignored). A figure a block has no rows for is the block before's (the
+    one ``before`` them, or 0, 0 and STALL_MIN_S for a rank's first)."""
+    n = (len(time) - 1) // width
+    t = time.astype(np.float64)
+    s = st[1:].astype(np.float64).reshape(n, width)
+    f = first[1:].reshape(n, width)
+    with np.errstate(invalid="ignore"):
+        m, mc = _medians(np.where(~f & np.isfinite(s) & (s > 0), s, np.nan))
+        gap = np.diff(t).reshape(n, width)
+        ok = same[1:].reshape(n, width) & np.isfinite(gap)
+        excess = gap - np.minimum(np.nan_to_num(s, nan=0.0), gap)
+        normal, nc = _medians(np.where(ok & np.isfinite(excess), excess, np.nan))
+        interval, _ = _medians(np.where(ok, gap, np.nan))
+    out = []
+    m0, n0 = (before[0], before[1]) if before is not None else (0.0, 0.0)
+    for j in range(n):
+        m0 = float(m[j]) if mc[j] else m0
+        n0 = float(normal[j]) if nc[j] >= 2 else n0
+        iv = float(interval[j]) if interval[j] == interval[j] else 0.0
+        out.append((m0, n0, max(STALL_MIN_S, 10.0 * m0, 3.0 * iv)))
+    return out
+
+
+def classify(t: np.ndarray, prev: np.ndarray, st: np.ndarray, dw: np.ndarray, m: np.ndarray, normal: np.ndarray,
+             hang: np.ndarray, saved: np.ndarray, redo: np.ndarray) -> list[float]:
+    """The rows' seconds in the five :data:`SUMS`, summed: each row ran from ``prev`` (the time its session
+    had reached) to ``t``; ``st``/``dw`` its step time and data wait (0: not given), ``m``/``normal``/``hang``
+    its block's figures, ``saved`` whether a checkpoint was written in it, ``redo`` whether it ran a step
+    done before (recomputed). The arithmetic of :func:`_one`, row by row."""
+    gap = t - prev
+    own = np.minimum(st, gap)
+    own += np.minimum(gap - own, normal)  # the loop's usual time outside the step belongs to the step
+    extra = gap - own  # no step ran
+    if redo.any():
+        count = ~redo
+        recomputed = float(own[redo].sum())
+    else:
+        count, recomputed = None, 0.0
+    wait = np.minimum(dw, own)
+    slow = saved | (own > hang)
+    over = np.maximum(0.0, own[slow] - np.maximum(m[slow], wait[slow]))
+    if count is not None:
+        over *= count[slow]
+        wait *= count
+        own *= count
+    lost = extra.copy()
+    lost[slow] += over
+    ck = float(lost[saved].sum()) if saved.any() else 0.0
+    wait_s = float(wait.sum())
+    return [float(own.sum()) - float(over.sum()) - wait_s, wait_s, ck, float(lost.sum()) - ck, recomputed]
+
+
+def _one(t: float, prev: float, st: float, dw: float, m: float, normal: float, hang: float, saved: bool,
+         redo: bool) -> tuple[float, float, float, float, float]:
+    """:func:`classify` of one row, in plain Python (the usual row while following: numpy's calls on
+    one-element arrays cost ten times more)."""
+    gap = t - prev
+    own = min(st, gap)
+    own += min(gap - own, normal)
+    extra = gap - own
+    if redo:
+        return 0.0, 0.0, extra if saved else 0.0, 0.0 if saved else extra, own
+    wait = min(dw, own)
+    over = max(0.0, own - max(m, wait)) if saved or own > hang else 0.0
+    return own - over - wait, wait, extra + over if saved else 0.0, 0.0 if saved else extra + over, 0.0
+
+
+def _num(v: Any) -> float:
+    """A cell as a float, 0 for a missing one (NaN)."""
+    f = float(v)
+    return f if f == f else 0.0
+
+
+class RankLedger:
+    """One rank's folded ledger (see the module's doc). A frozen copy (:meth:`frozen`) has its own sums and
+    session times and shares the lists that only grow (the blocks' figures, the steps reached)."""
+
+    __slots__ = ("settled", "sums", "blocks", "sess_t", "reached", "saved", "ck_times", "ck_steps")
+
+    def __init__(self) -> None:
+        self.settled = 0  # rows classified (the rows before it)
+        self.sums = [0.0] * 5
+        self.blocks: list[tuple[float, float, float]] = []  # each complete block's figures
+        self.sess_t: list[float] = []  # per session: the latest time its rows reached (NaN: none classified)
+        self.reached: list[float] = []  # per session: the highest step of the rank's rows before its first row
+        self.saved: set[int] = set()  # classified rows a checkpoint was written in
+        self.ck_times: list[float] = []  # the rank's checkpoint times, sorted
+        self.ck_steps: set[float] = set()  # the steps its checkpoints name
+
+    def copy(self) -> RankLedger:
+        """A copy that can be settled further without touching this one."""
+        c = RankLedger.__new__(RankLedger)
+        c.settled, c.sums, c.blocks = self.settled, list(self.sums), list(self.blocks)
+        c.sess_t, c.reached, c.saved = list(self.sess_t), list(self.reached), set(self.saved)
+        c.ck_times, c.ck_steps = list(self.ck_times), set(self.ck_steps)
+        return c
+
+    def frozen(self) -> RankLedger:
+        """This ledger as it is now, for reading only (a snapshot's rank): O(sessions)."""
+        c = RankLedger.__new__(RankLedger)
+        c.settled, c.sums, c.blocks, c.sess_t, c.reached = (self.settled, list(self.sums), self.blocks,
+                                                              list(self.sess_t), self.reached)
+        c.saved, c.ck_times, c.ck_steps = self.saved, self.ck_times, self.ck_steps
+        return c
+
+    # -- what a row is measured against ---------------------------------------------------------------------
+
+    def figures_of(self, row: int) -> tuple[float, float, float]:
+        """The figures row ``row`` is measured against (its block's, in block 0)."""
+        return self.blocks[max(row // BLOCK - 1, 0)]
+
+    def _extend_blocks(self, d: RankData, upto: int, *, partial: bool = False) -> None:
+        """The figures of every complete block of rows before ``upto`` (and with ``partial`` of the rows
+        before ``upto`` as a block, when none is complete: provisional)."""
+        b0, nb = len(self.blocks), upto // BLOCK
+        if nb > b0:
+            a, width = b0 * BLOCK, BLOCK
+        elif partial and not self.blocks and upto:
+            a, width, nb = 0, upto, 1
+        else:
+            return
+        b = a + (nb - b0) * width
+        lo = max(a - 1, 0)  # the row before the blocks: the gap to their first row
+        time = d.exact.data[lo:b, 0]
+        st = d.floats.data[lo:b, _J["step_time"]]
+        sess = d.session_idx.data[lo:b]
+        f = _first_rows(d, lo, b)
+        same = np.zeros(b - lo, bool)
+        same[1:] = (sess[1:] == sess[:-1]) & ~f[1:]
+        if lo == a:  # a rank's first block: no row before it (its first row begins a session)
+            time, st, f, same = (np.concatenate(([np.nan], x)) for x in (time, st, f, same))
+            f, same = f.astype(bool), same.astype(bool)
+        self.blocks.extend(block_figures(time, st, f, same, width, self.blocks[-1] if self.blocks else None))
+
+    # -- classifying rows --------------------------------------------------------------------------------
+
+    def settle(self, d: RankData, *, partial: bool = False) -> None:
+        """Classify rank ``d``'s rows not yet classified (all at once once it has a complete block; with
+        ``partial`` also before, against the rows so far: the provisional reading of a short rank)."""
+        n = d.rows
+        lo = self.settled
+        if lo >= n or (n < BLOCK and not partial):
+            return
+        self._extend_blocks(d, n, partial=partial)
+        segs = d.segments
+        while len(self.sess_t) < len(segs):  # sessions met for the first time: what the rank reached before
+            k = len(self.sess_t)
+            fr = segs[k].first_row
+            self.sess_t.append(math.nan)
+            self.reached.append(float(np.max(d.exact.data[:fr, 1])) if fr else -math.inf)
+        if n - lo == 1 and lo >= BLOCK:
+            self._settle_one(d, lo)
+            return
+        sess = d.session_idx.data[lo:n].astype(np.int64)
+        bounds = np.flatnonzero(np.diff(sess)) + 1
+        starts = [0, *bounds.tolist()]
+        stops = [*bounds.tolist(), n - lo]
+        exact, floats = d.exact.data, d.floats.data
+        figs = np.array(self.blocks)
+        for a, b in zip(starts, stops):  # runs of rows of one session
+            k = int(sess[a])
+            rows = np.arange(lo + a, lo + b)
+            tt = exact[lo + a:lo + b, 0].astype(np.float64)
+            reached = self.sess_t[k]
+            if reached != reached:  # the session's first row: its own, worked out at reading
+                run = np.maximum.accumulate(tt)
+                prev = np.concatenate(([run[0]], run[:-1]))
+                skip = 1 if segs[k].first_row == lo + a else 0
+            else:
+                run = np.maximum.accumulate(np.maximum(tt, reached))
+                prev = np.concatenate(([reached], run[:-1]))
+                skip = 0
+            self.sess_t[k] = float(run[-1])
+            if skip >= len(rows):
+                continue
+            rows, t, prev = rows[skip:], run[skip:], prev[skip:]
+            f = figs[np.maximum(rows // BLOCK - 1, 0)]
+            step = exact[rows, 1]
+            saved = self._saved_rows(step, t, prev)
+            redo = step <= self.reached[k]
+            part = classify(t, prev, np.nan_to_num(floats[rows, _J["step_time"]].astype(np.float64), nan=0.0),
+                            np.nan_to_num(floats[rows, _J["data_wait"]].astype(np.float64), nan=0.0),
+                            f[:, 0], f[:, 1], f[:, 2], saved, redo)
+            for i in range(5):
+                self.sums[i] += part[i]
+            if saved.any():
+                self.saved.update(rows[saved].tolist())
+        self.settled = n
+
+    def _settle_one(self, d: RankData, i: int) -> None:
+        """Classify row ``i`` alone (following: a row a round), in plain Python."""
+        k = int(d.session_idx.data[i])
+        t, step = float(d.exact.data[i, 0]), float(d.exact.data[i, 1])
+        reached = self.sess_t[k]
+        if reached != reached:
+            self.sess_t[k] = t
+            if d.segments[k].first_row == i:  # a session's first row: worked out at reading
+                self.settled = i + 1
+                if (i + 1) % BLOCK == 0:
+                    self._extend_blocks(d, i + 1)
+                return
+            prev = t
+        else:
+            prev = reached
+            t = max(t, reached)
+            self.sess_t[k] = t
+        m, normal, hang = self.figures_of(i)
+        fl = d.floats.data[i]
+        saved = step in self.ck_steps or self._saved_between(prev, t)
+        part = _one(t, prev, _num(fl[_J["step_time"]]), _num(fl[_J["data_wait"]]), m, normal, hang, saved,
+                    step <= self.reached[k])
+        s = self.sums
+        s[0] += part[0]
+        s[1] += part[1]
+        s[2] += part[2]
+        s[3] += part[3]
+        s[4] += part[4]
+        if saved:
+            self.saved.add(i)
+        self.settled = i + 1
+        if (i + 1) % BLOCK == 0:
+            self._extend_blocks(d, i + 1)
+
+    def _saved_between(self, prev: float, t: float) -> bool:
+        ck = self.ck_times
+        return bool(ck) and bisect.bisect_right(ck, t + _CK_SLACK) > bisect.bisect_right(ck, prev)
+
+    def _saved_rows(self, step: np.ndarray, t: np.ndarray, prev: np.ndarray) -> np.ndarray:
+        """Which rows (steps ``step``, from ``prev`` to ``t``) a checkpoint names by step or was written in."""
+        if not self.ck_times:
+            return np.zeros(len(t), bool)
+        ck = np.array(self.ck_times)
+        out = np.searchsorted(ck, t + _CK_SLACK, "right") > np.searchsorted(ck, prev, "right")
+        if self.ck_steps:
+            out |= np.isin(step, np.fromiter(self.ck_steps, float, len(self.ck_steps)))
+        return out
+
+    # -- checkpoints found later --------------------------------------------------------------------------
+
+    def checkpoint(self, d: RankData, step: Any, time: float) -> None:
+        """A checkpoint event of rank ``d``: rows classified before it that it names (by step, or written
+        during them) are classified again as saved."""
+        bisect.insort(self.ck_times, time)
+        has_step = isinstance(step, (int, float)) and math.isfinite(step)
+        if has_step:
+            self.ck_steps.add(float(step))
+        n = self.settled
+        if not n:
+            return
+        exact = d.exact.data[:n]
+        sess = d.session_idx.data[:n].astype(np.int64)
+        first = _first_rows(d, 0, n)
+        # each row's start: the time its session had reached before it (its running maximum)
+        prev = np.full(n, np.nan)
+        t = np.full(n, np.nan)
+        for k in np.unique(sess).tolist():
+            rows = np.flatnonzero(sess == k)
+            run = np.maximum.accumulate(exact[rows, 0].astype(np.float64))
+            t[rows] = run
+            prev[rows[1:]] = run[:-1]
+        hit = ~first & ((prev < time) & (time <= t + _CK_SLACK))
+        if has_step:
+            hit |= ~first & (exact[:, 1] == float(step))
+        for i in np.flatnonzero(hit).tolist():
+            if i in self.saved:
+                continue
+            k = int(sess[i])
+            m, normal, hang = self.figures_of(i)
+            fl = d.floats.data[i]
+            args = (float(t[i]), float(prev[i]), _num(fl[_J["step_time"]]), _num(fl[_J["data_wait"]]), m, normal,
+                    hang)
+            redo = float(exact[i, 1]) <= self.reached[k]
+            before, after = _one(*args, False, redo), _one(*args, True, redo)
+            for j in range(5):
+                self.sums[j] += after[j] - before[j]
+            self.saved.add(i)
+
+
+def _first_rows(d: RankData, lo: int, hi: int) -> np.ndarray:
+    """Which of rank ``d``'s rows ``lo``..``hi - 1`` begin a session."""
+    out = np.zeros(hi - lo, bool)
+    for s in d.segments:
+        if lo <= s.first_row < hi:
+            out[s.first_row - lo] = True
+    return out
+
+
+_J: dict[str, int] = {}
+
+
+def bind(float_index: dict[str, int]) -> None:
+    """Where the step time and data wait are among the store's float columns (the store calls it)."""
+    _J.update({"step_time": float_index["step_time"], "data_wait": float_index["data_wait"]})
+
+
+def provisional(d: RankData) -> RankLedger:
+    """Rank ``d``'s ledger for reading: its own when every row is classified, else one that also classifies
+    the rows a short rank has so far (against its rows so far: they settle once it has BLOCK rows)."""
+    own: RankLedger = d.ledger
+    if own.settled >= d.rows:
+        return own
+    c = own.copy()
+    c.settle(d, partial=d.rows < BLOCK)
+    return c

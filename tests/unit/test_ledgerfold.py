@@ -1,0 +1,226 @@
+"""The goodput ledger's fold (issue 39 step 3, issue 40 item 3): each row classified once as it arrives.
+
+Held to a plain row-by-row reading of the definition (docs/health.md, "Goodput"), whatever way the rows and
+events arrive: all at once, in random pieces, a row a round (the following path), checkpoints before or
+after their rows, snapshots taken between; and once a rank's first block is complete, ``productive`` never
+falls as rows arrive."""
+
+from __future__ import annotations
+
+import math
+import statistics
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from mstop.engine import ledgerfold
+from mstop.engine.figures import Options
+from mstop.engine.goodput import compute_ledger
+from mstop.engine.ledgerfold import BLOCK, STALL_MIN_S, provisional
+from mstop.engine.parse import NUMERIC, Rows
+from mstop.engine.store import FLOAT_INDEX, Store
+
+N_EXACT = 2
+
+
+def _rows(rows: list[tuple[float, float, float, float, str]]) -> Rows:
+    """Rows of (time, step, step time, data wait, session); NaN: not given."""
+    n = len(rows)
+    names = list(dict.fromkeys(r[4] for r in rows))
+    exact = np.array([[r[0], r[1]] for r in rows], float).reshape(n, N_EXACT)
+    floats = np.full((n, len(NUMERIC) - N_EXACT), np.nan, np.float32)
+    floats[:, FLOAT_INDEX["step_time"]] = [r[2] for r in rows]
+    floats[:, FLOAT_INDEX["data_wait"]] = [r[3] for r in rows]
+    codes = np.array([names.index(r[4]) for r in rows], np.int32)
+    return Rows(exact, floats, {}, codes, names)
+
+
+def _med(v: list[float]) -> float:
+    return float(statistics.median(v))
+
+
+def oracle(rows: list[tuple[float, float, float, float, str]], cks: list[tuple[float, float]]) -> list[float]:
+    """The five sums of the definition, read row by row in plain Python (rows as the store holds them:
+    float32 step times and data waits)."""
+    f32 = [(t, s, float(np.float32(a)), float(np.float32(w)), ses) for t, s, a, w, ses in rows]
+    n = len(f32)
+    first_of: dict[str, int] = {}
+    for i, r in enumerate(f32):
+        first_of.setdefault(r[4], i)
+    first = [first_of[r[4]] == i for i, r in enumerate(f32)]
+    reached = {ses: max((f32[j][1] for j in range(i)), default=-math.inf) for ses, i in first_of.items()}
+
+    def figures(a: int, b: int, before: tuple[float, float, float] | None) -> tuple[float, float, float]:
+        m0, n0 = (before[0], before[1]) if before else (0.0, 0.0)
+        steady = [f32[i][2] for i in range(a, b) if not first[i] and math.isfinite(f32[i][2]) and f32[i][2] > 0]
+        gaps, excess = [], []
+        for i in range(max(a, 1), b):
+            if first[i] or f32[i - 1][4] != f32[i][4]:
+                continue
+            g = f32[i][0] - f32[i - 1][0]
+            s = f32[i][2] if math.isfinite(f32[i][2]) else 0.0
+            gaps.append(g)
+            excess.append(g - min(s, g))
+        m = _med(steady) if steady else m0
+        normal = _med(excess) if len(excess) >= 2 else n0
+        return m, normal, max(STALL_MIN_S, 10 * m, 3 * (_med(gaps) if gaps else 0.0))
+
+    blocks: list[tuple[float, float, float]] = []
+    for j in range(n // BLOCK):
+        blocks.append(figures(j * BLOCK, j * BLOCK + BLOCK, blocks[-1] if blocks else None))
+    if not blocks:
+        blocks.append(figures(0, n, None))
+    ck_steps = {s for s, _ in cks if math.isfinite(s)}
+    ck_times = [t for _, t in cks]
+    sums = [0.0] * 5
+    run: dict[str, float] = {}
+    for i, (t_raw, step, st_, dw, ses) in enumerate(f32):
+        if first[i]:
+            run[ses] = t_raw
+            continue
+        prev = run[ses]
+        t = max(prev, t_raw)
+        run[ses] = t
+        m, normal, hang = blocks[max(i // BLOCK - 1, 0)]
+        saved = step in ck_steps or any(prev < c <= t + 1e-3 for c in ck_times)
+        redo = step <= reached[ses]
+        st0 = st_ if math.isfinite(st_) else 0.0
+        dw0 = dw if math.isfinite(dw) else 0.0
+        gap = t - prev
+        own = min(st0, gap)
+        own += min(gap - own, normal)
+        extra = gap - own
+        if redo:
+            part = (0.0, 0.0, extra if saved else 0.0, 0.0 if saved else extra, own)
+        else:
+            wait = min(dw0, own)
+            over = max(0.0, own - max(m, wait)) if (saved or own > hang) else 0.0
+            part = (own - over - wait, wait, extra + over if saved else 0.0, 0.0 if saved else extra + over, 0.0)
+        sums = [a + b for a, b in zip(sums, part)]
+    return sums
+
+
+@st.composite
+def a_rank(draw: st.DrawFn) -> tuple[list, list]:
+    """A rank's rows over one to three sessions (each resumed from a step at or before the last one's) and
+    checkpoints by step, by time, or both."""
+    rows: list[tuple[float, float, float, float, str]] = []
+    t = 1000.0
+    step = 0.0
+    for k in range(draw(st.integers(1, 3))):
+        if k:
+            step = float(draw(st.integers(0, int(step))))
+            t += draw(st.floats(0.0, 50.0))
+        for _ in range(draw(st.integers(1, 150))):
+            step += 1
+            t += draw(st.sampled_from([1.0, 1.0, 0.5, 2.0, 40.0, -0.3, 0.0]))
+            a = draw(st.one_of(st.just(math.nan), st.sampled_from([1.0, 0.9, 3.0, 50.0, 0.0])))
+            w = draw(st.one_of(st.just(math.nan), st.sampled_from([0.1, 0.0, 2.0])))
+            rows.append((t, step, a, w, f"s{k}"))
+    cks = draw(st.lists(st.tuples(st.one_of(st.just(math.nan), st.floats(1, 200).map(float.__floor__).map(float)),
+                                  st.floats(990.0, 1400.0)), max_size=4))
+    return rows, cks
+
+
+def _feed(store: Store, rows: list, cks: list, cuts: list[int], ck_at: list[int]) -> None:
+    """Rows in pieces at ``cuts`` (one-row pieces through the read round's path), each checkpoint event
+    after the piece ``ck_at`` names (or before all), snapshots between."""
+    bounds = sorted({0, len(rows), *[c for c in cuts if 0 < c < len(rows)]})
+    pieces = [rows[a:b] for a, b in zip(bounds, bounds[1:])]
+    events = {}
+    for (s, t), at in zip(cks, ck_at):
+        events.setdefault(min(at, len(pieces)), []).append(
+            {"kind": "checkpoint", "time": t, "step": None if math.isnan(s) else s})
+    store.ingest_events(0, events.get(0, []))
+    for p, piece in enumerate(pieces, 1):
+        if len(piece) == 1:
+            store.ingest_round([(0, _rows(piece))])
+        else:
+            store.ingest_rows(0, _rows(piece))
+        store.snapshot()
+        store.ingest_events(0, events.get(p, []))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(a_rank(), st.lists(st.integers(0, 460), max_size=40), st.lists(st.integers(0, 60), max_size=4))
+def test_the_fold_equals_the_definition_however_the_rows_arrive(rank, cuts, ck_at):
+    rows, cks = rank
+    ck_at = (ck_at + [0] * len(cks))[:len(cks)]
+    truth = oracle(rows, cks)
+    whole = Store()
+    _feed(whole, rows, cks, [], [0] * len(cks))
+    pieces = Store()
+    _feed(pieces, rows, cks, cuts, ck_at)
+    for store in (whole, pieces, pieces.snapshot()):
+        got = provisional(store.ranks[0]).sums
+        assert got == pytest.approx(truth, rel=1e-9, abs=1e-6)
+    opts = Options(clock=lambda: 5000.0)
+    a, b = compute_ledger(whole, opts), compute_ledger(pieces, opts)
+    assert b.seconds == pytest.approx(a.seconds, rel=1e-9, abs=1e-6) and b.wall == a.wall
+    assert math.fsum(a.seconds.values()) == pytest.approx(a.wall, rel=1e-9, abs=1e-6)
+
+
+@settings(max_examples=60, deadline=None)
+@given(a_rank())
+def test_productive_never_falls_once_the_first_block_is_complete(rank):
+    """Rows appended one round at a time, the checkpoints known first (as a writer's events come with their
+    rows): the ledger's ``productive`` and ``recomputed`` only grow."""
+    rows, cks = rank
+    store = Store()
+    store.ingest_events(0, [{"kind": "checkpoint", "time": t, "step": None if math.isnan(s) else s}
+                            for s, t in cks])
+    seen = [-math.inf] * 5
+    for i in range(len(rows)):
+        store.ingest_round([(0, _rows(rows[i:i + 1]))])
+        if i + 1 < BLOCK:
+            continue
+        sums = provisional(store.ranks[0]).sums
+        assert sums[0] >= seen[0] - 1e-9 and sums[4] >= seen[4] - 1e-9
+        seen = sums
+
+
+def test_a_resumed_session_pays_for_the_steps_it_runs_again():
+    """Session A runs steps 1-100 (1 s each); B resumes from step 81: its steps 81-100 are recomputed, A's
+    stay productive, and B's later steps count again."""
+    a = [(1000.0 + i, float(i), 1.0, 0.0, "A") for i in range(1, 101)]
+    b = [(1200.0 + i, float(80 + i), 1.0, 0.0, "B") for i in range(1, 41)]
+    store = Store()
+    store.ingest_rows(0, _rows(a))
+    before = list(provisional(store.ranks[0]).sums)
+    store.ingest_rows(0, _rows(b))
+    after = provisional(store.ranks[0]).sums
+    assert after[0] >= before[0]
+    assert after[4] == pytest.approx(19.0)  # B's 82-100 (its first row, 81, is read with its start-up)
+    assert after[0] == pytest.approx(before[0] + 20.0)  # B's 101-120
+    g = compute_ledger(store, Options(clock=lambda: 2000.0))
+    assert g.seconds["recomputed"] == pytest.approx(20.0)  # and B's first row: one step of its start-up
+
+
+def test_a_late_checkpoint_moves_its_rows_exactly():
+    """A checkpoint event read after its rows (another file, another read round) classifies its step again:
+    the same ledger as when it came first."""
+    rows = [(1000.0 + i + (5.0 if i >= 100 else 0.0), float(i), 6.0 if i == 100 else 1.0, 0.0, "A")
+            for i in range(1, 200)]
+    early, late = Store(), Store()
+    early.ingest_events(0, [{"kind": "checkpoint", "time": 1105.0, "step": 100}])
+    early.ingest_rows(0, _rows(rows))
+    late.ingest_rows(0, _rows(rows))
+    assert provisional(late.ranks[0]).sums != provisional(early.ranks[0]).sums
+    late.ingest_events(0, [{"kind": "checkpoint", "time": 1105.0, "step": 100}])
+    assert provisional(late.ranks[0]).sums == pytest.approx(provisional(early.ranks[0]).sums)
+    assert provisional(late.ranks[0]).sums[2] == pytest.approx(5.0)  # a 6 s step: 5 s over the median
+
+
+def test_blocks_keep_their_figures():
+    """A rank's figures change block by block: a slower second half is measured against its own pace after
+    one block, not against the whole run's median."""
+    rows = [(1000.0 + i, float(i), 1.0, 0.0, "A") for i in range(1, 129)]
+    t = rows[-1][0]
+    rows += [(t + 3.0 * i, float(128 + i), 3.0, 0.0, "A") for i in range(1, 129)]
+    store = Store()
+    store.ingest_rows(0, _rows(rows))
+    fold = store.ranks[0].ledger
+    assert [b[0] for b in fold.blocks] == [1.0, 1.0, 3.0, 3.0]
+    assert ledgerfold.provisional(store.ranks[0]).sums[3] == 0.0  # nothing stalled
