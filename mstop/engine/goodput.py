@@ -7,8 +7,8 @@ is split into exclusive buckets that add up to it, from its rows, sessions and e
 - ``productive``: the step time of rows that ran a step for the first time, less their data wait and less
   what the buckets below take;
 - ``input_wait``: the data-wait part of those rows;
-- ``compile``: from a session's start to its first row, beyond the rank's median step time (process start,
-  graph compilation, warm-up);
+- ``compile``: from a session's start to its first row, beyond one step at the median its next row is
+  measured against (process start, graph compilation, warm-up);
 - ``recomputed``: the step time of rows that ran a step the rank had already reached before their session
   began (a resume from an earlier checkpoint runs them again: the second run is the waste);
 - ``checkpoint``: a step that saved a checkpoint (a ``checkpoint`` event at its step), beyond the median,
@@ -20,7 +20,8 @@ is split into exclusive buckets that add up to it, from its rows, sessions and e
   start (restarts, queue waits), and after its last sign of life.
 
 Definition 2 (issue 39): every row is classified once, when it arrives, against what came before it (the
-median, the usual gap and the stall limit of its rank's previous block of rows: mstop.engine.ledgerfold), so
+median, the usual gap and the stall limit of its rank's previous block of rows, in the first block the rows so
+far: mstop.engine.ledgerfold), so
 the ledger never revises a classified row (``productive`` does not fall at a resume) and reading a run live or
 from its files later gives the same figures. Definition 1 measured every row against the whole run's median
 and counted an older session's rows as ``recomputed`` when a later one ran their steps again.
@@ -143,8 +144,10 @@ def rank_ledger(d: RankData, off: float, spans: list[tuple[float, float]], first
         b["down"] += max(0.0, begin - cursor)
         t0 = min(max(float(times[seg.first_row]) - off, begin), end)
         gap0 = t0 - begin
-        own0 = min(fold.figures_of(seg.first_row)[0], gap0) if fold.blocks else 0.0
-        b["compile"] += gap0 - own0  # the first row: one step; the rest is start-up and compilation
+        # the first row: one step, at the median the row after it is measured against (the run's first row has
+        # none before it); the rest is start-up and compilation
+        own0 = min(fold.figures_of(min(seg.first_row + 1, fold.settled - 1))[0], gap0)
+        b["compile"] += gap0 - own0
         b["recomputed" if float(steps[seg.first_row]) <= fold.reached[k] else "productive"] += own0
         last = fold.sess_t[k] - off if k < len(fold.sess_t) else math.nan
         last = t0 if last != last else min(max(last, t0), end)

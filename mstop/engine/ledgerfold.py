@@ -7,15 +7,16 @@ Here each row is classified once, by what came before it, so the ledger only gro
 figure read live equals the figure read from the same files later (definition 2, see docs/health.md):
 
 - a rank's rows fall in blocks of :data:`BLOCK`; a row of block ``j`` is measured against the step time,
-  the usual time between rows and the stall limit of block ``j - 1`` (block 0 against its own: its rows
-  are provisional until it is complete, and worked out when the ledger is read);
+  the usual time between rows and the stall limit of block ``j - 1``, a row of block 0 against the rows so
+  far (itself included): no row waits for later ones, none is classified again;
 - a row that runs a step the rank had already reached before its session began is ``recomputed`` (the
   rows of the resumed session, not the older session's: what was done stays done);
 - a checkpoint event found after its rows were classified moves them to ``checkpoint`` (exactly: the row is
   classified again).
 
 What is kept per rank (a :class:`RankLedger`): the classified rows' five sums, each complete block's three
-figures (24 bytes a 64 rows), each session's latest time and the highest step before it. Each session's
+figures (24 bytes a 64 rows; and the first block's rows' own), each session's latest time and the highest
+step before it. Each session's
 first row, its start-up and what lies between sessions are worked out when the ledger is read (they depend
 on start, end and abort events that can arrive later): O(sessions) a rank.
 """
@@ -150,12 +151,16 @@ class RankLedger:
     """One rank's folded ledger (see the module's doc). A frozen copy (:meth:`frozen`) has its own sums and
     session times and shares the lists that only grow (the blocks' figures, the steps reached)."""
 
-    __slots__ = ("settled", "sums", "blocks", "sess_t", "reached", "saved", "ck_times", "ck_steps")
+    __slots__ = ("settled", "sums", "blocks", "early", "warm", "sess_t", "reached", "top", "saved", "ck_times",
+                 "ck_steps")
 
     def __init__(self) -> None:
         self.settled = 0  # rows classified (the rows before it)
         self.sums = [0.0] * 5
         self.blocks: list[tuple[float, float, float]] = []  # each complete block's figures
+        self.early: list[tuple[float, float, float]] = []  # the first block's rows': each the rows up to it
+        self.warm: _Warm | None = _Warm()  # what the first block's rows' figures are worked out from
+        self.top = -math.inf  # the highest step of its classified rows
         self.sess_t: list[float] = []  # per session: the latest time its rows reached (NaN: none classified)
         self.reached: list[float] = []  # per session: the highest step of the rank's rows before its first row
         self.saved: set[int] = set()  # classified rows a checkpoint was written in
@@ -165,35 +170,61 @@ class RankLedger:
     def copy(self) -> RankLedger:
         """A copy that can be settled further without touching this one."""
         c = RankLedger.__new__(RankLedger)
-        c.settled, c.sums, c.blocks = self.settled, list(self.sums), list(self.blocks)
-        c.sess_t, c.reached, c.saved = list(self.sess_t), list(self.reached), set(self.saved)
+        c.settled, c.sums, c.blocks, c.early = self.settled, list(self.sums), list(self.blocks), list(self.early)
+        c.warm = self.warm.copy() if self.warm is not None else None
+        c.sess_t, c.reached, c.top, c.saved = list(self.sess_t), list(self.reached), self.top, set(self.saved)
         c.ck_times, c.ck_steps = list(self.ck_times), set(self.ck_steps)
         return c
 
     def frozen(self) -> RankLedger:
         """This ledger as it is now, for reading only (a snapshot's rank): O(sessions)."""
         c = RankLedger.__new__(RankLedger)
-        c.settled, c.sums, c.blocks, c.sess_t, c.reached = (self.settled, list(self.sums), self.blocks,
-                                                              list(self.sess_t), self.reached)
-        c.saved, c.ck_times, c.ck_steps = self.saved, self.ck_times, self.ck_steps
+        c.settled, c.sums, c.blocks, c.early, c.sess_t, c.reached = (
+            self.settled, list(self.sums), self.blocks, self.early, list(self.sess_t), self.reached)
+        c.warm, c.top, c.saved, c.ck_times, c.ck_steps = None, self.top, self.saved, self.ck_times, self.ck_steps
         return c
 
     # -- what a row is measured against ---------------------------------------------------------------------
 
     def figures_of(self, row: int) -> tuple[float, float, float]:
-        """The figures row ``row`` is measured against (its block's, in block 0)."""
-        return self.blocks[max(row // BLOCK - 1, 0)]
+        """The figures row ``row`` is measured against: the block's before its own, in block 0 the rows so
+        far."""
+        return self.early[row] if row < BLOCK else self.blocks[row // BLOCK - 1]
 
-    def _extend_blocks(self, d: RankData, upto: int, *, partial: bool = False) -> None:
-        """The figures of every complete block of rows before ``upto`` (and with ``partial`` of the rows
-        before ``upto`` as a block, when none is complete: provisional)."""
-        b0, nb = len(self.blocks), upto // BLOCK
-        if nb > b0:
-            a, width = b0 * BLOCK, BLOCK
-        elif partial and not self.blocks and upto:
-            a, width, nb = 0, upto, 1
-        else:
+    def _extend_early(self, d: RankData, upto: int) -> None:
+        """The figures of the first block's rows before ``upto`` not yet worked out, each from the rows up to
+        it (sorted lists, a row at a time: at most BLOCK rows a rank)."""
+        w = self.warm
+        if w is None:
             return
+        firsts = {s.first_row for s in d.segments}
+        exact, st_col, sess = d.exact.data, d.floats.data[:, _J["step_time"]], d.session_idx.data
+        for i in range(len(self.early), upto):
+            t, st = float(exact[i, 0]), float(st_col[i])
+            first = i in firsts
+            if not first and st == st and st > 0:
+                bisect.insort(w.st, st)
+            if i and not first and sess[i] == sess[i - 1]:
+                gap = t - float(exact[i - 1, 0])
+                if gap == gap and abs(gap) != math.inf:
+                    bisect.insort(w.gap, gap)
+                    bisect.insort(w.excess, gap - min(st if st == st else 0.0, gap))
+            m = _median(w.st) if w.st else 0.0
+            normal = _median(w.excess) if len(w.excess) >= 2 else 0.0
+            self.early.append((m, normal, max(STALL_MIN_S, 10.0 * m, 3.0 * (_median(w.gap) if w.gap else 0.0))))
+        if len(self.early) == BLOCK:
+            self.warm = None
+
+    def _extend_blocks(self, d: RankData, upto: int) -> None:
+        """The figures of every complete block of rows before ``upto`` (the first block's: its last row's)."""
+        nb = upto // BLOCK
+        if nb and not self.blocks:
+            self._extend_early(d, BLOCK)
+            self.blocks.append(self.early[-1])
+        b0, width = len(self.blocks), BLOCK
+        if nb <= b0:
+            return
+        a = b0 * BLOCK
         b = a + (nb - b0) * width
         lo = max(a - 1, 0)  # the row before the blocks: the gap to their first row
         time = d.exact.data[lo:b, 0]
@@ -205,25 +236,27 @@ class RankLedger:
         if lo == a:  # a rank's first block: no row before it (its first row begins a session)
             time, st, f, same = (np.concatenate(([np.nan], x)) for x in (time, st, f, same))
             f, same = f.astype(bool), same.astype(bool)
-        self.blocks.extend(block_figures(time, st, f, same, width, self.blocks[-1] if self.blocks else None))
+        self.blocks.extend(block_figures(time, st, f, same, width, self.blocks[-1]))
 
     # -- classifying rows --------------------------------------------------------------------------------
 
-    def settle(self, d: RankData, *, partial: bool = False) -> None:
-        """Classify rank ``d``'s rows not yet classified (all at once once it has a complete block; with
-        ``partial`` also before, against the rows so far: the provisional reading of a short rank)."""
+    def settle(self, d: RankData) -> None:
+        """Classify rank ``d``'s rows not yet classified."""
         n = d.rows
         lo = self.settled
-        if lo >= n or (n < BLOCK and not partial):
+        if lo >= n:
             return
-        self._extend_blocks(d, n, partial=partial)
+        if lo < BLOCK:
+            self._extend_early(d, min(n, BLOCK))
+        self._extend_blocks(d, n)
         segs = d.segments
         while len(self.sess_t) < len(segs):  # sessions met for the first time: what the rank reached before
             k = len(self.sess_t)
             fr = segs[k].first_row
             self.sess_t.append(math.nan)
-            self.reached.append(float(np.max(d.exact.data[:fr, 1])) if fr else -math.inf)
-        if n - lo == 1 and lo >= BLOCK:
+            before = self.top if fr <= lo else max(self.top, float(np.max(d.exact.data[lo:fr, 1])))
+            self.reached.append(before)  # the rows before it: the classified ones' highest, and the batch's
+        if n - lo == 1:
             self._settle_one(d, lo)
             return
         sess = d.session_idx.data[lo:n].astype(np.int64)
@@ -231,7 +264,8 @@ class RankLedger:
         starts = [0, *bounds.tolist()]
         stops = [*bounds.tolist(), n - lo]
         exact, floats = d.exact.data, d.floats.data
-        figs = np.array(self.blocks)
+        figs = np.array(self.early + self.blocks)  # row i < BLOCK: early[i]; else blocks[i // BLOCK - 1]
+        self.top = max(self.top, float(np.max(exact[lo:n, 1])))
         for a, b in zip(starts, stops):  # runs of rows of one session
             k = int(sess[a])
             rows = np.arange(lo + a, lo + b)
@@ -249,7 +283,7 @@ class RankLedger:
             if skip >= len(rows):
                 continue
             rows, t, prev = rows[skip:], run[skip:], prev[skip:]
-            f = figs[np.maximum(rows // BLOCK - 1, 0)]
+            f = figs[np.where(rows < BLOCK, rows, BLOCK + rows // BLOCK - 1)]
             step = exact[rows, 1]
             saved = self._saved_rows(step, t, prev)
             redo = step <= self.reached[k]
@@ -266,13 +300,13 @@ class RankLedger:
         """Classify row ``i`` alone (following: a row a round), in plain Python."""
         k = int(d.session_idx.data[i])
         t, step = float(d.exact.data[i, 0]), float(d.exact.data[i, 1])
+        if step > self.top:
+            self.top = step
         reached = self.sess_t[k]
         if reached != reached:
             self.sess_t[k] = t
             if d.segments[k].first_row == i:  # a session's first row: worked out at reading
                 self.settled = i + 1
-                if (i + 1) % BLOCK == 0:
-                    self._extend_blocks(d, i + 1)
                 return
             prev = t
         else:
@@ -293,8 +327,6 @@ class RankLedger:
         if saved:
             self.saved.add(i)
         self.settled = i + 1
-        if (i + 1) % BLOCK == 0:
-            self._extend_blocks(d, i + 1)
 
     def _saved_between(self, prev: float, t: float) -> bool:
         ck = self.ck_times
@@ -351,6 +383,29 @@ class RankLedger:
             self.saved.add(i)
 
 
+class _Warm:
+    """A rank's first block's values so far, each kind sorted: its steady step times, its gaps between rows
+    of one session and their excess over the later row's step time."""
+
+    __slots__ = ("st", "gap", "excess")
+
+    def __init__(self) -> None:
+        self.st: list[float] = []
+        self.gap: list[float] = []
+        self.excess: list[float] = []
+
+    def copy(self) -> _Warm:
+        c = _Warm()
+        c.st, c.gap, c.excess = list(self.st), list(self.gap), list(self.excess)
+        return c
+
+
+def _median(v: list[float]) -> float:
+    """The median of a sorted list (its two middle values averaged, as numpy does)."""
+    n = len(v)
+    return (v[(n - 1) // 2] + v[n // 2]) / 2
+
+
 def _first_rows(d: RankData, lo: int, hi: int) -> np.ndarray:
     """Which of rank ``d``'s rows ``lo``..``hi - 1`` begin a session."""
     out = np.zeros(hi - lo, bool)
@@ -369,11 +424,6 @@ def bind(float_index: dict[str, int]) -> None:
 
 
 def provisional(d: RankData) -> RankLedger:
-    """Rank ``d``'s ledger for reading: its own when every row is classified, else one that also classifies
-    the rows a short rank has so far (against its rows so far: they settle once it has BLOCK rows)."""
-    own: RankLedger = d.ledger
-    if own.settled >= d.rows:
-        return own
-    c = own.copy()
-    c.settle(d, partial=d.rows < BLOCK)
-    return c
+    """Rank ``d``'s ledger as read: every row is classified when it is appended (the name is from when the
+    first block's rows waited for it to be complete)."""
+    return d.ledger
