@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import bisect
 import math
+from array import array
 from typing import Any, Protocol
 
 import numpy as np
@@ -157,8 +158,8 @@ class RankLedger:
     def __init__(self) -> None:
         self.settled = 0  # rows classified (the rows before it)
         self.sums = [0.0] * 5
-        self.blocks: list[tuple[float, float, float]] = []  # each complete block's figures
-        self.early: list[tuple[float, float, float]] = []  # the first block's rows': each the rows up to it
+        self.blocks = Figures()  # each complete block's figures
+        self.early = Figures()  # the first block's rows': each the rows up to it
         self.warm: _Warm | None = _Warm()  # what the first block's rows' figures are worked out from
         self.top = -math.inf  # the highest step of its classified rows
         self.sess_t: list[float] = []  # per session: the latest time its rows reached (NaN: none classified)
@@ -170,7 +171,7 @@ class RankLedger:
     def copy(self) -> RankLedger:
         """A copy that can be settled further without touching this one."""
         c = RankLedger.__new__(RankLedger)
-        c.settled, c.sums, c.blocks, c.early = self.settled, list(self.sums), list(self.blocks), list(self.early)
+        c.settled, c.sums, c.blocks, c.early = self.settled, list(self.sums), self.blocks.copy(), self.early.copy()
         c.warm = self.warm.copy() if self.warm is not None else None
         c.sess_t, c.reached, c.top, c.saved = list(self.sess_t), list(self.reached), self.top, set(self.saved)
         c.ck_times, c.ck_steps = list(self.ck_times), set(self.ck_steps)
@@ -220,7 +221,7 @@ class RankLedger:
         nb = upto // BLOCK
         if nb and not self.blocks:
             self._extend_early(d, BLOCK)
-            self.blocks.append(self.early[-1])
+            self.blocks.append(self.early[BLOCK - 1])
         b0, width = len(self.blocks), BLOCK
         if nb <= b0:
             return
@@ -236,7 +237,7 @@ class RankLedger:
         if lo == a:  # a rank's first block: no row before it (its first row begins a session)
             time, st, f, same = (np.concatenate(([np.nan], x)) for x in (time, st, f, same))
             f, same = f.astype(bool), same.astype(bool)
-        self.blocks.extend(block_figures(time, st, f, same, width, self.blocks[-1]))
+        self.blocks.extend(block_figures(time, st, f, same, width, self.blocks[len(self.blocks) - 1]))
 
     # -- classifying rows --------------------------------------------------------------------------------
 
@@ -264,7 +265,8 @@ class RankLedger:
         starts = [0, *bounds.tolist()]
         stops = [*bounds.tolist(), n - lo]
         exact, floats = d.exact.data, d.floats.data
-        figs = np.array(self.early + self.blocks)  # row i < BLOCK: early[i]; else blocks[i // BLOCK - 1]
+        figs = np.concatenate([self.early.table(), self.blocks.table()])  # row i < BLOCK: early[i], else
+        # blocks[i // BLOCK - 1]
         self.top = max(self.top, float(np.max(exact[lo:n, 1])))
         for a, b in zip(starts, stops):  # runs of rows of one session
             k = int(sess[a])
@@ -381,6 +383,40 @@ class RankLedger:
             for j in range(5):
                 self.sums[j] += after[j] - before[j]
             self.saved.add(i)
+
+
+class Figures:
+    """A list of (median step time, usual gap beyond it, stall limit), 24 bytes each in one buffer (a tuple of
+    three floats is 136: 10,000 ranks' first blocks held 87 MB as tuples). Appended to only: a frozen
+    ledger shares it and reads the entries it had."""
+
+    __slots__ = ("a",)
+
+    def __init__(self) -> None:
+        self.a = array("d")
+
+    def __len__(self) -> int:
+        return len(self.a) // 3
+
+    def __getitem__(self, i: int) -> tuple[float, float, float]:
+        a = self.a
+        return a[3 * i], a[3 * i + 1], a[3 * i + 2]
+
+    def append(self, f: tuple[float, float, float]) -> None:
+        self.a.extend(f)
+
+    def extend(self, fs: list[tuple[float, float, float]]) -> None:
+        for f in fs:
+            self.a.extend(f)
+
+    def copy(self) -> Figures:
+        c = Figures()
+        c.a = array("d", self.a)
+        return c
+
+    def table(self) -> np.ndarray:
+        """The entries as a (n, 3) array (a copy)."""
+        return np.array(self.a, dtype=np.float64).reshape(-1, 3)
 
 
 class _Warm:

@@ -224,5 +224,5 @@ def test_blocks_keep_their_figures():
     store = Store()
     store.ingest_rows(0, _rows(rows))
     fold = store.ranks[0].ledger
-    assert [b[0] for b in fold.blocks] == [1.0, 1.0, 3.0, 3.0]
+    assert [fold.blocks[j][0] for j in range(len(fold.blocks))] == [1.0, 1.0, 3.0, 3.0]
     assert ledgerfold.provisional(store.ranks[0]).sums[3] == 0.0  # nothing stalled
