@@ -33,7 +33,7 @@ from . import rankstate
 from .clocks import Clocks, clocks
 from .folds import ACHIEVED, RING, WINDOW_FLOATS, Lasts
 from .rankstate import PROFILE_PARTS, profile_summary
-from .store import BLOCK, EXACT_INDEX, FLOAT_INDEX, RankData, Store
+from .store import BLOCK, EXACT_INDEX, RankData, Store
 
 WINDOW = RING  # rows: the window is read from the store's ring of each rank's last rows (engine.folds)
 EMA_WEIGHT = 0.9
@@ -102,7 +102,7 @@ def _window(store: Store) -> Window:
         d = store.ranks[ranks[i]]
         idx = np.flatnonzero(d.steady())[-WINDOW:]  # a resume cut older rows; each session's first row is out
         k = len(idx)
-        ex, fl = d.exact.data[idx], d.floats.data[idx]
+        ex = d.exact.data[idx]
         ach = d.extras[ACHIEVED].data[idx] if ACHIEVED in d.extras else np.full(k, np.nan)
         for c in names:
             cols[c][i] = np.nan
@@ -110,7 +110,7 @@ def _window(store: Store) -> Window:
         cols["step"][i, WINDOW - k:] = ex[:, EXACT_INDEX["step"]]
         cols[ACHIEVED][i, WINDOW - k:] = ach
         for c in _COLS[1:]:
-            cols[c][i, WINDOW - k:] = fl[:, FLOAT_INDEX[c]]
+            cols[c][i, WINDOW - k:] = d.col(c)[idx]
     st = rankstate.states(store)  # each rank's newest start: its answers, kept until its events change
     return Window(ranks, cols, [st.one[k].start or {} for k in st.positions(ranks)])
 
@@ -237,9 +237,8 @@ def rows_window(store: Store, rows: dict[int, np.ndarray]) -> Window:
         d, idx = store.ranks[r], rows[r]
         k = len(idx)
         cols["time"][i, width - k:] = d.exact.view()[idx, 0]
-        floats = d.floats.view()[idx]
         for c in _COLS[1:]:
-            cols[c][i, width - k:] = floats[:, FLOAT_INDEX[c]]
+            cols[c][i, width - k:] = d.col(c)[idx]
         if ACHIEVED in d.extras:
             cols[ACHIEVED][i, width - k:] = d.extras[ACHIEVED].view()[idx]
     st = rankstate.states(store)  # each rank's newest start: its answers, kept until its events change

@@ -39,13 +39,14 @@ class RankData(Protocol):
     """What the fold reads of a rank (mstop.engine.store.RankData: the store imports this module)."""
 
     exact: _Block
-    floats: _Block
     session_idx: _Block
     segments: list[Any]
     ledger: RankLedger
 
     @property
     def rows(self) -> int: ...
+
+    def col(self, name: str) -> np.ndarray: ...
 
 #: rows a block: a row is measured against the figures of the block before its own
 BLOCK = 64
@@ -199,20 +200,27 @@ class RankLedger:
         if w is None:
             return
         firsts = {s.first_row for s in d.segments}
-        exact, st_col, sess = d.exact.data, d.floats.data[:, _J["step_time"]], d.session_idx.data
-        for i in range(len(self.early), upto):
-            t, st = float(exact[i, 0]), float(st_col[i])
+        lo = len(self.early)
+        a = max(lo - 1, 0)  # the row before: its time and session (plain Python values: a row costs ~1 us)
+        times = d.exact.data[a:upto, 0].tolist()
+        sts = d.col("step_time")[a:upto].tolist()
+        sess = d.session_idx.data[a:upto].tolist()
+        ws, wg, we, early = w.st, w.gap, w.excess, self.early
+        insort, inf = bisect.insort, math.inf
+        for i in range(lo, upto):
+            k = i - a
+            t, st = times[k], sts[k]
             first = i in firsts
             if not first and st == st and st > 0:
-                bisect.insort(w.st, st)
-            if i and not first and sess[i] == sess[i - 1]:
-                gap = t - float(exact[i - 1, 0])
-                if gap == gap and abs(gap) != math.inf:
-                    bisect.insort(w.gap, gap)
-                    bisect.insort(w.excess, gap - min(st if st == st else 0.0, gap))
-            m = _median(w.st) if w.st else 0.0
-            normal = _median(w.excess) if len(w.excess) >= 2 else 0.0
-            self.early.append((m, normal, max(STALL_MIN_S, 10.0 * m, 3.0 * (_median(w.gap) if w.gap else 0.0))))
+                insort(ws, st)
+            if i and not first and sess[k] == sess[k - 1]:
+                gap = t - times[k - 1]
+                if gap == gap and abs(gap) != inf:
+                    insort(wg, gap)
+                    insort(we, gap - min(st if st == st else 0.0, gap))
+            m = _median(ws) if ws else 0.0
+            normal = _median(we) if len(we) >= 2 else 0.0
+            early.append((m, normal, max(STALL_MIN_S, 10.0 * m, 3.0 * (_median(wg) if wg else 0.0))))
         if len(self.early) == BLOCK:
             self.warm = None
 
@@ -229,7 +237,7 @@ class RankLedger:
         b = a + (nb - b0) * width
         lo = max(a - 1, 0)  # the row before the blocks: the gap to their first row
         time = d.exact.data[lo:b, 0]
-        st = d.floats.data[lo:b, _J["step_time"]]
+        st = d.col("step_time")[lo:b]
         sess = d.session_idx.data[lo:b]
         f = _first_rows(d, lo, b)
         same = np.zeros(b - lo, bool)
@@ -264,7 +272,7 @@ class RankLedger:
         bounds = np.flatnonzero(np.diff(sess)) + 1
         starts = [0, *bounds.tolist()]
         stops = [*bounds.tolist(), n - lo]
-        exact, floats = d.exact.data, d.floats.data
+        exact, st_col, dw_col = d.exact.data, d.col("step_time"), d.col("data_wait")
         figs = np.concatenate([self.early.table(), self.blocks.table()])  # row i < BLOCK: early[i], else
         # blocks[i // BLOCK - 1]
         self.top = max(self.top, float(np.max(exact[lo:n, 1])))
@@ -289,8 +297,8 @@ class RankLedger:
             step = exact[rows, 1]
             saved = self._saved_rows(step, t, prev)
             redo = step <= self.reached[k]
-            part = classify(t, prev, np.nan_to_num(floats[rows, _J["step_time"]].astype(np.float64), nan=0.0),
-                            np.nan_to_num(floats[rows, _J["data_wait"]].astype(np.float64), nan=0.0),
+            part = classify(t, prev, np.nan_to_num(st_col[rows].astype(np.float64), nan=0.0),
+                            np.nan_to_num(dw_col[rows].astype(np.float64), nan=0.0),
                             f[:, 0], f[:, 1], f[:, 2], saved, redo)
             for i in range(5):
                 self.sums[i] += part[i]
@@ -316,9 +324,8 @@ class RankLedger:
             t = max(t, reached)
             self.sess_t[k] = t
         m, normal, hang = self.figures_of(i)
-        fl = d.floats.data[i]
         saved = step in self.ck_steps or self._saved_between(prev, t)
-        part = _one(t, prev, _num(fl[_J["step_time"]]), _num(fl[_J["data_wait"]]), m, normal, hang, saved,
+        part = _one(t, prev, _num(d.col("step_time")[i]), _num(d.col("data_wait")[i]), m, normal, hang, saved,
                     step <= self.reached[k])
         s = self.sums
         s[0] += part[0]
@@ -375,9 +382,8 @@ class RankLedger:
                 continue
             k = int(sess[i])
             m, normal, hang = self.figures_of(i)
-            fl = d.floats.data[i]
-            args = (float(t[i]), float(prev[i]), _num(fl[_J["step_time"]]), _num(fl[_J["data_wait"]]), m, normal,
-                    hang)
+            args = (float(t[i]), float(prev[i]), _num(d.col("step_time")[i]), _num(d.col("data_wait")[i]), m,
+                    normal, hang)
             redo = float(exact[i, 1]) <= self.reached[k]
             before, after = _one(*args, False, redo), _one(*args, True, redo)
             for j in range(5):
@@ -449,14 +455,6 @@ def _first_rows(d: RankData, lo: int, hi: int) -> np.ndarray:
         if lo <= s.first_row < hi:
             out[s.first_row - lo] = True
     return out
-
-
-_J: dict[str, int] = {}
-
-
-def bind(float_index: dict[str, int]) -> None:
-    """Where the step time and data wait are among the store's float columns (the store calls it)."""
-    _J.update({"step_time": float_index["step_time"], "data_wait": float_index["data_wait"]})
 
 
 def provisional(d: RankData) -> RankLedger:

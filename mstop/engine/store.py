@@ -25,7 +25,6 @@ from typing import Any, Callable
 
 import numpy as np
 
-from . import ledgerfold
 from .folds import ACHIEVED, Folds
 from .ledgerfold import RankLedger
 from .parse import NUMERIC, Rows
@@ -37,7 +36,6 @@ EXACT = ("time", "step")
 FLOAT_COLS = tuple(c for c in NUMERIC if c not in EXACT)
 EXACT_INDEX = {c: i for i, c in enumerate(EXACT)}
 FLOAT_INDEX = {c: i for i, c in enumerate(FLOAT_COLS)}
-ledgerfold.bind(FLOAT_INDEX)
 
 
 
@@ -119,6 +117,88 @@ class Block:
         return self.data.nbytes
 
 
+class FloatColumns:
+    """A rank's float32 base columns (FLOAT_COLS), each held only once it varies.
+
+    A column whose every value so far is one value (or empty) is that value, not an array: in a training
+    log several are (the tokens and samples a step, the device's memory, the epoch for hours, the loss scale,
+    an empty ``queue_depth``), and each such column was 4 bytes a row. The others are one row-major
+    Block (one copy a batch, as before); a column joins it, filled with its old value, the first time a
+    row differs. Its arrays are replaced, never changed, once made: a frozen copy keeps what it saw.
+    """
+
+    __slots__ = ("block", "const", "where", "cols", "n")
+
+    def __init__(self) -> None:
+        self.n = 0
+        self.const = np.full(len(FLOAT_COLS), np.nan, np.float32)  # each constant column's value
+        self.where = np.full(len(FLOAT_COLS), -1, np.int64)  # each column's place in the block (-1: constant)
+        self.cols = np.empty(0, np.int64)  # the block's columns, in its order
+        self.block = Block(np.float32, 0)
+
+    def extend(self, values: np.ndarray) -> None:
+        """Append rows of every float column (a batch's ``floats``, FLOAT_COLS order)."""
+        k = len(values)
+        if not k:
+            return
+        if not self.n:
+            self.const = values[0].copy()
+        c = self.const
+        if k == 1:
+            row = values[0]
+            same = (row == c) | ((row != row) & (c != c))
+        else:
+            same = ((values == c) | (np.isnan(values) & np.isnan(c))).all(axis=0)
+        new = np.flatnonzero(~same & (self.where < 0))
+        if len(new):
+            self._vary(new)
+        if len(self.cols):
+            if not self.block.n and k > 64:  # a large first read: the rows with room after them, as the parser
+                room = np.empty((k + k // GROWTH + 64, len(self.cols)), np.float32)  # leaves its own
+                np.take(values, self.cols, axis=1, out=room[:k])
+                self.block.extend(room[:k])
+            else:
+                self.block.extend(values[:, self.cols])
+        else:
+            self.block.n += k
+        self.n += k
+
+    def _vary(self, js: np.ndarray) -> None:
+        """Columns ``js`` vary from now on: the block gains them, their rows so far their constant."""
+        old, n = self.block, self.n
+        cols = np.concatenate([self.cols, js])
+        grown = Block(np.float32, len(cols), capacity=max(64, n + n // GROWTH + 64))
+        if n:
+            rows = np.empty((n, len(cols)), np.float32)
+            if len(self.cols):
+                rows[:, :len(self.cols)] = old.view()
+            rows[:, len(self.cols):] = self.const[js]
+            grown.extend(rows)
+        where = self.where.copy()
+        where[js] = np.arange(len(self.cols), len(cols))
+        self.block, self.cols, self.where = grown, cols, where
+
+    def column(self, j: int) -> np.ndarray:
+        """Column ``j``'s rows (a read-only view of one value while it is constant)."""
+        w = self.where[j]
+        if w < 0:
+            return np.broadcast_to(self.const[j], (self.n,))
+        return self.block.view()[:, w]
+
+    def frozen(self) -> FloatColumns:
+        c = FloatColumns.__new__(FloatColumns)
+        c.block, c.const, c.where, c.cols, c.n = self.block.frozen(), self.const, self.where, self.cols, self.n
+        return c
+
+    def clear(self) -> None:
+        """Forget every row (new arrays: frozen copies keep theirs)."""
+        self.__init__()  # type: ignore[misc]
+
+    @property
+    def nbytes(self) -> int:
+        return self.block.nbytes
+
+
 #: one row's session index, for the first segments (following appends a row at a time)
 _ONE_SEGMENT = [np.array([k], np.int32) for k in range(16)]
 
@@ -138,7 +218,7 @@ class RankData:
 
     rank: int
     exact: Block = field(default_factory=lambda: Block(np.float64, len(EXACT)))
-    floats: Block = field(default_factory=lambda: Block(np.float32, len(FLOAT_COLS)))
+    floats: FloatColumns = field(default_factory=FloatColumns)
     extras: dict[str, Block] = field(default_factory=dict)
     #: each row's segment: one byte a row while a rank has fewer than 256 sessions, widened past that
     session_idx: Block = field(default_factory=lambda: Block(np.uint8))
@@ -204,7 +284,7 @@ class RankData:
             return self.exact.view()[:, j]
         j = FLOAT_INDEX.get(name)
         if j is not None:
-            return self.floats.view()[:, j]
+            return self.floats.column(j)
         c = self.extras.get(name)
         return c.view() if c is not None else np.full(self.rows, np.nan, np.float32)
 

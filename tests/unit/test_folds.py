@@ -45,7 +45,7 @@ def _truth_window(store: Store) -> dict[int, dict[str, list]]:
             idx = np.arange(max(1 if n > 1 else 0, n - WINDOW), n)
         got = {"time": d.exact.data[idx, EXACT_INDEX["time"]], "step": d.exact.data[idx, EXACT_INDEX["step"]]}
         for c in COLS:
-            got[c] = d.floats.data[idx, FLOAT_INDEX[c]].astype(np.float64)
+            got[c] = d.col(c)[idx].astype(np.float64)
         got[ACHIEVED] = d.extras[ACHIEVED].data[idx].astype(np.float64) if ACHIEVED in d.extras else \
             np.full(len(idx), np.nan)
         out[r] = {c: [None if np.isnan(x) else float(x) for x in v] for c, v in got.items()}
