@@ -7,10 +7,12 @@ reads.
 
 Memory: ``time`` and ``step`` are float64 (exact for unix times and steps up
 to 2**53), the 16 other numeric base columns float32 (7 significant digits:
-plenty for losses, rates and byte counts), plus a 4-byte session index: 84
-bytes per row, 4 more per numeric extra column, and at most 12.5 % slack while
-columns grow. Every row is kept at full resolution: no downsampling at rest,
-so an exact value at any step can always be shown.
+plenty for losses, rates and byte counts), each only once it varies (a column
+of one value, or empty, is that value: :class:`FloatColumns`), plus a one-byte
+session index: 17 bytes a row and 4 per varying float column, 4 more per
+numeric extra column, and at most 6.25 % slack while columns grow. Every row is
+kept at full resolution: no downsampling at rest, so an exact value at any step
+can always be shown.
 """
 
 from __future__ import annotations
