@@ -83,12 +83,16 @@ def block_figures(time: np.ndarray, st: np.ndarray, first: np.ndarray, same: np.
     s = st[1:].astype(np.float64).reshape(n, width)
     f = first[1:].reshape(n, width)
     with np.errstate(invalid="ignore"):
-        m, mc = _medians(np.where(~f & np.isfinite(s) & (s > 0), s, np.nan))
         gap = np.diff(t).reshape(n, width)
         ok = same[1:].reshape(n, width) & np.isfinite(gap)
-        excess = gap - np.minimum(np.nan_to_num(s, nan=0.0), gap)
-        normal, nc = _medians(np.where(ok & np.isfinite(excess), excess, np.nan))
-        interval, _ = _medians(np.where(ok, gap, np.nan))
+        excess = gap - np.minimum(np.where(s == s, s, 0.0), gap)
+        v = np.empty((3, n, width))  # the three kinds' values, medians found in one sort
+        v[0] = np.where(~f & np.isfinite(s) & (s > 0), s, np.nan)
+        v[1] = np.where(ok & np.isfinite(excess), excess, np.nan)
+        v[2] = np.where(ok, gap, np.nan)
+        med, count = _medians(v.reshape(3 * n, width))
+    m, normal, interval = med[:n], med[n:2 * n], med[2 * n:]
+    mc, nc = count[:n], count[n:2 * n]
     out = []
     m0, n0 = (before[0], before[1]) if before is not None else (0.0, 0.0)
     for j in range(n):
@@ -246,13 +250,10 @@ class RankLedger:
             gapv = np.where(ok, gap, np.nan)
             exv = np.where(ok, gap - np.minimum(np.nan_to_num(st, nan=0.0), gap), np.nan)
         upper = np.triu(np.ones((upto, upto), bool), 1)  # [i, j]: row j comes after row i
-
-        def expanding(v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-            return _medians(np.where(upper, np.nan, np.broadcast_to(v, (upto, upto))))
-
-        m, mc = expanding(stv)
-        normal, nc = expanding(exv)
-        gm, gc = expanding(gapv)
+        # each kind's values up to each row (one sort for the three kinds)
+        med, count = _medians(np.where(upper, np.nan, np.stack([stv, exv, gapv])[:, None, :]).reshape(-1, upto))
+        m, normal, gm = med[:upto], med[upto:2 * upto], med[2 * upto:]
+        mc, nc, gc = count[:upto], count[upto:2 * upto], count[2 * upto:]
         m = np.where(mc > 0, m, 0.0)
         normal = np.where(nc >= 2, normal, 0.0)
         hang = np.maximum(np.maximum(STALL_MIN_S, 10.0 * m), 3.0 * np.where(gc > 0, gm, 0.0))
