@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import fmt
-from .store import EVENT_STAMPS, EXACT_INDEX, Block, RankData, Store
+from .store import Store
 
 #: the least disagreement between clocks that is called a skew (seconds; also at least 10 step times)
 SKEW_S = 60.0
@@ -117,33 +117,3 @@ def _noise(store: Store, r: int) -> float:
     st = store.ranks[r].col("step_time")[-8:]
     st = st[np.isfinite(st)]
     return max(SKEW_S, 10.0 * float(np.median(st))) if len(st) else SKEW_S
-
-
-def shifted(d: RankData, off: float) -> RankData:
-    """Rank ``d`` with every time moved back by ``off`` seconds (its rows, events, heartbeats, checkpoints):
-    its history on the reference clock, for figures that lay several ranks' times side by side (goodput).
-    A copy; ``d`` is unchanged. ``off`` 0 returns ``d`` itself."""
-    if not off:
-        return d
-    c = d.frozen()
-    exact = d.exact.view().copy()
-    exact[:, EXACT_INDEX["time"]] -= off
-    c.exact = Block(exact.dtype, exact.shape[1], capacity=0)
-    c.exact.extend(exact)
-    c.starts = {k: _moved(e, off) for k, e in d.starts.items()}
-    c.last_start = _moved(d.last_start, off) if d.last_start is not None else None
-    c.ends = {k: t - off for k, t in d.ends.items()}
-    c.aborts = [_moved(a, off) for a in d.aborts]
-    c.losts = [_moved(a, off) for a in d.losts]
-    c.checkpoints = [_moved(ck, off) for ck in d.checkpoints]
-    c.last_heartbeat = None if d.last_heartbeat is None else d.last_heartbeat - off
-    c.last_event_time = None if d.last_event_time is None else d.last_event_time - off
-    c.ev_stamp = next(EVENT_STAMPS)  # other times than the rank's: never taken for its kept answers
-    return c
-
-
-def _moved(e: dict, off: float) -> dict:
-    out = dict(e)
-    if isinstance(out.get("time"), (int, float)):
-        out["time"] = float(out["time"]) - off
-    return out

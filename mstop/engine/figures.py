@@ -29,7 +29,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from . import rankstate
+from . import ledgerfold, rankstate
 from .clocks import Clocks, clocks
 from .folds import ACHIEVED, RING, WINDOW_FLOATS, Lasts
 from .rankstate import PROFILE_PARTS, profile_summary
@@ -37,7 +37,7 @@ from .store import BLOCK, EXACT_INDEX, RankData, Store
 
 WINDOW = RING  # rows: the window is read from the store's ring of each rank's last rows (engine.folds)
 EMA_WEIGHT = 0.9
-STALL_MIN_S = 30.0
+STALL_MIN_S = ledgerfold.STALL_MIN_S
 #: the writer's default seconds between heartbeats (a start event may say otherwise)
 HEARTBEAT_S = 30.0
 #: rows whose times lie further ahead of this machine's clock than this cannot be trusted for ages
@@ -125,18 +125,11 @@ def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
 
 def row_medians(a: np.ndarray) -> np.ndarray:
     """Each row's median of its known values (NaN: unknown; a row with none gives NaN): numpy's
-    ``nanmedian(a, axis=1)`` for rows under 600 values, value for value (the mean of the middle two, or of the
-    middle one with itself), without its masked-array path, which cost a frame at 1,024 ranks several
-    milliseconds a call."""
+    ``nanmedian(a, axis=1)`` value for value, without its masked-array path, which cost a frame at 1,024 ranks
+    several milliseconds a call (mstop.engine.ledgerfold.row_medians, without the counts)."""
     if a.ndim != 2 or not a.shape[1]:
         return np.full(a.shape[0] if a.ndim else 0, np.nan)
-    s = np.sort(a, axis=1)  # NaN sorts last
-    n = (~np.isnan(a)).sum(axis=1)
-    rows = np.arange(len(a))
-    lo, hi = np.maximum(n - 1, 0) // 2, np.minimum(n // 2, np.maximum(n - 1, 0))  # equal when n is odd
-    with np.errstate(invalid="ignore", over="ignore"):
-        mid = (s[rows, lo] + s[rows, hi]) / 2  # as numpy: (x + x) / 2 when n is odd
-    return np.where(n > 0, mid, np.nan)
+    return ledgerfold.row_medians(a)[0]
 
 
 def median(values: np.ndarray) -> float | None:

@@ -132,7 +132,7 @@ def rank_ledger(d: RankData, off: float, spans: list[tuple[float, float]], first
                 end: float) -> dict[str, float]:
     """One rank's buckets over [first, end]: its fold's classified rows, and session by session its first
     row, its start-up, its silence after its last row and what lies between sessions (O(sessions))."""
-    fold = ledgerfold.provisional(d)
+    fold = d.ledger
     b = dict(zip(ledgerfold.SUMS, fold.sums))
     b["compile"] = b["down"] = 0.0
     times, steps = d.exact.data[:, 0], d.exact.data[:, 1]

@@ -52,15 +52,16 @@ class RankData(Protocol):
 BLOCK = 64
 #: the sums a rank's classified rows (all but each session's first) add to, in this order
 SUMS = ("productive", "input_wait", "checkpoint", "stalled", "recomputed")
-#: the shortest stall limit (mstop.engine.figures.STALL_MIN_S; copied: figures imports the store)
+#: the shortest stall limit (mstop.engine.figures.STALL_MIN_S is this one)
 STALL_MIN_S = 30.0
 #: a checkpoint written this long after a row's time still counts as saved during that row
 _CK_SLACK = 1e-3
 
 
-def _medians(v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Each row's median of its values that are not NaN (NaN where none), and how many there were: one sort
-    for every row (np.nanmedian goes row by row in Python)."""
+def row_medians(v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's median of its values that are not NaN (NaN where none; numpy's ``nanmedian`` value for value:
+    the mean of the middle two, or of the middle one with itself), and how many there were: one sort for every
+    row (np.nanmedian goes row by row in Python). mstop.engine.figures.row_medians is this one."""
     s = np.sort(v, axis=1)  # NaN last
     c = np.count_nonzero(~np.isnan(v), axis=1)
     i = np.arange(len(v))
@@ -71,13 +72,13 @@ def _medians(v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def block_figures(time: np.ndarray, st: np.ndarray, first: np.ndarray, same: np.ndarray, width: int,
-                  before: tuple[float, float, float] | None) -> list[tuple[float, float, float]]:
+                  before: tuple[float, float, float]) -> list[tuple[float, float, float]]:
     """The figures of consecutive blocks of ``width`` rows: each one's (median step time, usual time between
     rows beyond the step time, stall limit), from its rows' times and step times, which rows begin a session
     (``first``) and which follow a row of their own session (``same``: the gap to the row before is theirs).
     The arrays hold one row more before the blocks (its time only: the gap to the first block's first row;
     ``first`` and ``same`` of it are ignored). A figure a block has no rows for is the block before's (the
-    one ``before`` them, or 0, 0 and STALL_MIN_S for a rank's first)."""
+    one ``before`` them for the first)."""
     n = (len(time) - 1) // width
     t = time.astype(np.float64)
     s = st[1:].astype(np.float64).reshape(n, width)
@@ -90,11 +91,11 @@ def block_figures(time: np.ndarray, st: np.ndarray, first: np.ndarray, same: np.
         v[0] = np.where(~f & np.isfinite(s) & (s > 0), s, np.nan)
         v[1] = np.where(ok & np.isfinite(excess), excess, np.nan)
         v[2] = np.where(ok, gap, np.nan)
-        med, count = _medians(v.reshape(3 * n, width))
+        med, count = row_medians(v.reshape(3 * n, width))
     m, normal, interval = med[:n], med[n:2 * n], med[2 * n:]
     mc, nc = count[:n], count[n:2 * n]
     out = []
-    m0, n0 = (before[0], before[1]) if before is not None else (0.0, 0.0)
+    m0, n0 = before[0], before[1]
     for j in range(n):
         m0 = float(m[j]) if mc[j] else m0
         n0 = float(normal[j]) if nc[j] >= 2 else n0
@@ -173,15 +174,6 @@ class RankLedger:
         self.ck_times: list[float] = []  # the rank's checkpoint times, sorted
         self.ck_steps: set[float] = set()  # the steps its checkpoints name
 
-    def copy(self) -> RankLedger:
-        """A copy that can be settled further without touching this one."""
-        c = RankLedger.__new__(RankLedger)
-        c.settled, c.sums, c.blocks, c.early = self.settled, list(self.sums), self.blocks.copy(), self.early.copy()
-        c.warm = self.warm.copy() if self.warm is not None else None
-        c.sess_t, c.reached, c.top, c.saved = list(self.sess_t), list(self.reached), self.top, set(self.saved)
-        c.ck_times, c.ck_steps = list(self.ck_times), set(self.ck_steps)
-        return c
-
     def frozen(self) -> RankLedger:
         """This ledger as it is now, for reading only (a snapshot's rank): O(sessions)."""
         c = RankLedger.__new__(RankLedger)
@@ -203,11 +195,11 @@ class RankLedger:
         w = self.warm
         if w is None:
             return
-        firsts = {s.first_row for s in d.segments}
         lo = len(self.early)
         if lo == 0 and upto >= 8:  # a first read: every row's figures at once (the same arithmetic)
-            self._early_at_once(d, upto, firsts)
+            self._early_at_once(d, upto)
             return
+        firsts = {s.first_row for s in d.segments}
         a = max(lo - 1, 0)  # the row before: its time and session (plain Python values: a row costs ~1 us)
         times = d.exact.data[a:upto, 0].tolist()
         sts = d.col("step_time")[a:upto].tolist()
@@ -231,15 +223,14 @@ class RankLedger:
         if len(self.early) == BLOCK:
             self.warm = None
 
-    def _early_at_once(self, d: RankData, upto: int, firsts: set[int]) -> None:
+    def _early_at_once(self, d: RankData, upto: int) -> None:
         """:meth:`_extend_early` of rows 0..``upto - 1`` with arrays: each row's medians over the rows up to
         it, as the rows of a lower-triangular matrix (a cold read of 10,000 ranks went row by row in Python
         for 0.6 s)."""
         t = d.exact.data[:upto, 0].astype(np.float64)
         st = d.col("step_time")[:upto].astype(np.float64)
         sess = d.session_idx.data[:upto]
-        first = np.zeros(upto, bool)
-        first[[f for f in firsts if f < upto]] = True
+        first = _first_rows(d, 0, upto)
         with np.errstate(invalid="ignore"):
             stv = np.where(~first & (st == st) & (st > 0), st, np.nan)
             gap = np.full(upto, np.nan)
@@ -251,7 +242,7 @@ class RankLedger:
             exv = np.where(ok, gap - np.minimum(np.nan_to_num(st, nan=0.0), gap), np.nan)
         upper = np.triu(np.ones((upto, upto), bool), 1)  # [i, j]: row j comes after row i
         # each kind's values up to each row (one sort for the three kinds)
-        med, count = _medians(np.where(upper, np.nan, np.stack([stv, exv, gapv])[:, None, :]).reshape(-1, upto))
+        med, count = row_medians(np.where(upper, np.nan, np.stack([stv, exv, gapv])[:, None, :]).reshape(-1, upto))
         m, normal, gm = med[:upto], med[upto:2 * upto], med[2 * upto:]
         mc, nc, gc = count[:upto], count[upto:2 * upto], count[2 * upto:]
         m = np.where(mc > 0, m, 0.0)
@@ -275,16 +266,13 @@ class RankLedger:
             return
         a = b0 * BLOCK
         b = a + (nb - b0) * width
-        lo = max(a - 1, 0)  # the row before the blocks: the gap to their first row
+        lo = a - 1  # the row before the blocks (block 0's figures are its last row's): the gap to their first row
         time = d.exact.data[lo:b, 0]
         st = d.col("step_time")[lo:b]
         sess = d.session_idx.data[lo:b]
         f = _first_rows(d, lo, b)
         same = np.zeros(b - lo, bool)
         same[1:] = (sess[1:] == sess[:-1]) & ~f[1:]
-        if lo == a:  # a rank's first block: no row before it (its first row begins a session)
-            time, st, f, same = (np.concatenate(([np.nan], x)) for x in (time, st, f, same))
-            f, same = f.astype(bool), same.astype(bool)
         self.blocks.extend(block_figures(time, st, f, same, width, self.blocks[len(self.blocks) - 1]))
 
     # -- classifying rows --------------------------------------------------------------------------------
@@ -455,11 +443,6 @@ class Figures:
         for f in fs:
             self.a.extend(f)
 
-    def copy(self) -> Figures:
-        c = Figures()
-        c.a = array("d", self.a)
-        return c
-
     def table(self) -> np.ndarray:
         """The entries as a (n, 3) array (a copy)."""
         return np.array(self.a, dtype=np.float64).reshape(-1, 3)
@@ -476,11 +459,6 @@ class _Warm:
         self.gap: list[float] = []
         self.excess: list[float] = []
 
-    def copy(self) -> _Warm:
-        c = _Warm()
-        c.st, c.gap, c.excess = list(self.st), list(self.gap), list(self.excess)
-        return c
-
 
 def _median(v: list[float]) -> float:
     """The median of a sorted list (its two middle values averaged, as numpy does)."""
@@ -495,9 +473,3 @@ def _first_rows(d: RankData, lo: int, hi: int) -> np.ndarray:
         if lo <= s.first_row < hi:
             out[s.first_row - lo] = True
     return out
-
-
-def provisional(d: RankData) -> RankLedger:
-    """Rank ``d``'s ledger as read: every row is classified when it is appended (the name is from when the
-    first block's rows waited for it to be complete)."""
-    return d.ledger

@@ -15,10 +15,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mstop.engine import ledgerfold
 from mstop.engine.figures import Options
 from mstop.engine.goodput import compute_ledger
-from mstop.engine.ledgerfold import BLOCK, STALL_MIN_S, provisional
+from mstop.engine.ledgerfold import BLOCK, STALL_MIN_S
 from mstop.engine.parse import NUMERIC, Rows
 from mstop.engine.store import FLOAT_INDEX, Store
 
@@ -153,7 +152,7 @@ def test_the_fold_equals_the_definition_however_the_rows_arrive(rank, cuts, ck_a
     pieces = Store()
     _feed(pieces, rows, cks, cuts, ck_at)
     for store in (whole, pieces, pieces.snapshot()):
-        got = provisional(store.ranks[0]).sums
+        got = store.ranks[0].ledger.sums
         assert got == pytest.approx(truth, rel=1e-9, abs=1e-6)
     opts = Options(clock=lambda: 5000.0)
     a, b = compute_ledger(whole, opts), compute_ledger(pieces, opts)
@@ -175,9 +174,9 @@ def test_productive_never_falls(rank):
     opts = Options(clock=lambda: 5000.0)
     for i in range(len(rows)):
         store.ingest_round([(0, _rows(rows[i:i + 1]))])
-        sums = provisional(store.ranks[0]).sums
+        sums = store.ranks[0].ledger.sums
         assert sums[0] >= seen[0] - 1e-9 and sums[4] >= seen[4] - 1e-9
-        seen = sums
+        seen = list(sums)  # a copy: the fold adds to its own list in place
         got = compute_ledger(store, opts).seconds["productive"]  # each session's first row too
         assert got >= productive - 1e-9
         productive = got
@@ -190,9 +189,9 @@ def test_a_resumed_session_pays_for_the_steps_it_runs_again():
     b = [(1200.0 + i, float(80 + i), 1.0, 0.0, "B") for i in range(1, 41)]
     store = Store()
     store.ingest_rows(0, _rows(a))
-    before = list(provisional(store.ranks[0]).sums)
+    before = list(store.ranks[0].ledger.sums)
     store.ingest_rows(0, _rows(b))
-    after = provisional(store.ranks[0]).sums
+    after = store.ranks[0].ledger.sums
     assert after[0] >= before[0]
     assert after[4] == pytest.approx(19.0)  # B's 82-100 (its first row, 81, is read with its start-up)
     assert after[0] == pytest.approx(before[0] + 20.0)  # B's 101-120
@@ -209,10 +208,10 @@ def test_a_late_checkpoint_moves_its_rows_exactly():
     early.ingest_events(0, [{"kind": "checkpoint", "time": 1105.0, "step": 100}])
     early.ingest_rows(0, _rows(rows))
     late.ingest_rows(0, _rows(rows))
-    assert provisional(late.ranks[0]).sums != provisional(early.ranks[0]).sums
+    assert late.ranks[0].ledger.sums != early.ranks[0].ledger.sums
     late.ingest_events(0, [{"kind": "checkpoint", "time": 1105.0, "step": 100}])
-    assert provisional(late.ranks[0]).sums == pytest.approx(provisional(early.ranks[0]).sums)
-    assert provisional(late.ranks[0]).sums[2] == pytest.approx(5.0)  # a 6 s step: 5 s over the median
+    assert late.ranks[0].ledger.sums == pytest.approx(early.ranks[0].ledger.sums)
+    assert late.ranks[0].ledger.sums[2] == pytest.approx(5.0)  # a 6 s step: 5 s over the median
 
 
 def test_blocks_keep_their_figures():
@@ -225,4 +224,4 @@ def test_blocks_keep_their_figures():
     store.ingest_rows(0, _rows(rows))
     fold = store.ranks[0].ledger
     assert [fold.blocks[j][0] for j in range(len(fold.blocks))] == [1.0, 1.0, 3.0, 3.0]
-    assert ledgerfold.provisional(store.ranks[0]).sums[3] == 0.0  # nothing stalled
+    assert store.ranks[0].ledger.sums[3] == 0.0  # nothing stalled
