@@ -98,7 +98,9 @@ def _clocks(store: Store, clock: float, limit: float) -> Clocks:
             if abs(off) > SKEW_S:
                 out.own[r] = off
     ref = store.ranks[ranks[0]]
-    steps, times = ref.col("step"), ref.col("time")
+    steps, times = ref.held("step"), ref.held("time")
+    if ref.base and not (len(steps) and bool((last.step[1:] > steps[0]).all())):  # a step among those spilled
+        steps, times = ref.col("step"), ref.col("time")
     if not ref.monotonic or not len(steps) or len(ranks) < 2:
         return out
     # each rank's last step against the reference's row of the same step
@@ -114,6 +116,7 @@ def _clocks(store: Store, clock: float, limit: float) -> Clocks:
 
 def _noise(store: Store, r: int) -> float:
     """The disagreement at equal steps that is not a skew: SKEW_S, or ten of the rank's step times."""
-    st = store.ranks[r].col("step_time")[-8:]
+    d = store.ranks[r]
+    st = d.span("step_time", d.rows - 8, d.rows)
     st = st[np.isfinite(st)]
     return max(SKEW_S, 10.0 * float(np.median(st))) if len(st) else SKEW_S

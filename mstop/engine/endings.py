@@ -74,7 +74,7 @@ def ending(store: Store, opts: Options) -> Ending:
     for r, d in sorted(store.ranks.items()):
         if not d.rows and not d.starts:
             continue
-        out.steps[r] = int(d.col("step")[-1]) if d.rows else None
+        out.steps[r] = int(d.last("step")) if d.rows else None
         if rankstate.aborted(d):
             out.aborted.append(r)
             t = _abort_time(d)

@@ -102,15 +102,14 @@ def _window(store: Store) -> Window:
         d = store.ranks[ranks[i]]
         idx = np.flatnonzero(d.steady())[-WINDOW:]  # a resume cut older rows; each session's first row is out
         k = len(idx)
-        ex = d.exact.data[idx]
-        ach = d.extras[ACHIEVED].data[idx] if ACHIEVED in d.extras else np.full(k, np.nan)
+        ach = d.take(ACHIEVED, idx) if ACHIEVED in d.extras else np.full(k, np.nan)
         for c in names:
             cols[c][i] = np.nan
-        cols["time"][i, WINDOW - k:] = ex[:, EXACT_INDEX["time"]]
-        cols["step"][i, WINDOW - k:] = ex[:, EXACT_INDEX["step"]]
+        cols["time"][i, WINDOW - k:] = d.take("time", idx)
+        cols["step"][i, WINDOW - k:] = d.take("step", idx)
         cols[ACHIEVED][i, WINDOW - k:] = ach
         for c in _COLS[1:]:
-            cols[c][i, WINDOW - k:] = d.col(c)[idx]
+            cols[c][i, WINDOW - k:] = d.take(c, idx)
     st = rankstate.states(store)  # each rank's newest start: its answers, kept until its events change
     return Window(ranks, cols, [st.one[k].start or {} for k in st.positions(ranks)])
 
@@ -229,11 +228,11 @@ def rows_window(store: Store, rows: dict[int, np.ndarray]) -> Window:
     for i, r in enumerate(ranks):
         d, idx = store.ranks[r], rows[r]
         k = len(idx)
-        cols["time"][i, width - k:] = d.exact.view()[idx, 0]
+        cols["time"][i, width - k:] = d.take("time", idx)
         for c in _COLS[1:]:
-            cols[c][i, width - k:] = d.col(c)[idx]
+            cols[c][i, width - k:] = d.take(c, idx)
         if ACHIEVED in d.extras:
-            cols[ACHIEVED][i, width - k:] = d.extras[ACHIEVED].view()[idx]
+            cols[ACHIEVED][i, width - k:] = d.take(ACHIEVED, idx)
     st = rankstate.states(store)  # each rank's newest start: its answers, kept until its events change
     return Window(ranks, cols, [st.one[k].start or {} for k in st.positions(ranks)])
 
@@ -271,7 +270,7 @@ def compile_seconds(store: Store) -> float | None:
     rows = d.compile_rows()
     if not rows or rows[-1] != d.segments[-1].first_row:
         return None
-    v = float(d.col("step_time")[rows[-1]])
+    v = d.segments[-1].first_step_time
     return v if math.isfinite(v) else None
 
 
@@ -490,7 +489,7 @@ def _tail_rows(d: RankData, keep: Callable[[np.ndarray, np.ndarray], np.ndarray]
     while end > 0 and total < need:
         start = max(0, end - _CHUNK)
         rows = np.arange(start, end)
-        sel = rows[eff[start:end] & keep(rows, d.col(column)[start:end])]
+        sel = rows[eff[start:end] & keep(rows, d.span(column, start, end))]
         found.append(sel)
         total += len(sel)
         end = start
@@ -512,7 +511,7 @@ def loss(store: Store) -> float | None:
         return ok
 
     idx, _ = _tail_rows(d, present, 1)
-    return float(d.col("loss")[idx[-1]]) if len(idx) else None
+    return d.at("loss", int(idx[-1])) if len(idx) else None
 
 
 def loss_ema(store: Store, opts: Options) -> float | None:
@@ -522,7 +521,7 @@ def loss_ema(store: Store, opts: Options) -> float | None:
         return None
     need = _ema_terms(opts.ema_weight)
     idx, everything = _tail_rows(d, lambda rows, vals: np.isfinite(vals), need)
-    vals = d.col("loss")[idx].astype(np.float64)
+    vals = d.take("loss", idx).astype(np.float64)
     return ema(vals, opts.ema_weight, complete=everything)
 
 
@@ -752,7 +751,7 @@ def seconds_since_last_row(store: Store, opts: Options) -> float:
     if not c.own:
         last = last_row_time(store)
         return 0.0 if last is None else _age(store, opts, last)
-    lasts = [c.local(r, float(d.col("time")[-1])) for r, d in store.ranks.items() if d.rows]
+    lasts = [c.local(r, d.last("time")) for r, d in store.ranks.items() if d.rows]
     return 0.0 if not lasts else _age(store, opts, max(lasts))
 
 
@@ -859,14 +858,14 @@ def repeated_seconds(d: RankData) -> float:
 def last_value(d: RankData, column: str) -> float | None:
     """The column's last value on the rank's timeline (empty cells skipped), read backwards a chunk at a time."""
     idx, _ = _tail_rows(d, lambda _rows, vals: ~np.isnan(vals), 1, column)
-    return float(d.col(column)[idx[-1]]) if len(idx) else None
+    return d.at(column, int(idx[-1])) if len(idx) else None
 
 
 def minimum(d: RankData, column: str) -> float | None:
     """The column's smallest finite value on the rank's timeline (block summaries on long runs)."""
     if len(d.segments) <= 1 and d.rows >= 8 * BLOCK:
         summ = d.summary(column)
-        tail = d.col(column)[summ.blocks * BLOCK:].astype(np.float64)
+        tail = d.span(column, summ.blocks * BLOCK, d.rows).astype(np.float64)
         cands = np.concatenate([summ.mins[~np.isnan(summ.mins)], tail[np.isfinite(tail)]])
         return float(cands.min()) if len(cands) else None
     a = d.col(column)[d.effective()]
@@ -950,11 +949,10 @@ def first_start(store: Store) -> float | None:
 def row_at_step(d: RankData, step: float) -> int | None:
     """The row of ``step`` on the rank's current timeline (by binary search on a plain run: a frame must
     not read every row), or None."""
-    st = d.col("step")
     if d.monotonic and len(d.segments) <= 1:
-        i = int(np.searchsorted(st, step))
-        return i if i < d.rows and st[i] == step else None
-    hit = np.flatnonzero(d.effective() & (st == step))
+        i = d.search_step(step)
+        return i if i < d.rows and d.at("step", i) == step else None
+    hit = np.flatnonzero(d.effective() & (d.col("step") == step))
     return int(hit[-1]) if len(hit) else None
 
 
@@ -962,7 +960,7 @@ def time_at_step(store: Store, rank: int | None, step: float) -> float | None:
     """The row time of ``step`` on a rank's timeline (the lowest rank's for None), or None."""
     d = store.ranks.get(rank) if rank is not None else job_rank(store)
     hit = row_at_step(d, step) if d is not None and d.rows else None
-    t = float(d.col("time")[hit]) if hit is not None else math.nan
+    t = d.at("time", hit) if hit is not None else math.nan
     return t if math.isfinite(t) else None
 
 

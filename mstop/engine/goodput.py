@@ -135,20 +135,19 @@ def rank_ledger(d: RankData, off: float, spans: list[tuple[float, float]], first
     fold = d.ledger
     b = dict(zip(ledgerfold.SUMS, fold.sums))
     b["compile"] = b["down"] = 0.0
-    times, steps = d.exact.data[:, 0], d.exact.data[:, 1]
     cursor = first  # how far this rank's time is accounted for
     for k, seg in enumerate(d.segments):
         begin, life = spans[k]
         begin = max(begin, cursor)
         life = min(max(life, begin), end)
         b["down"] += max(0.0, begin - cursor)
-        t0 = min(max(float(times[seg.first_row]) - off, begin), end)
+        t0 = min(max(seg.first_time - off, begin), end)
         gap0 = t0 - begin
         # the first row: one step, at the median the row after it is measured against (the run's first row has
         # none before it); the rest is start-up and compilation
         own0 = min(fold.figures_of(min(seg.first_row + 1, fold.settled - 1))[0], gap0)
         b["compile"] += gap0 - own0
-        b["recomputed" if float(steps[seg.first_row]) <= fold.reached[k] else "productive"] += own0
+        b["recomputed" if seg.first_step <= fold.reached[k] else "productive"] += own0
         last = fold.sess_t[k] - off if k < len(fold.sess_t) else math.nan
         last = t0 if last != last else min(max(last, t0), end)
         b["stalled"] += max(0.0, life - last)  # alive after its last row: no step was written
@@ -208,11 +207,11 @@ def session_span(d: RankData, k: int, until: float | None = None) -> tuple[float
     sign of life (its last row or its end or abort event; the rank's heartbeats for its last session; for the
     last session of a rank that has not ended while the job may live, ``until``: now)."""
     lo, hi = _session_rows(d, k)
-    times = d.col("time")
-    first_row, last_row = float(times[lo]), float(times[hi - 1])
-    name = d.segments[k].session
+    seg = d.segments[k]
+    first_row, last_row = seg.first_time, d.at("time", hi - 1)
+    name = seg.session
     start = d.starts.get(name)
-    st0 = float(d.col("step_time")[lo])
+    st0 = seg.first_step_time
     before = first_row - (st0 if math.isfinite(st0) else 0.0)
     begin = float(start["time"]) if start and isinstance(start.get("time"), (int, float)) else before
     if not first_row - MAX_STARTUP <= begin <= first_row:

@@ -161,7 +161,7 @@ def _alive_hint(store: Store, opts: Options, alive: list[int]) -> str:
     row (evidence newer than the stall); several of them wait in a collective, one is stuck in its step."""
     clocks = figures.rank_clocks(store, opts)
     beating = [r for r in alive if (d := store.ranks[r]).last_heartbeat is not None and d.rows
-               and d.last_heartbeat > float(d.col("time")[-1])]
+               and d.last_heartbeat > d.last("time")]
     if not beating:
         return ""
     newest = max(clocks.local(r, store.ranks[r].last_heartbeat) for r in beating)  # type: ignore[arg-type]
@@ -190,7 +190,7 @@ def _no_checkpoint(store: Store, rules: Rules, opts: Options) -> list[Alert]:
         limit = max(600.0, 3 * float(np.median(gaps))) if len(gaps) else 6 * 3600.0
     # since the last checkpoint, else since the run started (its first start event, or first row)
     first = figures.first_start(store)
-    starts = ([] if first is None else [first]) + [float(d.col("time")[0]) for d in store.ranks.values() if d.rows]
+    starts = ([] if first is None else [first]) + [d.at("time", 0) for d in store.ranks.values() if d.rows]
     last = cks[-1] if cks else min(starts, default=None)
     if last is None:
         return []
@@ -234,7 +234,7 @@ def _stragglers(store: Store, rules: Rules) -> list[Alert]:
             if not flag:
                 break
             run += 1
-        since = int(d.col("step")[-run]) if run else int(d.col("step")[-1])
+        since = int(d.at("step", -run)) if run else int(d.last("step"))
         alerts.append(Alert("straggler", r, since,
                             f"rank {r} waits on input {np.nanmedian(share[i]):.0%} of its step time, "
                             f"{factor:.1f}x the median rank, in {int(count[i])} of its last {n} rows",
@@ -281,13 +281,13 @@ def _liveness(store: Store, rules: Rules, opts: Options) -> tuple[list[int], lis
         if r in ended:  # its witness saw the process end: dead now, not after the heartbeat deadline
             d, e = store.ranks[r], ended[r]
             others = len(alive)
-            dead.append(Alert("dead_rank", r, int(d.col("step")[-1]) if d.rows else None,
+            dead.append(Alert("dead_rank", r, int(d.last("step")) if d.rows else None,
                               f"rank {r}'s process ended at {fmt.clock_ms(float(e['time']))} "
                               f"({processes.how_words(e)}) while {others} other rank{'s are' if others != 1 else ' is'}"
                               " alive", severity=1e9))
         elif age[r] > allowed[r]:
             d = store.ranks[r]
-            step = int(d.col("step")[-1]) if d.rows else None
+            step = int(d.last("step")) if d.rows else None
             how = "heartbeat" if basis == "heartbeats" else "row (no heartbeats: judged by rows)"
             others = len(alive)
             dead.append(Alert("dead_rank", r, step, f"rank {r}: no {how} for {age[r]:.0f} s while "
@@ -397,7 +397,7 @@ def _own_room(store: Store, rank: int | None) -> float | None:
     d = store.ranks.get(rank) if rank is not None else None
     if d is None or not d.rows or (d.last_start or {}).get("memory_source") != "device":
         return None
-    used, total = float(d.col("mem_used")[-1]), float(d.col("mem_total")[-1])
+    used, total = d.last("mem_used"), d.last("mem_total")
     return 1.0 - used / total if np.isfinite(used) and np.isfinite(total) and total > 0 else None
 
 
@@ -408,8 +408,9 @@ def _idle(store: Store, rules: Rules, s: Any, rank: int | None) -> float | None:
     got = [x.aicore for x in devices.recent(store, s.key, rules.aicore_idle_s) if x.aicore is not None]
     if d is None or d.rows < 2 or len(got) < 3 or max(got) >= rules.aicore_idle:
         return None
-    times = d.col("time")
-    if np.count_nonzero(times >= s.time - rules.aicore_idle_s) < 2:
+    since = s.time - rules.aicore_idle_s
+    held = int(np.count_nonzero(d.held("time") >= since))  # the rows lately: held (read back only if not)
+    if (held if held >= 2 or not d.base else int(np.count_nonzero(d.col("time") >= since))) < 2:
         return None  # the rank's steps are not running either: a stall, not an idle device
     return sum(got) / len(got)
 

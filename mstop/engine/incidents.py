@@ -67,7 +67,7 @@ def _stalls(store: Store, d: RankData) -> list[Incident]:
     rows = np.flatnonzero(d.effective())
     if len(rows) < 2:
         return []
-    t, sess, step = d.col("time")[rows], d.session_idx.view()[rows], d.col("step")[rows]
+    t, sess, step = d.take("time", rows), d.take("session", rows), d.take("step", rows)
     gap = np.diff(t)
     at = np.flatnonzero((gap > limit) & (sess[1:] == sess[:-1]))
     return [Incident("stalled", None, int(step[i]), int(step[i + 1]), float(t[i]), float(t[i + 1]), float(gap[i]),
@@ -95,10 +95,10 @@ def _sessions(store: Store) -> list[Incident]:
             continue  # the job's last session: what holds now (the live alerts) says how it ended
         aborts = sorted(((float(a["time"]), r, a) for r, d, _, _ in members for a in d.aborts
                          if str(a.get("session")) == d.segments[k].session), key=lambda x: (x[0], x[1]))
-        last = max(members, key=lambda m: float(m[1].col("step")[m[3] - 1]))
+        last = max(members, key=lambda m: m[1].at("step", m[3] - 1))
         r_last, d_last, _, hi = last
-        step, t = int(d_last.col("step")[hi - 1]), float(d_last.col("time")[hi - 1])
-        resumed = [int(m[1].col("step")[m[1].segments[k + 1].first_row]) for m in later
+        step, t = int(d_last.at("step", hi - 1)), d_last.at("time", hi - 1)
+        resumed = [int(m[1].segments[k + 1].first_step) for m in later
                    if m[1].segments[k + 1].first_row < m[1].rows]
         then = f"; it resumed at step {min(resumed)}" if resumed else ""
         if aborts:

@@ -42,11 +42,17 @@ class RankData(Protocol):
     session_idx: _Block
     segments: list[Any]
     ledger: RankLedger
+    base: int
+    spilled: tuple[Any, ...]
 
     @property
     def rows(self) -> int: ...
 
     def col(self, name: str) -> np.ndarray: ...
+
+    def span(self, name: str, lo: int, hi: int) -> np.ndarray: ...
+
+    def held(self, name: str) -> np.ndarray: ...
 
 #: rows a block: a row is measured against the figures of the block before its own
 BLOCK = 64
@@ -201,9 +207,9 @@ class RankLedger:
             return
         firsts = {s.first_row for s in d.segments}
         a = max(lo - 1, 0)  # the row before: its time and session (plain Python values: a row costs ~1 us)
-        times = d.exact.data[a:upto, 0].tolist()
-        sts = d.col("step_time")[a:upto].tolist()
-        sess = d.session_idx.data[a:upto].tolist()
+        times = d.span("time", a, upto).tolist()
+        sts = d.span("step_time", a, upto).tolist()
+        sess = d.span("session", a, upto).tolist()
         ws, wg, we, early = w.st, w.gap, w.excess, self.early
         insort, inf = bisect.insort, math.inf
         for i in range(lo, upto):
@@ -227,9 +233,9 @@ class RankLedger:
         """:meth:`_extend_early` of rows 0..``upto - 1`` with arrays: each row's medians over the rows up to
         it, as the rows of a lower-triangular matrix (a cold read of 10,000 ranks went row by row in Python
         for 0.6 s)."""
-        t = d.exact.data[:upto, 0].astype(np.float64)
-        st = d.col("step_time")[:upto].astype(np.float64)
-        sess = d.session_idx.data[:upto]
+        t = d.span("time", 0, upto).astype(np.float64)
+        st = d.span("step_time", 0, upto).astype(np.float64)
+        sess = d.span("session", 0, upto)
         first = _first_rows(d, 0, upto)
         with np.errstate(invalid="ignore"):
             stv = np.where(~first & (st == st) & (st > 0), st, np.nan)
@@ -267,9 +273,9 @@ class RankLedger:
         a = b0 * BLOCK
         b = a + (nb - b0) * width
         lo = a - 1  # the row before the blocks (block 0's figures are its last row's): the gap to their first row
-        time = d.exact.data[lo:b, 0]
-        st = d.col("step_time")[lo:b]
-        sess = d.session_idx.data[lo:b]
+        time = d.span("time", lo, b)
+        st = d.span("step_time", lo, b)
+        sess = d.span("session", lo, b)
         f = _first_rows(d, lo, b)
         same = np.zeros(b - lo, bool)
         same[1:] = (sess[1:] == sess[:-1]) & ~f[1:]
@@ -291,23 +297,25 @@ class RankLedger:
             k = len(self.sess_t)
             fr = segs[k].first_row
             self.sess_t.append(math.nan)
-            before = self.top if fr <= lo else max(self.top, float(np.max(d.exact.data[lo:fr, 1])))
+            before = self.top if fr <= lo else max(self.top, float(np.max(d.span("step", lo, fr))))
             self.reached.append(before)  # the rows before it: the classified ones' highest, and the batch's
-        if n - lo == 1:
+        if n - lo == 1 and lo >= d.base:
             self._settle_one(d, lo)
             return
-        sess = d.session_idx.data[lo:n].astype(np.int64)
+        sess = d.span("session", lo, n).astype(np.int64)
         bounds = np.flatnonzero(np.diff(sess)) + 1
         starts = [0, *bounds.tolist()]
         stops = [*bounds.tolist(), n - lo]
-        exact, st_col, dw_col = d.exact.data, d.col("step_time"), d.col("data_wait")
+        # the rows lo.. (indexed by row - lo)
+        times, steps = d.span("time", lo, n), d.span("step", lo, n)
+        st_col, dw_col = d.span("step_time", lo, n), d.span("data_wait", lo, n)
         figs = np.concatenate([self.early.table(), self.blocks.table()])  # row i < BLOCK: early[i], else
         # blocks[i // BLOCK - 1]
-        self.top = max(self.top, float(np.max(exact[lo:n, 1])))
+        self.top = max(self.top, float(np.max(steps)))
         for a, b in zip(starts, stops):  # runs of rows of one session
             k = int(sess[a])
             rows = np.arange(lo + a, lo + b)
-            tt = exact[lo + a:lo + b, 0].astype(np.float64)
+            tt = times[a:b].astype(np.float64)
             reached = self.sess_t[k]
             if reached != reached:  # the session's first row: its own, worked out at reading
                 run = np.maximum.accumulate(tt)
@@ -322,11 +330,11 @@ class RankLedger:
                 continue
             rows, t, prev = rows[skip:], run[skip:], prev[skip:]
             f = figs[np.where(rows < BLOCK, rows, BLOCK + rows // BLOCK - 1)]
-            step = exact[rows, 1]
+            step = steps[rows - lo]
             saved = self._saved_rows(step, t, prev)
             redo = step <= self.reached[k]
-            part = classify(t, prev, np.nan_to_num(st_col[rows].astype(np.float64), nan=0.0),
-                            np.nan_to_num(dw_col[rows].astype(np.float64), nan=0.0),
+            part = classify(t, prev, np.nan_to_num(st_col[rows - lo].astype(np.float64), nan=0.0),
+                            np.nan_to_num(dw_col[rows - lo].astype(np.float64), nan=0.0),
                             f[:, 0], f[:, 1], f[:, 2], saved, redo)
             for i in range(5):
                 self.sums[i] += part[i]
@@ -336,8 +344,9 @@ class RankLedger:
 
     def _settle_one(self, d: RankData, i: int) -> None:
         """Classify row ``i`` alone (following: a row a round), in plain Python."""
-        k = int(d.session_idx.data[i])
-        t, step = float(d.exact.data[i, 0]), float(d.exact.data[i, 1])
+        j = i - d.base  # a held row
+        k = int(d.session_idx.data[j])
+        t, step = float(d.exact.data[j, 0]), float(d.exact.data[j, 1])
         if step > self.top:
             self.top = step
         reached = self.sess_t[k]
@@ -353,7 +362,7 @@ class RankLedger:
             self.sess_t[k] = t
         m, normal, hang = self.figures_of(i)
         saved = step in self.ck_steps or self._saved_between(prev, t)
-        part = _one(t, prev, _num(d.col("step_time")[i]), _num(d.col("data_wait")[i]), m, normal, hang, saved,
+        part = _one(t, prev, _num(d.held("step_time")[j]), _num(d.held("data_wait")[j]), m, normal, hang, saved,
                     step <= self.reached[k])
         s = self.sums
         s[0] += part[0]
@@ -391,28 +400,39 @@ class RankLedger:
         n = self.settled
         if not n:
             return
-        exact = d.exact.data[:n]
-        sess = d.session_idx.data[:n].astype(np.int64)
-        first = _first_rows(d, 0, n)
+        # the rows it may name: all, or only those held when no spilled row can (a checkpoint read after its
+        # rows names recent ones: the old rows are not read back from the spill file for it)
+        lo = _may_name_from(d, time, float(step) if has_step else None)
+        times, steps = d.span("time", lo, n), d.span("step", lo, n)
+        st_col, dw_col = d.span("step_time", lo, n), d.span("data_wait", lo, n)
+        sess = d.span("session", lo, n).astype(np.int64)
+        first = _first_rows(d, lo, n)
+        before = _spilled_session_times(d) if lo else {}
         # each row's start: the time its session had reached before it (its running maximum)
-        prev = np.full(n, np.nan)
-        t = np.full(n, np.nan)
+        prev = np.full(n - lo, np.nan)
+        t = np.full(n - lo, np.nan)
         for k in np.unique(sess).tolist():
             rows = np.flatnonzero(sess == k)
-            run = np.maximum.accumulate(exact[rows, 0].astype(np.float64))
+            tt = times[rows].astype(np.float64)
+            b = before.get(k)
+            if b is not None:  # its rows before lo reached b
+                tt = np.maximum(tt, b)
+            run = np.maximum.accumulate(tt)
             t[rows] = run
             prev[rows[1:]] = run[:-1]
+            if b is not None:
+                prev[rows[0]] = b
         hit = ~first & ((prev < time) & (time <= t + _CK_SLACK))
         if has_step:
-            hit |= ~first & (exact[:, 1] == float(step))
-        for i in np.flatnonzero(hit).tolist():
+            hit |= ~first & (steps == float(step))
+        for j in np.flatnonzero(hit).tolist():
+            i = lo + j
             if i in self.saved:
                 continue
-            k = int(sess[i])
+            k = int(sess[j])
             m, normal, hang = self.figures_of(i)
-            args = (float(t[i]), float(prev[i]), _num(d.col("step_time")[i]), _num(d.col("data_wait")[i]), m,
-                    normal, hang)
-            redo = float(exact[i, 1]) <= self.reached[k]
+            args = (float(t[j]), float(prev[j]), _num(st_col[j]), _num(dw_col[j]), m, normal, hang)
+            redo = float(steps[j]) <= self.reached[k]
             before, after = _one(*args, False, redo), _one(*args, True, redo)
             for j in range(5):
                 self.sums[j] += after[j] - before[j]
@@ -464,6 +484,24 @@ def _median(v: list[float]) -> float:
     """The median of a sorted list (its two middle values averaged, as numpy does)."""
     n = len(v)
     return (v[(n - 1) // 2] + v[n // 2]) / 2
+
+
+def _may_name_from(d: RankData, time: float, step: float | None) -> int:
+    """The first row a checkpoint at ``time`` (naming ``step``) may name: the first held one when every
+    spilled row is too old for it and holds another step, else 0."""
+    for c in d.spilled:
+        if not c.tmax + _CK_SLACK < time or (step is not None and c.smin <= step <= c.smax):
+            return 0
+    return d.base
+
+
+def _spilled_session_times(d: RankData) -> dict[int, float]:
+    """Per session: the latest time of its spilled rows."""
+    out: dict[int, float] = {}
+    for c in d.spilled:
+        for k, t in (c.sess_tmax or {}).items():
+            out[k] = max(out.get(k, t), t)
+    return out
 
 
 def _first_rows(d: RankData, lo: int, hi: int) -> np.ndarray:

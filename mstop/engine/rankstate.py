@@ -151,7 +151,7 @@ def finished_cleanly(d: RankData) -> bool:
     if s is None or s not in d.ends:
         return False
     if d.rows and (d.segments[-1].session == s or _unnamed_rows(d)):
-        return d.ends[s] >= float(d.exact.data[d.rows - 1, 0])
+        return d.ends[s] >= d.last("time")
     return True
 
 
@@ -175,7 +175,7 @@ def last_life(d: RankData) -> float | None:
     with no row yet (a start whose session has rows is not: its rows are newer, unless its clock is wrong)."""
     life = event_life(d)
     if d.rows:
-        life = float(np.fmax(life, d.exact.data[d.rows - 1, 0]))
+        life = float(np.fmax(life, d.last("time")))
     return None if life != life else life
 
 
@@ -186,7 +186,7 @@ def restarting(d: RankData) -> bool:
     if s is None or not d.segments or s in {seg.session for seg in d.segments}:
         return False
     if _unnamed_rows(d) and d.last_start is not None:
-        return float(d.exact.data[d.rows - 1, 0]) < float(d.last_start["time"])
+        return d.last("time") < float(d.last_start["time"])
     return True
 
 
@@ -220,7 +220,7 @@ def _key(d: RankData) -> tuple[Any, ...]:
     time), whether it has rows, its sessions, and its last row's time where an answer compares with it (an
     abort, an end, rows that carry no session)."""
     rows = d.rows
-    t = float(d.exact.data[rows - 1, 0]) if rows and (d.aborts or d.ends or _unnamed_rows(d)) else None
+    t = d.last("time") if rows and (d.aborts or d.ends or _unnamed_rows(d)) else None
     return d.ev_stamp, d.rows_epoch, rows > 0, len(d.segments), t
 
 
@@ -235,9 +235,14 @@ def _one(d: RankData) -> One:
                heartbeat_interval=float(hb) if hb_ok else math.nan,  # type: ignore[arg-type]
                process=processes.facts(d), profile=rank_profile(d) if d.profiles else None,
                started=bool(d.starts), start=start,
-               first_start=_first_start(d), first_row_time=float(d.exact.data[0, 0]) if d.rows else math.nan,
+               first_start=_first_start(d), first_row_time=_first_row_time(d),
                holding=processes.holding(d), dropped=float(d.dropped), rejected=float(d.rejected),
                **_mfu_terms(start or {}))
+
+
+def _first_row_time(d: RankData) -> float:
+    """The time of the rank's first row (NaN: none): its session's, kept with the session."""
+    return next((s.first_time for s in d.segments if s.first_row == 0), math.nan) if d.rows else math.nan
 
 
 def _mfu_terms(start: dict[str, Any]) -> dict[str, float]:
@@ -261,7 +266,7 @@ def _first_start(d: RankData) -> float:
         t = float(e["time"])
         k = d.segment_of.get(name)
         if k is not None and d.segments[k].first_row < d.rows:
-            row = float(d.exact.data[d.segments[k].first_row, 0])
+            row = d.segments[k].first_time
             if not row - MAX_STARTUP <= t <= row:
                 t = row
         out = t if out != out else min(out, t)

@@ -87,14 +87,14 @@ class RunReader:
         """Whether the rank's column holds a value (not NaN) in some row: read in its own type,
         not widened (the custom metrics filter asks it of every column of every rank)."""
         d = self._store.ranks.get(rank)
-        return d is not None and d.rows > 0 and not np.isnan(d.col(name)).all()
+        return d is not None and d.rows > 0 and d.has_values(name)
 
     def last(self, rank: int, name: str) -> float | None:
         """The rank's last row's value of ``name`` (None: no row)."""
         d = self._store.ranks.get(rank)
         if d is None or not d.rows:
             return None
-        return float(d.col(name)[-1])
+        return d.last(name)
 
     def timeline(self, rank: int) -> np.ndarray:
         """The mask of the rank's rows on its current timeline (mstop.engine.store.RankData.effective)."""

@@ -25,19 +25,24 @@ from .rules import Alert, Incident, Rules, groups
 from .store import RankData, Store
 
 
+def _step(d: RankData, i: int | np.integer) -> int:
+    """Row ``i``'s step."""
+    return int(d.at("step", int(i)))
+
+
 def incidents_of(kind: str, rank: int | None, d: RankData, rows: np.ndarray, fire: np.ndarray, measure: np.ndarray,
                  describe: Callable[[int], str], worst_high: bool = True) -> list[Incident]:
     """One incident per group of firing rows; ``describe(i)`` words the worst row ``i`` (into ``rows``)."""
     pos = np.flatnonzero(fire)
     out = []
-    step, t = d.col("step"), d.col("time")
     for a, b in groups(pos):
         sel = pos[a:b + 1]
         m = measure[sel]
         score = np.where(np.isfinite(m), m if worst_high else -m, -np.inf)
         k = sel[int(np.argmax(score))]  # the worst finite row; the first when none is finite
         r0, r1 = rows[sel[0]], rows[sel[-1]]
-        out.append(Incident(kind, rank, int(step[r0]), int(step[r1]), float(t[r0]), float(t[r1]),
+        out.append(Incident(kind, rank, int(d.at("step", r0)), int(d.at("step", r1)), d.at("time", r0),
+                            d.at("time", r1),
                             float(measure[k]), describe(k)))
     return out
 
@@ -94,7 +99,7 @@ class NanLoss:
             if len(rows):
                 ranks += 1
                 i = int(rows[0])
-                cand = (float(d.col("step")[i]), r, float(d.col("loss")[i]))
+                cand = (d.at("step", i), r, d.at("loss", i))
                 if first is None or cand[:2] < first[:2]:
                     first = cand
         if first is None:
@@ -107,11 +112,11 @@ class NanLoss:
         rows = self.rows(d)
         if not len(rows):
             return []
-        loss = d.col("loss")[rows].astype(np.float64)
-        step = d.col("step")
-        last = f" ({len(rows)} rows until step {int(step[rows[-1]])})" if len(rows) > 1 else ""
+        loss = d.take("loss", rows).astype(np.float64)
+        until = _step(d, rows[-1])
+        last = f" ({len(rows)} rows until step {until})" if len(rows) > 1 else ""
         return incidents_of(self.kind, r, d, rows, np.ones(len(rows), bool), np.zeros(len(rows)),
-                            lambda k: self.words(loss[k], int(step[rows[k]]), r) + last)
+                            lambda k: self.words(loss[k], _step(d, rows[k]), r) + last)
 
 
 # -- spikes of the loss and the grad norm -------------------------------------------------------------------
@@ -127,7 +132,7 @@ class Spike:
     def measure(self, d: RankData, rows: np.ndarray, start: int, rules: Rules
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Over the rank's ``rows``, positions ``>= start`` that spike: (positions, values, means, z)."""
-        x = d.col(self.column)[rows].astype(np.float64)
+        x = d.take(self.column, rows).astype(np.float64)
         js, mean, z = figures.spike_rows(x, rules.spike_window, rules.spike_k, start)
         return js, x, mean, z
 
@@ -149,7 +154,7 @@ class Spike:
         if not len(js):
             return []
         best = int(np.argmax(z))  # the first of the highest, as a scan keeping the strictly greater would
-        step = int(d.col("step")[tail[js[best]]])
+        step = _step(d, tail[js[best]])
         return [Alert(self.kind, None, step, self.words(float(x[js[best]]), step, float(z[best]), float(mean[best]),
                                                         rules))]
 
@@ -162,9 +167,8 @@ class Spike:
         fire[js] = True
         mean, z = np.full(len(rows), np.nan), np.full(len(rows), np.nan)
         mean[js], z[js] = mean_at, z_at
-        step = d.col("step")
         return incidents_of(self.kind, None, d, rows, fire, np.where(np.isfinite(x), x, np.nan),
-                            lambda k: self.words(x[k], int(step[rows[k]]), z[k], mean[k], rules))
+                            lambda k: self.words(x[k], _step(d, rows[k]), z[k], mean[k], rules))
 
 
 # -- overflows ----------------------------------------------------------------------------------------------
@@ -177,7 +181,7 @@ class Overflow:
     @staticmethod
     def measure(d: RankData, rows: np.ndarray, rules: Rules) -> tuple[np.ndarray, np.ndarray]:
         """Per row: whether it overflowed, and the overflows among the ``overflow_m`` rows up to it."""
-        ov = (d.col("overflow")[rows] > 0.5).astype(np.float64)
+        ov = (d.take("overflow", rows) > 0.5).astype(np.float64)
         return ov, rolling_sum(ov, rules.overflow_m)
 
     @staticmethod
@@ -195,9 +199,9 @@ class Overflow:
         n = int(count[-1])
         if n < rules.overflow_n:
             return []
-        scale = d.col("loss_scale")[rows]
+        scale = d.take("loss_scale", rows)
         scale = scale[~np.isnan(scale)]
-        step = int(d.col("step")[rows[-1]])
+        step = _step(d, rows[-1])
         return [Alert(self.kind, None, step, self.words(n, len(rows), step, float(scale[-1]) if len(scale) else None,
                                                         live=True))]
 
@@ -205,9 +209,8 @@ class Overflow:
         rows = np.flatnonzero(d.effective())
         ov, count = self.measure(d, rows, rules)
         fire = (count >= rules.overflow_n) & (ov > 0)
-        step = d.col("step")
         return incidents_of(self.kind, None, d, rows, fire, count,
-                            lambda k: self.words(int(count[k]), rules.overflow_m, int(step[rows[k]]), None,
+                            lambda k: self.words(int(count[k]), rules.overflow_m, _step(d, rows[k]), None,
                                                  live=False))
 
 
@@ -244,29 +247,28 @@ class Starvation:
         out = []
         for i in np.flatnonzero(self.fires(frac, mean_wait, in_session, rules)):
             r = w.ranks[i]
-            step = int(store.ranks[r].col("step")[-1])
+            step = int(store.ranks[r].last("step"))
             out.append(Alert(self.kind, r, step, self.words(r, float(frac[i]), step, rules, live=True),
                              severity=float(frac[i])))
         return out
 
     def incidents(self, r: int, d: RankData, rules: Rules, recent_hit: bool | None = None) -> list[Incident]:
         if quiet(d, f"data_wait>{rules.data_wait}", lambda lo, hi: bool(np.any(
-                d.col("data_wait")[lo:hi] > rules.data_wait * d.col("step_time")[lo:hi])), recent_hit):
+                d.span("data_wait", lo, hi) > rules.data_wait * d.span("step_time", lo, hi))), recent_hit):
             return []
         rows = np.flatnonzero(d.steady())
-        dw, st = d.col("data_wait")[rows].astype(np.float64), d.col("step_time")[rows].astype(np.float64)
+        dw, st = d.take("data_wait", rows).astype(np.float64), d.take("step_time", rows).astype(np.float64)
         ok = ~np.isnan(dw) & ~np.isnan(st)
         waited = rolling_sum(np.where(ok, dw, 0.0), figures.WINDOW)
         total = rolling_sum(np.where(ok, st, 0.0), figures.WINDOW)
         with np.errstate(invalid="ignore", divide="ignore"):
             share = np.where(total > 0, waited / np.where(total > 0, total, 1.0), np.nan)
         mean_wait = waited / np.maximum(rolling_sum(ok.astype(np.float64), figures.WINDOW), 1.0)
-        sess = d.session_idx.view()[rows]
+        sess = d.take("session", rows)
         first = np.array([seg.first_row for seg in d.segments], dtype=np.int64)[sess]
         fire = self.fires(share, mean_wait, rows - first + 1, rules)
-        step = d.col("step")
         return incidents_of(self.kind, r, d, rows, fire, share,
-                            lambda k: self.words(r, float(share[k]), int(step[rows[k]]), rules, live=False))
+                            lambda k: self.words(r, float(share[k]), _step(d, rows[k]), rules, live=False))
 
 
 # -- memory headroom ----------------------------------------------------------------------------------------
@@ -302,14 +304,13 @@ class OomRisk:
         if d.last_start and d.last_start.get("memory_source") == "host":
             return []  # host memory is shared by a host's ranks: only the live rule adds them up
         if quiet(d, f"headroom<{rules.oom_critical}", lambda lo, hi: bool(np.any(
-                d.col("mem_peak")[lo:hi] > (1.0 - rules.oom_critical) * d.col("mem_total")[lo:hi])), recent_hit):
+                d.span("mem_peak", lo, hi) > (1.0 - rules.oom_critical) * d.span("mem_total", lo, hi))), recent_hit):
             return []
         rows = np.flatnonzero(d.steady())  # the rows the live rule's window reads
         with np.errstate(invalid="ignore", divide="ignore"):
-            head = 1.0 - d.col("mem_peak")[rows].astype(np.float64) / d.col("mem_total")[rows].astype(np.float64)
-        step = d.col("step")
+            head = 1.0 - d.take("mem_peak", rows).astype(np.float64) / d.take("mem_total", rows).astype(np.float64)
         return incidents_of(self.kind, r, d, rows, self.fires(head, rules), head,
-                            lambda k: self.words(f"rank {r}", float(head[k]), int(step[rows[k]]), rules),
+                            lambda k: self.words(f"rank {r}", float(head[k]), _step(d, rows[k]), rules),
                             worst_high=False)
 
 
@@ -331,7 +332,7 @@ class ThroughputDrop:
         """(unit, work per row, step time per row, the median pace of the rows past the warm-up) over
         ``rows``."""
         unit, per_step = figures.pace_basis(d)
-        work, st = per_step[rows], d.col("step_time")[rows].astype(np.float64)
+        work, st = per_step[rows], d.take("step_time", rows).astype(np.float64)
         with np.errstate(all="ignore"):
             rate = work / st
         base = rate[rules.warmup_steps:]
@@ -371,13 +372,13 @@ class ThroughputDrop:
             col = _PACE_COLUMNS.get(unit)
             better = _PACE_ORDER[:_PACE_ORDER.index(col)] if col is not None else _PACE_ORDER
             # tokens or samples appeared in any new row (figures.pace_basis reads every row, steady or not):
-            if any(np.isfinite(d.col(c)[done:]).any() for c in better):  # the pace is counted in them now
+            if any(np.isfinite(d.span(c, done, d.rows)).any() for c in better):  # the pace is counted in them now
                 d.kept.pop(self.kind, None)
                 return self.kept_median(d, rules)
-            per_step = d.col(col)[steady].astype(np.float64) if col is not None else np.ones(len(steady))
+            per_step = d.take(col, steady).astype(np.float64) if col is not None else np.ones(len(steady))
             skip = max(0, rules.warmup_steps - count)  # steady rows still in the warm-up
             with np.errstate(all="ignore"):
-                rate = (per_step / d.col("step_time")[steady].astype(np.float64))[skip:]
+                rate = (per_step / d.take("step_time", steady).astype(np.float64))[skip:]
             rate = np.sort(rate[np.isfinite(rate)])
             got = (key, d.rows, unit, count + len(steady), np.insert(paces, np.searchsorted(paces, rate), rate))
         d.kept[self.kind] = got
@@ -409,9 +410,8 @@ class ThroughputDrop:
             recent = rolling_sum(np.where(ok, work, 0.0), figures.WINDOW) / rolling_sum(np.where(ok, st, 0.0),
                                                                                          figures.WINDOW)
         fire = (np.arange(len(rows)) >= rules.warmup_steps + figures.WINDOW) & self.fires(recent, med, rules)
-        step = d.col("step")
         return incidents_of(self.kind, None, d, rows, fire, recent,
-                            lambda k: self.words(unit, float(recent[k]), med, int(step[rows[k]]), rules, live=False),
+                            lambda k: self.words(unit, float(recent[k]), med, _step(d, rows[k]), rules, live=False),
                             worst_high=False)
 
 

@@ -40,9 +40,9 @@ def ema_series(store: Store, rank: int, weight: float) -> tuple[np.ndarray, np.n
 def _extend(d: Any, st: dict[str, Any], weight: float) -> None:
     done = st["done"]
     new = np.arange(done, d.rows)
-    loss = d.col("loss")[done:]
+    loss = d.span("loss", done, d.rows)
     new = new[d.effective()[done:] & np.isfinite(loss)]
-    vals = d.col("loss")[new].astype(np.float64)
+    vals = d.take("loss", new).astype(np.float64)
     out = np.empty(len(vals))
     acc, norm = st["acc"], st["norm"]
     for a in range(0, len(vals), _CHUNK):  # the recursion, vectorised a chunk at a time

@@ -27,9 +27,11 @@ from typing import Any, Callable
 
 import numpy as np
 
+from . import spill
 from .folds import ACHIEVED, Folds
 from .ledgerfold import RankLedger
 from .parse import NUMERIC, Rows
+from .spill import Chunk, SpillFile
 
 #: a new number at every change of a rank's events (mstop.engine.rankstate keeps each rank's answers by it)
 EVENT_STAMPS = itertools.count(1)
@@ -212,6 +214,8 @@ class Segment:
     session: str
     first_row: int
     first_step: float
+    first_time: float = math.nan  # its first row's time and step time (read at every frame: never spilled)
+    first_step_time: float = math.nan
 
 
 @dataclass
@@ -274,21 +278,104 @@ class RankData:
     summary_lock: threading.Lock = field(default_factory=threading.Lock)
     #: the goodput ledger's fold of its rows (mstop.engine.ledgerfold): classified as they arrive
     ledger: RankLedger = field(default_factory=RankLedger)
+    #: rows before it are in the spill file (mstop.engine.spill), not in memory: its blocks hold rows base..
+    base: int = 0
+    spilled: tuple[Chunk, ...] = ()  # those rows, in chunks, oldest first
+    spill: SpillFile | None = None  # the store's spill file
 
     @property
     def rows(self) -> int:
-        return self.session_idx.n
+        return self.base + self.session_idx.n
 
-    def col(self, name: str) -> np.ndarray:
-        """All rows of a column (NaN = missing); an unknown column is all NaN."""
+    def held(self, name: str) -> np.ndarray:
+        """The rows held in memory (rows ``base``..) of a column ("session": each row's segment index); an
+        unknown column is all NaN."""
         j = EXACT_INDEX.get(name)
         if j is not None:
             return self.exact.view()[:, j]
         j = FLOAT_INDEX.get(name)
         if j is not None:
             return self.floats.column(j)
+        if name == "session":
+            return self.session_idx.view()
         c = self.extras.get(name)
-        return c.view() if c is not None else np.full(self.rows, np.nan, np.float32)
+        return c.view() if c is not None else np.full(self.session_idx.n, np.nan, np.float32)
+
+    def col(self, name: str) -> np.ndarray:
+        """All rows of a column (NaN = missing); an unknown column is all NaN. Rows spilled are read back
+        from the spill file (O(rows)): a reader of the recent rows uses :meth:`span`, :meth:`at`, :meth:`last`."""
+        if not self.base:
+            return self.held(name)
+        return self.span(name, 0, self.rows)
+
+    def span(self, name: str, lo: int, hi: int) -> np.ndarray:
+        """Rows ``lo``..``hi - 1`` of a column (clipped to the rows there are): a view of memory when they are
+        held, else read back from the spill file."""
+        n = self.rows
+        lo, hi = max(0, min(lo, n)), max(0, min(hi, n))
+        base = self.base
+        if lo >= base:
+            return self.held(name)[lo - base:hi - base]
+        held = self.held(name)
+        parts = []
+        for c in self.spilled:
+            if c.first + c.n <= lo:
+                continue
+            if c.first >= hi:
+                break
+            v = self.spill.read(c, name, held.dtype)  # type: ignore[union-attr]
+            parts.append(v[max(lo - c.first, 0):hi - c.first])
+        if hi > base:
+            parts.append(held[:hi - base])
+        return np.concatenate(parts) if parts else held[:0]
+
+    def at(self, name: str, i: int) -> float:
+        """Row ``i``'s value of a column (negative: from the end)."""
+        if i < 0:
+            i += self.rows
+        if i >= self.base:
+            return float(self.held(name)[i - self.base])
+        return float(self.span(name, i, i + 1)[0])
+
+    def last(self, name: str) -> float:
+        """The last row's value of a column."""
+        return float(self.held(name)[-1])
+
+    def search_step(self, step: float, side: str = "left") -> int:
+        """``np.searchsorted(col("step"), step, side)`` for a rank whose steps never go down: among the held
+        rows when the step is past the spilled ones (a spilled chunk is read back only when the step is in
+        it)."""
+        held = self.held("step")
+        side_ = "left" if side == "left" else "right"
+        past = (lambda x: step > x) if side_ == "left" else (lambda x: step >= x)
+        if not self.base or (len(held) and past(held[0])):
+            return self.base + int(np.searchsorted(held, step, side_))
+        for c in self.spilled:
+            if not past(c.smax):
+                return c.first + int(np.searchsorted(self.span("step", c.first, c.first + c.n), step, side_))
+        return self.base + int(np.searchsorted(held, step, side_))
+
+    def has_values(self, name: str) -> bool:
+        """Whether some row of the column holds a value (not NaN): the held rows first, then what was spilled
+        (a chunk where the column was one value, or absent, is not read back)."""
+        if not np.isnan(self.held(name)).all():
+            return True
+        for c in self.spilled:
+            got = c.cols.get(name)
+            if got is None or (isinstance(got, float) and got != got):
+                continue
+            if isinstance(got, float) or not np.isnan(self.span(name, c.first, c.first + c.n)).all():
+                return True
+        return False
+
+    def take(self, name: str, idx: np.ndarray) -> np.ndarray:
+        """A column's values at rows ``idx`` (as ``col(name)[idx]``, reading back only what is spilled)."""
+        if not len(idx):
+            return self.held(name)[:0].copy()
+        lo = int(np.min(idx))
+        if lo >= self.base:
+            return self.held(name)[np.asarray(idx) - self.base]
+        return self.span(name, lo, self.rows)[np.asarray(idx) - lo]
 
     def summary(self, column: str) -> Summary:
         """The column's block summary, extended to every complete block (cheap: only new blocks are read)."""
@@ -304,7 +391,7 @@ class RankData:
             return Summary(nb, s.mins[:nb], s.maxs[:nb], s.argmin[:nb], s.argmax[:nb], s.firstbad[:nb])
         if nb > s.blocks:
             lo = s.blocks * BLOCK
-            vals = self.col(column)[lo: nb * BLOCK].astype(np.float64).reshape(-1, BLOCK)
+            vals = self.span(column, lo, nb * BLOCK).astype(np.float64).reshape(-1, BLOCK)
             fin = np.isfinite(vals)
             anyfin = fin.any(axis=1)
             amin = np.argmin(np.where(fin, vals, np.inf), axis=1)
@@ -370,7 +457,7 @@ class RankData:
             return np.broadcast_to(np.True_, (n,))
         if self._effective is not None and len(self._effective) == n:
             return self._effective
-        sess = self.session_idx.view()
+        sess = self.col("session")
         step = self.col("step")
         cut = np.full(len(self.segments), np.inf)
         later = np.inf
@@ -505,7 +592,8 @@ def _append_sessions(d: RankData, rows: Rows, base: int) -> bool:
                     continue
                 first = int(np.argmax(mine))
                 k = known[name] = len(d.segments)
-                d.segments.append(Segment(name, base + first, float(steps[first])))
+                d.segments.append(Segment(name, base + first, float(steps[first]), float(rows.exact[first, 0]),
+                                          float(rows.floats[first, FLOAT_INDEX["step_time"]])))
             to_segment[code] = k
         coded = to_segment[rows.session_codes]
         d.session_idx.extend(coded)
@@ -568,6 +656,9 @@ class Store:
         #: each rank's answers (mstop.engine.rankstate), kept by what they were worked out from: shared with
         #: snapshots (a derived cache, like the block summaries: entries are replaced whole, never changed)
         self.answers = KeptAnswers()
+        #: rows all ranks hold in memory before their oldest are spilled (mstop.engine.spill; None: never)
+        self.keep_rows: int | None = spill.KEEP_ROWS
+        self.spill = SpillFile()
 
     # read-only: the store's own methods change them (saw_mtime, forget_arrivals, file_time, ingest_*)
     @property
@@ -741,6 +832,7 @@ class Store:
         data = self.ranks.get(r)
         if data is None:
             data = self.ranks[r] = RankData(r)
+            data.spill = self.spill
             self._dirty.add(r)
         return data
 
@@ -764,22 +856,23 @@ class Store:
             base = d.rows
             segments_before = len(d.segments)
             new_steps = rows.exact[:, 1]
-            if d.monotonic and ((base and new_steps[0] < d.exact.data[base - 1, 1])
+            if d.monotonic and ((base and new_steps[0] < d.last("step"))
                                 or (len(new_steps) > 1 and bool((new_steps[1:] < new_steps[:-1]).any()))):
                 d.monotonic = False
             d.exact.extend(rows.exact)
             d.floats.extend(rows.floats)
+            held = d.session_idx.n  # the rows before these held in memory (those spilled had none)
             for name, values in rows.extra.items():
                 col = d.extras.get(name)
                 if col is None:  # a numeric extra column: earlier rows had none
-                    col = d.extras[name] = Block(np.float32, capacity=max(64, base))
-                    col.extend(np.full(base, np.nan, np.float32))
+                    col = d.extras[name] = Block(np.float32, capacity=max(64, held))
+                    col.extend(np.full(held, np.nan, np.float32))
                     if name not in self.extra_columns:
                         self.extra_columns.append(name)
                 col.extend(values)
             for col in d.extras.values():
-                if col.n < base + len(rows):  # a column this file does not have
-                    col.extend(np.full(base + len(rows) - col.n, np.nan, np.float32))
+                if col.n < held + len(rows):  # a column this file does not have
+                    col.extend(np.full(held + len(rows) - col.n, np.nan, np.float32))
             mixed = _append_sessions(d, rows, base)
             d.ledger.settle(d)
             if rows.nonfinite:
@@ -790,9 +883,41 @@ class Store:
             tokens = float(np.nansum(d.col("tokens")[d.effective()], dtype=np.float64)) if retimed else None
             self.folds.add(r, rows.exact, rows.floats, rows.extra.get(ACHIEVED), segments=len(d.segments),
                            latest_first=d.segments[-1].first_row if d.segments else 0, mixed=mixed, tokens=tokens)
+            self._spill_old(d)
             self._touch(d)
             self._arrival = self._life_arrival = time.time()
             self.version += 1
+
+    def _spill_old(self, d: RankData) -> None:
+        """Move rank ``d``'s oldest rows to the spill file when it holds more than its share of the store's
+        budget (:attr:`keep_rows` over the ranks, at least spill.MIN_HELD), in whole chunks of
+        spill.SPILL_ROWS rows: called after the folds took the rows in, so none of them reads them back."""
+        keep, size = self.keep_rows, spill.SPILL_ROWS
+        held = d.session_idx.n
+        if keep is None or held < size or self.spill.failed is not None:
+            return
+        cap = max(spill.MIN_HELD, keep // max(1, len(self.ranks)))
+        chunks = (held - cap) // size
+        if chunks <= 0:
+            return
+        names = (*EXACT, *FLOAT_COLS, "session", *d.extras)
+        made = []
+        try:
+            for j in range(chunks):
+                a, b = j * size, (j + 1) * size
+                made.append(self.spill.write_chunk(d.base + a, {c: d.held(c)[a:b] for c in names}))
+        except OSError as e:
+            self.spill.failed = str(e)
+            self.note(f"the oldest rows could not be moved out of memory ({e}): every row is held in memory")
+            return
+        m = chunks * size
+        floats = np.stack([d.floats.column(j)[m:] for j in range(len(FLOAT_COLS))], axis=1)
+        d.floats = FloatColumns()  # new arrays: frozen copies keep theirs (and the columns vary anew)
+        d.floats.extend(floats)
+        d.exact, d.session_idx = _rest(d.exact, m), _rest(d.session_idx, m)
+        d.extras = {k: _rest(b, m) for k, b in d.extras.items()}
+        d.spilled = (*d.spilled, *made)
+        d.base += m
 
     def ingest_round(self, batches: list[tuple[int, Rows]]) -> None:
         """Append a read round's rows, rank by rank (in file order each): one call for the round. The usual
@@ -821,13 +946,15 @@ class Store:
                     self.ingest_rows(r, rows)
                     continue
                 seen.add(r)
-                if d.monotonic and rows.exact[0, 1] < d.exact.data[d.rows - 1, 1]:
+                if d.monotonic and rows.exact[0, 1] < d.exact.data[d.exact.n - 1, 1]:
                     d.monotonic = False
                 d.exact.extend(rows.exact)
                 d.floats.extend(rows.floats)
                 k = len(d.segments) - 1
                 d.session_idx.extend(_ONE_SEGMENT[k] if k < len(_ONE_SEGMENT) else np.array([k], np.int32))
                 d.ledger.settle(d)
+                if d.session_idx.n >= spill.SPILL_ROWS:
+                    self._spill_old(d)
                 self._touch(d)
                 plain.append((r, rows))
             fold()
@@ -850,6 +977,7 @@ class Store:
                 d.quiet = {}
                 d.kept = {}
                 d.ledger = RankLedger()
+                d.base, d.spilled = 0, ()  # what it spilled stays in the file, unread
                 d.csv_mtime = None
                 self._touch(d)
                 d.rows_epoch += 1
@@ -868,6 +996,7 @@ class Store:
                 fresh.segments, fresh.segment_of, fresh.nonfinite = old.segments, old.segment_of, old.nonfinite
                 fresh.monotonic, fresh.summaries, fresh.summary_lock = old.monotonic, old.summaries, old.summary_lock
                 fresh.rows_epoch, fresh.retimes, fresh.kept = old.rows_epoch, old.retimes, old.kept
+                fresh.base, fresh.spilled, fresh.spill = old.base, old.spilled, old.spill
                 fresh.ledger.settle(fresh)  # classified again without the checkpoints, which come again
                 self.ranks[r] = fresh
                 self._dirty.add(r)
@@ -986,7 +1115,7 @@ class Store:
             if d is None or d.rows == 0:
                 return np.empty(0), np.empty(0)
             rows = self.series_rows(r, column, points, steps=steps)
-            return d.col(x)[rows].astype(np.float64), d.col(column)[rows].astype(np.float64)
+            return d.take(x, rows).astype(np.float64), d.take(column, rows).astype(np.float64)
 
     def series_rows(self, r: int, column: str, points: int, *, steps: tuple[float, float] | None = None) -> np.ndarray:
         """The rows :meth:`series` draws (to read other columns of the same rows)."""
@@ -1000,7 +1129,7 @@ class Store:
 
     def _present(self, d: RankData, column: str, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
         """Rows in [lo, hi) whose cell holds a value (a number, or a literal NaN/Inf), and those values."""
-        ys = d.col(column)[lo:hi].astype(np.float64)
+        ys = d.span(column, lo, hi).astype(np.float64)
         present = ~np.isnan(ys)
         lit = [i - lo for i, c, _ in d.nonfinite if c == column and lo <= i < hi]
         if lit:
@@ -1020,8 +1149,7 @@ class Store:
     def _summary_rows(self, d: RankData, column: str, points: int, steps: Any) -> np.ndarray:
         lo, hi = 0, d.rows
         if steps is not None:
-            st = d.col("step")
-            lo, hi = int(np.searchsorted(st, steps[0], "left")), int(np.searchsorted(st, steps[1], "right"))
+            lo, hi = d.search_step(steps[0], "left"), d.search_step(steps[1], "right")
         if hi - lo <= 8 * BLOCK:
             rows, ys = self._present(d, column, lo, hi)
             return rows if len(rows) <= points else rows[_pick(ys, max(1, points // 3))]
@@ -1049,6 +1177,15 @@ class Store:
                 picks.add(int(bad.min()))
             out.append(np.fromiter(picks, dtype=np.int64, count=len(picks)))
         return np.unique(np.concatenate(out)) if out else np.empty(0, np.int64)
+
+
+def _rest(b: Block, m: int) -> Block:
+    """A new block of ``b``'s rows from ``m`` on (``b`` itself unchanged: frozen copies share it)."""
+    rest = b.view()[m:]
+    out = Block(b.data.dtype, b.data.shape[1] if b.data.ndim > 1 else None,
+                capacity=len(rest) + len(rest) // GROWTH + 64)
+    out.extend(rest)
+    return out
 
 
 def _pick(ys: np.ndarray, buckets: int) -> np.ndarray:

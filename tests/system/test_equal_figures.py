@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import math
@@ -15,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mstop.commands.summary import summarize
+from mstop.engine import spill
 from mstop.engine.figures import Options
 from mstop.engine.store import Store
 from mstop.sources import rankfiles, read_once
@@ -118,13 +120,34 @@ def test_summary_and_frame_are_equal_read_whole_or_followed_in_pieces(tmp_path_f
         rankfiles.BATCH_BYTES = kept
     b = followed(pieces, files, cuts)
     c = read_once(str(whole))  # the files of a run read in one batch
+    with spilling():  # every rank's rows but its last one or two out of memory: read back from the spill file
+        d = read_once(str(whole))
+        spilled = tmp_path_factory.mktemp("spilled")
+        e = followed(spilled, files, cuts)
+    assert (d.rows, e.rows) == (a.rows, a.rows)
+    assert all(x.rows - x.base <= 2 for x in (*d.ranks.values(), *e.ranks.values()))  # the rest was spilled
     clock = max(float(d.exact.view()[-1, 0]) for d in a.ranks.values() if d.rows) + later if a.rows else T0
     assert (a.rows, a.bad_rows) == (b.rows, b.bad_rows) == (c.rows, c.bad_rows)
     sa, fa = figures_of(a, clock)
     sb, fb = figures_of(b, clock)
     sc, fc = figures_of(c, clock)
-    assert sa.replace(str(whole), "RUN") == sb.replace(str(pieces), "RUN") == sc.replace(str(whole), "RUN")
-    assert fa.replace(str(whole), "RUN") == fb.replace(str(pieces), "RUN") == fc.replace(str(whole), "RUN")
+    sd, fd = figures_of(d, clock)
+    se, fe = figures_of(e, clock)
+    assert sa.replace(str(whole), "RUN") == sb.replace(str(pieces), "RUN") == sc.replace(str(whole), "RUN") \
+        == sd.replace(str(whole), "RUN") == se.replace(str(spilled), "RUN")
+    assert fa.replace(str(whole), "RUN") == fb.replace(str(pieces), "RUN") == fc.replace(str(whole), "RUN") \
+        == fd.replace(str(whole), "RUN") == fe.replace(str(spilled), "RUN")
+
+
+@contextlib.contextmanager
+def spilling():
+    """Stores made meanwhile keep one row a rank in memory and spill the rest in chunks of 2 (step 6)."""
+    kept = spill.KEEP_ROWS, spill.SPILL_ROWS, spill.MIN_HELD
+    spill.KEEP_ROWS, spill.SPILL_ROWS, spill.MIN_HELD = 0, 2, 1
+    try:
+        yield
+    finally:
+        spill.KEEP_ROWS, spill.SPILL_ROWS, spill.MIN_HELD = kept
 
 
 @settings(max_examples=300, deadline=None)

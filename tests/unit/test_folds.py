@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from mstop.engine.figures import ACHIEVED, WINDOW, lasts, tokens_seen, window
 from mstop.engine.parse import NUMERIC, Rows
-from mstop.engine.store import EXACT_INDEX, FLOAT_INDEX, Store
+from mstop.engine.store import FLOAT_INDEX, Store
 
 N_EXACT = 2
 COLS = ("step_time", "data_wait", "tokens", "samples", "mfu", "mem_peak", "mem_total")
@@ -43,10 +43,10 @@ def _truth_window(store: Store) -> dict[int, dict[str, list]]:
             idx = np.flatnonzero(d.steady())[-WINDOW:]
         else:
             idx = np.arange(max(1 if n > 1 else 0, n - WINDOW), n)
-        got = {"time": d.exact.data[idx, EXACT_INDEX["time"]], "step": d.exact.data[idx, EXACT_INDEX["step"]]}
+        got = {"time": d.col("time")[idx], "step": d.col("step")[idx]}
         for c in COLS:
             got[c] = d.col(c)[idx].astype(np.float64)
-        got[ACHIEVED] = d.extras[ACHIEVED].data[idx].astype(np.float64) if ACHIEVED in d.extras else \
+        got[ACHIEVED] = d.col(ACHIEVED)[idx].astype(np.float64) if ACHIEVED in d.extras else \
             np.full(len(idx), np.nan)
         out[r] = {c: [None if np.isnan(x) else float(x) for x in v] for c, v in got.items()}
     return out
