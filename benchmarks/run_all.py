@@ -22,7 +22,10 @@ Figures:
 - the runs list: 1,000 runs x 8 ranks (2,000 rows each: the list reads tails) until the page on screen and
   every run's figures are known, against ``pandas.read_csv`` of the last 100 rows of every rank file;
 - the writer: MstopCallback's overhead per step against ``LossMonitor(1)``'s, ``MetricsWriter.log()``
-  against a bare formatted write.
+  against a bare formatted write;
+- memory: peak resident memory of ``summary --json`` and of the monitor's first full frame on 1,024 ranks x
+  5,000 and x 20,000 rows, beside pyarrow holding the same rows and mstop holding every row
+  (``MSTOP_KEEP_ROWS=all``); the growth while 1,024 ranks are followed for an hour's rows (bench_hour.py).
 """
 
 from __future__ import annotations
@@ -345,6 +348,48 @@ def ten_thousand(data: str, rows_each: int, seconds: float) -> list[Row]:
     return rows
 
 
+# -- memory bounded by time ---------------------------------------------------------------------------------
+
+def peak(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, float]:
+    """(seconds, peak resident MB) of a fresh process (its own ``ru_maxrss``, from wait4)."""
+    t0 = time.perf_counter()
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, env=env)
+    _, status, ru = os.wait4(p.pid, 0)
+    if status:
+        raise RuntimeError(f"{cmd} ended with status {status}")
+    return time.perf_counter() - t0, ru.ru_maxrss / 1024
+
+
+def memory(data: str, sizes: tuple[int, ...], hour_rows: int) -> list[Row]:
+    """Peak memory of ``summary`` and of the monitor's first full frame on 1,024 ranks of each size, beside
+    pyarrow holding the same files' rows and mstop holding every row (``MSTOP_KEEP_ROWS=all``: before step 6);
+    then 1,024 ranks followed a row at a time for ``hour_rows`` rows (bench_hour.py)."""
+    from bench_monitor import FIRST_FRAME
+
+    rows = []
+    every = {**os.environ, "MSTOP_KEEP_ROWS": "all"}
+    for n in sizes:
+        run = many_ranks(data, 1024, n)
+        what = f"1,024 ranks x {n:,} rows"
+        s_t, s_mb = peak([PY, "-m", "mstop", "summary", "--json", run])
+        a_t, a_mb = peak([PY, "-c", ARROW, run])
+        e_t, e_mb = peak([PY, "-m", "mstop", "summary", "--json", run], every)
+        rows.append(Row(f"{what}: `summary --json` peak memory", f"{s_mb:.0f} MB ({s_t:.1f} s)",
+                        f"every row held {e_mb:.0f} MB ({e_t:.1f} s); pyarrow {a_mb:.0f} MB ({a_t:.1f} s)",
+                        None, "<= 600 MB", s_mb <= 600))
+        f_t, f_mb = peak([PY, "-c", FIRST_FRAME, run, str(1024 * n)])
+        g_t, g_mb = peak([PY, "-c", FIRST_FRAME, run, str(1024 * n)], every)
+        rows.append(Row(f"{what}: the monitor's peak memory to its first full frame", f"{f_mb:.0f} MB ({f_t:.1f} s)",
+                        f"every row held {g_mb:.0f} MB ({g_t:.1f} s)", None, "<= 600 MB", f_mb <= 600))
+    got = subprocess.run([PY, os.path.join(os.path.dirname(__file__), "bench_hour.py"), "--rows", str(hour_rows)],
+                         check=True, capture_output=True, text=True).stdout.split()
+    filled, end, allheld, seconds = (float(x) for x in got[-4:])
+    rows.append(Row(f"1,024 ranks followed for {hour_rows:,} rows each (a row a round, frames between): "
+                    "memory growth after the window fills", f"{end - filled:+.0f} MB (to {end:.0f} MB)",
+                    f"every row held: {allheld:+.0f} MB; {seconds:.0f} s", None, "<= 50 MB", end - filled <= 50))
+    return rows
+
+
 # -- the writer -------------------------------------------------------------------------------------------
 
 def writer(steps: int, repeats: int, rows: int) -> list[Row]:
@@ -426,7 +471,7 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="smaller runs, fewer repeats: under 5 minutes")
     ap.add_argument("--data", default=os.path.join(tempfile.gettempdir(), "mstop-bench"),
                     help="where generated runs are kept between runs")
-    ap.add_argument("--only", help="comma-separated parts: cold,first,frame,follow,ranks,runs,writer")
+    ap.add_argument("--only", help="comma-separated parts: cold,first,frame,follow,ranks,runs,writer,memory")
     a = ap.parse_args()
     os.makedirs(a.data, exist_ok=True)
     q = a.quick
@@ -438,6 +483,7 @@ def main() -> int:
         "ranks": lambda: ten_thousand(a.data, 100 if q else 2000, 8.0 if q else 30.0),
         "runs": lambda: runs_list(a.data, 100 if q else 1000, 2000, 1 if q else 3),
         "writer": lambda: writer(500 if q else 2000, 5 if q else 11, 5000 if q else 20000),
+        "memory": lambda: memory(a.data, (1000,) if q else (5000, 20000), 600 if q else 3600),
     }
     chosen = a.only.split(",") if a.only else list(parts)
     t0 = time.time()

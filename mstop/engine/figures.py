@@ -486,8 +486,9 @@ def _tail_rows(d: RankData, keep: Callable[[np.ndarray, np.ndarray], np.ndarray]
     found: list[np.ndarray] = []
     total = 0
     end = d.rows
+    base = d.base  # the held rows first: the spilled ones are read back only when these hold too few
     while end > 0 and total < need:
-        start = max(0, end - _CHUNK)
+        start = max(base if end > base else 0, end - _CHUNK)
         rows = np.arange(start, end)
         sel = rows[eff[start:end] & keep(rows, d.span(column, start, end))]
         found.append(sel)

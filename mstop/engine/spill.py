@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import tempfile
 import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
@@ -40,12 +41,17 @@ def env_int(name: str, default: int | None, least: int) -> int | None:
 
 
 #: Rows all ranks together hold in memory before their oldest go to the spill file (``MSTOP_KEEP_ROWS``;
-#: ``all``: never spill). Four million rows are 70-350 MB (17 bytes a row and 4 per float column that varies).
-KEEP_ROWS = env_int("MSTOP_KEEP_ROWS", 4_000_000, 0)
+#: ``all``: never spill). A million rows are 20-90 MB (17 bytes a row and 4 per float column that varies); a
+#: rank holds between its share and a chunk more.
+KEEP_ROWS = env_int("MSTOP_KEEP_ROWS", 1_000_000, 0)
 #: Rows a spilled chunk holds (``MSTOP_SPILL_ROWS``: the tests make it small to spill in every run).
-SPILL_ROWS: int = env_int("MSTOP_SPILL_ROWS", 2048, 1) or 2048
-#: Rows a rank always holds, however many ranks share the budget: its recent rows, read at every frame.
-MIN_HELD = max(1, SPILL_ROWS // 8)
+SPILL_ROWS: int = env_int("MSTOP_SPILL_ROWS", 512, 1) or 512
+#: Rows a rank always holds, however many ranks share the budget: its recent rows, which the live rules read
+#: at every frame (a spike's 100 previous steps and 20 recent ones).
+MIN_HELD = max(1, SPILL_ROWS // 2)
+#: Bytes of columns read back that are kept for the next reader (the newest used): a chart of a short run
+#: or a resumed rank reads the same spilled rows at every frame.
+CACHE_BYTES = 32 << 20
 
 
 @dataclass(frozen=True)
@@ -74,6 +80,9 @@ class SpillFile:
         self._lock = threading.Lock()
         self.failed: str | None = None  # why a write failed (the rows stayed in memory)
         self.written = 0  # bytes written
+        self.reads = 0  # reads that went to the file (not the cache)
+        self._cache: OrderedDict[tuple[int, int, str], np.ndarray] = OrderedDict()
+        self._cached = 0  # bytes in the cache
 
     def _open(self) -> int:
         if self._fd is None:
@@ -95,7 +104,25 @@ class SpillFile:
             return off
 
     def get(self, off: int, n: int, dtype: str) -> np.ndarray:
-        """``n`` values of ``dtype`` written at ``off``."""
+        """``n`` values of ``dtype`` written at ``off`` (read-only: the newest read are kept, CACHE_BYTES)."""
+        key = (off, n, dtype)
+        with self._lock:
+            got = self._cache.get(key)
+            if got is not None:
+                self._cache.move_to_end(key)
+                return got
+        got = self._read(off, n, dtype)
+        got.flags.writeable = False
+        with self._lock:
+            if key not in self._cache:
+                self._cache[key] = got
+                self._cached += got.nbytes
+                while self._cached > CACHE_BYTES and self._cache:
+                    self._cached -= self._cache.popitem(last=False)[1].nbytes
+        return got
+
+    def _read(self, off: int, n: int, dtype: str) -> np.ndarray:
+        self.reads += 1
         size = n * np.dtype(dtype).itemsize
         out = bytearray(size)
         view = memoryview(out)
