@@ -81,6 +81,7 @@ class SpillFile:
         self.failed: str | None = None  # why a write failed (the rows stayed in memory)
         self.written = 0  # bytes written
         self.reads = 0  # reads that went to the file (not the cache)
+        self.ram_disk: str | None = None  # the file's directory when it is a RAM disk (tmpfs): no memory saved
         self._cache: OrderedDict[tuple[int, int, str], np.ndarray] = OrderedDict()
         self._cached = 0  # bytes in the cache
 
@@ -89,6 +90,8 @@ class SpillFile:
             f = tempfile.TemporaryFile(prefix="mstop-spill-", dir=self.directory)
             self._fd = os.dup(f.fileno())
             f.close()
+            where = self.directory or tempfile.gettempdir()
+            self.ram_disk = where if fs_type(where) in ("tmpfs", "ramfs") else None
         return self._fd
 
     def put(self, data: np.ndarray) -> int:
@@ -177,6 +180,24 @@ class SpillFile:
             self.close()
         except Exception:  # noqa: BLE001 - at interpreter exit anything may be gone
             pass
+
+
+def fs_type(path: str) -> str | None:
+    """The type of the file system ``path`` is on (the longest mount point above it in /proc/self/mounts)."""
+    path = os.path.realpath(path)
+    best, kind = "", None
+    try:
+        with open("/proc/self/mounts") as f:
+            for line in f:
+                parts = line.split()
+                if len(parts) < 3:
+                    continue
+                mnt = parts[1].replace("\\040", " ")
+                if (path == mnt or path.startswith(mnt.rstrip("/") + "/")) and len(mnt) > len(best):
+                    best, kind = mnt, parts[2]
+    except OSError:
+        return None
+    return kind
 
 
 def _constant(v: np.ndarray) -> bool:

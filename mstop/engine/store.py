@@ -910,6 +910,9 @@ class Store:
             self.spill.failed = str(e)
             self.note(f"the oldest rows could not be moved out of memory ({e}): every row is held in memory")
             return
+        if self.spill.ram_disk is not None:
+            self.note(f"the rows moved out of memory are in {self.spill.ram_disk}, a RAM disk: set MSTOP_SPILL_DIR "
+                      "to a directory on a disk to save that memory")
         m = chunks * size
         floats = np.stack([d.floats.column(j)[m:] for j in range(len(FLOAT_COLS))], axis=1)
         d.floats = FloatColumns()  # new arrays: frozen copies keep theirs (and the columns vary anew)

@@ -138,6 +138,9 @@ def test_demo_refuses_bad_counts():
 def test_runs_list_in_tmux_open_a_run_and_come_back(tmp_path):
     """``mstop runs/`` in a real terminal: every run listed, Enter opens one, Escape comes back, q quits."""
     shutil.copytree(ROOT / "tests" / "fixtures" / "snap-runs", tmp_path / "runs")
+    ten_minutes_ago = time.time() - 600  # as a fresh clone's files are by the time this runs: a checkout hours
+    for f in (tmp_path / "runs").rglob("*"):  # old made the stalled runs dead (the files' age witnesses the end)
+        os.utime(f, (ten_minutes_ago, ten_minutes_ago))
     sock = f"mstop-test-{uuid.uuid4().hex[:8]}"
     _tmux(sock, f"{sys.executable} -m mstop {tmp_path / 'runs'}")
     try:

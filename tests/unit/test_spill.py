@@ -166,3 +166,14 @@ def test_the_budget_is_read_from_the_environment(monkeypatch):
     assert spill.env_int("X_SET", 7, 0) is None
     monkeypatch.setenv("X_SET", "lots")
     assert spill.env_int("X_SET", 7, 0) == 7
+
+
+@pytest.mark.skipif(spill.fs_type("/dev/shm") != "tmpfs", reason="no RAM disk at /dev/shm here")
+def test_a_spill_file_on_a_ram_disk_is_said_to_save_nothing(monkeypatch):
+    monkeypatch.setattr(spill, "SPILL_ROWS", 4)
+    monkeypatch.setattr(spill, "MIN_HELD", 1)
+    monkeypatch.setenv("MSTOP_SPILL_DIR", "/dev/shm")
+    store = Store()
+    store.keep_rows = 0
+    store.ingest_rows(0, _rows(1, 20, "s0", 1, False))
+    assert store.ranks[0].base and [n for n in store.notes if "/dev/shm, a RAM disk: set MSTOP_SPILL_DIR" in n]
