@@ -55,19 +55,36 @@ CACHE_BYTES = 32 << 20
 
 
 @dataclass(frozen=True)
+class Written:
+    """One spill of one rank's rows (a whole number of chunks, one write): each column's offset in the file,
+    its rows in a row, or its one value when every row spilled held it (a constant column costs no bytes)."""
+
+    first: int  # the rank's row its first row is
+    rows: int
+    cols: dict[str, tuple[int, str] | float]
+
+
+@dataclass(frozen=True)
 class Chunk:
-    """Rows ``first``..``first + n - 1`` of one rank in the spill file: each column's (offset, dtype), or its
-    one value when every row of the chunk held it (a constant column costs no bytes)."""
+    """Rows ``first``..``first + n - 1`` of one rank in the spill file, part of a :class:`Written`; with what a
+    reader checks before reading it back: its latest time, its lowest and highest step, and the latest time of
+    each session's rows in it (mstop.engine.ledgerfold: a late checkpoint)."""
 
     first: int
     n: int
-    cols: dict[str, tuple[int, str] | float]
-    #: what a reader checks before reading it back: its latest time, its lowest and highest step, and the latest
-    #: time of each session's rows in it (mstop.engine.ledgerfold: a late checkpoint)
-    tmax: float = float("nan")
-    smin: float = float("nan")
-    smax: float = float("nan")
-    sess_tmax: dict[int, float] | None = None
+    written: Written
+    tmax: float
+    smin: float
+    smax: float
+    sess_tmax: dict[int, float]
+
+    def has(self, name: str) -> tuple[int, str] | float | None:
+        """Where column ``name`` of this chunk is: (offset, dtype), its one value, or None (not there)."""
+        got = self.written.cols.get(name)
+        if isinstance(got, tuple):
+            off, code = got
+            return off + (self.first - self.written.first) * np.dtype(code).itemsize, code
+        return got
 
 
 class SpillFile:
@@ -140,30 +157,60 @@ class SpillFile:
             got += k
         return np.frombuffer(out, dtype=dtype)
 
-    def write_chunk(self, first: int, columns: dict[str, np.ndarray]) -> Chunk:
-        """Rows ``first``.. of one rank, each column's values (equal lengths): written, constant ones kept as
-        their value."""
-        cols: dict[str, tuple[int, str] | float] = {}
-        n = 0
+    def write_chunks(self, first: int, size: int, columns: dict[str, np.ndarray],
+                     constant: dict[str, float]) -> list[Chunk]:
+        """Rows ``first``.. of one rank, in chunks of ``size`` rows: each column's values (a multiple of
+        ``size`` of them), and the columns of one value throughout (``constant``; a float column of one value
+        bit for bit is found so too). One write: each column's rows in a row, so a reader of many chunks reads
+        each column once."""
+        m = len(columns["time"])
+        k = m // size
+        m = k * size
+        cols: dict[str, tuple[int, str] | float] = dict(constant)
+        parts: list[np.ndarray] = []
+        off = 0
         for name, v in columns.items():
-            n = len(v)
-            if v.dtype.kind == "f" and n and _constant(v):
-                cols[name] = float(v[0])
-            else:
-                cols[name] = (self.put(v), v.dtype.str)
-        t, step, sess = columns["time"], columns["step"], columns["session"]
-        by = {int(k): float(np.max(t[sess == k])) for k in np.unique(sess).tolist()}
-        return Chunk(first, n, cols, float(np.max(t)), float(np.min(step)), float(np.max(step)), by)
+            v = np.ascontiguousarray(v[:m])
+            if v.dtype.kind == "f":
+                bits = v.view(np.uint32 if v.dtype.itemsize == 4 else np.uint64)
+                if bool((bits == bits[0]).all()):  # bit for bit: NaN as NaN, -0.0 as -0.0
+                    cols[name] = float(v[0])
+                    continue
+            cols[name] = (off, v.dtype.str)
+            parts.append(v.view(np.uint8))
+            off += v.nbytes
+        base = self.put(np.concatenate(parts)) if parts else 0
+        w = Written(first, m, {n: ((v[0] + base, v[1]) if isinstance(v, tuple) else v) for n, v in cols.items()})
+        t, step, sess = (columns[c][:m].reshape(k, size) for c in ("time", "step", "session"))
+        tmax, smin, smax = t.max(axis=1).tolist(), step.min(axis=1).tolist(), step.max(axis=1).tolist()
+        one = bool((sess == sess[0, 0]).all())
+        out = []
+        for j in range(k):
+            by = {int(sess[0, 0]): tmax[j]} if one else \
+                {int(x): float(np.max(t[j][sess[j] == x])) for x in np.unique(sess[j]).tolist()}
+            out.append(Chunk(first + j * size, size, w, tmax[j], smin[j], smax[j], by))
+        return out
 
-    def read(self, chunk: Chunk, name: str, dtype: np.dtype) -> np.ndarray:
-        """Column ``name`` of a chunk as ``dtype`` (NaN when the chunk did not have it)."""
-        got = chunk.cols.get(name)
-        if got is None:
-            return np.full(chunk.n, np.nan, dtype)
-        if isinstance(got, float):
-            return np.full(chunk.n, got, dtype)
-        off, code = got
-        return self.get(off, chunk.n, code).astype(dtype, copy=False)
+    def read(self, chunks: list[Chunk], name: str, dtype: np.dtype) -> np.ndarray:
+        """Column ``name`` of consecutive chunks of one rank, as ``dtype`` (NaN where a chunk did not have it):
+        one read for the chunks of one write."""
+        out: list[np.ndarray] = []
+        i = 0
+        while i < len(chunks):
+            c = chunks[i]
+            got = c.has(name)
+            j = i + 1
+            while j < len(chunks) and chunks[j].written is c.written:
+                j += 1
+            n = sum(x.n for x in chunks[i:j])
+            if got is None:
+                out.append(np.full(n, np.nan, dtype))
+            elif isinstance(got, float):
+                out.append(np.full(n, got, dtype))
+            else:
+                out.append(self.get(got[0], n, got[1]).astype(dtype, copy=False))
+            i = j
+        return out[0] if len(out) == 1 else np.concatenate(out)
 
     def stat(self) -> os.stat_result | None:
         """The file's status (its mode, its links: none once unlinked); None before it is opened."""
@@ -198,9 +245,3 @@ def fs_type(path: str) -> str | None:
     except OSError:
         return None
     return kind
-
-
-def _constant(v: np.ndarray) -> bool:
-    """Whether every value is the first (NaN equal to NaN, and -0.0 told from 0.0: read back bit for bit)."""
-    b = v.view(np.uint32 if v.dtype.itemsize == 4 else np.uint64)
-    return bool((b == b[0]).all())

@@ -17,6 +17,7 @@ can always be shown.
 
 from __future__ import annotations
 
+import bisect
 import copy
 import itertools
 import math
@@ -189,6 +190,12 @@ class FloatColumns:
             return np.broadcast_to(self.const[j], (self.n,))
         return self.block.view()[:, w]
 
+    def rest(self, m: int) -> FloatColumns:
+        """These columns from row ``m`` on (new arrays: frozen copies keep theirs)."""
+        c = FloatColumns.__new__(FloatColumns)
+        c.block, c.const, c.where, c.cols, c.n = _rest(self.block, m), self.const, self.where, self.cols, self.n - m
+        return c
+
     def frozen(self) -> FloatColumns:
         c = FloatColumns.__new__(FloatColumns)
         c.block, c.const, c.where, c.cols, c.n = self.block.frozen(), self.const, self.where, self.cols, self.n
@@ -317,17 +324,16 @@ class RankData:
         if lo >= base:
             return self.held(name)[lo - base:hi - base]
         held = self.held(name)
+        sp = self.spilled  # in row order: the chunks holding rows lo..hi found by bisection
+        a = max(0, bisect.bisect_right(sp, lo, key=_first_row) - 1)
+        chunks = [c for c in sp[a:bisect.bisect_left(sp, hi, key=_first_row)] if c.first + c.n > lo]
         parts = []
-        for c in self.spilled:
-            if c.first + c.n <= lo:
-                continue
-            if c.first >= hi:
-                break
-            v = self.spill.read(c, name, held.dtype)  # type: ignore[union-attr]
-            parts.append(v[max(lo - c.first, 0):hi - c.first])
+        if chunks:
+            v = self.spill.read(chunks, name, held.dtype)  # type: ignore[union-attr]
+            parts.append(v[lo - chunks[0].first:hi - chunks[0].first])
         if hi > base:
             parts.append(held[:hi - base])
-        return np.concatenate(parts) if parts else held[:0]
+        return np.concatenate(parts) if len(parts) > 1 else parts[0] if parts else held[:0]
 
     def at(self, name: str, i: int) -> float:
         """Row ``i``'s value of a column (negative: from the end)."""
@@ -361,7 +367,7 @@ class RankData:
         if not np.isnan(self.held(name)).all():
             return True
         for c in self.spilled:
-            got = c.cols.get(name)
+            got = c.has(name)
             if got is None or (isinstance(got, float) and got != got):
                 continue
             if isinstance(got, float) or not np.isnan(self.span(name, c.first, c.first + c.n)).all():
@@ -900,12 +906,13 @@ class Store:
         chunks = (held - cap) // size
         if chunks <= 0:
             return
-        names = (*EXACT, *FLOAT_COLS, "session", *d.extras)
-        made = []
+        m = chunks * size
+        fc = d.floats
+        constant = {c: float(fc.const[j]) for j, c in enumerate(FLOAT_COLS) if fc.where[j] < 0}
+        columns = {c: d.held(c)[:m] for c in (*EXACT, "session", *d.extras)}
+        columns.update((c, fc.column(j)[:m]) for j, c in enumerate(FLOAT_COLS) if fc.where[j] >= 0)
         try:
-            for j in range(chunks):
-                a, b = j * size, (j + 1) * size
-                made.append(self.spill.write_chunk(d.base + a, {c: d.held(c)[a:b] for c in names}))
+            made = self.spill.write_chunks(d.base, size, columns, constant)
         except OSError as e:
             self.spill.failed = str(e)
             self.note(f"the oldest rows could not be moved out of memory ({e}): every row is held in memory")
@@ -913,10 +920,7 @@ class Store:
         if self.spill.ram_disk is not None:
             self.note(f"the rows moved out of memory are in {self.spill.ram_disk}, a RAM disk: set MSTOP_SPILL_DIR "
                       "to a directory on a disk to save that memory")
-        m = chunks * size
-        floats = np.stack([d.floats.column(j)[m:] for j in range(len(FLOAT_COLS))], axis=1)
-        d.floats = FloatColumns()  # new arrays: frozen copies keep theirs (and the columns vary anew)
-        d.floats.extend(floats)
+        d.floats = d.floats.rest(m)
         d.exact, d.session_idx = _rest(d.exact, m), _rest(d.session_idx, m)
         d.extras = {k: _rest(b, m) for k, b in d.extras.items()}
         d.spilled = (*d.spilled, *made)
@@ -1180,6 +1184,10 @@ class Store:
                 picks.add(int(bad.min()))
             out.append(np.fromiter(picks, dtype=np.int64, count=len(picks)))
         return np.unique(np.concatenate(out)) if out else np.empty(0, np.int64)
+
+
+def _first_row(c: Chunk) -> int:
+    return c.first
 
 
 def _rest(b: Block, m: int) -> Block:
