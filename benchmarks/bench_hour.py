@@ -6,8 +6,8 @@ The engine as the monitor drives it, without files or a screen: every round appe
 (Store.ingest_round, the following path), a frame is built from a snapshot every ``--frame-every`` rounds
 (with the carry a live session keeps) and the incidents scanned every 300. The rows vary as a real job's do
 (loss, lr, grad norm, step and data time, tokens/s, memory). Printed last: the resident MB when the window
-filled (every rank has spilled once: from then on a rank holds between its share of the budget and a chunk
-more), the highest resident MB after it, the growth of the same run holding every row
+filled (a chunk after every rank first spilled: from then on a rank holds between its share of the budget and
+a chunk more, and now the most), the highest resident MB after it, the growth of the same run holding every row
 (``MSTOP_KEEP_ROWS=all``) from that round to its end, and the seconds the spilling run took.
 """
 
@@ -30,7 +30,7 @@ def rss_mb() -> float:
 
 def follow(ranks: int, rounds: int, frame_every: int, filled_at: int | None) -> tuple[float, float, int]:
     """(MB when filled, highest MB after, the round it filled) of one run in this process."""
-    from mstop.engine import incidents
+    from mstop.engine import incidents, spill
     from mstop.engine.figures import Options
     from mstop.engine.parse import N_EXACT, NUMERIC, Rows
     from mstop.engine.rules import Rules
@@ -60,7 +60,7 @@ def follow(ranks: int, rounds: int, frame_every: int, filled_at: int | None) -> 
         if k % 300 == 299:
             incidents.scan(store.snapshot(), Rules())
         if filled is None and all(d.base for d in store.ranks.values()):
-            filled = k
+            filled = k + spill.SPILL_ROWS  # a chunk later: each rank holds the most it will (its share + a chunk)
         if filled is not None and k == filled:
             gc.collect()
             filled_mb = rss_mb()
@@ -68,6 +68,10 @@ def follow(ranks: int, rounds: int, frame_every: int, filled_at: int | None) -> 
             after = max(after, rss_mb())
     gc.collect()
     after = max(after, rss_mb())
+    held = sum(d.session_idx.n for d in store.ranks.values())
+    print(f"held rows {held:,}, spilled chunks {sum(len(d.spilled) for d in store.ranks.values()):,}, "
+          f"read-back cache {store.spill.cached_bytes / 1e6:.1f} MB, file {store.spill.written / 1e6:.0f} MB",
+          file=sys.stderr)
     return (filled_mb if filled_mb is not None else after), after, (filled if filled is not None else rounds - 1)
 
 

@@ -212,6 +212,11 @@ class SpillFile:
             i = j
         return out[0] if len(out) == 1 else np.concatenate(out)
 
+    @property
+    def cached_bytes(self) -> int:
+        """Bytes of columns read back kept for the next reader."""
+        return self._cached
+
     def stat(self) -> os.stat_result | None:
         """The file's status (its mode, its links: none once unlinked); None before it is opened."""
         return os.fstat(self._fd) if self._fd is not None else None
