@@ -76,11 +76,14 @@ class RunReader:
         d = self._store.ranks.get(rank)
         if d is None:
             return np.empty(0)
-        col = d.col(name)
-        if timeline:
-            col = col[d.effective()]
-        if rows is not None:
-            col = col[rows]
+        if not timeline and rows is not None and np.asarray(rows).dtype.kind in "iu":
+            col = d.take(name, np.asarray(rows))  # the rows asked for, read back only where they are
+        else:
+            col = d.col(name)
+            if timeline:
+                col = col[d.effective()]
+            if rows is not None:
+                col = col[rows]
         return _frozen(np.asarray(col, dtype=np.float64))
 
     def has_values(self, rank: int, name: str) -> bool:

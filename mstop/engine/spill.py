@@ -157,31 +157,42 @@ class SpillFile:
             got += k
         return np.frombuffer(out, dtype=dtype)
 
-    def write_chunks(self, first: int, size: int, columns: dict[str, np.ndarray],
+    def write_chunks(self, first: int, size: int, k: int, blocks: list[tuple[tuple[str, ...], np.ndarray]],
                      constant: dict[str, float]) -> list[Chunk]:
-        """Rows ``first``.. of one rank, in chunks of ``size`` rows: each column's values (a multiple of
-        ``size`` of them), and the columns of one value throughout (``constant``; a float column of one value
-        bit for bit is found so too). One write: each column's rows in a row, so a reader of many chunks reads
-        each column once."""
-        m = len(columns["time"])
-        k = m // size
+        """Rows ``first``.. of one rank, ``k`` chunks of ``size`` rows: blocks of columns (their names, and
+        their rows: one column, or a row-major block of several; a block of no column is skipped), among them
+        ``time``, ``step`` and ``session``, and the columns of one value throughout (``constant``; a float
+        column of one value bit for bit is found so too). One write: each column's rows in a row, so a reader
+        of many chunks reads each column once."""
         m = k * size
         cols: dict[str, tuple[int, str] | float] = dict(constant)
         parts: list[np.ndarray] = []
         off = 0
-        for name, v in columns.items():
-            v = np.ascontiguousarray(v[:m])
-            if v.dtype.kind == "f":
+        named: dict[str, np.ndarray] = {}
+        for names, v in blocks:
+            if not names:
+                continue
+            v = v[:m].reshape(m, -1)
+            if v.dtype.kind == "f":  # one value bit for bit (NaN as NaN, -0.0 as -0.0): kept as that value
                 bits = v.view(np.uint32 if v.dtype.itemsize == 4 else np.uint64)
-                if bool((bits == bits[0]).all()):  # bit for bit: NaN as NaN, -0.0 as -0.0
-                    cols[name] = float(v[0])
-                    continue
-            cols[name] = (off, v.dtype.str)
-            parts.append(v.view(np.uint8))
-            off += v.nbytes
+                same = (bits == bits[0]).all(axis=0)
+            else:
+                same = np.zeros(v.shape[1], bool)
+            for j in np.flatnonzero(same).tolist():
+                cols[names[j]] = float(v[0, j])
+            vary = np.flatnonzero(~same)
+            if len(vary):
+                by_col = np.ascontiguousarray(v[:, vary].T)  # each column's rows in a row
+                for i, j in enumerate(vary.tolist()):
+                    cols[names[j]] = (off + i * by_col.shape[1] * by_col.itemsize, v.dtype.str)
+                parts.append(by_col.reshape(-1).view(np.uint8))
+                off += by_col.nbytes
+            for j, name in enumerate(names):
+                if name in ("time", "step", "session"):
+                    named[name] = v[:, j]
         base = self.put(np.concatenate(parts)) if parts else 0
         w = Written(first, m, {n: ((v[0] + base, v[1]) if isinstance(v, tuple) else v) for n, v in cols.items()})
-        t, step, sess = (columns[c][:m].reshape(k, size) for c in ("time", "step", "session"))
+        t, step, sess = (named[c].reshape(k, size) for c in ("time", "step", "session"))
         tmax, smin, smax = t.max(axis=1).tolist(), step.min(axis=1).tolist(), step.max(axis=1).tolist()
         one = bool((sess == sess[0, 0]).all())
         out = []

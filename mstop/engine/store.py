@@ -375,13 +375,39 @@ class RankData:
         return False
 
     def take(self, name: str, idx: np.ndarray) -> np.ndarray:
-        """A column's values at rows ``idx`` (as ``col(name)[idx]``, reading back only what is spilled)."""
+        """A column's values at rows ``idx`` (as ``col(name)[idx]``, non-negative): read back only the spilled
+        chunks holding some of them (a chart's few hundred rows across a long run read as many chunks, not
+        the run)."""
+        idx = np.asarray(idx)
+        held = self.held(name)
         if not len(idx):
-            return self.held(name)[:0].copy()
-        lo = int(np.min(idx))
-        if lo >= self.base:
-            return self.held(name)[np.asarray(idx) - self.base]
-        return self.span(name, lo, self.rows)[np.asarray(idx) - lo]
+            return held[:0].copy()
+        lo, base = int(np.min(idx)), self.base
+        if lo >= base:
+            return held[idx - base]
+        firsts = self._chunk_firsts()
+        old = idx < base
+        which = np.searchsorted(firsts, idx[old], "right") - 1
+        touched = np.unique(which)
+        if len(touched) > 64:  # most of the history: read it in one go
+            return self.span(name, lo, self.rows)[idx - lo]
+        out = np.empty(len(idx), held.dtype)
+        out[~old] = held[idx[~old] - base]
+        pos = np.flatnonzero(old)
+        for k in touched.tolist():
+            c = self.spilled[k]
+            sel = which == k
+            out[pos[sel]] = self.spill.read([c], name, held.dtype)[idx[pos[sel]] - c.first]  # type: ignore[union-attr]
+        return out
+
+    def _chunk_firsts(self) -> np.ndarray:
+        """Each spilled chunk's first row (kept until more are spilled)."""
+        n = len(self.spilled)  # chunks are only appended (a reset empties kept): a longer list's prefix is ours
+        got = self.kept.get("chunk firsts")
+        if got is None or len(got) < n:
+            got = np.fromiter((c.first for c in self.spilled), np.int64, n)
+            self.kept["chunk firsts"] = got
+        return got[:n]
 
     def summary(self, column: str) -> Summary:
         """The column's block summary, extended to every complete block (cheap: only new blocks are read)."""
@@ -909,10 +935,10 @@ class Store:
         m = chunks * size
         fc = d.floats
         constant = {c: float(fc.const[j]) for j, c in enumerate(FLOAT_COLS) if fc.where[j] < 0}
-        columns = {c: d.held(c)[:m] for c in (*EXACT, "session", *d.extras)}
-        columns.update((c, fc.column(j)[:m]) for j, c in enumerate(FLOAT_COLS) if fc.where[j] >= 0)
+        blocks = [(EXACT, d.exact.view()[:m]), (tuple(FLOAT_COLS[j] for j in fc.cols.tolist()), fc.block.view()[:m]),
+                  (("session",), d.session_idx.view()[:m]), *(((c,), b.view()[:m]) for c, b in d.extras.items())]
         try:
-            made = self.spill.write_chunks(d.base, size, columns, constant)
+            made = self.spill.write_chunks(d.base, size, chunks, blocks, constant)
         except OSError as e:
             self.spill.failed = str(e)
             self.note(f"the oldest rows could not be moved out of memory ({e}): every row is held in memory")

@@ -30,12 +30,14 @@ def _rows(first_step: float, n: int, session: str, seed: int, extra: bool) -> Ro
     floats[:, FLOAT_INDEX["tokens"]] = 4096.0  # one value: held as that value
     if seed % 3 == 0:
         floats[:, FLOAT_INDEX["lr"]] = rng.uniform(0, 1e-3, n)
+    if seed % 4 == 1:  # every float column one value: a rank may hold no varying column at all
+        floats[:, FLOAT_INDEX["loss"]] = floats[:, FLOAT_INDEX["step_time"]] = floats[:, FLOAT_INDEX["lr"]] = 1.0
     extras = {"extra_metric": rng.uniform(0, 1, n).astype(np.float32)} if extra else {}
     return Rows(exact.reshape(n, N_EXACT), floats, extras, np.zeros(n, np.int32), [session])
 
 
 batches = st.lists(st.tuples(st.integers(0, 2),  # rank
-                             st.integers(1, 40),  # rows
+                             st.integers(1, 90),  # rows (a block of no varying column holds room for 64)
                              st.integers(0, 2),  # session (a new one resumes 5 steps back)
                              st.booleans(),  # the batch has the extra column
                              st.booleans()),  # a round of its own (ingest_rows) or with others (ingest_round)
