@@ -50,6 +50,9 @@ CHANGE_LOG = 32
 GROWTH = 16
 #: Rows per block of the per-column summaries that make drawing independent of the run's length.
 BLOCK = 2048
+#: Values of spilled rows a rank keeps per column once read one at a time (a chart's points, drawn at every
+#: frame: a few hundred); at most this many, else forgotten and read back again.
+POINTS_KEPT = 4096
 
 
 @dataclass
@@ -385,19 +388,29 @@ class RankData:
         lo, base = int(np.min(idx)), self.base
         if lo >= base:
             return held[idx - base]
-        firsts = self._chunk_firsts()
         old = idx < base
-        which = np.searchsorted(firsts, idx[old], "right") - 1
-        touched = np.unique(which)
-        if len(touched) > 64:  # most of the history: read it in one go
+        if np.count_nonzero(old) > POINTS_KEPT // 8:  # much of the history: read it in one go
             return self.span(name, lo, self.rows)[idx - lo]
         out = np.empty(len(idx), held.dtype)
         out[~old] = held[idx[~old] - base]
-        pos = np.flatnonzero(old)
-        for k in touched.tolist():
-            c = self.spilled[k]
-            sel = which == k
-            out[pos[sel]] = self.spill.read([c], name, held.dtype)[idx[pos[sel]] - c.first]  # type: ignore[union-attr]
+        # a chart's points: the same rows at every frame, kept by row (a spilled row never changes)
+        points = self.kept.get(("points", name))
+        if points is None or len(points) > POINTS_KEPT:
+            points = self.kept[("points", name)] = {}
+        pos = np.flatnonzero(old).tolist()
+        rows = idx[old].tolist()
+        got = [points.get(i) for i in rows]
+        missing = [i for i, v in zip(rows, got) if v is None]
+        if missing:
+            want = np.array(missing, np.int64)
+            which = np.searchsorted(self._chunk_firsts(), want, "right") - 1
+            for k in np.unique(which).tolist():
+                c = self.spilled[k]
+                sel = want[which == k]
+                vals = self.spill.read([c], name, held.dtype)[sel - c.first]  # type: ignore[union-attr]
+                points.update(zip(sel.tolist(), vals.tolist()))
+            got = [points[i] for i in rows]
+        out[pos] = got
         return out
 
     def _chunk_firsts(self) -> np.ndarray:

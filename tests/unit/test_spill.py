@@ -97,6 +97,7 @@ def test_rows_read_back_from_the_spill_file_are_the_rows_held(small_chunks, plan
             assert _bits(b.span(name, lo, hi)) == _bits(a.col(name)[lo:hi]), (name, lo, hi)
             idx = np.array(sorted(data.draw(st.lists(st.integers(0, a.rows - 1), max_size=6), "idx")), np.int64)
             assert _bits(b.take(name, idx)) == _bits(a.col(name)[idx])
+            assert _bits(b.take(name, idx[::-1])) == _bits(a.col(name)[idx[::-1]])  # again: the points kept
             i = data.draw(st.integers(-a.rows, a.rows - 1), "i")
             assert _bits(np.float64(b.at(name, i))) == _bits(np.float64(a.col(name)[i]))
         assert b.effective().tolist() == a.effective().tolist() and b.steady().tolist() == a.steady().tolist()
