@@ -409,8 +409,10 @@ def _idle(store: Store, rules: Rules, s: Any, rank: int | None) -> float | None:
     if d is None or d.rows < 2 or len(got) < 3 or max(got) >= rules.aicore_idle:
         return None
     since = s.time - rules.aicore_idle_s
-    held = int(np.count_nonzero(d.held("time") >= since))  # the rows lately: held (read back only if not)
-    if (held if held >= 2 or not d.base else int(np.count_nonzero(d.col("time") >= since))) < 2:
+    recent = int(np.count_nonzero(d.held("time") >= since))  # the rows lately are held: the spilled are
+    if recent < 2 and d.base:  # read back only when these are too few
+        recent = int(np.count_nonzero(d.col("time") >= since))
+    if recent < 2:
         return None  # the rank's steps are not running either: a stall, not an idle device
     return sum(got) / len(got)
 

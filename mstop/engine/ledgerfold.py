@@ -434,8 +434,8 @@ class RankLedger:
             args = (float(t[j]), float(prev[j]), _num(st_col[j]), _num(dw_col[j]), m, normal, hang)
             redo = float(steps[j]) <= self.reached[k]
             before, after = _one(*args, False, redo), _one(*args, True, redo)
-            for j in range(5):
-                self.sums[j] += after[j] - before[j]
+            for x in range(5):
+                self.sums[x] += after[x] - before[x]
             self.saved.add(i)
 
 

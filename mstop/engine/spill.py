@@ -97,7 +97,6 @@ class SpillFile:
         self._lock = threading.Lock()
         self.failed: str | None = None  # why a write failed (the rows stayed in memory)
         self.written = 0  # bytes written
-        self.reads = 0  # reads that went to the file (not the cache)
         self.ram_disk: str | None = None  # the file's directory when it is a RAM disk (tmpfs): no memory saved
         self._cache: OrderedDict[tuple[int, int, str], np.ndarray] = OrderedDict()
         self._cached = 0  # bytes in the cache
@@ -142,7 +141,6 @@ class SpillFile:
         return got
 
     def _read(self, off: int, n: int, dtype: str) -> np.ndarray:
-        self.reads += 1
         size = n * np.dtype(dtype).itemsize
         out = bytearray(size)
         view = memoryview(out)

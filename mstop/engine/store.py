@@ -17,14 +17,13 @@ can always be shown.
 
 from __future__ import annotations
 
-import bisect
 import copy
 import itertools
 import math
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Literal
 
 import numpy as np
 
@@ -327,9 +326,9 @@ class RankData:
         if lo >= base:
             return self.held(name)[lo - base:hi - base]
         held = self.held(name)
-        sp = self.spilled  # in row order: the chunks holding rows lo..hi found by bisection
-        a = max(0, bisect.bisect_right(sp, lo, key=_first_row) - 1)
-        chunks = [c for c in sp[a:bisect.bisect_left(sp, hi, key=_first_row)] if c.first + c.n > lo]
+        firsts = self._chunk_firsts()  # the chunks holding rows lo..hi, by their first rows
+        a = max(0, int(np.searchsorted(firsts, lo, "right")) - 1)
+        chunks = [c for c in self.spilled[a:int(np.searchsorted(firsts, hi, "left"))] if c.first + c.n > lo]
         parts = []
         if chunks:
             v = self.spill.read(chunks, name, held.dtype)  # type: ignore[union-attr]
@@ -350,19 +349,18 @@ class RankData:
         """The last row's value of a column."""
         return float(self.held(name)[-1])
 
-    def search_step(self, step: float, side: str = "left") -> int:
+    def search_step(self, step: float, side: Literal["left", "right"] = "left") -> int:
         """``np.searchsorted(col("step"), step, side)`` for a rank whose steps never go down: among the held
         rows when the step is past the spilled ones (a spilled chunk is read back only when the step is in
         it)."""
         held = self.held("step")
-        side_ = "left" if side == "left" else "right"
-        past = (lambda x: step > x) if side_ == "left" else (lambda x: step >= x)
+        past = (lambda x: step > x) if side == "left" else (lambda x: step >= x)
         if not self.base or (len(held) and past(held[0])):
-            return self.base + int(np.searchsorted(held, step, side_))
+            return self.base + int(np.searchsorted(held, step, side))
         for c in self.spilled:
             if not past(c.smax):
-                return c.first + int(np.searchsorted(self.span("step", c.first, c.first + c.n), step, side_))
-        return self.base + int(np.searchsorted(held, step, side_))
+                return c.first + int(np.searchsorted(self.span("step", c.first, c.first + c.n), step, side))
+        return self.base + int(np.searchsorted(held, step, side))
 
     def has_values(self, name: str) -> bool:
         """Whether some row of the column holds a value (not NaN): the held rows first, then what was spilled
@@ -1223,10 +1221,6 @@ class Store:
                 picks.add(int(bad.min()))
             out.append(np.fromiter(picks, dtype=np.int64, count=len(picks)))
         return np.unique(np.concatenate(out)) if out else np.empty(0, np.int64)
-
-
-def _first_row(c: Chunk) -> int:
-    return c.first
 
 
 def _rest(b: Block, m: int) -> Block:
