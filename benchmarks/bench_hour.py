@@ -68,7 +68,7 @@ def follow(ranks: int, rounds: int, frame_every: int, filled_at: int | None) -> 
             after = max(after, rss_mb())
     gc.collect()
     after = max(after, rss_mb())
-    held = sum(d.session_idx.n for d in store.ranks.values())
+    held = store.table.live
     print(f"held rows {held:,}, spilled chunks {sum(len(d.spilled) for d in store.ranks.values()):,}, "
           f"read-back cache {store.spill.cached_bytes / 1e6:.1f} MB, file {store.spill.written / 1e6:.0f} MB",
           file=sys.stderr)

@@ -31,15 +31,9 @@ from typing import Any, Protocol
 import numpy as np
 
 
-class _Block(Protocol):
-    data: np.ndarray
-
-
 class RankData(Protocol):
     """What the fold reads of a rank (mstop.engine.store.RankData: the store imports this module)."""
 
-    exact: _Block
-    session_idx: _Block
     segments: list[Any]
     ledger: RankLedger
     base: int
@@ -283,6 +277,33 @@ class RankLedger:
 
     # -- classifying rows --------------------------------------------------------------------------------
 
+    def settle_row(self, d: RankData, k: int, t: float, step: float, st: float, dw: float) -> None:
+        """Classify rank ``d``'s last row, given its session index and values (following: a row a round, its
+        values at hand), when it is the only row not yet classified; else as :meth:`settle`."""
+        n = d.rows
+        i = self.settled
+        if n - i != 1 or (i and i % BLOCK == 0) or len(self.sess_t) < len(d.segments) or \
+                (i < BLOCK and (len(self.early) != i or self.warm is None or i <= d.base)):
+            self.settle(d)  # a block's first row (the last block's figures), or a session met for the first time
+            return
+        if i < BLOCK:  # the first block: this row's figures from the rows up to it (_extend_early's, one row)
+            w = self.warm
+            first = any(seg.first_row == i for seg in d.segments)
+            if not first and st == st and st > 0:
+                bisect.insort(w.st, st)
+            j = i - 1 - d.base
+            if i and not first and int(d.held("session")[j]) == k:
+                gap = t - float(d.held("time")[j])
+                if gap == gap and abs(gap) != math.inf:
+                    bisect.insort(w.gap, gap)
+                    bisect.insort(w.excess, gap - min(st if st == st else 0.0, gap))
+            m = _median(w.st) if w.st else 0.0
+            normal = _median(w.excess) if len(w.excess) >= 2 else 0.0
+            self.early.append((m, normal, max(STALL_MIN_S, 10.0 * m, 3.0 * (_median(w.gap) if w.gap else 0.0))))
+            if len(self.early) == BLOCK:
+                self.warm = None
+        self._classify_one(d, i, k, t, step, st, dw)
+
     def settle(self, d: RankData) -> None:
         """Classify rank ``d``'s rows not yet classified."""
         n = d.rows
@@ -345,8 +366,11 @@ class RankLedger:
     def _settle_one(self, d: RankData, i: int) -> None:
         """Classify row ``i`` alone (following: a row a round), in plain Python."""
         j = i - d.base  # a held row
-        k = int(d.session_idx.data[j])
-        t, step = float(d.exact.data[j, 0]), float(d.exact.data[j, 1])
+        self._classify_one(d, i, int(d.held("session")[j]), float(d.held("time")[j]), float(d.held("step")[j]),
+                           float(d.held("step_time")[j]), float(d.held("data_wait")[j]))
+
+    def _classify_one(self, d: RankData, i: int, k: int, t: float, step: float, st: float, dw: float) -> None:
+        """Classify row ``i`` (session index ``k``, its values given) alone: its block's figures are known."""
         if step > self.top:
             self.top = step
         reached = self.sess_t[k]
@@ -362,7 +386,7 @@ class RankLedger:
             self.sess_t[k] = t
         m, normal, hang = self.figures_of(i)
         saved = step in self.ck_steps or self._saved_between(prev, t)
-        part = _one(t, prev, _num(d.held("step_time")[j]), _num(d.held("data_wait")[j]), m, normal, hang, saved,
+        part = _one(t, prev, st if st == st else 0.0, dw if dw == dw else 0.0, m, normal, hang, saved,
                     step <= self.reached[k])
         s = self.sums
         s[0] += part[0]

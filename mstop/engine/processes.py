@@ -242,7 +242,7 @@ def where(d: RankData, *, stuck_only: bool = True) -> Where | None:
         t = float(s["time"])
         if t < _start_time(d) - 1.0:
             return None
-        if stuck_only and d.rows and float(d.exact.view()[-1, 0]) > t:
+        if stuck_only and d.rows and d.last("time") > t:
             return None  # the step ended after all
         step = s.get("step")
         return Where(d.rank, main_thread(s), int(step) if isinstance(step, (int, float)) else None,

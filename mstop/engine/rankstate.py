@@ -110,7 +110,7 @@ def aborted(d: RankData) -> bool:
     if not d.aborts:
         return False
     s = last_session(d)
-    last_row = float(d.exact.view()[-1, 0]) if d.rows and d.segments and d.segments[-1].session == s else None
+    last_row = d.last("time") if d.rows and d.segments and d.segments[-1].session == s else None
     for a in d.aborts:
         if a.get("session") is not None:
             if str(a["session"]) == s and (last_row is None or last_row <= float(a["time"])):

@@ -1,18 +1,24 @@
 """Every row of a run, by rank, in compact growable columns; plus what the events say.
 
 The store knows nothing of files or widgets: sources feed it parsed rows and
-events (``ingest_rows``, ``ingest_events``), figures and charts read it. All
-access goes through one lock, so a source thread can feed it while the screen
-reads.
+events (``ingest_rows``, ``ingest_events``, ``ingest_round`` for a read round's
+rows of many ranks at once), figures and charts read it. All access goes through
+one lock, so a source thread can feed it while the screen reads.
+
+Rows held in memory live in one table by column across ranks
+(mstop.engine.table: a rank's column is a view of it, a read round's rows land
+by one assignment per column); the oldest rows past the store's budget are in
+the spill file (mstop.engine.spill); a rank reads either by row number alone
+(:meth:`RankData.span`, ``at``, ``take``, ``col``).
 
 Memory: ``time`` and ``step`` are float64 (exact for unix times and steps up
 to 2**53), the 16 other numeric base columns float32 (7 significant digits:
-plenty for losses, rates and byte counts), each only once it varies (a column
-of one value, or empty, is that value: :class:`FloatColumns`), plus a one-byte
+plenty for losses, rates and byte counts), each only once some rank's value
+varies (a column of one value in each rank is that value), plus a one-byte
 session index: 17 bytes a row and 4 per varying float column, 4 more per
-numeric extra column, and at most 6.25 % slack while columns grow. Every row is
-kept at full resolution: no downsampling at rest, so an exact value at any step
-can always be shown.
+numeric extra column, and the table's room (a rank's region has an eighth and
+64 rows more than its rows). Every row is kept at full resolution: no
+downsampling at rest, so an exact value at any step can always be shown.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ from .folds import ACHIEVED, Folds
 from .ledgerfold import RankLedger
 from .parse import NUMERIC, Rows
 from .spill import Chunk, SpillFile
+from .table import Held, Table
 
 #: a new number at every change of a rank's events (mstop.engine.rankstate keeps each rank's answers by it)
 EVENT_STAMPS = itertools.count(1)
@@ -40,6 +47,8 @@ EXACT = ("time", "step")
 FLOAT_COLS = tuple(c for c in NUMERIC if c not in EXACT)
 EXACT_INDEX = {c: i for i, c in enumerate(EXACT)}
 FLOAT_INDEX = {c: i for i, c in enumerate(FLOAT_COLS)}
+#: the float columns the goodput ledger reads of a row (RankLedger.settle_row)
+_LEDGER_FLOATS = [FLOAT_INDEX["step_time"], FLOAT_INDEX["data_wait"]]
 
 
 
@@ -124,98 +133,6 @@ class Block:
         return self.data.nbytes
 
 
-class FloatColumns:
-    """A rank's float32 base columns (FLOAT_COLS), each held only once it varies.
-
-    A column whose every value so far is one value (or empty) is that value, not an array: in a training
-    log several are (the tokens and samples a step, the device's memory, the epoch for hours, the loss scale,
-    an empty ``queue_depth``), and each such column was 4 bytes a row. The others are one row-major
-    Block (one copy a batch, as before); a column joins it, filled with its old value, the first time a
-    row differs. Its arrays are replaced, never changed, once made: a frozen copy keeps what it saw.
-    """
-
-    __slots__ = ("block", "const", "where", "cols", "n")
-
-    def __init__(self) -> None:
-        self.n = 0
-        self.const = np.full(len(FLOAT_COLS), np.nan, np.float32)  # each constant column's value
-        self.where = np.full(len(FLOAT_COLS), -1, np.int64)  # each column's place in the block (-1: constant)
-        self.cols = np.empty(0, np.int64)  # the block's columns, in its order
-        self.block = Block(np.float32, 0)
-
-    def extend(self, values: np.ndarray) -> None:
-        """Append rows of every float column (a batch's ``floats``, FLOAT_COLS order)."""
-        k = len(values)
-        if not k:
-            return
-        if not self.n:
-            self.const = values[0].copy()
-        c = self.const
-        if k == 1:
-            row = values[0]
-            same = (row == c) | ((row != row) & (c != c))
-        else:
-            same = ((values == c) | (np.isnan(values) & np.isnan(c))).all(axis=0)
-        new = np.flatnonzero(~same & (self.where < 0))
-        if len(new):
-            self._vary(new)
-        if len(self.cols):
-            if not self.block.n and k > 64:  # a large first read: the rows with room after them, as the parser
-                room = np.empty((k + k // GROWTH + 64, len(self.cols)), np.float32)  # leaves its own
-                np.take(values, self.cols, axis=1, out=room[:k])
-                self.block.extend(room[:k])
-            else:
-                self.block.extend(values[:, self.cols])
-        else:
-            self.block.n += k
-        self.n += k
-
-    def _vary(self, js: np.ndarray) -> None:
-        """Columns ``js`` vary from now on: the block gains them, their rows so far their constant."""
-        old, n = self.block, self.n
-        cols = np.concatenate([self.cols, js])
-        grown = Block(np.float32, len(cols), capacity=max(64, n + n // GROWTH + 64))
-        if n:
-            rows = np.empty((n, len(cols)), np.float32)
-            if len(self.cols):
-                rows[:, :len(self.cols)] = old.view()
-            rows[:, len(self.cols):] = self.const[js]
-            grown.extend(rows)
-        where = self.where.copy()
-        where[js] = np.arange(len(self.cols), len(cols))
-        self.block, self.cols, self.where = grown, cols, where
-
-    def column(self, j: int) -> np.ndarray:
-        """Column ``j``'s rows (a read-only view of one value while it is constant)."""
-        w = self.where[j]
-        if w < 0:
-            return np.broadcast_to(self.const[j], (self.n,))
-        return self.block.view()[:, w]
-
-    def rest(self, m: int) -> FloatColumns:
-        """These columns from row ``m`` on (new arrays: frozen copies keep theirs)."""
-        c = FloatColumns.__new__(FloatColumns)
-        c.block, c.const, c.where, c.cols, c.n = _rest(self.block, m), self.const, self.where, self.cols, self.n - m
-        return c
-
-    def frozen(self) -> FloatColumns:
-        c = FloatColumns.__new__(FloatColumns)
-        c.block, c.const, c.where, c.cols, c.n = self.block.frozen(), self.const, self.where, self.cols, self.n
-        return c
-
-    def clear(self) -> None:
-        """Forget every row (new arrays: frozen copies keep theirs)."""
-        self.__init__()  # type: ignore[misc]
-
-    @property
-    def nbytes(self) -> int:
-        return self.block.nbytes
-
-
-#: one row's session index, for the first segments (following appends a row at a time)
-_ONE_SEGMENT = [np.array([k], np.int32) for k in range(16)]
-
-
 @dataclass
 class Segment:
     """One process start of one rank (a session): where its rows begin and its first step."""
@@ -232,11 +149,12 @@ class RankData:
     """All rows and events of one rank."""
 
     rank: int
-    exact: Block = field(default_factory=lambda: Block(np.float64, len(EXACT)))
-    floats: FloatColumns = field(default_factory=FloatColumns)
-    extras: dict[str, Block] = field(default_factory=dict)
-    #: each row's segment: one byte a row while a rank has fewer than 256 sessions, widened past that
-    session_idx: Block = field(default_factory=lambda: Block(np.uint8))
+    #: the store's table of held rows (mstop.engine.table) and this rank's place in it; a frozen copy reads
+    #: its rows as they were through ``frozen_rows`` instead
+    table: Table | None = None
+    slot: int = -1
+    frozen_rows: Held | None = None
+    extras: tuple[str, ...] = ()  # the numeric extra columns its rows have had
     segments: list[Segment] = field(default_factory=list)
     segment_of: dict[str, int] = field(default_factory=dict)  # session -> index in segments
     nonfinite: list[tuple[int, str, float]] = field(default_factory=list)  # (row, column, value)
@@ -294,21 +212,28 @@ class RankData:
 
     @property
     def rows(self) -> int:
-        return self.base + self.session_idx.n
+        return self.base + self.held_rows
+
+    @property
+    def held_rows(self) -> int:
+        """Rows held in memory (the rows from ``base`` on)."""
+        h = self.frozen_rows
+        if h is not None:
+            return h.hi - h.lo
+        t = self.table
+        return int(t.hi[self.slot] - t.lo[self.slot]) if t is not None else 0
 
     def held(self, name: str) -> np.ndarray:
         """The rows held in memory (rows ``base``..) of a column ("session": each row's segment index); an
         unknown column is all NaN."""
-        j = EXACT_INDEX.get(name)
-        if j is not None:
-            return self.exact.view()[:, j]
-        j = FLOAT_INDEX.get(name)
-        if j is not None:
-            return self.floats.column(j)
-        if name == "session":
-            return self.session_idx.view()
-        c = self.extras.get(name)
-        return c.view() if c is not None else np.full(self.session_idx.n, np.nan, np.float32)
+        h = self.frozen_rows
+        if h is not None:
+            got = h.column(name)
+        elif self.table is not None:
+            got = self.table.column(self.slot, name)
+        else:
+            return np.empty(0, np.float32)
+        return got if got is not None else np.full(self.held_rows, np.nan, np.float32)
 
     def col(self, name: str) -> np.ndarray:
         """All rows of a column (NaN = missing); an unknown column is all NaN. Rows spilled are read back
@@ -347,6 +272,8 @@ class RankData:
 
     def last(self, name: str) -> float:
         """The last row's value of a column."""
+        if self.frozen_rows is None and self.table is not None and self.held_rows:
+            return self.table.last(self.slot, name)
         return float(self.held(name)[-1])
 
     def search_step(self, step: float, side: Literal["left", "right"] = "left") -> int:
@@ -458,9 +385,6 @@ class RankData:
             s.blocks = nb
         return s
 
-    def blocks(self) -> list[Any]:
-        return [self.exact, self.floats, self.session_idx, *self.extras.values()]
-
     def frozen(self) -> RankData:
         """This rank as it is now, for a reader that must not hold the store's lock for long (a frame): its
         rows shared (see Block.frozen), its lists and events copied. The block summaries and the incident
@@ -473,8 +397,8 @@ class RankData:
         taken over, not copied again (nothing writes to a frozen copy's lists)."""
         c = RankData.__new__(RankData)
         c.__dict__.update(self.__dict__)
-        c.exact, c.floats, c.session_idx = self.exact.frozen(), self.floats.frozen(), self.session_idx.frozen()
-        c.extras = {k: b.frozen() for k, b in self.extras.items()} if self.extras else {}
+        if self.frozen_rows is None and self.table is not None:
+            c.frozen_rows = self.table.held(self.slot)
         c.ledger = self.ledger.frozen()
         same_rows = prev is not None and prev.rows_epoch == self.rows_epoch  # no reset since: lists only grew
         if same_rows and len(prev.segments) == len(self.segments):  # type: ignore[union-attr]
@@ -613,35 +537,28 @@ def _proc(d: RankData, e: dict[str, Any], t: float) -> None:
             del d.procs[k]
 
 
-def _append_sessions(d: RankData, rows: Rows, base: int) -> bool:
-    """Append the session index of rows ``base``.. of rank ``d`` (new sessions become segments); whether
-    any of them belongs to an older session than its latest (which rows are on the timeline changes)."""
+def _session_codes(d: RankData, rows: Rows, base: int) -> tuple[np.ndarray, bool]:
+    """The segment index of rows ``base``.. of rank ``d`` (new sessions become segments), and whether any of
+    them belongs to an older session than its latest (which rows are on the timeline changes)."""
     known = d.segment_of
-    if len(d.segments) + len(rows.session_names) > 255 and d.session_idx.data.dtype == np.uint8:
-        d.session_idx.widen(np.int32)  # a 256th session may come
     if len(rows.session_names) == 1 and rows.session_names[0] in known:  # the usual increment
         k = known[rows.session_names[0]]
-        d.session_idx.extend(_ONE_SEGMENT[k] if len(rows) == 1 and k < len(_ONE_SEGMENT)
-                             else np.full(len(rows), k, np.int32))
-        mixed = k != len(d.segments) - 1
-    else:
-        steps = rows.exact[:, 1]
-        to_segment = np.empty(len(rows.session_names), dtype=np.int32)
-        for code, name in enumerate(rows.session_names):
-            k = known.get(name)
-            if k is None:
-                mine = rows.session_codes == code
-                if not mine.any():  # a name no kept row carries: never a segment of its own
-                    continue
-                first = int(np.argmax(mine))
-                k = known[name] = len(d.segments)
-                d.segments.append(Segment(name, base + first, float(steps[first]), float(rows.exact[first, 0]),
-                                          float(rows.floats[first, FLOAT_INDEX["step_time"]])))
-            to_segment[code] = k
-        coded = to_segment[rows.session_codes]
-        d.session_idx.extend(coded)
-        mixed = bool((coded != len(d.segments) - 1).any())
-    return mixed
+        return np.full(len(rows), k, np.int32), k != len(d.segments) - 1
+    steps = rows.exact[:, 1]
+    to_segment = np.empty(len(rows.session_names), dtype=np.int32)
+    for code, name in enumerate(rows.session_names):
+        k = known.get(name)
+        if k is None:
+            mine = rows.session_codes == code
+            if not mine.any():  # a name no kept row carries: never a segment of its own
+                continue
+            first = int(np.argmax(mine))
+            k = known[name] = len(d.segments)
+            d.segments.append(Segment(name, base + first, float(steps[first]), float(rows.exact[first, 0]),
+                                      float(rows.floats[first, FLOAT_INDEX["step_time"]])))
+        to_segment[code] = k
+    coded = to_segment[rows.session_codes]
+    return coded, bool((coded != len(d.segments) - 1).any())
 
 
 @dataclass
@@ -702,6 +619,8 @@ class Store:
         #: rows all ranks hold in memory before their oldest are spilled (mstop.engine.spill; None: never)
         self.keep_rows: int | None = spill.KEEP_ROWS
         self.spill = SpillFile()
+        #: every rank's rows held in memory, by column across ranks (mstop.engine.table)
+        self.table = Table(EXACT, FLOAT_COLS)
 
     # read-only: the store's own methods change them (saw_mtime, forget_arrivals, file_time, ingest_*)
     @property
@@ -874,7 +793,7 @@ class Store:
     def rank(self, r: int) -> RankData:
         data = self.ranks.get(r)
         if data is None:
-            data = self.ranks[r] = RankData(r)
+            data = self.ranks[r] = RankData(r, self.table, self.table.add_slot())
             data.spill = self.spill
             self._dirty.add(r)
         return data
@@ -902,21 +821,14 @@ class Store:
             if d.monotonic and ((base and new_steps[0] < d.last("step"))
                                 or (len(new_steps) > 1 and bool((new_steps[1:] < new_steps[:-1]).any()))):
                 d.monotonic = False
-            d.exact.extend(rows.exact)
-            d.floats.extend(rows.floats)
-            held = d.session_idx.n  # the rows before these held in memory (those spilled had none)
-            for name, values in rows.extra.items():
-                col = d.extras.get(name)
-                if col is None:  # a numeric extra column: earlier rows had none
-                    col = d.extras[name] = Block(np.float32, capacity=max(64, held))
-                    col.extend(np.full(held, np.nan, np.float32))
+            for name in rows.extra:
+                if name not in d.extras:  # a numeric extra column: earlier rows had none (NaN)
+                    d.extras = (*d.extras, name)
+                    self.table.add_column(name)
                     if name not in self.extra_columns:
                         self.extra_columns.append(name)
-                col.extend(values)
-            for col in d.extras.values():
-                if col.n < held + len(rows):  # a column this file does not have
-                    col.extend(np.full(held + len(rows) - col.n, np.nan, np.float32))
-            mixed = _append_sessions(d, rows, base)
+            codes, mixed = _session_codes(d, rows, base)
+            self.table.append(d.slot, rows.exact, rows.floats, codes, rows.extra)
             d.ledger.settle(d)
             if rows.nonfinite:
                 d.nonfinite.extend((base + i, c, v) for i, c, v in rows.nonfinite)
@@ -936,7 +848,7 @@ class Store:
         budget (:attr:`keep_rows` over the ranks, at least spill.MIN_HELD), in whole chunks of
         spill.SPILL_ROWS rows: called after the folds took the rows in, so none of them reads them back."""
         keep, size = self.keep_rows, spill.SPILL_ROWS
-        held = d.session_idx.n
+        held = d.held_rows
         if keep is None or held < size or self.spill.failed is not None:
             return
         cap = max(spill.MIN_HELD, keep // max(1, len(self.ranks)))
@@ -944,10 +856,7 @@ class Store:
         if chunks <= 0:
             return
         m = chunks * size
-        fc = d.floats
-        constant = {c: float(fc.const[j]) for j, c in enumerate(FLOAT_COLS) if fc.where[j] < 0}
-        blocks = [(EXACT, d.exact.view()[:m]), (tuple(FLOAT_COLS[j] for j in fc.cols.tolist()), fc.block.view()[:m]),
-                  (("session",), d.session_idx.view()[:m]), *(((c,), b.view()[:m]) for c, b in d.extras.items())]
+        blocks, constant = self.table.spill_blocks(d.slot, m, d.extras)
         try:
             made = self.spill.write_chunks(d.base, size, chunks, blocks, constant)
         except OSError as e:
@@ -957,51 +866,59 @@ class Store:
         if self.spill.ram_disk is not None:
             self.note(f"the rows moved out of memory are in {self.spill.ram_disk}, a RAM disk: set MSTOP_SPILL_DIR "
                       "to a directory on a disk to save that memory")
-        d.floats = d.floats.rest(m)
-        d.exact, d.session_idx = _rest(d.exact, m), _rest(d.session_idx, m)
-        d.extras = {k: _rest(b, m) for k, b in d.extras.items()}
+        self.table.drop_front(d.slot, m)
         d.spilled = (*d.spilled, *made)
         d.base += m
 
     def ingest_round(self, batches: list[tuple[int, Rows]]) -> None:
         """Append a read round's rows, rank by rank (in file order each): one call for the round. The usual
         batch while following (a rank's one new row, of its current session, no extra column, no literal
-        NaN) is appended to the rank's columns here and folded in with the round's others at once
-        (Folds.add_rows); any other goes through :meth:`ingest_rows`."""
+        NaN) joins the round's others: they are appended to the table by one assignment per column
+        (Table.append_round) and folded in at once (Folds.add_rows); any other goes through
+        :meth:`ingest_rows`, after the plain rows before it (rows in file order)."""
         with self.lock:
-            plain: list[tuple[int, Rows]] = []
-
-            def fold() -> None:  # the plain rows so far, folded in before any other batch (rows in file order)
-                if plain:
-                    self.folds.add_rows([r for r, _ in plain], np.concatenate([x.exact for _, x in plain]),
-                                        np.concatenate([x.floats for _, x in plain]))
-                    plain.clear()
-                    self._arrival = self._life_arrival = time.time()
-                    self.version += 1
-
+            plain: list[tuple[RankData, Rows]] = []
             seen: set[int] = set()
             for r, rows in batches:
                 d = self.ranks.get(r)
-                if (d is None or len(rows) != 1 or rows.bad or rows.extra or d.extras or rows.nonfinite
-                        or r in seen or len(rows.session_names) != 1 or not d.segments
+                if (d is None or len(rows) != 1 or rows.bad or rows.extra or rows.nonfinite
+                        or r in seen or len(rows.session_names) != 1 or not d.segments or not d.held_rows
                         or d.segments[-1].session != rows.session_names[0]):
-                    fold()
+                    self._append_plain(plain)
                     seen.clear()
                     self.ingest_rows(r, rows)
                     continue
                 seen.add(r)
-                if d.monotonic and rows.exact[0, 1] < d.exact.data[d.exact.n - 1, 1]:
-                    d.monotonic = False
-                d.exact.extend(rows.exact)
-                d.floats.extend(rows.floats)
-                k = len(d.segments) - 1
-                d.session_idx.extend(_ONE_SEGMENT[k] if k < len(_ONE_SEGMENT) else np.array([k], np.int32))
-                d.ledger.settle(d)
-                if d.session_idx.n >= spill.SPILL_ROWS:
-                    self._spill_old(d)
-                self._touch(d)
-                plain.append((r, rows))
-            fold()
+                plain.append((d, rows))
+            self._append_plain(plain)
+
+    def _append_plain(self, plain: list[tuple[RankData, Rows]]) -> None:
+        """One row of each of distinct ranks, each of the rank's latest session and after a held row: one
+        append for all of them, then what each rank keeps of its rows (the ledger, the spill)."""
+        if not plain:
+            return
+        ds = [d for d, _ in plain]
+        exact = np.concatenate([x.exact for _, x in plain])
+        floats = np.concatenate([x.floats for _, x in plain])
+        plain.clear()
+        t = self.table
+        slots = np.fromiter((d.slot for d in ds), np.int64, len(ds))
+        codes = np.fromiter((len(d.segments) - 1 for d in ds), np.int32, len(ds))
+        down = (exact[:, 1] < t.arrays["step"][t.hi[slots] - 1]).tolist()  # each has a held row
+        t.append_round(slots, exact, floats, codes)
+        held = (t.hi[slots] - t.lo[slots]).tolist()
+        values = np.column_stack([exact, floats[:, _LEDGER_FLOATS]]).tolist()
+        for d, v, k, dn, h in zip(ds, values, codes.tolist(), down, held):
+            if dn:
+                d.monotonic = False
+            d.ledger.settle_row(d, k, *v)
+            if h >= spill.SPILL_ROWS:
+                self._spill_old(d)
+            d.stamp += 1
+        self._dirty.update(d.rank for d in ds)
+        self.folds.add_rows([d.rank for d in ds], exact, floats)
+        self._arrival = self._life_arrival = time.time()
+        self.version += 1
 
     def reset_rank(self, r: int) -> None:
         """Forget rank ``r``'s rows: its file is being read again from the start."""
@@ -1009,8 +926,7 @@ class Store:
             self.resets += 1
             d = self.ranks.get(r)
             if d is not None:
-                for b in d.blocks():
-                    b.clear()
+                self.table.forget(d.slot)
                 d.summaries = {}  # replaced, not cleared: frozen copies keep the summaries of their rows
                 d.monotonic = True
                 d.segments.clear()
@@ -1035,8 +951,7 @@ class Store:
             old = self.ranks.get(r)
             if old is not None:
                 fresh = RankData(r)
-                fresh.exact, fresh.floats, fresh.extras, fresh.session_idx = (
-                    old.exact, old.floats, old.extras, old.session_idx)
+                fresh.table, fresh.slot, fresh.extras = old.table, old.slot, old.extras
                 fresh.segments, fresh.segment_of, fresh.nonfinite = old.segments, old.segment_of, old.nonfinite
                 fresh.monotonic, fresh.summaries, fresh.summary_lock = old.monotonic, old.summaries, old.summary_lock
                 fresh.rows_epoch, fresh.retimes, fresh.kept = old.rows_epoch, old.retimes, old.kept
@@ -1142,7 +1057,7 @@ class Store:
 
     def nbytes(self) -> int:
         """Bytes allocated for the row columns."""
-        return sum(b.nbytes for d in self.ranks.values() for b in d.blocks())
+        return self.table.nbytes
 
     def series(self, r: int, column: str, points: int, *, steps: tuple[float, float] | None = None,
                x: str = "step") -> tuple[np.ndarray, np.ndarray]:
@@ -1221,15 +1136,6 @@ class Store:
                 picks.add(int(bad.min()))
             out.append(np.fromiter(picks, dtype=np.int64, count=len(picks)))
         return np.unique(np.concatenate(out)) if out else np.empty(0, np.int64)
-
-
-def _rest(b: Block, m: int) -> Block:
-    """A new block of ``b``'s rows from ``m`` on (``b`` itself unchanged: frozen copies share it)."""
-    rest = b.view()[m:]
-    out = Block(b.data.dtype, b.data.shape[1] if b.data.ndim > 1 else None,
-                capacity=len(rest) + len(rest) // GROWTH + 64)
-    out.extend(rest)
-    return out
 
 
 def _pick(ys: np.ndarray, buckets: int) -> np.ndarray:

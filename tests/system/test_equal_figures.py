@@ -126,7 +126,7 @@ def test_summary_and_frame_are_equal_read_whole_or_followed_in_pieces(tmp_path_f
         e = followed(spilled, files, cuts)
     assert (d.rows, e.rows) == (a.rows, a.rows)
     assert all(x.rows - x.base <= 2 for x in (*d.ranks.values(), *e.ranks.values()))  # the rest was spilled
-    clock = max(float(d.exact.view()[-1, 0]) for d in a.ranks.values() if d.rows) + later if a.rows else T0
+    clock = max(d.last("time") for d in a.ranks.values() if d.rows) + later if a.rows else T0
     assert (a.rows, a.bad_rows) == (b.rows, b.bad_rows) == (c.rows, c.bad_rows)
     sa, fa = figures_of(a, clock)
     sb, fb = figures_of(b, clock)

@@ -151,7 +151,9 @@ def test_the_fold_equals_the_definition_however_the_rows_arrive(rank, cuts, ck_a
     _feed(whole, rows, cks, [], [0] * len(cks))
     pieces = Store()
     _feed(pieces, rows, cks, cuts, ck_at)
-    for store in (whole, pieces, pieces.snapshot()):
+    ones = Store()  # a row a round, as followed (RankLedger.settle_row, the first block's rows too)
+    _feed(ones, rows, cks, list(range(len(rows))), ck_at)
+    for store in (whole, pieces, pieces.snapshot(), ones):
         got = store.ranks[0].ledger.sums
         assert got == pytest.approx(truth, rel=1e-9, abs=1e-6)
     opts = Options(clock=lambda: 5000.0)

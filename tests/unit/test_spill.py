@@ -87,8 +87,8 @@ def test_rows_read_back_from_the_spill_file_are_the_rows_held(small_chunks, plan
     _feed(spilled, plan, snaps)
     for r, a in held.ranks.items():
         b = spilled.ranks[r]
-        assert b.base + b.session_idx.n == a.rows == b.rows
-        assert b.session_idx.n < spill.MIN_HELD + spill.SPILL_ROWS  # at most a chunk over its share
+        assert b.base + b.held_rows == a.rows == b.rows
+        assert b.held_rows < spill.MIN_HELD + spill.SPILL_ROWS  # at most a chunk over its share
         for name in NAMES:
             assert _bits(b.col(name)) == _bits(a.col(name)), name
             assert b.has_values(name) == a.has_values(name)
@@ -129,7 +129,7 @@ def test_a_rank_holds_its_share_of_the_budget_and_a_long_run_stays_flat(monkeypa
         sizes.append(store.nbytes())
     assert store.rows == 4 * 6000
     for d in store.ranks.values():
-        assert 1000 <= d.session_idx.n < 1000 + 256 and d.base % 256 == 0
+        assert 1000 <= d.held_rows < 1000 + 256 and d.base % 256 == 0
     # flat once the budget is reached (the blocks' slack moves a little), where every row held grew 6x
     assert max(sizes[30:]) <= 1.15 * max(sizes[10:30]) and sizes[-1] < 2 * sizes[10]
     assert store.spill.written > 0

@@ -136,7 +136,7 @@ def test_memory_per_row_is_under_100_bytes(tmp_path):
     write_rank(tmp_path, 0, steps(1, 50_000, loss=1.0))
     store = load(tmp_path)
     assert store.rows == 50_000 and store.nbytes() / store.rows < 91
-    assert store.ranks[0].session_idx.data.itemsize == 1
+    assert store.table.arrays["session"].itemsize == 1
 
 
 def test_a_rank_of_many_sessions_keeps_every_rows_session():
@@ -160,7 +160,7 @@ def test_a_rank_of_many_sessions_keeps_every_rows_session():
         d = store.ranks[0]
         assert d.col("session").tolist() == list(range(300))
         assert [s.session for s in d.segments] == names and d.effective().all()
-    assert one.ranks[0].session_idx.data.itemsize == 4
+    assert one.table.arrays["session"].itemsize == 4
 
 
 def test_long_series_from_block_summaries_keep_extremes_and_nans(tmp_path):
@@ -204,9 +204,9 @@ def test_a_snapshot_copies_only_the_ranks_that_changed_and_shows_every_change(tm
 
 @pytest.mark.parametrize("reader", ["arrow", "pandas"])
 def test_rows_appended_after_a_large_read_do_not_copy_the_rows_read(tmp_path, monkeypatch, reader):
-    """A long run read in one go, then followed: the store adopts the parsed arrays with room after
-    them, so the next rows land in place (copying 2,000 rows of each of 10,000 ranks at their first new
-    row was a third of a core while following); the rows are the same either way."""
+    """A long run read in one go, then followed: its rows land in the table with room after them, so the
+    next rows land in place (copying 2,000 rows of each of 10,000 ranks at their first new row was a third of
+    a core while following); the rows are the same either way."""
     import mstop.engine.parse as parse
 
     monkeypatch.setattr(parse, "TUNING", parse.ParseTuning(large_reader=reader))
@@ -216,11 +216,9 @@ def test_rows_appended_after_a_large_read_do_not_copy_the_rows_read(tmp_path, mo
     src = LocalSource(str(tmp_path), store)
     src.read_all()
     d = store.ranks[0]
-    before = d.exact.data, d.floats.block.data
+    before = dict(store.table.arrays), int(store.table.lo[d.slot])
     write_rank(tmp_path, 0, steps(3001, 3002, loss=lambda s: 2.0), header=False)
     src.read_all()
     assert d.rows == 3002 and d.col("step")[-3:].tolist() == [3000.0, 3001.0, 3002.0]
     assert d.col("loss")[-3:].tolist() == [1.0, 2.0, 2.0]
-    if reader == "arrow":  # (a column constant until then would take the varying ones' block once, copied)
-        assert d.exact.data is before[0]
-    assert d.floats.block.data is before[1]
+    assert all(store.table.arrays[c] is a for c, a in before[0].items()) and store.table.lo[d.slot] == before[1]
