@@ -220,6 +220,8 @@ class RankLedger:
             m = _median(ws) if ws else 0.0
             normal = _median(we) if len(we) >= 2 else 0.0
             early.append((m, normal, max(STALL_MIN_S, 10.0 * m, 3.0 * (_median(wg) if wg else 0.0))))
+        if upto > lo:
+            w.last = (float(times[upto - 1 - a]), int(sess[upto - 1 - a]))
         if len(self.early) == BLOCK:
             self.warm = None
 
@@ -252,6 +254,7 @@ class RankLedger:
         w = self.warm
         if w is not None:
             w.st, w.gap, w.excess = (sorted(v[v == v].tolist()) for v in (stv, gapv, exv))
+            w.last = (float(t[upto - 1]), int(sess[upto - 1]))
         if len(self.early) == BLOCK:
             self.warm = None
 
@@ -283,7 +286,7 @@ class RankLedger:
         n = d.rows
         i = self.settled
         if n - i != 1 or (i and i % BLOCK == 0) or len(self.sess_t) < len(d.segments) or \
-                (i < BLOCK and (len(self.early) != i or self.warm is None or i <= d.base)):
+                (i < BLOCK and (len(self.early) != i or self.warm is None)):
             self.settle(d)  # a block's first row (the last block's figures), or a session met for the first time
             return
         if i < BLOCK:  # the first block: this row's figures from the rows up to it (_extend_early's, one row)
@@ -291,9 +294,10 @@ class RankLedger:
             first = any(seg.first_row == i for seg in d.segments)
             if not first and st == st and st > 0:
                 bisect.insort(w.st, st)
-            j = i - 1 - d.base
-            if i and not first and int(d.held("session")[j]) == k:
-                gap = t - float(d.held("time")[j])
+            prev_t, prev_k = w.last  # row i - 1's
+            w.last = (t, k)
+            if i and not first and prev_k == k:
+                gap = t - prev_t
                 if gap == gap and abs(gap) != math.inf:
                     bisect.insort(w.gap, gap)
                     bisect.insort(w.excess, gap - min(st if st == st else 0.0, gap))
@@ -496,12 +500,13 @@ class _Warm:
     """A rank's first block's values so far, each kind sorted: its steady step times, its gaps between rows
     of one session and their excess over the later row's step time."""
 
-    __slots__ = ("st", "gap", "excess")
+    __slots__ = ("st", "gap", "excess", "last")
 
     def __init__(self) -> None:
         self.st: list[float] = []
         self.gap: list[float] = []
         self.excess: list[float] = []
+        self.last: tuple[float, int] = (math.nan, -1)  # the time and session of the last row worked out
 
 
 def _median(v: list[float]) -> float:

@@ -123,11 +123,12 @@ class Rows:
                     nonfinite, 0)
 
 
-def parse_many(parser: CsvParser, blobs: list[bytes]) -> list[Rows] | None:
+def parse_joined(parser: CsvParser, blobs: list[bytes]) -> tuple[Rows, list[int]] | None:
     """The complete lines of several files that share ``parser``'s header, parsed by one call (a read round
-    of 1,024 followed files costs one parse, not 1,024), as each file's own rows; None when one of them
-    needs the careful path (a quote, a control byte, a short or long line, a bad time or step): each is
-    then parsed on its own, so what the store gets never depends on how the lines were grouped."""
+    of 1,024 followed files costs one parse, not 1,024): the rows of all of them in order, and how many lines
+    each file gave; None when one of them needs the careful path (a quote, a control byte, a short or long
+    line, a bad time or step): each is then parsed on its own, so what the store gets never depends on how
+    the lines were grouped."""
     if parser.header is None or not all(b.endswith(b"\n") for b in blobs):
         return None
     body = b"".join(blobs)
@@ -141,9 +142,17 @@ def parse_many(parser: CsvParser, blobs: list[bytes]) -> list[Rows] | None:
         got = parser._parse_plain(body)
     if got is None:
         return None
+    return got, [b.count(b"\n") for b in blobs]
+
+
+def parse_many(parser: CsvParser, blobs: list[bytes]) -> list[Rows] | None:
+    """:func:`parse_joined`, as each file's own rows."""
+    joined = parse_joined(parser, blobs)
+    if joined is None:
+        return None
+    got, counts = joined
     out, at = [], 0
-    for b in blobs:
-        n = b.count(b"\n")
+    for n in counts:
         out.append(got.part(at, at + n))
         at += n
     return out

@@ -18,7 +18,7 @@ from mstop_writer.schema import CSV_PATTERN, DEVICES_PATTERN, EVENTS_PATTERN
 
 from ..engine.devices import DevicesParser
 from ..engine.mflog import MfLogParser
-from ..engine.parse import CsvParser, parse_events, parse_many
+from ..engine.parse import CsvParser, parse_events, parse_joined
 from ..engine.reader import RunReader
 from ..engine.store import Store
 from . import files as _files
@@ -193,11 +193,11 @@ class Round:
             for items in groups.values():
                 parser = items[0][0].parser
                 assert parser is not None
-                parts = parse_many(parser, [c.blob for _, c in items]) if len(items) > 1 else None
-                if parts is None:
+                joined = parse_joined(parser, [c.blob for _, c in items]) if len(items) > 1 else None
+                if joined is None:
                     for f, chunk in items:
                         ingest(self.store, f, chunk)
                     continue
                 for f, chunk in items:
                     self.store.file_time(f.rank, f.kind, chunk.mtime)
-                self.store.ingest_round([(f.rank, rows) for (f, _), rows in zip(items, parts)])
+                self.store.ingest_joined([f.rank for f, _ in items], *joined)
