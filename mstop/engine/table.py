@@ -34,11 +34,11 @@ def _bits(v: np.ndarray) -> np.ndarray:
 class Held:
     """One rank's held rows as they were when frozen: views of the arrays of that moment."""
 
-    __slots__ = ("arrays", "consts", "slot", "lo", "hi")
+    __slots__ = ("arrays", "kmat", "kcol", "slot", "lo", "hi")
 
-    def __init__(self, arrays: dict[str, np.ndarray], consts: dict[str, np.ndarray], slot: int, lo: int,
+    def __init__(self, arrays: dict[str, np.ndarray], kmat: np.ndarray, kcol: dict[str, int], slot: int, lo: int,
                  hi: int) -> None:
-        self.arrays, self.consts, self.slot, self.lo, self.hi = arrays, consts, slot, lo, hi
+        self.arrays, self.kmat, self.kcol, self.slot, self.lo, self.hi = arrays, kmat, kcol, slot, lo, hi
 
     @property
     def n(self) -> int:
@@ -50,15 +50,20 @@ class Held:
         a = self.arrays.get(name)
         if a is not None:
             return a[self.lo:self.hi]
-        c = self.consts.get(name)
-        if c is None:
+        j = self.kcol.get(name)
+        if j is None:
             return None
-        out = np.ndarray((self.hi - self.lo,), c.dtype, c, self.slot * c.itemsize, (0,))
-        out.flags.writeable = False
-        return out
+        return _one_value(self.kmat, self.slot, j, self.hi - self.lo)
 
     def frozen(self) -> Held:
         return self
+
+
+def _one_value(kmat: np.ndarray, slot: int, j: int, n: int) -> np.ndarray:
+    """``n`` times the value at ``kmat[slot, j]``, as a read-only view (no byte a row)."""
+    out = np.ndarray((n,), kmat.dtype, kmat, (slot * kmat.shape[1] + j) * kmat.itemsize, (0,))
+    out.flags.writeable = False
+    return out
 
 
 class Table:
@@ -69,8 +74,12 @@ class Table:
         #: column -> its array over every region (replaced whole, never shrunk or rewritten: views keep theirs)
         self.arrays: dict[str, np.ndarray] = {c: np.empty(0, np.float64) for c in exact}
         self.arrays["session"] = np.empty(0, np.uint8)
-        #: float column -> each slot's value while the column is one value in every slot
-        self.consts: dict[str, np.ndarray] = {c: np.full(0, np.nan, np.float32) for c in floats}
+        #: the float columns' values per slot (a row a slot, a column each: the base ones, then the extra ones
+        #: in the order they came), read while a column is one value in every slot; kcol: those columns by
+        #: name, to their place in kmat (replaced whole; kmat is written in place only in a fresh slot's row)
+        self.kmat = np.full((0, len(floats)), np.nan, np.float32)
+        self.knames: list[str] = list(floats)
+        self.kcol: dict[str, int] = {c: j for j, c in enumerate(floats)}
         self.size = 0  # cells of every array
         self.end = 0  # cells handed out to regions
         self.slots = 0
@@ -90,7 +99,7 @@ class Table:
             self.off, self.room, self.lo, self.hi = (np.concatenate([a, np.zeros(cap - s, np.int64)])
                                                      for a in (self.off, self.room, self.lo, self.hi))
             self.fresh = np.concatenate([self.fresh, np.ones(cap - s, bool)])
-            self.consts = {c: np.concatenate([v, np.full(cap - s, np.nan, v.dtype)]) for c, v in self.consts.items()}
+            self.kmat = np.concatenate([self.kmat, np.full((cap - s, self.kmat.shape[1]), np.nan, np.float32)])
         self.slots += 1
         return s
 
@@ -99,7 +108,7 @@ class Table:
 
     def held(self, s: int) -> Held:
         """Slot ``s``'s rows as they are now (read at once: a later append is not in it)."""
-        return Held(self.arrays, self.consts, s, int(self.lo[s]), int(self.hi[s]))
+        return Held(self.arrays, self.kmat, self.kcol, s, int(self.lo[s]), int(self.hi[s]))
 
     frozen = held
 
@@ -109,27 +118,25 @@ class Table:
         a = self.arrays.get(name)
         if a is not None:
             return a[lo:hi]
-        c = self.consts.get(name)
-        if c is None:
-            return None
-        out = np.ndarray((hi - lo,), c.dtype, c, s * c.itemsize, (0,))
-        out.flags.writeable = False
-        return out
+        j = self.kcol.get(name)
+        return _one_value(self.kmat, s, j, hi - lo) if j is not None else None
 
     def last(self, s: int, name: str) -> float:
         """Slot ``s``'s last held row's value of a column (it has one)."""
         a = self.arrays.get(name)
         if a is not None:
             return float(a[self.hi[s] - 1])
-        c = self.consts.get(name)
-        return float(c[s]) if c is not None else float("nan")
+        j = self.kcol.get(name)
+        return float(self.kmat[s, j]) if j is not None else float("nan")
 
     # -- rows in -----------------------------------------------------------------------------------------
 
     def add_column(self, name: str) -> None:
         """A float column (an extra one) from now on: NaN in every row so far."""
-        if name not in self.arrays and name not in self.consts:
-            self.consts = {**self.consts, name: np.full(len(self.off), np.nan, np.float32)}
+        if name not in self.knames:
+            self.kmat = np.concatenate([self.kmat, np.full((len(self.kmat), 1), np.nan, np.float32)], axis=1)
+            self.kcol = {**self.kcol, name: len(self.knames)}
+            self.knames = [*self.knames, name]
 
     def append(self, s: int, exact: np.ndarray, floats: np.ndarray, session: np.ndarray,
                extra: dict[str, np.ndarray]) -> None:
@@ -141,19 +148,17 @@ class Table:
             return
         self._make_room(np.array([s]), k)
         self._widen_session(session)
-        cols: dict[str, np.ndarray] = {c: floats[:, j] for j, c in enumerate(self.floats)}
-        cols.update(extra)
-        self._settle_consts(np.array([s]), k, cols)
+        vals = self._incoming(floats, extra)
+        self._settle_consts(np.array([s]), vals, one_row=False)
         hi = int(self.hi[s])
         arrays = self.arrays
         for j, c in enumerate(self.exact):
             arrays[c][hi:hi + k] = exact[:, j]
         arrays["session"][hi:hi + k] = session
-        for c, a in arrays.items():
-            if c in self.exact or c == "session":
-                continue
-            v = cols.get(c)
-            a[hi:hi + k] = v if v is not None else np.nan
+        for j, c in enumerate(self.knames):
+            a = arrays.get(c)
+            if a is not None:
+                a[hi:hi + k] = vals[:, j]
         self.hi[s] = hi + k
         self.fresh[s] = False
         self.live += k
@@ -166,18 +171,17 @@ class Table:
             return
         self._make_room(slots, 1)
         self._widen_session(session)
-        cols = {c: floats[:, j] for j, c in enumerate(self.floats)}
-        self._settle_consts(slots, 1, cols, one_row=True)
+        vals = self._incoming(floats, {})
+        self._settle_consts(slots, vals, one_row=True)
         at = self.hi[slots]
         arrays = self.arrays
         for j, c in enumerate(self.exact):
             arrays[c][at] = exact[:, j]
         arrays["session"][at] = session
-        for c, a in arrays.items():
-            if c in self.exact or c == "session":
-                continue
-            v = cols.get(c)
-            a[at] = v if v is not None else np.nan
+        for j, c in enumerate(self.knames):
+            a = arrays.get(c)
+            if a is not None:
+                a[at] = vals[:, j]
         self.hi[slots] = at + 1
         self.fresh[slots] = False
         self.live += k
@@ -187,39 +191,49 @@ class Table:
         if a.dtype == np.uint8 and len(session) and int(session.max()) > 255:
             self.arrays = {**self.arrays, "session": a.astype(np.int32)}
 
-    def _settle_consts(self, slots: np.ndarray, k: int, cols: dict[str, np.ndarray], one_row: bool = False) -> None:
+    def _incoming(self, floats: np.ndarray, extra: dict[str, np.ndarray]) -> np.ndarray:
+        """The rows' float columns in kmat's order (an extra column not given: NaN)."""
+        if len(self.knames) == len(self.floats):
+            return floats if floats.dtype == np.float32 else floats.astype(np.float32)
+        vals = np.full((len(floats), len(self.knames)), np.nan, np.float32)
+        vals[:, :len(self.floats)] = floats
+        for j in range(len(self.floats), len(self.knames)):
+            v = extra.get(self.knames[j])
+            if v is not None:
+                vals[:, j] = v
+        return vals
+
+    def _settle_consts(self, slots: np.ndarray, vals: np.ndarray, one_row: bool) -> None:
         """Keep one-valued columns one-valued while every slot's new rows hold its value; make the others
         arrays. A fresh slot (never a row) takes its first row's values. ``one_row``: a row for each of
-        ``slots``; else ``k`` rows of the one slot."""
+        ``slots``; else the rows of the one slot."""
+        if not self.kcol:
+            return
         fresh = self.fresh[slots]
-        some_fresh = bool(fresh.any())
-        changed: list[str] = []
-        for c, per in self.consts.items():
-            v = cols.get(c)
-            if v is None:
-                v = np.full(len(slots) if one_row else k, np.nan, np.float32)
-            elif v.dtype != np.float32:
-                v = v.astype(np.float32)
-            if some_fresh:  # in place: a fresh slot's old views hold no row
-                per[slots[fresh]] = v[fresh] if one_row else v[0]
-            now = per[slots]
-            same = (_bits(v) == _bits(now)) if one_row else (_bits(v) == _bits(now)[0])
-            if not same.all():
-                changed.append(c)
-        if changed:
-            self._materialize(changed)
+        if fresh.any():  # in place: a fresh slot's old views hold no row
+            self.kmat[slots[fresh]] = vals[fresh] if one_row else vals[0]
+        now = _bits(self.kmat[slots])
+        diff = (_bits(vals) != now) if one_row else (_bits(vals) != now[0])
+        changed = diff.any(axis=0)
+        if changed.any():
+            names = [c for c, j in self.kcol.items() if changed[j]]
+            if names:
+                self._materialize(names)
 
     def _materialize(self, names: list[str]) -> None:
         """Columns ``names`` become arrays, every slot's held rows filled with its value (new arrays)."""
-        consts = dict(self.consts)
+        S = self.slots
+        held = self.hi[:S] - self.lo[:S]
+        total = int(held.sum())
+        rep = np.repeat(np.arange(S), held)
+        cells = self.lo[:S][rep] + (np.arange(total) - np.repeat(np.cumsum(held) - held, held))
         arrays = dict(self.arrays)
         for c in names:
-            per = consts.pop(c)
             a = np.empty(self.size, np.float32)
-            for s in np.flatnonzero(self.hi[:self.slots] > self.lo[:self.slots]).tolist():
-                a[self.lo[s]:self.hi[s]] = per[s]
+            a[cells] = self.kmat[rep, self.kcol[c]]
             arrays[c] = a
-        self.consts, self.arrays = consts, arrays
+        self.kcol = {c: j for c, j in self.kcol.items() if c not in names}
+        self.arrays = arrays
 
     def _make_room(self, slots: np.ndarray, k: int) -> None:
         """Room for ``k`` more rows in each of ``slots``: a slot whose region is full moves to a new one past
@@ -282,12 +296,12 @@ class Table:
         one-valued columns' values copied first (a frozen view of its old rows keeps reading them)."""
         self.live -= self.n(s)
         self.lo[s] = self.hi[s]
-        self.consts = {c: v.copy() for c, v in self.consts.items()}
+        self.kmat = self.kmat.copy()
         self.fresh[s] = True
 
     @property
     def nbytes(self) -> int:
-        return sum(a.nbytes for a in self.arrays.values()) + sum(c.nbytes for c in self.consts.values())
+        return sum(a.nbytes for a in self.arrays.values()) + self.kmat.nbytes
 
     def spill_blocks(self, s: int, m: int, extras: tuple[str, ...]) -> tuple[list[tuple[tuple[str, ...], np.ndarray]],
                                                                        dict[str, float]]:
@@ -302,10 +316,10 @@ class Table:
         if vary:
             blocks.append((vary, np.stack([a[c][lo:lo + m] for c in vary], axis=1)))
         blocks.append((("session",), a["session"][lo:lo + m]))
-        constant = {c: float(self.consts[c][s]) for c in self.floats if c not in a}
+        constant = {c: float(self.kmat[s, self.kcol[c]]) for c in self.floats if c not in a}
         for c in extras:
             if c in a:
                 blocks.append(((c,), a[c][lo:lo + m]))
             else:
-                constant[c] = float(self.consts[c][s])
+                constant[c] = float(self.kmat[s, self.kcol[c]])
         return blocks, constant

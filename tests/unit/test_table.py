@@ -106,7 +106,7 @@ def test_every_column_reads_back_what_was_appended(ops):
             assert (bits(h.column("x")) == bits(m["x"])).all()
     # a column is an array only once some rank's held value differs from its first (bit for bit)
     for c in FLOATS:
-        if c in t.consts:
+        if c in t.kcol:
             for s in range(6):
                 v = bits(model[s][c])
                 assert (v == v[:1]).all()
