@@ -873,6 +873,7 @@ class Store:
             self.note(f"the rows moved out of memory are in {self.spill.ram_disk}, a RAM disk: set MSTOP_SPILL_DIR "
                       "to a directory on a disk to save that memory")
         self.table.drop_front(d.slot, m)
+        self.table.trim(d.slot)
         d.spilled = (*d.spilled, *made)
         d.base += m
 

@@ -18,6 +18,8 @@ holds) reads the same values however the store grows after it; its arrays are fr
 
 from __future__ import annotations
 
+from typing import Callable
+
 import numpy as np
 
 #: a region's room past its rows: 1/GROWTH of them and 64 more (a rank moves to a new region that rarely)
@@ -88,6 +90,7 @@ class Table:
         self.lo = np.zeros(0, np.int64)  # its rows held: cells lo..hi
         self.hi = np.zeros(0, np.int64)
         self.fresh = np.zeros(0, bool)  # never held a row: its values of one-valued columns are still free
+        self.viewed = np.zeros(0, bool)  # a frozen view was taken of its region (its cells are never reused)
         self.live = 0  # rows held, all slots
 
     # -- slots -------------------------------------------------------------------------------------------
@@ -99,6 +102,7 @@ class Table:
             self.off, self.room, self.lo, self.hi = (np.concatenate([a, np.zeros(cap - s, np.int64)])
                                                      for a in (self.off, self.room, self.lo, self.hi))
             self.fresh = np.concatenate([self.fresh, np.ones(cap - s, bool)])
+            self.viewed = np.concatenate([self.viewed, np.zeros(cap - s, bool)])
             self.kmat = np.concatenate([self.kmat, np.full((cap - s, self.kmat.shape[1]), np.nan, np.float32)])
         self.slots += 1
         return s
@@ -108,9 +112,27 @@ class Table:
 
     def held(self, s: int) -> Held:
         """Slot ``s``'s rows as they are now (read at once: a later append is not in it)."""
+        self.viewed[s] = True
         return Held(self.arrays, self.kmat, self.kcol, s, int(self.lo[s]), int(self.hi[s]))
 
     frozen = held
+
+    def trim(self, s: int) -> None:
+        """After slot ``s`` dropped most of its rows (a first read spilled at once): its rows moved to its
+        region's start and the region cut to them and its room, the cells after it handed out again, when
+        its region is the last handed out and no frozen view has seen it (a first read of 10,000 ranks
+        otherwise touched memory for every row read, not for the rows kept)."""
+        off, lo, hi = int(self.off[s]), int(self.lo[s]), int(self.hi[s])
+        if self.viewed[s] or off + int(self.room[s]) != self.end or lo == off:
+            return
+        h = hi - lo
+        room = h + h // GROWTH + 64
+        if room >= int(self.room[s]):
+            return
+        for a in self.arrays.values():
+            a[off:off + h] = a[lo:hi]  # overlapping: numpy copies through a buffer
+        self.lo[s], self.hi[s], self.room[s] = off, off + h, room
+        self.end = off + room
 
     def column(self, s: int, name: str) -> np.ndarray | None:
         """Slot ``s``'s rows of column ``name`` now (see Held.column)."""
@@ -247,16 +269,24 @@ class Table:
         want = want + want // GROWTH + 64
         need = int(want.sum())
         if self.end + need > self.size:
-            self._compact(movers, want)
-            return
+            S = self.slots
+            held_all = self.hi[:S] - self.lo[:S]
+            keep = np.minimum(self.room[:S], held_all + held_all // GROWTH + 64)
+            keep[movers] = 0  # their regions die as they move: their new ones are the need
+            kept = int(keep.sum()) + need
+            if kept < (self.end + need) * 3 // 4:  # a quarter or more would be dead: compact
+                self._compact(movers, want)
+                return
+            self._grow(self.end + need)  # else the cells as they are, in larger arrays (a copy a column)
         start = self.end + np.concatenate([[0], np.cumsum(want)[:-1]])
         self._move(movers, start)
         self.off[movers], self.room[movers] = start, want
+        self.viewed[movers] = False
         self.end += need
 
-    def _move(self, slots: np.ndarray, to: np.ndarray, into: dict[str, np.ndarray] | None = None) -> None:
-        """Copy the held rows of ``slots`` to cells ``to``.. (of the arrays ``into``, else of the same arrays,
-        past their end): every column in one gather; their ``lo``/``hi`` then say where they are."""
+    def _move(self, slots: np.ndarray, to: np.ndarray) -> None:
+        """Copy the held rows of ``slots`` to cells ``to``.. past the arrays' end: every column in one gather;
+        their ``lo``/``hi`` then say where they are."""
         held = self.hi[slots] - self.lo[slots]
         total = int(held.sum())
         if total:
@@ -264,25 +294,60 @@ class Table:
             within = np.arange(total) - np.repeat(np.cumsum(held) - held, held)
             src = self.lo[slots][rep] + within
             dst = to[rep] + within
-            for c, a in self.arrays.items():
-                (into[c] if into is not None else a)[dst] = a[src]
+            for a in self.arrays.values():
+                a[dst] = a[src]
         self.lo[slots], self.hi[slots] = to, to + held
 
+    def _replace(self, size: int, fill: Callable[[str, np.ndarray, np.ndarray], None]) -> None:
+        """New arrays of ``size`` cells, ``fill(name, old, new)`` copying each column's cells. Made whole, so
+        frozen views keep the old ones; while no view has seen the arrays (a first read, ``summary``), column
+        by column, each old one let go before the next is made (else the peak was both sets at once)."""
+        old = self.arrays
+        alone = not self.viewed[:self.slots].any()
+        arrays: dict[str, np.ndarray] = {}
+        for c in list(old):
+            a = old.pop(c) if alone else old[c]
+            arrays[c] = np.empty(size, a.dtype)
+            fill(c, a, arrays[c])
+            del a
+        self.arrays = arrays
+        self.viewed[:] = False  # new arrays: no view holds them
+        self.size = size
+
+    def _grow(self, need: int) -> None:
+        """Arrays with room for ``need`` cells and half as many again, the cells handed out copied as they are
+        (one copy a column: no region moves)."""
+        end = self.end
+
+        def fill(_c: str, a: np.ndarray, new: np.ndarray) -> None:
+            new[:end] = a[:end]
+
+        self._replace(max(MIN_SIZE, need + need // 2), fill)
+
     def _compact(self, movers: np.ndarray, want: np.ndarray) -> None:
-        """New arrays holding the live regions (each with its room; ``movers`` with the room ``want``) and a
-        quarter more free: made whole, so frozen views keep the old ones."""
+        """New arrays holding the live regions (each with its room; ``movers`` with the room ``want``) and as
+        many cells free: made whole, so frozen views keep the old ones."""
         S = self.slots
         held = self.hi[:S] - self.lo[:S]
         room = np.where(self.room[:S] > 0, np.minimum(self.room[:S], held + held // GROWTH + 64), 0)
         room[movers] = want
         total = int(room.sum())
-        size = max(MIN_SIZE, total + total // 4)
+        # as many cells again free: a compaction copies the live rows, at most as many as were handed out
+        # since the last one (a rank's first read hands out its rows, then spills most of them)
+        size = max(MIN_SIZE, total + total // 2)
         off = np.concatenate([[0], np.cumsum(room)[:-1]]).astype(np.int64)
-        arrays = {c: np.empty(size, a.dtype) for c, a in self.arrays.items()}
-        self._move(np.arange(S), off, arrays)
-        self.arrays = arrays
-        self.off[:S], self.room[:S] = off, room
-        self.size, self.end = size, total
+        held = self.hi[:S] - self.lo[:S]
+        n = int(held.sum())
+        rep = np.repeat(np.arange(S), held)
+        within = np.arange(n) - np.repeat(np.cumsum(held) - held, held)
+        src, dst = self.lo[:S][rep] + within, off[rep] + within
+
+        def fill(_c: str, a: np.ndarray, new: np.ndarray) -> None:
+            new[dst] = a[src]
+
+        self._replace(size, fill)
+        self.off[:S], self.room[:S], self.lo[:S], self.hi[:S] = off, room, off, off + held
+        self.end = total
 
     # -- rows out -----------------------------------------------------------------------------------------
 
