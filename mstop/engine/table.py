@@ -91,6 +91,7 @@ class Table:
         self.hi = np.zeros(0, np.int64)
         self.fresh = np.zeros(0, bool)  # never held a row: its values of one-valued columns are still free
         self.viewed = np.zeros(0, bool)  # a frozen view was taken of its region (its cells are never reused)
+        self.shared = False  # a frozen view holds the arrays (they are never changed in place, only replaced)
         self.live = 0  # rows held, all slots
 
     # -- slots -------------------------------------------------------------------------------------------
@@ -113,6 +114,7 @@ class Table:
     def held(self, s: int) -> Held:
         """Slot ``s``'s rows as they are now (read at once: a later append is not in it)."""
         self.viewed[s] = True
+        self.shared = True
         return Held(self.arrays, self.kmat, self.kcol, s, int(self.lo[s]), int(self.hi[s]))
 
     frozen = held
@@ -303,7 +305,7 @@ class Table:
         frozen views keep the old ones; while no view has seen the arrays (a first read, ``summary``), column
         by column, each old one let go before the next is made (else the peak was both sets at once)."""
         old = self.arrays
-        alone = not self.viewed[:self.slots].any()
+        alone = not self.shared
         arrays: dict[str, np.ndarray] = {}
         for c in list(old):
             a = old.pop(c) if alone else old[c]
@@ -312,6 +314,7 @@ class Table:
             del a
         self.arrays = arrays
         self.viewed[:] = False  # new arrays: no view holds them
+        self.shared = False
         self.size = size
 
     def _grow(self, need: int) -> None:

@@ -153,3 +153,19 @@ def test_a_first_read_cut_to_its_rows_gives_its_cells_back_unless_a_view_saw_the
             assert end > 2000  # not cut
         else:
             assert end < 700  # 464 rows, an eighth and 64 more
+
+
+def test_a_view_keeps_its_rows_when_its_rank_moves_and_the_arrays_grow():
+    """A frozen view of a rank, the rank then moved to a new region (its region full) and the arrays then
+    grown: the view still reads its rows (the arrays it holds are let go of only by the last view)."""
+    t = Table(EXACT, FLOATS)
+    a = t.add_slot()
+    ex = np.column_stack([np.arange(100, dtype=np.float64), np.arange(100, dtype=np.float64)])
+    t.append(a, ex, np.ones((100, 3), np.float32), np.zeros(100, np.int32), {})
+    view = t.frozen(a)
+    for i in range(40):  # moves, then grows the arrays several times
+        more = ex + 100 * (i + 1)
+        t.append(a, more, np.ones((100, 3), np.float32), np.zeros(100, np.int32), {})
+    assert t.size > 4096
+    assert view.column("time").tolist() == list(range(100))
+    assert (view.column("a") == 1).all()
