@@ -613,6 +613,7 @@ class Store:
         #: ranks changed since the last snapshot, and that snapshot's ranks: a snapshot copies only those
         self._dirty: set[int] = set()
         self._snap_ranks: dict[int, RankData] | None = None
+        self._snap_arrays: dict[str, np.ndarray] | None = None  # the table's arrays the last snapshot read
         self._snaps = 0  # snapshots taken
         #: of a snapshot: (how many were taken before it, the ranks changed since the one before it)
         self.changed: tuple[int, frozenset[int]] | None = None
@@ -657,6 +658,9 @@ class Store:
             snap.lock = threading.RLock()
             snap.frozen = True
             prev = self._snap_ranks
+            if self._snap_arrays is not self.table.arrays:  # the table made new arrays: every rank frozen
+                prev = None  # anew, so the old arrays are let go with the last snapshot that read them
+                self._snap_arrays = self.table.arrays
             if prev is not None:  # the last snapshot's ranks, those that changed since copied again: O(changes)
                 ranks = dict(prev)
                 for r in self._dirty:
@@ -700,7 +704,8 @@ class Store:
         change goes through this class's methods and bumps ``stamp``): at 10,000 ranks a snapshot copying
         every rank took about 0.1 s of every frame."""
         got = self._frozen_ranks.get(r)
-        if got is not None and got[0] is d and got[1] == d.stamp:
+        if got is not None and got[0] is d and got[1] == d.stamp and (
+                got[2].frozen_rows is None or got[2].frozen_rows.arrays is self.table.arrays):
             return got[2]
         c = d.frozen_after(got[2] if got is not None and got[0] is d else None)
         self._frozen_ranks[r] = (d, d.stamp, c)

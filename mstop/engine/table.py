@@ -113,9 +113,11 @@ class Table:
 
     def held(self, s: int) -> Held:
         """Slot ``s``'s rows as they are now (read at once: a later append is not in it)."""
-        self.viewed[s] = True
-        self.shared = True
-        return Held(self.arrays, self.kmat, self.kcol, s, int(self.lo[s]), int(self.hi[s]))
+        lo, hi = int(self.lo[s]), int(self.hi[s])
+        if hi > lo:  # a view of no row sees no cell: a rank frozen before its first read may still be cut
+            self.viewed[s] = True
+        self.shared = True  # but it holds the arrays' dict
+        return Held(self.arrays, self.kmat, self.kcol, s, lo, hi)
 
     frozen = held
 
