@@ -204,22 +204,10 @@ class RankLedger:
         times = d.span("time", a, upto).tolist()
         sts = d.span("step_time", a, upto).tolist()
         sess = d.span("session", a, upto).tolist()
-        ws, wg, we, early = w.st, w.gap, w.excess, self.early
-        insort, inf = bisect.insort, math.inf
         for i in range(lo, upto):
             k = i - a
-            t, st = times[k], sts[k]
-            first = i in firsts
-            if not first and st == st and st > 0:
-                insort(ws, st)
-            if i and not first and sess[k] == sess[k - 1]:
-                gap = t - times[k - 1]
-                if gap == gap and abs(gap) != inf:
-                    insort(wg, gap)
-                    insort(we, gap - min(st if st == st else 0.0, gap))
-            m = _median(ws) if ws else 0.0
-            normal = _median(we) if len(we) >= 2 else 0.0
-            early.append((m, normal, max(STALL_MIN_S, 10.0 * m, 3.0 * (_median(wg) if wg else 0.0))))
+            self.early.append(w.add(times[k], sts[k], i in firsts, bool(i) and sess[k] == sess[k - 1],
+                                    times[k - 1]))
         if upto > lo:
             w.last = (float(times[upto - 1 - a]), int(sess[upto - 1 - a]))
         if len(self.early) == BLOCK:
@@ -291,19 +279,9 @@ class RankLedger:
             return
         if i < BLOCK:  # the first block: this row's figures from the rows up to it (_extend_early's, one row)
             w = self.warm
-            first = any(seg.first_row == i for seg in d.segments)
-            if not first and st == st and st > 0:
-                bisect.insort(w.st, st)
             prev_t, prev_k = w.last  # row i - 1's
             w.last = (t, k)
-            if i and not first and prev_k == k:
-                gap = t - prev_t
-                if gap == gap and abs(gap) != math.inf:
-                    bisect.insort(w.gap, gap)
-                    bisect.insort(w.excess, gap - min(st if st == st else 0.0, gap))
-            m = _median(w.st) if w.st else 0.0
-            normal = _median(w.excess) if len(w.excess) >= 2 else 0.0
-            self.early.append((m, normal, max(STALL_MIN_S, 10.0 * m, 3.0 * (_median(w.gap) if w.gap else 0.0))))
+            self.early.append(w.add(t, st, any(seg.first_row == i for seg in d.segments), prev_k == k, prev_t))
             if len(self.early) == BLOCK:
                 self.warm = None
         self._classify_one(d, i, k, t, step, st, dw)
@@ -390,7 +368,7 @@ class RankLedger:
             self.sess_t[k] = t
         m, normal, hang = self.figures_of(i)
         saved = step in self.ck_steps or self._saved_between(prev, t)
-        part = _one(t, prev, st if st == st else 0.0, dw if dw == dw else 0.0, m, normal, hang, saved,
+        part = _one(t, prev, _num(st), _num(dw), m, normal, hang, saved,
                     step <= self.reached[k])
         s = self.sums
         s[0] += part[0]
@@ -507,6 +485,20 @@ class _Warm:
         self.gap: list[float] = []
         self.excess: list[float] = []
         self.last: tuple[float, int] = (math.nan, -1)  # the time and session of the last row worked out
+
+    def add(self, t: float, st: float, first: bool, same: bool, prev_t: float) -> tuple[float, float, float]:
+        """Take in a row (its time, step time, whether it begins a session, whether the row before it is of its
+        session, that row's time) and give its figures: the medians of the values up to it."""
+        if not first and st == st and st > 0:
+            bisect.insort(self.st, st)
+        if same and not first:
+            gap = t - prev_t
+            if gap == gap and abs(gap) != math.inf:
+                bisect.insort(self.gap, gap)
+                bisect.insort(self.excess, gap - min(st if st == st else 0.0, gap))
+        m = _median(self.st) if self.st else 0.0
+        normal = _median(self.excess) if len(self.excess) >= 2 else 0.0
+        return m, normal, max(STALL_MIN_S, 10.0 * m, 3.0 * (_median(self.gap) if self.gap else 0.0))
 
 
 def _median(v: list[float]) -> float:
