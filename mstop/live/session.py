@@ -13,11 +13,11 @@ from __future__ import annotations
 import os
 import threading
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ..engine.endings import ending
-from ..engine.figures import Options, seconds_since_last_row
+from ..engine.figures import Options
 from ..engine.health import Alert, Health, Rules
 from ..engine.incidents import Incident
 from ..engine.logs import last_error
@@ -32,6 +32,7 @@ from ..view.build import Carry, build_view
 from ..view.charts import incident_marks, step_range
 from ..view.frame import View
 from ..view.marks import heat_marks
+from ..view.parts import reading_header
 from .alerting import Alerting
 from .goodput import ThreadedGoodput
 from .logpane import LogPane
@@ -96,10 +97,21 @@ class MonitorSession:
         """This moment's frame: the figures, the baseline's and overlays' curves, the alerts and the
         incidents' marks. The ranks view (and ``header_only``, the once-a-second tick) builds no run-wide
         chart: at 1,024 ranks every millisecond counts."""
+        if self.reading:  # a part of the files: no figure, no alert told, no incident scanned from it
+            # what is read so far is no state of the job: the header says it is reading, how far it came, and
+            # the newest row's age by its own time (every row read "arrived" just now: 0 s ago, of a row 3
+            # minutes old); no snapshot (at 10,000 ranks a frame a second froze every rank and took a third
+            # of the read)
+            now = self.opts.clock()
+            v = View(now=now)
+            v.header = reading_header(self.store.progress(), self.opts, now)
+            v.header.status = READING
+            v.header.notes = self.notes(v)
+            return Frame(v)
         snap = self.store.snapshot()
-        charts = not (ranks_view or header_only or self.reading)
+        charts = not (ranks_view or header_only)
         v = build_view(snap, self.opts, points=points, xaxis=xaxis, recent=recent, carry=self.carry,
-                       custom=self.custom, header_only=not charts, reading=self.reading)
+                       custom=self.custom, header_only=not charts)
         v.header.notes = self.notes(v)
         if charts and self.baseline_store is not None:
             # its last path component names it on the screen (the whole path is in the b dialog)
@@ -111,13 +123,6 @@ class MonitorSession:
                           for name, store in self.overlays]
             v.name = self.run_label
         out = Frame(v)
-        if self.reading:  # a part of the files: no alert told, no incident scanned from it
-            # what is read so far is no state of the job: the header says it is reading, and the last row's
-            # age is told by its own time (every row read "arrived" just now: 0 s ago, of a row 3 minutes old)
-            v.header.status = READING
-            if snap.rows:
-                v.header.since_last_row = seconds_since_last_row(snap, replace(self.opts, arrival_clock=None))
-            return out
         v.alerts = self.health.alerts(snap, self.opts)
         v.marks = heat_marks(v.alerts)
         v.new_alerts, out.fresh = self.alerting.update(v.alerts)

@@ -60,20 +60,15 @@ class Carry:
 
 
 def build_view(store: Store, opts: Options, *, points: int = 200, xaxis: str = "step", recent: bool = False,
-               carry: Carry | None = None, custom: tuple[str, ...] = (), header_only: bool = False,
-               reading: bool = False) -> View:
+               carry: Carry | None = None, custom: tuple[str, ...] = (), header_only: bool = False) -> View:
     """One frame's content. ``points`` is the chart width in points; ``recent`` limits the charts to the
     last 10 % of the run (at least 200 steps); ``header_only`` builds the header alone (the once-a-second
-    tick, and the ranks view, which shows no run-wide chart), the ranks table included; ``reading``: the
-    header alone, while the first read of what is written goes on (a part of the files shows nothing worth
-    drawing, and at 10,000 ranks a whole frame a second took a third of the read's time)."""
+    tick, and the ranks view, which shows no run-wide chart), the ranks table included."""
     snap = store.snapshot()
     carry = carry or Carry()
     now = opts.clock()
     v = View(xaxis=xaxis, now=now, chart_rank=figures.lowest_rank(snap))
     v.header = parts.header(snap, opts, now)
-    if reading:
-        return v
     g = carry.goodput.get(snap, opts, v.header.status)
     if g is not None:
         v.header.goodput, v.header.goodput_lost = g.goodput, g.largest_losses(2)

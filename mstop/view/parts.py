@@ -16,7 +16,7 @@ from ..engine import devices, figures
 from ..engine.figures import Options, Window
 from ..engine.reader import RunReader
 from ..engine.smoothing import ema_series, evenly
-from ..engine.store import Store
+from ..engine.store import Progress, Store
 from . import charts
 from .frame import DataPart, DeviceCell, HeaderPart, LossPart, MemoryPart, RankTable, Series, ThroughputPart
 
@@ -78,6 +78,19 @@ def header(store: Store, opts: Options, now: float) -> HeaderPart:
         h.tokens_seen = figures.tokens_seen(store, d.rank)
         if len(d.segments) > 1:
             h.repeated_steps, h.repeated_seconds = d.repeated_steps(), figures.repeated_seconds(d)
+    return h
+
+
+def reading_header(got: Progress, opts: Options, now: float) -> HeaderPart:
+    """The header while the first read of what is written goes on: the run's account of itself and how far
+    the read has come (rows, ranks, the step reached, the newest row's age on its own clock), from
+    :meth:`Store.progress`: no figure of a part of the files (it is no state of the job), no rank frozen."""
+    meta = got.start
+    h = HeaderPart(run_name=meta.get("run_name"), device=meta.get("device"), world_size=_int(meta.get("world_size")),
+                   total_steps=_int(meta.get("total_steps")), ranks_seen=got.ranks, step=got.step,
+                   bad_rows=got.bad_rows, bad_events=got.bad_events)
+    if got.newest is not None and now - got.newest > -figures.FUTURE_S:  # a time from the future: no age
+        h.since_last_row = max(0.0, now - got.newest)
     return h
 
 

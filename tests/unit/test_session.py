@@ -51,7 +51,7 @@ def test_while_reading_nothing_is_told_and_a_scan_is_asked_for_once(tmp_path):
     assert f.fresh == [] and f.scan is None and f.view.header.notes[0].startswith("reading what is written")
     session.first_read_done()
     f = session.frame(points=60)
-    assert f.scan is not None and session.frame(points=60).scan is None
+    assert f.view.header.status != "reading" and f.scan is not None and session.frame(points=60).scan is None
     assert session.scan(f.scan) is True  # the NaN's incident: a new mark
     assert session.scan(f.scan) is False
     assert session.frame(points=60, ranks_view=True).scan is None  # the ranks view draws no loss chart
@@ -102,3 +102,26 @@ def test_the_session_imports_no_screen_code():
     names = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module} | \
         {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     assert not any(m.split(".")[0] in ("textual", "rich", "app") for m in names), names
+
+
+def test_a_frame_while_reading_says_how_far_the_read_came_and_freezes_no_rank(tmp_path):
+    """The header while the first read goes on: the run's account of itself (its start event), the ranks and
+    rows read, the step reached and the newest row's age by its own time; and no snapshot is taken (at 10,000
+    ranks freezing every rank at every reading frame took a third of the read)."""
+    t0 = 1_800_000_000.0
+    for r in range(3):
+        write_events(tmp_path, r, [start("s1", t0, run_name="exp7", world_size=3, total_steps=500)])
+        write_rank(tmp_path, r, steps(1, 20 + r, t0=t0, step_time=1.0))
+    session = MonitorSession([str(tmp_path)], MonitorOptions(clock=lambda: t0 + 100))
+    session.source.read_all()
+    session.reading = True
+    taken = session.store.change_log
+    h = session.frame(points=60).view.header
+    assert (h.status, h.run_name, h.world_size, h.total_steps, h.ranks_seen, h.step) == \
+        ("reading", "exp7", 3, 500, 3, 22)
+    assert h.since_last_row == 100 - 22
+    assert h.notes == [f"reading what is written so far: {20 + 21 + 22:,} rows (q quits)"]
+    assert session.store.change_log is taken  # no snapshot
+    session.reading = False
+    assert session.frame(points=60).view.header.status != "reading" and session.store.change_log is not taken
+    session.source.stop()
