@@ -16,8 +16,8 @@ from textual.message import Message
 from textual.widgets import Static
 
 from ...view import View
+from ...view.marks import CELL_KINDS, heat_cells
 
-LEVELS = "▁▂▃▄▅▆▇█"
 #: heat strip metrics (m cycles): label, RankRow attribute, whether a high value is bad
 HEAT_METRICS = (("step time", "step_time", True), ("data wait", "data_wait", True),
                 ("headroom", "headroom", False), ("lag", "lag", True), ("last-row age", "age", True),
@@ -26,9 +26,6 @@ HEAT_METRICS = (("step time", "step_time", True), ("data wait", "data_wait", Tru
 PROFILE_METRICS = frozenset({"comm_share", "idle_share"})
 #: the most lines of cells the strip uses; beyond, one cell stands for several ranks (their worst)
 HEAT_LINES = 10
-#: a cell is an outlier when it is this many robust deviations (1.4826·MAD) from the median on the bad side,
-#: and at least OUTLIER_MARGIN of the median away (a flat run's tiny MAD must not light up noise)
-OUTLIER_K, OUTLIER_MARGIN = 4.0, 0.25
 
 
 class HeatStrip(Static, can_focus=False):
@@ -73,55 +70,27 @@ class HeatStrip(Static, can_focus=False):
     def show(self, v: View, selected: int | None = None) -> None:
         self._args = (v,)
         self.selected = selected
-        marks = v.marks
         _label, attr, high_bad = HEAT_METRICS[self.metric]
-        ranks = v.ranks.column("rank")  # in rank order (the table's columns: no row object per rank)
-        value = _values(v, attr)
-        known = np.array([x for x in value.values() if x is not None and math.isfinite(x)])
-        med = float(np.median(known)) if len(known) else 0.0
-        mad = float(np.median(np.abs(known - med))) * 1.4826 if len(known) else 0.0
-        margin = OUTLIER_MARGIN * abs(med)
-        lo, hi = (float(known.min()), float(known.max())) if len(known) else (0.0, 0.0)
-        if hi - lo < margin:  # a flat run: centre a minimum span on the median
-            lo, hi = med - margin / 2, med + margin / 2
-        sign = 1.0 if high_bad else -1.0
-        per = self._per_cell(len(ranks))
         width = self._width()
-        cells = [ranks[i:i + per] for i in range(0, len(ranks), per)]
+        got = heat_cells(v, attr, high_bad, self._per_cell(len(v.ranks)), selected)
+        self._picks = got.picks
         styles = {n: self.get_component_rich_style(f"heat-strip--{n}", partial=True)
-                  for n in ("normal", "outlier", "alert", "missing", "selected")}
-
-        def style_of(key: tuple[str, bool]) -> Style:
-            return styles[key[0]] + (styles["selected"] if key[1] else Style())
-
+                  for n in (*CELL_KINDS, "selected")}
+        # glyphs of one style are appended as one span (1,024 spans cost the compositor ~80 ms per frame, a
+        # few long runs almost nothing); a line's end goes with the run before it
         t = Text(no_wrap=True, overflow="crop")
-        self._picks = []
-        run: list[str] = []  # glyphs of one style are appended as one span: 1,024 spans cost the
-        run_style = None     # compositor ~80 ms per frame, a few long runs almost nothing
-        for i, cell in enumerate(cells):
-            if i and i % width == 0:
-                run.append("\n")
-            vals = [(value[r], r) for r in cell if value[r] is not None and math.isfinite(value[r])]
-            marked = next((r for r in cell if r in marks), None)
-            if marked is not None:  # a cell of several ranks shows, and selects, an alert's rank first
-                glyph, kind, pick = marks[marked], "alert", marked
-            elif not vals:
-                glyph, kind, pick = "?", "missing", cell[0]
-            else:
-                x, pick = max(vals) if high_bad else min(vals)  # a cell of several ranks: their worst
-                k = 0 if hi <= lo else int((x - lo) / (hi - lo) * (len(LEVELS) - 1) + 0.5)
-                glyph = LEVELS[max(0, min(len(LEVELS) - 1, k))]  # the glyph's height is the value
-                outlier = sign * (x - med) > max(OUTLIER_K * mad, margin) and len(known) >= 3
-                kind = "outlier" if outlier else "normal"
-            self._picks.append(pick)
-            style = (kind, selected is not None and selected in cell)
-            if style != run_style and run:
-                t.append("".join(run), style_of(run_style))
-                run = []
-            run_style = style
-            run.append(glyph)
-        if run:
-            t.append("".join(run), style_of(run_style))
+        key = got.kinds.copy()
+        if not len(key):
+            self.update(t)
+            return
+        if got.selected is not None:
+            key[got.selected] += len(CELL_KINDS)
+        starts = [0, *(np.flatnonzero(np.diff(key)) + 1).tolist(), len(key)]
+        # the glyphs, a line break before each line's first cell: cell i is at i + i // width
+        text = "\n".join(got.glyphs[i:i + width] for i in range(0, len(got.glyphs), width))
+        for a, b in zip(starts, starts[1:]):  # cells a..b-1, with the line break before cell b
+            style = styles[CELL_KINDS[int(got.kinds[a])]] + (styles["selected"] if a == got.selected else Style())
+            t.append(text[a + a // width:b + b // width], style)
         self.update(t)
 
     def on_resize(self) -> None:
@@ -138,12 +107,3 @@ class HeatStrip(Static, can_focus=False):
             self.post_message(self.Selected(self._picks[i]))
 
 
-def _values(v: View, attr: str) -> dict[int, float | None]:
-    """Each rank's value of a heat strip metric; ``lag`` is steps behind the median rank."""
-    ranks = v.ranks.column("rank")
-    if attr == "lag":
-        at = v.ranks.column("step")
-        steps = sorted(x for x in at if x is not None)
-        med = steps[len(steps) // 2] if steps else None
-        return {r: None if s is None or med is None else float(med - s) for r, s in zip(ranks, at)}
-    return dict(zip(ranks, v.ranks.column(attr)))
