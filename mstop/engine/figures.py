@@ -71,7 +71,8 @@ class Window:
 
     ranks: list[int]
     cols: dict[str, np.ndarray]
-    starts: list[dict[str, Any]]
+    hosts: np.ndarray  # per rank its newest start event's host ("?": none), as the ranks view names it
+    memory_hosts: np.ndarray  # per rank its host when its memory is the host's RAM, else None
 
 
 _COLS = ("time", *WINDOW_FLOATS)
@@ -110,8 +111,14 @@ def _window(store: Store) -> Window:
         cols[ACHIEVED][i, WINDOW - k:] = ach
         for c in _COLS[1:]:
             cols[c][i, WINDOW - k:] = d.take(c, idx)
-    st = rankstate.states(store)  # each rank's newest start: its answers, kept until its events change
-    return Window(ranks, cols, [st.one[k].start or {} for k in st.positions(ranks)])
+    return _window_of(store, ranks, cols)
+
+
+def _window_of(store: Store, ranks: list[int], cols: dict[str, np.ndarray]) -> Window:
+    """A Window of ``ranks``' ``cols``, with their hosts from their answers (kept until their events change)."""
+    st = rankstate.states(store)
+    at = np.asarray(st.positions(ranks), np.int64)
+    return Window(ranks, cols, st.host[at], st.memory_host[at])
 
 
 def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
@@ -233,8 +240,7 @@ def rows_window(store: Store, rows: dict[int, np.ndarray]) -> Window:
             cols[c][i, width - k:] = d.take(c, idx)
         if ACHIEVED in d.extras:
             cols[ACHIEVED][i, width - k:] = d.take(ACHIEVED, idx)
-    st = rankstate.states(store)  # each rank's newest start: its answers, kept until its events change
-    return Window(ranks, cols, [st.one[k].start or {} for k in st.positions(ranks)])
+    return _window_of(store, ranks, cols)
 
 
 def step_window(store: Store, first: float, last: float) -> Window:
@@ -370,22 +376,22 @@ def rank_headrooms(store: Store) -> np.ndarray:
         if not heads:
             return np.full(len(w.ranks), np.nan)
         peaks, totals = _peaks_totals(w)
-        hosts = _memory_hosts(w)
         with np.errstate(all="ignore"):
-            own = np.where(~np.isnan(peaks) & (totals > 0) & np.array([h is None for h in hosts], bool),
+            own = np.where(~np.isnan(peaks) & (totals > 0) & np.equal(w.memory_hosts, None).astype(bool),
                            1.0 - peaks / totals, np.nan)  # as headrooms_of has it, for the ranks it lists
         out = own.copy()
-        for i in np.flatnonzero(np.isnan(own)).tolist():  # a host's RAM, or no figure of its own: its host's
-            h = heads.get(_scope("host", str(w.starts[i].get("host") or "?")))
+        lack = np.isnan(own)  # a host's RAM, or no figure of its own: its host's
+        for host in set(w.hosts[lack].tolist()):  # a few hosts, not a rank at a time
+            h = heads.get(_scope("host", host))
             if h is not None:
-                out[i] = h
+                out[lack & (w.hosts == host)] = h
         return out
     return store.memo("rank_headrooms", compute)
 
 
 def _memory_hosts(w: Window) -> list[str | None]:
     """Per window rank: its host when its memory is the host's RAM, else None."""
-    return [str(s.get("host")) if s.get("memory_source") == "host" else None for s in w.starts]
+    return w.memory_hosts.tolist()
 
 
 def _peaks_totals(w: Window) -> tuple[np.ndarray, np.ndarray]:

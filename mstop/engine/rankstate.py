@@ -14,7 +14,7 @@ session), and :func:`states` hands every rank's in arrays (one per store version
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -80,6 +80,17 @@ class States:
     peak_flops: np.ndarray
     dropped: np.ndarray
     rejected: np.ndarray
+    #: what the ranks view shows of each (from its One, kept with it): its host (``?``: none), its host when its
+    #: memory is the host's RAM (else None), its profile's shares, its process's pid, CPU, RSS, state and end
+    host: np.ndarray = field(default_factory=lambda: np.empty(0, object))
+    memory_host: np.ndarray = field(default_factory=lambda: np.empty(0, object))
+    comm_share: np.ndarray = field(default_factory=lambda: np.empty(0))
+    idle_share: np.ndarray = field(default_factory=lambda: np.empty(0))
+    pid: np.ndarray = field(default_factory=lambda: np.empty(0))
+    cpu: np.ndarray = field(default_factory=lambda: np.empty(0))
+    rss: np.ndarray = field(default_factory=lambda: np.empty(0))
+    proc_state: np.ndarray = field(default_factory=lambda: np.empty(0, object))
+    ended: np.ndarray = field(default_factory=lambda: np.empty(0, object))
 
     def first(self, name: str) -> Any:
         """The first rank's (in rank order) answer ``name`` that is not None, else None (once per States)."""
@@ -292,6 +303,52 @@ def states(store: Store) -> States:
 _FLAGS = ("aborted", "finished", "restarting", "started", "heartbeats")
 _FLOATS = ("event_life", "heartbeat_interval", "restart_start", "first_start", "first_row_time", "flops_per_token",
            "world_size", "peak_flops", "dropped", "rejected")
+#: the arrays of States the ranks view reads, worked out from a rank's One by _shown
+_SHOWN_FLOATS = ("comm_share", "idle_share", "pid", "cpu", "rss")
+_SHOWN_TEXTS = ("host", "memory_host", "proc_state", "ended")
+
+
+def _shown(o: One) -> tuple[tuple[float, ...], tuple[str | None, ...]]:
+    """What the ranks view shows of a rank, from its answers: (_SHOWN_FLOATS, _SHOWN_TEXTS)."""
+    s = o.start or {}
+    host = str(s.get("host") or "?")
+    memory_host = str(s.get("host")) if s.get("memory_source") == "host" else None
+    comm = idle = pid = cpu = rss = math.nan
+    state = ended = None
+    if o.profile is not None:
+        comm, idle = o.profile["comm_not_overlapped"], o.profile["idle"]
+    f = o.process
+    if f is not None:
+        pid, cpu, rss = (math.nan if x is None else x for x in (f["pid"], f["cpu"], f["rss"]))
+        state = f["state"]
+        ex = f["exit"]
+        if ex is not None:
+            ended = ex.get("signal") or (f"exit {ex['code']}" if ex.get("how") == "exit" else "ended")
+    return (comm, idle, pid, cpu, rss), (host, memory_host, state, ended)
+
+
+def _written(arrays: dict[str, np.ndarray] | None, n: int, ones: list[Any], new: list[int]) -> dict[str, np.ndarray]:
+    """The answers' arrays with positions ``new`` written from their ``ones`` (copies when any is: a States
+    may hold the old ones; made when there are none)."""
+    if arrays is None:
+        arrays = {name: np.zeros(n, bool) for name in (*_FLAGS, "lost", "exited")}
+        arrays.update({name: np.full(n, np.nan) for name in (*_FLOATS, *_SHOWN_FLOATS)})
+        arrays.update({name: np.full(n, None, object) for name in _SHOWN_TEXTS})
+    elif new:
+        arrays = {name: v.copy() for name, v in arrays.items()}
+    for k in new:  # rows alone (every read round) leave a rank's answers as they were: nothing to write
+        o = ones[k]
+        for name in _FLAGS:
+            arrays[name][k] = getattr(o, name)
+        for name in _FLOATS:
+            arrays[name][k] = getattr(o, name)
+        arrays["lost"][k], arrays["exited"][k] = o.lost is not None, o.exit is not None
+        nums, texts = _shown(o)
+        for name, x in zip(_SHOWN_FLOATS, nums):
+            arrays[name][k] = x
+        for name, x in zip(_SHOWN_TEXTS, texts):
+            arrays[name][k] = x
+    return arrays
 
 
 def _states(store: Store) -> States:
@@ -320,18 +377,7 @@ def _states(store: Store) -> States:
         if ones[k] is not got[1] or arrays is None:
             ones[k] = got[1]
             new.append(k)
-    if arrays is None:
-        arrays = {name: np.zeros(n, bool) for name in (*_FLAGS, "lost", "exited")}
-        arrays.update({name: np.full(n, np.nan) for name in _FLOATS})
-    elif new:
-        arrays = {name: v.copy() for name, v in arrays.items()}
-    for k in new:  # rows alone (every read round) leave a rank's answers as they were: nothing to write
-        o = ones[k]
-        for name in _FLAGS:
-            arrays[name][k] = getattr(o, name)
-        for name in _FLOATS:
-            arrays[name][k] = getattr(o, name)
-        arrays["lost"][k], arrays["exited"][k] = o.lost is not None, o.exit is not None
+    arrays = _written(arrays, n, ones, new)
     store.answers.arrays = (store.changed[0] if store.changed is not None else -2, ranks, ones, at, arrays)
     rows = np.zeros(n, np.int64)
     last = np.full((n, 2), np.nan)
@@ -349,5 +395,5 @@ def _states(store: Store) -> States:
                   restart_start=arrays["restart_start"], life=life, first_start=arrays["first_start"],
                   first_row_time=arrays["first_row_time"], flops_per_token=arrays["flops_per_token"],
                   world_size=arrays["world_size"], peak_flops=arrays["peak_flops"], dropped=arrays["dropped"],
-                  rejected=arrays["rejected"])
+                  rejected=arrays["rejected"], **{name: arrays[name] for name in (*_SHOWN_FLOATS, *_SHOWN_TEXTS)})
 

@@ -195,7 +195,7 @@ def ranks(store: Store, opts: Options) -> RankTable:
     # set in the future): the newest rank's age is the header's, the others older by their row times
     newest = float(np.nanmax(last_t)) if not np.isnan(last_t).all() else math.nan
     base = figures.seconds_since_last_row(store, opts) if store.rows else math.nan
-    hosts = [str(s.get("host") or "?") for s in w.starts]
+    hosts = w.hosts.tolist()
     cols: dict[str, Any] = {
         "rank": np.asarray(w.ranks, dtype=np.float64), "host": hosts,
         "step": figures.lasts(store).step,  # the window's ranks are these, in the same order
@@ -209,24 +209,11 @@ def ranks(store: Store, opts: Options) -> RankTable:
 
 def _answer_columns(store: Store, ranks: list[int], cols: dict[str, Any]) -> None:
     """Each rank's profile shares and process (pid, state, CPU, RSS, how it ended), as ``summary --json``'s
-    ``processes`` has it, from the ranks' answers (kept until their events change)."""
+    ``processes`` has it, from the ranks' answers (kept in arrays until their events change)."""
     answers = RunReader(store).answers()
-    n = len(ranks)
-    comm, idle, pid, cpu, rss = (np.full(n, np.nan) for _ in range(5))
-    state: list[str | None] = [None] * n
-    ended: list[str | None] = [None] * n
-    for i, k in enumerate(answers.positions(ranks)):
-        one = answers.one[k]
-        if one.profile is not None:
-            comm[i], idle[i] = one.profile["comm_not_overlapped"], one.profile["idle"]
-        f = one.process
-        if f is not None:
-            pid[i], cpu[i], rss[i] = (math.nan if x is None else x for x in (f["pid"], f["cpu"], f["rss"]))
-            state[i] = f["state"]
-            ex = f["exit"]
-            if ex is not None:
-                ended[i] = ex.get("signal") or (f"exit {ex['code']}" if ex.get("how") == "exit" else "ended")
-    cols.update(comm_share=comm, idle_share=idle, pid=pid, cpu=cpu, rss=rss, state=state, ended=ended)
+    at = np.asarray(answers.positions(ranks), np.int64)
+    cols.update({name: getattr(answers, name)[at] for name in ("comm_share", "idle_share", "pid", "cpu", "rss")})
+    cols.update(state=answers.proc_state[at].tolist(), ended=answers.ended[at].tolist())
 
 
 def loss(store: Store, opts: Options, *, points: int, steps: Any, xaxis: str) -> LossPart:

@@ -190,8 +190,8 @@ def test_each_ranks_headroom_is_its_own_else_its_hosts(spec):
     w, heads = figures.window(snap), figures.headrooms(snap)
     by_label = {str(k): v for k, v in heads.items()}
     want = []
-    for r, s in zip(w.ranks, w.starts):
+    for r, (_, _, _, host) in zip(w.ranks, spec):  # each rank's start event names its host (or none)
         h = by_label.get(f"rank {r}")
-        h = h if h is not None else by_label.get(f"host {s.get('host') or '?'}")
+        h = h if h is not None else by_label.get(f"host {host or '?'}")
         want.append(math.nan if h is None else h)
     np.testing.assert_array_equal(figures.rank_headrooms(snap), np.array(want))
