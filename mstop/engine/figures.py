@@ -783,7 +783,7 @@ def future_skew(store: Store, opts: Options) -> float | None:
 def writer_errors(store: Store) -> list[str]:
     """What the writers said they failed at (first of each message, oldest first)."""
     seen: dict[str, float] = {}
-    for r in sorted(r for r, d in store.ranks.items() if d.writer_errors):
+    for r in store.ranks_with("writer_errors"):
         for e in store.ranks[r].writer_errors:
             msg = str(e.get("message"))
             seen.setdefault(f"rank {r}: {msg}" if len(store.ranks) > 1 else msg, float(e["time"]))
@@ -798,7 +798,7 @@ def _refusal(e: dict[str, Any]) -> bool:
 def writer_failures(store: Store) -> list[str]:
     """What the writers failed at, rows they refused left out (those are :func:`refused_rows`)."""
     seen: dict[str, float] = {}
-    for r in sorted(r for r, d in store.ranks.items() if d.writer_errors):
+    for r in store.ranks_with("writer_errors"):
         for e in store.ranks[r].writer_errors:
             if not _refusal(e):
                 msg = str(e.get("message"))
@@ -810,7 +810,7 @@ def refused_rows(store: Store) -> tuple[int, str | None]:
     """Rows the writers refused for bad input (their dropped events' count), and what the first refusal
     said (``row for step 'abc' not written: ...``)."""
     n = int(rankstate.states(store).rejected.sum())
-    first = [e for d in store.ranks.values() if d.writer_errors for e in d.writer_errors if _refusal(e)]
+    first = [e for r in store.ranks_with("writer_errors") for e in store.ranks[r].writer_errors if _refusal(e)]
     first.sort(key=lambda e: float(e["time"]))
     if first and not n:
         n = len(first)  # the dropped event that counts them is not written yet (at most a second later)
@@ -850,11 +850,14 @@ def last_checkpoint(store: Store) -> dict[str, Any] | None:
 
 
 def segments(store: Store) -> int:
-    return max((len(d.segments) for d in store.ranks.values()), default=0)
+    """The most sessions a rank ran (0: no rows yet)."""
+    return max((len(store.ranks[r].segments) for r in store.ranks_with("resumed")),
+               default=1 if lowest_rank(store) is not None else 0)  # a rank with rows has a session
 
 
 def repeated_steps(store: Store) -> int:
-    return max((d.repeated_steps() for d in store.ranks.values()), default=0)
+    """The most rows of older sessions a later one ran again, over the ranks (only a resumed rank has any)."""
+    return max((store.ranks[r].repeated_steps() for r in store.ranks_with("resumed")), default=0)
 
 
 def repeated_seconds(d: RankData) -> float:
@@ -907,7 +910,7 @@ def profile_shares(store: Store, first: float, last: float) -> dict[str, Any] | 
     """For an equal-step window: per rank the profile inside it or nearest to it, then each share's mean over
     ranks, and which steps the profiles covered (None without profiles)."""
     picked = []
-    for d in store.ranks.values():
+    for d in (store.ranks[r] for r in store.ranks_with("profiles")):
         cands = [p for p in (profile_summary(d, e) for e in d.profiles) if p is not None
                  and isinstance(p["first_step"], (int, float)) and isinstance(p["last_step"], (int, float))]
         if cands:

@@ -254,7 +254,7 @@ def where(d: RankData, *, stuck_only: bool = True) -> Where | None:
 def stack_groups(store: Store, *, stuck_only: bool = True) -> list[list[Where]]:
     """The ranks with a stack dump, grouped by the place their main thread is at; the largest group first."""
     groups: dict[tuple[str, ...], list[Where]] = {}
-    for r in sorted(r for r, d in store.ranks.items() if d.stacks):  # most ranks of a healthy job have none
+    for r in store.ranks_with("stacks"):  # most ranks of a healthy job have none
         w = where(store.ranks[r], stuck_only=stuck_only)
         if w is not None:
             groups.setdefault(w.key, []).append(w)

@@ -92,9 +92,8 @@ class NanLoss:
         """The first NaN of the run (by step, then rank), and on how many more ranks one is."""
         first: tuple[float, int, float] | None = None  # (step, rank, value)
         ranks = 0
-        for r, d in store.ranks.items():
-            if not d.nonfinite:  # the usual rank: no literal NaN or Inf at all
-                continue
+        for r in store.ranks_with("nonfinite"):  # the usual rank has no literal NaN or Inf at all
+            d = store.ranks[r]
             rows = self.rows(d)
             if len(rows):
                 ranks += 1

@@ -517,6 +517,11 @@ _EVENT_CONTAINERS = ("starts", "ends", "checkpoints", "evals", "aborts", "losts"
 #: after the rank's last sign of life: msrun's scheduler timed the worker out)
 _LISTED = {"eval": "evals", "abort": "aborts", "lost": "losts", "writer_error": "writer_errors",
            "devices": "device_events", "exit": "exits"}
+#: what a frame looks for among few ranks: the ranks with writer errors, stack dumps, profiles, a literal
+#: NaN/Inf, several sessions (Store.ranks_with: a walk of every rank for them cost each frame of 1,024 ranks
+#: a millisecond or more apiece)
+HAVING = ("writer_errors", "stacks", "profiles", "nonfinite", "resumed")
+
 #: stack events kept per rank (each up to 32 threads of 48 frames): the newest say where it is stuck
 STACKS_KEPT = 8
 
@@ -639,6 +644,8 @@ class Store:
         #: each rank's answers (mstop.engine.rankstate), kept by what they were worked out from: shared with
         #: snapshots (a derived cache, like the block summaries: entries are replaced whole, never changed)
         self.answers = KeptAnswers()
+        #: HAVING's name -> the ranks that have it (a snapshot's are frozen)
+        self.having: dict[str, set[int]] | dict[str, frozenset[int]] = {name: set() for name in HAVING}
         #: rows all ranks hold in memory before their oldest are spilled (mstop.engine.spill; None: never)
         self.keep_rows: int | None = spill.KEEP_ROWS
         self.spill = SpillFile()
@@ -692,6 +699,7 @@ class Store:
             self._dirty = set()
             snap._memo = dict(self._memo)
             snap.folds = self.folds.frozen()
+            snap.having = {name: frozenset(got) for name, got in self.having.items()}
             for name in ("ignored_files", "refused", "notes", "rank_files", "owners", "duplicates", "extra_columns",
                          "devices"):
                 setattr(snap, name, copy.copy(getattr(self, name)))
@@ -859,6 +867,9 @@ class Store:
             d.ledger.settle(d)
             if rows.nonfinite:
                 d.nonfinite.extend((base + i, c, v) for i, c, v in rows.nonfinite)
+                self.having["nonfinite"].add(r)  # type: ignore[union-attr]
+            if len(d.segments) > 1:
+                self.having["resumed"].add(r)  # type: ignore[union-attr]
             retimed = mixed or len(d.segments) != segments_before  # which rows are on the timeline changed
             if retimed:
                 d.retimes += 1
@@ -1009,6 +1020,8 @@ class Store:
                 d.segments.clear()
                 d.segment_of.clear()
                 d.nonfinite.clear()
+                self.having["nonfinite"].discard(r)  # type: ignore[union-attr]
+                self.having["resumed"].discard(r)  # type: ignore[union-attr]
                 d._effective = None
                 d._steady = None
                 d.quiet = {}
@@ -1035,6 +1048,8 @@ class Store:
                 fresh.base, fresh.spilled, fresh.spill = old.base, old.spilled, old.spill
                 fresh.ledger.settle(fresh)  # classified again without the checkpoints, which come again
                 self.ranks[r] = fresh
+                for name in ("writer_errors", "stacks", "profiles"):
+                    self.having[name].discard(r)  # type: ignore[union-attr]
                 self._dirty.add(r)
                 self._checkpoints = None
             self.version += 1
@@ -1097,10 +1112,17 @@ class Store:
                     if kind == "profile":
                         d.profiles.append(e)
             if items:
+                self._index_events(d)
                 self._touch(d)
                 d.ev_stamp = next(EVENT_STAMPS)
                 self._life_arrival = time.time()
             self.version += 1
+
+    def _index_events(self, d: RankData) -> None:
+        """Rank ``d`` in :attr:`having` for the events it has (see HAVING)."""
+        for name in ("writer_errors", "stacks", "profiles"):
+            if getattr(d, name):
+                self.having[name].add(d.rank)  # type: ignore[union-attr]
 
     # -- reading -----------------------------------------------------------------
 
@@ -1131,6 +1153,12 @@ class Store:
         """Rows held, all ranks (the folds count them: a sum over 10,000 ranks' records took 12 ms a frame)."""
         with self.lock:
             return self.folds.total_rows()
+
+    def ranks_with(self, name: str) -> list[int]:
+        """The ranks that have ``name`` (one of HAVING: writer errors, stack dumps, profiles, a literal NaN/Inf,
+        several sessions), in rank order: what a frame looks for among few ranks, without a walk of all."""
+        with self.lock:
+            return sorted(self.having[name])
 
     def progress(self) -> Progress:
         """How far the read has come (see :class:`Progress`): O(ranks) array work, no rank copied."""

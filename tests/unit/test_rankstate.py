@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from mstop.engine import figures, processes, rankstate
 from mstop.engine.parse import NUMERIC, Rows
-from mstop.engine.store import FLOAT_INDEX, Store
+from mstop.engine.store import FLOAT_INDEX, HAVING, Store
 
 N_EXACT = 2
 RANKS = 2
@@ -29,9 +29,10 @@ op = st.one_of(
     # mostly one session: its rows after an abort or an end of it are what the answers must notice
     st.tuples(st.just("rows"), st.integers(0, RANKS - 1), st.integers(1, 4), st.sampled_from(["a", "a", "b", ""])),
     st.tuples(st.just("rows"), st.integers(0, RANKS - 1), st.integers(1, 4), st.sampled_from(["a", "a", "b", ""])),
+    st.tuples(st.just("nan rows"), st.integers(0, RANKS - 1), st.integers(1, 3), st.sampled_from(["a", "b"])),
     st.tuples(st.just("event"), st.integers(0, RANKS - 1),
               st.sampled_from(["start", "end", "abort", "lost", "exit0", "exit9", "heartbeat", "proc", "profile",
-                               "checkpoint", "checkpoint", "dropped"]),
+                               "checkpoint", "checkpoint", "dropped", "writer_error", "stack"]),
               st.sampled_from(["a", "a", "b"])),
     st.tuples(st.just("reset_rows"), st.integers(0, RANKS - 1), st.just(0), st.just("")),
     st.tuples(st.just("reset_events"), st.integers(0, RANKS - 1), st.just(0), st.just("")),
@@ -57,6 +58,11 @@ def _event(kind: str, session: str, t: float, pid: int) -> dict:
         return {**base, "kind": "dropped", "rows": int(t) % 7, "rejected": int(t) % 3}
     if kind == "abort":
         return {**base, "kind": "abort", "error": "boom", "step": 1}
+    if kind == "writer_error":
+        return {**base, "kind": "writer_error", "message": f"disk full {int(t) % 2}"}
+    if kind == "stack":
+        return {**base, "kind": "stack", "reason": "timeout", "step": 1,
+                "threads": [{"name": "MainThread", "main": True, "frames": [["f.py", 3, "wait"]]}]}
     return {**base, "kind": kind}
 
 
@@ -84,6 +90,10 @@ def _checkpoints(store: Store) -> tuple[list[float], dict | None]:
 
 def _check(store: Store) -> None:
     assert (figures.checkpoint_times(store), figures.last_checkpoint(store)) == _checkpoints(store)
+    for name in HAVING:  # the store's indexes of the few ranks that have something, and a walk of all
+        want = sorted(r for r, d in store.ranks.items() if (len(d.segments) > 1 if name == "resumed" else
+                                                             getattr(d, name)))
+        assert store.ranks_with(name) == want, name
     got = rankstate.states(store)
     assert got.ranks == sorted(store.ranks)
     for k, r in enumerate(got.ranks):
@@ -97,6 +107,12 @@ def _check(store: Store) -> None:
         assert got.one[k].profile == (rankstate.rank_profile(d) if d.profiles else None)
         assert got.rows[k] == d.rows and (got.dropped[k], got.rejected[k]) == (d.dropped, d.rejected)
         assert got.one[k].holding == processes.holding(d) and got.one[k].start == d.last_start
+        start = d.last_start or {}  # what the ranks view shows of it, kept as arrays
+        assert got.host[k] == str(start.get("host") or "?")
+        assert got.memory_host[k] == (str(start.get("host")) if start.get("memory_source") == "host" else None)
+        facts = processes.facts(d) or {}
+        assert _same(float(got.pid[k]), float(facts.get("pid") or math.nan)) and got.proc_state[k] == facts.get("state")
+        assert _same(float(got.rss[k]), float(facts.get("rss") or math.nan))
         assert _same(float(got.first_row_time[k]), float(d.col("time")[0]) if d.rows else math.nan)
         starts = []
         for name, e in d.starts.items():  # figures.first_start's rule, rank by rank
@@ -125,8 +141,12 @@ def test_kept_answers_equal_the_answers_worked_out_afresh(ops):
     snaps = []
     for kind, r, n, session in ops:
         t += 1.0
-        if kind == "rows":
-            store.ingest_rows(r, _rows(t, step[r] + 1, n, session))
+        if kind in ("rows", "nan rows"):
+            rows = _rows(t, step[r] + 1, n, session)
+            if kind == "nan rows":  # a literal NaN loss in its last row
+                rows.floats[-1, FLOAT_INDEX["loss"]] = np.nan
+                rows.nonfinite.append((n - 1, "loss", math.nan))
+            store.ingest_rows(r, rows)
             step[r] += n
             t += n
         elif kind == "event":
