@@ -140,7 +140,7 @@ def parse_joined(parser: CsvParser, blobs: list[bytes]) -> tuple[Rows, list[int]
     got = parser._parse_arrow(arrow, body, 0) if arrow is not None else None
     if got is None or got.bad or len(got) != lines:  # pyarrow refused a cell, or a line is bad: line by line
         got = parser._parse_plain(body)
-    if got is None:
+    if got is None or got.bad:  # a bad line is counted by its own file's careful parse
         return None
     return got, [b.count(b"\n") for b in blobs]
 

@@ -389,8 +389,9 @@ class RankData:
 
     def frozen(self) -> RankData:
         """This rank as it is now, for a reader that must not hold the store's lock for long (a frame): its
-        rows shared (see Block.frozen), its lists and events copied. The block summaries and the incident
-        scan's ``quiet`` marks stay shared, so work done on a copy is kept: a reset replaces them."""
+        rows a view of the table's arrays (mstop.engine.table.Held), its lists and events copied. The block
+        summaries and the incident scan's ``quiet`` marks stay shared, so work done on a copy is kept: a reset
+        replaces them."""
         return self.frozen_after(None)
 
     def frozen_after(self, prev: RankData | None) -> RankData:
@@ -934,8 +935,9 @@ class Store:
     def ingest_joined(self, ranks: list[int], rows: Rows, counts: list[int]) -> None:
         """:meth:`ingest_round` of rows parsed together (mstop.engine.parse.parse_joined): ``counts[i]`` rows
         of rank ``ranks[i]``, in that order. A rank's one plain row is taken by its place in ``rows`` (no
-        batch of its own is made: at 1,024 ranks that was a fifth of a round)."""
-        if rows.extra or rows.bad:
+        batch of its own is made: at 1,024 ranks that was a fifth of a round). ``rows`` hold no bad line
+        (parse_joined gives none: a file with one is parsed, and its bad lines counted, on its own)."""
+        if rows.extra:  # a numeric extra column: each rank's part as a batch of its own
             at = 0
             batches = []
             for r, n in zip(ranks, counts):
