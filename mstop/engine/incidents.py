@@ -20,7 +20,7 @@ from dataclasses import replace
 import numpy as np
 
 from .. import fmt
-from . import figures
+from . import figures, spill
 from . import ruletable as table
 from .endings import first_line
 from .processes import End, first_end, how_words
@@ -30,7 +30,13 @@ from .store import RankData, Store
 __all__ = ["GAP", "SCANNED", "Incident", "merge", "order", "scan", "steps_text"]
 
 def scan(store: Store, rules: Rules) -> list[Incident]:
-    """Every incident the rows of the run's current timeline show, oldest first."""
+    """Every incident the rows of the run's current timeline show, oldest first. What it reads back of the
+    spilled rows is kept only while it scans (spill.one_pass)."""
+    with spill.one_pass():
+        return _scan(store, rules)
+
+
+def _scan(store: Store, rules: Rules) -> list[Incident]:
     out: list[Incident] = []
     # the lock is taken a rank at a time: a scan of a long history on the monitor's worker thread must not
     # hold up the screen or the reading thread for all of it
