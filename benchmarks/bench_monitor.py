@@ -35,7 +35,9 @@ async def main():
     app = MonitorApp(sys.argv[1])  # as `mstop RUN_DIR` runs: the source reads in its thread
     async with app.run_test(size=(120, 40)) as pilot:
         # every row read and drawn (a cheap check: building the charts' text to look would compete)
-        while app.monitor.store.rows < int(sys.argv[2]) or app.monitor.drawn_version != app.monitor.store.version:
+        # (a frame while the first read goes on draws the header alone: the read must be over)
+        while app.monitor.store.rows < int(sys.argv[2]) or app.monitor.reading or \
+                app.monitor.drawn_version != app.monitor.store.version:
             await pilot.pause(0.01)
         print(time.time())  # the first full frame; shutting down afterwards is not counted
         assert "loss n/a" not in str(app.query_one("#loss-chart").render())
