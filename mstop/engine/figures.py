@@ -389,11 +389,6 @@ def rank_headrooms(store: Store) -> np.ndarray:
     return store.memo("rank_headrooms", compute)
 
 
-def _memory_hosts(w: Window) -> list[str | None]:
-    """Per window rank: its host when its memory is the host's RAM, else None."""
-    return w.memory_hosts.tolist()
-
-
 def _peaks_totals(w: Window) -> tuple[np.ndarray, np.ndarray]:
     """Per window rank: its highest peak in the window and its last total (NaN: none)."""
     # a cell that says inf is no memory reading (a headroom of -inf would be nonsense on every screen)
@@ -414,7 +409,7 @@ def rank_memory(w: Window) -> list[tuple[int, str | None, float, float]]:
         ok = np.flatnonzero(~np.isnan(peaks) & (totals > 0))
     if not len(ok):
         return []
-    hosts = _memory_hosts(w)
+    hosts = w.memory_hosts.tolist()  # its host when its memory is the host's RAM, else None
     return [(w.ranks[i], hosts[i], p, t) for i, p, t in zip(ok.tolist(), peaks[ok].tolist(), totals[ok].tolist())]
 
 
@@ -934,8 +929,7 @@ def elapsed(store: Store, opts: Options, now: float) -> float | None:
     hour later changes nothing, and the figure does not shrink when the run finishes)."""
     first = first_start(store)
     if first is None:
-        firsts = rankstate.states(store).first_row_time
-        first = float(np.nanmin(firsts)) if (firsts == firsts).any() else None
+        first = first_row_time(store)
     if first is None:
         return None
     if status(store, opts) in ENDED:  # to its last sign of life (its end): it never shrinks at the finish
@@ -953,6 +947,13 @@ def first_start(store: Store) -> float | None:
     its session's first row, or more than MAX_STARTUP before it, was stamped by a clock that moved: that
     session's first row stands for it (each rank's: mstop.engine.rankstate)."""
     t = rankstate.states(store).first_start
+    return float(np.nanmin(t)) if (t == t).any() else None
+
+
+def first_row_time(store: Store) -> float | None:
+    """The time of the run's earliest row on any rank (each rank's first row, kept with its answers), or None
+    before any row."""
+    t = rankstate.states(store).first_row_time
     return float(np.nanmin(t)) if (t == t).any() else None
 
 

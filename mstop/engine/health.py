@@ -190,8 +190,7 @@ def _no_checkpoint(store: Store, rules: Rules, opts: Options) -> list[Alert]:
         limit = max(600.0, 3 * float(np.median(gaps))) if len(gaps) else 6 * 3600.0
     # since the last checkpoint, else since the run started (its first start event, or first row)
     first = figures.first_start(store)
-    firsts = rankstate.states(store).first_row_time  # each rank's first row's time (NaN: none)
-    starts = ([] if first is None else [first]) + ([float(np.nanmin(firsts))] if (firsts == firsts).any() else [])
+    starts = [t for t in (first, figures.first_row_time(store)) if t is not None]
     last = cks[-1] if cks else min(starts, default=None)
     if last is None:
         return []

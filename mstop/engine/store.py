@@ -522,6 +522,8 @@ _LISTED = {"eval": "evals", "abort": "aborts", "lost": "losts", "writer_error": 
 #: NaN/Inf, several sessions (Store.ranks_with: a walk of every rank for them cost each frame of 1,024 ranks
 #: a millisecond or more apiece)
 HAVING = ("writer_errors", "stacks", "profiles", "nonfinite", "resumed")
+#: of HAVING, the event lists a rank has them by (the others come with its rows)
+_HAVING_EVENTS = ("writer_errors", "stacks", "profiles")
 
 #: stack events kept per rank (each up to 32 threads of 48 frames): the newest say where it is stuck
 STACKS_KEPT = 8
@@ -1050,7 +1052,7 @@ class Store:
                 fresh.base, fresh.spilled, fresh.spill = old.base, old.spilled, old.spill
                 fresh.ledger.settle(fresh)  # classified again without the checkpoints, which come again
                 self.ranks[r] = fresh
-                for name in ("writer_errors", "stacks", "profiles"):
+                for name in _HAVING_EVENTS:
                     self.having[name].discard(r)  # type: ignore[union-attr]
                 self._dirty.add(r)
                 self._checkpoints = None
@@ -1122,7 +1124,7 @@ class Store:
 
     def _index_events(self, d: RankData) -> None:
         """Rank ``d`` in :attr:`having` for the events it has (see HAVING)."""
-        for name in ("writer_errors", "stacks", "profiles"):
+        for name in _HAVING_EVENTS:
             if getattr(d, name):
                 self.having[name].add(d.rank)  # type: ignore[union-attr]
 
