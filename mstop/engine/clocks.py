@@ -91,12 +91,12 @@ def _clocks(store: Store, clock: float, limit: float) -> Clocks:
     if not ranks:
         return Clocks()
     out = Clocks(reference=ranks[0])
-    for k, r in enumerate(ranks):  # a rank file written within the stall limit, its last row's time far from then
-        mtime = store.ranks[r].csv_mtime
-        if mtime is not None and abs(clock - mtime) <= limit:
-            off = float(last.time[k]) - mtime
-            if abs(off) > SKEW_S:
-                out.own[r] = off
+    # a rank file written within the stall limit, its last row's time far from then (the folds' file times)
+    with np.errstate(invalid="ignore"):
+        off = last.time - last.mtime
+        far = (np.abs(clock - last.mtime) <= limit) & (np.abs(off) > SKEW_S)
+    for k in np.flatnonzero(far).tolist():
+        out.own[ranks[k]] = float(off[k])
     ref = store.ranks[ranks[0]]
     steps, times = ref.held("step"), ref.held("time")
     if ref.base and not (len(steps) and bool((last.step[1:] > steps[0]).all())):  # a step among those spilled

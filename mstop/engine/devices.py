@@ -248,8 +248,8 @@ def sampling_notes(store: Any) -> list[str]:
     """What the header says of the hosts' device sampling: a host whose sampler's last word is a failure
     (npu-smi timed out, failed, printed nothing readable), and device rows that could not be read."""
     last: dict[str, dict[str, Any]] = {}
-    for d in store.ranks.values():
-        for e in d.device_events:
+    for r in store.ranks_with("device_events"):  # a rank whose writer samples devices (one a host)
+        for e in store.ranks[r].device_events:
             host = str(e.get("host") or "?")
             if host not in last or float(e["time"]) >= float(last[host]["time"]):
                 last[host] = e

@@ -34,6 +34,8 @@ class Lasts:
     ranks: list[int]
     time: np.ndarray
     step: np.ndarray
+    #: when its rank file was last seen modified, on the source's clock (NaN: not known): RankData.csv_mtime
+    mtime: np.ndarray
 
 
 @dataclass
@@ -61,7 +63,8 @@ class Folds:
     write): the store's lock is held O(1) here for a snapshot, and the copy is made once per snapshot that
     rows followed, by the thread that adds them."""
 
-    ARRAYS = ("exact", "floats", "achieved", "rows", "segments", "latest_first", "old_until", "profiled_", "tokens")
+    ARRAYS = ("exact", "floats", "achieved", "rows", "segments", "latest_first", "old_until", "profiled_", "tokens",
+              "mtime")
     is_frozen = False
 
     def __init__(self, float_index: dict[str, int]) -> None:
@@ -79,6 +82,7 @@ class Folds:
         self.old_until = np.zeros(cap, np.int64)  # rows up to the last one of an older session appended
         self.profiled_ = np.zeros(cap, bool)
         self.tokens = np.zeros(cap)  # Σtokens over the rank's timeline (its effective rows)
+        self.mtime = np.full(cap, np.nan)  # its rank file's modification time (RankData.csv_mtime; NaN: none)
         self._order: tuple[list[int], np.ndarray] | None = None
         self._frozen: Folds | None = None
         self._lasts: tuple[int, Lasts] | None = None
@@ -160,6 +164,14 @@ class Folds:
         self.tokens[slots] += np.where(tok == tok, tok, 0.0)
         self._changes += 1
 
+    def file_time(self, r: int, mtime: float) -> None:
+        """Rank ``r``'s file was last modified at ``mtime`` (the store's RankData.csv_mtime, kept here too so
+        that the clocks read every rank's at once)."""
+        self._own()
+        i = self._slot(r)  # first: a new slot may grow the arrays
+        self.mtime[i] = mtime
+        self._changes += 1
+
     def profiled(self, r: int) -> None:
         """Some of rank ``r``'s steps ran under the profiler: its window is read from its columns."""
         i = self.slot.get(r)
@@ -179,6 +191,7 @@ class Folds:
         self.achieved[i] = np.nan
         self.rows[i] = self.segments[i] = self.latest_first[i] = self.old_until[i] = 0
         self.tokens[i] = 0.0
+        self.mtime[i] = np.nan
         self.profiled_[i] = False
         self._order = None
         self._changes += 1
@@ -196,7 +209,8 @@ class Folds:
         if self._lasts is None or self._lasts[0] != self._changes:
             ranks, slots = self.order()
             last = self.exact[slots, -1]
-            self._lasts = (self._changes, Lasts(list(ranks), last[:, EXACT_TIME].copy(), last[:, EXACT_STEP].copy()))
+            self._lasts = (self._changes, Lasts(list(ranks), last[:, EXACT_TIME].copy(), last[:, EXACT_STEP].copy(),
+                                                self.mtime[slots]))
         return self._lasts[1]
 
     def total_rows(self) -> int:
@@ -223,6 +237,7 @@ class Folds:
         if self.is_frozen:
             return self
         if self._frozen is None or self._frozen._changes != self._changes:
+            self.order()  # worked out here, where the next snapshots share it, not by each snapshot's reader
             f = Folds.__new__(Folds)
             f.__dict__.update(self.__dict__)
             f.slot, f.rank_of, f._frozen, f.is_frozen = dict(self.slot), list(self.rank_of), None, True

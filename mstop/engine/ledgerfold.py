@@ -176,10 +176,23 @@ class RankLedger:
 
     def frozen(self) -> RankLedger:
         """This ledger as it is now, for reading only (a snapshot's rank): O(sessions)."""
+        return self.frozen_at(self.state())
+
+    def state(self) -> tuple[int, tuple[float, ...], float, tuple[float, ...]]:
+        """What rows alone change of it (its rows classified, their sums, the highest step, each session's
+        latest time), taken as it is now: with a frozen copy of the same rank made before those rows, all a
+        snapshot needs to make this ledger's frozen copy later (mstop.engine.store.FrozenRanks)."""
+        return self.settled, tuple(self.sums), self.top, tuple(self.sess_t)
+
+    def frozen_at(self, state: tuple[int, tuple[float, ...], float, tuple[float, ...]]) -> RankLedger:
+        """A frozen copy of this ledger with ``state`` (:meth:`state`, taken of it or of the same rank's ledger
+        after rows alone arrived): the lists that only grow are shared."""
         c = RankLedger.__new__(RankLedger)
-        c.settled, c.sums, c.blocks, c.early, c.sess_t, c.reached = (
-            self.settled, list(self.sums), self.blocks, self.early, list(self.sess_t), self.reached)
-        c.warm, c.top, c.saved, c.ck_times, c.ck_steps = None, self.top, self.saved, self.ck_times, self.ck_steps
+        settled, sums, c.top, sess_t = state
+        c.settled, c.sums, c.sess_t = settled, list(sums), list(sess_t)
+        c.blocks, c.early, c.reached, c.saved, c.ck_times, c.ck_steps = (
+            self.blocks, self.early, self.reached, self.saved, self.ck_times, self.ck_steps)
+        c.warm = None
         return c
 
     # -- what a row is measured against ---------------------------------------------------------------------

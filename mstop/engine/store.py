@@ -28,6 +28,7 @@ import itertools
 import math
 import threading
 import time
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Callable, Literal
 
@@ -501,6 +502,61 @@ class RankData:
         return int(self.repeated_rows().sum()) if len(self.segments) > 1 else 0
 
 
+class _Grown:
+    """A rank that only got rows since its last frozen copy (``made``), as a snapshot took it: its rows'
+    bounds in the table's arrays of that moment, its ledger's :meth:`RankLedger.state`, its file's time. Made
+    into a frozen record only when the snapshot's reader asks for the rank (:class:`FrozenRanks`): a frame
+    that reads a few ranks' records no longer pays for a copy of every rank that got a row."""
+
+    __slots__ = ("made", "lo", "hi", "ledger", "csv_mtime", "view")
+
+    def __init__(self, made: RankData, lo: int, hi: int, ledger: Any, csv_mtime: float | None,
+                 view: tuple[dict[str, np.ndarray], np.ndarray, dict[str, int]]) -> None:
+        self.made, self.lo, self.hi, self.ledger, self.csv_mtime, self.view = made, lo, hi, ledger, csv_mtime, view
+
+    def record(self) -> RankData:
+        """The frozen record: ``made``'s, with the rows, ledger and file time taken (nothing else of a rank
+        changes with its rows alone: every other change makes a new frozen copy at the next snapshot)."""
+        m = self.made
+        c = RankData.__new__(RankData)
+        c.__dict__.update(m.__dict__)
+        arrays, kmat, kcol = self.view
+        c.frozen_rows = Held(arrays, kmat, kcol, m.slot, self.lo, self.hi)
+        c.ledger = m.ledger.frozen_at(self.ledger)
+        c.csv_mtime = self.csv_mtime
+        c._effective = c._steady = None  # worked out for ``made``'s rows
+        return c
+
+
+class FrozenRanks(Mapping[int, RankData]):
+    """A snapshot's ranks (read-only): a rank that only got rows since the last snapshot is held as what the
+    snapshot took of it (:class:`_Grown`, O(1)) and made a record when first read. Reading it from several
+    threads at once may make a record twice: both equal, one kept."""
+
+    __slots__ = ("entries",)
+
+    def __init__(self, entries: dict[int, RankData | _Grown]) -> None:
+        self.entries = entries
+
+    def __getitem__(self, r: int) -> RankData:
+        got = self.entries[r]
+        if type(got) is _Grown:
+            got = self.entries[r] = got.record()
+        return got  # type: ignore[return-value]
+
+    def get(self, r: int, default: Any = None) -> Any:
+        return self[r] if r in self.entries else default
+
+    def __contains__(self, r: object) -> bool:
+        return r in self.entries
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self.entries)
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+
 def _profiled_span(e: dict[str, Any]) -> tuple[float, float] | None:
     """The steps an event says run (or ran, or will run) under the profiler."""
     lo, hi = (e.get("profile_steps") or (None, None)) if e.get("kind") == "start" else \
@@ -518,12 +574,12 @@ _EVENT_CONTAINERS = ("starts", "ends", "checkpoints", "evals", "aborts", "losts"
 #: after the rank's last sign of life: msrun's scheduler timed the worker out)
 _LISTED = {"eval": "evals", "abort": "aborts", "lost": "losts", "writer_error": "writer_errors",
            "devices": "device_events", "exit": "exits"}
-#: what a frame looks for among few ranks: the ranks with writer errors, stack dumps, profiles, a literal
-#: NaN/Inf, several sessions (Store.ranks_with: a walk of every rank for them cost each frame of 1,024 ranks
-#: a millisecond or more apiece)
-HAVING = ("writer_errors", "stacks", "profiles", "nonfinite", "resumed")
+#: what a frame looks for among few ranks: the ranks with writer errors, stack dumps, profiles, device
+#: sampling events (a rank a host samples), a literal NaN/Inf, several sessions (Store.ranks_with: a walk of
+#: every rank for them cost each frame of 1,024 ranks a millisecond or more apiece)
+HAVING = ("writer_errors", "stacks", "profiles", "device_events", "nonfinite", "resumed")
 #: of HAVING, the event lists a rank has them by (the others come with its rows)
-_HAVING_EVENTS = ("writer_errors", "stacks", "profiles")
+_HAVING_EVENTS = ("writer_errors", "stacks", "profiles", "device_events")
 
 #: stack events kept per rank (each up to 32 threads of 48 frames): the newest say where it is stuck
 STACKS_KEPT = 8
@@ -636,7 +692,10 @@ class Store:
         self._checkpoints: tuple[dict[float, float], list[float], dict[str, Any] | None] | None = None
         #: ranks changed since the last snapshot, and that snapshot's ranks: a snapshot copies only those
         self._dirty: set[int] = set()
-        self._snap_ranks: dict[int, RankData] | None = None
+        #: ranks changed only by rows since the last snapshot (a read round's, their file's time): a snapshot
+        #: takes their bounds and ledger figures, and makes their records only when read (FrozenRanks)
+        self._grown: set[int] = set()
+        self._snap_ranks: FrozenRanks | None = None
         self._snap_arrays: dict[str, np.ndarray] | None = None  # the table's arrays the last snapshot read
         self._snaps = 0  # snapshots taken
         #: of a snapshot: (how many were taken before it, the ranks changed since the one before it)
@@ -688,18 +747,21 @@ class Store:
                 prev = None  # anew, so the old arrays are let go with the last snapshot that read them
                 self._snap_arrays = self.table.arrays
             if prev is not None:  # the last snapshot's ranks, those that changed since copied again: O(changes)
-                ranks = dict(prev)
+                ranks = dict(prev.entries)
                 for r in self._dirty:
                     d = self.ranks.get(r)
                     if d is not None:
                         ranks[r] = self._frozen_rank(r, d)
+                self._take_grown(ranks, [r for r in self._grown if r not in self._dirty])
             else:
                 ranks = {r: self._frozen_rank(r, d) for r, d in self.ranks.items()}
-            snap.ranks = self._snap_ranks = ranks
+            snap.ranks = self._snap_ranks = FrozenRanks(ranks)  # type: ignore[assignment]
+            # the ranks whose answers (mstop.engine.rankstate) may have changed: not those that only got rows
             snap.changed = (self._snaps, frozenset(self._dirty))
             snap.change_log = self.change_log = (*self.change_log[-(CHANGE_LOG - 1):], snap.changed)
             self._snaps += 1
             self._dirty = set()
+            self._grown = set()
             snap._memo = dict(self._memo)
             snap.folds = self.folds.frozen()
             snap.having = {name: frozenset(got) for name, got in self.having.items()}
@@ -725,6 +787,27 @@ class Store:
         """Rank ``d`` changed: its next frozen copy is made anew, and the next snapshot looks at it."""
         d.stamp += 1
         self._dirty.add(d.rank)
+
+    def _take_grown(self, ranks: dict[int, RankData | _Grown], grown: list[int]) -> None:
+        """Into a snapshot's ``ranks``: each rank of ``grown`` (changed by rows alone since its last frozen
+        copy) as a :class:`_Grown`, its bounds read for all of them at once; a rank with no usable frozen copy
+        is frozen now."""
+        if not grown:
+            return
+        t = self.table
+        ds = [self.ranks[r] for r in grown]
+        slots = np.fromiter((d.slot for d in ds), np.int64, len(ds))
+        t.viewed[slots[t.hi[slots] > t.lo[slots]]] = True  # their cells are never handed out again
+        t.shared = True
+        view = (t.arrays, t.kmat, t.kcol)
+        made = self._frozen_ranks
+        for r, d, lo, hi in zip(grown, ds, t.lo[slots].tolist(), t.hi[slots].tolist()):
+            got = made.get(r)
+            if got is None or got[0] is not d or got[2].frozen_rows is None or \
+                    got[2].frozen_rows.arrays is not t.arrays:
+                ranks[r] = self._frozen_rank(r, d)
+                continue
+            ranks[r] = _Grown(got[2], lo, hi, d.ledger.state(), d.csv_mtime, view)
 
     def _frozen_rank(self, r: int, d: RankData) -> RankData:
         """Rank ``r`` frozen (see RankData.frozen); the copy made last time when nothing changed since (every
@@ -826,7 +909,9 @@ class Store:
                 d = self.rank(r)
                 if d.csv_mtime is None or mtime > d.csv_mtime:
                     d.csv_mtime = mtime
-                    self._touch(d)
+                    self.folds.file_time(r, mtime)
+                    d.stamp += 1
+                    self._grown.add(r)  # no answer of the rank reads it: its frozen copy's is taken
 
     def rank(self, r: int) -> RankData:
         data = self.ranks.get(r)
@@ -1000,14 +1085,21 @@ class Store:
         t.append_round(slots, exact, floats, codes)
         held = (t.hi[slots] - t.lo[slots]).tolist()
         values = np.column_stack([exact, floats[:, _LEDGER_FLOATS]]).tolist()
+        grown = self._grown
         for d, v, k, dn, h in zip(ds, values, codes.tolist(), down, held):
-            if dn:
-                d.monotonic = False
             d.ledger.settle_row(d, k, *v)
+            d.stamp += 1
+            base = d.base
             if h >= spill.SPILL_ROWS:
                 self._spill_old(d)
-            d.stamp += 1
-        self._dirty.update(d.rank for d in ds)
+            # rows alone: the rank's next frozen copy is its last one with these rows, unless more changed
+            # (steps going down, rows spilled) or its answers read its last row's time (rankstate._key)
+            if dn:
+                d.monotonic = False
+            if dn or d.base != base or d.aborts or d.ends or d.segments[-1].session == "":
+                self._dirty.add(d.rank)
+            else:
+                grown.add(d.rank)
         self.folds.add_rows([d.rank for d in ds], exact, floats)
         self._arrival = self._life_arrival = time.time()
         self.version += 1
@@ -1050,6 +1142,7 @@ class Store:
                 fresh.monotonic, fresh.summaries, fresh.summary_lock = old.monotonic, old.summaries, old.summary_lock
                 fresh.rows_epoch, fresh.retimes, fresh.kept = old.rows_epoch, old.retimes, old.kept
                 fresh.base, fresh.spilled, fresh.spill = old.base, old.spilled, old.spill
+                fresh.csv_mtime = old.csv_mtime  # its rank file's, as the folds keep it
                 fresh.ledger.settle(fresh)  # classified again without the checkpoints, which come again
                 self.ranks[r] = fresh
                 for name in _HAVING_EVENTS:

@@ -32,7 +32,7 @@ op = st.one_of(
     st.tuples(st.just("nan rows"), st.integers(0, RANKS - 1), st.integers(1, 3), st.sampled_from(["a", "b"])),
     st.tuples(st.just("event"), st.integers(0, RANKS - 1),
               st.sampled_from(["start", "end", "abort", "lost", "exit0", "exit9", "heartbeat", "proc", "profile",
-                               "checkpoint", "checkpoint", "dropped", "writer_error", "stack"]),
+                               "checkpoint", "checkpoint", "dropped", "writer_error", "stack", "devices"]),
               st.sampled_from(["a", "a", "b"])),
     st.tuples(st.just("reset_rows"), st.integers(0, RANKS - 1), st.just(0), st.just("")),
     st.tuples(st.just("reset_events"), st.integers(0, RANKS - 1), st.just(0), st.just("")),
@@ -60,6 +60,8 @@ def _event(kind: str, session: str, t: float, pid: int) -> dict:
         return {**base, "kind": "abort", "error": "boom", "step": 1}
     if kind == "writer_error":
         return {**base, "kind": "writer_error", "message": f"disk full {int(t) % 2}"}
+    if kind == "devices":  # the host's device sampler failed (the header names the host)
+        return {**base, "kind": "devices", "host": "h", "state": "failed", "message": "npu-smi timed out"}
     if kind == "stack":
         return {**base, "kind": "stack", "reason": "timeout", "step": 1,
                 "threads": [{"name": "MainThread", "main": True, "frames": [["f.py", 3, "wait"]]}]}
