@@ -753,8 +753,16 @@ def seconds_since_last_row(store: Store, opts: Options) -> float:
     if not c.own:
         last = last_row_time(store)
         return 0.0 if last is None else _age(store, opts, last)
-    lasts = [c.local(r, d.last("time")) for r, d in store.ranks.items() if d.rows]
-    return 0.0 if not lasts else _age(store, opts, max(lasts))
+    last = store.folds.lasts()  # every rank's last row: a clock off shifts the few ranks it is known for
+    if not last.ranks:
+        return 0.0
+    times = last.time.copy()
+    at = {r: k for k, r in enumerate(last.ranks)} if len(c.own) > 8 else None
+    for r in c.own:
+        k = at.get(r) if at is not None else (last.ranks.index(r) if r in last.ranks else None)
+        if k is not None:
+            times[k] = c.local(r, float(times[k]))
+    return _age(store, opts, max(times.tolist()))
 
 
 def _age(store: Store, opts: Options, t: float) -> float:
@@ -975,9 +983,18 @@ def time_at_step(store: Store, rank: int | None, step: float) -> float | None:
     return t if math.isfinite(t) else None
 
 
+#: how a start event's host that is no name reads (str of None, "", 0, False): the answers' arrays show it as
+#: "?", so a host spelled so is looked for rank by rank
+_NO_NAME = frozenset({"?", "None", "", "0", "0.0", "False", "[]", "{}"})
+
+
 def host_ranks(store: Store, host: str) -> list[int]:
-    """The ranks whose latest start event names ``host``, in rank order (a host's memory is theirs together)."""
-    return sorted(r for r, d in store.ranks.items() if d.last_start and str(d.last_start.get("host")) == host)
+    """The ranks whose latest start event names ``host``, in rank order (a host's memory is theirs together):
+    from the answers' arrays (the host each rank's ranks-view row shows), not a walk of every rank."""
+    if host in _NO_NAME:
+        return sorted(r for r, d in store.ranks.items() if d.last_start and str(d.last_start.get("host")) == host)
+    st = rankstate.states(store)
+    return [st.ranks[k] for k in np.flatnonzero(st.host == host).tolist()]
 
 
 def rank_step_time(w: Window) -> np.ndarray:
