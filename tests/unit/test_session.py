@@ -125,3 +125,50 @@ def test_a_frame_while_reading_says_how_far_the_read_came_and_freezes_no_rank(tm
     session.reading = False
     assert session.frame(points=60).view.header.status != "reading" and session.store.change_log is not taken
     session.source.stop()
+
+
+def test_a_frame_after_a_read_round_makes_no_record_of_the_ranks_that_only_got_rows(tmp_path, monkeypatch):
+    """Issue 39 step 4's house test: after a read round (a row of every rank, as while following) a frame reads
+    the ranks as columns (folds, the answers' arrays, the table), not rank records: the snapshot holds each
+    rank that only got rows as what it took of it, and a frame of either view makes the record of no more
+    ranks than it names (at 1,024 ranks a record a rank was most of a frame). The one reader that still
+    walks every rank is the goodput ledger's, every few seconds (mstop.view.build.GoodputCache)."""
+    import traceback
+
+    from mstop.engine import store as store_mod
+    from mstop.engine.parse import CsvParser, parse_many
+    from mstop_writer import COLUMNS
+
+    t0, ranks = 1_800_000_000.0, 300
+    for r in range(ranks):
+        write_events(tmp_path, r, [start("s1", t0, host=f"node{r // 8}")])
+        write_rank(tmp_path, r, steps(1, 30, t0=t0, step_time=1.0, tokens=4096))
+    session = MonitorSession([str(tmp_path)], MonitorOptions(clock=lambda: t0 + 40))
+    session.source.read_all()
+    session.first_read_done()
+    session.frame(points=60, ranks_view=True)
+    parser = CsvParser()
+    parser.parse((",".join(COLUMNS) + "\n").encode())
+    made: list[bool] = []  # a rank record made (at the snapshot or when read): by the goodput ledger or not
+    real = store_mod._Grown.record
+
+    def record(self):
+        made.append(any(f.name == "compute_ledger" for f in traceback.extract_stack()))
+        return real(self)
+
+    def frozen_after(self, prev):
+        made.append(False)
+        return real_frozen(self, prev)
+
+    real_frozen = store_mod.RankData.frozen_after
+    monkeypatch.setattr(store_mod._Grown, "record", record)
+    monkeypatch.setattr(store_mod.RankData, "frozen_after", frozen_after)  # a rank frozen at the snapshot
+    for step, ranks_view in ((31, True), (32, False), (33, True)):
+        lines = [(",".join("" if (v := row.get(c)) is None else str(v) for c in COLUMNS) + "\n").encode()
+                 for row in steps(step, step, t0=t0, step_time=1.0, tokens=4096)]
+        session.store.ingest_round(list(enumerate(parse_many(parser, lines * ranks))))
+        view = session.frame(points=60, ranks_view=ranks_view).view
+        assert view.header.step == step and view.header.ranks_seen == ranks
+    assert made.count(False) <= 12, f"3 frames made {made.count(False)} rank records"
+    assert made.count(True) <= ranks  # the ledger's reading: at most once in these frames
+    session.source.stop()
