@@ -337,3 +337,34 @@ def test_copytruncate_starts_the_file_again_with_its_header(tmp_path, caplog):
     assert store.bad_rows == 0 and store.rows == 3 and status(store, Options()) == "finished"
 
 
+
+
+def test_a_link_planted_where_the_rank_files_belong_is_never_followed(tmp_path, caplog):
+    """Issue 40 item 9: a link at the events path (to a file the job can write) gets none of the job's events,
+    and a dangling link at the rank file's path makes the job create nothing outside the run dir; the job
+    goes on, its rows counted as dropped, and the writer says why once."""
+    import os
+
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    run = tmp_path / "run"
+    run.mkdir()
+    target = outside / "theirs.jsonl"
+    target.write_text("")
+    os.symlink(target, run / "rank0.events.jsonl")
+    os.symlink(outside / "created.csv", run / "rank0.csv")  # dangling: O_CREAT would make it
+    box = {}
+
+    def job():
+        w = box["w"] = MetricsWriter(run)
+        for i in range(1, 11):
+            w.log(i, loss=1.0)
+        w.close()
+
+    _in_thread(job)
+    assert target.read_text() == "" and not (outside / "created.csv").exists()
+    assert sorted(p.name for p in outside.iterdir()) == ["theirs.jsonl"]
+    msgs = warnings_of(caplog)
+    assert msgs and all("symbolic link" in m and "not a regular file" in m for m in msgs)
+    assert len(msgs) == 1  # once per kind: both files refused for the same reason
+    assert box["w"].rows_dropped == 10

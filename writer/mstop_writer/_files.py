@@ -147,7 +147,9 @@ class LineFile:
             # O_NONBLOCK: a FIFO at the path (with or without a reader) must not block the job. Read and
             # write, so the header is read through the descriptor checked to be a regular file; write only
             # where the file may not be read
-            flags = os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+            # O_NOFOLLOW: a link planted at the path (dangling or not) must not send the job's rows to, or
+            # create, a file outside the run dir
+            flags = os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0) | _NOFOLLOW
             try:
                 fd, readable = os.open(self.path, os.O_RDWR | flags, 0o644), True
             except PermissionError:
@@ -155,6 +157,9 @@ class LineFile:
         except OSError as e:
             if e.errno == errno.ENXIO:  # a FIFO without a reader
                 self._fail(f"cannot write {self.path}: it is a FIFO, not a regular file", "not a file")
+            elif e.errno == errno.ELOOP and os.path.islink(self.path):
+                self._fail(f"cannot write {self.path}: it is a symbolic link, not a regular file (a link is "
+                           "never followed: it could send the rows outside the run directory)", "not a file")
             else:
                 self._fail(f"cannot open {self.path}: {e}", _kind("open", e))
             return False
@@ -222,6 +227,8 @@ def _kind(what: str, e: OSError) -> str:
 # -- small control files (profile.request, profile.plan) ----------------------------------------------
 
 #: open flags for reading a control file: never blocks on a FIFO, never follows a symlink at the name
+#: never follow a link at a path the writer opens (O_NOFOLLOW where the system has it)
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _READ_FLAGS = (os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_NOFOLLOW", 0)
                | getattr(os, "O_CLOEXEC", 0))
 

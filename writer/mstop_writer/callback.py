@@ -587,7 +587,8 @@ def _report_failure(run_dir: Any, options: WriterOptions, e: BaseException) -> N
         os.makedirs(os.path.dirname(path), exist_ok=True)
         line = json.dumps({"time": time.time(), "kind": "writer_error", "message": f"{type(e).__name__}: {e}",
                            "session": None, "step": None}) + "\n"
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK, 0o644)
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0),
+                     0o644)  # a link planted at the path is never followed (ELOOP: warned below)
         try:
             if os.path.isfile(path):
                 os.write(fd, line.encode())
