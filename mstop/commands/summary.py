@@ -18,7 +18,7 @@ KEYS = ("run_dir", "ranks", "step", "rows", "bad_rows", "resets", "segments", "r
         "loss_ema", "tokens_per_s", "mfu", "mem_headroom", "data_wait_frac", "status", "last_checkpoint",
         "alerts", "stragglers", "dropped_rows", "bad_events", "writer_errors", "refused_files", "incidents",
         "samples_per_s", "source", "goodput", "profile", "clocks", "error_line", "log_path", "devices", "culprit",
-        "processes", "goodput_definition")
+        "processes", "goodput_definition", "log_refused")
 
 
 #: which definition of the goodput ledger ``goodput`` follows (docs/health.md, "Goodput"): 2 since issue 39
@@ -76,7 +76,7 @@ def summarize(store: Store, run_dir: str, opts: Options, health: Any = None,
             "profile": figures.latest_profile(store),
             "clocks": _clocks(store, opts),
         }
-        out["error_line"], out["log_path"] = _log(store, specs or [run_dir], opts, out["status"])
+        out["error_line"], out["log_path"], refused = _log(store, specs or [run_dir], opts, out["status"])
         d = devices.summary(store) if store.devices else None
         out["devices"] = {k: _json_number(v) if isinstance(v, float) else v for k, v in d.public().items()} \
             if d is not None else None
@@ -84,6 +84,7 @@ def summarize(store: Store, run_dir: str, opts: Options, health: Any = None,
         out["culprit"] = c.public() if c is not None else None
         out["processes"] = _processes(store)
         out["goodput_definition"] = GOODPUT_DEFINITION
+        out["log_refused"] = refused
     assert tuple(out) == KEYS
     return out
 
@@ -99,28 +100,31 @@ def _processes(store: Store) -> dict[str, Any]:
     return out
 
 
-def _log(store: Store, specs: list[str], opts: Options, status: str) -> tuple[str | None, str | None]:
+def _log(store: Store, specs: list[str], opts: Options,
+         status: str) -> tuple[str | None, str | None, str | None]:
     """A failed or dead run's culprit (the first rank to stop, else the first that aborted): the last error
-    line its own log holds (else its abort's), and the log's path; for any other run, the job rank's log."""
+    line its own log holds (else its abort's), and the log's path; for any other run, the job rank's log.
+    Third: why a file named as that rank's log is not read (a file the job could not have written)."""
     from ..engine.endings import ending, first_line
     from ..engine.logs import clean_lines
-    from ..sources.logs import job_rank_of, last_error_of, rank_log
+    from ..sources.logs import find_rank_log, job_rank_of, last_error_of
 
     run = RunReader(store)
     if run.empty():
-        return None, None
+        return None, None, None
     failed = status in ("failed", "dead")
     culprit = ending(store, opts).culprit if failed else None
     rank = culprit if culprit is not None else job_rank_of(store)
-    path = rank_log(store, specs, rank)
+    path, refused = find_rank_log(store, specs, rank)
+    refused = clean(refused, MAX_TEXT) if refused is not None else None
     if not failed:
-        return None, path
+        return None, path, refused
     err = last_error_of(path) if path is not None else None
     if err is not None:
-        return err.lines[0], path
+        return err.lines[0], path, refused
     aborts = run.events(rank, "abort")
     line = first_line(str(aborts[-1].get("error") or "")) if aborts else ""
-    return (clean_lines(line)[0] if line else None), path
+    return (clean_lines(line)[0] if line else None), path, refused
 
 
 def _clocks(store: Store, opts: Options) -> dict[str, Any] | None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..engine.logs import LastError, is_error, last_error
+from ..safe import clean
 from ..sources.logs import LogTail
 
 
@@ -23,6 +24,7 @@ class LogPane:
     tail: LogTail | None = None
     errors: list[int] = field(default_factory=list)  # indexes of error lines in ``lines``
     at: int | None = None  # the line the keys moved to (shown at the top)
+    refused: str | None = None  # why a file named as the rank's log is not read (mstop.sources.logs)
 
     def __post_init__(self) -> None:
         if self.path is not None and self.tail is None:
@@ -35,6 +37,8 @@ class LogPane:
     @property
     def problem(self) -> str | None:
         """Why there is nothing to show: no log known for the rank, or it cannot be read."""
+        if self.path is None and self.refused is not None:
+            return f"rank {self.rank}'s log is not shown: {clean(self.refused, 600)}"
         if self.path is None:
             return (f"no log is known for rank {self.rank}: a writer's run records where its standard output "
                     "goes when that is a file (msrun, nohup, > train.log); give the folder with --logs DIR")

@@ -25,7 +25,7 @@ from ..engine.reader import RunReader
 from ..engine.store import Store
 from ..safe import clean
 from ..sources import SourceError, Sources, check_spec, read_once
-from ..sources.logs import job_rank_of, last_error_of, rank_log, remote_tail
+from ..sources.logs import find_rank_log, job_rank_of, last_error_of, rank_log, remote_tail
 from ..sources.remote import parse_target
 from ..view.baseline import baseline_overlay, run_part
 from ..view.build import Carry, build_view
@@ -150,7 +150,8 @@ class MonitorSession:
         """The log pane of ``rank`` (None: the job's rank, the lowest), its first lines read."""
         if rank is None:
             rank = job_rank_of(self.store)
-        pane = LogPane(rank, rank_log(self.store, self.specs, rank, self.logs_dir))
+        path, refused = find_rank_log(self.store, self.specs, rank, self.logs_dir)
+        pane = LogPane(rank, path, refused=refused)
         if pane.path is None:  # a source on another host: its log is read there, while the pane is open
             tail = remote_tail(self.store, self.specs, rank, self.options.connection)
             if tail is not None:

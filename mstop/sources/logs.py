@@ -19,49 +19,96 @@ import json
 import os
 import stat
 from dataclasses import dataclass, field
+from typing import Any
+
+from mstop_writer.schema import events_name
 
 from ..engine.logs import LastError, clean_lines, last_error
 from ..engine.reader import RunReader
 from ..engine.store import Store
 from ..safe import clean
+from .log_follower import refusal
 from .mflog import LOG_NAME, MSRUN_DIR, find_logs
 from .protocol import DEFAULT_CONNECTION, Connection, SourceError
 from .remote import parse_target
 
 #: How much of a log's end is read when it is opened (about 10,000 lines of 100 characters).
 TAIL_BYTES = 1 << 20
+#: a log is never read through a link (mstop.sources.log_follower.refusal)
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 #: Most lines a pane keeps while it follows (the oldest are dropped).
 MAX_LINES = 20_000
 
 
+@dataclass(frozen=True)
+class Candidate:
+    """A place a rank's log may be, and what makes it the job's (mstop.sources.log_follower.refusal): inside
+    the folder ``within``, or owned by the owner of ``vouch`` (the events file whose start event named it)."""
+
+    path: str
+    within: str | None = None
+    vouch: str | None = None
+    since: float | None = None  # the start event's time: the job's output was written after it
+
+    def check(self) -> dict[str, Any]:
+        """The log follower's check of it (the same rule, applied on the other host)."""
+        return {k: v for k, v in (("within", self.within), ("vouch", self.vouch), ("since", self.since))
+                if v is not None}
+
+
 def rank_log(store: Store, specs: list[str], rank: int, logs_dir: str | None = None) -> str | None:
     """The path of rank ``rank``'s log (see the module docstring), or None when none is known here."""
-    for path in candidates(store, specs, rank, logs_dir):
-        if os.path.isfile(path):
-            return path
-    return None
+    return find_rank_log(store, specs, rank, logs_dir)[0]
 
 
-def candidates(store: Store, specs: list[str], rank: int, logs_dir: str | None = None) -> list[str]:
+def find_rank_log(store: Store, specs: list[str], rank: int,
+                  logs_dir: str | None = None) -> tuple[str | None, str | None]:
+    """(the path of rank ``rank``'s log, None) or (None, why none is shown: a file named as its log that
+    the job could not have written, else None): only a regular file the job could have written is ever
+    read, whatever the run's files name (a start event naming a private key or ``/etc/shadow`` is refused)."""
+    why = None
+    for c in candidates(store, specs, rank, logs_dir):
+        bad = refusal(c.path, c.within, c.vouch, c.since)
+        if bad is None:
+            return c.path, None
+        if not bad.startswith("missing: ") and why is None:
+            why = bad
+    return None, why
+
+
+def candidates(store: Store, specs: list[str], rank: int, logs_dir: str | None = None) -> list[Candidate]:
     """Every place rank ``rank``'s log may be, best first."""
-    out: list[str] = []
+    out: list[Candidate] = []
     if logs_dir:
-        out += [os.path.join(logs_dir, f"worker_{rank}.log"), os.path.join(logs_dir, f"rank_{rank}", LOG_NAME),
-                os.path.join(logs_dir, MSRUN_DIR, f"worker_{rank}.log")]
-    for spec in specs:
-        if not _local(spec):
-            continue  # host:/path: the log is on the other host
+        out += [Candidate(p, within=logs_dir) for p in (
+            os.path.join(logs_dir, f"worker_{rank}.log"), os.path.join(logs_dir, f"rank_{rank}", LOG_NAME),
+            os.path.join(logs_dir, MSRUN_DIR, f"worker_{rank}.log"))]
+    local = [spec for spec in specs if _local(spec)]  # host:/path: the log is on the other host
+    for spec in local:
         found = find_logs(spec).get(rank)
         if found is not None:
             folder, name = found
             if name == LOG_NAME:  # MindFormers' rank_<R>/info.log: msrun's worker log holds the tracebacks
                 root = os.path.dirname(os.path.dirname(folder))  # output/log/rank_R -> output
-                out += [os.path.join(r, MSRUN_DIR, f"worker_{rank}.log") for r in (root, os.path.dirname(root))]
-            out.append(os.path.join(folder, name))
-    logs = (RunReader(store).start(rank) or {}).get("logs")
-    if isinstance(logs, list) and any(_local(spec) for spec in specs):  # else paths on the other host
-        out += [p for p in logs if isinstance(p, str) and os.path.isabs(p)]
+                top = os.path.dirname(root)
+                out += [Candidate(os.path.join(r, MSRUN_DIR, f"worker_{rank}.log"), within=top) for r in (root, top)]
+            out.append(Candidate(os.path.join(folder, name), within=folder))
+    start = RunReader(store).start(rank) or {}
+    logs, since = start.get("logs"), _time(start)
+    if isinstance(logs, list) and local:  # else paths on the other host
+        for spec in local:
+            vouch = os.path.join(spec, events_name(rank))
+            if os.path.lexists(vouch):
+                out += [Candidate(p, within=spec, vouch=vouch, since=since) for p in logs
+                        if isinstance(p, str) and os.path.isabs(p)]
+                break
     return out
+
+
+def _time(start: dict[str, Any]) -> float | None:
+    """A start event's time (None: not a number)."""
+    t = start.get("time")
+    return float(t) if isinstance(t, (int, float)) and not isinstance(t, bool) and t == t else None
 
 
 def _local(spec: str) -> bool:
@@ -87,7 +134,7 @@ class LogTail:
     def read(self) -> list[str]:
         """Read what is new; return the lines it added (the first call: the file's last TAIL_BYTES)."""
         try:
-            fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+            fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0) | _NOFOLLOW)
         except OSError as e:
             self.error = f"cannot open {self.path}: {e.strerror or e}"
             return []
@@ -155,7 +202,7 @@ class RemoteLogTail(LogTail):
     open; ``candidates`` are the paths it may be at, on that host, best first (the first that is a file)."""
 
     host: str = ""
-    candidates: list[str] = field(default_factory=list)
+    candidates: list[Candidate] = field(default_factory=list)
     connection: Connection = DEFAULT_CONNECTION
     remote = True
 
@@ -163,7 +210,9 @@ class RemoteLogTail(LogTail):
         from .remote import RemoteError, run_program
 
         first = self._ident is None
-        request = {"paths": [self.path.split(":", 1)[1]] if not first else self.candidates, "tail": TAIL_BYTES,
+        chosen = [c for c in self.candidates if c.path == self.path.split(":", 1)[1]][:1]
+        ask = self.candidates if first else chosen  # the file chosen, checked again at every read
+        request = {"paths": [c.path for c in ask], "checks": [c.check() for c in ask], "tail": TAIL_BYTES,
                    "offset": None if first else self.offset, "ident": list(self._ident) if self._ident else None}
         try:
             out = run_program(self.host, _program(), request, connection=self.connection, timeout=20.0)
@@ -195,8 +244,8 @@ def _program() -> bytes:
     return (Path(__file__).parent / "log_follower.py").read_bytes()
 
 
-def remote_candidates(store: Store, spec: str, rank: int) -> tuple[str, list[str]] | None:
-    """(host, paths on it) where rank ``rank``'s log may be for a ``host:/path`` source: the start event's
+def remote_candidates(store: Store, spec: str, rank: int) -> tuple[str, list[Candidate]] | None:
+    """(host, places on it) where rank ``rank``'s log may be for a ``host:/path`` source: the start event's
     ``logs`` (paths on that host), then msrun's and MindFormers' names under the source's folder."""
     try:
         target = parse_target(spec)
@@ -204,11 +253,15 @@ def remote_candidates(store: Store, spec: str, rank: int) -> tuple[str, list[str
         return None
     if target is None:
         return None
-    logs = (RunReader(store).start(rank) or {}).get("logs")
-    paths = [p for p in logs if isinstance(p, str) and p.startswith("/")] if isinstance(logs, list) else []
-    base = target.path.rstrip("/")
-    paths += [f"{base}/worker_{rank}.log", f"{base}/{MSRUN_DIR}/worker_{rank}.log",
-              f"{base}/rank_{rank}/{LOG_NAME}", f"{base}/log/rank_{rank}/{LOG_NAME}"]
+    start = RunReader(store).start(rank) or {}
+    logs, since = start.get("logs"), _time(start)
+    base = target.path.rstrip("/") or "/"
+    vouch = f"{base.rstrip('/')}/{events_name(rank)}"
+    paths = [Candidate(p, within=base, vouch=vouch, since=since) for p in logs
+             if isinstance(p, str) and p.startswith("/")] if isinstance(logs, list) else []
+    names = (f"worker_{rank}.log", f"{MSRUN_DIR}/worker_{rank}.log", f"rank_{rank}/{LOG_NAME}",
+             f"log/rank_{rank}/{LOG_NAME}")
+    paths += [Candidate(f"{base.rstrip('/')}/{p}", within=base) for p in names]
     return target.host, paths
 
 
@@ -220,4 +273,4 @@ def remote_tail(store: Store, specs: list[str], rank: int,
     if got is None:
         return None
     host, paths = got
-    return RemoteLogTail(f"{host}:{paths[0]}", host=host, candidates=paths, connection=connection)
+    return RemoteLogTail(f"{host}:{paths[0].path}", host=host, candidates=paths, connection=connection)
