@@ -168,3 +168,45 @@ def test_writer_option_turns_sampling_off(tmp_path, monkeypatch, caplog):
     assert not npu.calls and not (tmp_path / devices_name(host_name())).exists()
 
 
+
+
+@pytest.mark.parametrize("mode", ["flood", "endless"])
+def test_npu_smi_printing_without_end_is_cut_in_the_sampler_and_training_goes_on(tmp_path, mode):
+    """Issue 40 item 10: npu-smi printing 1 GB, or lines without end: the sampler reads at most a few MB of
+    it, kills it, says so once, and the training process neither waits nor grows (its output was read whole
+    into the job: 1 GB blocked log() for 2.5 s and took 3 GB; endless output grew the job until it was
+    killed)."""
+    import time
+
+    from mstop_writer.devices import MAX_OUTPUT
+
+    def rss() -> int:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+    npu = StandIn(tmp_path / "bin")
+    npu.set(mode=mode)
+    before = rss()
+    w = MetricsWriter(tmp_path / "run")
+    s, warned, events = _sampler(tmp_path, command=str(npu.folder / "npu-smi"), interval=0.2)
+    longest, grew = 0.0, 0
+    try:
+        t_end = time.monotonic() + 4.0
+        step = 0
+        while time.monotonic() < t_end:  # the training loop: a row every 10 ms
+            step += 1
+            t = time.perf_counter()
+            w.log(step, loss=1.0)
+            longest = max(longest, time.perf_counter() - t)
+            grew = max(grew, rss() - before)
+            time.sleep(0.01)
+        assert wait_for(lambda: warned, 10)
+    finally:
+        s.stop()
+        w.close()
+    assert {k for k, _ in warned} == {"devices:too much output"}
+    assert f"printed over {MAX_OUTPUT // MB} MB: killed" in warned[0][1]
+    assert [e["reason"] for e in events if e["state"] == "failed"] == ["too much output"]
+    assert grew < 64 * MB, f"the job grew by {grew / MB:.0f} MB"
+    assert longest < 0.5, f"a log() call waited {longest:.2f} s"
+    assert not rows_of(tmp_path)

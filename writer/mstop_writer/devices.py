@@ -36,6 +36,9 @@ from .schema import DEVICE_COLUMNS, devices_name, host_key
 
 #: Seconds one ``npu-smi`` call may take before it is killed (a busy driver answers in well under a second).
 CALL_TIMEOUT = 5.0
+#: The most output of one ``npu-smi`` call read into the training process (a 16-NPU table is ~10 KB): a
+#: call that prints more is killed and its output not used
+MAX_OUTPUT = 4 << 20
 MB = 1 << 20  # npu-smi's MB are mebibytes (a 64 GB HBM reads 65536)
 _SLASH = re.compile(r"\s*/\s*")
 
@@ -300,9 +303,16 @@ class Call:
         except OSError as e:
             self.kind, self.message = "start", f"{argv[0]} could not be started: {e}"
             return
+        out, err, why = _read_bounded(p, timeout, MAX_OUTPUT)
+        if why is not None:
+            self.kind = why
+            self.message = f"{what} took over {timeout:g} s: killed" if why == "timeout" else \
+                f"{what} printed over {MAX_OUTPUT // MB} MB: killed (its output is not read)"
+            self._kill(p)
+            return
         try:
-            out, err = p.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
+            p.wait(timeout=max(0.1, timeout))
+        except subprocess.TimeoutExpired:  # its output ended, the process did not
             self.kind, self.message = "timeout", f"{what} took over {timeout:g} s: killed"
             self._kill(p)
             return
@@ -318,10 +328,48 @@ class Call:
             os.killpg(p.pid, signal.SIGKILL)
         except OSError:
             pass
+        for f in (p.stdout, p.stderr):  # never read what is left: it may have no end
+            try:
+                f.close()  # type: ignore[union-attr]
+            except OSError:
+                pass
         try:
-            p.communicate(timeout=1.0)
+            p.wait(timeout=1.0)
         except subprocess.TimeoutExpired:
             self.stuck = True
+
+
+def _read_bounded(p: subprocess.Popen, timeout: float, cap: int) -> tuple[bytes, bytes, str | None]:
+    """A process's standard output and error, read as they come until both end: (out, err, None); or what
+    stops the read: ``"timeout"`` past ``timeout`` seconds, ``"too much output"`` past ``cap`` bytes in all.
+    A chunk at a time (64 KB), so the training process never holds more than ``cap`` of it, and the
+    sampling thread lets the others run between chunks (a read of 1 GB at once blocked ``log()`` for 2.5 s)."""
+    import selectors
+
+    end = time.monotonic() + timeout
+    got: dict[int, list[bytes]] = {}
+    total = 0
+    with selectors.DefaultSelector() as sel:
+        for f in (p.stdout, p.stderr):
+            if f is not None:
+                sel.register(f.fileno(), selectors.EVENT_READ)
+                got[f.fileno()] = []
+        while sel.get_map():
+            left = end - time.monotonic()
+            if left <= 0:
+                return b"", b"", "timeout"
+            for key, _ in sel.select(left):
+                chunk = os.read(key.fd, 1 << 16)
+                if not chunk:
+                    sel.unregister(key.fd)
+                    continue
+                total += len(chunk)
+                if total > cap:
+                    return b"", b"", "too much output"
+                got[key.fd].append(chunk)
+    out = b"".join(got.get(p.stdout.fileno(), [])) if p.stdout is not None else b""  # type: ignore[union-attr]
+    err = b"".join(got.get(p.stderr.fileno(), [])) if p.stderr is not None else b""  # type: ignore[union-attr]
+    return out, err, None
 
 
 class DeviceSampler:
