@@ -3,7 +3,8 @@ the real tool (tests/data/npu-smi, sources in its SOURCES.md), and on demand is 
 nothing readable, or hangs past being killed (a child in its own session keeps the output open).
 
 Its behaviour is read from files beside it at every call, so a test changes it while a writer samples:
-``mode`` (ok, slow, fail, hang, garbage, stuck, flood: 1 GB of table lines, endless: table lines without end), ``info`` (the file ``npu-smi info`` prints), ``usages``,
+``mode`` (ok, slow, fail, hang, garbage, stuck; flood: 1 GB of table lines; endless: table lines without
+end), ``info`` (the file ``npu-smi info`` prints), ``usages``,
 ``health``; every call is appended to ``calls``.
 """
 
@@ -23,8 +24,8 @@ case "$mode" in
   stuck) setsid sleep 1000 & wait ;;
   fail) echo "dcmi module initialize failed. ret is -8005" >&2; exit 8 ;;
   garbage) echo "Permission denied: run as root or a member of HwHiAiUser"; exit 0 ;;
-  flood) yes "| 0     910B4               | OK            | 93.6        41                0    / 0             |" | head -c 1073741824; exit 0 ;;
-  endless) exec yes "| 0     910B4               | OK            | 93.6        41                0    / 0             |" ;;
+  flood) yes "| 0     910B4    | OK    | 93.6   41   0    / 0   |" | head -c 1073741824; exit 0 ;;
+  endless) exec yes "| 0     910B4    | OK    | 93.6   41   0    / 0   |" ;;
 esac
 case "$*" in
   "info") cat "$(cat "$here/info")" ;;
