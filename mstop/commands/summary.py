@@ -203,7 +203,7 @@ def _figure_rows(summary: dict[str, Any], store: Store) -> list[tuple[str, str]]
         ("status", status),
         ("ranks", str(summary["ranks"])),
         ("step", _num(summary["step"], "{:,}")),
-        ("loss (smoothed)", f"{_num(summary['loss'])} ({_num(summary['loss_ema'])})"),
+        ("loss (smoothed)", _loss_text(summary)),
         ("tokens/s", _num(summary["tokens_per_s"], "{:,.0f}")),
         *([("samples/s", _num(summary["samples_per_s"], "{:,.4g}"))] if summary["tokens_per_s"] is None
           and summary["samples_per_s"] is not None else []),
@@ -267,10 +267,24 @@ def runs_table(summaries: list[dict[str, Any]]) -> Any:
     for s in summaries:
         g = s.get("goodput") or {}
         t.add_row(clean(str(s["run_dir"]), 4096), s["status"], fmt.num(s["step"], 9) if s["step"] is not None else "",
-                  fmt.num(_from_json(s["loss_ema"])), fmt.si(_from_json(s["tokens_per_s"])),
+                  fmt.num(_shown_loss(s)), fmt.si(_from_json(s["tokens_per_s"])),
                   fmt.pct(_from_json(s["mfu"])), fmt.pct(_from_json(s["mem_headroom"])), fmt.pct(g.get("goodput")),
                   str(len(s["alerts"])))
     return t
+
+
+def _loss_text(s: dict[str, Any]) -> str:
+    """``1.234 (1.250)``; a last loss of NaN/Inf: ``nan (smoothed 1.499 before it: no longer meaningful)``."""
+    last = _from_json(s["loss"])
+    if last is not None and not math.isfinite(last):
+        return f"{_num(s['loss'])} (the last finite losses' smoothed {_num(s['loss_ema'])}: not a figure of now)"
+    return f"{_num(s['loss'])} ({_num(s['loss_ema'])})"
+
+
+def _shown_loss(s: dict[str, Any]) -> float | None:
+    """figures.shown_loss from a summary object: its last loss when that is NaN/Inf, else its smoothed loss."""
+    last = _from_json(s["loss"])
+    return last if last is not None and not math.isfinite(last) else _from_json(s["loss_ema"])
 
 
 def _from_json(v: Any) -> float | None:

@@ -502,18 +502,17 @@ def _tail_rows(d: RankData, keep: Callable[[np.ndarray, np.ndarray], np.ndarray]
 def loss(store: Store) -> float | None:
     """The last non-empty loss of the lowest rank (NaN when that cell said NaN)."""
     d = job_rank(store)
-    if d is None:
-        return None
-    literal = {i for i, c, _ in d.nonfinite if c == "loss"}
+    return last_value(d, "loss") if d is not None else None
 
-    def present(rows: np.ndarray, vals: np.ndarray) -> np.ndarray:
-        ok = ~np.isnan(vals)
-        if literal:
-            ok |= np.isin(rows, list(literal))
-        return ok
 
-    idx, _ = _tail_rows(d, present, 1)
-    return d.at("loss", int(idx[-1])) if len(idx) else None
+def shown_loss(store: Store, opts: Options) -> float | None:
+    """The loss a list or table shows in one figure ("loss (smoothed)"): the smoothed loss, unless the last
+    loss is NaN/Inf, then that: a run whose loss went NaN must not read as a healthy smoothed figure (the
+    EMA skips NaN, so it keeps the last finite losses' value)."""
+    last = loss(store)
+    if last is not None and not math.isfinite(last):
+        return last
+    return loss_ema(store, opts)
 
 
 def loss_ema(store: Store, opts: Options) -> float | None:
@@ -869,8 +868,18 @@ def repeated_seconds(d: RankData) -> float:
 
 
 def last_value(d: RankData, column: str) -> float | None:
-    """The column's last value on the rank's timeline (empty cells skipped), read backwards a chunk at a time."""
-    idx, _ = _tail_rows(d, lambda _rows, vals: ~np.isnan(vals), 1, column)
+    """The column's last value on the rank's timeline, read backwards a chunk at a time: empty cells skipped,
+    a cell that said NaN or Inf is a value (the header's grad norm is NaN when the last one was, not the last
+    finite one's)."""
+    literal = [i for i, c, _ in d.nonfinite if c == column]
+
+    def present(rows: np.ndarray, vals: np.ndarray) -> np.ndarray:
+        ok = ~np.isnan(vals)
+        if literal:
+            ok |= np.isin(rows, literal)
+        return ok
+
+    idx, _ = _tail_rows(d, present, 1, column)
     return d.at(column, int(idx[-1])) if len(idx) else None
 
 

@@ -109,7 +109,7 @@ def run_row(key: str, name: str, host: str, store: Store, opts: Options, health:
         alerts = health.alerts(store, opts) if store.rows else []
         row = RunRow(key=key, name=name, host=host or str(meta.get("host") or ""), status=status,
                      step=figures.step(store), total=_int(meta.get("total_steps")),
-                     loss=figures.loss_ema(store, opts), tokens_per_s=figures.tokens_per_s(store),
+                     loss=figures.shown_loss(store, opts), tokens_per_s=figures.tokens_per_s(store),
                      mfu=figures.mfu(store, opts), headroom=figures.mem_headroom(store),
                      alerts=len(alerts), alert_kinds=sorted({a.kind for a in alerts}), started=first,
                      note=str(meta.get("note") or ""), error=error, hint=hint, config=dict(meta), full=full,

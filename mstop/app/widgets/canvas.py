@@ -52,6 +52,8 @@ class Figure:
     rticks: tuple[list[float], list[str]] | None = None
     #: marks on the x axis itself, (x, glyph, colour): checkpoints, which no data point may hide nor they one
     xmarks: list[tuple[float, str, str]] = field(default_factory=list)
+    #: x values the axis runs over besides the layers' (NaN/Inf rows: no point, still a place on the axis)
+    xextent: list[float] = field(default_factory=list)
 
 
 def span(values: list[np.ndarray]) -> tuple[float, float]:
@@ -161,7 +163,7 @@ def draw(fig: Figure, width: int, height: int) -> list[Row]:
     def with_ticks(arrays: list[np.ndarray], ticks: tuple[list[float], list[str]] | None) -> tuple[float, float]:
         return span(arrays + ([np.array(ticks[0])] if ticks else []))
 
-    fr = _Frame(pw, ph, with_ticks([ly.xs for ly in fig.layers], fig.xticks),
+    fr = _Frame(pw, ph, with_ticks([ly.xs for ly in fig.layers] + [np.array(fig.xextent, np.float64)], fig.xticks),
                 with_ticks([ly.ys for ly in fig.layers if not ly.right] + [np.array(fig.hlines)], fig.yticks),
                 with_ticks([ly.ys for ly in fig.layers if ly.right], fig.rticks))
     top, bottom, guides = _raster(fig, fr)

@@ -91,13 +91,15 @@ class Chart(Widget):
     def show_series(self, title: str, lines: list[Line], *, log: bool = False, right: Line | None = None,
                     hlines: list[float] = (), vlines: list[float] = (),
                     points: list[tuple[list[float], list[float], str]] = (), xkind: str = "step",
-                    yunit: str = "") -> None:
+                    yunit: str = "", nan_x: list[float] = ()) -> None:
         """Draw ``lines`` (and ``right``, on its own axis) with 1-2-5 ticks: whole steps on the step axis,
-        elapsed m:ss on the time axis, SI labels with ``yunit`` on y. The same inputs as last time change
+        elapsed m:ss on the time axis, SI labels with ``yunit`` on y. ``nan_x``: where the drawn quantity
+        was NaN/Inf (no point to draw): a red ``×`` on the x axis at each, and the axis runs to the last of
+        them (a loss gone NaN must not read as a chart that simply ends). The same inputs as last time change
         nothing: the chart keeps its drawing."""
         key = (title, [(ln.label, ln.role, ln.mark, _key(ln.series)) for ln in lines], log,
                None if right is None else (right.label, _key(right.series)), tuple(hlines), tuple(vlines),
-               [(tuple(xs), tuple(ys), label) for xs, ys, label in points], xkind, yunit)
+               [(tuple(xs), tuple(ys), label) for xs, ys, label in points], xkind, yunit, tuple(nan_x))
         if key == self._inputs:
             return
         self._inputs = key
@@ -118,6 +120,13 @@ class Chart(Widget):
         rspan = self._marks(fig, right, points, log)
         fig.hlines = [math.log10(y) if log else y for y in hlines if not log or y > 0]
         fig.vlines = list(vlines[:20])
+        bad = [float(x) for x in nan_x if math.isfinite(float(x))]
+        if bad:
+            fig.xmarks += [(x, "×", "red") for x in bad]
+            fig.xextent = [min(bad), max(bad)]
+            self._legend.append(("×", "NaN/Inf"))
+            if spans:  # the axis and its ticks run over them too
+                spans.append((min(bad), max(bad), spans[0][2], spans[0][3]))
         if log and spans:
             ticks = fmt.log_ticks(min(sp[2] for sp in spans), max(sp[3] for sp in spans))
             fig.yticks = (ticks, fmt.ticks([10 ** t for t in ticks], yunit, log=True))

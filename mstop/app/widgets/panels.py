@@ -6,6 +6,7 @@ User-controlled text (run names, notes, column names, host names, paths) is alwa
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from typing import Any
 
@@ -40,7 +41,9 @@ class LossPanel(Vertical):
         raw = v.loss.raw
         if v.xaxis == "time" and raw is not None and len(raw.x):  # the axis counts m:ss from its first point
             xlabel = f"time since {fmt.clock_tick(float(raw.x[0]))}"
-        title = f"loss {fmt.num(v.loss.now)}  smoothed({smoothing:g}) {fmt.num(v.loss.ema)}  min {fmt.num(v.loss.min)}"
+        stale = v.loss.now is not None and not math.isfinite(v.loss.now)  # the EMA skips NaN: not a figure of now
+        title = f"loss {fmt.num(v.loss.now)}  smoothed({smoothing:g}) {fmt.num(v.loss.ema)}" \
+            f"{' before it' if stale else ''}  min {fmt.num(v.loss.min)}"
         if v.loss.nan_steps:
             title += f"  !! NaN/Inf at step {v.loss.nan_first_step:,}"  # a step on every x axis, not unix seconds
         if v.chart_rank is not None and (v.chart_rank or v.header.ranks_seen > 1):  # the header's is the furthest
@@ -79,7 +82,7 @@ class LossPanel(Vertical):
             base.update(t)
         self.query_one("#loss-chart", Chart).show_series(
             title, lines, log=log,
-            vlines=v.loss.nan_steps + v.loss.segment_starts, points=marks, xkind=v.xaxis)
+            vlines=v.loss.nan_steps + v.loss.segment_starts, points=marks, xkind=v.xaxis, nan_x=v.loss.nan_steps)
         if v.loss.custom:
             self._custom(v, xlabel)
         self.query_one("#lr-chart", Chart).show_series(
