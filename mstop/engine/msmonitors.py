@@ -17,10 +17,11 @@ from .logstate import _BULK, _F, EXTRA, LogState, _is_number, _number
 from .parse import NUMERIC
 
 #: MindSpore's LossMonitor (``print("epoch: %s step: %s, loss is %s")``, the step within its epoch) and
-#: TimeMonitor (``"{} epoch time: {:5.3f} ms, per step time: {:5.3f} ms"``, mode.title() first)
+#: TimeMonitor (2.x: ``"{} epoch time: {:5.3f} ms, per step time: {:5.3f} ms"``, mode.title() first; 1.x:
+#: ``"epoch time: {:5.3f}, per step time: {:5.3f}"``, milliseconds with no unit)
 _LOSS_MONITOR = re.compile(r"\bepoch: (?P<epoch>\d{1,15}) step: (?P<step>\d{1,15}), loss is (?P<loss>.+?)\s*$")
-_TIME_MONITOR = re.compile(r"\bepoch time: (?P<epoch_ms>[-+0-9.eE]+|nan|inf) ms, per step time: "
-                           r"(?P<step_ms>[-+0-9.eE]+|nan|inf) ms")
+_TIME_MONITOR = re.compile(r"\b[Ee]poch time: (?P<epoch_ms>[-+0-9.eE]+|nan|inf)(?: ?ms)?, per step time: "
+                           r"(?P<step_ms>[-+0-9.eE]+|nan|inf)(?: ?ms\b|(?![ \t]*[0-9A-Za-z.]))")
 #: LossMonitor's line with nothing around it (as msrun's worker logs hold it) and a plain number for a loss
 _LM_RE2 = r"^epoch: (?P<epoch>\d{1,9}) step: (?P<step>\d{1,9}), loss is (?P<loss>" + _F + r")\n$"
 

@@ -138,3 +138,28 @@ def test_the_scheduler_log_parser_never_crashes_and_its_words_are_clean(lines):
         assert not any(ord(c) < 32 or ord(c) == 127 for c in w.line), w.line
 
 
+
+
+@pytest.mark.parametrize("time_line, step_s", [
+    ("epoch time: 849.60, per step time: 84.96", 0.08496),  # MindSpore 1.x: milliseconds, no unit
+    ("Train epoch time: 849.600 ms, per step time: 84.960 ms", 0.08496),  # 2.x
+    ("epoch time: 849.6 ms, per step time: 84.96 ms", 0.08496),
+])
+def test_time_monitor_lines_of_every_version_give_the_step_time(tmp_path, time_line, step_s):
+    """Issue 40 item 5: MindSpore 1.x's TimeMonitor prints milliseconds with no ``ms``; the step time was read
+    as missing. A plain job's worker log: LossMonitor's lines, then TimeMonitor's at the epoch's end."""
+    lines = [LOSS_MONITOR % (1, s, 2.0 - s / 100) for s in range(1, 11)] + [time_line]
+    lines += [LOSS_MONITOR % (2, s, 1.9 - s / 100) for s in range(1, 11)] + [time_line]
+    (tmp_path / "worker_0.log").write_text("".join(ln + "\n" for ln in lines))
+    store = read_once(str(tmp_path))
+    d = store.ranks[0]
+    assert d.col("step").tolist() == [float(s) for s in range(1, 21)] and store.bad_rows == 0
+    assert d.col("step_time").tolist() == pytest.approx([step_s] * 20, rel=1e-6)
+
+
+def test_a_step_time_in_seconds_is_not_read_as_milliseconds(tmp_path):
+    """A line with another unit is not TimeMonitor's: the step time stays unknown rather than 1,000x off."""
+    lines = [LOSS_MONITOR % (1, s, 2.0) for s in range(1, 4)] + ["epoch time: 3.0 s, per step time: 1.0 s"]
+    (tmp_path / "worker_0.log").write_text("".join(ln + "\n" for ln in lines))
+    d = read_once(str(tmp_path)).ranks[0]
+    assert d.col("step").tolist() == [1.0, 2.0, 3.0] and all(x != x for x in d.col("step_time").tolist())
