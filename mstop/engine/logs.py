@@ -28,7 +28,16 @@ _ERROR = re.compile(
     r"|^Traceback \(most recent call last\):"
     r"|^(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Interrupt|Exit|Failure)(?::|$)"  # ValueError: ...
     r"|Segmentation fault|core dumped|\bKilled\b|\bAborted\b|\bout of memory\b|\bOOM\b"
+    r"|^\s*E[0-9A-Z]\d{4}[:\s]"                        # CANN's error codes: E39999: Inner Error!, EE9999 ...
 )
+#: CANN's error code lines (``EE9999: Inner Error!``, ``EH9999 ...``, ``E19999``): the Ascend cause a
+#: framework's error line is followed by, under ``- Ascend Error Message:``
+_CANN = re.compile(r"^\s*E[0-9A-Z]\d{4}[:\s]")
+#: msrun's launcher quoting other ranks' logs grep-style (``scheduler.log-58-[WARNING] ...``,
+#: ``worker_1.log:60:[ERROR] ...``): another file's line, no error of this log's and no part of a message
+_QUOTED = re.compile(r"^[\w./-]{1,200}\.log[-:]\d{1,9}[-:]")
+#: the section heads of MindSpore's exception text: the Ascend one is part of the message, the others end it
+_ASCEND_HEAD = re.compile(r"^-\s*Ascend Error Message:")
 #: An exception line that closes a traceback (at the line's start: frames are indented).
 _EXCEPTION = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Interrupt|Exit|Failure|Warning)(?::|$)")
 #: Where MindSpore's multi-line exception text ends: its C++ call stack for framework developers.
@@ -53,8 +62,9 @@ def clean_lines(text: str) -> list[str]:
 
 
 def is_error(line: str) -> bool:
-    """Whether a log line reports an error (see the module docstring for the forms known)."""
-    return _ERROR.search(line) is not None
+    """Whether a log line reports an error (see the module docstring for the forms known; a line another
+    log's, quoted by msrun's launcher, is not this log's error)."""
+    return _ERROR.search(line) is not None and _QUOTED.match(line) is None
 
 
 def error_indexes(lines: list[str]) -> list[int]:
@@ -89,14 +99,46 @@ def last_error(lines: list[str]) -> LastError | None:
     found = [i for i in error_indexes(lines) if not lines[i].startswith(TRACEBACK)]
     if not found:
         return None
-    return LastError(_message(lines, found[-1]), found[-1])
+    last = found[-1]
+    if _CANN.match(lines[last]):  # an Ascend cause: the error line whose message it is, when there is one
+        last = _cause_of(lines, last)
+    return LastError(_message(lines, last), last)
+
+
+def _cause_of(lines: list[str], i: int) -> int:
+    """For CANN's code line ``i``: the error line it is the Ascend cause of (up the block of code lines,
+    separators and the ``- Ascend Error Message:`` head, within MESSAGE_LINES lines of its own), else ``i``;
+    the first code line of its block when no error line heads it."""
+    first = i
+    for j in range(i - 1, max(-1, i - 4 * MESSAGE_LINES), -1):
+        line = lines[j]
+        if _CANN.match(line):
+            first = j
+        elif _ASCEND_HEAD.match(line) or line.startswith("-" * 10) or not line.strip():
+            continue
+        elif is_error(line) and first - j <= MESSAGE_LINES:
+            return j
+        else:
+            break
+    return first
 
 
 def _message(lines: list[str], i: int) -> list[str]:
-    """Line ``i`` and the lines that continue its message."""
+    """Line ``i`` and the lines that continue its message: MindSpore's exception text up to its C++ call
+    stack, with the Ascend cause CANN gives under ``- Ascend Error Message:`` (its separators left out)."""
     out = [lines[i]]
-    for line in lines[i + 1: i + MESSAGE_LINES]:
-        if _MESSAGE_END.match(line) or _EXCEPTION.match(line) or line.startswith(TRACEBACK):
+    j = i + 1
+    while j < len(lines) and len(out) < MESSAGE_LINES:
+        line = lines[j]
+        if line.startswith("-" * 10) and j + 1 < len(lines) and _ASCEND_HEAD.match(lines[j + 1]):
+            j += 3 if j + 2 < len(lines) and lines[j + 2].startswith("-" * 10) else 2  # into the Ascend cause
+            continue
+        if _CANN.match(line) and len(out) > 0:
+            out.append(line)
+            j += 1
+            continue
+        if _MESSAGE_END.match(line) or _EXCEPTION.match(line) or line.startswith(TRACEBACK) or _QUOTED.match(line):
             break
         out.append(line)
+        j += 1
     return out

@@ -41,3 +41,65 @@ def test_a_log_read_from_its_tail_then_as_it_grows(tmp_path):
     assert f.read() == [] and "not a regular file" in (f.error or "")
 
 
+
+
+SYNC_FAILED = ("[ERROR] DEVICE(1234,ffff,python):2024-06-04-10:20:42.176.000 [mindspore/ccsrc/plugin/device/ascend/"
+               "hal/device/ascend_stream_manager.cc:300] SyncStream] Call aclrtSynchronizeStreamWithTimeout failed, "
+               "ret[507035]")
+SEP = "-" * 52
+CANN_BLOCK = [SYNC_FAILED, SEP, "- Ascend Error Message:", SEP, "EE9999: Inner Error!",
+              "EE9999: [PID: 1234] 2024-06-04-10:20:42.170.000 The error from device(chipId:0, dieId:0), event wait "
+              "timeout occurred during task execution, stream_id:2",
+              "        TraceBack (most recent call last):",
+              "        rtStreamSynchronizeWithTimeout execute failed, reason=[task timeout]",
+              SEP, "- C++ Call Stack: (For framework developers)", SEP, "mindspore/ccsrc/x.cc:1 f"]
+
+
+def test_cann_error_codes_are_errors_and_the_ascend_cause_stays_with_its_error_line():
+    """Issue 40 item 8: CANN's ``E39999``/``EH9999``/``EE9999`` lines are error lines, and the last error of a
+    log ending in a framework error with its Ascend cause is that error with the cause (the separators that
+    head the cause no longer cut the message: the header showed ``…aclrtSynchronizeStreamWit``)."""
+    lines = clean_lines("\n".join(["epoch: 1 step: 10, loss is 2.3", *CANN_BLOCK]))
+    err = last_error(lines)
+    assert err is not None and err.lines[0] == SYNC_FAILED
+    assert err.lines[1:3] == ["EE9999: Inner Error!", CANN_BLOCK[5]]
+    assert not any(x.startswith("----") or "C++ Call Stack" in x for x in err.lines)
+    assert [lines[i][:6] for i in error_indexes(lines)] == ["[ERROR", "EE9999", "EE9999"]
+    for code in ("E39999: Inner Error!", "EH9999: [PID: 7] hccl timeout", "EZ9999 something", "EI0002: x"):
+        one = clean_lines(f"step 1\n{code}\n")
+        assert error_indexes(one) == [1] and last_error(one).lines == [code]
+    # a traceback's exception keeps the Ascend cause under it
+    tb = clean_lines("\n".join(["Traceback (most recent call last):", '  File "t.py", line 1, in <module>',
+                                "RuntimeError: Sync stream failed:Ascend_0", SEP, "- Ascend Error Message:", SEP,
+                                "E39999: Inner Error!", SEP, "- C++ Call Stack: (For framework developers)"]))
+    assert last_error(tb).lines == ["RuntimeError: Sync stream failed:Ascend_0", "E39999: Inner Error!"]
+
+
+def test_lines_msrun_quotes_from_other_logs_are_not_this_logs_error():
+    """msrun's launcher quotes other logs grep-style when a worker fails: those lines are another file's."""
+    lines = clean_lines("\n".join([
+        "[ERROR] ME(1:2,MainProcess):2026 [msrun.py:1] worker 1 exited with code 1",
+        "scheduler.log-58-[WARNING] DISTRIBUTED(1,python):2026 [x.cc:1] node timed out",
+        "worker_1.log:60:[ERROR] ME(9:9,MainProcess):2026 [y.py:2] RuntimeError: other rank's error",
+        "worker_1.log-61-Traceback (most recent call last):"]))
+    assert error_indexes(lines) == [0]
+    assert last_error(lines).lines == [lines[0]]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from([*CANN_BLOCK, "E39999: Inner Error!", "EH9999 hccl", "x.log-3-[ERROR] q",
+                                 "Traceback (most recent call last):", "ValueError: v", "", "step 3", SEP]),
+                max_size=40))
+def test_the_last_error_of_any_mix_of_cann_blocks_is_lines_of_the_log(picked):
+    """Whatever the mix: the last error's lines are lines of the log, in order, its first an error line."""
+    lines = clean_lines("\n".join(picked))
+    err = last_error(lines)
+    idx = error_indexes(lines)
+    if err is None:
+        assert not [i for i in idx if not lines[i].startswith("Traceback")]
+        return
+    assert err.lines[0] == lines[err.at] and (err.at in idx)
+    pos = err.at
+    for line in err.lines[1:]:
+        pos = lines.index(line, pos + 1)  # each later in the log than the one before
+    assert len(err.lines) <= 8
