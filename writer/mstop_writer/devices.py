@@ -328,15 +328,39 @@ class Call:
             os.killpg(p.pid, signal.SIGKILL)
         except OSError:
             pass
-        for f in (p.stdout, p.stderr):  # never read what is left: it may have no end
+        # its output's end and its exit, within a second: what is left is read and dropped a chunk at a time
+        # (a child that kept the output open, or a process that does not die, is stuck)
+        ended = _drain(p, 1.0)
+        for f in (p.stdout, p.stderr):
             try:
                 f.close()  # type: ignore[union-attr]
             except OSError:
                 pass
         try:
-            p.wait(timeout=1.0)
+            p.wait(timeout=0.1 if not ended else 1.0)
         except subprocess.TimeoutExpired:
-            self.stuck = True
+            ended = False
+        self.stuck = not ended
+
+
+def _drain(p: subprocess.Popen, timeout: float) -> bool:
+    """Read and drop what a killed process's pipes still hold until both end; whether they did within
+    ``timeout`` seconds."""
+    import selectors
+
+    end = time.monotonic() + timeout
+    with selectors.DefaultSelector() as sel:
+        for f in (p.stdout, p.stderr):
+            if f is not None and not f.closed:
+                sel.register(f.fileno(), selectors.EVENT_READ)
+        while sel.get_map():
+            left = end - time.monotonic()
+            if left <= 0:
+                return False
+            for key, _ in sel.select(left):
+                if not os.read(key.fd, 1 << 16):
+                    sel.unregister(key.fd)
+    return True
 
 
 def _read_bounded(p: subprocess.Popen, timeout: float, cap: int) -> tuple[bytes, bytes, str | None]:
