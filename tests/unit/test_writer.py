@@ -287,6 +287,20 @@ def _in_thread(fn, timeout: float = 10.0) -> None:
     assert not errors, errors
 
 
+def _ten_rows_in_a_thread(run) -> MetricsWriter:
+    """A job that logs ten rows into ``run`` and closes, in a thread that must end (the writer never blocks)."""
+    box = {}
+
+    def job():
+        w = box["w"] = MetricsWriter(run)
+        for i in range(1, 11):
+            w.log(i, loss=1.0)
+        w.close()
+
+    _in_thread(job)
+    return box["w"]
+
+
 @pytest.mark.parametrize("with_reader", [False, True])
 def test_a_fifo_where_the_rank_files_belong_never_blocks(tmp_path, caplog, with_reader):
     import os
@@ -296,22 +310,14 @@ def test_a_fifo_where_the_rank_files_belong_never_blocks(tmp_path, caplog, with_
     fds = []
     if with_reader:  # someone holds the FIFOs open for reading: opening for write would succeed
         fds = [os.open(tmp_path / n, os.O_RDONLY | os.O_NONBLOCK) for n in ("rank0.csv", "rank0.events.jsonl")]
-    box = {}
-
-    def job():
-        w = box["w"] = MetricsWriter(tmp_path)
-        for i in range(1, 11):
-            w.log(i, loss=1.0)
-        w.close()
-
     try:
-        _in_thread(job)
+        w = _ten_rows_in_a_thread(tmp_path)
     finally:
         for fd in fds:
             os.close(fd)
     msgs = warnings_of(caplog)
     assert len(msgs) == 1 and "FIFO" in msgs[0] and "not a regular file" in msgs[0]
-    assert box["w"].rows_dropped == 10  # counted (no event can be written: the events file is a FIFO too)
+    assert w.rows_dropped == 10  # counted (no event can be written: the events file is a FIFO too)
 
 
 def test_copytruncate_starts_the_file_again_with_its_header(tmp_path, caplog):
@@ -353,18 +359,10 @@ def test_a_link_planted_where_the_rank_files_belong_is_never_followed(tmp_path, 
     target.write_text("")
     os.symlink(target, run / "rank0.events.jsonl")
     os.symlink(outside / "created.csv", run / "rank0.csv")  # dangling: O_CREAT would make it
-    box = {}
-
-    def job():
-        w = box["w"] = MetricsWriter(run)
-        for i in range(1, 11):
-            w.log(i, loss=1.0)
-        w.close()
-
-    _in_thread(job)
+    w = _ten_rows_in_a_thread(run)
     assert target.read_text() == "" and not (outside / "created.csv").exists()
     assert sorted(p.name for p in outside.iterdir()) == ["theirs.jsonl"]
     msgs = warnings_of(caplog)
     assert msgs and all("symbolic link" in m and "not a regular file" in m for m in msgs)
     assert len(msgs) == 1  # once per kind: both files refused for the same reason
-    assert box["w"].rows_dropped == 10
+    assert w.rows_dropped == 10
