@@ -201,7 +201,7 @@ def _figure_rows(summary: dict[str, Any], store: Store) -> list[tuple[str, str]]
         ("run", summary["run_dir"]),
         *([("source", f"{source['kind']}: no {', '.join(source['cannot_give'])}")] if source else []),
         ("status", status),
-        ("ranks", str(summary["ranks"])),
+        ("ranks", f"{summary['ranks']:,}"),
         ("step", _num(summary["step"], "{:,}")),
         ("loss (smoothed)", _loss_text(summary)),
         ("tokens/s", _num(summary["tokens_per_s"], "{:,.0f}")),

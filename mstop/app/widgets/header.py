@@ -135,8 +135,8 @@ class Header(Static):
         h = v.header
         out = [Piece(Text(h.run_name or "(unnamed run)", style="bold"), KEEP - 1, least=12, cut_rank=5),
                Piece(Text(h.device or "device n/a"), 2),
-               Piece(Text(f"world {h.world_size or 'n/a'}"), 4),
-               Piece(Text(f"ranks seen {h.ranks_seen}"), 3),
+               Piece(Text(f"world {f'{h.world_size:,}' if h.world_size else 'n/a'}"), 4),
+               Piece(Text(f"ranks seen {h.ranks_seen:,}"), 3),
                Piece(Text(f"status {h.status.upper()}"), KEEP, sep="   ")]
         if h.writer_errors:
             out.append(Piece(Text("! writer failed: ").append_text(Text(h.writer_errors[0])), 7, sep="   ",
