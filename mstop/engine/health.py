@@ -283,7 +283,7 @@ def _liveness(store: Store, rules: Rules, opts: Options) -> tuple[list[int], lis
             others = len(alive)
             dead.append(Alert("dead_rank", r, int(d.last("step")) if d.rows else None,
                               f"rank {r}'s process ended at {fmt.clock_ms(float(e['time']))} "
-                              f"({processes.how_words(e)}) while {others} other rank{'s are' if others != 1 else ' is'}"
+                              f"({processes.how_words(e)}) while {others:,} other rank{'s are' if others != 1 else ' is'}"
                               " alive", severity=1e9))
         elif age[r] > allowed[r]:
             d = store.ranks[r]
@@ -291,7 +291,7 @@ def _liveness(store: Store, rules: Rules, opts: Options) -> tuple[list[int], lis
             how = "heartbeat" if basis == "heartbeats" else "row (no heartbeats: judged by rows)"
             others = len(alive)
             dead.append(Alert("dead_rank", r, step, f"rank {r}: no {how} for {age[r]:.0f} s while "
-                                                    f"{others} other rank{'s are' if others != 1 else ' is'} alive",
+                                                    f"{others:,} other rank{'s are' if others != 1 else ' is'} alive",
                               severity=age[r]))
     return alive, dead, basis
 
