@@ -283,8 +283,8 @@ def _liveness(store: Store, rules: Rules, opts: Options) -> tuple[list[int], lis
             others = len(alive)
             dead.append(Alert("dead_rank", r, int(d.last("step")) if d.rows else None,
                               f"rank {r}'s process ended at {fmt.clock_ms(float(e['time']))} "
-                              f"({processes.how_words(e)}) while {others:,} other rank{'s are' if others != 1 else ' is'}"
-                              " alive", severity=1e9))
+                              f"({processes.how_words(e)}) while {others:,} "
+                              f"other rank{'s are' if others != 1 else ' is'} alive", severity=1e9))
         elif age[r] > allowed[r]:
             d = store.ranks[r]
             step = int(d.last("step")) if d.rows else None
