@@ -330,7 +330,7 @@ class Call:
             pass
         # its output's end and its exit, within a second: what is left is read and dropped a chunk at a time
         # (a child that kept the output open, or a process that does not die, is stuck)
-        ended = _drain(p, 1.0)
+        ended = _read_bounded(p, 1.0, None)[2] is None
         for f in (p.stdout, p.stderr):
             try:
                 f.close()  # type: ignore[union-attr]
@@ -343,31 +343,12 @@ class Call:
         self.stuck = not ended
 
 
-def _drain(p: subprocess.Popen, timeout: float) -> bool:
-    """Read and drop what a killed process's pipes still hold until both end; whether they did within
-    ``timeout`` seconds."""
-    import selectors
-
-    end = time.monotonic() + timeout
-    with selectors.DefaultSelector() as sel:
-        for f in (p.stdout, p.stderr):
-            if f is not None and not f.closed:
-                sel.register(f.fileno(), selectors.EVENT_READ)
-        while sel.get_map():
-            left = end - time.monotonic()
-            if left <= 0:
-                return False
-            for key, _ in sel.select(left):
-                if not os.read(key.fd, 1 << 16):
-                    sel.unregister(key.fd)
-    return True
-
-
-def _read_bounded(p: subprocess.Popen, timeout: float, cap: int) -> tuple[bytes, bytes, str | None]:
+def _read_bounded(p: subprocess.Popen, timeout: float, cap: int | None) -> tuple[bytes, bytes, str | None]:
     """A process's standard output and error, read as they come until both end: (out, err, None); or what
-    stops the read: ``"timeout"`` past ``timeout`` seconds, ``"too much output"`` past ``cap`` bytes in all.
-    A chunk at a time (64 KB), so the training process never holds more than ``cap`` of it, and the
-    sampling thread lets the others run between chunks (a read of 1 GB at once blocked ``log()`` for 2.5 s)."""
+    stops the read: ``"timeout"`` past ``timeout`` seconds, ``"too much output"`` past ``cap`` bytes in all
+    (``cap`` None: everything is read and dropped, as after a kill). A chunk at a time (64 KB), so the
+    training process never holds more than ``cap`` of it, and the sampling thread lets the others run between
+    chunks (a read of 1 GB at once blocked ``log()`` for 2.5 s)."""
     import selectors
 
     end = time.monotonic() + timeout
@@ -375,7 +356,7 @@ def _read_bounded(p: subprocess.Popen, timeout: float, cap: int) -> tuple[bytes,
     total = 0
     with selectors.DefaultSelector() as sel:
         for f in (p.stdout, p.stderr):
-            if f is not None:
+            if f is not None and not f.closed:
                 sel.register(f.fileno(), selectors.EVENT_READ)
                 got[f.fileno()] = []
         while sel.get_map():
@@ -386,11 +367,11 @@ def _read_bounded(p: subprocess.Popen, timeout: float, cap: int) -> tuple[bytes,
                 chunk = os.read(key.fd, 1 << 16)
                 if not chunk:
                     sel.unregister(key.fd)
-                    continue
-                total += len(chunk)
-                if total > cap:
-                    return b"", b"", "too much output"
-                got[key.fd].append(chunk)
+                elif cap is not None:
+                    total += len(chunk)
+                    if total > cap:
+                        return b"", b"", "too much output"
+                    got[key.fd].append(chunk)
     out = b"".join(got.get(p.stdout.fileno(), [])) if p.stdout is not None else b""  # type: ignore[union-attr]
     err = b"".join(got.get(p.stderr.fileno(), [])) if p.stderr is not None else b""  # type: ignore[union-attr]
     return out, err, None
