@@ -255,13 +255,14 @@ def remote_candidates(store: Store, spec: str, rank: int) -> tuple[str, list[Can
         return None
     start = RunReader(store).start(rank) or {}
     logs, since = start.get("logs"), _time(start)
-    base = target.path.rstrip("/") or "/"
-    vouch = f"{base.rstrip('/')}/{events_name(rank)}"
+    root = target.path.rstrip("/")
+    base = root or "/"
+    vouch = f"{root}/{events_name(rank)}"
     paths = [Candidate(p, within=base, vouch=vouch, since=since) for p in logs
              if isinstance(p, str) and p.startswith("/")] if isinstance(logs, list) else []
     names = (f"worker_{rank}.log", f"{MSRUN_DIR}/worker_{rank}.log", f"rank_{rank}/{LOG_NAME}",
              f"log/rank_{rank}/{LOG_NAME}")
-    paths += [Candidate(f"{base.rstrip('/')}/{p}", within=base) for p in names]
+    paths += [Candidate(f"{root}/{p}", within=base) for p in names]
     return target.host, paths
 
 
