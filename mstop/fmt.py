@@ -23,7 +23,7 @@ def num(v: float | None, digits: int = 4) -> str:
 def pct(v: float | None) -> str:
     if v is not None and math.isinf(v):
         return num(v) + " %"
-    return NA if v is None or math.isnan(v) else f"{100 * v:.1f} %"
+    return NA if v is None or math.isnan(v) else f"{100 * v:,.1f} %"
 
 
 def gib(v: float | None) -> str:

@@ -467,8 +467,10 @@ def _markdown(runs: list[Run], comparison: Comparison, alerts: dict[int, list[An
     out += ["", "## Rows", ""]
     for label, m in members:
         st = m.store
+        cells, why = figures.refused_cells(st)
         out.append(f"- {esc(label)}: {st.rows:,} rows read, {st.bad_rows:,} bad, "
                    f"{figures.dropped_rows(st):,} reported dropped by the writer"
+                   + (f", {cells:,} cells refused ({esc(why or '')})" if cells else "")
                    + (f"; writer failed: {esc(figures.writer_errors(st)[0])}" if figures.writer_errors(st) else ""))
     out += ["", "## Plots", "", "x: step. Dotted lines: restarts; triangles: checkpoints; red: NaN/Inf loss and "
             "alerts.", ""]

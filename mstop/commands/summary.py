@@ -18,7 +18,7 @@ KEYS = ("run_dir", "ranks", "step", "rows", "bad_rows", "resets", "segments", "r
         "loss_ema", "tokens_per_s", "mfu", "mem_headroom", "data_wait_frac", "status", "last_checkpoint",
         "alerts", "stragglers", "dropped_rows", "bad_events", "writer_errors", "refused_files", "incidents",
         "samples_per_s", "source", "goodput", "profile", "clocks", "error_line", "log_path", "devices", "culprit",
-        "processes", "goodput_definition", "log_refused")
+        "processes", "goodput_definition", "log_refused", "refused_cells")
 
 
 #: which definition of the goodput ledger ``goodput`` follows (docs/health.md, "Goodput"): 2 since issue 39
@@ -85,6 +85,7 @@ def summarize(store: Store, run_dir: str, opts: Options, health: Any = None,
         out["processes"] = _processes(store)
         out["goodput_definition"] = GOODPUT_DEFINITION
         out["log_refused"] = refused
+        out["refused_cells"] = {why: {"count": n, "first": first} for why, (n, first) in store.refused_cells.items()}
     assert tuple(out) == KEYS
     return out
 
@@ -195,6 +196,7 @@ def _figure_rows(summary: dict[str, Any], store: Store) -> list[tuple[str, str]]
     if failures:
         status += f" — writer failed: {failures[0]}"
     refused, why = figures.refused_rows(store)
+    cells, why_cells = figures.refused_cells(store)
     lost = max(0, summary["dropped_rows"] - RunReader(store).rejected())
     source = summary["source"]
     return [
@@ -217,6 +219,7 @@ def _figure_rows(summary: dict[str, Any], store: Store) -> list[tuple[str, str]]
          + (f", {lost:,} lost by the writer" if lost else "")
          + (f", {fmt.count(refused, 'row{s} refused by the writer')}" + (f" ({why})" if why else "")
             if refused else "")),
+        *([("cells refused", f"{cells:,} ({why_cells})")] if cells else []),
         ("segments", f"{summary['segments']}" + (f", {summary['repeated_steps']} repeated steps"
                                                   if summary["repeated_steps"] else "")),
     ]

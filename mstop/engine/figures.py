@@ -29,7 +29,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from . import ledgerfold, rankstate
+from .. import fmt
+from . import door, ledgerfold, rankstate
 from .clocks import Clocks, clocks
 from .folds import ACHIEVED, RING, WINDOW_FLOATS, Lasts
 from .rankstate import PROFILE_PARTS, profile_summary
@@ -304,13 +305,24 @@ def mfu_rows(d: RankData, opts: Options) -> np.ndarray:
             achieved = d.col(ACHIEVED).astype(np.float64) * 1e12 / _peak(d.last_start or {}, opts)
             derived = np.where(np.isnan(derived), achieved, derived)
     if opts.peak_flops is not None:
-        return derived
-    return np.where(np.isnan(written), derived, written)
+        return _at_most_one(derived)
+    return _at_most_one(np.where(np.isnan(written), derived, written))
+
+
+def _at_most_one(v: np.ndarray) -> np.ndarray:
+    """MFU above 1 is more than the device can do (a wrong peak or FLOPs per token): never a figure, so
+    never drawn nor counted (:func:`mfu_missing` says why the run has none)."""
+    with np.errstate(invalid="ignore"):
+        return np.where(v > 1 + door.MFU_SLACK, np.nan, v)
 
 
 def rank_mfu(store: Store, opts: Options, w: Window | None = None) -> np.ndarray:
     """Per rank: the step_time-weighted mean of ``mfu`` over the window, else derived from tokens/s (or, for
-    a MindFormers log, from its FLOP/s per device: step_time-weighted too)."""
+    a MindFormers log, from its FLOP/s per device: step_time-weighted too); NaN where that is above 1."""
+    return _at_most_one(_rank_mfu_as_given(store, opts, w))
+
+
+def _rank_mfu_as_given(store: Store, opts: Options, w: Window | None = None) -> np.ndarray:
     w = w or window(store)
     st = w.cols["step_time"]
     answers = rankstate.states(store)  # each rank's start event's terms, in arrays (kept until events change)
@@ -339,6 +351,9 @@ def mfu_missing(store: Store, opts: Options) -> str | None:
     None when it has one."""
     if mfu(store, opts) is not None:
         return None
+    over = median(_rank_mfu_as_given(store, opts))
+    if over is not None and over > 1:
+        return f"{fmt.pct(over)} is over 100 %: the peak or the FLOPs per token is wrong"
     meta = run_meta(store)
     missing = []
     if tokens_per_s(store) is None:
@@ -817,6 +832,17 @@ def refused_rows(store: Store) -> tuple[int, str | None]:
     if first and not n:
         n = len(first)  # the dropped event that counts them is not written yet (at most a second later)
     return n, (str(first[0].get("message")) if first else None)
+
+
+def refused_cells(store: Store) -> tuple[int, str | None]:
+    """Cells the store refused at the door (mstop.engine.door: a data wait longer than its step, MFU over
+    1, a negative duration or count), all reasons, and the most common reason with its first example."""
+    got = store.refused_cells
+    if not got:
+        return 0, None
+    reason, (n, first) = max(got.items(), key=lambda kv: kv[1][0])
+    more = f"; {len(got) - 1} more reason{'s' if len(got) > 2 else ''}" if len(got) > 1 else ""
+    return sum(n for n, _ in got.values()), f"{reason}: {n:,}, first {first}{more}"
 
 
 def dropped_rows(store: Store) -> int:

@@ -34,7 +34,7 @@ from typing import Any, Callable, Literal
 
 import numpy as np
 
-from . import spill
+from . import door, spill
 from .folds import ACHIEVED, Folds
 from .ledgerfold import RankLedger
 from .parse import NUMERIC, Rows
@@ -670,6 +670,9 @@ class Store:
         self.resets = 0
         self.ignored_files: set[str] = set()
         self.refused: dict[str, str] = {}  # rank-file names that are not regular files -> why
+        #: cells refused at the door (mstop.engine.door): reason -> (how many, the first: rank, step, cell);
+        #: replaced whole on change, so a snapshot shares it
+        self.refused_cells: dict[str, tuple[int, str]] = {}
         self.notes: list[str] = []  # what readers should say about the files (columns cut, ...)
         self._keyed: dict[str, str] = {}  # a note that changes (a count) by what it is about: see note_as
         self._memo: dict[str, tuple[int, Any]] = {}  # key -> (version, value): see memo()
@@ -938,6 +941,7 @@ class Store:
                     self.version += 1
                 return
             d = self.rank(r)
+            rows.floats = self._refuse([r], rows.exact, rows.floats)
             base = d.rows
             segments_before = len(d.segments)
             new_steps = rows.exact[:, 1]
@@ -968,6 +972,33 @@ class Store:
             self._touch(d)
             self._arrival = self._life_arrival = time.time()
             self.version += 1
+
+    def _refuse(self, ranks: list[int] | list[RankData], exact: np.ndarray, floats: np.ndarray) -> np.ndarray:
+        """``floats`` with the cells no real step can have made missing (mstop.engine.door), counted by
+        reason with the first one's rank, step and value; ``ranks``: the rank of each row, or of them all
+        (one). A copy where the batch's array is read-only (a large read adopted as pyarrow gave it)."""
+        found = door.impossible(floats)
+        if not found:
+            return floats
+        if not floats.flags.writeable:
+            floats = floats.copy()
+        got = dict(self.refused_cells)
+        st = floats[:, door.column_at("step_time")]
+        for f in found:
+            j = door.column_at(f.column)
+            n, first = got.get(f.reason, (0, ""))
+            if not first:
+                i = int(f.rows[0])
+                rank = ranks[i] if len(ranks) > 1 else ranks[0]
+                rank = rank if isinstance(rank, int) else rank.rank
+                first = (f"rank {rank} step {door.step_text(float(exact[i, 1]))}: "
+                         f"{door.example(f.column, float(floats[i, j]), float(st[i]))}")
+            got[f.reason] = (n + len(f.rows), first)
+        for f in found:  # after every example is taken: a negative step time's row quotes its wait as given
+            floats[f.rows, door.column_at(f.column)] = np.nan
+        self.refused_cells = got
+        self.version += 1
+        return floats
 
     def _spill_old(self, d: RankData) -> None:
         """Move rank ``d``'s oldest rows to the spill file when it holds more than its share of the store's
@@ -1079,6 +1110,7 @@ class Store:
         """A row of each of ``ds`` (distinct ranks, each row of its latest session, after a held row): one
         append for all of them, then what each rank keeps of its rows (the ledger, the spill)."""
         t = self.table
+        floats = self._refuse(ds, exact, floats)
         slots = np.fromiter((d.slot for d in ds), np.int64, len(ds))
         codes = np.fromiter((len(d.segments) - 1 for d in ds), np.int32, len(ds))
         down = (exact[:, 1] < t.arrays["step"][t.hi[slots] - 1]).tolist()  # each has a held row

@@ -191,6 +191,8 @@ class HeaderPart:
     writer_errors: list[str] = field(default_factory=list)  # what the writers failed at
     refused_rows: int = 0  # rows the writers refused for bad input
     refused: str | None = None  # what the first refusal said
+    refused_cells: int = 0  # cells no real step can have, made missing at the door (mstop.engine.door)
+    refused_cells_why: str | None = None  # the most common reason, its first example
     notes: list[str] = field(default_factory=list)  # ssh host states, ranks found in two sources, files refused
     skew_note: str | None = None
     #: the source when it is not mstop's writer (a MindFormers log), and the figures it cannot give

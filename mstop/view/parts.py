@@ -64,6 +64,7 @@ def header(store: Store, opts: Options, now: float) -> HeaderPart:
                    notes=file_notes(store, opts), elapsed=figures.elapsed(store, opts, now),
                    compile_s=figures.compile_seconds(store), last_checkpoint=figures.last_checkpoint(store))
     h.refused_rows, h.refused = figures.refused_rows(store)
+    h.refused_cells, h.refused_cells_why = figures.refused_cells(store)
     h.dropped_rows = max(0, figures.dropped_rows(store) - RunReader(store).rejected())
     h.since_last_row = figures.seconds_since_last_row(store, opts) if store.rows else None
     src = figures.source(store)

@@ -648,6 +648,8 @@ class MetricsWriter:
             tps = tokens / step_time
             if self._mfu_scale is not None:
                 mfu = tps * self._mfu_scale
+        if data_wait is not None or (mfu is not None and mfu > 1):
+            self._flag_impossible(step, step_time, data_wait, mfu)
         if now >= self._mem_next:
             self._mem_next = now + self._mem_interval
             self._mem_cache = self._memory_sample()
@@ -691,6 +693,23 @@ class MetricsWriter:
         self._extra += [check_name(k) for k in extra if k not in self._extra]
         self._extra_set = frozenset(self._extra)
         self._columns_fixed = True
+
+    def _flag_impossible(self, step: Any, step_time: Any, data_wait: Any, mfu: float | None) -> None:
+        """Warn once per kind of a value no real step has, as readers will refuse it (docs/files.md, "Cells
+        readers refuse"): the row is written as given (the file keeps what the job said)."""
+        try:
+            if mfu is not None and mfu > 1:
+                self._warn(f"step {step}: MFU {mfu:.4g} (tokens / step_time x flops_per_token / (world_size x "
+                           "peak_flops)) is above 1: readers refuse it; flops_per_token or peak_flops is wrong",
+                           key="impossible:mfu")
+            if data_wait is not None and step_time is not None:
+                wait, st = float(data_wait), float(step_time)
+                if wait > st * 1.001 + 1e-6:
+                    self._warn(f"step {step}: data_wait {wait:.6g} s is longer than its step_time {st:.6g} s "
+                               "(which includes it): readers refuse it; are both in seconds?",
+                               key="impossible:data_wait")
+        except (TypeError, ValueError, OverflowError):  # a value that is no number: written as _cells writes it
+            pass
 
     def _warn_undeclared(self, extra: Mapping[str, Any]) -> None:
         for k in extra.keys() - self._extra_set:

@@ -148,6 +148,10 @@ class Header(Static):
                 if what.startswith("row{s} refused") and h.refused:
                     t.append_text(Text(f" ({refusal_step(h.refused)})"))
                 out.append(Piece(t, 8, sep="   ", least=len(f"! {fmt.count(n, what)}"), cut_rank=2))
+        if h.refused_cells:  # impossible cells made missing: the figures are of the rest
+            said = f"! {fmt.count(h.refused_cells, 'cell{s} refused')}"
+            out.append(Piece(Text(said).append_text(Text(f" ({h.refused_cells_why})")), 8, sep="   ",
+                             least=len(said), cut_rank=2))
         if v.alerts:
             badge = f"ALERTS {len(v.alerts)}" + (f" ({v.new_alerts} new: a)" if v.new_alerts else "")
             out.append(Piece(Text(badge), KEEP, sep="   "))

@@ -183,8 +183,6 @@ class MfuPanel(Vertical):
             t.append(f"MFU n/a: {why}")
         else:
             t.append(f"MFU {fmt.pct(v.throughput.mfu)}")
-            if v.throughput.mfu is not None and v.throughput.mfu > 1.0:  # more than the device can do
-                t.append(" ! over 100 %: the peak or the FLOPs per token is wrong", style="bold red")
             if b.mfu_delta is not None:
                 t.append(f" ({100 * b.mfu_delta:+.1f} pp vs baseline)")
             t.append(f" · peak {fmt.flops(v.throughput.peak_flops)}\n")
