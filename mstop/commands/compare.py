@@ -44,6 +44,7 @@ LOSS_HALF_WIDTH = 10
 FIGURES: tuple[tuple[str, str, Callable[[float | None], str]], ...] = (
     ("step_time", "median step time", fmt.ms),
     ("tokens_per_s", "tokens/s", fmt.si),
+    ("samples_per_s", "samples/s", fmt.si),  # the throughput of runs without tokens (batch 32 against 64)
     ("mfu", "MFU", fmt.pct),
     ("mem_headroom", "min headroom", fmt.pct),
     ("mem_peak", "peak memory", fmt.gib),
@@ -225,6 +226,7 @@ def member_figures(m: Member, first: int, last: int, loss_at: int,
                              "current timeline; the first steps after a restart include its warm-up)")
             cells["step_time"].value = figures.median(per["step_time"])
             cells["tokens_per_s"].value = figures.median(per["tokens_per_s"])
+            cells["samples_per_s"].value = figures.median(per["samples_per_s"])
             cells["mfu"].value = figures.median(per["mfu"])
             heads = figures.headrooms_of(per["memory"])
             cells["mem_headroom"].value = min(heads.values()) if heads else None
@@ -233,7 +235,8 @@ def member_figures(m: Member, first: int, last: int, loss_at: int,
             dwf = per["data_wait_frac"]
             cells["data_wait_frac"].value = float(np.nanmax(dwf)) if (~np.isnan(dwf)).any() else None
             no_mfu = figures.mfu_missing(store, opts) or "none in this window"
-            for key, why in (("tokens_per_s", "no tokens column"), ("mfu", no_mfu),
+            for key, why in (("tokens_per_s", "no tokens column"), ("samples_per_s", "no samples column"),
+                             ("mfu", no_mfu),
                              ("mem_headroom", "no memory columns"), ("mem_peak", "no memory columns"),
                              ("data_wait_frac", "no data_wait column"), ("step_time", "no step_time column")):
                 if cells[key].value is None:
@@ -298,8 +301,8 @@ def _chunks(widths: dict[int, int]) -> Iterator[list[int]]:
 def _per_rank_figures(store: Store, first: int, last: int, opts: Options) -> dict[str, Any]:
     """Per-rank figures over steps first..last, computed a chunk of ranks at a time (bounded memory)."""
     rows = figures.step_rows(store, first, last)  # ranks without rows in the window are left out
-    out: dict[str, Any] = {"ranks": [], "step_time": [], "tokens_per_s": [], "mfu": [], "data_wait_frac": [],
-                           "mem_peak": [], "memory": []}
+    out: dict[str, Any] = {"ranks": [], "step_time": [], "tokens_per_s": [], "samples_per_s": [], "mfu": [],
+                           "data_wait_frac": [], "mem_peak": [], "memory": []}
     for chunk in _chunks({r: len(idx) for r, idx in rows.items()}):
         w = figures.rows_window(store, {r: rows[r] for r in chunk})
         out["ranks"] += w.ranks
@@ -309,11 +312,12 @@ def _per_rank_figures(store: Store, first: int, last: int, opts: Options) -> dic
             peak = w.cols["mem_peak"]
             out["mem_peak"] += list(np.nanmax(np.where(np.isnan(peak), -np.inf, peak), axis=1))
         out["tokens_per_s"] += list(figures.rank_tokens_per_s(store, w))
+        out["samples_per_s"] += list(figures.rank_samples_per_s(store, w))
         out["mfu"] += list(figures.rank_mfu(store, opts, w))
         out["data_wait_frac"] += list(figures.rank_data_wait_frac(store, w))
         out["memory"] += figures.rank_memory(w)
     out["mem_peak"] = [x if math.isfinite(x) else math.nan for x in out["mem_peak"]]
-    for k in ("step_time", "tokens_per_s", "mfu", "data_wait_frac"):
+    for k in ("step_time", "tokens_per_s", "samples_per_s", "mfu", "data_wait_frac"):
         out[k] = np.array(out[k], dtype=np.float64)
     return out
 

@@ -46,6 +46,8 @@ PLOTS = (
     Plot("lr", "learning rate", "Learning rate."),
     Plot("grad_norm", "gradient norm", "Global gradient norm."),
     Plot("tokens_per_s", "tokens/s", "Tokens per second (all ranks), per row of the lowest rank."),
+    Plot("samples_per_s", "samples/s", "Samples per second (all ranks), per row of the lowest rank: the "
+         "throughput of runs without tokens."),
     Plot("mfu", "MFU (%)", "Model FLOPs utilisation."),
     Plot("headroom", "memory headroom per rank (%)", "1 − peak / total memory, per rank (the worst ranks when "
          "there are many)."),
@@ -64,7 +66,13 @@ def available() -> str | None:
     return None
 
 
+#: a figure per second of a count: the file's column (tokens/s), else the count over the step time
+PER_SECOND = {"tokens_per_s": "tokens", "samples_per_s": "samples"}
+
+
 def _xy(store: Store, r: int, col: str) -> tuple[np.ndarray, np.ndarray]:
+    if col == "samples_per_s":  # no such column: derived (_column)
+        return np.empty(0), np.empty(0)
     x, y = store.series(r, col, POINTS, x="step")
     ok = np.isfinite(y)
     return x[ok], y[ok]
@@ -85,11 +93,12 @@ def _timeline(run: RunReader, r: int, value: Value) -> tuple[np.ndarray, np.ndar
 
 
 def _column(col: str) -> Value:
-    """A column's values; tokens/s derived from tokens and step time when the file has no such column."""
+    """A column's values; tokens/s derived from tokens and step time when the file has no such column,
+    samples/s always (no file has its column)."""
     def value(run: RunReader, r: int) -> np.ndarray:
-        y = run.column(r, col)
-        if col == "tokens_per_s" and np.isnan(y).all():
-            return run.column(r, "tokens") / run.column(r, "step_time")
+        y = run.column(r, col) if col != "samples_per_s" else None
+        if col in PER_SECOND and (y is None or np.isnan(y).all()):
+            return run.column(r, PER_SECOND[col]) / run.column(r, "step_time")
         return y
     return value
 
@@ -365,6 +374,7 @@ def _draws(opts: Options) -> dict[str, Draw]:
         "lr": _draw_column("lr"),
         "grad_norm": _draw_column("grad_norm"),
         "tokens_per_s": _draw_column("tokens_per_s", smooth=True),
+        "samples_per_s": _draw_column("samples_per_s", smooth=True),
         "mfu": _draw_column("mfu", 100.0, smooth=True, value=lambda run, r: run.mfu_rows(r, opts)),
         "headroom": _draw_per_rank(_ratio("mem_peak", "mem_total", minus_from_one=True), True),
         "data_wait": _draw_per_rank(_ratio("data_wait", "step_time"), False),
@@ -399,7 +409,7 @@ def _draw_column(col: str, scale: float = 1.0, smooth: bool = False, value: Valu
             return False
         x, y = _xy(m.store, r0, col)
         run = RunReader(m.store)
-        if col == "tokens_per_s" and not len(x):  # derived from tokens and step time
+        if col in PER_SECOND and not len(x):  # derived from the count and step time
             x, y = _timeline(run, r0, _column(col))
         if value is not None and not len(x):
             x, y = _timeline(run, r0, value)

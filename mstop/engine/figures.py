@@ -262,10 +262,16 @@ def tokens_per_s(store: Store) -> float | None:
     return median(rank_tokens_per_s(store))
 
 
+def rank_samples_per_s(store: Store, w: Window | None = None) -> np.ndarray:
+    """Per rank (in :attr:`Window.ranks` order): Σsamples / Σstep_time over the window (default: the recent
+    window): the throughput of a run without tokens (a MindFormers log, an image model)."""
+    w = w or window(store)
+    return _ratio(w.cols["samples"], w.cols["step_time"])
+
+
 def samples_per_s(store: Store) -> float | None:
     """Per rank Σsamples / Σstep_time over the recent window; the median over ranks (like tokens/s)."""
-    w = window(store)
-    return median(_ratio(w.cols["samples"], w.cols["step_time"]))
+    return median(rank_samples_per_s(store))
 
 
 def compile_seconds(store: Store) -> float | None:

@@ -37,20 +37,25 @@ def run_part(v: View, base: Store, name: str, opts: Options, *, points: int = 20
         idx, smooth = ema_series(base, r0, opts.ema_weight)
         st = RunReader(base).column(r0, "step", idx) if len(idx) else np.empty(0)
         if v.xaxis == "step":
-            _curves(b, base, r0, st, smooth, points, charts.step_range(v.header.step, recent))
+            _curves(b, base, r0, st, smooth, points, charts.step_range(v.header.step, recent),
+                    v.throughput.series_of)
         _deltas(v, b, base, opts, st, smooth)
     return b
 
 
 def _curves(b: BaselinePart, base: Store, r0: int, st: np.ndarray, smooth: np.ndarray, points: int,
-            steps: tuple[int, int] | None) -> None:
-    """The baseline's smoothed loss, tokens/s and MFU by step (within the recent steps when asked)."""
+            steps: tuple[int, int] | None, throughput: str = "tokens/s") -> None:
+    """The baseline's smoothed loss, throughput (tokens/s, or samples/s where this run's chart shows
+    those) and MFU by step (within the recent steps when asked)."""
     keep = np.ones(len(st), bool) if steps is None else (st >= steps[0]) & (st <= steps[1])
     ks = np.flatnonzero(keep)
     if len(ks):
         sel = ks[evenly(len(ks), points)]
         b.loss = Series(st[sel], smooth[sel])
-    b.throughput = charts.series(base, r0, "tokens_per_s", points, steps, "step")
+    if throughput == "samples/s":
+        b.throughput = charts.per_second_series(base, r0, "samples", points, steps, "step")
+    else:
+        b.throughput = charts.series(base, r0, "tokens_per_s", points, steps, "step")
     b.mfu = charts.series(base, r0, "mfu", points, steps, "step")
 
 
@@ -74,6 +79,9 @@ def _deltas(v: View, b: BaselinePart, base: Store, opts: Options, st: np.ndarray
         tps = figures.median(figures.rank_tokens_per_s(base, w))
         if tps and v.throughput.tokens_per_s is not None:
             b.tps_change = v.throughput.tokens_per_s / tps - 1.0
+        sps = figures.median(figures.rank_samples_per_s(base, w))
+        if sps and v.throughput.samples_per_s is not None:
+            b.sps_change = v.throughput.samples_per_s / sps - 1.0
         mfu = figures.median(figures.rank_mfu(base, opts, w))
         if mfu is not None and v.throughput.mfu is not None:
             b.mfu_delta = v.throughput.mfu - mfu

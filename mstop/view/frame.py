@@ -291,6 +291,7 @@ class BaselinePart:
     loss_delta: float | None = None  # smoothed loss: this run − baseline
     loss_ema: float | None = None
     tps_change: float | None = None  # tokens/s: relative change (0.08 = +8 %)
+    sps_change: float | None = None  # samples/s: relative change, where a run has no tokens
     mfu_delta: float | None = None  # MFU: this run − baseline, as a fraction (0.02 = +2 pp)
     note: str | None = None  # why a delta or the overlay is missing
 

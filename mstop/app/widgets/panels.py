@@ -119,6 +119,9 @@ class ThroughputPanel(Vertical):
         if b.tps_change is not None:  # at the step the loss panel names
             t.append(f" ({100 * b.tps_change:+.1f} % vs baseline)\nstep time {fmt.ms(v.throughput.step_time)}"
                      f"   samples/s {fmt.num(v.throughput.samples_per_s, 4)}")
+        elif b.sps_change is not None:  # no tokens on one side: samples/s is the throughput compared
+            t.append(f"   samples/s {fmt.num(v.throughput.samples_per_s, 4)} ({100 * b.sps_change:+.1f} % vs "
+                     f"baseline)\nstep time {fmt.ms(v.throughput.step_time)}")
         else:  # two lines either way: the chart below keeps its room
             t.append(f"   samples/s {fmt.num(v.throughput.samples_per_s, 4)}"
                      f"\nstep time {fmt.ms(v.throughput.step_time)}")
