@@ -101,11 +101,18 @@ def _processes(store: Store) -> dict[str, Any]:
     return out
 
 
+#: the ranks whose logs are looked at for an error of a run that did not fail, after the job rank's (each
+#: log's tail is read: a 4,096-rank job is not read whole for a summary)
+LOOKED_AT = 32
+
+
 def _log(store: Store, specs: list[str], opts: Options,
          status: str) -> tuple[str | None, str | None, str | None]:
     """A failed or dead run's culprit (the first rank to stop, else the first that aborted): the last error
-    line its own log holds (else its abort's), and the log's path; for any other run, the job rank's log.
-    Third: why a file named as that rank's log is not read (a file the job could not have written)."""
+    line its own log holds (else its abort's), and the log's path; for any other run, the last error of the
+    job rank's log, else of the first of the next LOOKED_AT ranks' logs that holds one (that log's path),
+    else the job rank's log with no error. Third: why a file named as that rank's log is not read (a file
+    the job could not have written)."""
     from ..engine.endings import ending, first_line
     from ..engine.logs import clean_lines
     from ..sources.logs import find_rank_log, job_rank_of, last_error_of
@@ -118,9 +125,16 @@ def _log(store: Store, specs: list[str], opts: Options,
     rank = culprit if culprit is not None else job_rank_of(store)
     path, refused = find_rank_log(store, specs, rank)
     refused = clean(refused, MAX_TEXT) if refused is not None else None
-    if not failed:
-        return None, path, refused
     err = last_error_of(path) if path is not None else None
+    if not failed:
+        if err is not None:
+            return err.lines[0], path, refused
+        for other in [r for r in sorted(run.ranks) if r != rank][:LOOKED_AT]:  # a running rank's error
+            there, _ = find_rank_log(store, specs, other)
+            got = last_error_of(there) if there is not None else None
+            if got is not None:
+                return got.lines[0], there, refused
+        return None, path, refused
     if err is not None:
         return err.lines[0], path, refused
     aborts = run.events(rank, "abort")

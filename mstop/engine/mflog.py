@@ -78,6 +78,13 @@ _OVER_LINE = re.compile(r"\.*\s*Training Over!\s*\.*\s*$")
 _EXCEPTION = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt|Exit|Warning)\b")
 #: an exception's last line on its own (``ValueError: ...``), a failure even with no traceback header read
 _RAISED = re.compile(r"^(?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*(?:Error|Exception): ")
+#: MindSpore's own error line: ``[ERROR] DEVICE(1234,ffff,python):2024-06-04-10:20:42.176.000 [file.cc:300]
+#: SyncStream] Call aclrtSynchronizeStreamWithTimeout failed``; its message after the function's ``]``
+_MS_ERROR = re.compile(r"^\[(?:ERROR|CRITICAL)\] [A-Z_]{1,32}\([^)]{0,80}\):(?P<date>\d{4}-\d\d-\d\d)-"
+                       r"(?P<time>\d\d:\d\d:\d\d)\.(?P<ms>\d{3})(?:\.\d+)? ?(?:\[[^\]]{0,300}\] ?)?"
+                       r"(?:\w{1,80}\] ?)?(?P<msg>.*)")
+#: an Ascend (CANN) error code line: ``EE9999: Inner Error!``, ``E39999``, ``EH9999`` (mstop.engine.logs._CANN)
+_CANN_CODE = re.compile(r"^E[0-9A-Z]\d{4}[:\s]")
 #: a run of at least this many step and progress lines between other lines is read as arrays (pyarrow)
 BULK_RUN = 256
 assert list(NUMERIC) == ["time", "step", "epoch", "loss", "lr", "grad_norm", "step_time", "data_wait", "queue_depth",
@@ -308,6 +315,26 @@ class MfLogParser:
             t = t if t is not None else self.st.arrived
             if t is not None:
                 self.st.error = (t, clean(text.strip(), 300))
+        elif text[0] == "[" and (m := _MS_ERROR.match(text)) is not None:
+            self._framework_error(m)
+        elif _CANN_CODE.match(text):  # the Ascend cause: the error itself, or what the error before it was
+            t = self.st.line_time()
+            t = t if t is not None else self.st.arrived
+            if self.st.error is None and t is not None:
+                self.st.error = (t, clean(text.strip(), 300))
+            elif self.st.error is not None and not self.st.error[1].endswith(")"):
+                self.st.error = (self.st.error[0], f"{self.st.error[1]} ({clean(text.strip(), 200)})")
+
+    def _framework_error(self, m: re.Match[str]) -> None:
+        """MindSpore's own ``[ERROR] DEVICE(...)`` line after a session's last step: its error (the run
+        fails when the lines read so far end there, as with a MindFormers ERROR line)."""
+        t = self.st.time(f"{m.group('date')} {m.group('time')}", m.group("ms"))
+        if math.isnan(t):
+            t = self.st.line_time() or self.st.arrived or math.nan
+        if math.isnan(t) or self.st.error is not None:
+            return
+        self.st.last_time = t
+        self.st.error = (t, clean(m.group("msg").strip() or m.group(0).strip(), 400))
 
     def _utf16(self, raw: bytes) -> bytes:
         """A line of a UTF-16 log as UTF-8. Split at its b"\\n" bytes, each line keeps a stray byte of its

@@ -110,8 +110,8 @@ def test_formats_agree(tmp_path):
     md = compare(base, other, "--format", "markdown").stdout
     lines = md.splitlines()
     header = next(i for i, x in enumerate(lines) if x.startswith("| run |"))
-    assert lines[header] == ("| run | median step time | tokens/s | samples/s | MFU | min headroom | peak memory | data wait "
-                             "| loss at step 300 | goodput | comm share | compute share | idle share |")
+    assert lines[header] == ("| run | median step time | tokens/s | samples/s | MFU | min headroom | peak memory "
+                             "| data wait | loss at step 300 | goodput | comm share | compute share | idle share |")
     assert lines[header + 2].startswith("| base (baseline) | 100.0 ms | 41.0 k |")
     assert lines[header + 3].startswith("| other | 120.0 ms (+20.0 %) |")
     rows = list(csv.DictReader(io.StringIO(compare(base, other, "--format", "csv").stdout)))

@@ -6,6 +6,7 @@ cannot be read is said. Lines are CONSTRUCTED from MindFormers 2.0.0's format st
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -235,7 +236,13 @@ other = st.one_of(
               stamp, st.sampled_from([".........Starting Training Model..........", ".........Training Over!......",
                                       "config: {'note': 'Training Over!', 'msg': 'Starting Training Model'}",
                                       "  3.3% |█| 192.56489 samples/s/p  0:00:01 }"])),
-    st.just("Traceback (most recent call last):"), st.just("ValueError: boom"))
+    st.just("Traceback (most recent call last):"), st.just("ValueError: boom"),
+    # MindSpore's own error lines and Ascend's codes (issue 40 item 8): errors, never rows
+    st.sampled_from(["[ERROR] DEVICE(1234,ffff,python):2026-12-01-07:10:30.176.000 [a/b.cc:300] SyncStream] Call "
+                     "aclrtSynchronizeStreamWithTimeout failed, ret[507035]",
+                     "[CRITICAL] ME(7,1,python):2026-13-45-99:99:99.000.000 [x.cc:1] Run] step: 3, loss is 2.0",
+                     "[ERROR] DEVICE(1,2,python):", "EE9999: Inner Error!", "E39999: [PID: 1] step 4 loss 1.0",
+                     "EH9999", "-" * 52]))
 
 encoding = st.sampled_from(["utf-8", "utf-16", "utf-16-le", "utf-16-be", "latin-1", "utf-8-sig"])
 
@@ -260,6 +267,7 @@ def test_any_line_in_any_encoding_in_any_pieces_is_a_row_a_bad_row_or_skipped(li
     whole = MfLogParser(0)
     a, b = whole.parse(blob), whole.flush()
     rows = len(a.rows) + len(b.rows)
+    aborts = [e for e in a.events + b.events if e["kind"] == "abort"]
     want = steps_in(blob.decode(enc, "replace").lstrip("\ufeff"))
     if enc.startswith("utf-16") and any(0x0A in c.encode("utf-16-le") or 0x0D in c.encode("utf-16-le")
                                         for c in text if ord(c) > 127):
@@ -268,11 +276,16 @@ def test_any_line_in_any_encoding_in_any_pieces_is_a_row_a_bad_row_or_skipped(li
         assert rows + a.rows.bad + b.rows.bad >= want
     else:
         assert rows + a.rows.bad + b.rows.bad == want
-    pieces, tail, n = MfLogParser(0), FileTail("x"), 0
+    pieces, tail, n, events = MfLogParser(0), FileTail("x"), 0, []
     for i in range(0, len(blob), cut):
-        n += len(pieces.parse(tail.feed(blob[i:i + cut]).blob).rows)
-    n += len(pieces.flush().rows)
+        got = pieces.parse(tail.feed(blob[i:i + cut]).blob)
+        n, events = n + len(got.rows), events + got.events
+    last = pieces.flush()
+    n, events = n + len(last.rows), events + last.events
     assert n == rows
+    assert [e for e in events if e["kind"] == "abort"] == aborts  # an error ends a session however it is read
+    for e in aborts:
+        assert not any(ord(c) < 32 for c in e["error"]) and math.isfinite(e["time"])
 
 
 @settings(max_examples=25, deadline=None)

@@ -163,3 +163,59 @@ def test_a_step_time_in_seconds_is_not_read_as_milliseconds(tmp_path):
     (tmp_path / "worker_0.log").write_text("".join(ln + "\n" for ln in lines))
     d = read_once(str(tmp_path)).ranks[0]
     assert d.col("step").tolist() == [1.0, 2.0, 3.0] and all(x != x for x in d.col("step_time").tolist())
+
+
+DEVICE_ERROR = ("[ERROR] DEVICE(1234,ffff,python):2026-12-01-07:10:30.176.000 [mindspore/ccsrc/plugin/device/ascend/"
+                "hal/device/ascend_stream_manager.cc:300] SyncStream] Call aclrtSynchronizeStreamWithTimeout failed, "
+                "ret[507035]")
+
+
+@pytest.mark.parametrize("tail, said", [
+    ([DEVICE_ERROR, "-" * 52, "- Ascend Error Message:", "-" * 52, "EE9999: Inner Error!"],
+     "Call aclrtSynchronizeStreamWithTimeout failed, ret[507035] (EE9999: Inner Error!)"),
+    (["[CRITICAL] ME(7,ffff,python):2026-12-01-07:10:31.000.000 [x.cc:1] Run] Device memory is exhausted"],
+     "Device memory is exhausted"),
+    (["E39999: Inner Error!"], "E39999: Inner Error!"),
+])
+def test_a_log_ending_in_framework_or_ascend_errors_is_failed(tmp_path, tail, said):
+    """Issue 40 item 8: a log that ends in MindSpore's ``[ERROR] DEVICE`` lines (or an Ascend error code)
+    read ``running``, then ``stalled``, with no word of the error; its run is failed, the error said, and
+    ``summary --json`` gives the error line."""
+    import json
+    import subprocess
+    import sys
+
+    from mstop.engine.figures import Options, status
+    from tests.helpers.common import ROOT
+
+    lines = [_logger_line(V06_FILE, 1_796_108_985.0 + s, "{ Epoch:[  1/  1], step:[%5d/   40], loss: 2.3 }", s)
+             for s in range(1, 11)]
+    run = _rank_log(tmp_path, 0, [*lines, *tail])
+    store = read_once(str(run))
+    assert status(store, Options()) == "failed"
+    assert said in str(store.ranks[0].aborts[-1]["error"])
+    js = json.loads(subprocess.run([sys.executable, "-m", "mstop", "summary", str(run), "--json"], cwd=ROOT,
+                                   capture_output=True, text=True, timeout=120).stdout)
+    assert js["status"] == "failed" and js["error_line"] is not None and js["log_path"].endswith("info.log")
+
+
+def test_errors_followed_by_steps_are_no_failure_but_summary_still_gives_the_last_error(tmp_path):
+    """An error line the job lived past (more steps after it) fails nothing; ``summary --json`` still gives
+    it as the log's last error, with the log's path, for a run that did not fail."""
+    import json
+    import subprocess
+    import sys
+
+    from mstop.engine.figures import Options, status
+    from tests.helpers.common import ROOT
+
+    step = "{ Epoch:[  1/  1], step:[%5d/   40], loss: 2.3 }"
+    lines = ([_logger_line(V06_FILE, 1_796_108_985.0 + s, step, s) for s in range(1, 6)] + [DEVICE_ERROR]
+             + [_logger_line(V06_FILE, 1_796_108_995.0 + s, step, s) for s in range(6, 11)])
+    run = _rank_log(tmp_path, 0, lines)
+    store = read_once(str(run))
+    assert status(store, Options()) != "failed"
+    js = json.loads(subprocess.run([sys.executable, "-m", "mstop", "summary", str(run), "--json"], cwd=ROOT,
+                                   capture_output=True, text=True, timeout=120).stdout)
+    assert js["status"] != "failed" and "aclrtSynchronizeStreamWithTimeout" in js["error_line"]
+    assert js["log_path"].endswith("info.log")
