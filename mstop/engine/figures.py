@@ -33,6 +33,7 @@ from .. import fmt
 from . import door, ledgerfold, rankstate
 from .clocks import Clocks, clocks
 from .folds import ACHIEVED, RING, WINDOW_FLOATS, Lasts
+from .logstate import SOURCE_PLAIN
 from .rankstate import PROFILE_PARTS, profile_summary
 from .store import BLOCK, EXACT_INDEX, RankData, Store
 
@@ -278,8 +279,8 @@ def compile_seconds(store: Store) -> float | None:
     """The step time of the newest session's first row (graph compilation) on the lowest rank, when the
     session has more rows: shown beside the figures it is left out of."""
     d = job_rank(store)
-    if d is None:
-        return None
+    if d is None or (d.last_start or {}).get("source") == SOURCE_PLAIN:  # TimeMonitor's step time is the
+        return None  # epoch's mean: its first row's is no compilation's
     rows = d.compile_rows()
     if not rows or rows[-1] != d.segments[-1].first_row:
         return None
@@ -1048,8 +1049,13 @@ def rank_step_time(w: Window) -> np.ndarray:
 
 
 def step_time(store: Store) -> float | None:
-    """The median over ranks of each rank's median step time in the recent window."""
-    return median(rank_step_time(window(store)))
+    """The median over ranks of each rank's median step time in the recent window; for a plain MindSpore
+    log followed before its epoch's TimeMonitor line (no step time yet), the pace of its LossMonitor lines
+    (one a step, printed at the step's end: the time between them is the step's wall time)."""
+    got = median(rank_step_time(window(store)))
+    if got is None and run_meta(store).get("source") == SOURCE_PLAIN:
+        return _pace_of_rows(store)
+    return got
 
 
 def seconds_per_step(store: Store) -> float | None:
@@ -1057,14 +1063,24 @@ def seconds_per_step(store: Store) -> float | None:
     between them, then the median over ranks; else the step time. A MindFormers log's per-step time is the
     network's compute alone (2 steps/s real against 86 from the compute), and a log may print every N steps."""
     def compute() -> float | None:
+        got = _pace_of_rows(store)
+        return got if got is not None else step_time(store)
+    return store.memo("seconds_per_step", compute)
+
+
+def _pace_of_rows(store: Store) -> float | None:
+    """Per rank the median over the recent window of the time between rows per step between them, then
+    the median over ranks; None when no two rows tell it."""
+    def compute() -> float | None:
         w = window(store)
         with np.errstate(all="ignore"), warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
             dt, ds = np.diff(w.cols["time"], axis=1), np.diff(w.cols["step"], axis=1)
-            per = np.where(ds > 0, dt / np.where(ds > 0, ds, 1.0), np.nan)
+            # rows of one instant (a log's lines timed by when they were read) tell no pace between them
+            per = np.where((ds > 0) & (dt > 0), dt / np.where(ds > 0, ds, 1.0), np.nan)
             got = median(row_medians(per)) if per.size else None
-        return got if got is not None and got > 0 else step_time(store)
-    return store.memo("seconds_per_step", compute)
+        return got if got is not None and got > 0 else None
+    return store.memo("pace_of_rows", compute)
 
 
 def eta(store: Store, opts: Options, seconds_per_step: float | None) -> float | None:

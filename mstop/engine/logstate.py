@@ -84,6 +84,7 @@ class LogState:
         self.first_look_alike: str | None = None
         self.formats: set[str] = set()  # the step formats read: "mindformers", "mindformers v0.6", ...
         self._arrival_rows: list[list[float]] = []  # this read's rows timed by the file (space_arrivals)
+        self._last_arrival: float | None = None  # the file's time at the last read that gave such rows
 
     def time(self, ts: str, ms: str) -> float:
         """Unix time of a timestamp (local time of the writing host), one calendar call per hour."""
@@ -207,11 +208,23 @@ class LogState:
     def space_arrivals(self) -> None:
         """Rows of one read timed by the file's time (no stamps: LossMonitor's print) all got that one
         instant; counted back from it by their step times instead (TimeMonitor's per-step time), the last
-        at the file's time, so elapsed, pace and goodput read as the job ran, not as one moment."""
+        at the file's time, so elapsed, pace and goodput read as the job ran, not as one moment. Rows with
+        no step time yet (followed live: TimeMonitor speaks at the epoch's end) are spread evenly over the
+        time since the last read that gave rows, the last at the file's time: the lines were written in
+        that interval, one a step (steps/s and the ETA come from these times)."""
         rows, self._arrival_rows = self._arrival_rows, []
+        if not rows:
+            return
         for i in range(len(rows) - 2, -1, -1):  # one read's rows share one arrival time
             if math.isfinite(rows[i + 1][6]):
                 rows[i][0] = rows[i + 1][0] - rows[i + 1][6]
+        now, prev = rows[-1][0], self._last_arrival
+        self._last_arrival = now
+        if prev is None or not prev < now or any(math.isfinite(r[6]) for r in rows):
+            return
+        k = len(rows)
+        for i, r in enumerate(rows):
+            r[0] = prev + (now - prev) * (i + 1) / k
 
     def take_bulk(self, k: int) -> np.ndarray:
         """The first ``k`` rows read as arrays."""

@@ -219,3 +219,47 @@ def test_errors_followed_by_steps_are_no_failure_but_summary_still_gives_the_las
                                    capture_output=True, text=True, timeout=120).stdout)
     assert js["status"] != "failed" and "aclrtSynchronizeStreamWithTimeout" in js["error_line"]
     assert js["log_path"].endswith("info.log")
+
+
+def test_a_plain_job_followed_live_has_a_pace_an_eta_and_a_step_time(tmp_path):
+    """Issue 40 item 5: a plain LossMonitor/TimeMonitor job followed live showed ``n/a steps/s``, no ETA,
+    ``step time n/a`` and a compile time that was TimeMonitor's mean (30.8 ms, really ~2 s). Its lines have
+    no stamps: each read's lines are spread over the time since the last read (the file's times), so the
+    pace is the job's; the step time is that pace until the epoch's TimeMonitor line; no compile figure."""
+    import threading
+
+    from mstop.engine.figures import Options, compile_seconds, seconds_per_step, status, step_time
+    from mstop.engine.store import Store
+    from mstop.sources import Sources
+    from tests.helpers.common import wait_for
+
+    log = tmp_path / "worker_0.log"
+    log.write_text("")
+    stop = threading.Event()
+
+    def job() -> None:  # 20 steps/s: an epoch of 400 steps is longer than the test
+        with open(log, "a") as f:
+            for s in range(1, 401):
+                if stop.wait(0.05):
+                    return
+                f.write(LOSS_MONITOR % (1, s, 2.0 - s / 1000) + "\n")
+                f.flush()
+
+    t = threading.Thread(target=job)
+    t.start()
+    store = Store()
+    src = Sources([str(tmp_path)], store, poll=0.1)
+    src.read_all()
+    src.follow()
+    try:
+        assert wait_for(lambda: store.rows >= 60, timeout=30)
+        snap = store.snapshot()
+        pace = seconds_per_step(snap)
+        assert pace is not None and 0.03 < pace < 0.1, pace  # 0.05 s a step, read every 0.1 s
+        assert step_time(snap) == pytest.approx(pace)  # no TimeMonitor line yet: the pace
+        assert compile_seconds(snap) is None
+        assert status(snap, Options()) == "running"
+    finally:
+        stop.set()
+        t.join()
+        src.stop()
