@@ -402,12 +402,17 @@ def _own_room(store: Store, rank: int | None) -> float | None:
 
 
 def _idle(store: Store, rules: Rules, s: Any, rank: int | None) -> float | None:
-    """The device's mean AICore when every sample of the last ``aicore_idle_s`` seconds (at least 3) is under
-    ``aicore_idle`` while its rank wrote rows in that span (both on the host's clock); else None."""
+    """The device's mean AICore when every sample of the last ``aicore_idle_s`` seconds (at least 3, and
+    spanning those seconds: 8 s of samples are not "the last 1 m 00 s") is under ``aicore_idle`` while its
+    rank wrote rows in that span (both on the host's clock); else None."""
     d = store.ranks.get(rank) if rank is not None else None
-    got = [x.aicore for x in devices.recent(store, s.key, rules.aicore_idle_s) if x.aicore is not None]
+    samples = [x for x in devices.recent(store, s.key, rules.aicore_idle_s) if x.aicore is not None]
+    got = [x.aicore for x in samples]
     if d is None or d.rows < 2 or len(got) < 3 or max(got) >= rules.aicore_idle:
         return None
+    times = np.array([x.time for x in samples], np.float64)
+    if times[-1] - times[0] + float(np.median(np.diff(times))) < rules.aicore_idle_s:
+        return None  # the samples cover less than the span the alert speaks of
     since = s.time - rules.aicore_idle_s
     recent = int(np.count_nonzero(d.held("time") >= since))  # the rows lately are held: the spilled are
     if recent < 2 and d.base:  # read back only when these are too few

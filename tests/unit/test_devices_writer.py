@@ -135,7 +135,7 @@ def test_sampler_writes_rows_from_the_stand_in(tmp_path):
 
 @pytest.mark.parametrize("mode, kind, says", [
     ("fail", "exit", "failed (exit 8): dcmi module initialize failed"),
-    ("garbage", "unreadable", "no device table mstop can read (first line: 'Permission denied"),
+    ("garbage", "unreadable", "no device table mstop can read (first line not understood: 'Permission denied"),
 ])
 def test_a_failing_npu_smi_is_warned_once_and_told(tmp_path, mode, kind, says):
     npu = StandIn(tmp_path / "bin")
@@ -210,3 +210,77 @@ def test_npu_smi_printing_without_end_is_cut_in_the_sampler_and_training_goes_on
     assert grew < 64 * MB, f"the job grew by {grew / MB:.0f} MB"
     assert longest < 0.5, f"a log() call waited {longest:.2f} s"
     assert not rows_of(tmp_path)
+
+
+# -- issue 40 item 7: every table layout gives rows or a sample of what was not understood ----------------
+
+
+def test_950_tables_with_cells_of_their_own_and_continued_lines():
+    """The Ascend 950 class's tables (made from the layouts described: `| NPU ID | Name |`, `NPU Util(%)`,
+    lines continued by lines beginning with empty cells): two NPUs in Alarm at 100 % are seen."""
+    chips = parse_info(text("info-950-continued-made.txt"))
+    assert [(c.npu, c.health, c.aicore) for c in chips] == [
+        (0, "OK", 0.90), (1, "Alarm", 1.0), (2, "Alarm", 1.0), (3, "OK", 0.87)]
+    assert chips[1].hbm_used == 130048 * MB and chips[1].bus_id == "0000:02:00.0" and chips[0].pids == [41234]
+    assert [c.device for c in chips] == [0, 1, 2, 3] and chips[1].name == "Ascend950DT"
+    two = parse_info(text("info-950-two-line-made.txt"))
+    assert [(c.npu, c.chip, c.device, c.health, c.aicore, c.power) for c in two] == [
+        (0, 0, 0, "OK", 0.85, 351.2), (1, 0, 1, "Alarm", 1.0, 402.7)]
+    assert two[1].name == "Ascend950PR (rev 2)" and two[1].memory_used is None  # "0 / 0": no such memory
+
+
+def test_chips_under_one_npu_line():
+    chips = parse_info(text("info-310p-chips-under-one-npu-made.txt"))
+    assert [(c.npu, c.chip, c.device, c.aicore, c.memory_used) for c in chips] == [
+        (2, 0, 0, 0.12, 1620 * MB), (2, 1, 1, 0.03, 1382 * MB)]
+    assert chips[1].power == 86.0 and chips[1].bus_id == "0000:3C:00.0"  # the NPU line's, for both chips
+
+
+def test_910c_usages_with_each_chip_id_after_its_values():
+    """910C/A3's `-t usages -i` prints `Chip ID` after each chip's block: the second chip's values were
+    dropped (and the first chip took them)."""
+    chips = parse_info(text("info-910c-x16-24.1.rc3.txt"))
+    apply_usages(chips, 0, parse_details(text("usages-i-910c-made.txt")))
+    first, second = chips[0], chips[1]
+    assert (first.aicpu, first.ctrlcpu, first.hbm_bandwidth) == (0.0, 0.03, 0.01)
+    assert (second.aicpu, second.ctrlcpu, second.hbm_bandwidth) == (0.02, 0.04, 0.09)
+
+
+def test_a_layout_not_known_is_quoted_and_the_rest_read():
+    from mstop_writer.devices import read_info
+
+    got = read_info(text("info-unknown-layout-made.txt"))
+    assert [c.npu for c in got.chips] == [1]
+    assert got.unread[0].startswith("| 0     Ascend910") and not any(ln.startswith("+") for ln in got.unread)
+
+
+def test_the_sampler_samples_a_950_table_and_quotes_what_it_cannot_read(tmp_path):
+    npu = StandIn(tmp_path / "bin", info="info-950-continued-made.txt")
+    npu.set(health="health-alarm.txt")  # -t health of an Alarm NPU says Alarm too
+    for d in "abc":
+        (tmp_path / d).mkdir()
+    s, warned, events = _sampler(tmp_path / "a", command=str(npu.folder / "npu-smi"))
+    try:
+        assert wait_for(lambda: len(rows_of(tmp_path / "a")) >= 8, 10)
+    finally:
+        s.stop()
+    rows = rows_of(tmp_path / "a")
+    assert {(r["npu"], r["health"], float(r["aicore"])) for r in rows[:4]} >= {("1", "Alarm", 1.0), ("2", "Alarm", 1.0)}
+    npu.set(info="info-unknown-layout-made.txt")
+    s, warned, events = _sampler(tmp_path / "b", command=str(npu.folder / "npu-smi"))
+    try:
+        assert wait_for(lambda: any(k == "devices:partly" for k, _ in warned), 10)
+    finally:
+        s.stop()
+    said = next(m for k, m in warned if k == "devices:partly")
+    assert "2 lines of its device table not understood (the first: '| 0     Ascend910" in said
+    # a table with nothing readable: its first line that is no border is quoted
+    (npu.folder / "only-border.txt").write_text("+-----+\n| what | is | this |\n+-----+\n")
+    npu.set(info=str(npu.folder / "only-border.txt"))
+    s, warned, events = _sampler(tmp_path / "c", command=str(npu.folder / "npu-smi"))
+    try:
+        assert wait_for(lambda: any(k == "devices:unreadable" for k, _ in warned), 10)
+    finally:
+        s.stop()
+    said = next(m for k, m in warned if k == "devices:unreadable")
+    assert "(first line not understood: '| what | is | this |')" in said, said

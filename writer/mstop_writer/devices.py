@@ -101,85 +101,214 @@ def _tokens(cell: str) -> list[str]:
     return _SLASH.sub("/", cell).split()
 
 
-def _fill_first(chip: Chip, names: list[str], values: list[str]) -> None:
-    """The first line of a chip's two: power, temperature (and huge pages, not kept)."""
-    for name, v in zip(names, values):
-        if name.startswith("Power"):
-            chip.power = _number(v)
-        elif name.startswith("Temp"):
-            chip.temperature = _number(v)
+def _key(name: str) -> str:
+    """A column's name as the table's readers match it: lower case, its unit left out (``Power(W)`` ->
+    ``power``, ``NPU Util(%)`` -> ``npu util``, ``Chip  Phy-ID`` -> ``chip phy-id``)."""
+    return " ".join(re.sub(r"\([^)]*\)", " ", name).lower().split())
 
 
-def _fill_second(chip: Chip, names: list[str], values: list[str]) -> None:
-    """The second line: AICore %, memory and HBM used / total."""
-    for name, v in zip(names, values):
-        if name.startswith("AICore"):
-            f = _number(v)
-            chip.aicore = None if f is None else f / 100.0
-        elif name.startswith("Memory-Usage"):
-            chip.memory_used, chip.memory_total = _pair(v)
-        elif name.startswith("HBM-Usage"):
-            chip.hbm_used, chip.hbm_total = _pair(v)
+def _set(chip: Chip, name: str, value: str) -> None:
+    """One value of the table by its column's name; a name mstop does not use is left alone."""
+    k = _key(name)
+    if k in ("npu", "npu id", "chip", "chip id", "name"):
+        return  # read where the chip is made
+    if k == "health":
+        chip.health = value if value not in ("", "-", "NA") else None
+    elif k.startswith("power"):
+        chip.power = _number(value)
+    elif k.startswith("temp"):
+        chip.temperature = _number(value)
+    elif k in ("aicore", "aicore util", "aicore usage"):
+        f = _number(value)
+        chip.aicore = None if f is None else f / 100.0
+    elif k in ("npu util", "util", "npu usage") and chip.aicore is None:  # newer tables' one busy figure
+        f = _number(value)
+        chip.aicore = None if f is None else f / 100.0
+    elif k in ("memory-usage", "memory usage", "memory"):
+        chip.memory_used, chip.memory_total = _pair(value)
+    elif k in ("hbm-usage", "hbm usage", "hbm"):
+        chip.hbm_used, chip.hbm_total = _pair(value)
+    elif k in ("bus-id", "bus id"):
+        chip.bus_id = value if value not in ("", "NA", "-") else None
+    elif k in ("phy-id", "device", "device id", "logic id", "logicid") and value.isdigit():
+        chip.device = int(value)
+
+
+def _names(cell: str) -> list[str]:
+    """A header cell's column names: apart where two or more spaces stand between them (``NPU Util(%)`` is
+    one name, ``Power(W)    Temp(C)`` two), else at every space."""
+    return [n for n in re.split(r"\s{2,}", cell.strip()) if n]
+
+
+def _pairs(head: list[str], data: list[str]) -> list[tuple[str, str]] | None:
+    """A line's (name, value) pairs by its header line: cell by cell, a cell's values by its names. None
+    when a cell's values cannot be told apart by its names (a layout mstop does not know)."""
+    out: list[tuple[str, str]] = []
+    for h, d in zip(head, data):
+        values = _tokens(d)
+        if not h.strip():
+            if values:
+                return None
+            continue
+        names = _names(h)
+        if len(names) != len(values):
+            words = h.split()
+            if len(words) == len(values):
+                names = words
+            elif values and len(values) > len(names) and _key(names[-1]) == "name":
+                values = values[:len(names) - 1] + [" ".join(values[len(names) - 1:])]  # a name of words
+            elif not values:
+                continue  # an empty cell: its columns have no value here
+            else:
+                return None
+        out += zip(names, values)
+    return out
+
+
+def _merge(lines: list[list[str]]) -> list[list[str]]:
+    """Lines whose first cell is empty continue the line before them (a name or a value too long for its
+    cell, a header's second row of names): their cells are joined to its cells, two spaces apart."""
+    out: list[list[str]] = []
+    for cells in lines:
+        if out and not cells[0] and len(cells) == len(out[-1]):
+            out[-1] = [f"{a}  {b}".strip() for a, b in zip(out[-1], cells)]
+        elif any(cells):
+            out.append(list(cells))
+    return out
 
 
 @dataclass
-class _Layout:
-    """What the table's two header lines name: the value names of each data line's third cell, and whether
-    the second line's first cell gives a device number (``Chip Phy-ID``, ``Chip Device``)."""
+class InfoTable:
+    """What ``npu-smi info`` printed, read: its chips, and the lines of its device table that no layout
+    mstop knows could read (the warning quotes the first)."""
 
-    first: list[str]
-    second: list[str]
-    numbered: bool
+    chips: list[Chip]
+    unread: list[str]
 
 
-def _layout(head1: str, head2: str) -> _Layout:
-    c1, c2 = _split_row(head1), _split_row(head2)
-    numbered = len(c2[0].split()) > 1  # "Chip  Phy-ID", "Chip  Device"; 910B's "Chip" alone
-    return _Layout(c1[-1].split(), c2[-1].split() if len(c2) >= 3 else [], numbered)
+def read_info(text: str) -> InfoTable:
+    """The chips of ``npu-smi info``'s table (every layout npu-smi has printed: a header of one or more lines
+    naming the columns, ``| NPU  Name |`` or ``| NPU ID | Name |``, lines continued by lines that begin with
+    an empty cell, a chip's lines in one block between border lines or several chips' lines after one NPU
+    line), with the processes of its second table. Columns are read by their names; a line that cannot be
+    read by them is kept in ``unread``, never guessed."""
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()[:1] in ("|", "+")]
+    chips: list[Chip] = []
+    unread: list[str] = []
+    head: list[list[str]] = []
+    reading_head = procs = False
+    block: list[list[str]] = []
+    raw_block: list[str] = []
+
+    def flush() -> None:
+        if head and block:
+            got = _block_chips(_merge(head), _merge(block))
+            if got is None:
+                unread.extend(raw_block)
+            else:
+                chips.extend(got)
+        block.clear()
+        raw_block.clear()
+
+    for line in lines:
+        if line.startswith("+"):
+            flush()
+            reading_head = False
+            continue
+        cells = _split_row(line)
+        if "Process id" in line:
+            flush()
+            procs, head = True, []
+            continue
+        words = cells[0].split()
+        if words[:1] == ["NPU"] and any("Name" in c.split() or c.startswith("Name") for c in cells):
+            flush()
+            head, procs, reading_head = [cells], False, True
+            continue
+        if reading_head:
+            head.append(cells)
+        elif procs:
+            _process(chips, cells)
+        elif head:
+            block.append(cells)
+            raw_block.append(line)
+    flush()
+    _device_ids(chips)
+    return InfoTable(chips, unread)
 
 
 def parse_info(text: str) -> list[Chip]:
     """The chips of ``npu-smi info``'s table, with the processes of its second table; [] when the text holds
-    no such table (a message, an error). Lines it cannot read are skipped, never guessed."""
-    lines = [ln for ln in text.splitlines() if ln.strip().startswith("|")]
+    no such table (a message, an error). Lines it cannot read are skipped, never guessed (:func:`read_info`
+    keeps them)."""
+    return read_info(text).chips
+
+
+def _health_at(head: list[str]) -> int | None:
+    return next((i for i, c in enumerate(head) if any(_key(n) == "health" for n in _names(c))), None)
+
+
+def _is_npu_line(cells: list[str], at: int | None) -> bool:
+    """A device block's NPU line (its health: ``OK``, ``Alarm``) rather than a chip's (its bus id there)."""
+    if at is None or at >= len(cells):
+        return True
+    v = cells[at].strip()
+    return v.isalpha() and v.upper() != "NA"
+
+
+def _block_chips(head: list[list[str]], block: list[list[str]]) -> list[Chip] | None:
+    """The chips of one block of the device table: after each NPU line, the lines of the header's next
+    rows; more lines than rows: one chip each, of the header's last row (several chips under one NPU line).
+    None when a line cannot be read by its header row."""
+    k = len(head)
+    at = _health_at(head[0])
     chips: list[Chip] = []
-    layout: _Layout | None = None
-    procs = False
-    pending: list[str] | None = None
-    for i, line in enumerate(lines):
-        cells = _split_row(line)
-        if "Process id" in line:
-            procs, layout = True, None
+    npu_part: list[list[tuple[str, str]]] | None = None
+    row = 0
+    for cells in block:
+        if _is_npu_line(cells, at) and (npu_part is None or row >= k - 1 or k == 1):
+            pairs = _pairs(head[0], cells)
+            if pairs is None:
+                return None
+            npu_part, row = [pairs], 1
+            if k == 1:
+                chip = _make_chip(npu_part, [])
+                if chip is None:
+                    return None
+                chips.append(chip)
             continue
-        if cells and cells[0].split()[:2] == ["NPU", "Name"] and i + 1 < len(lines):
-            layout, procs, pending = _layout(line, lines[i + 1]), False, None
-            continue
-        if procs:
-            _process(chips, cells)
-        elif layout is not None and len(cells) >= 3 and cells[0][:1].isdigit():
-            if pending is None:
-                pending = cells
-            else:
-                chip = _chip(pending, cells, layout)
-                if chip is not None:
-                    chips.append(chip)
-                pending = None
-    _device_ids(chips)
+        if npu_part is None:
+            return None
+        r = min(row, k - 1)
+        pairs = _pairs(head[r], cells)
+        if pairs is None:
+            return None
+        if r < k - 1:
+            npu_part.append(pairs)
+        else:
+            chip = _make_chip(npu_part, pairs)
+            if chip is None:
+                return None
+            chips.append(chip)
+        row += 1
     return chips
 
 
-def _chip(first: list[str], second: list[str], layout: _Layout) -> Chip | None:
-    """One chip from its two lines: ``| 0  910B3 | OK | 94.3 53 0/0 |`` and ``| 0 | 0000:C1:00.0 | ...|``."""
-    head, sub = first[0].split(), second[0].split()
-    if not head[0].isdigit() or not sub or not sub[0].isdigit():
+def _make_chip(npu_part: list[list[tuple[str, str]]], chip_line: list[tuple[str, str]]) -> Chip | None:
+    """A chip from its NPU's lines and its own line: the NPU id (``NPU``/``NPU ID``) and the chip id (``Chip``,
+    ``Chip ID``; 0 without one) from the first cell of each."""
+    first = dict((_key(n), v) for n, v in npu_part[0])
+    npu = first.get("npu", first.get("npu id", ""))
+    if not npu.isdigit():
         return None
-    chip = Chip(npu=int(head[0]), chip=int(sub[0]), name=" ".join(head[1:]) or None)
-    chip.health = first[1] or None
-    chip.bus_id = second[1] if second[1] not in ("", "NA") else None
-    if layout.numbered and len(sub) > 1 and sub[1].isdigit():
-        chip.device = int(sub[1])
-    _fill_first(chip, layout.first, _tokens(first[2]))
-    _fill_second(chip, layout.second, _tokens(second[2]))
+    line = dict((_key(n), v) for n, v in chip_line)
+    chip_id = line.get("chip", line.get("chip id", "0"))
+    if not chip_id.isdigit():
+        return None
+    chip = Chip(npu=int(npu), chip=int(chip_id), name=first.get("name") or None)
+    for pairs in (*npu_part, chip_line):
+        for n, v in pairs:
+            _set(chip, n, v)
     return chip
 
 
@@ -213,20 +342,35 @@ _KEY_VALUE = re.compile(r"^\s*([^:]+?)\s*:\s*(.*?)\s*$")
 
 def parse_details(text: str) -> dict[int, dict[str, str]]:
     """``npu-smi info -t usages|health|temp|power|common -i ID``: each chip's ``Key : value`` lines, by chip
-    id. Paragraphs (blank-line separated) before any ``Chip ID`` belong to chip 0 (the output of ``-c 0``
-    has none); a paragraph naming ``Chip Name : MCU`` is the board's MCU and is dropped."""
+    id. A paragraph (blank-line separated) that names its ``Chip ID`` is that chip's, whether the id heads
+    its values (Atlas 200I A2) or follows them (910C/A3's ``-t usages``); several ids in one paragraph cut
+    it where they stand, the same way round. A paragraph without one belongs to the chip last named (chip 0
+    before any: the output of ``-c 0`` has none); one naming ``Chip Name : MCU`` is the board's MCU and is
+    dropped."""
     out: dict[int, dict[str, str]] = {}
     chip = 0
     for para in re.split(r"\n[ \t]*\n", text):
         pairs = [(m.group(1), m.group(2)) for m in map(_KEY_VALUE.match, para.splitlines()) if m]
         if any(k == "Chip Name" and v.upper() == "MCU" for k, v in pairs):
             continue
-        for key, value in pairs:
-            m = _CHIP_KEY.match(f"{key} : {value}")
-            if m:
-                chip = int(m.group(1))
-                continue
-            out.setdefault(chip, {}).setdefault(key, value)
+        ids = [i for i, (k, v) in enumerate(pairs) if _CHIP_KEY.match(f"{k} : {v}")]
+        if not ids:
+            parts = [(chip, pairs)]
+        else:
+            numbers = [int(pairs[i][1]) for i in ids]
+            board = {"NPU ID", "Chip Count"}
+            heads = all(k in board for k, _ in pairs[:ids[0]])  # nothing but the board's lines before the id
+            bounds = [*ids, len(pairs)]
+            if heads:
+                parts = [(chip, pairs[:ids[0]])] + [(n, pairs[a + 1:b]) for n, a, b in zip(numbers, ids, bounds[1:])]
+            else:
+                starts = [0, *(i + 1 for i in ids)]
+                parts = [(n, pairs[a:b]) for n, a, b in zip(numbers, starts, ids)]
+                parts.append((numbers[-1], pairs[ids[-1] + 1:]))
+            chip = numbers[-1]
+        for owner, got in parts:
+            for key, value in got:
+                out.setdefault(owner, {}).setdefault(key, value)
     return out
 
 
@@ -486,12 +630,18 @@ class DeviceSampler:
         info = Call([self.command, "info"], self.timeout)
         if info.kind is not None:
             return self._failed_call(info)
-        chips = parse_info(info.out)
+        table = read_info(info.out)
+        chips = table.chips
         if not chips:
-            first = next((ln.strip() for ln in info.out.splitlines() if ln.strip()), "nothing")
-            self._fail("unreadable", f"npu-smi info printed no device table mstop can read (first line: "
-                                     f"{first[:120]!r})")
+            first = table.unread[0] if table.unread else next(
+                (ln.strip() for ln in info.out.splitlines() if ln.strip() and not ln.strip().startswith("+")),
+                "nothing")
+            self._fail("unreadable", f"npu-smi info printed no device table mstop can read (first line not "
+                                     f"understood: {first[:120]!r})")
             return self.interval
+        if table.unread:  # some devices' lines are of a layout not known: the others are still sampled
+            self._warn(f"npu-smi info: {len(table.unread)} lines of its device table not understood (the first: "
+                       f"{table.unread[0][:120]!r}): those devices have no rows", "devices:partly")
         t = self._clock()
         npus = sorted({c.npu for c in chips})
         npu = npus[self._turn % len(npus)]
