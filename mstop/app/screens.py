@@ -277,13 +277,21 @@ class LogScreen(ModalScreen[None]):
     def on_mount(self) -> None:
         self.query_one("#log-find", Input).display = False
         self._write(self.pane.lines)
-        if self.at_error:
+        self._at_error()
+        self._title()
+        if getattr(self.pane.tail, "remote", False):
+            self._follow()  # its first read, off this thread: a silent host never freezes the screen
+        self.set_interval(1.0, self._follow)
+
+    def _at_error(self) -> None:
+        """A failed run's pane opens at the culprit's last error, once its lines are read (over ssh: when the
+        first read, off the screen's thread, brings them)."""
+        if self.at_error and self.pane.lines:
+            self.at_error = False
             err = self.pane.last_error()
             if err is not None:
                 self.pane.at = err.at
                 self.call_after_refresh(self._show_at)
-        self._title()
-        self.set_interval(1.0, self._follow)
 
     def _write(self, lines: list[str]) -> None:
         """Add the pane's last ``len(lines)`` lines, its error lines in red."""
@@ -314,6 +322,7 @@ class LogScreen(ModalScreen[None]):
     def _show_new(self, new: list[str]) -> None:
         if new:
             self._write(new)
+            self._at_error()
         self._title()
 
     def _title(self) -> None:

@@ -44,7 +44,9 @@ _EXCEPTION = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Inte
 _MESSAGE_END = re.compile(r"^-{10,}|^- C\+\+ Call Stack|^\s*$|^\[(?:ERROR|WARNING|INFO|DEBUG|CRITICAL)\]")
 #: Terminal escape sequences (colours, cursor moves) that a log written for a terminal holds: dropped, as a
 #: terminal would not print them; any other control code is shown escaped (mstop.safe.clean).
-_ANSI = re.compile(r"\x1b(?:\[[0-9;?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[@-Z\\-_])")
+#: an escape sequence a terminal would act on; an OSC (``ESC ]``) never reaches past its line (one without
+#: its end would hide every later line of the chunk from the pane and from the error search)
+_ANSI = re.compile(r"\x1b(?:\[[0-9;?]*[ -/]*[@-~]|\][^\x07\x1b\n\r]*(?:\x07|\x1b\\)?|[@-Z\\-_])")
 #: Most lines of one error message kept.
 MESSAGE_LINES = 8
 

@@ -147,7 +147,8 @@ class MonitorSession:
     # -- the ranks' own logs ---------------------------------------------------------
 
     def log_pane(self, rank: int | None) -> LogPane:
-        """The log pane of ``rank`` (None: the job's rank, the lowest), its first lines read."""
+        """The log pane of ``rank`` (None: the job's rank, the lowest), its first lines read; over ssh not
+        yet (a round trip to a host that may not answer: the screen reads it off its thread)."""
         if rank is None:
             rank = job_rank_of(self.store)
         path, refused = find_rank_log(self.store, self.specs, rank, self.logs_dir)
@@ -156,7 +157,8 @@ class MonitorSession:
             tail = remote_tail(self.store, self.specs, rank, self.options.connection)
             if tail is not None:
                 pane = LogPane(rank, tail.path, tail=tail)
-        pane.read()
+        if not getattr(pane.tail, "remote", False):
+            pane.read()
         return pane
 
     def culprit(self, status: str) -> int | None:

@@ -88,13 +88,16 @@ def main():
             ident = [st.st_dev, st.st_ino]
             offset = req.get("offset")
             reset = offset is None or req.get("ident") != ident or st.st_size < offset
+            skipped = 0
             if reset:
                 offset = max(0, st.st_size - tail)
+            elif st.st_size - offset > tail:  # more than a tail since the last read (a burst, a hole): its end
+                skipped, offset = st.st_size - offset - tail, st.st_size - tail
             os.lseek(fd, offset, 0)
             data = os.read(fd, min(max(0, st.st_size - offset), tail))
         finally:
             os.close(fd)
-        head = {"path": path, "ident": ident, "offset": offset, "reset": reset, "n": len(data)}
+        head = {"path": path, "ident": ident, "offset": offset, "reset": reset, "n": len(data), "skipped": skipped}
         out.write((json.dumps(head) + "\n").encode("utf-8") + data)
         out.flush()
         return 0

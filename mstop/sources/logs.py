@@ -38,6 +38,11 @@ TAIL_BYTES = 1 << 20
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 #: Most lines a pane keeps while it follows (the oldest are dropped).
 MAX_LINES = 20_000
+#: Most bytes of a line without its end kept between reads (its start: far more than a pane shows of it);
+#: the rest is dropped as it comes, so a line without end, or a hole of NULs, is never joined again and again
+PARTIAL_MAX = 64 << 10
+#: bytes before the read offset compared at every read: a log rewritten in place is read again, not kept
+MARK_BYTES = 64
 
 
 @dataclass(frozen=True)
@@ -130,6 +135,7 @@ class LogTail:
     dropped: int = 0  # lines dropped from the start of ``lines`` to keep MAX_LINES
     _ident: tuple[int, int] | None = None
     _partial: bytes = b""
+    _mark: bytes = b""  # the last bytes read (up to MARK_BYTES), ending at ``offset``
 
     def read(self) -> list[str]:
         """Read what is new; return the lines it added (the first call: the file's last TAIL_BYTES)."""
@@ -146,12 +152,23 @@ class LogTail:
             ident = (st.st_dev, st.st_ino)
             notes = []
             mid_line = False
+            name = os.path.basename(self.path)
+            if ident == self._ident and st.st_size >= self.offset and self._mark and \
+                    os.pread(fd, len(self._mark), self.offset - len(self._mark)) != self._mark:
+                notes.append(f"-- {name} was rewritten in place: read again --")  # its old lines are not its
+                self.dropped += len(self.lines)
+                self.lines = []
+                self._ident = None
             if ident != self._ident or st.st_size < self.offset:  # replaced or truncated: from its end again
                 if self._ident is not None:
-                    notes.append(f"-- {os.path.basename(self.path)} was truncated or replaced: read again --")
+                    notes.append(f"-- {name} was truncated or replaced: read again --")
                 self._ident, self._partial = ident, b""
                 self.offset = max(0, st.st_size - TAIL_BYTES)
                 mid_line = self.offset > 0  # the tail starts inside a line: that piece is left out
+            elif st.st_size - self.offset > TAIL_BYTES:  # more than a tail since the last read (a burst, a hole)
+                notes.append(f"-- {st.st_size - self.offset - TAIL_BYTES:,} bytes of {name} skipped: its last "
+                             f"{TAIL_BYTES >> 20} MiB follow --")
+                self.offset, self._partial, mid_line = st.st_size - TAIL_BYTES, b"", True
             data = os.pread(fd, min(max(0, st.st_size - self.offset), TAIL_BYTES), self.offset)
         except OSError as e:
             self.error = f"cannot read {self.path}: {e.strerror or e}"
@@ -164,9 +181,16 @@ class LogTail:
 
     def _take(self, data: bytes, notes: list[str], mid_line: bool) -> list[str]:
         """The complete lines of newly read bytes (``mid_line``: the first piece is a cut line, left out)."""
-        data = self._partial + data
+        if data:
+            self._mark = (self._mark + data)[-MARK_BYTES:]
         cut = data.rfind(b"\n")
-        self._partial = data[cut + 1:]
+        if cut < 0:  # no line ends here: the line goes on (at most PARTIAL_MAX of its start kept)
+            if len(self._partial) < PARTIAL_MAX:
+                self._partial = (self._partial + data)[:PARTIAL_MAX]
+            data = b""
+        else:
+            data, self._partial = self._partial[:PARTIAL_MAX] + data[:cut + 1], data[cut + 1:cut + 1 + PARTIAL_MAX]
+        cut = data.rfind(b"\n")
         body = data[: cut + 1]
         if mid_line:
             body = body[body.find(b"\n") + 1:]
@@ -217,7 +241,7 @@ class RemoteLogTail(LogTail):
         try:
             out = run_program(self.host, _program(), request, connection=self.connection, timeout=20.0)
             nl = out.index(b"\n")
-            head = json.loads(out[:nl])
+            head = _answer(json.loads(out[:nl]), len(out) - nl - 1)
         except (RemoteError, ValueError) as e:
             self.error = f"{self.host}: the log cannot be read: {e}"
             return []
@@ -231,11 +255,36 @@ class RemoteLogTail(LogTail):
                 notes.append(f"-- {os.path.basename(self.path)} was truncated or replaced: read again --")
             self._partial = b""
             mid_line = int(head["offset"]) > 0
+        if head.get("skipped"):
+            notes.append(f"-- {int(head['skipped']):,} bytes of {os.path.basename(self.path)} skipped: its last "
+                         f"{TAIL_BYTES >> 20} MiB follow --")
+            self._partial, mid_line = b"", True
         self._ident = tuple(head["ident"])
         self.path = f"{self.host}:{clean(str(head['path']), 4096)}"
         self.error = None
         self.offset = int(head["offset"]) + len(data)
         return self._take(data, notes, mid_line)
+
+
+def _answer(head: Any, sent: int) -> dict[str, Any]:
+    """The log follower's answer, every field type-checked (a host's answer is never trusted: a field missing
+    or of the wrong type is a ValueError naming it, said in the pane, never a traceback)."""
+    if not isinstance(head, dict):
+        raise ValueError("its answer is not a JSON object")
+    if "error" in head:
+        return {"error": head["error"]}
+    for key, kind in (("path", str), ("offset", int), ("n", int), ("reset", bool)):
+        if not isinstance(head.get(key), kind) or (kind is int and isinstance(head[key], bool)):
+            raise ValueError(f"its answer's {key!r} is missing or not a {kind.__name__}")
+    ident = head.get("ident")
+    if not (isinstance(ident, list) and len(ident) == 2 and all(type(x) is int for x in ident)):
+        raise ValueError("its answer's 'ident' is not two numbers")
+    if head["offset"] < 0 or not 0 <= head["n"] <= min(sent, TAIL_BYTES):
+        raise ValueError(f"its answer's sizes do not hold (offset {head['offset']}, n {head['n']}, {sent} bytes sent)")
+    skipped = head.get("skipped", 0)
+    if type(skipped) is not int or skipped < 0:
+        raise ValueError("its answer's 'skipped' is not a count")
+    return head
 
 
 def _program() -> bytes:

@@ -189,6 +189,7 @@ async def test_the_log_pane_over_ssh(tmp_path):
             await pilot.press("L")
             await settle(pilot, lambda: isinstance(app.screen, LogScreen))
             pane = app.screen.pane
+            await settle(pilot, lambda: pane.at is not None)  # read on a thread: the screen never waits on ssh
             assert pane.path == f"testhost:{log}" and "step 14 done" in pane.lines, (pane.path, pane.problem)
             assert pane.lines[pane.at].startswith("ValueError: batch 15 holds a NaN label")
             with open(log, "a") as f:

@@ -103,3 +103,95 @@ def test_the_last_error_of_any_mix_of_cann_blocks_is_lines_of_the_log(picked):
     for line in err.lines[1:]:
         pos = lines.index(line, pos + 1)  # each later in the log than the one before
     assert len(err.lines) <= 8
+
+
+# -- issue 40 item 12: a log's bytes that once hid lines, grew without end or changed under the pane --------
+
+
+def test_an_unterminated_escape_hides_no_later_line():
+    """``ESC ]`` with no end swallowed every later line of the chunk (the pane and the error search)."""
+    lines = clean_lines("step 1\n\x1b]0;a title with no end\nTraceback (most recent call last):\n"
+                        '  File "t.py", line 1\nRuntimeError: device lost\n')
+    assert lines[2:5] == ["Traceback (most recent call last):", '  File "t.py", line 1', "RuntimeError: device lost"]
+    assert last_error(lines).lines[0] == "RuntimeError: device lost"
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from(["\x1b]0;", "\x1b]8;;http://x\x07", "\x1b[", "\x1b", "\x9b", "\x1b\\", "a", "\r"]),
+                max_size=6), st.lists(st.text("xyz ", min_size=1, max_size=8), min_size=1, max_size=6))
+def test_escapes_never_take_a_line_away(codes, words):
+    """Whatever escape bytes a line holds, every line after it is still a line of its own."""
+    text = "".join(codes) + "\n" + "\n".join(f"L{i} {w}" for i, w in enumerate(words)) + "\n"
+    lines = clean_lines(text)
+    for i in range(len(words)):
+        assert any(line.startswith(f"L{i} ") for line in lines), (text, lines)
+
+
+def test_a_line_without_end_is_not_joined_again_at_every_read(tmp_path):
+    """A log that gains an endless line: the part kept between reads stays bounded (its start), and the
+    lines after it come when it ends."""
+    from mstop.sources.logs import PARTIAL_MAX
+
+    p = tmp_path / "worker_0.log"
+    p.write_bytes(b"one\n")
+    t = LogTail(str(p))
+    assert t.read() == ["one"]
+    for _ in range(8):
+        with open(p, "ab") as f:
+            f.write(b"x" * (900 << 10))
+        assert t.read() == [] and len(t._partial) <= PARTIAL_MAX
+    with open(p, "ab") as f:
+        f.write(b"\ntwo\n")
+    got = t.read()
+    assert got[-1] == "two" and got[0].startswith("xxxx")
+
+
+def test_a_hole_or_a_burst_is_skipped_to_the_logs_end(tmp_path):
+    """A log that gains a huge hole (or more than a tail since the last read): its last MiB is read, said,
+    not 1 MiB a read for ever."""
+    p = tmp_path / "worker_0.log"
+    p.write_bytes(b"one\n")
+    t = LogTail(str(p))
+    t.read()
+    with open(p, "r+b") as f:
+        f.seek(20 << 30)  # a 20 GiB hole
+        f.write(b"\nafter the hole\n")
+    got = t.read()
+    assert got[0].startswith("-- 21,47") and "bytes of worker_0.log skipped" in got[0]
+    assert got[-1] == "after the hole" and t.offset == p.stat().st_size
+    assert t.read() == []
+
+
+def test_a_log_rewritten_in_place_longer_is_read_again(tmp_path):
+    """Same file, same inode, more bytes, other content: its old lines are not kept as if still there."""
+    p = tmp_path / "worker_0.log"
+    p.write_bytes(b"old one\nold two\n")
+    t = LogTail(str(p))
+    assert t.read() == ["old one", "old two"]
+    with open(p, "r+b") as f:  # rewritten in place (same inode), longer
+        f.write(b"new one\nnew two\nnew three\n")
+    got = t.read()
+    assert got[0] == "-- worker_0.log was rewritten in place: read again --"
+    assert t.lines == ["-- worker_0.log was rewritten in place: read again --", "new one", "new two", "new three"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.one_of(st.lists(st.integers()), st.text(), st.integers(), st.none(),
+                 st.dictionaries(st.sampled_from(["path", "ident", "offset", "n", "reset", "skipped", "x"]),
+                                 st.one_of(st.integers(-5, 1 << 40), st.text(max_size=5), st.booleans(), st.none(),
+                                           st.lists(st.integers(-1, 9), max_size=3)), max_size=7)),
+       st.integers(0, 1 << 21))
+def test_a_log_followers_answer_of_any_shape_is_a_said_error_or_a_checked_answer(head, sent):
+    """Item 11: the log follower's answer over ssh (an answer without ``n`` exited the monitor): every field is
+    type-checked; anything else is a ValueError the pane says, never a traceback."""
+    from mstop.sources.logs import TAIL_BYTES, _answer
+
+    try:
+        got = _answer(head, sent)
+    except ValueError as e:
+        assert str(e).startswith("its answer")
+        return
+    if "error" in got:
+        return
+    assert isinstance(got["path"], str) and type(got["n"]) is int and 0 <= got["n"] <= min(sent, TAIL_BYTES)
+    assert type(got["offset"]) is int and got["offset"] >= 0 and len(got["ident"]) == 2

@@ -141,6 +141,8 @@ def test_over_ssh_the_follower_applies_the_same_rule(tmp_path):
         session.source.read_all()
         session.first_read_done()
         pane = session.log_pane(0)
+        assert pane.problem.startswith("reading testhost:")  # not read on the caller's thread: the screen's
+        pane.read()
         assert pane.lines == [] and "belongs to another user" in pane.problem, pane.problem
         assert SECRET not in pane.problem and pane.problem.startswith("testhost: ")
         session.source.stop()
