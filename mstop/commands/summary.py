@@ -80,6 +80,8 @@ def summarize(store: Store, run_dir: str, opts: Options, health: Any = None,
         d = devices.summary(store) if store.devices else None
         out["devices"] = {k: _json_number(v) if isinstance(v, float) else v for k, v in d.public().items()} \
             if d is not None else None
+        if out["devices"] is not None:
+            out["devices"]["bad_rows"] = store.bad_device_rows  # lines of the devices files that are no row
         c = endings.culprit(store, opts)
         out["culprit"] = c.public() if c is not None else None
         out["processes"] = _processes(store)
@@ -257,6 +259,7 @@ def _file_rows(summary: dict[str, Any], store: Store, opts: Options | None) -> l
         rows.append(("events cut", f"{store.cut_events} (text over {MAX_TEXT} characters or over {MAX_ITEMS} "
                                    "items kept short)"))
     rows += [("! note", note) for note in store.notes]
+    rows += [("! devices", note) for note in devices.sampling_notes(store)]
     rows += [("! not followed", f"{name}: {why}") for name, why in summary["refused_files"].items()]
     rows += [("! writer failed", msg) for msg in figures.writer_failures(store)[1:]]
     rows += [("! not merged", note) for note in store.duplicates]

@@ -10,13 +10,13 @@ rows on that host are: the two are compared with each other, never with this mac
 from __future__ import annotations
 
 import csv
-import io
 import math
 from dataclasses import dataclass
 from typing import Any
 
 from mstop_writer.schema import DEVICE_COLUMNS, host_key
 
+from .. import fmt
 from ..safe import clean
 
 #: samples kept per device (at the default 10 s: the last 15 minutes)
@@ -97,10 +97,20 @@ class DevicesParser:
         self.header = None
 
     def parse(self, blob: bytes) -> tuple[list[DeviceSample], int]:
+        """Each line on its own: a quote never spans lines (an open quote swallowed the 100 rows after it,
+        counted as one), so every line is a sample or one bad row."""
         text = blob.decode("utf-8", "replace")
         out: list[DeviceSample] = []
         bad = 0
-        for row in csv.reader(io.StringIO(text)):
+        for line in text.split("\n"):
+            line = line.rstrip("\r")
+            if not line.strip():
+                continue
+            try:
+                row = next(csv.reader([line]), [])
+            except csv.Error:  # a NUL, a quote left open: this line alone
+                bad += 1
+                continue
             if not row:
                 continue
             if self.header is None:
@@ -127,7 +137,9 @@ class DevicesParser:
         host = _text(v["host"])
         if t is None or npu is None or chip is None or host is None:
             return None
-        pids = tuple(int(p) for p in v.get("pids", "").split() if p.isdigit())[:16]
+        # ASCII digits of a process id's length only: "²" is a digit to Python, and 5,000 digits are past
+        # int()'s limit (each crashed summary)
+        pids = tuple(int(p) for p in v.get("pids", "").split() if p.isascii() and p.isdigit() and len(p) <= 10)[:16]
         return DeviceSample(
             time=t, host=host, npu=npu, chip=chip, device=_int(v.get("device", "")), name=_text(v.get("name")),
             health=_text(v.get("health")), aicore=_num(v.get("aicore", "")), hbm_used=_num(v.get("hbm_used", "")),
@@ -256,5 +268,5 @@ def sampling_notes(store: Any) -> list[str]:
     notes = [f"{clean(h, 64)}: no device rows: {clean(e.get('message'), 200)}" for h, e in sorted(last.items())
              if e.get("state") == "failed"]
     if store.bad_device_rows:
-        notes.append(f"{store.bad_device_rows} device rows could not be read")
+        notes.append(f"{fmt.count(store.bad_device_rows, 'device row')} could not be read")
     return notes

@@ -411,8 +411,9 @@ def _idle(store: Store, rules: Rules, s: Any, rank: int | None) -> float | None:
     if d is None or d.rows < 2 or len(got) < 3 or max(got) >= rules.aicore_idle:
         return None
     times = np.array([x.time for x in samples], np.float64)
-    if times[-1] - times[0] + float(np.median(np.diff(times))) < rules.aicore_idle_s:
-        return None  # the samples cover less than the span the alert speaks of
+    first = store.devices[s.key][0].time  # the device's first sample kept
+    if times[-1] - first + 1.5 * float(np.median(np.diff(times))) < rules.aicore_idle_s:
+        return None  # sampled for less than the span the alert speaks of
     since = s.time - rules.aicore_idle_s
     recent = int(np.count_nonzero(d.held("time") >= since))  # the rows lately are held: the spilled are
     if recent < 2 and d.base:  # read back only when these are too few

@@ -177,28 +177,59 @@ def test_a_failing_sampler_is_named_in_the_header(tmp_path):
 
 
 ROW = st.lists(st.one_of(st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=12),
-                         st.sampled_from(["", "nan", "inf", "-1", "1e308", "0.5", "OK", "7"])),
+                         st.sampled_from(["", "nan", "inf", "-1", "1e308", "0.5", "OK", "7", "²", "9" * 5000,
+                                          "1 ² 3", '"open', "12345678901234567890"])),
                min_size=len(DEVICE_COLUMNS) - 2, max_size=len(DEVICE_COLUMNS) + 2)
 
 @settings(max_examples=300, deadline=None)
 @given(st.lists(ROW, max_size=20))
 def test_devices_parser_counts_every_line(rows):
-    """Every complete line of a hostile devices file is a sample or counted bad; numbers stay finite and
-    text comes out without control codes."""
+    """Every complete line of a hostile devices file is a sample or counted bad (a quote never spans lines:
+    an open one swallowed the rows after it; a pids cell of ``²`` or 5,000 digits crashed summary); numbers
+    stay finite and text comes out without control codes."""
     import csv
     import io
 
     buf = io.StringIO()
-    w = csv.writer(buf)
+    w = csv.writer(buf, quoting=csv.QUOTE_NONE, escapechar="\\")
     w.writerow(DEVICE_COLUMNS)
     for r in rows:
-        w.writerow(r)
+        buf.write(",".join(r) + "\n")  # as a hostile file holds it: quotes, newlines and all
     blob = buf.getvalue().encode()
     samples, bad = DevicesParser().parse(blob)
-    lines = list(csv.reader(io.StringIO(buf.getvalue())))[1:]
-    assert len(samples) + bad == len([ln for ln in lines if ln and ln != list(DEVICE_COLUMNS)])
+    header = ",".join(DEVICE_COLUMNS)
+    lines = [ln.rstrip("\r") for ln in buf.getvalue().split("\n")[1:]]
+    assert len(samples) + bad == len([ln for ln in lines if ln.strip() and ln != header])
     for s in samples:
+        assert all(p < 1 << 40 for p in s.pids)
         assert all(x is None or abs(x) < float("inf") for x in (s.aicore, s.temperature, s.hbm_used, s.power))
         assert all(ord(ch) >= 32 for t in (s.host, s.name or "", s.health or "") for ch in t)
 
 
+
+
+def test_a_hostile_devices_file_gives_its_rows_to_summary(tmp_path):
+    """A pids cell of ``²`` or 5,000 digits crashed ``summary``; a row with an open quote swallowed the 100
+    rows after it (1 counted bad)."""
+    from tests.helpers.runs import start, steps, write_events, write_rank
+
+    run = tmp_path / "run"
+    write_events(run, 0, [start("s1", 1000.0, host="node1")])
+    write_rank(run, 0, steps(1, 5, t0=1000.0, loss=1.0))
+    head = ",".join(DEVICE_COLUMNS)
+    at = {c: i for i, c in enumerate(DEVICE_COLUMNS)}
+
+    def row(t: float, npu: int, pids: str = "", name: str = "910B3") -> str:
+        cells = [""] * len(DEVICE_COLUMNS)
+        cells[at["time"]], cells[at["host"]], cells[at["npu"]], cells[at["chip"]] = str(t), "node1", str(npu), "0"
+        cells[at["name"]], cells[at["health"]], cells[at["pids"]], cells[at["aicore"]] = name, "OK", pids, "0.5"
+        return ",".join(cells)
+
+    lines = [head, *[row(1000 + i, 3) for i in range(100)], row(1100, 2, name='"910B3 open')]
+    lines += [row(1100, 0, "²"), row(1100, 1, "9" * 5000), row(1100, 3)]  # after the open quote, the same round
+    (run / devices_name("node1")).write_text("\n".join(lines) + "\n")
+    s = summary(run)
+    assert s["devices"]["devices"] == 3 and s["devices"]["bad_rows"] == 1  # the open quote's row alone is bad
+    notes = subprocess.run([sys.executable, "-m", "mstop", "summary", str(run)], cwd=ROOT, capture_output=True,
+                           text=True, timeout=120).stdout
+    assert "! devices                1 device row could not be read" in notes, notes
