@@ -171,14 +171,22 @@ class LineFile:
                 return False
             if not readable and st.st_size:  # appending to a file whose header cannot be read: refused
                 raise PermissionError(errno.EACCES, "cannot read its header to append to it", self.path)
-            header, ends_cut = self._inspect(fd, st) if readable else (None, False)
-            self._cut_tail = ends_cut
-            first = self._on_open(header)
-            if first:
-                if self._cut_tail:
-                    first = b"\n" + first
-                os.write(fd, first)
-                self._cut_tail = False
+            # two processes opening one new file at once both saw it empty and both wrote a header (a
+            # phantom bad row): looking and writing the header happen under the file's lock
+            locked = _lock(fd)
+            try:
+                st = os.fstat(fd) if locked else st
+                header, ends_cut = self._inspect(fd, st) if readable else (None, False)
+                self._cut_tail = ends_cut
+                first = self._on_open(header)
+                if first:
+                    if self._cut_tail:
+                        first = b"\n" + first
+                    os.write(fd, first)
+                    self._cut_tail = False
+            finally:
+                if locked:
+                    _unlock(fd)
         except OSError as e:
             os.close(fd)
             self._fail(f"cannot write {self.path}: {e}", _kind("write", e))
@@ -215,6 +223,32 @@ class LineFile:
         self.close()
         self._next_retry = self._clock() + RETRY_INTERVAL
         self._warn(message, kind)
+
+
+def _lock(fd: int) -> bool:
+    """An exclusive lock on an open file between processes (a POSIX record lock: advisory; not flock, which
+    the device sampler holds on its file for its whole life), waited for at most ~1 s; False where none can
+    be had (a file system without locks): the file is written anyway."""
+    import fcntl
+
+    for _ in range(100):
+        try:
+            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except OSError as e:
+            if e.errno not in (errno.EAGAIN, errno.EACCES):
+                return False
+            time.sleep(0.01)
+    return False
+
+
+def _unlock(fd: int) -> None:
+    import fcntl
+
+    try:
+        fcntl.lockf(fd, fcntl.LOCK_UN)
+    except OSError:
+        pass
 
 
 def _kind(what: str, e: OSError) -> str:
