@@ -367,6 +367,15 @@ class FileTail:
             return False
         return _pread(fd, len(self._signature), 0) == self._signature
 
+    def drop_line(self) -> int:
+        """The line being split is dropped as overlong (its bytes were stepped over: a hole): 1, counted
+        where it begins, else 0 (it was counted already)."""
+        if self._skipping:
+            return 0
+        self._partial.clear()
+        self._skipping = True
+        return 1
+
     def _restart(self) -> None:
         self.offset = 0
         self.resets += 1

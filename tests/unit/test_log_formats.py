@@ -263,3 +263,28 @@ def test_a_plain_job_followed_live_has_a_pace_an_eta_and_a_step_time(tmp_path):
         stop.set()
         t.join()
         src.stop()
+
+
+@pytest.mark.parametrize("name", ["worker_0.log", "scheduler.log"])
+def test_a_huge_hole_in_a_log_is_stepped_over_not_read(tmp_path, name):
+    """Issue 40 item 12: a 20 GB hole named ``scheduler.log`` or ``worker_N.log`` was read whole (9-43 s).
+    The hole is stepped over (one lseek); the line it is in is dropped and counted, every other line read."""
+    import time as _time
+
+    lines = [LOSS_MONITOR % (1, s, 2.0) for s in range(1, 6)]
+    (tmp_path / "worker_0.log").write_text("".join(ln + "\n" for ln in lines))
+    target = tmp_path / name
+    target.touch()
+    with open(target, "r+b") as f:  # not "ab": an append ignores the seek
+        f.seek(0, os.SEEK_END)
+        f.write(b"half a line")
+        f.seek(20 << 30, os.SEEK_CUR)
+        f.write(b" its end\n")
+        if name == "worker_0.log":
+            f.write("".join(LOSS_MONITOR % (1, s, 2.0) + "\n" for s in range(6, 9)).encode())
+    began = _time.monotonic()
+    store = read_once(str(tmp_path))
+    assert _time.monotonic() - began < 5
+    assert store.rows == (8 if name == "worker_0.log" else 5)
+    if name == "worker_0.log":
+        assert store.bad_rows == 1  # the line the hole is in
