@@ -23,8 +23,9 @@ KEYS = ("run_dir", "ranks", "step", "rows", "bad_rows", "resets", "segments", "r
 
 #: which definition of the goodput ledger ``goodput`` follows (docs/health.md, "Goodput"): 2 since issue 39
 #: (each row classified once, against its rank's previous block; a resumed session's repeated steps are the
-#: ones recomputed)
-GOODPUT_DEFINITION = 2
+#: ones recomputed); 3 since issue 40 (a resumed session's first row measured against the rows before it,
+#: a job dead by its silence ended when it was known dead: neither productive nor wall ever falls)
+GOODPUT_DEFINITION = 3
 
 
 def _json_number(v: float | None) -> Any:

@@ -714,6 +714,21 @@ def _ended_processes(st: rankstate.States) -> str | None:
     return "failed" if all(h == "exit" for h in hows) else "dead"
 
 
+def silence_verdict(store: Store, opts: Options) -> float | None:
+    """A job called ``dead`` by its silence alone (no heartbeat, row or event for :func:`dead_after`; not a
+    launcher's ``lost`` nor the exit witnesses' word): the seconds of silence the verdict waited. None for
+    any other status or reason. The goodput ledger ends such a job at its last sign of life plus these, the
+    moment it was known dead: live and reopened alike, and the wall never shrinks at the verdict."""
+    if status(store, opts) != "dead":
+        return None
+    st = rankstate.states(store)
+    if st.lost.any() or _ended_processes(st) is not None:
+        return None
+    with_rows = st.rows > 0
+    starting = not with_rows.any() or bool(st.restarting[with_rows].all())
+    return dead_after(store, opts, starting=starting)
+
+
 def heartbeats_seen(store: Store) -> bool:
     """Whether a dead job can be told from a hung one: a rank wrote heartbeats, or its writer said in its start
     event that it would (``heartbeat_interval``): none within the limit is then a death, not a silence."""

@@ -192,12 +192,16 @@ def last_life(d: RankData) -> float | None:
 
 def restarting(d: RankData) -> bool:
     """The rank's newest start event belongs to a session with no rows yet (rows that carry no session
-    belong to it once one is as late as the start event)."""
+    belong to it once one is as late as the start event, or once their file was written since it: rows on
+    a clock behind the start event's stayed ``starting`` for ever)."""
     s = last_session(d)
     if s is None or not d.segments or s in {seg.session for seg in d.segments}:
         return False
     if _unnamed_rows(d) and d.last_start is not None:
-        return d.last("time") < float(d.last_start["time"])
+        t0 = float(d.last_start["time"])
+        if d.csv_mtime is not None and d.csv_mtime >= t0:
+            return False
+        return d.last("time") < t0
     return True
 
 
@@ -232,7 +236,8 @@ def _key(d: RankData) -> tuple[Any, ...]:
     abort, an end, rows that carry no session)."""
     rows = d.rows
     t = d.last("time") if rows and (d.aborts or d.ends or _unnamed_rows(d)) else None
-    return d.ev_stamp, d.rows_epoch, rows > 0, len(d.segments), t
+    m = d.csv_mtime if _unnamed_rows(d) else None  # restarting() reads it for rows that carry no session
+    return d.ev_stamp, d.rows_epoch, rows > 0, len(d.segments), t, m
 
 
 def _one(d: RankData) -> One:

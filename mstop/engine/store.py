@@ -914,7 +914,10 @@ class Store:
                     d.csv_mtime = mtime
                     self.folds.file_time(r, mtime)
                     d.stamp += 1
-                    self._grown.add(r)  # no answer of the rank reads it: its frozen copy's is taken
+                    if d.segments and d.segments[-1].session == "":
+                        self._dirty.add(r)  # rows without a session: restarting() reads their file's time
+                    else:
+                        self._grown.add(r)  # no answer of the rank reads it: its frozen copy's is taken
 
     def rank(self, r: int) -> RankData:
         data = self.ranks.get(r)

@@ -43,7 +43,7 @@ class LogPane:
             return (f"no log is known for rank {self.rank}: a writer's run records where its standard output "
                     "goes when that is a file (msrun, nohup, > train.log); give the folder with --logs DIR")
         if self.tail is not None and self.tail.error is None and getattr(self.tail, "remote", False) \
-                and self.tail._ident is None:
+                and not self.tail.opened:
             return f"reading {clean(self.tail.path, 300)} over ssh ..."
         return self.tail.error if self.tail is not None else None
 

@@ -137,6 +137,16 @@ class LogTail:
     _partial: bytes = b""
     _mark: bytes = b""  # the last bytes read (up to MARK_BYTES), ending at ``offset``
 
+    @property
+    def pending(self) -> int:
+        """Bytes of a line not ended yet kept between reads (at most PARTIAL_MAX)."""
+        return len(self._partial)
+
+    @property
+    def opened(self) -> bool:
+        """Whether a read has found the file (its identity is known)."""
+        return self._ident is not None
+
     def read(self) -> list[str]:
         """Read what is new; return the lines it added (the first call: the file's last TAIL_BYTES)."""
         try:
@@ -241,7 +251,7 @@ class RemoteLogTail(LogTail):
         try:
             out = run_program(self.host, _program(), request, connection=self.connection, timeout=20.0)
             nl = out.index(b"\n")
-            head = _answer(json.loads(out[:nl]), len(out) - nl - 1)
+            head = checked_answer(json.loads(out[:nl]), len(out) - nl - 1)
         except (RemoteError, ValueError) as e:
             self.error = f"{self.host}: the log cannot be read: {e}"
             return []
@@ -266,7 +276,7 @@ class RemoteLogTail(LogTail):
         return self._take(data, notes, mid_line)
 
 
-def _answer(head: Any, sent: int) -> dict[str, Any]:
+def checked_answer(head: Any, sent: int) -> dict[str, Any]:
     """The log follower's answer, every field type-checked (a host's answer is never trusted: a field missing
     or of the wrong type is a ValueError naming it, said in the pane, never a traceback)."""
     if not isinstance(head, dict):

@@ -170,3 +170,24 @@ def test_the_door_refuses_the_same_cells_whichever_way_rows_arrive(cells, pieces
             assert not (d.col("mfu") > 1 + door.MFU_SLACK).any()
     for c in FLOATS:  # the rows' other cells are kept as given, the same both ways
         np.testing.assert_array_equal(whole.ranks[0].col(c), rounds.ranks[0].col(c))
+
+
+def test_rows_without_a_session_on_a_clock_behind_the_start_event_are_running(tmp_path):
+    """Issue 40 item 12: a CSV without a session column whose rows are older than the start event (the
+    rows' clock behind the start's) stayed ``starting``. Its file was written since the start: its rows are
+    the started session's. The same rows in a file last written before the start are a restart not yet
+    writing (``starting``)."""
+    import os
+
+    now = time.time()
+    for name, mtime, want in (("behind", now, "running"), ("restart", now - 7200, "starting")):
+        run = tmp_path / name
+        write_events(run, 0, [start("s1", now - 3600, world_size=1)])
+        rows = steps(1, 30, t0=now - 3 * 3600, step_time=1.0, loss=1.0)
+        for r in rows:
+            del r["session"]
+        write_rank(run, 0, rows)
+        os.utime(run / "rank0.csv", (mtime, mtime))
+        js = json.loads(_summary(run, "--json").stdout)
+        assert js["status"] in ((want, "stalled") if want == "running" else (want,)), (name, js["status"])
+        assert js["status"] != "starting" or want == "starting"

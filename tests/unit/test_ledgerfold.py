@@ -12,7 +12,7 @@ import statistics
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from mstop.engine import door
@@ -169,8 +169,16 @@ def test_the_fold_equals_the_definition_however_the_rows_arrive(rank, cuts, ck_a
     assert math.fsum(a.seconds.values()) == pytest.approx(a.wall, rel=1e-9, abs=1e-6)
 
 
+#: found by this test (issue 40 item 3): a resumed session's first row was measured against the median of
+#: its next row, so productive fell by 0.5 s when that row came
+_RESUME = ([(1000.0 + s, float(s), math.nan, math.nan, "s0") for s in range(1, 32)] + [
+    (1032.0, 32.0, 50.0, math.nan, "s0"), (1059.0, 33.0, 50.0, math.nan, "s1"), (1060.0, 34.0, 1.0, math.nan, "s1")],
+    [])
+
+
 @settings(max_examples=60, deadline=None)
 @given(a_rank())
+@example(_RESUME)
 def test_productive_never_falls(rank):
     """Rows appended one round at a time, the checkpoints known first (as a writer's events come with their
     rows): the ledger's ``productive`` and ``recomputed`` only grow, from the first row."""
@@ -234,3 +242,24 @@ def test_blocks_keep_their_figures():
     fold = store.ranks[0].ledger
     assert [fold.blocks[j][0] for j in range(len(fold.blocks))] == [1.0, 1.0, 3.0, 3.0]
     assert store.ranks[0].ledger.sums[3] == 0.0  # nothing stalled
+
+
+def test_the_wall_never_shrinks_at_the_dead_verdict():
+    """Issue 40 item 3: a job killed (no heartbeat, row or event any more) read ``stalled`` with the wall
+    growing, then at the ``dead`` verdict its wall fell back to its last sign of life (63 % -> 77 %). It now
+    ends when it was known dead, read live at every second or afterwards."""
+    from mstop.engine.figures import status
+
+    store = Store()
+    store.ingest_events(0, [{"kind": "start", "time": 1000.0, "session": "s0", "heartbeat_interval": 5.0}])
+    store.ingest_rows(0, _rows([(1001.0 + s, float(s), 1.0, math.nan, "s0") for s in range(1, 60)]))
+    last_wall, seen = -math.inf, set()
+    for now in np.arange(1060.0, 1200.0, 0.5):
+        opts = Options(clock=lambda now=now: now)
+        got = compute_ledger(store, opts)
+        seen.add(status(store, opts))
+        assert got.wall >= last_wall - 1e-9, (now, got.wall, last_wall)
+        last_wall = got.wall
+    assert {"running", "dead"} <= seen
+    later = compute_ledger(store, Options(clock=lambda: 10_000_000.0))
+    assert later.wall == pytest.approx(last_wall)  # read a long time afterwards: the same

@@ -244,6 +244,7 @@ def test_a_plain_job_followed_live_has_a_pace_an_eta_and_a_step_time(tmp_path):
                     return
                 f.write(LOSS_MONITOR % (1, s, 2.0 - s / 1000) + "\n")
                 f.flush()
+            f.write("Train epoch time: 20000.000 ms, per step time: 50.000 ms\n")
 
     t = threading.Thread(target=job)
     t.start()
@@ -288,3 +289,45 @@ def test_a_huge_hole_in_a_log_is_stepped_over_not_read(tmp_path, name):
     assert store.rows == (8 if name == "worker_0.log" else 5)
     if name == "worker_0.log":
         assert store.bad_rows == 1  # the line the hole is in
+
+
+def test_a_plain_jobs_goodput_followed_live_is_the_one_read_afterwards(tmp_path):
+    """Issue 40 item 3: following a plain msrun job (its LossMonitor lines, no stamps) the live goodput read
+    6 % where the same run reopened read 90 %: a read's lines all at one instant left no step any time.
+    Followed to its epoch's end (TimeMonitor's line), then read again from the file: the same goodput within
+    a few points (live, a read's lines share the read's interval; afterwards, TimeMonitor's step time)."""
+    import threading
+
+    from mstop.engine.figures import Options
+    from mstop.engine.goodput import compute_ledger
+    from mstop.engine.store import Store
+    from mstop.sources import Sources
+    from tests.helpers.common import wait_for
+
+    log = tmp_path / "worker_0.log"
+    log.write_text("")
+
+    def job() -> None:
+        with open(log, "a") as f:
+            for s in range(1, 61):
+                time.sleep(0.05)
+                f.write(LOSS_MONITOR % (1, s, 2.0 - s / 1000) + "\n")
+                f.flush()
+            f.write("Train epoch time: 3000.000 ms, per step time: 50.000 ms\n")
+
+    t = threading.Thread(target=job)
+    t.start()
+    store = Store()
+    src = Sources([str(tmp_path)], store, poll=0.1)
+    src.read_all()
+    src.follow()
+    try:
+        t.join()
+        assert wait_for(lambda: store.rows == 60, timeout=30)
+        time.sleep(0.3)
+        end = os.stat(log).st_mtime
+        live = compute_ledger(store.snapshot(), Options(clock=lambda: end)).goodput
+    finally:
+        src.stop()
+    reopened = compute_ledger(read_once(str(tmp_path)), Options(clock=lambda: end)).goodput
+    assert live > 0.7 and reopened > 0.7 and abs(live - reopened) < 0.1, (live, reopened)

@@ -139,7 +139,7 @@ def test_a_line_without_end_is_not_joined_again_at_every_read(tmp_path):
     for _ in range(8):
         with open(p, "ab") as f:
             f.write(b"x" * (900 << 10))
-        assert t.read() == [] and len(t._partial) <= PARTIAL_MAX
+        assert t.read() == [] and t.pending <= PARTIAL_MAX
     with open(p, "ab") as f:
         f.write(b"\ntwo\n")
     got = t.read()
@@ -184,10 +184,10 @@ def test_a_log_rewritten_in_place_longer_is_read_again(tmp_path):
 def test_a_log_followers_answer_of_any_shape_is_a_said_error_or_a_checked_answer(head, sent):
     """Item 11: the log follower's answer over ssh (an answer without ``n`` exited the monitor): every field is
     type-checked; anything else is a ValueError the pane says, never a traceback."""
-    from mstop.sources.logs import TAIL_BYTES, _answer
+    from mstop.sources.logs import TAIL_BYTES, checked_answer
 
     try:
-        got = _answer(head, sent)
+        got = checked_answer(head, sent)
     except ValueError as e:
         assert str(e).startswith("its answer")
         return
