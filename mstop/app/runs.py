@@ -42,7 +42,7 @@ PACE = 9.0
 MAX_OVERLAY = 8
 RUNS_KEYS = (
     ("enter", "open the run's monitor (escape comes back here)"),
-    ("space", "mark / unmark a run (the first marked is the baseline)"),
+    ("space", "mark / unmark a run and move to the next, as htop's space tags (the first marked is the baseline)"),
     ("=", "mark as a repeat of the last marked run (compared as one group)"),
     ("c", "compare the marked runs (the table of mstop compare)"),
     ("o", f"overlay the marked runs by step in one monitor, every repeat of a group (up to {MAX_OVERLAY})"),
@@ -85,7 +85,7 @@ class RunsScreen(Screen[None]):
     BINDINGS = [
         ("q", "app.quit", "quit"),
         ("question_mark", "help", "help"),
-        Binding("space", "mark", "mark"),
+        Binding("space", "mark", "mark ↓"),
         Binding("equals_sign", "mark(True)", "mark repeat", show=False),
         ("c", "compare", "compare"),
         ("o", "overlay", "overlay"),

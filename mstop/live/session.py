@@ -273,7 +273,8 @@ class MonitorSession:
 
     def profile_command(self) -> str | None:
         """For a run on another host: the ssh command that asks its job for a profile (mstop writes nothing
-        there); None for a run on this machine (:meth:`ask_profile` writes the request)."""
+        there), with the ssh options the monitor was given (``-F FILE``, ``-o ...``: the host may be named by
+        them alone); None for a run on this machine (:meth:`ask_profile` writes the request)."""
         import shlex as _shlex
 
         from mstop_writer.profiling import REQUEST_NAME
@@ -282,7 +283,8 @@ class MonitorSession:
         if target is None:
             return None
         path = _shlex.quote(f"{target.path.rstrip('/')}/{REQUEST_NAME}")
-        return f"ssh {_shlex.quote(target.host)} {_shlex.quote(f'echo 10 > {path}')}"
+        options = "".join(f"{_shlex.quote(o)} " for o in self.options.connection.ssh_options)
+        return f"ssh {options}{_shlex.quote(target.host)} {_shlex.quote(f'echo 10 > {path}')}"
 
     def ask_profile(self, steps: int) -> str | None:
         """Write RUN_DIR/profile.request for the next ``steps`` steps (never through a link, never blocking on

@@ -53,9 +53,18 @@ def _cut(t: Text, n: int, keep_end: bool | str) -> Text:
         out = Text("…")
         out.append_text(t[len(t) - (n - 1):])
         return out
-    out = t[:max(0, n - 1)]
+    keep = max(0, n - 1)
+    space = t.plain.rfind(" ", 0, keep + 1)
+    if space > max(keep - WORD_BACK, keep // 2):  # at a word's end: the error is never cut mid-word
+        keep = space
+    out = t[:keep]
+    out.rstrip()
     out.append("…")
     return out
+
+
+#: the most cells a cut goes back to end at a word (a longer word is cut inside)
+WORD_BACK = 12
 
 
 def fit(pieces: list[Piece], width: int) -> Text:

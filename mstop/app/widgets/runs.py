@@ -18,6 +18,10 @@ STATUS_STYLE = {"running": "green", "starting": "cyan", "waiting": "grey50", "fi
                 "reading": "grey50 italic"}
 
 
+#: the fewest cells a run's name is cut to (below it the columns scroll sideways instead)
+NAME_LEAST = 16
+
+
 class RunsTable(PagedTable):
     """Every run of the list (filtered and sorted by the screen), the cursor kept on its run."""
 
@@ -63,6 +67,7 @@ class RunsTable(PagedTable):
         """The page's rows into the table: only the cells that changed when the same runs are on it (a
         DataTable renders a cleared row's every cell again: about half a millisecond each)."""
         cells = [self.cells(r) for r in page]
+        self._fit_names(cells)
         sigs = [tuple((str(c), str(getattr(c, "style", ""))) for c in row) for row in cells]
         keys = [r.key for r in page]
         if keys != getattr(self, "_keys", None):
@@ -76,6 +81,32 @@ class RunsTable(PagedTable):
                     if a != b:
                         self.update_cell(key, col, cell)
         self._keys, self._sigs = keys, sigs
+
+    #: the columns that must be on screen beside the name (up to ``duration``: at 120 columns a long name
+    #: pushed ``alerts`` and ``started`` past the edge, ``47 s ag``)
+    _MUST = 1 + [k for k, _ in COLUMNS].index("duration") + 1
+
+    def _fit_names(self, cells: list[list[object]]) -> None:
+        """Cut the page's names (their middle: a run's folder and its leaf stay) so the columns up to the
+        duration fit the table's width; never below NAME_LEAST cells. The columns after them (host, note)
+        scroll sideways as before."""
+        width = self.size.width or (self.app.size.width if self.is_mounted else 0)
+        if not width or not cells:
+            return
+        labels = [" "] + [label for _, label in COLUMNS]
+        others = sum(max(Text(labels[j]).cell_len, *(Text(str(row[j])).cell_len for row in cells))
+                     for j in range(self._MUST) if j != 1)
+        room = width - others - 2 * self.cell_padding * self._MUST - 1  # the scrollbar's gutter
+        room = max(NAME_LEAST, room)
+        for row in cells:
+            name = row[1]
+            if isinstance(name, Text) and name.cell_len > room:
+                keep = room - 1
+                head = keep - keep // 3
+                cut = name[:head]
+                cut.append("…")
+                cut.append_text(name[len(name) - (keep - head):])
+                row[1] = cut
 
     def cells(self, r: RunRow) -> list[object]:
         """One run's cells, as the columns order them."""

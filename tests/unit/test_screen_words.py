@@ -1,0 +1,59 @@
+"""What the screen says, as issue 40 item 13 found it: a header cut mid-word, P's ssh command without the
+ssh options the monitor was given, the runs list's space that moves the cursor without saying so."""
+
+from __future__ import annotations
+
+import shlex
+
+from rich.text import Text
+
+from mstop.app.widgets.header import _cut
+from mstop.live import MonitorOptions, MonitorSession
+from mstop.sources.protocol import Connection
+
+
+def test_ps_ssh_command_carries_the_monitors_ssh_options(tmp_path):
+    """``mstop -F cfg host:/path`` reaches a host its config names: the command P shows must use it too."""
+    cfg = tmp_path / "ssh config"
+    session = MonitorSession(["node1:/scratch/run 1"], MonitorOptions(
+        connection=Connection.of(str(cfg), ["ProxyJump=login1"])))
+    words = shlex.split(session.profile_command())
+    assert words[:6] == ["ssh", "-F", str(cfg), "-o", "ProxyJump=login1", "node1"]
+    assert words[6] == "echo 10 > '/scratch/run 1/profile.request'"
+
+
+def test_a_cut_ends_at_a_word_not_inside_one():
+    said = "RuntimeError: the device stream timed out while waiting for the event"
+    for n in range(20, len(said)):
+        got = _cut(Text(said), n, False).plain
+        assert got.endswith("…") and len(got) <= n
+        kept = got[:-1].rstrip()
+        assert said.startswith(kept) and (said[len(kept)] == " " or len(kept) < n - 13), (n, got)
+
+
+def test_the_runs_lists_space_says_it_moves_to_the_next_run():
+    from mstop.app.runs import RUNS_KEYS, RunsScreen
+
+    assert "move to the next" in dict(RUNS_KEYS)["space"]
+    assert next(b for b in RunsScreen.BINDINGS if getattr(b, "key", None) == "space").description == "mark ↓"
+
+
+async def test_the_runs_list_at_120_columns_keeps_alerts_and_started_whole(tmp_path):
+    """At 120 columns a long run name pushed ``alerts`` and ``started`` past the edge (``47 s ag``): the
+    name is cut in its middle instead, every column up to the duration on screen."""
+    from tests.helpers.app_common import screen_lines, settle
+    from tests.helpers.runs import write_run
+    from tests.helpers.runs_common import app_for, table_rows
+
+    long = "qwen2-7b-pretrain-lr3e-4-bs64-seq4096-recompute-full-node32"
+    write_run(tmp_path / long, status="failed", note="", world=1)
+    write_run(tmp_path / "base", status="finished", note="", world=1)
+    app = app_for(tmp_path)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await settle(pilot, lambda: len(table_rows(app)) == 2 and table_rows(app)[0][-4].endswith("ago"))
+        lines = screen_lines(app)
+        head = next(x for x in lines if " status " in x and "started" in x)
+        assert "alerts" in head and "started" in head and "duration" in head, head
+        row = next(x for x in lines if "qwen2-7b" in x)
+        assert row.split()[0].startswith("qwen2-7b") and "…" in row.split()[0] and row.split()[0].endswith("32")
+        assert row.rstrip().endswith("ago  2 m 00 s"), row  # the name's start and end, then every column whole
