@@ -247,16 +247,25 @@ def member_figures(m: Member, first: int, last: int, loss_at: int,
 
 
 def _loss_at(store: Store, loss_at: int) -> Cell:
-    """The mean loss over steps loss_at ± LOSS_HALF_WIDTH on the current timeline, all ranks."""
+    """The mean finite loss over steps loss_at ± LOSS_HALF_WIDTH on the current timeline, all ranks; a loss
+    that is NaN/Inf there is said beside it (a run gone NaN never reads as a healthy figure)."""
     lo, hi = loss_at - LOSS_HALF_WIDTH, loss_at + LOSS_HALF_WIDTH
     vals = []
+    bad = 0
     run = RunReader(store)
     for r in run.with_rows():
         step = run.column(r, "step", timeline=True)
-        v = run.column(r, "loss", timeline=True)[(step >= lo) & (step <= hi)]
+        eff = run.timeline(r)
+        at = (step >= lo) & (step <= hi)
+        v = run.column(r, "loss", timeline=True)[at]
+        literal = {i for i, c, _ in run.nonfinite(r) if c == "loss"}  # a cell that said NaN, not an empty one
+        bad += sum(1 for i in np.flatnonzero(eff)[at].tolist() if i in literal) if literal else 0
         vals.append(v[np.isfinite(v)])
     got = np.concatenate(vals) if vals else np.empty(0)
-    return Cell(value=float(got.mean())) if len(got) else Cell(message=f"no loss in steps {lo}:{hi}")
+    said = f"{bad} NaN/Inf loss{'es' if bad != 1 else ''} in steps {lo}:{hi}" if bad else None
+    if not len(got):
+        return Cell(message=said or f"no loss in steps {lo}:{hi}")
+    return Cell(value=float(got.mean()), message=said)
 
 
 def _job_figures(cells: dict[str, Cell], m: Member, first: int, last: int, opts: Options) -> str | None:
@@ -370,6 +379,9 @@ def compare(runs: list[Run], *, steps: tuple[int, int] | None = None, loss_at: i
                 cell.spread = float(max(vals) - min(vals)) if len(vals) > 1 else None
                 if len(vals) < len(cells):
                     cell.message = f"{len(vals)} of {len(cells)} repeats"
+                else:  # what a member said beside its figure (NaN losses in the window)
+                    said = list(dict.fromkeys(c[k].message for c in cells if c[k].message))
+                    cell.message = "; ".join(said) or None
             else:
                 cell.message = next((c[k].message for c in cells if c[k].message), "n/a")
             merged[k] = cell

@@ -13,6 +13,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from mstop.app import MonitorApp
 from mstop.app.widgets import Chart
 from tests.helpers.app_common import settle, text
@@ -73,3 +75,21 @@ async def test_the_header_and_charts_show_the_nan(tmp_path):
         axis = next(x for x in loss if "└" in x)
         assert axis.count("×") >= 20  # a mark on the x axis at each NaN step drawn
         assert "140" in loss[loss.index(axis) + 1]  # the axis runs to the last (NaN) step, as lr's does
+
+
+def test_compare_and_report_say_the_nan_beside_the_loss(tmp_path):
+    """Item 1: compare's (and report's) "loss at step N" is the mean of the finite losses: a run whose losses
+    there went NaN says how many, beside the figure or instead of it."""
+    nan = _nan_run(tmp_path / "nan-run")
+    base = tmp_path / "base"
+    write_events(base, 0, [start("s1", T0)])
+    write_rank(base, 0, steps(1, 150, t0=T0, step_time=1.0, tokens=4096, loss=lambda s: 2.0 - s / 100))
+    got = json.loads(subprocess.run([sys.executable, "-m", "mstop", "compare", str(base), str(nan), "--format",
+                                     "json", "--loss-at", "60"], cwd=ROOT, capture_output=True, text=True,
+                                    timeout=120).stdout)
+    cell = got["runs"][1]["figures"]["loss_at"]
+    assert cell["message"] == "11 NaN/Inf losses in steps 50:70" and cell["value"] == pytest.approx(
+        sum(2.0 - s / 100 for s in range(50, 60)) / 10, rel=1e-5)
+    table = subprocess.run([sys.executable, "-m", "mstop", "compare", str(base), str(nan), "--format", "markdown",
+                            "--loss-at", "140"], cwd=ROOT, capture_output=True, text=True, timeout=120).stdout
+    assert "no loss" not in table and "21 NaN/Inf losses in steps 130:150" in table, table

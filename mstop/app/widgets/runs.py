@@ -70,10 +70,17 @@ class RunsTable(PagedTable):
         self._fit_names(cells)
         sigs = [tuple((str(c), str(getattr(c, "style", ""))) for c in row) for row in cells]
         keys = [r.key for r in page]
-        if keys != getattr(self, "_keys", None):
+        widths = [max((Text(str(row[j])).cell_len if not isinstance(row[j], Text) else row[j].cell_len
+                       for row in cells), default=0) for j in range(len(cells[0]))] if cells else []
+        if keys != getattr(self, "_keys", None) or widths != getattr(self, "_widths", None):
+            # new runs, or a column's widest cell changed: built again with the columns' widths from this
+            # page (a DataTable's columns only grow: a name once long kept the later columns off screen)
             self.clear()
+            for column in self.columns.values():
+                column.content_width = column.label.cell_len
             for key, row in zip(keys, cells):
                 self.add_row(*row, key=key)
+            self._widths = widths
         else:
             columns = [c.key for c in self.columns.values()]
             for key, row, sig, old in zip(keys, cells, sigs, self._sigs):
