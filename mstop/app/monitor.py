@@ -314,6 +314,9 @@ class MonitorScreen(Screen[None]):
                 self.query_one(MemoryPanel).show(v)
                 self.query_one(DataPanel).show(v)
             self.app.sub_title = f"{self.run_dir}  ({self.source.mode})"
+            if isinstance(self.app.screen, AlertsScreen):  # open over this monitor: it follows the frames
+                self.session.alerting.seen(v.alerts)
+                self.app.screen.show(v.alerts)
         self._frame_cost = time.perf_counter() - t0
 
     def _points(self) -> int:

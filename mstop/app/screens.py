@@ -193,6 +193,17 @@ class AlertsScreen(ModalScreen[None]):
         self.alerts, self.incidents = alerts, list(incidents)
 
     def compose(self) -> ComposeResult:
+        yield VerticalScroll(Static(self._text(), id="alert-text"), id="alert-list")
+
+    def show(self, alerts: list) -> None:
+        """The alerts of the monitor's newest frame, while the dialog is open (it was a snapshot of the
+        moment it opened, and disagreed with the header's badge behind it); the past incidents stay as
+        scanned when it opened."""
+        if [(a.kind, a.rank, a.message) for a in alerts] != [(a.kind, a.rank, a.message) for a in self.alerts]:
+            self.alerts = list(alerts)
+            self.query_one("#alert-text", Static).update(self._text())
+
+    def _text(self) -> Text:
         t = Text(f"{len(self.alerts)} active alert{'s' if len(self.alerts) != 1 else ''}\n\n", style="bold")
         for a in self.alerts:
             where = "job" if a.rank is None else f"rank {a.rank}"
@@ -211,7 +222,7 @@ class AlertsScreen(ModalScreen[None]):
             t.append(f"{i.kind:<16} {where:<9} {i.steps()}: ")
             t.append(Text(i.message))
             t.append("\n")
-        yield VerticalScroll(Static(t), id="alert-list")
+        return t
 
 
 class StacksScreen(ModalScreen[None]):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 import subprocess
 import threading
@@ -33,6 +34,16 @@ from .rankfiles import Followed, followed, ingest, rank_file
 BOOTSTRAP = ('python3 -u -c "import sys;n=int(sys.stdin.buffer.readline());'
              "exec(compile(sys.stdin.buffer.read(n),'mstop-follower','exec'))\"")
 FOLLOWER = (Path(__file__).resolve().parent / "follower.py").read_bytes()
+#: the longest frame header read (a line of JSON: a few KB at 1,024 files) and the most payload bytes one
+#: frame may announce: a host sending an endless line or a length past these is an error, never a MemoryError
+MAX_HEADER = 16 << 20
+MAX_PAYLOAD = 1 << 30
+#: seconds without a frame after which a host (or its follower, or the link) is taken as gone: the follower
+#: sends one at least every 5 s (its heartbeat: 4 of them missed); its first after the connection's own timeout
+FRAME_DEADLINE = 20.0
+#: frames in a row that bring nothing while a one-shot read waits for "caught up" (a host that never says it
+#: caught up must not hang ``summary host:/path``): 12 heartbeats, a minute
+IDLE_FRAMES = 12
 _HOST = re.compile(r"^(?:[A-Za-z0-9._%+-]+@)?[A-Za-z0-9._-]+$|^(?:[A-Za-z0-9._%+-]+@)?\[[0-9A-Fa-f:.]+\]$")
 
 
@@ -82,6 +93,27 @@ def _kill(proc: subprocess.Popen) -> None:
     _LIVE.discard(proc)
 
 
+def _frame_problem(line: bytes, header: object, n: int | None) -> str | None:
+    """What makes a frame one the follower never sends (None: none): a header line without its end, one
+    that is no JSON object, a length past MAX_PAYLOAD or below 0, ``files`` that are not its entries."""
+    if not line.endswith(b"\n"):
+        return f"a frame header over {MAX_HEADER >> 20} MiB without its end: not the follower's"
+    if not isinstance(header, dict):
+        return f"unexpected output from the remote side: {clean(line[:200].decode('utf-8', 'replace'), 200)}"
+    if n is None:
+        return f"a frame announces {clean(repr(header.get('n')), 40)} bytes: not a length the follower sends"
+    files = header.get("files", [])
+    if not isinstance(files, list) or not all(_entry_ok(e) for e in files):
+        return "a frame's 'files' is not a list of [name, offset, length, reset, ...]"
+    return None
+
+
+def _entry_ok(entry: object) -> bool:
+    """A frame's file entry as the follower writes it: [name, offset, length, reset, ...]."""
+    return (isinstance(entry, list) and len(entry) >= 4 and isinstance(entry[0], str)
+            and all(type(x) is int and x >= 0 for x in entry[1:3]) and isinstance(entry[3], (bool, int)))
+
+
 def ssh_command(host: str, connection: Connection) -> list[str]:
     """ssh running the bootstrap on ``host``. One multiplexed connection per host: sources on the same host
     share a master connection (a user's own ControlMaster settings, given with -o or in ssh_config, win:
@@ -108,15 +140,62 @@ def run_program(host: str, program: bytes, request: dict, *, connection: Connect
     connect_timeout = connection.timeout
     data = f"{len(program)}\n".encode() + program + json.dumps(request).encode() + b"\n"
     try:
-        proc = subprocess.run(cmd, input=data, capture_output=True, timeout=connect_timeout + timeout,
-                              start_new_session=True)
-    except subprocess.TimeoutExpired:
-        raise RemoteError(clean(f"ssh {host}: no answer in {connect_timeout + timeout:g} s", 4096)) from None
+        proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                start_new_session=True)
     except OSError as e:
         raise RemoteError(f"cannot run ssh: {e}") from None
+    try:
+        out, err, why = _bounded(proc, data, connect_timeout + timeout, MAX_ANSWER)
+    finally:
+        _kill(proc)
+    if why is not None:
+        raise RemoteError(clean(f"ssh {host}: {why}", 4096))
     if proc.returncode != 0:
-        raise RemoteError(ssh_error(host, proc.returncode, proc.stderr.decode("utf-8", "replace").strip()))
-    return proc.stdout
+        raise RemoteError(ssh_error(host, proc.returncode, err.decode("utf-8", "replace").strip()))
+    return out
+
+
+#: the most a one-shot program's answer may be (a folder of 10,000 runs' listing is a few MB): a host sending
+#: more, or without end, is cut off and said, never read whole into memory
+MAX_ANSWER = 256 << 20
+
+
+def _bounded(proc: subprocess.Popen, data: bytes, timeout: float, cap: int) -> tuple[bytes, bytes, str | None]:
+    """Write ``data`` to ``proc`` and read its output and errors until it ends, at most ``cap`` bytes and
+    ``timeout`` seconds: (output, errors, None), or what was wrong (the caller kills it)."""
+    import selectors
+
+    deadline = time.monotonic() + timeout
+    out, err = bytearray(), bytearray()
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    try:
+        proc.stdin.write(data)
+        proc.stdin.close()
+    except OSError:
+        pass  # ssh already failed: its words come on stderr
+    sel = selectors.DefaultSelector()
+    sel.register(proc.stdout, selectors.EVENT_READ, out)
+    sel.register(proc.stderr, selectors.EVENT_READ, err)
+    try:
+        while sel.get_map():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return bytes(out), bytes(err), f"no answer in {timeout:g} s"
+            for key, _ in sel.select(min(left, 1.0)):
+                chunk = os.read(key.fd, 1 << 16)
+                if not chunk:
+                    sel.unregister(key.fileobj)
+                    continue
+                key.data.extend(chunk)
+                if len(out) > cap or len(err) > cap:
+                    return bytes(out[:cap]), bytes(err[:4096]), f"an answer over {cap >> 20} MiB: cut off"
+    finally:
+        sel.close()
+    try:
+        proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+    except subprocess.TimeoutExpired:
+        return bytes(out), bytes(err), f"no answer in {timeout:g} s"
+    return bytes(out), bytes(err), None
 
 
 class RemoteError(SourceError):
@@ -188,9 +267,14 @@ class RemoteSource:
         """Connect, read everything written so far, disconnect; raise RemoteError when that fails."""
         before = self.store.rows
         proc, header = self._connect()
+        idle = 0
         try:
             while not header.get("caught_up"):
                 header = self._frame(proc)
+                idle = 0 if header.get("files") or header.get("events") else idle + 1
+                if idle >= IDLE_FRAMES:
+                    raise RemoteError(f"{self.target.host}: {idle} frames in a row brought nothing and the host "
+                                      "never said it had caught up: the read is given up")
         finally:
             self._close(proc)
         return self.store.rows - before
@@ -257,27 +341,51 @@ class RemoteSource:
             pass  # ssh already failed: its message comes below
         t0 = self._clock()
         try:
-            header = self._frame(proc)
+            header = self._frame(proc, deadline=self.connection.timeout + FRAME_DEADLINE)
+            clock = header.get("clock")
+            if not (isinstance(clock, (int, float)) and not isinstance(clock, bool) and math.isfinite(clock)):
+                raise RemoteError(f"{self.target.host}: its first frame has no clock (got {clock!r:.40})")
         except RemoteError:
             self._close(proc)
             raise
-        self.clock_skew = header["clock"] - (t0 + self._clock()) / 2
+        self.clock_skew = clock - (t0 + self._clock()) / 2
         return proc, header
 
-    def _frame(self, proc: subprocess.Popen) -> dict:
-        """Read one frame and feed its bytes to the store; raise RemoteError on errors or a lost connection."""
+    def _frame(self, proc: subprocess.Popen, deadline: float = FRAME_DEADLINE) -> dict:
+        """Read one frame and feed its bytes to the store; raise RemoteError on errors, a lost connection, a
+        frame not come within ``deadline`` seconds, or one of a shape the follower never sends (every field
+        from the other side is type-checked, every read bounded: the words name the host and what)."""
         assert proc.stdout is not None
+        host = self.target.host
+        late = threading.Event()
+
+        def expire() -> None:
+            late.set()
+            self._close(proc)
+
+        timer = threading.Timer(deadline, expire)
+        timer.daemon = True
+        timer.start()
+        line, n, payload = b"", 0, b""
         try:
-            line = proc.stdout.readline()
-        except (ValueError, OSError):  # closed under us by stop()
-            raise RemoteError("connection closed") from None
-        if not line:
-            raise RemoteError(self._ssh_error(proc))
-        try:
-            header = json.loads(line)
-            payload = proc.stdout.read(int(header.get("n", 0))) if header.get("n") else b""
-        except (ValueError, TypeError, OSError) as e:
-            raise RemoteError(f"unexpected output from the remote side: {line[:200]!r} ({e})") from None
+            line = proc.stdout.readline(MAX_HEADER)
+            header = json.loads(line) if line.endswith(b"\n") else None
+            n = header.get("n", 0) if isinstance(header, dict) else 0
+            ok_n = type(n) is int and 0 <= n <= MAX_PAYLOAD
+            payload = proc.stdout.read(n) if ok_n and n else b""
+        except (ValueError, OSError):  # closed under us (stop(), the deadline), or a line that is no JSON
+            header, ok_n, payload = "closed", True, b""
+        finally:
+            timer.cancel()
+        if late.is_set():
+            raise RemoteError(f"{host}: no frame for {deadline:g} s: the host, its follower or the link stopped "
+                              "answering")
+        if not line or (header == "closed" and not line.endswith(b"\n")) or (ok_n and len(payload) != n):
+            raise RemoteError(self._ssh_error(proc) if line or header != "closed" else "connection closed")
+        why = _frame_problem(line, header, n if ok_n else None)
+        if why is not None:
+            raise RemoteError(f"{host}: {why}")
+        files = header["files"] if "files" in header else []
         if "error" in header:
             raise RemoteError(clean(f"{self.target}: {header['error']}", 4096),
                               missing=str(header["error"]).startswith("no such directory"))
@@ -290,7 +398,12 @@ class RemoteSource:
             self.store.saw_mtime(float(mtime) - self.clock_skew)  # the files' time on this machine's clock
         self.bytes_received += len(line) + len(payload)
         if payload:
-            payload = zlib.decompress(payload)
+            try:
+                payload = zlib.decompress(payload)
+            except zlib.error as e:
+                raise RemoteError(f"{host}: a frame's payload cannot be read ({e})") from None
+        if sum(int(e[2]) for e in files) > len(payload):
+            raise RemoteError(f"{host}: a frame's files add up to more bytes than it sent")
         self._feed(header, payload)
         return header
 

@@ -19,7 +19,7 @@ from ..engine.store import Store
 from ..safe import clean
 from .protocol import DEFAULT_CONNECTION, Connection
 from .rankfiles import Followed, Tail, followed, ingest
-from .remote import RemoteError, Target, run_program
+from .remote import FRAME_DEADLINE, RemoteError, Target, run_program
 
 PROGRAM = (Path(__file__).resolve().parent / "runs_follower.py").read_bytes()
 
@@ -28,7 +28,12 @@ def _answer(out: bytes, host: str) -> tuple[dict, bytes]:
     line, _, rest = out.partition(b"\n")
     try:
         header = json.loads(line)
-        payload = zlib.decompress(rest[: int(header.get("n", 0))]) if header.get("n") else b""
+        if not isinstance(header, dict):
+            raise ValueError("not a JSON object")
+        n = header.get("n", 0)
+        if type(n) is not int or not 0 <= n <= len(rest):
+            raise ValueError(f"a length of {clean(repr(n), 40)} for {len(rest)} bytes")
+        payload = zlib.decompress(rest[:n]) if n else b""
     except (ValueError, zlib.error) as e:
         raise RemoteError(clean(f"{host}: an answer that does not read ({e})", 4096)) from None
     if header.get("error"):
@@ -38,7 +43,8 @@ def _answer(out: bytes, host: str) -> tuple[dict, bytes]:
 
 def probe(target: Target, *, connection: Connection = DEFAULT_CONNECTION) -> str:
     """"run" when ``host:/path`` is a run itself (or nothing below it is), "runs" when runs are below it."""
-    out = run_program(target.host, PROGRAM, {"root": target.path, "probe": True}, connection=connection)
+    out = run_program(target.host, PROGRAM, {"root": target.path, "probe": True}, connection=connection,
+                      timeout=FRAME_DEADLINE)  # a look at one folder: a host silent this long is gone
     header, _ = _answer(out, target.host)
     return "runs" if not header.get("is_run") and header.get("has_runs") else "run"
 

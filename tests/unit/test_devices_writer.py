@@ -267,20 +267,20 @@ def test_the_sampler_samples_a_950_table_and_quotes_what_it_cannot_read(tmp_path
     rows = rows_of(tmp_path / "a")
     assert {(r["npu"], r["health"], float(r["aicore"])) for r in rows[:4]} >= {("1", "Alarm", 1.0), ("2", "Alarm", 1.0)}
     npu.set(info="info-unknown-layout-made.txt")
-    s, warned, events = _sampler(tmp_path / "b", command=str(npu.folder / "npu-smi"))
-    try:
-        assert wait_for(lambda: any(k == "devices:partly" for k, _ in warned), 10)
-    finally:
-        s.stop()
-    said = next(m for k, m in warned if k == "devices:partly")
+    said = _warning(tmp_path / "b", npu, "devices:partly")
     assert "2 lines of its device table not understood (the first: '| 0     Ascend910" in said
     # a table with nothing readable: its first line that is no border is quoted
     (npu.folder / "only-border.txt").write_text("+-----+\n| what | is | this |\n+-----+\n")
     npu.set(info=str(npu.folder / "only-border.txt"))
-    s, warned, events = _sampler(tmp_path / "c", command=str(npu.folder / "npu-smi"))
+    said = _warning(tmp_path / "c", npu, "devices:unreadable")
+    assert "(first line not understood: '| what | is | this |')" in said, said
+
+
+def _warning(run_dir, npu: StandIn, kind: str) -> str:
+    """What a sampler of the stand-in warns of, of ``kind`` (waited for)."""
+    s, warned, _ = _sampler(run_dir, command=str(npu.folder / "npu-smi"))
     try:
-        assert wait_for(lambda: any(k == "devices:unreadable" for k, _ in warned), 10)
+        assert wait_for(lambda: any(k == kind for k, _ in warned), 10)
     finally:
         s.stop()
-    said = next(m for k, m in warned if k == "devices:unreadable")
-    assert "(first line not understood: '| what | is | this |')" in said, said
+    return next(m for k, m in warned if k == kind)

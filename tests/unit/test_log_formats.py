@@ -221,49 +221,60 @@ def test_errors_followed_by_steps_are_no_failure_but_summary_still_gives_the_las
     assert js["log_path"].endswith("info.log")
 
 
+class _PlainJob:
+    """A plain MindSpore job's worker log written as it trains (LossMonitor's line every 0.05 s, TimeMonitor's
+    at the epoch's end), followed live by mstop's own sources (``store``) while it runs."""
+
+    def __init__(self, folder, steps: int) -> None:
+        import threading
+
+        from mstop.engine.store import Store
+        from mstop.sources import Sources
+
+        self.log = folder / "worker_0.log"
+        self.log.write_text("")
+        self.steps, self.stop = steps, threading.Event()
+        self.thread = threading.Thread(target=self._train)
+        self.store = Store()
+        self.src = Sources([str(folder)], self.store, poll=0.1)
+
+    def _train(self) -> None:
+        with open(self.log, "a") as f:
+            for s in range(1, self.steps + 1):
+                if self.stop.wait(0.05):
+                    return
+                f.write(LOSS_MONITOR % (1, s, 2.0 - s / 1000) + "\n")
+                f.flush()
+            f.write(f"Train epoch time: {self.steps * 50}.000 ms, per step time: 50.000 ms\n")
+
+    def __enter__(self) -> _PlainJob:
+        self.thread.start()
+        self.src.read_all()
+        self.src.follow()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.thread.join()
+        self.src.stop()
+
+
 def test_a_plain_job_followed_live_has_a_pace_an_eta_and_a_step_time(tmp_path):
     """Issue 40 item 5: a plain LossMonitor/TimeMonitor job followed live showed ``n/a steps/s``, no ETA,
     ``step time n/a`` and a compile time that was TimeMonitor's mean (30.8 ms, really ~2 s). Its lines have
     no stamps: each read's lines are spread over the time since the last read (the file's times), so the
     pace is the job's; the step time is that pace until the epoch's TimeMonitor line; no compile figure."""
-    import threading
-
     from mstop.engine.figures import Options, compile_seconds, seconds_per_step, status, step_time
-    from mstop.engine.store import Store
-    from mstop.sources import Sources
     from tests.helpers.common import wait_for
 
-    log = tmp_path / "worker_0.log"
-    log.write_text("")
-    stop = threading.Event()
-
-    def job() -> None:  # 20 steps/s: an epoch of 400 steps is longer than the test
-        with open(log, "a") as f:
-            for s in range(1, 401):
-                if stop.wait(0.05):
-                    return
-                f.write(LOSS_MONITOR % (1, s, 2.0 - s / 1000) + "\n")
-                f.flush()
-            f.write("Train epoch time: 20000.000 ms, per step time: 50.000 ms\n")
-
-    t = threading.Thread(target=job)
-    t.start()
-    store = Store()
-    src = Sources([str(tmp_path)], store, poll=0.1)
-    src.read_all()
-    src.follow()
-    try:
-        assert wait_for(lambda: store.rows >= 60, timeout=30)
-        snap = store.snapshot()
+    with _PlainJob(tmp_path, 400) as job:  # 20 steps/s: an epoch of 400 steps is longer than the test
+        assert wait_for(lambda: job.store.rows >= 60, timeout=30)
+        snap = job.store.snapshot()
         pace = seconds_per_step(snap)
         assert pace is not None and 0.03 < pace < 0.1, pace  # 0.05 s a step, read every 0.1 s
         assert step_time(snap) == pytest.approx(pace)  # no TimeMonitor line yet: the pace
         assert compile_seconds(snap) is None
         assert status(snap, Options()) == "running"
-    finally:
-        stop.set()
-        t.join()
-        src.stop()
 
 
 @pytest.mark.parametrize("name", ["worker_0.log", "scheduler.log"])
@@ -296,38 +307,15 @@ def test_a_plain_jobs_goodput_followed_live_is_the_one_read_afterwards(tmp_path)
     6 % where the same run reopened read 90 %: a read's lines all at one instant left no step any time.
     Followed to its epoch's end (TimeMonitor's line), then read again from the file: the same goodput within
     a few points (live, a read's lines share the read's interval; afterwards, TimeMonitor's step time)."""
-    import threading
-
     from mstop.engine.figures import Options
     from mstop.engine.goodput import compute_ledger
-    from mstop.engine.store import Store
-    from mstop.sources import Sources
     from tests.helpers.common import wait_for
 
-    log = tmp_path / "worker_0.log"
-    log.write_text("")
-
-    def job() -> None:
-        with open(log, "a") as f:
-            for s in range(1, 61):
-                time.sleep(0.05)
-                f.write(LOSS_MONITOR % (1, s, 2.0 - s / 1000) + "\n")
-                f.flush()
-            f.write("Train epoch time: 3000.000 ms, per step time: 50.000 ms\n")
-
-    t = threading.Thread(target=job)
-    t.start()
-    store = Store()
-    src = Sources([str(tmp_path)], store, poll=0.1)
-    src.read_all()
-    src.follow()
-    try:
-        t.join()
-        assert wait_for(lambda: store.rows == 60, timeout=30)
+    with _PlainJob(tmp_path, 60) as job:
+        job.thread.join()
+        assert wait_for(lambda: job.store.rows == 60, timeout=30)
         time.sleep(0.3)
-        end = os.stat(log).st_mtime
-        live = compute_ledger(store.snapshot(), Options(clock=lambda: end)).goodput
-    finally:
-        src.stop()
+        end = os.stat(job.log).st_mtime
+        live = compute_ledger(job.store.snapshot(), Options(clock=lambda: end)).goodput
     reopened = compute_ledger(read_once(str(tmp_path)), Options(clock=lambda: end)).goodput
     assert live > 0.7 and reopened > 0.7 and abs(live - reopened) < 0.1, (live, reopened)

@@ -57,3 +57,32 @@ async def test_the_runs_list_at_120_columns_keeps_alerts_and_started_whole(tmp_p
         row = next(x for x in lines if "qwen2-7b" in x)
         assert row.split()[0].startswith("qwen2-7b") and "…" in row.split()[0] and row.split()[0].endswith("32")
         assert row.rstrip().endswith("ago  2 m 00 s"), row  # the name's start and end, then every column whole
+
+
+async def test_the_alerts_dialog_follows_the_run_while_open(tmp_path):
+    """Item 13: the ``a`` dialog was a snapshot of the moment it opened and disagreed with the header's badge
+    behind it. Open on a healthy run, a NaN loss arrives: the dialog lists it, as the header counts it."""
+    import time as _time
+
+    from mstop.app import MonitorApp
+    from mstop.app.screens import AlertsScreen
+    from mstop.app.widgets import Header
+    from tests.helpers.app_common import settle, text
+    from tests.helpers.runs import start, steps, write_events, write_rank
+
+    run = tmp_path / "run"
+    now = _time.time()
+    write_events(run, 0, [start("s1", now - 40, world_size=1)])
+    write_rank(run, 0, steps(1, 30, t0=now - 31, dt=1.0, loss=1.0, step_time=1.0))
+    app = MonitorApp(str(run), poll=0.05)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("a")
+        await settle(pilot, lambda: isinstance(app.screen, AlertsScreen))
+        dialog = app.screen
+        assert "0 active alerts" in str(dialog.query_one("#alert-text").content)
+        write_rank(run, 0, steps(31, 32, t0=_time.time() - 2, loss="nan", step_time=1.0))
+        await settle(pilot, lambda: "nan_loss" in str(dialog.query_one("#alert-text").content))
+        said = str(dialog.query_one("#alert-text").content)
+        assert said.startswith("1 active alert") or "active alerts" in said
+        assert "ALERTS" in text(app.monitor.query_one(Header))

@@ -1,0 +1,114 @@
+"""Hosts that misbehave (issue 40 item 11): what the other end of ``host:/path`` sends is never trusted.
+
+A stand-in ``ssh`` first on PATH plays the host: it swallows the follower program mstop sends and answers
+as a broken, hostile or silent host would. ``mstop summary host:/path`` must end, within its deadlines, with
+an exit code and words naming the host and what was wrong, never a traceback, a MemoryError or a hang.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.helpers.common import ROOT
+
+FAKE_SSH = r'''#!/usr/bin/env python3
+import json, os, sys, time
+mode = open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "mode")).read().strip()
+n = int(sys.stdin.buffer.readline()); sys.stdin.buffer.read(n)  # the program mstop sends
+request = json.loads(sys.stdin.buffer.readline())
+out = sys.stdout.buffer
+if request.get("probe"):  # the one-shot look at the folder: a run, unless the mode is about this answer
+    if mode == "probe-silent":
+        time.sleep(600)
+    elif mode == "probe-endless":
+        while True:
+            out.write(b"y" * (1 << 20)); out.flush()
+    elif mode == "probe-list":
+        out.write(b"[1]\n"); out.flush()
+    elif mode == "probe-negative":
+        out.write(b'{"n": -3}\nabc'); out.flush()
+    else:
+        out.write(b'{"is_run": true}\n'); out.flush()
+    sys.exit(0)
+def frame(h, payload=b""):
+    out.write((json.dumps(h) + "\n").encode() + payload); out.flush()
+good = {"clock": time.time(), "files": [], "mtime": time.time()}
+if mode == "silent":
+    time.sleep(600)
+elif mode == "endless":
+    while True:
+        out.write(b"x" * (1 << 20)); out.flush()
+elif mode == "negative":
+    frame({**good, "n": -5})
+elif mode == "huge":
+    frame({**good, "n": 10 ** 15})
+elif mode == "list":
+    out.write(b"[1, 2, 3]\n"); out.flush()
+elif mode == "noclock":
+    frame({"files": []})
+elif mode == "stringclock":
+    frame({**good, "clock": "noon"})
+elif mode == "badfiles":
+    frame({**good, "files": [["rank0.csv", "zero", 5, False]], "n": 0})
+elif mode == "toolong":
+    frame({**good, "files": [["rank0.csv", 0, 500, False]], "n": 0})
+elif mode == "nevercaughtup":
+    while True:
+        frame(dict(good, clock=time.time())); time.sleep(0.01)
+time.sleep(600)
+'''
+
+
+@pytest.fixture
+def host(tmp_path):
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    (folder / "ssh").write_text(FAKE_SSH)
+    (folder / "ssh").chmod(0o755)
+
+    def run(mode: str, timeout: float = 120) -> tuple[subprocess.CompletedProcess, float]:
+        (folder / "mode").write_text(mode)
+        env = {**os.environ, "PATH": f"{folder}:{os.environ['PATH']}"}
+        t0 = time.monotonic()
+        proc = subprocess.run([sys.executable, "-m", "mstop", "summary", "fakehost:/runs/a", "--json",
+                               "--connect-timeout", "1"], cwd=ROOT, env=env, capture_output=True, text=True,
+                              timeout=timeout)
+        return proc, time.monotonic() - t0
+    return run
+
+
+@pytest.mark.parametrize("mode, words", [
+    ("endless", "a frame header over 16 MiB without its end"),
+    ("probe-endless", "an answer over 256 MiB: cut off"),
+    ("probe-list", "an answer that does not read (not a JSON object)"),
+    ("probe-negative", "an answer that does not read (a length of -3 for 3 bytes)"),
+    ("negative", "a frame announces -5 bytes"),
+    ("huge", "a frame announces 1000000000000000 bytes"),
+    ("list", "unexpected output from the remote side"),
+    ("noclock", "its first frame has no clock"),
+    ("stringclock", "its first frame has no clock (got 'noon')"),
+    ("badfiles", "a frame's 'files' is not a list of [name, offset, length, reset, ...]"),
+    ("toolong", "a frame's files add up to more bytes than it sent"),
+    ("nevercaughtup", "never said it had caught up"),
+])
+def test_a_host_sending_what_no_follower_sends_is_named_with_what(host, mode, words):
+    proc, took = host(mode)
+    assert proc.returncode not in (0, 1) and "Traceback" not in proc.stderr and "MemoryError" not in proc.stderr
+    assert "fakehost" in proc.stderr and words in proc.stderr, proc.stderr
+    assert took < 60
+
+
+def test_a_silent_host_is_given_up_within_its_deadline(host):
+    from mstop.sources.remote import FRAME_DEADLINE
+
+    for mode, words in (("probe-silent", f"fakehost: no answer in {1 + FRAME_DEADLINE:g} s"),
+                        ("silent", f"fakehost: no frame for {1 + FRAME_DEADLINE:g} s")):
+        proc, took = host(mode)
+        assert proc.returncode not in (0, 1) and "Traceback" not in proc.stderr
+        assert words in proc.stderr, proc.stderr
+        assert took < 1 + FRAME_DEADLINE + 15
