@@ -227,7 +227,9 @@ def dead_message(store: Store, opts: Options) -> str:
     """The ``job_dead`` alert's words: who died and who finished, or who stopped first."""
     e = ending(store, opts)
     quiet = fmt.duration(figures.seconds_since_life(store, opts))
-    limit = fmt.duration(figures.dead_after(store, opts))
+    # the silence the verdict waited: the start-up allowance (30 s) for a job with no row yet, not the 15 s
+    waited = figures.silence_verdict(store, opts)
+    limit = fmt.duration(waited if waited is not None else figures.dead_after(store, opts))
     if e.finished and e.died:
         died = "; ".join(f"rank {r} died at step {_step(e.steps[r])} (no end)" for r in e.died[:3])
         more = f" and {len(e.died) - 3} more" if len(e.died) > 3 else ""
@@ -274,7 +276,9 @@ def failure_message(store: Store, opts: Options) -> tuple[str, str]:
     mine = [a for a in d.aborts if a.get("session") is None or str(a["session"]) == s] or d.aborts
     a = min(mine, key=lambda x: float(x["time"]))
     step = a.get("step")
-    where = f" at step {int(step)}" if isinstance(step, (int, float)) and math.isfinite(step) else ""
+    # an abort event names the step of the rank's last row: the error came after it (in the next step, or
+    # after training), never "at" it ("aborted at step 119" was said of an exception raised in step 120)
+    where = f" after step {int(step)}" if isinstance(step, (int, float)) and math.isfinite(step) else ""
     error = str(a.get("error") or "no error given")
     who = f"rank {culprit} aborted{where}"
     if e.named is not None and e.named.fact == "exit" and len(e.aborted) + len(e.died) > 1:

@@ -11,6 +11,7 @@ per rank, worst first. An alert is active while its condition holds (and, when
 
 from __future__ import annotations
 
+import math
 import warnings
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -22,6 +23,7 @@ from . import devices, endings, figures, processes, rankstate
 from . import ruletable as table
 from .figures import Options
 from .incidents import from_alert, merge, scan
+from .logstate import SOURCE_PLAIN
 from .rules import HISTORY_KINDS, KINDS, SCANNED, Alert, Incident, Rules
 from .store import Store
 
@@ -140,7 +142,7 @@ def evaluate(store: Store, rules: Rules, opts: Options) -> list[Alert]:
         out += dead
         out += _held(store)
         out += _stuck(store)
-        out += _lagging(store, rules, alive)
+        out += _lagging(store, rules, alive, opts)
         if status == "stalled":
             age = figures.seconds_since_last_row(store, opts)
             hint = ""
@@ -323,21 +325,37 @@ def _stuck(store: Store) -> list[Alert]:
     return [Alert("stuck_rank", odd.rank, odd.step, endings.stack_words(store, odd))]
 
 
-def _lagging(store: Store, rules: Rules, alive: list[int]) -> list[Alert]:
-    """Ranks alive but whose latest step trails the median latest step by more than ``lag_steps``; with two
-    ranks (no median to speak of), the leader's."""
+def _lagging(store: Store, rules: Rules, alive: list[int], opts: Options) -> list[Alert]:
+    """Ranks alive whose latest step trails the median latest step by more than ``lag_steps``; with two
+    ranks (no median to speak of), the leader's. Where the rows are timed by when their file was read (a
+    plain MindSpore log: LossMonitor's lines carry no time), a rank whose file was read earlier than the
+    reference's is owed the steps the job's pace makes in between: a slow read round saw one file seconds
+    before another, and a plain job's ranks read 5 s apart were "lagging" by 60 steps. A rank's rows that
+    carry their own time are not: an old last row is a rank that has not stepped since."""
     last = figures.lasts(store)
-    steps = dict(zip(last.ranks, last.step.tolist()))  # the store's fold of each rank's last row
-    lasts = {r: steps[r] for r in alive if r in steps}
+    c = figures.rank_clocks(store, opts)  # each rank's rows laid on the reference clock
+    at = {r: (s, t - c.ranks.get(r, 0.0)) for r, s, t in zip(last.ranks, last.step.tolist(), last.time.tolist())}
+    lasts = {r: at[r] for r in alive if r in at}
     if len(lasts) < 2:
         return []
+    steps = [s for s, _ in lasts.values()]
     if len(lasts) == 2:
-        ref, what = max(lasts.values()), "the leading rank"
+        ref, what = max(steps), "the leading rank"
+        ref_t = max(t for s, t in lasts.values() if s == ref)
     else:
-        ref, what = float(np.median(list(lasts.values()))), "the median rank"
-    return [Alert("lagging_rank", r, int(s), f"rank {r} is at step {int(s)}, {ref - s:.0f} steps behind {what} "
-                                              f"({int(ref)}) and alive", severity=ref - s)
-            for r, s in lasts.items() if ref - s > rules.lag_steps]
+        ref, what = float(np.median(steps)), "the median rank"
+        ref_t = float(np.median([t for _, t in lasts.values()]))
+    by_read = figures.run_meta(store).get("source") == SOURCE_PLAIN
+    pace = figures.seconds_per_step(store) if by_read else None
+    out = []
+    for r, (s, t) in lasts.items():
+        owed = (ref_t - t) / pace if pace and math.isfinite(t) and t < ref_t else 0.0
+        behind = ref - s - owed
+        if behind > rules.lag_steps:
+            # "and alive" was said of a rank killed 13 s before: alive means only "not yet called dead"
+            out.append(Alert("lagging_rank", r, int(s), f"rank {r} is at step {int(s)}, {ref - s:.0f} steps behind "
+                                                        f"{what} ({int(ref)}), not yet called dead", severity=behind))
+    return out
 
 
 def _device_alerts(store: Store, rules: Rules) -> list[Alert]:

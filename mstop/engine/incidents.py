@@ -111,7 +111,7 @@ def _sessions(store: Store) -> list[Incident]:
             ta, r, a = aborts[0]
             err = first_line(str(a.get("error") or "no error given"))
             out.append(Incident("job_failed", r, step, step, t, ta,
-                                None, f"rank {r} aborted at step {a.get('step', step)}: {err}{then}"))
+                                None, f"rank {r} aborted after step {a.get('step', step)}: {err}{then}"))
         elif not any(m[1].segments[k].session in m[1].ends for m in later):
             first = _first_exit(k, members)
             who = (f"rank {first[0]}'s process ended first ({first[1]}); " if first is not None else "")

@@ -101,7 +101,7 @@ async def test_a_multi_line_error_is_one_line_in_the_header_and_lines_in_the_lis
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
         alerts = str(app.query_one("#alerts").content)
-        assert "rank 0 aborted at step 30: RuntimeError: The pointer[input] is null." in alerts
+        assert "rank 0 aborted after step 30: RuntimeError: The pointer[input] is null." in alerts
         assert "\\x0a" not in alerts and "C++ Call Stack" not in alerts
         assert "status FAILED" in text(app.query_one(Header))
         await pilot.press("a")

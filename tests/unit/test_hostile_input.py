@@ -75,7 +75,8 @@ def test_an_abort_ends_the_run_as_failed(tmp_path):
     store, opts = load(tmp_path)
     assert status(store, opts) == "failed"
     failed = [a for a in Health().alerts(store, opts) if a.kind == "job_failed"]
-    assert "rank 0 aborted at step 5: RuntimeError: CUDA out of memory" in failed[0].message
+    # raised after step 5 was written (in the step after it): "after step 5", never "at step 5"
+    assert "rank 0 aborted after step 5: RuntimeError: CUDA out of memory" in failed[0].message
     assert [e for e in read_events(tmp_path / "rank0.events.jsonl") if e["kind"] == "abort"][0]["session"]
 
 

@@ -319,3 +319,23 @@ def test_a_plain_jobs_goodput_followed_live_is_the_one_read_afterwards(tmp_path)
         live = compute_ledger(job.store.snapshot(), Options(clock=lambda: end)).goodput
     reopened = compute_ledger(read_once(str(tmp_path)), Options(clock=lambda: end)).goodput
     assert live > 0.7 and reopened > 0.7 and abs(live - reopened) < 0.1, (live, reopened)
+
+
+def test_a_plain_jobs_ranks_read_seconds_apart_are_not_lagging(tmp_path):
+    """Issue 40 item 4: a plain job's ranks (LossMonitor's lines carry no time: each is timed by its file)
+    read 5 s apart in a slow round: the later one 60 steps ahead at 85 ms a step was called ``lagging_rank``.
+    Steps are compared at the same moment: the earlier file is owed the steps the pace makes in 5 s."""
+    from mstop.engine.figures import Options
+    from mstop.engine.health import Health
+
+    now = time.time()
+    for r, last, mtime in ((0, 100, now - 5.0), (1, 159, now)):
+        lines = [LOSS_MONITOR % (1, s, 2.0) for s in range(1, last + 1)]
+        lines += ["Train epoch time: 8500.000 ms, per step time: 85.000 ms"] if last >= 100 else []
+        lines += [LOSS_MONITOR % (2, s, 2.0) for s in range(1, last - 100 + 1)]
+        p = tmp_path / f"worker_{r}.log"
+        p.write_text("".join(ln + "\n" for ln in lines))
+        os.utime(p, (mtime, mtime))
+    store = read_once(str(tmp_path))
+    kinds = [a.kind for a in Health().alerts(store, Options())]
+    assert "lagging_rank" not in kinds, kinds
