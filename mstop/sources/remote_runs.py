@@ -41,6 +41,12 @@ def _answer(out: bytes, host: str) -> tuple[dict, bytes]:
     return header, payload
 
 
+def _entry_ok(entry: object) -> bool:
+    """A refresh's file entry as the runs follower writes it: [key, start, head, length, reset]."""
+    return (isinstance(entry, list) and len(entry) == 5 and isinstance(entry[0], str)
+            and all(type(x) is int and x >= 0 for x in entry[1:4]) and isinstance(entry[4], bool))
+
+
 def probe(target: Target, *, connection: Connection = DEFAULT_CONNECTION) -> str:
     """"run" when ``host:/path`` is a run itself (or nothing below it is), "runs" when runs are below it."""
     out = run_program(target.host, PROGRAM, {"root": target.path, "probe": True}, connection=connection,
@@ -98,7 +104,14 @@ class RemoteRunsWatch:
         header, payload = _answer(out, self.target.host)
         runs: dict[str, RemoteRunTail] = {}
         new = []
-        for rel, kind in header.get("runs", []):
+        listed, files = header.get("runs", []), header.get("files", [])
+        if not isinstance(listed, list) or not isinstance(files, list) or not all(_entry_ok(e) for e in files):
+            raise RemoteError(f"{self.target.host}: a refresh's 'runs' or 'files' are not what the runs follower "
+                              "sends")
+        for item in listed:
+            if not (isinstance(item, list) and len(item) == 2):
+                continue
+            rel, kind = item
             if not isinstance(rel, str) or not isinstance(kind, str):
                 continue
             run = self.runs.get(rel)
@@ -112,7 +125,7 @@ class RemoteRunsWatch:
                 new.append(run)
             runs[rel] = run
         at = 0
-        for entry in header.get("files", []):
+        for entry in files:
             key, start, head, length, reset = entry
             data = payload[at: at + int(length)]
             at += int(length)

@@ -26,6 +26,7 @@ import zlib
 # mstop_writer.schema's CSV_PATTERN and EVENTS_PATTERN (this program runs alone; tests check they agree)
 NAME = re.compile(r"^rank(0|[1-9][0-9]{0,6})\.(csv|events\.jsonl)$")
 MF_DIR = re.compile(r"^rank_(0|[1-9][0-9]{0,6})$")
+WORKER = re.compile(r"^worker_(0|[1-9][0-9]{0,6})\.log$")  # msrun's per-rank log (mstop.sources.mflog)
 HEAD = 64 << 10
 CHUNK = 4 << 20
 
@@ -50,6 +51,13 @@ def kind_of(path, names):
             return "mflog"
     if MF_DIR.match(os.path.basename(path)) and "info.log" in names:
         return "mflog"
+    for folder in (path, os.path.join(path, "msrun_log")):  # msrun's worker logs (a plain job's only record)
+        try:
+            subs = names if folder == path else os.listdir(folder)
+        except OSError:
+            continue
+        if any(WORKER.match(n) and os.path.isfile(os.path.join(folder, n)) for n in subs):
+            return "mflog"
     return None
 
 

@@ -296,6 +296,25 @@ def test_summary_of_a_folder_of_runs_over_ssh_equals_local(server, tmp_path):
             (b["status"], b["step"], b["loss_ema"], b["tokens_per_s"])
 
 
+def test_a_folder_of_runs_over_ssh_lists_the_runs_read_from_msrun_worker_logs(server, tmp_path):
+    """Issue 40 item 13: over ssh a folder of runs left out the runs read from msrun worker logs (10 listed,
+    12 locally): a plain job's folder of ``worker_N.log`` (or its ``msrun_log/``) is a run there too."""
+    from tests.helpers.runs import RUNS, runs_folder
+
+    root = runs_folder(tmp_path / "runs")
+    for name, sub in (("plain-a", ""), ("plain-b", "msrun_log")):
+        logs = root / name / sub
+        logs.mkdir(parents=True)
+        for r in range(2):
+            (logs / f"worker_{r}.log").write_text("".join(
+                f"epoch: 1 step: {s}, loss is {2.0 + r - s / 100}\n" for s in range(1, 31)))
+    local = [s["run_dir"].rsplit("/", 1)[-1] for s in json.loads(summary(root, "--json").stdout)["runs"]]
+    proc = summary(f"testhost:{root}", "--json", "-F", server.config)
+    assert proc.returncode == 0, proc.stderr
+    remote = [s["run_dir"].rsplit("/", 1)[-1] for s in json.loads(proc.stdout)["runs"]]
+    assert sorted(local) == sorted(remote) == sorted([*RUNS, "plain-a", "plain-b"]), (local, remote)
+
+
 async def test_the_runs_list_over_ssh_and_local_side_by_side_names_each_runs_host(server, tmp_path):
     """``mstop runs/ testhost:/other/runs``: both folders in one list, each run with where it lives; the
     remote folder is read with one program run per refresh over the host's one shared connection."""
