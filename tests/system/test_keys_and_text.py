@@ -124,7 +124,8 @@ async def test_mfu_says_what_is_missing_and_warns_over_100_percent(tmp_path):
     write_events(hot, 0, [start("s1", t=999.0, world_size=1, peak_flops=1e12, flops_per_token=6e6)])
     write_rank(hot, 0, steps(1, 40, t0=1000.0, dt=1.0, step_time=1.0, loss=1.0, tokens=300000, mfu=1.8))
     for run, want in ((cnn, "MFU n/a: no tokens (tokens_per_step), no FLOPs per token (n_params or "
-                            "flops_per_token)"), (hot, "MFU 180.0 % ! over 100 %: the peak or the FLOPs per token")):
+                            "flops_per_token)"),
+                      (hot, "MFU n/a: 180.0 % is over 100 %: the peak or the FLOPs per token is wrong")):
         app = MonitorApp(str(run), follow=False, clock=lambda: 1041.0)
         async with app.run_test(size=(200, 50)) as pilot:
             await settle(pilot)

@@ -82,7 +82,7 @@ async def test_the_monitor_says_so_and_shows_no_share_above_100(tmp_path):
     async with app.run_test(size=(200, 40)) as pilot:
         await settle(pilot, lambda: "cells refused" in text(app.query_one("#header")))
         head = text(app.query_one("#header"))
-        assert "! 21 cells refused (data_wait longer than" in head, head  # the reason, cut to the header's room
+        assert "! 21 cells refused (data_wait longer" in head, head  # the reason, cut to the header's room
         shown = "\n".join(screen_lines(app))
         assert "data wait" in shown
         for pct in (float(x.replace(",", "")) for x in re.findall(r"([\d,]+\.\d) %", shown)):

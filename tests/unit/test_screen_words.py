@@ -24,7 +24,9 @@ def test_ps_ssh_command_carries_the_monitors_ssh_options(tmp_path):
 
 def test_a_cut_ends_at_a_word_not_inside_one():
     said = "RuntimeError: the device stream timed out while waiting for the event"
-    for n in range(20, len(said)):
+    from mstop.app.widgets.header import WORD_CUT_FROM
+
+    for n in range(WORD_CUT_FROM, len(said)):
         got = _cut(Text(said), n, False).plain
         assert got.endswith("…") and len(got) <= n
         kept = got[:-1].rstrip()

@@ -55,7 +55,7 @@ def _cut(t: Text, n: int, keep_end: bool | str) -> Text:
         return out
     keep = max(0, n - 1)
     space = t.plain.rfind(" ", 0, keep + 1)
-    if space > max(keep - WORD_BACK, keep // 2):  # at a word's end: the error is never cut mid-word
+    if n >= WORD_CUT_FROM and space > keep - WORD_BACK:  # at a word's end: an error line is not cut mid-word
         keep = space
     out = t[:keep]
     out.rstrip()
@@ -63,8 +63,11 @@ def _cut(t: Text, n: int, keep_end: bool | str) -> Text:
     return out
 
 
-#: the most cells a cut goes back to end at a word (a longer word is cut inside)
+#: the most cells a cut goes back to end at a word (a longer word is cut inside), for a piece cut to at
+#: least WORD_CUT_FROM cells (an error line, a note); a shorter one keeps the start of its last word
+#: (``! writer failed: OSE…`` says more than ``! writer failed:…``)
 WORD_BACK = 12
+WORD_CUT_FROM = 40
 
 
 def fit(pieces: list[Piece], width: int) -> Text:
