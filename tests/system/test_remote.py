@@ -308,10 +308,10 @@ def test_a_folder_of_runs_over_ssh_lists_the_runs_read_from_msrun_worker_logs(se
         for r in range(2):
             (logs / f"worker_{r}.log").write_text("".join(
                 f"epoch: 1 step: {s}, loss is {2.0 + r - s / 100}\n" for s in range(1, 31)))
-    local = [s["run_dir"].rsplit("/", 1)[-1] for s in json.loads(summary(root, "--json").stdout)["runs"]]
+    local = [s["run_dir"].removeprefix(f"{root}/") for s in json.loads(summary(root, "--json").stdout)["runs"]]
     proc = summary(f"testhost:{root}", "--json", "-F", server.config)
     assert proc.returncode == 0, proc.stderr
-    remote = [s["run_dir"].rsplit("/", 1)[-1] for s in json.loads(proc.stdout)["runs"]]
+    remote = [s["run_dir"].removeprefix(f"testhost:{root}/") for s in json.loads(proc.stdout)["runs"]]
     assert sorted(local) == sorted(remote) == sorted([*RUNS, "plain-a", "plain-b"]), (local, remote)
 
 
