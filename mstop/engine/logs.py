@@ -32,7 +32,7 @@ _ERROR = re.compile(
 )
 #: CANN's error code lines (``EE9999: Inner Error!``, ``EH9999 ...``, ``E19999``): the Ascend cause a
 #: framework's error line is followed by, under ``- Ascend Error Message:``
-_CANN = re.compile(r"^\s*E[0-9A-Z]\d{4}[:\s]")
+CANN = re.compile(r"^\s*E[0-9A-Z]\d{4}[:\s]")
 #: msrun's launcher quoting other ranks' logs grep-style (``scheduler.log-58-[WARNING] ...``,
 #: ``worker_1.log:60:[ERROR] ...``): another file's line, no error of this log's and no part of a message
 _QUOTED = re.compile(r"^[\w./-]{1,200}\.log[-:]\d{1,9}[-:]")
@@ -102,7 +102,7 @@ def last_error(lines: list[str]) -> LastError | None:
     if not found:
         return None
     last = found[-1]
-    if _CANN.match(lines[last]):  # an Ascend cause: the error line whose message it is, when there is one
+    if CANN.match(lines[last]):  # an Ascend cause: the error line whose message it is, when there is one
         last = _cause_of(lines, last)
     return LastError(_message(lines, last), last)
 
@@ -114,7 +114,7 @@ def _cause_of(lines: list[str], i: int) -> int:
     first = i
     for j in range(i - 1, max(-1, i - 4 * MESSAGE_LINES), -1):
         line = lines[j]
-        if _CANN.match(line):
+        if CANN.match(line):
             first = j
         elif _ASCEND_HEAD.match(line) or line.startswith("-" * 10) or not line.strip():
             continue
@@ -135,7 +135,7 @@ def _message(lines: list[str], i: int) -> list[str]:
         if line.startswith("-" * 10) and j + 1 < len(lines) and _ASCEND_HEAD.match(lines[j + 1]):
             j += 3 if j + 2 < len(lines) and lines[j + 2].startswith("-" * 10) else 2  # into the Ascend cause
             continue
-        if _CANN.match(line) and len(out) > 0:
+        if CANN.match(line) and len(out) > 0:
             out.append(line)
             j += 1
             continue

@@ -43,6 +43,7 @@ from typing import Any
 import numpy as np
 
 from ..safe import clean
+from .logs import CANN
 from .logstate import _BULK, CANNOT, EXTRA, SEPARATE_LOSSES, SOURCE, SOURCE_PLAIN, LogState, _number, _unix
 from .mfsteps import (
     _FAST_PROGRESS,
@@ -83,8 +84,6 @@ _RAISED = re.compile(r"^(?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*(?:Error|Exception): ")
 _MS_ERROR = re.compile(r"^\[(?:ERROR|CRITICAL)\] [A-Z_]{1,32}\([^)]{0,80}\):(?P<date>\d{4}-\d\d-\d\d)-"
                        r"(?P<time>\d\d:\d\d:\d\d)\.(?P<ms>\d{3})(?:\.\d+)? ?(?:\[[^\]]{0,300}\] ?)?"
                        r"(?:\w{1,80}\] ?)?(?P<msg>.*)")
-#: an Ascend (CANN) error code line: ``EE9999: Inner Error!``, ``E39999``, ``EH9999`` (mstop.engine.logs._CANN)
-_CANN_CODE = re.compile(r"^E[0-9A-Z]\d{4}[:\s]")
 #: a run of at least this many step and progress lines between other lines is read as arrays (pyarrow)
 BULK_RUN = 256
 assert list(NUMERIC) == ["time", "step", "epoch", "loss", "lr", "grad_norm", "step_time", "data_wait", "queue_depth",
@@ -317,7 +316,7 @@ class MfLogParser:
                 self.st.error = (t, clean(text.strip(), 300))
         elif text[0] == "[" and (m := _MS_ERROR.match(text)) is not None:
             self._framework_error(m)
-        elif _CANN_CODE.match(text):  # the Ascend cause: the error itself, or what the error before it was
+        elif CANN.match(text):  # the Ascend cause: the error itself, or what the error before it was
             t = self.st.line_time()
             t = t if t is not None else self.st.arrived
             if self.st.error is None and t is not None:

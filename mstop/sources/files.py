@@ -239,16 +239,7 @@ class FileTail:
         """Step over a hole (a sparse file's unwritten bytes, zeros: no line end among them) without reading
         it, when it lies inside a line already too long or is itself longer than MAX_LINE: a 100 GB hole
         named rank1.csv costs one ``lseek``, not 100 GB of reads. The line it is in counts as overlong."""
-        seek_data = getattr(os, "SEEK_DATA", None)
-        if seek_data is None:  # this system cannot tell holes
-            return
-        try:
-            data = os.lseek(fd, self.offset, seek_data)
-        except OSError as e:
-            if e.errno != errno.ENXIO:  # this filesystem cannot tell holes
-                return
-            data = size  # no data after the offset: a hole to the end
-        gap = min(data, size) - self.offset
+        gap = hole_at(fd, self.offset, size)
         if gap <= 0 or (not self._skipping and len(self._partial) + gap <= MAX_LINE):
             return
         if not self._skipping:
@@ -415,6 +406,21 @@ class FileTail:
             out.overlong += 1
         else:
             self._partial += tail
+
+
+def hole_at(fd: int, offset: int, size: int) -> int:
+    """The bytes of a hole (a sparse file's unwritten bytes) that begin at ``offset``, found by one
+    ``lseek(SEEK_DATA)``; 0 where there is data there, or where the system or file system cannot tell."""
+    seek_data = getattr(os, "SEEK_DATA", None)
+    if seek_data is None:  # this system cannot tell holes
+        return 0
+    try:
+        data = os.lseek(fd, offset, seek_data)
+    except OSError as e:
+        if e.errno != errno.ENXIO:  # this file system cannot tell holes
+            return 0
+        data = size  # no data after the offset: a hole to the end
+    return max(0, min(data, size) - offset)
 
 
 def not_regular(mode: int) -> str:

@@ -11,7 +11,6 @@ rank folders (log lines come once a step; polling also works on network filesyst
 
 from __future__ import annotations
 
-import errno
 import logging
 import os
 import re
@@ -23,7 +22,7 @@ from ..engine.mflog import MfLogParser, SchedulerLog, WorkerState
 from ..engine.reader import RunReader
 from ..engine.store import Store
 from ..fmt import count as fmt_count
-from .files import CHUNK, MAX_LINE, SIGNATURE, Chunk, FileTail, _pread
+from .files import CHUNK, MAX_LINE, SIGNATURE, Chunk, FileTail, _pread, hole_at
 from .protocol import SourceState
 
 log = logging.getLogger("mstop")
@@ -222,22 +221,14 @@ class LogStream:
         """Step over a hole (a sparse file's unwritten bytes: NULs, no line end among them) longer than a line
         may be, without reading it: a 20 GB hole named ``worker_0.log`` or ``scheduler.log`` cost 9-43 s of
         reads. The line it is in is dropped as overlong (1 returned: counted); 0 when there is none."""
-        seek_data = getattr(os, "SEEK_DATA", None)
-        if seek_data is None:  # this system cannot tell holes
-            return 0
         try:
             fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
         except OSError:
             return 0
         try:
-            data = os.lseek(fd, self.offset, seek_data)
-        except OSError as e:
-            if e.errno != errno.ENXIO:  # this file system cannot tell holes
-                return 0
-            data = size  # no data after the offset: a hole to the end
+            gap = hole_at(fd, self.offset, size)
         finally:
             os.close(fd)
-        gap = min(data, size) - self.offset
         if gap <= MAX_LINE:
             return 0
         self.offset += gap
