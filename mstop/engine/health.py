@@ -239,7 +239,7 @@ def _stragglers(store: Store, rules: Rules) -> list[Alert]:
         since = int(d.at("step", -run)) if run else int(d.last("step"))
         alerts.append(Alert("straggler", r, since,
                             f"rank {r} waits on input {np.nanmedian(share[i]):.0%} of its step time, "
-                            f"{factor:.1f}x the median rank, in {int(count[i])} of its last {n} rows",
+                            f"{factor:.1f}x the median rank, in {int(count[i]):,} of its last {n:,} rows",
                             severity=factor))  # since which step: the alert's step, shown beside it
     return alerts
 

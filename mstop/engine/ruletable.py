@@ -187,8 +187,8 @@ class Overflow:
     def words(count: int, span: int, step: int, scale: float | None, *, live: bool) -> str:
         if live:
             now = f"; loss scale now {scale:g}" if scale is not None else ""
-            return f"{count} overflows in the last {span} steps{now}"
-        return f"{count} overflows in {span} steps up to step {step}"
+            return f"{count:,} overflows in the last {span:,} steps{now}"
+        return f"{count:,} overflows in {span:,} steps up to step {step}"
 
     def alerts(self, d: RankData, rules: Rules) -> list[Alert]:
         rows = d.last_effective(rules.overflow_m)

@@ -300,3 +300,21 @@ async def test_each_eval_metric_has_its_glyph_and_a_checkpoint_hides_none(tmp_pa
         assert sum(line.count("x") for line in body) == 4 and sum(line.count("o") for line in body) == 4, chart
 
 
+
+
+async def test_a_line_flat_to_four_digits_is_labelled_in_four_digits(tmp_path):
+    """Issue 40 (13): a loss between 95.6195 and 95.62 was labelled ``95.6195``, ``95.6200``: digits no one
+    reads. The axis is at least a thousandth of its values wide, so its labels need at most four digits."""
+    import re
+
+    run = tmp_path / "run"
+    write_events(run, 0, [start("s1", t=999.0, run_name="flat", total_steps=100, host="n0")])
+    write_rank(run, 0, steps(1, 60, t0=1000.0, dt=1.0, step_time=1.0,
+                             loss=lambda s: 95.6195 + 0.0005 * (s % 2), lr=1e-4))
+    app = MonitorApp(str(run), follow=False, clock=lambda: 1061.0)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        labels = _axis_labels(text(app.query_one("#loss-chart")), "left")
+    assert len(labels) >= 2, labels
+    digits = [len(re.sub(r"[^0-9]", "", lab).lstrip("0")) for lab in labels]
+    assert max(digits) <= 4, labels

@@ -70,6 +70,20 @@ def _short(label: str) -> str:
     return {"checkpoint": "ckpt", "smoothed": "smooth", "incident": "incid."}.get(label, label)
 
 
+#: the narrowest y axis, as a share of its values' size: a line flat to four significant digits (a memory
+#: headroom of 95.6195 to 95.62 %) is drawn flat on ticks of four digits, not on ticks of six (``95.6195 %``)
+NARROWEST = 1e-3
+
+
+def _readable(lo: float, hi: float) -> tuple[float, float]:
+    """The y range widened about its middle to :data:`NARROWEST` of its size (a flat line stays flat)."""
+    size = max(abs(lo), abs(hi))
+    if not (math.isfinite(lo) and math.isfinite(hi)) or hi - lo >= NARROWEST * size:
+        return lo, hi
+    mid, half = (lo + hi) / 2, NARROWEST * size / 2
+    return mid - half, mid + half
+
+
 class Chart(Widget):
     """A line chart of one or more series, drawn into text at the widget's size (see canvas.py).
 
@@ -201,6 +215,7 @@ class Chart(Widget):
             scale = fmt.binary_scale(max(abs(ylo), abs(yhi)))
             ticks = [t * scale for t in fmt.nice_ticks(ylo / scale, yhi / scale, min(5, height // 3))]
         else:
+            ylo, yhi = _readable(ylo, yhi)
             ticks = fmt.nice_ticks(ylo, yhi, min(5, height // 3))
         return ticks, fmt.ticks(ticks, unit)
 

@@ -216,7 +216,7 @@ class RanksTable(PagedTable):
         self.clear()
         devices, procs = self._add_columns(v)
         for kind, r in page:
-            first = (("- " if r.host in self.expanded else "+ ") + f"{r.count} ranks") if kind == "host" \
+            first = (("- " if r.host in self.expanded else "+ ") + f"{r.count:,} ranks") if kind == "host" \
                 else (f"  {r.rank}" if self.grouped else str(r.rank))
             cells = [first, Text(r.host), fmt.num(r.step, 9), fmt.ms(r.step_time), fmt.si(r.tokens_per_s),
                      fmt.pct(r.headroom), fmt.pct(r.data_wait), fmt.duration(r.age)]
