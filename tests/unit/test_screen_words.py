@@ -61,6 +61,35 @@ async def test_the_runs_list_at_120_columns_keeps_alerts_and_started_whole(tmp_p
         assert row.rstrip().endswith("ago  2 m 00 s"), row  # the name's start and end, then every column whole
 
 
+async def test_the_runs_list_at_120_columns_keeps_the_duration_beside_past_incidents(tmp_path):
+    """With ``0 +2 past`` in the alerts column the duration was still past the edge at 120 columns (the name
+    at its least): where names are cut the loss column takes its short label, and every column up to the
+    duration is whole."""
+    from mstop_writer import MetricsWriter
+    from tests.helpers.app_common import screen_lines, settle
+    from tests.helpers.runs import write_run
+    from tests.helpers.runs_common import app_for, table_rows
+
+    long = "qwen2-7b-pretrain-lr3e-4-bs64-seq4096-recompute-full-node32"
+    now = [1_800_000_000.0]
+    w = MetricsWriter(tmp_path / long, rank=0, world_size=1, run_name=long, tokens_per_step=4096,
+                      total_steps=600, heartbeat_interval=3600, memory_interval=3600, clock=lambda: now[0])
+    for s in range(1, 501):  # two spells of input starvation, both over: two past incidents
+        now[0] += 1.0
+        starved = 50 <= s < 150 or 250 <= s < 350
+        w.log(s, loss=4.0 * s ** -0.3, lr=1e-3, step_time=1.0, data_wait=0.9 if starved else 0.01)
+    w.close(clean=True)
+    write_run(tmp_path / "base", status="finished", note="", world=1)
+    app = app_for(tmp_path)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await settle(pilot, lambda: len(table_rows(app)) == 2 and table_rows(app)[0][-4].endswith("ago"))
+        lines = screen_lines(app)
+    head = next(x for x in lines if " status " in x and "started" in x)
+    assert "loss (EMA)" in head and head.rstrip().endswith("duration"), head
+    row = next(x for x in lines if "qwen2-7b" in x)
+    assert "0 +2 past" in row and row.rstrip().endswith("ago  8 m 20 s"), row
+
+
 async def test_the_alerts_dialog_follows_the_run_while_open(tmp_path):
     """Item 13: the ``a`` dialog was a snapshot of the moment it opened and disagreed with the header's badge
     behind it. Open on a healthy run, a NaN loss arrives: the dialog lists it, as the header counts it."""

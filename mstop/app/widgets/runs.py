@@ -20,6 +20,14 @@ STATUS_STYLE = {"running": "green", "starting": "cyan", "waiting": "grey50", "fi
 
 #: the fewest cells a run's name is cut to (below it the columns scroll sideways instead)
 NAME_LEAST = 16
+#: the loss column's label, and the one it takes where names are cut to fit (the smoothed loss is an EMA)
+LOSS_LABEL = dict(COLUMNS)["loss"]
+LOSS_SHORT = "loss (EMA)"
+
+
+def _width(cell: object) -> int:
+    """The cells ``cell`` takes on screen."""
+    return cell.cell_len if isinstance(cell, Text) else Text(str(cell)).cell_len
 
 
 class RunsTable(PagedTable):
@@ -67,11 +75,10 @@ class RunsTable(PagedTable):
         """The page's rows into the table: only the cells that changed when the same runs are on it (a
         DataTable renders a cleared row's every cell again: about half a millisecond each)."""
         cells = [self.cells(r) for r in page]
-        self._fit_names(cells)
+        widths = [max((_width(row[j]) for row in cells), default=0) for j in range(len(cells[0]))] if cells else []
+        self._fit_names(cells, widths)
         sigs = [tuple((str(c), str(getattr(c, "style", ""))) for c in row) for row in cells]
         keys = [r.key for r in page]
-        widths = [max((Text(str(row[j])).cell_len if not isinstance(row[j], Text) else row[j].cell_len
-                       for row in cells), default=0) for j in range(len(cells[0]))] if cells else []
         if keys != getattr(self, "_keys", None) or widths != getattr(self, "_widths", None):
             # new runs, or a column's widest cell changed: built again with the columns' widths from this
             # page (a DataTable's columns only grow: a name once long kept the later columns off screen)
@@ -93,17 +100,26 @@ class RunsTable(PagedTable):
     #: pushed ``alerts`` and ``started`` past the edge, ``47 s ag``)
     _MUST = 1 + [k for k, _ in COLUMNS].index("duration") + 1
 
-    def _fit_names(self, cells: list[list[object]]) -> None:
+    def _fit_names(self, cells: list[list[object]], widths: list[int]) -> None:
         """Cut the page's names (their middle: a run's folder and its leaf stay) so the columns up to the
-        duration fit the table's width; never below NAME_LEAST cells. The columns after them (host, note)
-        scroll sideways as before."""
+        duration fit the table's width; never below NAME_LEAST cells. Where names are cut, the loss column
+        takes its short label (``loss (EMA)``: five cells back for a name). The columns after them (host,
+        note) scroll sideways as before. ``widths`` (each column's widest cell) gets the names' new width."""
         width = self.size.width or (self.app.size.width if self.is_mounted else 0)
         if not width or not cells:
             return
         labels = [" "] + [label for _, label in COLUMNS]
-        others = sum(max(Text(labels[j]).cell_len, *(Text(str(row[j])).cell_len for row in cells))
-                     for j in range(self._MUST) if j != 1)
-        room = width - others - 2 * self.cell_padding * self._MUST - 1  # the scrollbar's gutter
+        loss = 1 + [k for k, _ in COLUMNS].index("loss")
+
+        def room_with(loss_label: str) -> int:
+            labels[loss] = loss_label
+            others = sum(max(Text(labels[j]).cell_len, widths[j]) for j in range(self._MUST) if j != 1)
+            return width - others - 2 * self.cell_padding * self._MUST - 1  # the scrollbar's gutter
+
+        room = room_with(LOSS_LABEL)
+        if widths[1] > room:
+            room = room_with(LOSS_SHORT)
+        self._label(loss, labels[loss])
         room = max(NAME_LEAST, room)
         for row in cells:
             name = row[1]
@@ -114,6 +130,15 @@ class RunsTable(PagedTable):
                 cut.append("…")
                 cut.append_text(name[len(name) - (keep - head):])
                 row[1] = cut
+        widths[1] = max((_width(row[1]) for row in cells), default=0)
+
+    def _label(self, j: int, label: str) -> None:
+        """Column ``j``'s label set to ``label`` (the table drawn again only when it changes)."""
+        column = list(self.columns.values())[j]
+        if column.label.plain != label:
+            column.label = Text(label)
+            self._widths = None  # the page is built again: a column's width follows its label
+            self.refresh()
 
     def cells(self, r: RunRow) -> list[object]:
         """One run's cells, as the columns order them."""
