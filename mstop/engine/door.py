@@ -16,6 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from mstop_writer.schema import mfu_too_high, wait_too_long
+
 from .parse import N_EXACT, NUMERIC
 
 _AT = {n: j for j, n in enumerate(NUMERIC[N_EXACT:])}  # a column's place among a batch's floats
@@ -25,12 +27,6 @@ _AT = {n: j for j, n in enumerate(NUMERIC[N_EXACT:])}  # a column's place among 
 NEVER_NEGATIVE = ("step_time", "data_wait", "queue_depth", "tokens", "samples", "tokens_per_s", "mfu",
                   "grad_norm", "mem_used", "mem_peak", "mem_total")
 _NEG = np.array([_AT[n] for n in NEVER_NEGATIVE], np.int64)
-
-#: the slack a data wait may exceed its step time by: both are float32 (7 digits) and a writer may take
-#: them from two clocks; 0.1 % and a microsecond are far below any real starving pipeline's share
-WAIT_SLACK = 1e-3
-#: the slack above 1 a written MFU may have (float32 rounding of a 100 % share)
-MFU_SLACK = 1e-6
 
 #: the reasons, public words (the header, ``summary --json``'s ``refused_cells`` keys, the docs)
 LONGER_WAIT = "data_wait longer than step_time"
@@ -67,8 +63,8 @@ def impossible(floats: np.ndarray) -> list[Refused]:
     st, dw, mfu = floats[:, _AT["step_time"]], floats[:, _AT["data_wait"]], floats[:, _AT["mfu"]]
     with np.errstate(invalid="ignore"):
         neg = floats[:, _NEG] < 0
-        longer = dw > st * (1 + WAIT_SLACK) + 1e-6
-        over = mfu > 1 + MFU_SLACK
+        longer = wait_too_long(dw, st)
+        over = mfu_too_high(mfu)
     any_neg = neg.any()
     if not (any_neg or longer.any() or over.any()):
         return []

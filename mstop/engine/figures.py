@@ -320,7 +320,7 @@ def _at_most_one(v: np.ndarray) -> np.ndarray:
     """MFU above 1 is more than the device can do (a wrong peak or FLOPs per token): never a figure, so
     never drawn nor counted (:func:`mfu_missing` says why the run has none)."""
     with np.errstate(invalid="ignore"):
-        return np.where(v > 1 + door.MFU_SLACK, np.nan, v)
+        return np.where(door.mfu_too_high(v), np.nan, v)
 
 
 def rank_mfu(store: Store, opts: Options, w: Window | None = None) -> np.ndarray:

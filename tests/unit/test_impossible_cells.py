@@ -24,6 +24,7 @@ from mstop.app import MonitorApp
 from mstop.engine import door
 from mstop.engine.parse import N_EXACT, NUMERIC, Rows
 from mstop.engine.store import Store
+from mstop_writer.schema import mfu_too_high, wait_too_long
 from tests.helpers.app_common import screen_lines, settle, text
 from tests.helpers.common import ROOT
 from tests.helpers.runs import start, steps, write_events, write_rank, write_with_writer
@@ -139,9 +140,9 @@ def _oracle(cells: list[list[float]]) -> dict[str, int]:
             if row[at[c]] < 0:
                 out[door.negative(c)] = out.get(door.negative(c), 0) + 1
         st_, dw = row[at["step_time"]], row[at["data_wait"]]
-        if not st_ < 0 and dw > st_ * (1 + door.WAIT_SLACK) + 1e-6:
+        if not st_ < 0 and wait_too_long(dw, st_):
             out[door.LONGER_WAIT] = out.get(door.LONGER_WAIT, 0) + 1
-        if row[at["mfu"]] > 1 + door.MFU_SLACK:
+        if mfu_too_high(row[at["mfu"]]):
             out[door.OVER_ONE] = out.get(door.OVER_ONE, 0) + 1
     return out
 
@@ -166,8 +167,8 @@ def test_the_door_refuses_the_same_cells_whichever_way_rows_arrive(cells, pieces
         with np.errstate(invalid="ignore"):
             for c in door.NEVER_NEGATIVE:
                 assert not (d.col(c) < 0).any(), c
-            assert not (d.col("data_wait") > d.col("step_time") * (1 + door.WAIT_SLACK) + 1e-6).any()
-            assert not (d.col("mfu") > 1 + door.MFU_SLACK).any()
+            assert not wait_too_long(d.col("data_wait"), d.col("step_time")).any()
+            assert not mfu_too_high(d.col("mfu")).any()
     for c in FLOATS:  # the rows' other cells are kept as given, the same both ways
         np.testing.assert_array_equal(whole.ranks[0].col(c), rounds.ranks[0].col(c))
 

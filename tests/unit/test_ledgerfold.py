@@ -15,12 +15,12 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from mstop.engine import door
 from mstop.engine.figures import Options
 from mstop.engine.goodput import compute_ledger
 from mstop.engine.ledgerfold import BLOCK, STALL_MIN_S
 from mstop.engine.parse import NUMERIC, Rows
 from mstop.engine.store import FLOAT_INDEX, Store
+from mstop_writer.schema import wait_too_long
 
 N_EXACT = 2
 
@@ -43,7 +43,7 @@ def _med(v: list[float]) -> float:
 
 def _at_the_door(st_: float, wait: float) -> float:
     """A data wait longer than its step is refused where rows enter the store (mstop.engine.door)."""
-    return math.nan if wait > st_ * (1 + door.WAIT_SLACK) + 1e-6 else wait
+    return math.nan if wait_too_long(wait, st_) else wait
 
 
 def oracle(rows: list[tuple[float, float, float, float, str]], cks: list[tuple[float, float]]) -> list[float]:

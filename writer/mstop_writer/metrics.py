@@ -28,7 +28,17 @@ from ._version import __version__
 from .devices import device_id_of
 from .hardware import flops_per_token as _flops_formula
 from .hardware import host_memory_limit, host_peak_rss, host_rss, lookup_peak
-from .schema import COLUMNS, DEVICE_INTERVAL, HEARTBEAT_INTERVAL, SCHEMA_VERSION, csv_name, events_name, stacks_name
+from .schema import (
+    COLUMNS,
+    DEVICE_INTERVAL,
+    HEARTBEAT_INTERVAL,
+    SCHEMA_VERSION,
+    csv_name,
+    events_name,
+    mfu_too_high,
+    stacks_name,
+    wait_too_long,
+)
 
 log = logging.getLogger("mstop_writer")
 
@@ -698,13 +708,13 @@ class MetricsWriter:
         """Warn once per kind of a value no real step has, as readers will refuse it (docs/files.md, "Cells
         readers refuse"): the row is written as given (the file keeps what the job said)."""
         try:
-            if mfu is not None and mfu > 1:
+            if mfu is not None and mfu_too_high(mfu):
                 self._warn(f"step {step}: MFU {mfu:.4g} (tokens / step_time x flops_per_token / (world_size x "
                            "peak_flops)) is above 1: readers refuse it; flops_per_token or peak_flops is wrong",
                            key="impossible:mfu")
             if data_wait is not None and step_time is not None:
                 wait, st = float(data_wait), float(step_time)
-                if wait > st * 1.001 + 1e-6:
+                if wait_too_long(wait, st):
                     self._warn(f"step {step}: data_wait {wait:.6g} s is longer than its step_time {st:.6g} s "
                                "(which includes it): readers refuse it; are both in seconds?",
                                key="impossible:data_wait")

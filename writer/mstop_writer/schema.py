@@ -80,6 +80,25 @@ EVENT_KINDS: tuple[str, ...] = (
 
 #: Seconds between two ``heartbeat`` events of a live process: a reader calls a rank dead after 3 missed ones
 #: (15 s). A heartbeat is one line written by a daemon thread: 14 us of CPU, 0.0003 % of a core at 5 s.
+#: the slack a data wait may exceed its step time by, which includes it: both are float32 (7 digits) and a
+#: job may take them from two clocks; 0.1 % and a microsecond are far below any real starving pipeline's share
+WAIT_SLACK = 1e-3
+WAIT_SLACK_S = 1e-6
+#: the slack above 1 a written MFU may have (float32 rounding of a 100 % share)
+MFU_SLACK = 1e-6
+
+
+def wait_too_long(data_wait, step_time):  # noqa: ANN001, ANN201 (floats or numpy arrays alike)
+    """Whether a data wait is longer than the step time that includes it (readers refuse such a cell;
+    the writer warns of it): one rule for both sides of the files."""
+    return data_wait > step_time * (1 + WAIT_SLACK) + WAIT_SLACK_S
+
+
+def mfu_too_high(mfu):  # noqa: ANN001, ANN201 (floats or numpy arrays alike)
+    """Whether an MFU is above 1 (over 100 % of the peak: the peak or the FLOPs per token is wrong)."""
+    return mfu > 1 + MFU_SLACK
+
+
 HEARTBEAT_INTERVAL = 5.0
 
 #: Where the memory columns come from, as written in the ``start`` event.
