@@ -85,6 +85,7 @@ class LogState:
         self.formats: set[str] = set()  # the step formats read: "mindformers", "mindformers v0.6", ...
         self._arrival_rows: list[list[float]] = []  # this read's rows timed by the file (space_arrivals)
         self._last_arrival: float | None = None  # the file's time at the last read that gave such rows
+        self.arrival_from: float | None = None  # the last stamped line's time before this read's first such row
 
     def time(self, ts: str, ms: str) -> float:
         """Unix time of a timestamp (local time of the writing host), one calendar call per hour."""
@@ -211,14 +212,20 @@ class LogState:
         at the file's time, so elapsed, pace and goodput read as the job ran, not as one moment. Rows with
         no step time yet (followed live: TimeMonitor speaks at the epoch's end) are spread evenly over the
         time since the last read that gave rows, the last at the file's time: the lines were written in
-        that interval, one a step (steps/s and the ETA come from these times)."""
+        that interval, one a step (steps/s and the ETA come from these times). That interval begins at the
+        last read's file time or, when later (or at the first read: a log read afterwards), at the last
+        stamped line before the rows (MindSpore's own ``[WARNING] ME(...)`` lines: the process's start-up);
+        with neither, the rows keep the file's time."""
         rows, self._arrival_rows = self._arrival_rows, []
+        since, self.arrival_from = self.arrival_from, None
         if not rows:
             return
         for i in range(len(rows) - 2, -1, -1):  # one read's rows share one arrival time
             if math.isfinite(rows[i + 1][6]):
                 rows[i][0] = rows[i + 1][0] - rows[i + 1][6]
         now, prev = rows[-1][0], self._last_arrival
+        if since is not None and math.isfinite(since) and (prev is None or since > prev):
+            prev = since
         self._last_arrival = now
         if prev is None or not prev < now or any(math.isfinite(r[6]) for r in rows):
             return

@@ -79,9 +79,12 @@ _OVER_LINE = re.compile(r"\.*\s*Training Over!\s*\.*\s*$")
 _EXCEPTION = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt|Exit|Warning)\b")
 #: an exception's last line on its own (``ValueError: ...``), a failure even with no traceback header read
 _RAISED = re.compile(r"^(?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*(?:Error|Exception): ")
-#: MindSpore's own error line: ``[ERROR] DEVICE(1234,ffff,python):2024-06-04-10:20:42.176.000 [file.cc:300]
-#: SyncStream] Call aclrtSynchronizeStreamWithTimeout failed``; its message after the function's ``]``
-_MS_ERROR = re.compile(r"^\[(?:ERROR|CRITICAL)\] [A-Z_]{1,32}\([^)]{0,80}\):(?P<date>\d{4}-\d\d-\d\d)-"
+#: MindSpore's own log line (glog's, and its Python logger's): ``[ERROR] DEVICE(1234,ffff,python):2024-06-04-
+#: 10:20:42.176.000 [file.cc:300] SyncStream] Call aclrtSynchronizeStreamWithTimeout failed``, ``[WARNING]
+#: ME(11357:1406...,MainProcess):2026-12-04-23:36:33.714.000 [file.py:69] ...``; its message after the
+#: function's ``]``. An error fails a session; every level is a time stamp (a process's start, its last word)
+_MS_LINE = re.compile(r"^\[(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL)\] [A-Z_]{1,32}\([^)]{0,80}\):"
+                      r"(?P<date>\d{4}-\d\d-\d\d)-"
                        r"(?P<time>\d\d:\d\d:\d\d)\.(?P<ms>\d{3})(?:\.\d+)? ?(?:\[[^\]]{0,300}\] ?)?"
                        r"(?:\w{1,80}\] ?)?(?P<msg>.*)")
 #: a run of at least this many step and progress lines between other lines is read as arrays (pyarrow)
@@ -130,7 +133,14 @@ class MfLogParser:
             self.st.arrived = arrived
         got = _classify(blob) if len(blob) >= 64 * BULK_RUN and self.st.utf16 is None else None
         if got is None:
-            lines = blob.splitlines()
+            if self.st.utf16 is not None or blob[:2] in (b"\xff\xfe", b"\xfe\xff"):
+                # UTF-16: lines end at b"\n" only (a character's 0x0D byte, U+0D00, is no line end; the
+                # "\r" of a CRLF is dropped once decoded)
+                lines = blob.split(b"\n")
+                if lines and not lines[-1]:
+                    lines.pop()
+            else:
+                lines = blob.splitlines()
             self.st.lines_seen += len(lines)
             for raw in lines:
                 self._one(raw)
@@ -297,8 +307,14 @@ class MfLogParser:
         self.st.first_time = None  # the failing process's line: a restart's start is after it
 
     def _continuation(self, text: str) -> None:
-        """A line of a multi-line record (a config dump, a traceback): only a traceback's exception matters."""
-        if self.st.session is None or not text or text[0].isspace():
+        """A line of a multi-line record (a config dump, a traceback): only a traceback's exception matters;
+        or MindSpore's own line (its time, and an error)."""
+        if not text or text[0].isspace():
+            return
+        if text[0] == "[" and (m := _MS_LINE.match(text)) is not None:
+            self._framework_line(m)
+            return
+        if self.st.session is None:
             return
         if text.startswith("Traceback (most recent call last)"):
             t = self.st.line_time()
@@ -314,8 +330,6 @@ class MfLogParser:
             t = t if t is not None else self.st.arrived
             if t is not None:
                 self.st.error = (t, clean(text.strip(), 300))
-        elif text[0] == "[" and (m := _MS_ERROR.match(text)) is not None:
-            self._framework_error(m)
         elif CANN.match(text):  # the Ascend cause: the error itself, or what the error before it was
             t = self.st.line_time()
             t = t if t is not None else self.st.arrived
@@ -324,16 +338,28 @@ class MfLogParser:
             elif self.st.error is not None and not self.st.error[1].endswith(")"):
                 self.st.error = (self.st.error[0], f"{self.st.error[1]} ({clean(text.strip(), 200)})")
 
-    def _framework_error(self, m: re.Match[str]) -> None:
-        """MindSpore's own ``[ERROR] DEVICE(...)`` line after a session's last step: its error (the run
-        fails when the lines read so far end there, as with a MindFormers ERROR line)."""
+    def _framework_line(self, m: re.Match[str]) -> None:
+        """MindSpore's own line. Its stamp is a time a plain log (LossMonitor's lines have none) otherwise
+        lacks: the first since the last step is where a process (a session) began, the last before a read's
+        unstamped steps is where the time they are spread over begins (``LogState.space_arrivals``). An
+        ``[ERROR]``/``[CRITICAL]`` line after a session's last step is its error (the run fails when the lines
+        read so far end there, as with a MindFormers ERROR line)."""
         t = self.st.time(f"{m.group('date')} {m.group('time')}", m.group("ms"))
+        error = m.group("level") in ("ERROR", "CRITICAL")
         if math.isnan(t):
+            if not error:
+                return
             t = self.st.line_time() or self.st.arrived or math.nan
-        if math.isnan(t) or self.st.error is not None:
-            return
+            if math.isnan(t):
+                return
         self.st.last_time = t
-        self.st.error = (t, clean(m.group("msg").strip() or m.group(0).strip(), 400))
+        if not error:
+            if self.st.first_time is None:
+                self.st.first_time = t
+            return
+        self.st.first_time = None  # the failing process's line: a restart's start is after it
+        if self.st.session is not None and self.st.error is None:
+            self.st.error = (t, clean(m.group("msg").strip() or m.group(0).strip(), 400))
 
     def _utf16(self, raw: bytes) -> bytes:
         """A line of a UTF-16 log as UTF-8. Split at its b"\\n" bytes, each line keeps a stray byte of its
@@ -343,9 +369,11 @@ class MfLogParser:
             if raw.startswith(bom):
                 self.st.utf16, raw = order, raw[len(bom):]
         order = self.st.utf16 or ("le" if raw[1::2].count(0) >= raw[0::2].count(0) else "be")
-        if len(raw) % 2:
-            raw = raw[1:] if order == "le" else raw[:-1]
-        text = raw.decode("utf-16-le" if order == "le" else "utf-16-be", "replace").rstrip("\r")
+        codec = "utf-16-le" if order == "le" else "utf-16-be"
+        if len(raw) % 2:  # a stray byte at one end: where a line end split it, or a character's 0x0A byte
+            ends = [raw[1:], raw[:-1]] if order == "le" else [raw[:-1], raw[1:]]
+            raw = max(ends, key=lambda b: sum(ord(c) < 128 for c in b.decode(codec, "replace")))
+        text = raw.decode(codec, "replace").rstrip("\r")
         if self.st.utf16 is None and text.isprintable():
             self.st.utf16 = order
         return text.encode("utf-8", "surrogatepass").replace(b"\x00", b"")

@@ -79,6 +79,8 @@ class MonitorLines:
         row = [math.nan] * len(NUMERIC)
         row[0], row[1], row[2], row[3] = t, float(gstep), float(epoch), loss
         if self.st._timing_by_arrival:
+            if not self.st._arrival_rows:
+                self.st.arrival_from = self.st.last_time
             self.st._arrival_rows.append(row)
         self.st._rows.append(row)
         self._lm_waiting.append(row)
@@ -146,6 +148,8 @@ class MonitorLines:
         self.st._extra.extend([_BULK] * m)
         self.st._bulk_rows.append(table)
         views = list(table)  # each row a view: TimeMonitor's step time and the spacing by it write through
+        if not self.st._arrival_rows:
+            self.st.arrival_from = self.st.last_time
         self.st._arrival_rows.extend(views)
         self._lm_waiting.extend(views)
         self.st.last_step = float(gstep[-1])

@@ -166,8 +166,10 @@ def test_loss_monitor_lines_read_as_arrays_give_what_one_by_one_gives(plan, cut,
                          else f"epoch time: {max(step, 1) * 24.5:.3f}, per step time: 24.500")
         elif what == "restart":
             epoch, step = 1, 0
-        elif what == "other":
-            lines.append("[WARNING] ME(1:2,python):2026-12-02-11:35:37.844.006 [x.cc:1] something")
+        elif what == "other":  # MindSpore's own stamped lines: before the file's times, after, its Python form
+            lines.append({1: "[INFO] DEVICE(1,2,python):2026-12-01-07:09:30.000.000 [x.cc:1] Fn] start-up",
+                          2: "[WARNING] ME(1:2,python):2026-12-02-11:35:37.844.006 [x.cc:1] something",
+                          3: "[WARNING] ME(7:1406,MainProcess):2026-12-01-07:09:40.714.000 [a.py:69] old"}[times])
         elif what == "nan":
             step += 1
             lines.append(f"epoch: {epoch} step: {step}, loss is nan")
@@ -257,6 +259,9 @@ def steps_in(text: str) -> int:
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.one_of(step_line, other), max_size=25), encoding, st.integers(1, 97))
 @example([GOOD.format(s=1, step=1, loss="1.2.3"), GOOD.format(s=2, step=2, loss="5.0")], "utf-8", 7)
+# a UTF-16 line with a character whose byte is 0x0D (U+0D00): split there it was lost, neither row nor bad row
+@example([GOOD.format(s=1, step=1, loss="0.0").replace("[1.013255]", "[\u0d00]")], "utf-16", 1)
+@example([GOOD.format(s=1, step=1, loss="0.0").replace("[1.013255]", "[\u0a00]")], "utf-16-le", 5)
 def test_any_line_in_any_encoding_in_any_pieces_is_a_row_a_bad_row_or_skipped(lines, enc, cut):
     text = "".join(ln + "\n" for ln in lines)
     try:

@@ -339,3 +339,53 @@ def test_a_plain_jobs_ranks_read_seconds_apart_are_not_lagging(tmp_path):
     store = read_once(str(tmp_path))
     kinds = [a.kind for a in Health().alerts(store, Options())]
     assert "lagging_rank" not in kinds, kinds
+
+
+def _ms_line(level: str, when: float, msg: str) -> str:
+    """MindSpore's own log line (glog's form) at unix time ``when``, in this machine's local time."""
+    stamp = time.strftime("%Y-%m-%d-%H:%M:%S", time.localtime(when)) + f".{int(when % 1 * 1000):03d}.000"
+    return f"[{level}] ME(4242,7f00aa,python):{stamp} [mindspore/ccsrc/x.cc:12] Fn] {msg}"
+
+
+def test_a_plain_job_killed_before_its_first_epoch_read_afterwards_has_its_goodput(tmp_path):
+    """Issue 40 item 3: a plain job killed before TimeMonitor's epoch line, read afterwards, said ``goodput
+    0 % of 0 s``: its LossMonitor lines have no stamp, so all took the file's time. MindSpore's own lines
+    (``[WARNING] ME(...):2026-...``) are stamps: the first begins the session, the last before the steps
+    begins the time they are spread over, the file's time ends it."""
+    import json
+    import subprocess
+    import sys
+
+    from tests.helpers.common import ROOT
+
+    began, steps_from, end = 1_796_100_000.0, 1_796_100_008.0, 1_796_100_020.0
+    lines = [_ms_line("WARNING", began, "Connection 11 source: 127.0.0.1:50750"),
+             _ms_line("INFO", began + 3.0, "Cluster is successfully initialized."),
+             _ms_line("WARNING", steps_from, "'FusedSparseAdam' is deprecated")]
+    lines += [LOSS_MONITOR % (1, s, 2.0 - s / 100) for s in range(1, 61)]
+    d = tmp_path / "job"
+    d.mkdir()
+    (d / "worker_0.log").write_text("".join(ln + "\n" for ln in lines))
+    os.utime(d / "worker_0.log", (end, end))
+    js = json.loads(subprocess.run([sys.executable, "-m", "mstop", "summary", "--json", str(d)], cwd=ROOT,
+                                   capture_output=True, text=True, timeout=120).stdout)
+    g = js["goodput"]
+    # the steps ran from the last stamp to the file's time; before them, from the first stamp: start-up. (No
+    # word of its end: the run is silent since, and that silence is counted as stalled, not as steps.)
+    assert g["productive"] == pytest.approx(end - steps_from, abs=0.5), g
+    assert g["compile"] == pytest.approx(steps_from - began, abs=0.5), g
+    assert js["step"] == 60
+
+
+def test_a_mindspore_stamp_after_an_earlier_read_begins_the_next_reads_spread(tmp_path):
+    """Followed live: a restarted process's start-up lines (stamped) come after the last read; its steps are
+    spread from its last stamp, not from the last read (the minutes it took to start are no steps)."""
+    from mstop.engine.mflog import MfLogParser
+
+    p = MfLogParser(0)
+    first = p.parse(("\n".join(LOSS_MONITOR % (1, s, 2.0) for s in range(1, 11)) + "\n").encode(), arrived=100.0)
+    assert len(first.rows) >= 9
+    restart = [_ms_line("WARNING", 200.0, "starting")] + [LOSS_MONITOR % (1, s, 2.0) for s in range(1, 11)]
+    second = p.parse(("\n".join(restart) + "\n").encode(), arrived=210.0)
+    got = second.rows.columns["time"][-9:]  # the restart's rows (the first read's last row was held till now)
+    assert min(got) > 200.0 and max(got) <= 210.0, list(got)
