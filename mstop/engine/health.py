@@ -279,14 +279,14 @@ def _liveness(store: Store, rules: Rules, opts: Options) -> tuple[list[int], lis
     if not alive:
         return [], [], basis  # nobody is alive: a stalled or finished job, not dead ranks
     dead = []
+    lives = dict(zip((st.ranks[k] for k in ks), life[ks].tolist()))
+    ends = {r: clocks.local(r, float(e["time"])) for r, e in ended.items()}
     for r in sorted(age):
         if r in ended:  # its witness saw the process end: dead now, not after the heartbeat deadline
             d, e = store.ranks[r], ended[r]
-            others = len(alive)
             dead.append(Alert("dead_rank", r, int(d.last("step")) if d.rows else None,
                               f"rank {r}'s process ended at {fmt.clock_ms(float(e['time']))} "
-                              f"({processes.how_words(e)}) while {others:,} "
-                              f"other rank{'s are' if others != 1 else ' is'} alive", severity=1e9))
+                              f"({processes.how_words(e)}){_ran_on(r, ends, lives)}", severity=1e9))
         elif age[r] > allowed[r]:
             d = store.ranks[r]
             step = int(d.last("step")) if d.rows else None
@@ -296,6 +296,17 @@ def _liveness(store: Store, rules: Rules, opts: Options) -> tuple[list[int], lis
                                                     f"{others:,} other rank{'s are' if others != 1 else ' is'} alive",
                               severity=age[r]))
     return alive, dead, basis
+
+
+def _ran_on(r: int, ends: dict[int, float], lives: dict[int, float]) -> str:
+    """What is known of the other ranks after rank ``r``'s process ended (at ``ends[r]``, the viewer's
+    clock): how many gave a sign of life, or ended, after it. Only what the files show: a rank whose end
+    is not read yet is never said to be alive (it was, for seconds after every process was gone)."""
+    t = ends[r]
+    after = sum(1 for o in lives if o != r and (ends.get(o, -math.inf) > t or lives[o] > t))
+    if after:
+        return f", {after:,} other rank{'s' if after != 1 else ''} ran on after it"
+    return ", the other ranks' last signs of life are from before it"
 
 
 def _held(store: Store) -> list[Alert]:
@@ -347,14 +358,21 @@ def _lagging(store: Store, rules: Rules, alive: list[int], opts: Options) -> lis
         ref_t = float(np.median([t for _, t in lasts.values()]))
     by_read = figures.run_meta(store).get("source") == SOURCE_PLAIN
     pace = figures.seconds_per_step(store) if by_read else None
+    beats = figures.heartbeats_seen(store)
+    every, limit = figures.heartbeat_interval(store, opts), figures.dead_after(store, opts)
+    lives, now = figures.lives(store), opts.clock()
     out = []
     for r, (s, t) in lasts.items():
         owed = (ref_t - t) / pace if pace and math.isfinite(t) and t < ref_t else 0.0
         behind = ref - s - owed
         if behind > rules.lag_steps:
-            # "and alive" was said of a rank killed 13 s before: alive means only "not yet called dead"
+            # "and alive" was said of a rank killed 13 s before: alive means only "not yet called dead"; a
+            # rank whose heartbeats stopped says for how long, and when it will be called dead
+            silent = now - c.local(r, lives[r]) if beats and r in lives else 0.0
+            state = (f"no heartbeat for {silent:.0f} s (dead after {limit:.0f} s)" if silent > 2 * every
+                     else "not yet called dead")
             out.append(Alert("lagging_rank", r, int(s), f"rank {r} is at step {int(s)}, {ref - s:.0f} steps behind "
-                                                        f"{what} ({int(ref)}), not yet called dead", severity=behind))
+                                                        f"{what} ({int(ref)}), {state}", severity=behind))
     return out
 
 

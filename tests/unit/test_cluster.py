@@ -51,6 +51,42 @@ def test_a_lagging_rank(tmp_path):
     assert "15 steps behind the median rank (60)" in got[0].message
 
 
+def test_a_lagging_rank_whose_heartbeats_stopped_says_how_long_not_that_it_is_alive(tmp_path):
+    """Issue 40 item 4: a rank killed with no exit witness (a host mstop cannot see) keeps its place among
+    the living until the heartbeat deadline; while it trails it was ``lagging_rank ... and alive``. Its
+    words now say how long it has been silent and when it will be called dead."""
+    now = 10_000.0 + 60 + 2
+    # heartbeats every 30 s: dead after 90; rank 3's last row and heartbeat 70 s ago
+    cluster(tmp_path, 16, last_step=lambda r: 45 if r == 3 else 60,
+            heartbeat_at=lambda r: now - 70 if r == 3 else now - 3,
+            t0_of=lambda r: now - 70 - 45 if r == 3 else 10_000.0)
+    got = [a for a in alerts(tmp_path, now) if a.kind in ("lagging_rank", "dead_rank")]
+    assert [(a.kind, a.rank) for a in got] == [("lagging_rank", 3)]
+    assert got[0].message.endswith("no heartbeat for 70 s (dead after 90 s)"), got[0].message
+    assert "alive" not in got[0].message
+
+
+def test_a_rank_whose_process_ended_says_only_what_the_files_show_of_the_others(tmp_path):
+    """Issue 40 item 4: ``dead_rank`` said "while 1 other rank is alive" for 3 s after every process was
+    gone (the others' ends not read yet). Its words now say how many others gave a sign of life or ended
+    after it (a past fact), never that one is alive now."""
+    from tests.helpers.common import read_events
+    from tests.helpers.runs import write_events
+
+    now = 10_000.0 + 60 + 1
+    cluster(tmp_path, 4, last_step=lambda r: 58 if r == 1 else 60,
+            heartbeat_at=lambda r: 10_058.0 if r == 1 else 10_060.0)
+    for r, t in ((1, 10_058.5), (0, 10_060.5)):  # rank 1 killed; rank 0 ended after every other sign of life
+        (begun,) = [e for e in read_events(tmp_path / f"rank{r}.events.jsonl") if e["kind"] == "start"]
+        write_events(tmp_path, r, [{"kind": "exit", "time": t, "pid": begun["pid"], "session": begun["session"],
+                                    "how": "signal", "signal": "SIGKILL", "code": -9, "source": "witness"}])
+    got = [a for a in alerts(tmp_path, now) if a.kind == "dead_rank"]
+    words = {a.rank: a.message for a in got}
+    assert words[1].endswith("(killed by SIGKILL), 3 other ranks ran on after it"), words
+    assert words[0].endswith("the other ranks' last signs of life are from before it"), words
+    assert not any("alive" in m for m in words.values()), words
+
+
 def test_without_events_liveness_falls_back_to_rows_and_says_so(tmp_path):
     now = 10_000.0 + 60 + 5
     for r in range(8):
