@@ -233,7 +233,8 @@ def _figure_rows(summary: dict[str, Any], store: Store) -> list[tuple[str, str]]
         *([("step time (profile)", profile_text(summary["profile"]))] if summary["profile"] else []),
         ("last checkpoint", "none" if ck is None else f"step {ck['step']}: {ck['path']}"),
         ("rows read", f"{summary['rows']:,}" + (f", {summary['bad_rows']:,} bad" if summary["bad_rows"] else "")
-         + (f", {lost:,} lost by the writer" if lost else "")
+         + (f", {lost:,} lost " + ("from the log (lines lost between two reads)" if source else "by the writer")
+            if lost else "")
          + (f", {fmt.count(refused, 'row{s} refused by the writer')}" + (f" ({why})" if why else "")
             if refused else "")),
         *([("cells refused", f"{cells:,} ({why_cells})")] if cells else []),

@@ -86,6 +86,9 @@ class LogState:
         self._arrival_rows: list[list[float]] = []  # this read's rows timed by the file (space_arrivals)
         self._last_arrival: float | None = None  # the file's time at the last read that gave such rows
         self.arrival_from: float | None = None  # the last stamped line's time before this read's first such row
+        #: the last step read before lines were lost (a rotation past the last backup, a truncation with no
+        #: copy): the steps between it and the next step read are counted as dropped (mstop.sources.mflog)
+        self.lost_after: float | None = None
 
     def time(self, ts: str, ms: str) -> float:
         """Unix time of a timestamp (local time of the writing host), one calendar call per hour."""

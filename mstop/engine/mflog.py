@@ -102,6 +102,17 @@ class Parsed:
     events: list[dict[str, Any]] = field(default_factory=list)
 
 
+def _split(blob: bytes, utf16: bool) -> list[bytes]:
+    """A blob's lines. UTF-16 (known, or by its BOM): at b"\n" only (a character's 0x0D byte, U+0D00, is no
+    line end; the "\r" of a CRLF is dropped once decoded)."""
+    if not (utf16 or blob[:2] in (b"\xff\xfe", b"\xfe\xff")):
+        return blob.splitlines()
+    lines = blob.split(b"\n")
+    if lines and not lines[-1]:
+        lines.pop()
+    return lines
+
+
 class MfLogParser:
     """Read one rank's MindFormers log, line after line, across reads (its state carries over).
 
@@ -133,14 +144,7 @@ class MfLogParser:
             self.st.arrived = arrived
         got = _classify(blob) if len(blob) >= 64 * BULK_RUN and self.st.utf16 is None else None
         if got is None:
-            if self.st.utf16 is not None or blob[:2] in (b"\xff\xfe", b"\xfe\xff"):
-                # UTF-16: lines end at b"\n" only (a character's 0x0D byte, U+0D00, is no line end; the
-                # "\r" of a CRLF is dropped once decoded)
-                lines = blob.split(b"\n")
-                if lines and not lines[-1]:
-                    lines.pop()
-            else:
-                lines = blob.splitlines()
+            lines = _split(blob, self.st.utf16 is not None)
             self.st.lines_seen += len(lines)
             for raw in lines:
                 self._one(raw)
@@ -339,11 +343,9 @@ class MfLogParser:
                 self.st.error = (self.st.error[0], f"{self.st.error[1]} ({clean(text.strip(), 200)})")
 
     def _framework_line(self, m: re.Match[str]) -> None:
-        """MindSpore's own line. Its stamp is a time a plain log (LossMonitor's lines have none) otherwise
-        lacks: the first since the last step is where a process (a session) began, the last before a read's
-        unstamped steps is where the time they are spread over begins (``LogState.space_arrivals``). An
-        ``[ERROR]``/``[CRITICAL]`` line after a session's last step is its error (the run fails when the lines
-        read so far end there, as with a MindFormers ERROR line)."""
+        """MindSpore's own line: a time a plain log otherwise lacks (the first since the last step begins a
+        session; the last before unstamped steps begins their spread, ``LogState.space_arrivals``); at
+        ``[ERROR]``/``[CRITICAL]`` after a session's last step, its error (as a MindFormers ERROR line)."""
         t = self.st.time(f"{m.group('date')} {m.group('time')}", m.group("ms"))
         error = m.group("level") in ("ERROR", "CRITICAL")
         if math.isnan(t):

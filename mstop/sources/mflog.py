@@ -18,6 +18,8 @@ import stat
 import threading
 from typing import Any, Callable
 
+import numpy as np
+
 from ..engine.mflog import MfLogParser, SchedulerLog, WorkerState
 from ..engine.reader import RunReader
 from ..engine.store import Store
@@ -380,14 +382,15 @@ class MfLogSource:
         lost = stream.lost
         while True:
             chunk = stream.read()
+            if stream.lost > lost:  # before its lines are parsed: the steps lost end at the next one read
+                lost = stream.lost
+                note_lost(self.store, r, parser)
             if chunk.mtime is not None:
                 self.store.saw_mtime(chunk.mtime)
             ingest_log(self.store, r, parser, chunk.blob, bad=chunk.overlong, flush=not chunk.blob or
                        (final and not chunk.more), arrived=chunk.mtime, name=label(stream))
             if not chunk.more or self._stop.is_set():
                 break
-        if stream.lost > lost:
-            note_lost(self.store, r)
         for name in sorted(stream.denied):
             self.store.note(f"rank_{r}/{name}: permission denied: its lines are not read")
 
@@ -418,10 +421,38 @@ def worker_states(store: Store, parsers: dict[int, MfLogParser], states: list[Wo
         store.ingest_events(w.rank, [e])
 
 
-def note_lost(store: Store, rank: int) -> None:
-    """Say that lines of a rank's log could not be read (local and remote sources alike)."""
+def note_lost(store: Store, rank: int, parser: MfLogParser | None = None) -> None:
+    """Say that lines of a rank's log could not be read (local and remote sources alike), and have the
+    steps they held counted when the next step is read (``parser``: the rank's; see :func:`_count_lost`)."""
     store.note(f"{stream_name(rank)}: lines lost between two reads (rotated past its last backup, or "
                "truncated in place with no copy found): their rows are missing")
+    if parser is not None and parser.st.lost_after is None and parser.last_step is not None:
+        parser.st.lost_after = float(parser.last_step)
+
+
+def _count_lost(store: Store, rank: int, parser: MfLogParser, rows: Any, name: str) -> None:
+    """The steps lost lines held, once the first step after them is read: a ``dropped`` event of that many
+    rows (``rows dropped`` in ``summary``, as a writer's lost rows are), and the steps said. The row held
+    from before the loss (its step is the last read) is passed over; a step that goes back (the job
+    restarted meanwhile) counts nothing: the lines lost are then not known to have been steps."""
+    gap = parser.st.lost_after
+    if gap is None or not len(rows):
+        return
+    steps = rows.exact[:, 1]
+    after = np.flatnonzero(steps != gap)
+    if not len(after):
+        return
+    i = int(after[0])
+    parser.st.lost_after = None
+    first = float(steps[i])
+    missing = int(first - gap - 1) if first > gap else 0
+    if missing <= 0:
+        return
+    store.ingest_events(rank, [{"kind": "dropped", "time": float(rows.exact[i, 0]), "rows": missing, "events": 0,
+                                "session": rows.session_names[int(rows.session_codes[i])],
+                                "source": f"{name}: lines lost"}])
+    store.note(f"{name}: steps {int(gap) + 1:,}-{int(first) - 1:,} were in lines lost between two reads: "
+               f"{fmt_count(missing, 'row')} counted as dropped")
 
 
 def label(stream: LogStream) -> str:
@@ -458,6 +489,7 @@ def ingest_log(store: Store, rank: int, parser: MfLogParser, blob: bytes, *, bad
     for p in parts:
         p.rows.bad += bad
         bad = 0
+        _count_lost(store, rank, parser, p.rows, name)
         store.ingest_rows(rank, p.rows)
         if p.events:
             store.ingest_events(rank, p.events)

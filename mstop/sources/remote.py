@@ -432,7 +432,7 @@ class RemoteSource:
             if f.log is not None:
                 f.cursor = str(entry[4]) if len(entry) > 4 else ""
                 if len(entry) > 5 and entry[5]:  # the follower could not read some lines (rotations)
-                    note_lost(self.store, f.rank)
+                    note_lost(self.store, f.rank, f.log)
                 seen.add(name)
                 chunk = f.tail.feed(data)
                 arrived = header.get("mtime")  # when the host last wrote them: the time of unstamped lines

@@ -50,6 +50,19 @@ def test_more_rotations_between_two_reads_than_backups_are_said(tmp_path):
     src.read_all()
     assert stream.lost == 1
     assert any("rank_0/info.log: lines lost between two reads" in n for n in store.notes)
+    # issue 40 item 12: said and counted: the steps the lost lines held are dropped rows, in summary too
+    from rich.console import Console
+
+    from mstop.commands.summary import render_table, summarize
+    from mstop.engine.figures import Options, dropped_rows
+
+    assert store.rows == 40 and dropped_rows(store) == 20  # steps 11-30 lost, every step 1-60 accounted for
+    assert any("steps 11-30 were in lines lost between two reads: 20 rows counted as dropped" in n
+               for n in store.notes), store.notes
+    console = Console(width=200, record=True, file=open(os.devnull, "w"))
+    console.print(render_table(summarize(store, str(tmp_path), Options()), store))
+    said = console.export_text()
+    assert "rows read                40, 20 lost from the log (lines lost between two reads)" in said, said
 
 
 def test_copytruncate_of_a_followed_log_loses_no_line(tmp_path):
