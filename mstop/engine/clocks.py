@@ -60,12 +60,14 @@ class Clocks:
         for r, off in sorted(self.own.items(), key=lambda kv: -abs(kv[1]))[:2]:
             out.append(f"rank {r}'s clock is {_apart(off)} this machine (file times): ages use file times")
         if len(self.own) > 2:
-            out.append(f"{len(self.own) - 2} more ranks' clocks differ from this machine's")
+            n = len(self.own) - 2
+            out.append(f"{_more(n)} from this machine's")
         for r, off in sorted(self.ranks.items(), key=lambda kv: -abs(kv[1]))[:2]:
             out.append(f"rank {r}'s clock is {_apart(off)} rank {self.reference}'s at equal steps: goodput "
                        f"lays its times on rank {self.reference}'s")
         if len(self.ranks) > 2:
-            out.append(f"{len(self.ranks) - 2} more ranks' clocks differ from rank {self.reference}'s")
+            n = len(self.ranks) - 2
+            out.append(f"{_more(n)} from rank {self.reference}'s")
         return out
 
 
@@ -120,3 +122,8 @@ def _noise(store: Store, r: int) -> float:
     st = d.span("step_time", d.rows - 8, d.rows)
     st = st[np.isfinite(st)]
     return max(SKEW_S, 10.0 * float(np.median(st))) if len(st) else SKEW_S
+
+
+def _more(n: int) -> str:
+    """``1 more rank's clock differs``, ``3 more ranks' clocks differ``."""
+    return "1 more rank's clock differs" if n == 1 else f"{n:,} more ranks' clocks differ"

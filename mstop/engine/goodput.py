@@ -37,6 +37,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from .. import fmt
 from . import figures, ledgerfold, rankstate
 from .clocks import Clocks
@@ -58,10 +60,13 @@ class Ledger:
     wall: float
     seconds: dict[str, float]
     ranks: dict[int, float] = field(default_factory=dict)  # rank -> goodput, where it differs from the run's
+    #: no row was timed: every rank's rows carry one instant and no step time (a plain log read cold with no
+    #: usable stamp): the steps' time is not known, so no share of the wall is (never a 0 %)
+    untimed: bool = False
 
     @property
     def goodput(self) -> float | None:
-        return self.seconds["productive"] / self.wall if self.wall > 0 else None
+        return self.seconds["productive"] / self.wall if self.wall > 0 and not self.untimed else None
 
     def largest_losses(self, n: int = 2) -> list[tuple[str, float]]:
         return largest_losses(self.seconds, self.wall, n)
@@ -113,13 +118,20 @@ def compute_ledger(store: Store, opts: Options) -> Ledger | None:
     wall = max(0.0, end - first)
     per_rank = {d.rank: rank_ledger(d, off, spans[d.rank], first, end) for d, off in ranks}
     seconds = {k: math.fsum(b[k] for b in per_rank.values()) / len(per_rank) for k in BUCKETS}
-    out = Ledger(wall, seconds)
+    out = Ledger(wall, seconds, untimed=all(_untimed(d) for d, _ in ranks))
     g = out.goodput
     if g is not None and wall > 0:
         for r, b in per_rank.items():
             if abs(b["productive"] / wall - g) > RANK_SPREAD:
                 out.ranks[r] = b["productive"] / wall
     return out
+
+
+def _untimed(d: RankData) -> bool:
+    """Whether a rank's rows tell no time: more than one, all of one instant, none with a step time."""
+    if d.rows < 2 or not d.segments or d.segments[0].first_time != d.last("time"):
+        return False
+    return not math.isfinite(d.last("step_time")) and not np.isfinite(d.col("step_time")).any()
 
 
 def _span(d: RankData, k: int, off: float, until: float | None) -> tuple[float, float]:

@@ -39,6 +39,14 @@ _F = _FLOAT.decode()
 _BULK: Any = ()
 
 
+
+#: how far a stamped line (MindSpore's own: the host's clock) may come before the steps timed by the file's
+#: time (this machine's clock) and still be read on the same clock: the longest start-up (a large graph's
+#: compilation takes up to an hour), and the longest step a LossMonitor line is printed after. Further back,
+#: the host's clock was wrong when it wrote (never set: 1970), and its stamps time nothing of those steps
+STAMPED_START_S = 6 * 3600.0
+STAMPED_STEP_S = 600.0
+
 class LogState:
     """One rank's log as read so far: what carries over from line to line and from read to read."""
 
@@ -171,7 +179,10 @@ class LogState:
         place in the lists. Returns the global step."""
         gstep = float((epoch - 1) * steps + step) if steps > 0 else float(step)
         if self.session is None or self.ended or (self.last_step is not None and gstep <= self.last_step):
-            self.new_session(self.first_time if self.first_time is not None else when())
+            begun = self.first_time
+            if begun is not None and self._timing_by_arrival and not 0 <= when() - begun <= STAMPED_START_S:
+                begun = None  # a stamp on another clock than the file's (a host whose clock was never set)
+            self.new_session(begun if begun is not None else when())
         self.steps_per_epoch, self.total_steps = steps, epochs * steps
         if not self.started or self._started_total != self.total_steps:
             self.start(self._session_start)
@@ -227,8 +238,9 @@ class LogState:
             if math.isfinite(rows[i + 1][6]):
                 rows[i][0] = rows[i + 1][0] - rows[i + 1][6]
         now, prev = rows[-1][0], self._last_arrival
-        if since is not None and math.isfinite(since) and (prev is None or since > prev):
-            prev = since
+        if since is not None and math.isfinite(since) and (prev is None or since > prev) \
+                and now - since <= STAMPED_START_S + len(rows) * STAMPED_STEP_S:
+            prev = since  # (a stamp further back is on another clock: the host's was wrong, 1970)
         self._last_arrival = now
         if prev is None or not prev < now or any(math.isfinite(r[6]) for r in rows):
             return

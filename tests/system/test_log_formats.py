@@ -129,7 +129,7 @@ def test_a_real_msrun_worker_killed_is_dead_from_the_scheduler_log(tmp_path):
 def test_a_real_plain_job_killed_before_its_first_epoch_ended_has_its_goodput(tmp_path):
     """Issue 40 item 3: a real plain msrun job (LossMonitor, TimeMonitor) killed before its first epoch's
     end (no TimeMonitor line) read afterwards said ``goodput 0 % of 0 s``. MindSpore's own stamped lines
-    give its start and where its steps began: 30 steps of at least 0.1 s each are at least 3 s of steps,
+    give its start and where its steps began: 30 steps of at least 0.1 s each are 29 intervals of 0.1 s,
     and the time before them is start-up; the whole is the job's life."""
     import json
     import subprocess
@@ -145,7 +145,7 @@ def test_a_real_plain_job_killed_before_its_first_epoch_ended_has_its_goodput(tm
                                    capture_output=True, text=True, timeout=120).stdout)
     g = js["goodput"]
     assert js["status"] == "dead" and js["step"] == 30, js
-    assert 3.0 <= g["productive"] <= 30 * 0.1 + 5.0, g  # 30 steps of 0.1 s and their work
+    assert 2.5 <= g["productive"] <= 30 * 0.1 + 5.0, g  # 30 steps of 0.1 s (29 between rows) and their work
     assert g["compile"] > 0.5 and 0.1 < g["goodput"] < 0.9, g  # the start-up is no step
     assert g["wall"] <= ended - began + 1.0, g
 

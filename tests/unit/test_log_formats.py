@@ -389,3 +389,29 @@ def test_a_mindspore_stamp_after_an_earlier_read_begins_the_next_reads_spread(tm
     second = p.parse(("\n".join(restart) + "\n").encode(), arrived=210.0)
     got = second.rows.columns["time"][-9:]  # the restart's rows (the first read's last row was held till now)
     assert min(got) > 200.0 and max(got) <= 210.0, list(got)
+
+
+def test_a_stamp_from_a_clock_never_set_times_nothing_and_untimed_rows_have_no_goodput(tmp_path):
+    """Issue 40 item 12: rows dated 1970 gave ``goodput 0 % of over 10 years``. A MindSpore stamp of 1970 (a
+    host whose clock was never set) before LossMonitor's unstamped rows (timed by the file, this machine's
+    clock) is on another clock: it begins no session and spreads no row. Those rows then share one instant
+    and no step time: no goodput can be told (``n/a``, never ``0 %``)."""
+    import json
+    import subprocess
+    import sys
+
+    from tests.helpers.common import ROOT
+
+    d = tmp_path / "job"
+    d.mkdir()
+    lines = [_ms_line("WARNING", 100.0, "start-up")] + [LOSS_MONITOR % (1, s, 2.0) for s in range(1, 61)]
+    (d / "worker_0.log").write_text("".join(ln + "\n" for ln in lines))
+    out = subprocess.run([sys.executable, "-m", "mstop", "summary", str(d)], cwd=ROOT, capture_output=True,
+                         text=True, timeout=120).stdout
+    assert "years" not in out and "1970" not in out, out
+    goodput = next(ln for ln in out.splitlines() if ln.startswith("goodput"))
+    assert goodput.split() == ["goodput", "n/a"], goodput
+    js = json.loads(subprocess.run([sys.executable, "-m", "mstop", "summary", "--json", str(d)], cwd=ROOT,
+                                   capture_output=True, text=True, timeout=120).stdout)
+    assert js["goodput"]["goodput"] is None and js["goodput"]["wall"] < 3600, js["goodput"]
+    assert js["step"] == 60
