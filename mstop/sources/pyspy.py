@@ -70,12 +70,30 @@ def dump_over_ssh(host: str, start: dict[str, Any], connection: Any) -> tuple[li
         out = json.loads(run_program(host, program, request, connection=connection, timeout=30.0))
     except (RemoteError, ValueError) as e:
         return None, f"{host}: no dump: {e}"
-    if not isinstance(out, dict):
-        return None, f"{host}: no dump: an answer mstop cannot read"
-    lines = out.get("lines")
-    if isinstance(lines, list):
-        return [str(x) for x in lines], ""
-    return None, f"{host}: {out.get('why') or 'no dump'}"
+    return answer(host, out)
+
+
+#: the most of a dump's answer kept: lines (a stack of every thread of a process is some hundreds), and
+#: characters a line or a reason
+MAX_LINES = 5000
+MAX_LINE = 1000
+
+
+def answer(host: str, out: object) -> tuple[list[str] | None, str]:
+    """The dump the other side answered, each field type-checked and bounded: ``{"lines": [str, ...]}`` or
+    ``{"why": str}``; anything else is said as an answer mstop cannot read, never shown as it came."""
+    from ..safe import clean
+
+    if isinstance(out, dict):
+        lines, why = out.get("lines"), out.get("why")
+        if isinstance(lines, list) and all(isinstance(x, str) for x in lines):
+            kept = [clean(x, MAX_LINE) for x in lines[:MAX_LINES]]
+            if len(lines) > MAX_LINES:
+                kept.append(f"... {len(lines) - MAX_LINES:,} more lines not shown")
+            return kept, ""
+        if lines is None and isinstance(why, str) and why:
+            return None, f"{host}: {clean(why, MAX_LINE)}"
+    return None, f"{host}: no dump: an answer mstop cannot read ({clean(type(out).__name__, 40)})"
 
 
 def dump(start: dict[str, Any]) -> tuple[list[str] | None, str]:

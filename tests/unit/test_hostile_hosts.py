@@ -35,6 +35,12 @@ if request.get("probe"):  # the one-shot look at the folder: a run, unless the m
     else:
         out.write(b'{"is_run": true}\n'); out.flush()
     sys.exit(0)
+if "pid" in request:  # py-spy's dump on the rank's host (t, d): the answer, as the mode has it
+    spy = {"spy-dicts": {"lines": [{"a": 1}, 5]}, "spy-escape": {"why": "\x1b]52;c;aGk=\x07 gone\x1b[2J"},
+           "spy-many": {"lines": ["  main (job.py:1)\x1b[31m"] * 9000}, "spy-list": [1, 2],
+           "spy-why-dict": {"why": {"x": 1}}}.get(mode, {"lines": ["Thread 1 (idle)"]})
+    out.write(json.dumps(spy).encode() + b"\n"); out.flush()
+    sys.exit(0)
 def frame(h, payload=b""):
     out.write((json.dumps(h) + "\n").encode() + payload); out.flush()
 good = {"clock": time.time(), "files": [], "mtime": time.time()}
@@ -112,3 +118,30 @@ def test_a_silent_host_is_given_up_within_its_deadline(host):
         assert proc.returncode not in (0, 1) and "Traceback" not in proc.stderr
         assert words in proc.stderr, proc.stderr
         assert took < 1 + FRAME_DEADLINE + 15
+
+
+@pytest.mark.parametrize("mode", ["spy-dicts", "spy-escape", "spy-many", "spy-list", "spy-why-dict"])
+def test_a_hosts_py_spy_answer_is_typed_bounded_and_shown_without_control_codes(tmp_path, monkeypatch, mode):
+    """The py-spy dump over ssh (``t``, ``d``): lines that are not strings, a reason with terminal escapes,
+    9,000 lines, a JSON list, a reason that is no string. Each is shown as words naming the host, or as at
+    most MAX_LINES clean lines: nothing of it reaches the terminal as a control code."""
+    from mstop.sources import pyspy
+    from mstop.sources.protocol import DEFAULT_CONNECTION
+
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    (folder / "ssh").write_text(FAKE_SSH)
+    (folder / "ssh").chmod(0o755)
+    (folder / "mode").write_text(mode)
+    monkeypatch.setenv("PATH", f"{folder}:{os.environ['PATH']}")
+    lines, why = pyspy.dump_over_ssh("fakehost", {"pid": 4242, "host": "n1", "boot_id": "b", "pid_ns": "p"},
+                                     DEFAULT_CONNECTION)
+    said = "\n".join(lines or []) + why
+    assert "\x1b" not in said and "\x07" not in said, said
+    if mode == "spy-many":
+        assert lines is not None and len(lines) == pyspy.MAX_LINES + 1 and "4,000 more lines" in lines[-1]
+        assert lines[0] == "  main (job.py:1)\\x1b[31m"
+    elif mode == "spy-escape":
+        assert lines is None and why.startswith("fakehost: \\x1b]52;c;aGk=\\x07 gone"), why
+    else:
+        assert lines is None and why.startswith("fakehost: no dump: an answer mstop cannot read"), why
