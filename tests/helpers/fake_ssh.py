@@ -1,0 +1,56 @@
+"""A stand-in ``ssh`` that plays a misbehaving host (tests/unit/test_hostile_hosts.py and
+tests/system/test_hostile_hosts_followed.py): it swallows the program mstop sends and answers as the file
+``mode`` beside it says."""
+
+FAKE_SSH = r'''#!/usr/bin/env python3
+import json, os, sys, time
+mode = open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "mode")).read().strip()
+n = int(sys.stdin.buffer.readline()); sys.stdin.buffer.read(n)  # the program mstop sends
+request = json.loads(sys.stdin.buffer.readline())
+out = sys.stdout.buffer
+if request.get("probe"):  # the one-shot look at the folder: a run, unless the mode is about this answer
+    if mode == "probe-silent":
+        time.sleep(600)
+    elif mode == "probe-endless":
+        while True:
+            out.write(b"y" * (1 << 20)); out.flush()
+    elif mode == "probe-list":
+        out.write(b"[1]\n"); out.flush()
+    elif mode == "probe-negative":
+        out.write(b'{"n": -3}\nabc'); out.flush()
+    else:
+        out.write(b'{"is_run": true}\n'); out.flush()
+    sys.exit(0)
+if "pid" in request:  # py-spy's dump on the rank's host (t, d): the answer, as the mode has it
+    spy = {"spy-dicts": {"lines": [{"a": 1}, 5]}, "spy-escape": {"why": "\x1b]52;c;aGk=\x07 gone\x1b[2J"},
+           "spy-many": {"lines": ["  main (job.py:1)\x1b[31m"] * 9000}, "spy-list": [1, 2],
+           "spy-why-dict": {"why": {"x": 1}}}.get(mode, {"lines": ["Thread 1 (idle)"]})
+    out.write(json.dumps(spy).encode() + b"\n"); out.flush()
+    sys.exit(0)
+def frame(h, payload=b""):
+    out.write((json.dumps(h) + "\n").encode() + payload); out.flush()
+good = {"clock": time.time(), "files": [], "mtime": time.time()}
+if mode == "silent":
+    time.sleep(600)
+elif mode == "endless":
+    while True:
+        out.write(b"x" * (1 << 20)); out.flush()
+elif mode == "negative":
+    frame({**good, "n": -5})
+elif mode == "huge":
+    frame({**good, "n": 10 ** 15})
+elif mode == "list":
+    out.write(b"[1, 2, 3]\n"); out.flush()
+elif mode == "noclock":
+    frame({"files": []})
+elif mode == "stringclock":
+    frame({**good, "clock": "noon"})
+elif mode == "badfiles":
+    frame({**good, "files": [["rank0.csv", "zero", 5, False]], "n": 0})
+elif mode == "toolong":
+    frame({**good, "files": [["rank0.csv", 0, 500, False]], "n": 0})
+elif mode == "nevercaughtup":
+    while True:
+        frame(dict(good, clock=time.time())); time.sleep(0.01)
+time.sleep(600)
+'''
