@@ -59,7 +59,9 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start(tmp: Path) -> Server:
+def start(tmp: Path, force_command: str | None = None) -> Server:
+    """A server on a free port; ``force_command``: what every session runs whatever the client asked (sshd's
+    ``ForceCommand``: a host whose remote side misbehaves, played behind a real OpenSSH)."""
     tmp.mkdir(parents=True, exist_ok=True)
     for name in ("host_key", "client_key"):
         subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp / name)], check=True)
@@ -80,7 +82,7 @@ PidFile {tmp / 'sshd.pid'}
 LogLevel ERROR
 MaxStartups 100
 MaxSessions 100
-""")
+""" + (f"ForceCommand {force_command}\n" if force_command else ""))
     if os.geteuid() == 0:
         os.makedirs("/run/sshd", exist_ok=True)
     proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(tmp / "sshd_config")], stderr=subprocess.PIPE)
