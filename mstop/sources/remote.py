@@ -93,7 +93,7 @@ def _kill(proc: subprocess.Popen) -> None:
     _LIVE.discard(proc)
 
 
-def _frame_problem(line: bytes, header: object, n: int | None) -> str | None:
+def frame_problem(line: bytes, header: object, n: int | None) -> str | None:
     """What makes a frame one the follower never sends (None: none): a header line without its end, one
     that is no JSON object, a length past MAX_PAYLOAD or below 0, ``files`` that are not its entries."""
     if not line.endswith(b"\n"):
@@ -103,12 +103,12 @@ def _frame_problem(line: bytes, header: object, n: int | None) -> str | None:
     if n is None:
         return f"a frame announces {clean(repr(header.get('n')), 40)} bytes: not a length the follower sends"
     files = header.get("files", [])
-    if not isinstance(files, list) or not all(_entry_ok(e) for e in files):
+    if not isinstance(files, list) or not all(entry_ok(e) for e in files):
         return "a frame's 'files' is not a list of [name, offset, length, reset, ...]"
     return None
 
 
-def _entry_ok(entry: object) -> bool:
+def entry_ok(entry: object) -> bool:
     """A frame's file entry as the follower writes it: [name, offset, length, reset, ...]."""
     return (isinstance(entry, list) and len(entry) >= 4 and isinstance(entry[0], str)
             and all(type(x) is int and x >= 0 for x in entry[1:3]) and isinstance(entry[3], (bool, int)))
@@ -382,7 +382,7 @@ class RemoteSource:
                               "answering")
         if not line or (header == "closed" and not line.endswith(b"\n")) or (ok_n and len(payload) != n):
             raise RemoteError(self._ssh_error(proc) if line or header != "closed" else "connection closed")
-        why = _frame_problem(line, header, n if ok_n else None)
+        why = frame_problem(line, header, n if ok_n else None)
         if why is not None:
             raise RemoteError(f"{host}: {why}")
         files = header["files"] if "files" in header else []
