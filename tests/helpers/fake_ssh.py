@@ -54,3 +54,22 @@ elif mode == "nevercaughtup":
         frame(dict(good, clock=time.time())); time.sleep(0.01)
 time.sleep(600)
 '''
+
+
+def install(tmp_path, mode: str | None = None):
+    """The stand-in written as ``tmp_path/bin/ssh`` (its mode beside it when given): the folder to put first
+    on PATH."""
+    folder = tmp_path / "bin"
+    folder.mkdir(exist_ok=True)
+    (folder / "ssh").write_text(FAKE_SSH)
+    (folder / "ssh").chmod(0o755)
+    if mode is not None:
+        (folder / "mode").write_text(mode)
+    return folder
+
+
+def on_path(tmp_path, monkeypatch, mode: str) -> None:
+    """The stand-in first on this process's PATH, playing ``mode``."""
+    import os
+
+    monkeypatch.setenv("PATH", f"{install(tmp_path, mode)}:{os.environ['PATH']}")

@@ -5,11 +5,9 @@ real sshd on 127.0.0.1 as its ``ForceCommand`` (the real client, the real server
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
-from tests.helpers.fake_ssh import FAKE_SSH
+from tests.helpers.fake_ssh import FAKE_SSH, on_path
 
 
 @pytest.mark.parametrize("mode, words", [("negative", "a frame announces -5 bytes"),
@@ -22,12 +20,7 @@ async def test_the_monitor_following_a_misbehaving_host_says_which_and_reconnect
     from mstop.app import MonitorApp
     from tests.helpers.app_common import screen_lines, settle
 
-    folder = tmp_path / "bin"
-    folder.mkdir()
-    (folder / "ssh").write_text(FAKE_SSH)
-    (folder / "ssh").chmod(0o755)
-    (folder / "mode").write_text(mode)
-    monkeypatch.setenv("PATH", f"{folder}:{os.environ['PATH']}")
+    on_path(tmp_path, monkeypatch, mode)
     app = MonitorApp("fakehost:/runs/a")
     async with app.run_test(size=(160, 40)) as pilot:
         def said() -> bool:

@@ -17,15 +17,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.helpers.common import ROOT
-from tests.helpers.fake_ssh import FAKE_SSH
+from tests.helpers.fake_ssh import install, on_path
 
 
 @pytest.fixture
 def host(tmp_path):
-    folder = tmp_path / "bin"
-    folder.mkdir()
-    (folder / "ssh").write_text(FAKE_SSH)
-    (folder / "ssh").chmod(0o755)
+    folder = install(tmp_path)
 
     def run(mode: str, timeout: float = 120) -> tuple[subprocess.CompletedProcess, float]:
         (folder / "mode").write_text(mode)
@@ -78,12 +75,7 @@ def test_a_hosts_py_spy_answer_is_typed_bounded_and_shown_without_control_codes(
     from mstop.sources import pyspy
     from mstop.sources.protocol import DEFAULT_CONNECTION
 
-    folder = tmp_path / "bin"
-    folder.mkdir()
-    (folder / "ssh").write_text(FAKE_SSH)
-    (folder / "ssh").chmod(0o755)
-    (folder / "mode").write_text(mode)
-    monkeypatch.setenv("PATH", f"{folder}:{os.environ['PATH']}")
+    on_path(tmp_path, monkeypatch, mode)
     lines, why = pyspy.dump_over_ssh("fakehost", {"pid": 4242, "host": "n1", "boot_id": "b", "pid_ns": "p"},
                                      DEFAULT_CONNECTION)
     said = "\n".join(lines or []) + why

@@ -40,25 +40,31 @@ def test_the_runs_lists_space_says_it_moves_to_the_next_run():
     assert next(b for b in RunsScreen.BINDINGS if getattr(b, "key", None) == "space").description == "mark ↓"
 
 
+async def _runs_list_at_120(folder) -> tuple[list[str], str]:
+    """The runs list of ``folder``'s two runs at 120 columns, once both are read: its lines and its header."""
+    from tests.helpers.app_common import screen_lines, settle
+    from tests.helpers.runs_common import app_for, table_rows
+
+    app = app_for(folder)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await settle(pilot, lambda: len(table_rows(app)) == 2 and table_rows(app)[0][-4].endswith("ago"))
+        lines = screen_lines(app)
+    return lines, next(x for x in lines if " status " in x and "started" in x)
+
+
 async def test_the_runs_list_at_120_columns_keeps_alerts_and_started_whole(tmp_path):
     """At 120 columns a long run name pushed ``alerts`` and ``started`` past the edge (``47 s ag``): the
     name is cut in its middle instead, every column up to the duration on screen."""
-    from tests.helpers.app_common import screen_lines, settle
     from tests.helpers.runs import write_run
-    from tests.helpers.runs_common import app_for, table_rows
 
     long = "qwen2-7b-pretrain-lr3e-4-bs64-seq4096-recompute-full-node32"
     write_run(tmp_path / long, status="failed", note="", world=1)
     write_run(tmp_path / "base", status="finished", note="", world=1)
-    app = app_for(tmp_path)
-    async with app.run_test(size=(120, 30)) as pilot:
-        await settle(pilot, lambda: len(table_rows(app)) == 2 and table_rows(app)[0][-4].endswith("ago"))
-        lines = screen_lines(app)
-        head = next(x for x in lines if " status " in x and "started" in x)
-        assert "alerts" in head and "started" in head and "duration" in head, head
-        row = next(x for x in lines if "qwen2-7b" in x)
-        assert row.split()[0].startswith("qwen2-7b") and "…" in row.split()[0] and row.split()[0].endswith("32")
-        assert row.rstrip().endswith("ago  2 m 00 s"), row  # the name's start and end, then every column whole
+    lines, head = await _runs_list_at_120(tmp_path)
+    assert "alerts" in head and "started" in head and "duration" in head, head
+    row = next(x for x in lines if "qwen2-7b" in x)
+    assert row.split()[0].startswith("qwen2-7b") and "…" in row.split()[0] and row.split()[0].endswith("32")
+    assert row.rstrip().endswith("ago  2 m 00 s"), row  # the name's start and end, then every column whole
 
 
 async def test_the_runs_list_at_120_columns_keeps_the_duration_beside_past_incidents(tmp_path):
@@ -66,9 +72,7 @@ async def test_the_runs_list_at_120_columns_keeps_the_duration_beside_past_incid
     at its least): where names are cut the loss column takes its short label, and every column up to the
     duration is whole."""
     from mstop_writer import MetricsWriter
-    from tests.helpers.app_common import screen_lines, settle
     from tests.helpers.runs import write_run
-    from tests.helpers.runs_common import app_for, table_rows
 
     long = "qwen2-7b-pretrain-lr3e-4-bs64-seq4096-recompute-full-node32"
     now = [1_800_000_000.0]
@@ -80,11 +84,7 @@ async def test_the_runs_list_at_120_columns_keeps_the_duration_beside_past_incid
         w.log(s, loss=4.0 * s ** -0.3, lr=1e-3, step_time=1.0, data_wait=0.9 if starved else 0.01)
     w.close(clean=True)
     write_run(tmp_path / "base", status="finished", note="", world=1)
-    app = app_for(tmp_path)
-    async with app.run_test(size=(120, 30)) as pilot:
-        await settle(pilot, lambda: len(table_rows(app)) == 2 and table_rows(app)[0][-4].endswith("ago"))
-        lines = screen_lines(app)
-    head = next(x for x in lines if " status " in x and "started" in x)
+    lines, head = await _runs_list_at_120(tmp_path)
     assert "loss (EMA)" in head and head.rstrip().endswith("duration"), head
     row = next(x for x in lines if "qwen2-7b" in x)
     assert "0 +2 past" in row and row.rstrip().endswith("ago  8 m 20 s"), row
