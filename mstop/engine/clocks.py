@@ -96,7 +96,7 @@ def _clocks(store: Store, clock: float, limit: float) -> Clocks:
     # a rank file written within the stall limit, its last row's time far from then (the folds' file times)
     with np.errstate(invalid="ignore"):
         off = last.time - last.mtime
-        far = (np.abs(clock - last.mtime) <= limit) & (np.abs(off) > np.maximum(SKEW_S, last.slack))
+        far = (np.abs(clock - last.mtime) <= limit) & (np.abs(off) > SKEW_S)
     for k in np.flatnonzero(far).tolist():
         out.own[ranks[k]] = float(off[k])
     ref = store.ranks[ranks[0]]

@@ -14,7 +14,6 @@ Issue 39 step 3 begins here: each rank's last row (the step, the clocks, the lag
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -37,8 +36,6 @@ class Lasts:
     step: np.ndarray
     #: when its rank file was last seen modified, on the source's clock (NaN: not known): RankData.csv_mtime
     mtime: np.ndarray
-    #: how far its last row may be from that time before its clock is off (Folds.file_time)
-    slack: np.ndarray
 
 
 @dataclass
@@ -67,7 +64,7 @@ class Folds:
     rows followed, by the thread that adds them."""
 
     ARRAYS = ("exact", "floats", "achieved", "rows", "segments", "latest_first", "old_until", "profiled_", "tokens",
-              "mtime", "slack")
+              "mtime")
     is_frozen = False
 
     def __init__(self, float_index: dict[str, int]) -> None:
@@ -86,7 +83,6 @@ class Folds:
         self.profiled_ = np.zeros(cap, bool)
         self.tokens = np.zeros(cap)  # Σtokens over the rank's timeline (its effective rows)
         self.mtime = np.full(cap, np.nan)  # its rank file's modification time (RankData.csv_mtime; NaN: none)
-        self.slack = np.zeros(cap)  # how far its last row's time may be from that before a clock is off (0: any)
         self._order: tuple[list[int], np.ndarray] | None = None
         self._frozen: Folds | None = None
         self._lasts: tuple[int, Lasts] | None = None
@@ -168,20 +164,13 @@ class Folds:
         self.tokens[slots] += np.where(tok == tok, tok, 0.0)
         self._changes += 1
 
-    def file_time(self, r: int, mtime: float, slack: float = 0.0) -> None:
+    def file_time(self, r: int, mtime: float) -> None:
         """Rank ``r``'s file was last modified at ``mtime`` (the store's RankData.csv_mtime, kept here too so
-        that the clocks read every rank's at once); ``slack``: how far its last row may be before it without
-        a clock being off (a log's lines after its last step: its teardown, a collective's timeout)."""
+        that the clocks read every rank's at once)."""
         self._own()
         i = self._slot(r)  # first: a new slot may grow the arrays
         self.mtime[i] = mtime
-        self.slack[i] = slack
         self._changes += 1
-
-    def file_time_of(self, r: int) -> float:
-        """Rank ``r``'s file time as :meth:`file_time` was given it (NaN: none)."""
-        i = self.slot.get(r)
-        return math.nan if i is None else float(self.mtime[i])
 
     def profiled(self, r: int) -> None:
         """Some of rank ``r``'s steps ran under the profiler: its window is read from its columns."""
@@ -203,7 +192,6 @@ class Folds:
         self.rows[i] = self.segments[i] = self.latest_first[i] = self.old_until[i] = 0
         self.tokens[i] = 0.0
         self.mtime[i] = np.nan
-        self.slack[i] = 0.0
         self.profiled_[i] = False
         self._order = None
         self._changes += 1
@@ -222,7 +210,7 @@ class Folds:
             ranks, slots = self.order()
             last = self.exact[slots, -1]
             self._lasts = (self._changes, Lasts(list(ranks), last[:, EXACT_TIME].copy(), last[:, EXACT_STEP].copy(),
-                                                self.mtime[slots], self.slack[slots]))
+                                                self.mtime[slots]))
         return self._lasts[1]
 
     def total_rows(self) -> int:

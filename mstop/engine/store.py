@@ -64,11 +64,6 @@ BLOCK = 2048
 POINTS_KEPT = 4096
 
 
-#: how far a log-read rank's last row may be from its log's time before its clock is called off (a day: a
-#: collective's timeout and a job's teardown write minutes to hours after its last step; 1970 is decades)
-LOG_SLACK_S = 86400.0
-
-
 @dataclass
 class Summary:
     """Per block of BLOCK rows of one column: min and max (values and rows), first NaN/Inf row (or -1)."""
@@ -923,20 +918,6 @@ class Store:
                         self._dirty.add(r)  # rows without a session: restarting() reads their file's time
                     else:
                         self._grown.add(r)  # no answer of the rank reads it: its frozen copy's is taken
-
-    def log_time(self, r: int, mtime: float | None) -> None:
-        """Rank ``r``'s log (a job's own, rows read from its lines) was found modified at ``mtime``, on the
-        source's clock: a witness of the clock its stamps were written on, as a rank file's time is, but
-        only past LOG_SLACK_S (lines after a log's last step are common: a teardown, a collective's 30-minute
-        timeout; a host whose clock was never set stamps 1970)."""
-        if mtime is None:
-            return
-        with self.lock:
-            if self._mtime is None or mtime > self._mtime:
-                self._mtime = mtime
-            self.rank(r)
-            if not mtime <= self.folds.file_time_of(r):  # newer (or the first): only the clocks read it
-                self.folds.file_time(r, mtime, LOG_SLACK_S)
 
     def rank(self, r: int) -> RankData:
         data = self.ranks.get(r)

@@ -385,9 +385,10 @@ class MfLogSource:
             if stream.lost > lost:  # before its lines are parsed: the steps lost end at the next one read
                 lost = stream.lost
                 note_lost(self.store, r, parser)
+            if chunk.mtime is not None:
+                self.store.saw_mtime(chunk.mtime)
             ingest_log(self.store, r, parser, chunk.blob, bad=chunk.overlong, flush=not chunk.blob or
                        (final and not chunk.more), arrived=chunk.mtime, name=label(stream))
-            self.store.log_time(r, chunk.mtime)  # after its rows: the witness of the clock they were stamped on
             if not chunk.more or self._stop.is_set():
                 break
         for name in sorted(stream.denied):

@@ -87,31 +87,3 @@ def test_copytruncate_of_a_followed_log_loses_no_line(tmp_path):
     assert src.streams[0].lost == 0 and not store.notes
 
 
-
-
-def test_a_log_stamped_by_a_clock_never_set_is_read_on_its_files_time(tmp_path):
-    """Issue 40 item 12: a MindFormers log whose host clock was never set (stamps of 1970) read as it is
-    written: the rows' own times said the job stalled 56 years ago. The log's file time witnesses the clock
-    (as a writer's rank file's does), past a day of slack: lines written after a log's last step (teardown, a
-    collective's 30-minute timeout) are no clock error."""
-    import time
-
-    from mstop.commands.summary import summarize
-    from mstop.engine.figures import Options
-    from mstop.sources import read_once
-
-    def written(name: str, t0: float) -> dict:
-        log = Log(t0=t0)
-        for s in range(1, 61):
-            log.step(1, 1, s, 100, 5.0 - s / 100, samples_per_s=100.0)
-        folder = tmp_path / name / "output" / "log" / "rank_0"
-        folder.mkdir(parents=True)
-        write_lines(folder / "info.log", log.lines)  # written now: the file's time is this machine's now
-        return summarize(read_once(str(tmp_path / name / "output")), str(tmp_path / name), Options())
-
-    unset = written("unset", 100.0)
-    assert any("rank 0's clock is over 10 years behind this machine" in n for n in unset["clocks"]["notes"])
-    assert unset["status"] == "running", unset["status"]
-    assert unset["goodput"]["wall"] < 3600, unset["goodput"]
-    late = written("late", time.time() - 40 * 60)  # its last step 40 minutes before its file's time
-    assert late["clocks"] is None and late["status"] == "stalled", (late["clocks"], late["status"])
