@@ -163,7 +163,9 @@ def runs_watches(specs: list[str], *, depth: int = 3, connection: Connection = D
     """The sources as folders of runs (:mod:`mstop.sources.runs`) when they are that: a local folder that
     is not a run itself and has runs below it, or a remote one the host says the same of (one ssh
     connection asks); None when every source is a run (the monitor). SourceError when ssh fails."""
-    from ..sources import check_spec
+    from ..safe import clean
+    from ..sources import SourceError, check_spec
+    from ..sources.nodesets import is_node_set
     from ..sources.remote_runs import RemoteRunsWatch, probe
     from ..sources.runs import RunsWatch, find_runs, kind_of
 
@@ -176,6 +178,10 @@ def runs_watches(specs: list[str], *, depth: int = 3, connection: Connection = D
             kinds.append(probe(target, connection=connection))
     if "runs" not in kinds:
         return None
+    sets = [spec for spec, kind in zip(specs, kinds) if kind == "runs" and is_node_set(spec)]
+    if sets:  # its first host was looked at: listing that host's runs alone would hide the others'
+        raise SourceError(f"{clean(sets[0], 400)}: a folder of runs over a node set is not listed yet: give one "
+                          "run's directory over the set, or one host's folder")
     out: list = []
     for spec, target, kind in zip(specs, targets, kinds):
         if target is None:

@@ -26,6 +26,7 @@ from ..engine.store import Store
 from ..safe import clean
 from ..sources import SourceError, Sources, check_spec, read_once
 from ..sources.logs import find_rank_log, job_rank_of, last_error_of, rank_log, remote_tail
+from ..sources.nodesets import host_part
 from ..sources.remote import parse_target
 from ..view.baseline import baseline_overlay, run_part
 from ..view.build import Carry, build_view
@@ -279,6 +280,13 @@ class MonitorSession:
 
         from mstop_writer.profiling import REQUEST_NAME
 
+        part = host_part(self.specs[0])
+        if part is not None:  # a node set: ClusterShell's clush asks every host (%h: each host's own path)
+            hosts, where = part
+            path = _shlex.quote(f"{where.rstrip('/')}/{REQUEST_NAME}")
+            given = " ".join(self.options.connection.ssh_options)
+            options = f"-o {_shlex.quote(given)} " if given else ""
+            return f"clush {options}-w {_shlex.quote(hosts)} {_shlex.quote(f'echo 10 > {path}')}"
         target = parse_target(self.specs[0])
         if target is None:
             return None

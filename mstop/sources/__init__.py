@@ -18,6 +18,7 @@ commands hold a :class:`Sources` and never a source class of their own.
     pyspy.py          a fresh stack of a rank's process with py-spy dump, where its pid is provably it
     pyspy_follower.py the program pyspy.py runs on a rank's host for that dump over ssh
     remote.py         a directory on another host over the system's ssh
+    nodesets.py       node sets as sources (node[001-512]:/path, ClusterShell's NodeSet): a spec a host
     follower.py       the program remote.py sends to the other host (standard library only, standalone)
     runs.py           a directory of runs: which folders are runs, each run's last rows
     remote_runs.py    a directory of runs on another host, over one ssh connection
@@ -37,6 +38,7 @@ from ..engine.store import Store
 from ..safe import clean
 from .local import LocalSource
 from .mflog import MfLogSource, has_logs, has_writer_files
+from .nodesets import expand, expand_all, is_node_set
 from .protocol import DEFAULT_CONNECTION, Connection, Source, SourceError, SourceState
 from .remote import RemoteSource, Target, parse_target
 from .remote import cleanup as close_connections
@@ -51,6 +53,9 @@ def check_spec(spec: str, *, exists: bool = True) -> Target | None:
     SourceError for a refused host name (one starting with ``-`` is never passed to ssh), and, with
     ``exists``, for a local directory that is not there (``missing`` set, naming the parent when that
     is missing too). Whether a remote path exists is known only once connected."""
+    if is_node_set(spec):  # node[001-512]:/path: every host's name checked, the first host's target given
+        targets = [parse_target(one) for one in expand(spec)]
+        return targets[0]
     target = parse_target(spec)
     if target is None and exists and os.path.isfile(spec):
         raise SourceError(f"{clean(spec, 4096)}: is a file, not a directory (give the run's directory, or a "
@@ -130,7 +135,7 @@ class Sources:
                  on_update: Callable[[], None] | None = None, connection: Connection = DEFAULT_CONNECTION) -> None:
         self.specs = list(specs)
         self.items: list[Source] = []
-        for spec in specs:
+        for spec in expand_all(self.specs):  # a node set (node[001-512]:/path) is one source a host
             target = check_spec(spec, exists=False)
             if target is None and not has_writer_files(spec) and has_logs(spec):
                 self.items.append(MfLogSource(spec, store, poll=poll, on_update=on_update))

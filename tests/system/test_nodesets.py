@@ -1,0 +1,85 @@
+"""Node sets as sources through a real OpenSSH (issue 41 step 1): ``lo[1-4]:/tmp/.../%h/run``, four ssh
+aliases of 127.0.0.1, each host's run directory its own (``%h``), read as one run: ``summary --json`` equals
+the same four directories read locally as one run."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.helpers import sshd
+from tests.helpers.common import ROOT
+from tests.helpers.runs import steps, write_rank, written_at
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    reason = sshd.missing_reason()
+    if reason:
+        pytest.skip(reason)
+    srv = sshd.start(tmp_path_factory.mktemp("sshd"))
+    text = srv.config.read_text()
+    block = text[text.index("Host testhost"):text.index("Host deadport")]
+    srv.config.write_text(text + block.replace("Host testhost", "Host lo*"))  # lo1, lo2 ...: this machine
+    yield srv
+    sshd.stop(srv)
+
+
+def summary(*args: object) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "mstop", "summary", *map(str, args)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=180)
+
+
+def test_a_node_set_of_four_loopback_hosts_reads_as_the_same_dirs_read_locally(server, tmp_path):
+    dirs = []
+    for h in range(1, 5):  # host h holds ranks 2h-2 and 2h-1 of a world of 8
+        run = tmp_path / f"lo{h}" / "run"
+        for r in (2 * h - 2, 2 * h - 1):
+            write_rank(run, r, steps(1, 40, loss=lambda s, r=r: 2.0 / s + r / 100, step_time=0.5, tokens=100))
+        written_at(run, 1021.0)  # an old run: its figures do not move between the two reads
+        dirs.append(run)
+    local = json.loads(summary(*dirs, "--json").stdout)
+    proc = summary(f"lo[1-4]:{tmp_path}/%h/run", "--json", "-F", server.config)
+    assert proc.returncode == 0, proc.stderr
+    remote = json.loads(proc.stdout)
+    assert remote["ranks"] == 8 and remote["step"] == 40
+    assert remote.pop("run_dir") == f"lo[1-4]:{tmp_path}/%h/run"
+    local.pop("run_dir")
+    assert [(a["kind"], a["rank"], a["step"]) for a in remote.pop("alerts")] == \
+        [(a["kind"], a["rank"], a["step"]) for a in local.pop("alerts")]
+    assert remote == local
+
+
+def test_a_node_set_with_a_host_that_does_not_answer_names_it(server, tmp_path):
+    """``deadport`` answers no ssh: the set's read fails naming it, never a traceback."""
+    (tmp_path / "lo1" / "run").mkdir(parents=True)
+    proc = summary(f"lo1,deadport:{tmp_path}/%h/run", "--json", "-F", server.config, "--connect-timeout", "3")
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr, proc.stderr
+    assert "deadport" in proc.stderr, proc.stderr
+
+
+async def test_the_monitor_follows_a_node_set_as_one_run(server, tmp_path):
+    """``mstop 'lo[1-2]:/.../%h/run'``: one monitor, every host's ranks in it."""
+    from mstop.app import MonitorApp
+    from mstop.app.widgets import Header
+    from mstop.live import MonitorOptions
+    from tests.helpers.app_common import settle, text
+
+    for h in (1, 2):
+        write_rank(tmp_path / f"lo{h}" / "run", h - 1, steps(1, 30, loss=1.0, step_time=0.5, tokens=100))
+    app = MonitorApp(f"lo[1-2]:{tmp_path}/%h/run", options=MonitorOptions(connection=server.connection()))
+    async with app.run_test(size=(160, 40)) as pilot:
+        await settle(pilot, lambda: "ranks seen 2" in text(app.query_one(Header)), tries=1000)
+        assert "step 30" in text(app.query_one(Header))
+
+
+def test_a_folder_of_runs_over_a_node_set_is_refused_with_words(server, tmp_path):
+    for h in (1, 2):
+        write_rank(tmp_path / f"lo{h}" / "runs" / "a", 0, steps(1, 5, loss=1.0, step_time=0.5))
+        write_rank(tmp_path / f"lo{h}" / "runs" / "b", 0, steps(1, 5, loss=1.0, step_time=0.5))
+    proc = summary(f"lo[1-2]:{tmp_path}/%h/runs", "-F", server.config)
+    assert proc.returncode == 2 and "a folder of runs over a node set is not listed yet" in proc.stderr, \
+        (proc.returncode, proc.stderr)

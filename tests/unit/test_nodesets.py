@@ -1,0 +1,72 @@
+"""Node sets as sources (issue 41 step 1): ``node[001-512]:/path`` in ClusterShell's NodeSet syntax is one
+run over all those hosts; ``%h`` in the path is each host's name."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mstop.sources import SourceError, Sources, check_spec
+from mstop.sources.nodesets import MAX_HOSTS, expand, is_node_set
+from mstop.sources.remote import RemoteSource, parse_target
+
+
+def test_a_node_set_is_one_spec_a_host_in_the_sets_order():
+    assert expand("node[01-03]:/scratch/%h/run") == ["node01:/scratch/node01/run", "node02:/scratch/node02/run",
+                                                      "node03:/scratch/node03/run"]
+    assert expand("me@rack[1-2]-n[1-2]:/r") == ["me@rack1-n1:/r", "me@rack1-n2:/r", "me@rack2-n1:/r",
+                                               "me@rack2-n2:/r"]
+    assert sorted(expand("login,n[1-2]:/x")) == ["login:/x", "n1:/x", "n2:/x"]
+    for plain in ("node1:/a", "/local/path", "./a:b", "[::1]:/x", "me@[fe80::1]:/y", "relative/run"):
+        assert expand(plain) == [plain] and not is_node_set(plain)
+
+
+@pytest.mark.parametrize("spec, words", [("node[5-1]:/x", "not a node set: 'node[5-1]'"),
+                                         ("node[1-1000000]:/x", "names 1,000,000 hosts: more than 100,000"),
+                                         ("n[1-2]:", "no remote path after the colon"),
+                                         ("n[1-2]:/x", None)])
+def test_a_set_that_cannot_be_read_is_said_never_guessed(spec, words):
+    if words is None:
+        assert check_spec(spec, exists=False) == parse_target("n1:/x")
+        return
+    with pytest.raises(SourceError, match=words.replace("[", r"\[").replace("]", r"\]")):
+        check_spec(spec, exists=False)
+
+
+def test_sources_over_a_node_set_are_one_remote_source_a_host():
+    from mstop.engine.store import Store
+
+    src = Sources(["gpu[1-3]:/runs/%h/exp", "gpu2:/runs/gpu2/exp"], Store())
+    assert [type(s) for s in src.items] == [RemoteSource] * 3  # a host named twice is read once
+    assert [s.label for s in src.items] == ["gpu1:/runs/gpu1/exp", "gpu2:/runs/gpu2/exp", "gpu3:/runs/gpu3/exp"]
+    assert src.label == "gpu[1-3]:/runs/%h/exp gpu2:/runs/gpu2/exp"
+
+
+@given(st.text("abcxyz", min_size=1, max_size=4), st.lists(st.tuples(st.integers(0, 999), st.integers(0, 30)),
+                                                           min_size=1, max_size=4), st.integers(1, 4))
+@settings(max_examples=200, deadline=None)
+def test_any_range_expands_to_its_hosts_each_a_target(prefix, spans, pad):
+    """Whatever ranges: as many specs as distinct numbers, each a ``host:/path`` ssh can be given."""
+    parts = [f"{a:0{pad}d}-{a + n:0{pad}d}" if n else f"{a:0{pad}d}" for a, n in spans]
+    spec = f"{prefix}[{','.join(parts)}]:/p/%h"
+    want = {f"{prefix}{k:0{pad}d}" for a, n in spans for k in range(a, a + n + 1)}
+    got = expand(spec)
+    assert len(got) == len(set(got)) == len(want) <= MAX_HOSTS
+    for one in got:
+        t = parse_target(one)
+        assert t is not None and t.host in want and t.path == f"/p/{t.host}"
+
+
+def test_p_over_a_node_set_is_a_clush_command_for_every_host(tmp_path):
+    """The profile request over a node set: one ``clush`` line (with the monitor's ssh options) that writes
+    each host's request, ``%h`` left for clush to put each host's name in."""
+    import shlex
+
+    from mstop.live import MonitorOptions, MonitorSession
+    from mstop.sources.protocol import Connection
+
+    cfg = tmp_path / "ssh config"
+    session = MonitorSession(["n[1-2]:/r/%h/run"], MonitorOptions(connection=Connection.of(str(cfg), [])))
+    words = shlex.split(session.profile_command())
+    assert words == ["clush", "-o", f"-F {cfg}", "-w", "n[1-2]", "echo 10 > /r/%h/run/profile.request"], words
