@@ -38,14 +38,13 @@ _F = _FLOAT.decode()
 #: a row read as arrays (a family's bulk read): its numbers are in ``LogState._bulk_rows``
 _BULK: Any = ()
 
-
-
 #: how far a stamped line (MindSpore's own: the host's clock) may come before the steps timed by the file's
 #: time (this machine's clock) and still be read on the same clock: the longest start-up (a large graph's
 #: compilation takes up to an hour), and the longest step a LossMonitor line is printed after. Further back,
 #: the host's clock was wrong when it wrote (never set: 1970), and its stamps time nothing of those steps
 STAMPED_START_S = 6 * 3600.0
 STAMPED_STEP_S = 600.0
+
 
 class LogState:
     """One rank's log as read so far: what carries over from line to line and from read to read."""
