@@ -178,10 +178,10 @@ def runs_watches(specs: list[str], *, depth: int = 3, connection: Connection = D
             kinds.append(probe(target, connection=connection))
     if "runs" not in kinds:
         return None
-    sets = [spec for spec, kind in zip(specs, kinds) if kind == "runs" and is_node_set(spec)]
-    if sets:  # its first host was looked at: listing that host's runs alone would hide the others'
-        raise SourceError(f"{clean(sets[0], 400)}: a folder of runs over a node set is not listed yet: give one "
-                          "run's directory over the set, or one host's folder")
+    sets = [spec for spec in specs if is_node_set(spec)]
+    if sets:  # its first host was looked at: listing that host's runs (or run) alone would hide the others'
+        raise SourceError(f"{clean(sets[0], 400)}: a node set in the runs list is not read yet: give one run's "
+                          "directory over the set alone, or one host's folder")
     out: list = []
     for spec, target, kind in zip(specs, targets, kinds):
         if target is None:

@@ -81,5 +81,9 @@ def test_a_folder_of_runs_over_a_node_set_is_refused_with_words(server, tmp_path
         write_rank(tmp_path / f"lo{h}" / "runs" / "a", 0, steps(1, 5, loss=1.0, step_time=0.5))
         write_rank(tmp_path / f"lo{h}" / "runs" / "b", 0, steps(1, 5, loss=1.0, step_time=0.5))
     proc = summary(f"lo[1-2]:{tmp_path}/%h/runs", "-F", server.config)
-    assert proc.returncode == 2 and "a folder of runs over a node set is not listed yet" in proc.stderr, \
+    assert proc.returncode == 2 and "a node set in the runs list is not read yet" in proc.stderr, \
+        (proc.returncode, proc.stderr)
+    # a node set's run beside a folder of runs: the list would show its first host's run alone
+    proc = summary(f"lo[1-2]:{tmp_path}/%h/runs/a", tmp_path / "lo1" / "runs", "-F", server.config)
+    assert proc.returncode == 2 and "a node set in the runs list is not read yet" in proc.stderr, \
         (proc.returncode, proc.stderr)
