@@ -121,3 +121,24 @@ def stop(server: Server) -> None:
         server.proc.wait(timeout=5)
     except subprocess.TimeoutExpired:
         server.proc.kill()
+
+
+def assert_same_summary(remote: dict, local: dict, remote_dir: str) -> None:
+    """``summary --json`` read over ssh equals the local read: its run_dir is ``remote_dir``; alerts compared
+    by what and where (their words hold ages in seconds, read a moment apart)."""
+    remote, local = dict(remote), dict(local)
+    assert remote.pop("run_dir") == remote_dir
+    local.pop("run_dir")
+    assert [(a["kind"], a["rank"], a["step"]) for a in remote.pop("alerts")] == \
+        [(a["kind"], a["rank"], a["step"]) for a in local.pop("alerts")]
+    assert remote == local
+
+
+def start_or_skip(tmp: Path) -> Server:
+    """:func:`start`, or the test skipped with why the server cannot run here."""
+    import pytest
+
+    reason = missing_reason()
+    if reason:
+        pytest.skip(reason)
+    return start(tmp)

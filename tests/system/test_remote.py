@@ -23,10 +23,7 @@ from tests.helpers.runs import steps, write_rank, written_at
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    reason = sshd.missing_reason()
-    if reason:
-        pytest.skip(reason)
-    srv = sshd.start(tmp_path_factory.mktemp("sshd"))
+    srv = sshd.start_or_skip(tmp_path_factory.mktemp("sshd"))
     yield srv
     sshd.stop(srv)
 
@@ -45,12 +42,7 @@ def test_summary_over_ssh_equals_local(server, tmp_path):
     proc = summary(f"testhost:{run}", "--json", "-F", server.config)
     assert proc.returncode == 0, proc.stderr
     remote = json.loads(proc.stdout)
-    assert remote.pop("run_dir") == f"testhost:{run}"
-    local.pop("run_dir")
-    # alert messages hold ages in seconds, read a moment apart: compare what and where
-    assert [(a["kind"], a["rank"], a["step"]) for a in remote.pop("alerts")] == \
-        [(a["kind"], a["rank"], a["step"]) for a in local.pop("alerts")]
-    assert remote == local
+    sshd.assert_same_summary(remote, local, f"testhost:{run}")
 
 
 def test_follow_live_and_survive_a_killed_connection(server, tmp_path):
