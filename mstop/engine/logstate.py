@@ -94,8 +94,8 @@ class LogState:
         self._last_arrival: float | None = None  # the file's time at the last read that gave such rows
         self.arrival_from: float | None = None  # the last stamped line's time before this read's first such row
         #: the last step read before lines were lost (a rotation past the last backup, a truncation with no
-        #: copy): the steps between it and the next step read are counted as dropped (mstop.sources.mflog)
-        self.lost_after: float | None = None
+        #: copy): the steps between it and the next step read are counted as dropped (:meth:`count_lost`)
+        self._lost_after: float | None = None
 
     def time(self, ts: str, ms: str) -> float:
         """Unix time of a timestamp (local time of the writing host), one calendar call per hour."""
@@ -218,6 +218,29 @@ class LogState:
         if self._open is not None:
             self._sps_of[self._open] = sps
             self._open = None
+
+    def lines_lost(self) -> None:
+        """Lines of the log were lost before those read next: their steps are counted when the next step is."""
+        if self._lost_after is None and self.last_step is not None:
+            self._lost_after = float(self.last_step)
+
+    def count_lost(self, time: np.ndarray, step: np.ndarray, sessions: list[str]) -> list[dict[str, Any]]:
+        """The steps lost lines held, once the first step after them is among the rows given out (their
+        times, steps and sessions): a ``dropped`` event of that many rows (``rows read ..., N lost`` in
+        ``summary``, as a writer's lost rows are), its ``steps`` the first and last lost. The row held from
+        before the loss (its step is the last read) is passed over; a step that goes back (the job restarted
+        meanwhile) counts nothing: the lines lost are then not known to have been steps."""
+        gap = self._lost_after
+        after = np.flatnonzero(step != gap) if gap is not None else ()
+        if not len(after):
+            return []
+        i = int(after[0])
+        self._lost_after = None
+        missing = int(step[i] - gap - 1) if step[i] > gap else 0
+        if missing <= 0:
+            return []
+        return [{"kind": "dropped", "time": float(time[i]), "rows": missing, "events": 0, "session": sessions[i],
+                 "source": "lines lost", "steps": [int(gap) + 1, int(step[i]) - 1]}]
 
     def space_arrivals(self) -> None:
         """Rows of one read timed by the file's time (no stamps: LossMonitor's print) all got that one

@@ -135,6 +135,7 @@ class MfLogParser:
     look_alike = property(lambda self: self.st.look_alike)
     first_look_alike = property(lambda self: self.st.first_look_alike)
     formats = property(lambda self: self.st.formats)
+    lines_lost = property(lambda self: self.st.lines_lost)  # lines were lost: their steps counted as dropped
 
     def parse(self, blob: bytes, arrived: float | None = None) -> Parsed:
         """Read complete lines (a :class:`~mstop.sources.files.Chunk`'s ``blob``); ``arrived``: when they
@@ -400,6 +401,7 @@ class MfLogParser:
         self.st.exact_step_time(table, n)
         nonfinite = [x for x in self.st._nonfinite if x[0] < n]
         rows = _rows(table, list(EXTRA), self.st._sessions[:n], nonfinite, bad)
+        events += self.st.count_lost(table[:, 0], table[:, 1], self.st._sessions[:n])
         for name in ("_rows", "_extra", "_sessions", "_sps_of", "_batch_of"):
             setattr(self.st, name, getattr(self.st, name)[n:])
         self.st._nonfinite = [(i - n, c, v) for i, c, v in self.st._nonfinite if i >= n]

@@ -18,8 +18,6 @@ import stat
 import threading
 from typing import Any, Callable
 
-import numpy as np
-
 from ..engine.mflog import MfLogParser, SchedulerLog, WorkerState
 from ..engine.reader import RunReader
 from ..engine.store import Store
@@ -423,36 +421,11 @@ def worker_states(store: Store, parsers: dict[int, MfLogParser], states: list[Wo
 
 def note_lost(store: Store, rank: int, parser: MfLogParser | None = None) -> None:
     """Say that lines of a rank's log could not be read (local and remote sources alike), and have the
-    steps they held counted when the next step is read (``parser``: the rank's; see :func:`_count_lost`)."""
+    steps they held counted when the next step is read (``parser``: the rank's; LogState.count_lost)."""
     store.note(f"{stream_name(rank)}: lines lost between two reads (rotated past its last backup, or "
                "truncated in place with no copy found): their rows are missing")
-    if parser is not None and parser.st.lost_after is None and parser.last_step is not None:
-        parser.st.lost_after = float(parser.last_step)
-
-
-def _count_lost(store: Store, rank: int, parser: MfLogParser, rows: Any, name: str) -> None:
-    """The steps lost lines held, once the first step after them is read: a ``dropped`` event of that many
-    rows (``rows dropped`` in ``summary``, as a writer's lost rows are), and the steps said. The row held
-    from before the loss (its step is the last read) is passed over; a step that goes back (the job
-    restarted meanwhile) counts nothing: the lines lost are then not known to have been steps."""
-    gap = parser.st.lost_after
-    if gap is None or not len(rows):
-        return
-    steps = rows.exact[:, 1]
-    after = np.flatnonzero(steps != gap)
-    if not len(after):
-        return
-    i = int(after[0])
-    parser.st.lost_after = None
-    first = float(steps[i])
-    missing = int(first - gap - 1) if first > gap else 0
-    if missing <= 0:
-        return
-    store.ingest_events(rank, [{"kind": "dropped", "time": float(rows.exact[i, 0]), "rows": missing, "events": 0,
-                                "session": rows.session_names[int(rows.session_codes[i])],
-                                "source": f"{name}: lines lost"}])
-    store.note(f"{name}: steps {int(gap) + 1:,}-{int(first) - 1:,} were in lines lost between two reads: "
-               f"{fmt_count(missing, 'row')} counted as dropped")
+    if parser is not None:
+        parser.lines_lost()
 
 
 def label(stream: LogStream) -> str:
@@ -489,10 +462,13 @@ def ingest_log(store: Store, rank: int, parser: MfLogParser, blob: bytes, *, bad
     for p in parts:
         p.rows.bad += bad
         bad = 0
-        _count_lost(store, rank, parser, p.rows, name)
         store.ingest_rows(rank, p.rows)
         if p.events:
             store.ingest_events(rank, p.events)
+        for e in p.events:
+            if e["kind"] == "dropped":  # the steps in lines lost between two reads, counted
+                store.note(f"{name}: steps {e['steps'][0]:,}-{e['steps'][1]:,} were in lines lost between two "
+                           f"reads: {fmt_count(e['rows'], 'row')} counted as dropped")
 
 
 def _run_name(root: str) -> str:
