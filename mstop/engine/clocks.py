@@ -60,14 +60,12 @@ class Clocks:
         for r, off in sorted(self.own.items(), key=lambda kv: -abs(kv[1]))[:2]:
             out.append(f"rank {r}'s clock is {_apart(off)} this machine (file times): ages use file times")
         if len(self.own) > 2:
-            n = len(self.own) - 2
-            out.append(f"{_more(n)} from this machine's")
+            out.append(f"{_more(len(self.own) - 2)} from this machine's")
         for r, off in sorted(self.ranks.items(), key=lambda kv: -abs(kv[1]))[:2]:
             out.append(f"rank {r}'s clock is {_apart(off)} rank {self.reference}'s at equal steps: goodput "
                        f"lays its times on rank {self.reference}'s")
         if len(self.ranks) > 2:
-            n = len(self.ranks) - 2
-            out.append(f"{_more(n)} from rank {self.reference}'s")
+            out.append(f"{_more(len(self.ranks) - 2)} from rank {self.reference}'s")
         return out
 
 

@@ -385,7 +385,7 @@ class RemoteSource:
         why = frame_problem(line, header, n if ok_n else None)
         if why is not None:
             raise RemoteError(f"{host}: {why}")
-        files = header["files"] if "files" in header else []
+        files = header.get("files", [])
         if "error" in header:
             raise RemoteError(clean(f"{self.target}: {header['error']}", 4096),
                               missing=str(header["error"]).startswith("no such directory"))

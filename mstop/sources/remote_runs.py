@@ -41,7 +41,7 @@ def _answer(out: bytes, host: str) -> tuple[dict, bytes]:
     return header, payload
 
 
-def entry_ok(entry: object) -> bool:
+def _refresh_entry_ok(entry: object) -> bool:
     """A refresh's file entry as the runs follower writes it: [key, start, head, length, reset]."""
     return (isinstance(entry, list) and len(entry) == 5 and isinstance(entry[0], str)
             and all(type(x) is int and x >= 0 for x in entry[1:4]) and isinstance(entry[4], bool))
@@ -105,7 +105,7 @@ class RemoteRunsWatch:
         runs: dict[str, RemoteRunTail] = {}
         new = []
         listed, files = header.get("runs", []), header.get("files", [])
-        if not isinstance(listed, list) or not isinstance(files, list) or not all(entry_ok(e) for e in files):
+        if not isinstance(listed, list) or not isinstance(files, list) or not all(_refresh_entry_ok(e) for e in files):
             raise RemoteError(f"{self.target.host}: a refresh's 'runs' or 'files' are not what the runs follower "
                               "sends")
         for item in listed:
