@@ -362,22 +362,28 @@ def _lagging(store: Store, rules: Rules, alive: list[int], opts: Options) -> lis
         ref_t = float(np.median([t for _, t in lasts.values()]))
     by_read = figures.run_meta(store).get("source") == SOURCE_PLAIN
     pace = figures.seconds_per_step(store) if by_read else None
-    beats = figures.heartbeats_seen(store)
-    every, limit = figures.heartbeat_interval(store, opts), figures.dead_after(store, opts)
-    lives, now = figures.lives(store), opts.clock()
-    out = []
+    out: list[Alert] = []
+    lives: dict[int, float] = {}
     for r, (s, t) in lasts.items():
         owed = (ref_t - t) / pace if pace and math.isfinite(t) and t < ref_t else 0.0
         behind = ref - s - owed
         if behind > rules.lag_steps:
-            # "and alive" was said of a rank killed 13 s before: alive means only "not yet called dead"; a
-            # rank whose heartbeats stopped says for how long, and when it will be called dead
-            silent = now - c.local(r, lives[r]) if beats and r in lives else 0.0
-            state = (f"no heartbeat for {silent:.0f} s (dead after {limit:.0f} s)" if silent > 2 * every
-                     else "not yet called dead")
+            lives = lives if out else figures.lives(store)  # read once, for a frame with a lagging rank only
             out.append(Alert("lagging_rank", r, int(s), f"rank {r} is at step {int(s)}, {ref - s:.0f} steps behind "
-                                                        f"{what} ({int(ref)}), {state}", severity=behind))
+                                                        f"{what} ({int(ref)}), {_lag_state(store, opts, c, r, lives)}",
+                             severity=behind))
     return out
+
+
+def _lag_state(store: Store, opts: Options, c: Any, r: int, lives: dict[int, float]) -> str:
+    """How a lagging rank is: "and alive" was said of a rank killed 13 s before, and alive means only "not
+    yet called dead"; a rank whose heartbeats stopped says for how long, and when it will be called dead."""
+    if not figures.heartbeats_seen(store) or r not in lives:
+        return "not yet called dead"
+    silent = opts.clock() - c.local(r, lives[r])
+    if silent > 2 * figures.heartbeat_interval(store, opts):
+        return f"no heartbeat for {silent:.0f} s (dead after {figures.dead_after(store, opts):.0f} s)"
+    return "not yet called dead"
 
 
 def _device_alerts(store: Store, rules: Rules) -> list[Alert]:
