@@ -18,6 +18,7 @@ commands hold a :class:`Sources` and never a source class of their own.
     pyspy.py          a fresh stack of a rank's process with py-spy dump, where its pid is provably it
     pyspy_follower.py the program pyspy.py runs on a rank's host for that dump over ssh
     remote.py         a directory on another host over the system's ssh
+    fanout.py         many hosts (a node set) through one ClusterShell Task, in the follower's line mode
     nodesets.py       node sets as sources (node[001-512]:/path, ClusterShell's NodeSet): a spec a host
     follower.py       the program remote.py sends to the other host (standard library only, standalone)
     runs.py           a directory of runs: which folders are runs, each run's last rows
@@ -36,9 +37,10 @@ from typing import Callable
 
 from ..engine.store import Store
 from ..safe import clean
+from .fanout import Fanout
 from .local import LocalSource
 from .mflog import MfLogSource, has_logs, has_writer_files
-from .nodesets import expand, expand_all, is_node_set
+from .nodesets import expand, is_node_set
 from .protocol import DEFAULT_CONNECTION, Connection, Source, SourceError, SourceState
 from .remote import RemoteSource, Target, parse_target
 from .remote import cleanup as close_connections
@@ -134,16 +136,31 @@ class Sources:
     def __init__(self, specs: list[str], store: Store, *, poll: float | None = None,
                  on_update: Callable[[], None] | None = None, connection: Connection = DEFAULT_CONNECTION) -> None:
         self.specs = list(specs)
-        self.items: list[Source] = []
-        for spec in expand_all(self.specs):  # a node set (node[001-512]:/path) is one source a host
-            target = check_spec(spec, exists=False)
-            if target is None and not has_writer_files(spec) and has_logs(spec):
-                self.items.append(MfLogSource(spec, store, poll=poll, on_update=on_update))
-            elif target is None:
-                self.items.append(LocalOrLogs(spec, store, poll=poll, on_update=on_update))
-            else:
-                self.items.append(RemoteSource(target, store, poll=poll, on_update=on_update,
-                                               connection=connection))
+        self.items: list[Source] = []  # one a directory (a host's, for a node set)
+        self._drivers: list[Source | Fanout] = []  # what reads them: each itself, or a node set's one Task
+        seen: set[str] = set()
+        for spec in self.specs:
+            group: list[RemoteSource] = []
+            for one in expand(spec):  # a node set (node[001-512]:/path) is one source a host
+                if one in seen:
+                    continue  # a host named twice is read once
+                seen.add(one)
+                target = check_spec(one, exists=False)
+                if target is None and not has_writer_files(one) and has_logs(one):
+                    item: Source = MfLogSource(one, store, poll=poll, on_update=on_update)
+                elif target is None:
+                    item = LocalOrLogs(one, store, poll=poll, on_update=on_update)
+                else:
+                    item = RemoteSource(target, store, poll=poll, on_update=on_update, connection=connection)
+                    if is_node_set(spec):
+                        group.append(item)
+                        self.items.append(item)
+                        continue
+                self.items.append(item)
+                self._drivers.append(item)
+            if group:  # a node set's hosts: through one ClusterShell Task (mstop.sources.fanout)
+                self._drivers.append(Fanout(group, connection=connection, on_update=on_update,
+                                           topology=connection.topology))
 
     @property
     def label(self) -> str:
@@ -156,7 +173,7 @@ class Sources:
         for again every ``wait`` seconds until it appears (``mstop summary --wait``; ``stop`` ends the
         wait early with a SourceError). Any other failure, such as ssh refusing, is never waited out."""
         rows = 0
-        for s in self.items:
+        for s in self._drivers:
             while True:
                 try:
                     if isinstance(s, (LocalOrLogs, MfLogSource)) and not os.path.isdir(s.run_dir):
@@ -170,11 +187,11 @@ class Sources:
         return rows
 
     def follow(self) -> None:
-        for s in self.items:
+        for s in self._drivers:
             s.follow()
 
     def stop(self) -> None:
-        for s in self.items:
+        for s in self._drivers:
             s.stop()
 
     def clock(self) -> float:

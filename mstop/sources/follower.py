@@ -10,8 +10,16 @@ payload: ``{"clock": t, "files": [[name, offset, length, reset], ...], "n": n}``
 where the payload holds the files' new bytes one after the other;
 ``{"error": "..."}`` when the directory is missing; ``{"caught_up": true, ...}``
 after the first complete pass, so a one-shot reader knows when to stop.
+
+One request may serve many hosts (ClusterShell sends one standard input to all the hosts of a worker): its
+``"hosts"`` maps a host's name (the program's one argument) to that host's ``path`` and ``offsets``.
+
+Line mode (``"lines": true`` in the request, for readers that take a host's output a line at a time, as
+ClusterShell's workers do): each frame is its header line alone, the compressed payload in it as base64
+(``"z"``), ``n`` its length before base64; and each frame reads at most ``"chunk"`` bytes of a file.
 """
 
+import base64
 import json
 import os
 import re
@@ -32,6 +40,7 @@ MF_STREAM = re.compile(r"^(?:rank_(0|[1-9][0-9]{0,6})/info\.log|worker_(0|[1-9][
 MF_WORKER = re.compile(r"^worker_(0|[1-9][0-9]{0,6})\.log$")
 SIGNATURE = 256
 CHUNK = 4 << 20
+LINES = False  # line mode: the payload inside the header line (base64), as the request asks
 HEARTBEAT = 5.0
 # a MindSpore log line's prefix ``ME(21888,7f3a...,python)``: the worker's pid (mstop.sources.procwatch's rule)
 PID = re.compile(rb"\b[A-Z_]{2,16}\((\d{1,9}),[0-9a-fx]+,")
@@ -41,6 +50,9 @@ def send(out, header, payload=b""):
     data = zlib.compress(payload, 1) if payload else b""
     header["n"] = len(data)
     header["clock"] = time.time()
+    if LINES:
+        header["z"] = base64.b64encode(data).decode("ascii")
+        data = b""
     out.write((json.dumps(header) + "\n").encode("utf-8") + data)
     out.flush()
 
@@ -438,7 +450,17 @@ def one_pass(path, states, refused, workers):
 
 
 def main():
+    global CHUNK, LINES
     request = json.loads(sys.stdin.readline())
+    if "hosts" in request:  # one request for many hosts (sent to all alike): this host's part, by its name
+        name = sys.argv[1] if len(sys.argv) > 1 else ""
+        mine = request["hosts"].get(name)
+        if not isinstance(mine, dict):
+            send(sys.stdout.buffer, {"error": "no request for host " + repr(name)[:80]})
+            return
+        request.update(mine)
+    LINES = bool(request.get("lines"))
+    CHUNK = max(1 << 16, min(CHUNK, int(request.get("chunk") or CHUNK)))
     out = sys.stdout.buffer
     path = request["path"]
     poll = max(0.05, float(request.get("poll") or 0.5))

@@ -16,10 +16,12 @@ from typing import Protocol
 class Connection:
     """How to reach ``host:/path`` sources, made once (from the command line by :meth:`of`, or by a test) and
     passed whole to every source, runs list and log pane that opens an ssh connection: the options as the
-    ``ssh`` command line takes them (``-F FILE``, ``-o OPTION``), and the seconds to wait for a connection."""
+    ``ssh`` command line takes them (``-F FILE``, ``-o OPTION``), the seconds to wait for a connection, and a
+    ClusterShell topology file for node sets (``--topology``: their hosts reached through its gateways)."""
 
     ssh_options: tuple[str, ...] = ()
     timeout: float = 10.0
+    topology: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "ssh_options", tuple(str(o) for o in self.ssh_options))
@@ -27,12 +29,13 @@ class Connection:
             raise ValueError(f"connect timeout must be positive: {self.timeout!r}")
 
     @classmethod
-    def of(cls, config: str | None = None, options: Iterable[str] = (), timeout: float = 10.0) -> Connection:
-        """From ``-F FILE`` and ``-o OPTION`` as given on mstop's command line."""
+    def of(cls, config: str | None = None, options: Iterable[str] = (), timeout: float = 10.0,
+           topology: str | None = None) -> Connection:
+        """From ``-F FILE``, ``-o OPTION`` and ``--topology FILE`` as given on mstop's command line."""
         args = ["-F", config] if config else []
         for o in options:
             args += ["-o", o]
-        return cls(tuple(args), timeout)
+        return cls(tuple(args), timeout, topology)
 
 
 #: no ssh options, the default timeout: what a source gets when nobody says otherwise

@@ -9,6 +9,7 @@ remote login shell never sees user text. Only new bytes travel, compressed.
 
 from __future__ import annotations
 
+import base64
 import json
 import math
 import os
@@ -44,6 +45,9 @@ FRAME_DEADLINE = 20.0
 #: frames in a row that bring nothing while a one-shot read waits for "caught up" (a host that never says it
 #: caught up must not hang ``summary host:/path``): 12 heartbeats, a minute
 IDLE_FRAMES = 12
+#: the most bytes of one file a frame carries in the follower's line mode (a line is read whole before it is
+#: handed on: a smaller frame keeps that buffer small)
+LINE_CHUNK = 1 << 20
 _HOST = re.compile(r"^(?:[A-Za-z0-9._%+-]+@)?[A-Za-z0-9._-]+$|^(?:[A-Za-z0-9._%+-]+@)?\[[0-9A-Fa-f:.]+\]$")
 
 
@@ -52,6 +56,8 @@ _CONTROL: list[str] = []
 #: at exit, however mstop ends (q, Ctrl-C, SIGTERM, SIGHUP), they are stopped and the control directory goes
 _LIVE: set[subprocess.Popen] = set()
 _MASTERS: set[tuple[str, tuple[str, ...]]] = set()
+#: other transports' stop functions (mstop.sources.fanout's tasks), called by :func:`cleanup` first
+STOPPERS: set[Callable[[], None]] = set()
 
 
 def _control_dir() -> str:
@@ -70,6 +76,8 @@ def _control_dir() -> str:
 def cleanup() -> None:
     """Stop every ssh client still running, ask each multiplexing master to exit, remove the control
     directory: a stopped mstop leaves no ssh process, remote follower or temporary directory behind."""
+    for stop in list(STOPPERS):
+        stop()
     for proc in list(_LIVE):
         _kill(proc)
     if _CONTROL:
@@ -118,11 +126,23 @@ def ssh_command(host: str, connection: Connection) -> list[str]:
     """ssh running the bootstrap on ``host``. One multiplexed connection per host: sources on the same host
     share a master connection (a user's own ControlMaster settings, given with -o or in ssh_config, win:
     ssh takes the first)."""
-    mux = ["-o", "ControlMaster=auto", "-o", f"ControlPath={_control_dir()}/%C", "-o", "ControlPersist=10"]
-    ssh_options, connect_timeout = connection.ssh_options, connection.timeout
-    _MASTERS.add((host, ssh_options))
-    return ["ssh", *ssh_options, "-o", "BatchMode=yes", "-o", f"ConnectTimeout={int(connect_timeout)}",
-            "-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=3", *mux, "--", host, BOOTSTRAP]
+    _MASTERS.add((host, connection.ssh_options))
+    return [*ssh_args(connection), "--", host, BOOTSTRAP]
+
+
+def ssh_args(connection: Connection, *, mux: bool = True) -> list[str]:
+    """ssh and its options, up to the host: the user's own first (ssh takes the first value of an option),
+    never a password prompt, the connection's timeout, a link that died noticed in 15 s; ``mux``: through
+    this process's shared connection to the host."""
+    opts = ["-o", "ControlMaster=auto", "-o", f"ControlPath={_control_dir()}/%C", "-o", "ControlPersist=10"]
+    return ["ssh", *connection.ssh_options, "-o", "BatchMode=yes", "-o", f"ConnectTimeout={int(connection.timeout)}",
+            "-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=3", *(opts if mux else [])]
+
+
+def program_input(request: dict) -> bytes:
+    """What the bootstrap reads on standard input: the follower program's length and text, then ``request``
+    as one JSON line."""
+    return f"{len(FOLLOWER)}\n".encode() + FOLLOWER + json.dumps(request).encode() + b"\n"
 
 
 def ssh_error(host: str, code: int | None, err: str) -> str:
@@ -328,28 +348,39 @@ class RemoteSource:
                                 stderr=subprocess.PIPE, start_new_session=True)
         _LIVE.add(proc)
         self._proc = proc
-        offsets = {name: [f.tail.offset, f.cursor if f.kind == "mflog" else f.tail.signature.hex()]
-                   for name, f in self._files.items() if f.kind != "mflog" or f.cursor}
-        if self._scheduler is not None and self._scheduler_cursor:
-            offsets[SCHEDULER_LOG] = [self._scheduler[0].offset, self._scheduler_cursor]
-        request = json.dumps({"path": self.target.path, "offsets": offsets, "poll": self.poll or 0.2})
         try:
             assert proc.stdin is not None
-            proc.stdin.write(f"{len(FOLLOWER)}\n".encode() + FOLLOWER + request.encode() + b"\n")
+            proc.stdin.write(self.program_input())
             proc.stdin.flush()
         except OSError:
             pass  # ssh already failed: its message comes below
         t0 = self._clock()
         try:
             header = self._frame(proc, deadline=self.connection.timeout + FRAME_DEADLINE)
-            clock = header.get("clock")
-            if not (isinstance(clock, (int, float)) and not isinstance(clock, bool) and math.isfinite(clock)):
-                raise RemoteError(f"{self.target.host}: its first frame has no clock (got {clock!r:.40})")
+            self.first_frame(header, t0)
         except RemoteError:
             self._close(proc)
             raise
-        self.clock_skew = clock - (t0 + self._clock()) / 2
         return proc, header
+
+    def program_input(self) -> bytes:
+        """What the bootstrap reads on standard input: the follower program, then its request."""
+        return program_input(self.request())
+
+    def request(self) -> dict:
+        """The follower's request: the path, and the offsets already received (a reconnect resends nothing)."""
+        offsets = {name: [f.tail.offset, f.cursor if f.kind == "mflog" else f.tail.signature.hex()]
+                   for name, f in self._files.items() if f.kind != "mflog" or f.cursor}
+        if self._scheduler is not None and self._scheduler_cursor:
+            offsets[SCHEDULER_LOG] = [self._scheduler[0].offset, self._scheduler_cursor]
+        return {"path": self.target.path, "offsets": offsets, "poll": self.poll or 0.2}
+
+    def first_frame(self, header: dict, t0: float) -> None:
+        """The connection's first frame (asked for at ``t0`` on our clock): its clock, the host's clock skew."""
+        clock = header.get("clock")
+        if not (isinstance(clock, (int, float)) and not isinstance(clock, bool) and math.isfinite(clock)):
+            raise RemoteError(f"{self.target.host}: its first frame has no clock (got {clock!r:.40})")
+        self.clock_skew = clock - (t0 + self._clock()) / 2
 
     def _frame(self, proc: subprocess.Popen, deadline: float = FRAME_DEADLINE) -> dict:
         """Read one frame and feed its bytes to the store; raise RemoteError on errors, a lost connection, a
@@ -382,9 +413,39 @@ class RemoteSource:
                               "answering")
         if not line or (header == "closed" and not line.endswith(b"\n")) or (ok_n and len(payload) != n):
             raise RemoteError(self._ssh_error(proc) if line or header != "closed" else "connection closed")
-        why = frame_problem(line, header, n if ok_n else None)
+        return self.take(line, header, n if ok_n else None, payload)
+
+    def take_line(self, line: bytes) -> dict:
+        """One frame of the follower's line mode (its header line, the payload in it as base64), as a worker
+        reading a host a line at a time hands it (without its newline): fed to the store as :meth:`take`
+        does; RemoteError for a line the follower never sends."""
+        try:
+            header = json.loads(line)
+        except ValueError:
+            header = None
+        n = header.get("n", 0) if isinstance(header, dict) else 0
+        ok_n = type(n) is int and 0 <= n <= MAX_PAYLOAD
+        payload = b""
+        if ok_n and isinstance(header, dict):
+            z = header.pop("z", "")
+            try:
+                payload = base64.b64decode(z, validate=True) if isinstance(z, str) else None
+            except ValueError:
+                payload = None
+            if payload is None or len(payload) != n:
+                raise RemoteError(f"{self.target.host}: a frame's payload is not the {n:,} bytes of base64 it "
+                                  "announces: not the follower's")
+        return self.take(line + b"\n", header, n if ok_n else None, payload)
+
+    def take(self, line: bytes, header: object, n: int | None, payload: bytes) -> dict:
+        """A frame read whole (its header ``line``, parsed as ``header``, announcing ``n`` bytes, None when
+        that is no length; its ``payload``): every field from the other side type-checked, then fed to the
+        store. RemoteError names the host and what is wrong."""
+        host = self.target.host
+        why = frame_problem(line, header, n)
         if why is not None:
             raise RemoteError(f"{host}: {why}")
+        assert isinstance(header, dict)
         files = header.get("files", [])
         if "error" in header:
             raise RemoteError(clean(f"{self.target}: {header['error']}", 4096),

@@ -1,0 +1,337 @@
+"""Many hosts through one ClusterShell Task: the transport of a node set (``node[001-512]:/path``, issue 41).
+
+Each host still gets the follower program (mstop.sources.follower) on its standard input and runs it with
+its own ``python3``; what changes is who holds the connections. Instead of a thread and a reader per host,
+one ClusterShell Task, in one thread, runs the system's OpenSSH to every host (so ``~/.ssh/config``,
+ProxyJump and agents apply), or has its gateways run it in tree mode (``--topology FILE``), and hands each
+line a host prints to a handler as it arrives. The follower runs in its line mode (a frame a line, the
+payload inside as base64), so each line is one whole frame, checked and fed to the store by the host's own
+:class:`~mstop.sources.remote.RemoteSource`, exactly as when it reads its own pipe.
+
+The ssh command is mstop's own (:func:`mstop.sources.remote.ssh_args`, run by ClusterShell's ``exec``
+worker with the host's name for ``%h``), and the follower is told that name as its one argument: one
+standard input then serves every host of a worker (a request keyed by host). That is what tree mode
+needs: a ClusterShell gateway passes a channel's standard input to its newest worker only, so each gateway
+must get one worker at a time, all its hosts in it.
+
+What a long-lived follower needs from ClusterShell, each set here (tests/system/test_fanout.py):
+
+* ``fanout`` at least the hosts: followers never end, so with the default 64 the 65th host would wait
+  forever for a free slot;
+* ``stdout_msgtree``/``stderr_msgtree`` off: else every line of every host is kept in memory;
+* ``ServerAliveInterval``: a host whose link is gone is noticed by ssh; a host or follower that stops
+  answering while its link lives is noticed by the frames' own deadline (the follower's heartbeat);
+* rc 76 (a gateway lost mid-run) and rc 255 (ssh failed): the host is started again, at once for a lost
+  gateway (ClusterShell routes around a gateway it has marked unreachable), after a backoff for ssh;
+* every ssh process stopped when mstop ends, however it ends (:func:`mstop.sources.remote.cleanup`).
+"""
+
+from __future__ import annotations
+
+import shlex
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Callable
+
+from ..safe import clean
+from .protocol import DEFAULT_CONNECTION, Connection
+from .remote import (
+    BOOTSTRAP,
+    FRAME_DEADLINE,
+    IDLE_FRAMES,
+    LINE_CHUNK,
+    MAX_HEADER,
+    STOPPERS,
+    RemoteError,
+    RemoteSource,
+    program_input,
+    ssh_args,
+    ssh_error,
+)
+
+#: ClusterShell's return code for a node whose gateway was lost mid-run (its tree mode)
+GATEWAY_LOST = 76
+#: how often the deadlines are looked at
+TICK = 1.0
+
+
+@dataclass(eq=False)
+class _Host:
+    """One host's connection, as the Task's thread sees it."""
+
+    source: RemoteSource
+    worker: object | None = None  # the ClusterShell worker that runs its follower, while one does
+    tries: int = 0
+    rc: int | None = None
+    err: deque = field(default_factory=lambda: deque(maxlen=8))  # its ssh's last lines on standard error
+    last: float = 0.0  # time.monotonic() of its last frame, or of its start
+    asked: float = 0.0  # our clock when it was started: its first frame measures its clock against it
+    first: bool = True
+    idle: int = 0
+    due: bool = False  # to be started again at the next tick
+    done: bool = False  # a one-shot read: caught up, or failed for good
+    error: RemoteError | None = None
+
+    @property
+    def name(self) -> str:
+        return self.source.target.host
+
+    @property
+    def node(self) -> str:
+        """The host's name as ClusterShell takes it (its login, ``user@``, goes to ssh as ``-l``)."""
+        return self.name.rpartition("@")[2]
+
+
+def _handler(fan: Fanout, hosts: dict[str, _Host]):
+    """A ClusterShell event handler for one worker and its hosts (made here: ClusterShell is imported when
+    used)."""
+    from ClusterShell.Event import EventHandler
+
+    class Handler(EventHandler):
+        def ev_read(self, worker, node, sname, msg) -> None:
+            h = hosts.get(str(node))
+            if h is None:
+                return
+            if sname == worker.SNAME_STDERR:
+                h.err.append(msg)
+            else:
+                fan.line(h, worker, msg)
+
+        def ev_hup(self, worker, node, rc) -> None:
+            h = hosts.get(str(node))
+            if h is not None:
+                h.rc = rc
+                fan.closed(h, worker)
+
+        def ev_close(self, worker, timedout) -> None:  # hosts whose end gave no return code (killed)
+            for h in hosts.values():
+                fan.closed(h, worker)
+
+        def ev_timer(self, timer) -> None:
+            fan.tick()
+
+    return Handler()
+
+
+class Fanout:
+    """Read or follow many :class:`RemoteSource` hosts through one ClusterShell Task in one thread.
+
+    The sources keep their own state (``state.connection``, clock skew, files); this only moves lines.
+    ``topology``: a ClusterShell topology file (tree mode through its gateways)."""
+
+    def __init__(self, sources: list[RemoteSource], *, connection: Connection = DEFAULT_CONNECTION,
+                 on_update: Callable[[], None] | None = None, topology: str | None = None,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.hosts = [_Host(s) for s in sources]
+        self.connection = connection
+        self.on_update = on_update
+        self.topology = topology
+        self._clock = clock
+        self._task = None
+        self._thread: threading.Thread | None = None
+        self._stopping = False
+        self._oneshot = False
+        self._ready = threading.Event()
+
+    # -- as a Source --------------------------------------------------------------------------
+
+    def read_all(self) -> int:
+        """Connect to every host, read what each holds until it says it has caught up, disconnect; rows added.
+        RemoteError naming every host that failed (and why) when any did."""
+        store = self.hosts[0].source.store
+        before = store.rows
+        for h in self.hosts:
+            h.done, h.error, h.tries = False, None, 0
+        self._oneshot = True
+        self._start()
+        assert self._thread is not None
+        self._thread.join()
+        failed = [h for h in self.hosts if h.error is not None]
+        if failed:
+            words = "; ".join(str(h.error) for h in failed[:8])
+            more = f" (and {len(failed) - 8:,} more hosts)" if len(failed) > 8 else ""
+            raise RemoteError(f"{len(failed):,} of {len(self.hosts):,} hosts cannot be read: {words}{more}",
+                              missing=all(h.error is not None and h.error.missing for h in failed))
+        return store.rows - before
+
+    def follow(self) -> None:
+        self._oneshot = False
+        self._start()
+
+    def stop(self) -> None:
+        """End every host's connection and the Task's thread (ssh processes killed, so their followers end)."""
+        self._stopping = True
+        STOPPERS.discard(self.stop)
+        self._ready.wait(10)
+        task = self._task
+        if task is not None and self._thread is not None and self._thread.is_alive():
+            try:
+                task.abort(kill=True)
+            except Exception:  # noqa: BLE001 - a Task already ending: nothing left to stop
+                pass
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+
+    # -- the Task's thread --------------------------------------------------------------------
+
+    def _start(self) -> None:
+        STOPPERS.add(self.stop)
+        self._ready.clear()
+        self._thread = threading.Thread(target=self._run, name="mstop-fanout", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        from ClusterShell.Task import task_self
+
+        task = task_self()
+        self._task = task
+        try:
+            # followers never end: every host needs its own slot at once (gateways inherit it)
+            task.set_info("fanout", max(64, len(self.hosts) + 1))
+            task.set_default("stdout_msgtree", False)  # lines are handled as they come, never kept
+            task.set_default("stderr_msgtree", False)
+            if self.topology:  # the gateways are reached by ClusterShell's ssh worker, with the user's options
+                task.set_info("ssh_options", shlex.join(ssh_args(self.connection, mux=False)[1:]))
+                task.set_info("connect_timeout", self.connection.timeout)
+                task.load_topology(self.topology)
+            self.launch(self.hosts)
+            task.timer(TICK, _handler(self, {}), interval=TICK, autoclose=True)
+        finally:
+            self._ready.set()
+        try:
+            if not self._stopping:
+                task.resume()
+        except Exception as e:  # noqa: BLE001 - the Task's own failure: said for every host, never raised here
+            for h in self.hosts:
+                if not h.done:
+                    h.done, h.error = True, RemoteError(clean(f"{h.name}: the ClusterShell task failed: {e}", 4096))
+                    h.source.state.connection = str(h.error)
+        finally:
+            try:
+                task.abort(kill=True)
+            except Exception:  # noqa: BLE001 - already ended
+                pass
+
+    def _command(self) -> str:
+        """The command each host's follower is started with, run by ClusterShell's exec worker here (or on a
+        gateway), ``%h`` the host's name: mstop's own ssh command, the follower told the name it goes by."""
+        user = {h.name.rpartition("@")[0] for h in self.hosts} - {""}
+        args = ssh_args(self.connection, mux=False) + (["-l", user.pop()] if len(user) == 1 else [])
+        text = shlex.join(args).replace("%", "%%")  # ClusterShell's own patterns are %h and %n
+        return f"exec {text} -- %h {shlex.quote(BOOTSTRAP + ' %h')}"
+
+    def launch(self, hosts: list[_Host]) -> None:
+        """Start (or start again) followers: one worker for ``hosts`` through gateways (a gateway hands one
+        standard input to its newest worker only), one a host without (each then ends alone)."""
+        if self._stopping or self._task is None or not hosts:
+            return
+        from ClusterShell.NodeSet import NodeSet
+
+        groups = [hosts] if self.topology else [[h] for h in hosts]
+        for group in groups:
+            for h in group:
+                h.rc, h.first, h.idle, h.due = None, True, 0, False
+                h.err.clear()
+                h.last, h.asked = time.monotonic(), self._clock()
+                if not h.tries:
+                    h.source.state.connection = "connecting"
+            request = {"lines": True, "chunk": LINE_CHUNK, "poll": group[0].source.poll or 0.2,
+                       "hosts": {h.node: h.source.request() for h in group}}
+            by_node = {h.node: h for h in group}
+            worker = self._task.shell(self._command(), nodes=NodeSet.fromlist(list(by_node)), remote=False,
+                                      handler=_handler(self, by_node), stderr=True, stdin=True,
+                                      tree=None if self.topology else False)
+            worker.write(program_input(request))
+            worker.set_write_eof()
+            for h in group:
+                h.worker = worker
+
+    def line(self, h: _Host, worker: object, msg: bytes) -> None:
+        """One line of a host's standard output: one frame of the follower's line mode."""
+        if worker is not h.worker:
+            return  # an ended connection's last words
+        try:
+            header = h.source.take_line(bytes(msg))
+            if h.first:
+                h.source.first_frame(header, h.asked)
+        except RemoteError as e:
+            self._end(h, e)
+            return
+        h.last = time.monotonic()
+        if h.first:
+            h.first, h.tries = False, 0
+            h.source.state.connection = "connected"
+        if self._oneshot:
+            h.idle = 0 if header.get("files") or header.get("events") else h.idle + 1
+            if header.get("caught_up"):
+                h.done = True
+                self._end(h, None)
+            elif h.idle >= IDLE_FRAMES:
+                self._end(h, RemoteError(f"{h.name}: {h.idle} frames in a row brought nothing and the host "
+                                         "never said it had caught up: the read is given up"))
+        if self.on_update is not None:
+            self.on_update()
+
+    def _end(self, h: _Host, why: RemoteError | None) -> None:
+        """End a host's connection: said (``why``, None when it is done) and started again when following.
+        Its worker ends with it when no other host's follower runs in it."""
+        worker = h.worker
+        if worker is None:
+            return
+        self.closed(h, worker, why)
+        if not any(o.worker is worker for o in self.hosts):
+            worker.abort()
+
+    def closed(self, h: _Host, worker: object, why: RemoteError | None = None) -> None:
+        """A host's connection ended: when following, said and started again after a backoff (at once for a
+        lost gateway); a one-shot read keeps why it failed."""
+        if worker is not h.worker:
+            return  # said already (ended by mstop, or its return code came before its worker's end)
+        h.worker = None
+        if h.done or self._stopping:
+            return
+        if why is None:
+            err = "\n".join(clean(bytes(x).decode("utf-8", "replace"), 1024) for x in h.err).strip()
+            why = RemoteError(ssh_error(h.name, h.rc, err))
+        if self._oneshot:
+            h.done, h.error = True, why
+            h.source.state.connection = str(why)
+            return
+        h.tries += 1
+        delay = TICK if h.rc == GATEWAY_LOST else min(30.0, 2.0 ** (h.tries - 1))
+        if h.rc == GATEWAY_LOST:
+            why = RemoteError(f"{h.name}: its gateway was lost (rc {GATEWAY_LOST}): started again by another route")
+        h.source.state.connection = f"reconnecting, try {h.tries} in {delay:.0f} s: {why}"
+        h.source.state.notes.append(str(why))
+        h.due, h.last = True, time.monotonic() + delay  # started again by the tick after ``last``
+        if self.on_update is not None:
+            self.on_update()
+
+    def tick(self) -> None:
+        """Every second: hosts due are started again (together: one worker through gateways); a host whose
+        next frame is late (the follower sends one at least every 5 s), or whose line grows without end, is
+        ended and said."""
+        now = time.monotonic()
+        self.launch([h for h in self.hosts if h.due and now >= h.last])
+        for h in self.hosts:
+            if h.worker is None:
+                continue
+            limit = FRAME_DEADLINE + (self.connection.timeout if h.first else 0.0)
+            if now - h.last > limit:
+                self._end(h, RemoteError(f"{h.name}: no frame for {limit:g} s: the host, its follower or the link "
+                                         "stopped answering"))
+            elif _buffered(h.worker, h.node) > MAX_HEADER:
+                self._end(h, RemoteError(f"{h.name}: a frame over {MAX_HEADER >> 20} MiB without its end: not "
+                                         "the follower's"))
+
+
+def _buffered(worker: object, node: str) -> int:
+    """The bytes of a line a host's client holds without its end yet (ClusterShell keeps a partial line in
+    its client's read buffer, with no bound of its own; 0 when that cannot be seen, as through a gateway)."""
+    try:
+        return sum(len(c.streams[worker.SNAME_STDOUT].rbuf) for c in worker._clients  # type: ignore[attr-defined]
+                   if str(c.key) == node)
+    except (AttributeError, KeyError, TypeError):
+        return 0
