@@ -150,7 +150,15 @@ def parse_command_line(argv: list[str]) -> argparse.Namespace:
     else:
         args = build_parser().parse_args(argv)
     if hasattr(args, "ssh_option"):  # how host:/path sources are reached, made once and passed whole
-        args.connection = Connection.of(args.ssh_config, args.ssh_option, args.connect_timeout)
+        if args.topology is not None:
+            from .sources.fanout import check_topology
+
+            try:
+                check_topology(args.topology)
+            except ValueError as e:
+                print(f"mstop: --topology: {e}", file=sys.stderr)
+                raise SystemExit(2) from None
+        args.connection = Connection.of(args.ssh_config, args.ssh_option, args.connect_timeout, args.topology)
     return args
 
 

@@ -67,6 +67,9 @@ def add_ssh(p: argparse.ArgumentParser) -> None:
                    help="an ssh option, as ssh -o takes it (repeatable), e.g. -o ProxyJump=login1")
     p.add_argument("--connect-timeout", type=positive_float, default=10.0, metavar="SEC",
                    help="seconds to wait for an ssh connection (default: 10)")
+    p.add_argument("--topology", metavar="FILE",
+                   help="a ClusterShell topology file: a node set's hosts reached through its gateways (default: "
+                        "the site's /etc/clustershell/topology.conf when there is one)")
 
 
 def add_peak(p: argparse.ArgumentParser) -> None:
@@ -159,6 +162,24 @@ def print_rich(renderable: Any) -> None:
     sys.stdout.write(plain_text(renderable))
 
 
+def _set_kind(spec: str, connection: Connection) -> str:
+    """What a node set's path is ("run" or "runs"), as the first of its hosts that answers says (three are
+    asked at most): a host that is down must not stop the others being watched; none answers: a run (its
+    sources then say which hosts fail, and keep trying them)."""
+    from ..sources import SourceError
+    from ..sources.nodesets import expand
+    from ..sources.remote import parse_target
+    from ..sources.remote_runs import probe
+
+    for one in expand(spec)[:3]:
+        target = parse_target(one)
+        try:
+            return probe(target, connection=connection) if target is not None else "run"
+        except SourceError:
+            continue
+    return "run"
+
+
 def runs_watches(specs: list[str], *, depth: int = 3, connection: Connection = DEFAULT_CONNECTION) -> list | None:
     """The sources as folders of runs (:mod:`mstop.sources.runs`) when they are that: a local folder that
     is not a run itself and has runs below it, or a remote one the host says the same of (one ssh
@@ -174,6 +195,8 @@ def runs_watches(specs: list[str], *, depth: int = 3, connection: Connection = D
     for spec, target in zip(specs, targets):
         if target is None:
             kinds.append("runs" if kind_of(spec) is None and find_runs(spec, depth)[0] else "run")
+        elif is_node_set(spec):
+            kinds.append(_set_kind(spec, connection))
         else:
             kinds.append(probe(target, connection=connection))
     if "runs" not in kinds:

@@ -40,7 +40,7 @@ from ..safe import clean
 from .fanout import Fanout
 from .local import LocalSource
 from .mflog import MfLogSource, has_logs, has_writer_files
-from .nodesets import expand, is_node_set
+from .nodesets import expand, fold, is_node_set
 from .protocol import DEFAULT_CONNECTION, Connection, Source, SourceError, SourceState
 from .remote import RemoteSource, Target, parse_target
 from .remote import cleanup as close_connections
@@ -201,9 +201,16 @@ class Sources:
         return time.time() + skew
 
     def states(self) -> list[str]:
-        """One short line per remote host that is not simply connected."""
-        return [f"{s.target.host}: {s.state.connection}" for s in self.items
-                if isinstance(s, RemoteSource) and s.state.connection != "connected"]
+        """One short line per remote host that is not simply connected; hosts in the same state folded into
+        one line, as ``clush -b`` folds like output (``lo[3-9] (7 hosts): connecting``; a host's name in
+        the words is ``%h`` there)."""
+        groups: dict[str, list[str]] = {}
+        for s in self.items:
+            if isinstance(s, RemoteSource) and s.state.connection != "connected":
+                host = s.target.host
+                groups.setdefault(str(s.state.connection).replace(host, "%h"), []).append(host)
+        return [f"{hosts[0]}: {words.replace('%h', hosts[0])}" if len(hosts) == 1 else
+                f"{fold(hosts)} ({len(hosts):,} hosts): {words}" for words, hosts in groups.items()]
 
     @property
     def mode(self) -> str:

@@ -115,6 +115,32 @@ def _handler(fan: Fanout, hosts: dict[str, _Host]):
     return Handler()
 
 
+def topology_file(given: str | None) -> str | None:
+    """The topology file a node set is read through: ``given`` (``--topology``), else the site's (ClusterShell's
+    own search: /etc/clustershell/topology.conf, then the user's), else None (flat: no gateway)."""
+    if given:
+        return given
+    import os
+
+    from ClusterShell.Task import Task
+
+    return next((f for f in Task.TOPOLOGY_CONFIGS[::-1] if os.path.exists(f)), None)
+
+
+def check_topology(path: str) -> None:
+    """ValueError saying why ``path`` cannot route a node set from this host (unreadable, not a topology, or
+    one that does not start from this host's name)."""
+    import socket
+
+    from ClusterShell.Topology import TopologyError, TopologyParser
+
+    here = socket.gethostname().split(".")[0]  # the root node's name, as ClusterShell takes it
+    try:
+        TopologyParser(path).tree(here)
+    except (OSError, TopologyError, ValueError) as e:
+        raise ValueError(clean(f"{path}: {e} (its routes must start from this host, {here})", 4096)) from None
+
+
 class Fanout:
     """Read or follow many :class:`RemoteSource` hosts through one ClusterShell Task in one thread.
 
@@ -127,13 +153,14 @@ class Fanout:
         self.hosts = [_Host(s) for s in sources]
         self.connection = connection
         self.on_update = on_update
-        self.topology = topology
+        self.topology = topology_file(topology)
         self._clock = clock
         self._task = None
         self._thread: threading.Thread | None = None
         self._stopping = False
         self._oneshot = False
         self._ready = threading.Event()
+        self._wake = threading.Event()  # set by stop(): a Task that failed is not started again
 
     # -- as a Source --------------------------------------------------------------------------
 
@@ -142,8 +169,6 @@ class Fanout:
         RemoteError naming every host that failed (and why) when any did."""
         store = self.hosts[0].source.store
         before = store.rows
-        for h in self.hosts:
-            h.done, h.error, h.tries = False, None, 0
         self._oneshot = True
         self._start()
         assert self._thread is not None
@@ -163,6 +188,7 @@ class Fanout:
     def stop(self) -> None:
         """End every host's connection and the Task's thread (ssh processes killed, so their followers end)."""
         self._stopping = True
+        self._wake.set()
         STOPPERS.discard(self.stop)
         self._ready.wait(10)
         task = self._task
@@ -177,42 +203,61 @@ class Fanout:
     # -- the Task's thread --------------------------------------------------------------------
 
     def _start(self) -> None:
+        """A Task (in a thread of its own) for every host, each started afresh (a follow after a read)."""
+        for h in self.hosts:
+            h.done, h.error, h.tries, h.due = False, None, 0, False
         STOPPERS.add(self.stop)
         self._ready.clear()
         self._thread = threading.Thread(target=self._run, name="mstop-fanout", daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
+        """The Task's life in this thread; a Task that fails (ClusterShell's own error, such as no gateway
+        left to route through) ends every host's connection with the words, and, when following, a new Task
+        starts them again after a backoff."""
         from ClusterShell.Task import task_self
 
-        task = task_self()
-        self._task = task
-        try:
-            # followers never end: every host needs its own slot at once (gateways inherit it)
-            task.set_info("fanout", max(64, len(self.hosts) + 1))
-            task.set_default("stdout_msgtree", False)  # lines are handled as they come, never kept
-            task.set_default("stderr_msgtree", False)
-            if self.topology:  # the gateways are reached by ClusterShell's ssh worker, with the user's options
-                task.set_info("ssh_options", shlex.join(ssh_args(self.connection, mux=False)[1:]))
-                task.set_info("connect_timeout", self.connection.timeout)
-                task.load_topology(self.topology)
-            self.launch(self.hosts)
-            task.timer(TICK, _handler(self, {}), interval=TICK, autoclose=True)
-        finally:
-            self._ready.set()
-        try:
-            if not self._stopping:
-                task.resume()
-        except Exception as e:  # noqa: BLE001 - the Task's own failure: said for every host, never raised here
-            for h in self.hosts:
-                if not h.done:
-                    h.done, h.error = True, RemoteError(clean(f"{h.name}: the ClusterShell task failed: {e}", 4096))
-                    h.source.state.connection = str(h.error)
-        finally:
+        failures = 0
+        while True:
+            task = task_self()
+            self._task = task
+            failed: Exception | None = None
             try:
-                task.abort(kill=True)
-            except Exception:  # noqa: BLE001 - already ended
-                pass
+                self._setup(task)
+            except Exception as e:  # noqa: BLE001 - said for every host below
+                failed = e
+            finally:
+                self._ready.set()
+            try:
+                if failed is None and not self._stopping:
+                    task.resume()
+            except Exception as e:  # noqa: BLE001 - the Task's own failure: said for every host, never raised
+                failed = e
+            finally:
+                try:
+                    task.abort(kill=True)
+                except Exception:  # noqa: BLE001 - already ended
+                    pass
+            if failed is None or self._stopping:
+                return
+            for h in self.hosts:
+                if h.worker is not None:
+                    self.closed(h, h.worker, RemoteError(clean(f"{h.name}: ClusterShell failed: {failed}", 4096)))
+            failures += 1
+            if self._oneshot or self._wake.wait(min(30.0, 2.0 ** failures)):
+                return
+
+    def _setup(self, task) -> None:
+        # followers never end: every host needs its own slot at once (gateways inherit it)
+        task.set_info("fanout", max(64, len(self.hosts) + 1))
+        task.set_default("stdout_msgtree", False)  # lines are handled as they come, never kept
+        task.set_default("stderr_msgtree", False)
+        if self.topology:  # the gateways are reached by ClusterShell's ssh worker, with the user's options
+            task.set_info("ssh_options", shlex.join(ssh_args(self.connection, mux=False)[1:]))
+            task.set_info("connect_timeout", self.connection.timeout)
+            task.load_topology(self.topology)
+        self.launch([h for h in self.hosts if h.worker is None and not h.due and not h.done])
+        task.timer(TICK, _handler(self, {}), interval=TICK, autoclose=True)
 
     def _command(self) -> str:
         """The command each host's follower is started with, run by ClusterShell's exec worker here (or on a

@@ -81,3 +81,14 @@ def expand_all(specs: list[str]) -> list[str]:
                 seen.add(one)
                 out.append(one)
     return out
+
+
+def fold(hosts: list[str]) -> str:
+    """Host names folded into a node set, as ``nodeset -f`` prints them (``lo[1-3,7]``); names ClusterShell
+    cannot fold (``user@host``) are listed as they are."""
+    try:
+        from ClusterShell.NodeSet import NodeSet, NodeSetException
+
+        return str(NodeSet.fromlist(hosts))
+    except (ImportError, NodeSetException, ValueError):
+        return ",".join(hosts)

@@ -59,15 +59,17 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start(tmp: Path, force_command: str | None = None) -> Server:
-    """A server on a free port; ``force_command``: what every session runs whatever the client asked (sshd's
-    ``ForceCommand``: a host whose remote side misbehaves, played behind a real OpenSSH)."""
+def start(tmp: Path, force_command: str | None = None, *, port: int | None = None) -> Server:
+    """A server on a free port (or ``port``, with the keys already in ``tmp``: a host's sshd come back);
+    ``force_command``: what every session runs whatever the client asked (sshd's ``ForceCommand``: a host
+    whose remote side misbehaves, played behind a real OpenSSH)."""
     tmp.mkdir(parents=True, exist_ok=True)
     for name in ("host_key", "client_key"):
-        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp / name)], check=True)
+        if not (tmp / name).exists():
+            subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp / name)], check=True)
     (tmp / "authorized_keys").write_text((tmp / "client_key.pub").read_text())
     os.chmod(tmp / "authorized_keys", 0o600)
-    port = free_port()
+    port = port or free_port()
     user = getpass.getuser()
     (tmp / "sshd_config").write_text(f"""Port {port}
 ListenAddress 127.0.0.1
@@ -113,6 +115,25 @@ Host deadport
     StrictHostKeyChecking no
 """)
     return Server(proc, port, tmp / "ssh_config")
+
+
+def alias(server: Server, names: str) -> str:
+    """The client config block that reaches ``server`` as the hosts ``names`` (an ssh ``Host`` pattern, such
+    as ``lo*``: any number of "hosts" that are all this machine), to append to a config file."""
+    text = server.config.read_text()
+    return text[text.index("Host testhost"):text.index("Host deadport")].replace("Host testhost", f"Host {names}")
+
+
+def kill(server: Server) -> None:
+    """The host gone: its sshd and every session it serves killed (its clients see the link drop)."""
+    sessions = server.session_pids()
+    server.proc.kill()
+    server.proc.wait()
+    for pid in sessions:
+        try:
+            os.kill(pid, 9)
+        except OSError:
+            pass
 
 
 def stop(server: Server) -> None:

@@ -70,3 +70,24 @@ def test_p_over_a_node_set_is_a_clush_command_for_every_host(tmp_path):
     session = MonitorSession(["n[1-2]:/r/%h/run"], MonitorOptions(connection=Connection.of(str(cfg), [])))
     words = shlex.split(session.profile_command())
     assert words == ["clush", "-o", f"-F {cfg}", "-w", "n[1-2]", "echo 10 > /r/%h/run/profile.request"], words
+
+
+def test_hosts_in_the_same_state_fold_into_one_header_line():
+    """64 hosts connecting are one line, not 64; a host in a state of its own keeps its own line, its name in
+    its words; connected hosts are not said."""
+    from mstop.engine.store import Store
+    from mstop.sources import Sources
+
+    src = Sources(["lo[1-64]:/runs/%h/exp"], Store())
+    for item in src.items:
+        item.state.connection = "connecting"
+    assert src.states() == ["lo[1-64] (64 hosts): connecting"]
+    for item in src.items[:60]:
+        item.state.connection = "connected"
+    bad = src.items[61]
+    bad.state.connection = f"reconnecting, try 2 in 2 s: ssh {bad.target.host} failed (exit 255): refused"
+    src.items[62].state.connection = "reconnecting, try 2 in 2 s: ssh lo63 failed (exit 255): refused"
+    assert src.states() == ["lo[61,64] (2 hosts): connecting",
+                            "lo[62-63] (2 hosts): reconnecting, try 2 in 2 s: ssh %h failed (exit 255): refused"]
+    src.items[62].state.connection = "connected"
+    assert src.states()[1] == "lo62: reconnecting, try 2 in 2 s: ssh lo62 failed (exit 255): refused"

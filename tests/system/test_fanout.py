@@ -1,0 +1,258 @@
+"""A node set followed through ClusterShell (issue 41), against real OpenSSH servers on 127.0.0.1.
+
+``lo1``, ``lo2`` ... and the gateways ``gw1``, ``gw2`` are ssh aliases of one server; ``odd`` is a host of its
+own (a second sshd), so it can be lost, come back, or have its follower stopped while the others go on.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from mstop.engine.store import Store
+from mstop.sources import Connection, Sources
+from mstop.sources.remote import FRAME_DEADLINE
+from mstop_writer import MetricsWriter
+from tests.helpers import sshd
+from tests.helpers.common import ROOT, processes_with, wait_for
+from tests.helpers.runs import steps, write_rank, written_at
+
+
+@pytest.fixture(scope="module")
+def hosts(tmp_path_factory):
+    """(main server, odd host's server, one ssh config reaching lo*, gw* and odd)."""
+    main = sshd.start_or_skip(tmp_path_factory.mktemp("sshd"))
+    odd = sshd.start(tmp_path_factory.mktemp("odd"))
+    config = main.config.parent / "all_hosts"
+    config.write_text(sshd.alias(main, "lo* gw*") + sshd.alias(odd, "odd"))
+    yield main, odd, config
+    sshd.stop(main)
+    sshd.stop(odd)
+
+
+def followers() -> set[int]:
+    """The followers running on this machine (every test "host" is this machine): the remote python3, not
+    the ssh commands that carry its bootstrap."""
+    return {pid for pid, cmd in processes_with("mstop-follower") if "python3 -u -c import sys" in cmd}
+
+
+def ancestors(pid: int) -> list[int]:
+    out = []
+    while pid > 1:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                pid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            break
+        out.append(pid)
+    return out
+
+
+def rows_by_host(store: Store, rank: int) -> int:
+    r = store.ranks.get(rank)
+    return 0 if r is None else len(r.col("step"))
+
+
+def live_writer(run: Path, rank: int, world: int) -> MetricsWriter:
+    return MetricsWriter(run, rank=rank, world_size=world, heartbeat_interval=1.0)
+
+
+def test_a_host_lost_is_said_by_name_the_rest_go_on_and_it_comes_back(hosts, tmp_path):
+    """The odd host's sshd killed mid-run (its link drops, rc 255): it is said lost and retried, the other
+    hosts' rows go on coming; its sshd back on the same port: it is followed again, nothing lost twice."""
+    main, odd, config = hosts
+    names = ["lo1", "lo2", "lo3", "odd"]
+    writers = [live_writer(tmp_path / n / "run", i, 4) for i, n in enumerate(names)]
+    store = Store()
+    src = Sources([f"lo[1-3],odd:{tmp_path}/%h/run"], store, poll=0.1,
+                  connection=Connection(("-F", str(config)), 5.0))
+    src.follow()
+    try:
+        for s in range(1, 11):
+            for w in writers:
+                w.log(s, loss=1.0 / s, step_time=0.1)
+        assert wait_for(lambda: all(rows_by_host(store, r) == 10 for r in range(4)), 30), src.states()
+        sshd.kill(odd)
+        assert wait_for(lambda: any(line.startswith("odd: reconnecting") for line in src.states()), 30), \
+            src.states()
+        for s in range(11, 21):
+            for w in writers:
+                w.log(s, loss=1.0 / s, step_time=0.1)
+        assert wait_for(lambda: all(rows_by_host(store, r) == 20 for r in range(3)), 30), src.states()
+        assert rows_by_host(store, 3) == 10
+        words = [line for line in src.states() if line.startswith("odd:")]
+        assert words and "odd" in words[0].split(":", 1)[1], words  # the reason names the host too
+        assert not [line for line in src.states() if line.startswith("lo")]
+        back = sshd.start(odd.config.parent, port=odd.port)
+        odd.proc = back.proc  # the module's fixture stops the server that runs now
+        assert wait_for(lambda: rows_by_host(store, 3) == 20, 60), src.states()
+        assert wait_for(lambda: src.states() == [], 10), src.states()
+        assert store.ranks[3].col("step").tolist() == [float(s) for s in range(1, 21)]  # none lost, none twice
+    finally:
+        for w in writers:
+            w.close()
+        src.stop()
+
+
+def test_a_silent_host_is_named_within_its_heartbeat_deadline(hosts, tmp_path):
+    """The odd host's follower stopped (SIGSTOP): its link lives, it sends nothing; named by the frames' own
+    deadline (the follower's heartbeat is 5 s), the others untouched; started again, it is followed again."""
+    main, odd, config = hosts
+    for i, n in enumerate(["lo1", "odd"]):
+        write_rank(tmp_path / n / "run", i, steps(1, 10, loss=1.0, step_time=0.5))
+    store = Store()
+    before = followers()
+    src = Sources([f"lo1,odd:{tmp_path}/%h/run"], store, poll=0.1, connection=Connection(("-F", str(config)), 5.0))
+    src.follow()
+    stopped: list[int] = []
+    try:
+        assert wait_for(lambda: store.rows == 20 and len(followers() - before) == 2, 30), src.states()
+        mine = [p for p in followers() - before if odd.proc.pid in ancestors(p)]
+        assert len(mine) == 1, mine
+        os.kill(mine[0], signal.SIGSTOP)
+        stopped.append(mine[0])
+        t0 = time.monotonic()
+        assert wait_for(lambda: any(line.startswith("odd: reconnecting") for line in src.states()),
+                        FRAME_DEADLINE + 10), src.states()
+        took = time.monotonic() - t0
+        assert took <= FRAME_DEADLINE + 3, took
+        line = next(x for x in src.states() if x.startswith("odd:"))
+        assert f"no frame for {FRAME_DEADLINE:g} s" in line, line
+        assert not [x for x in src.states() if x.startswith("lo1")]
+        assert wait_for(lambda: src.states() == [], 20), src.states()  # a new follower answers
+    finally:
+        src.stop()
+        for pid in stopped:
+            try:
+                os.kill(pid, signal.SIGCONT)  # the stopped one ends on its next write to a closed link
+            except OSError:
+                pass
+    assert wait_for(lambda: not (followers() - before), 15), "a follower was left running"
+
+
+def _topology(tmp_path: Path, hosts: str) -> Path:
+    topo = tmp_path / "topology.conf"
+    topo.write_text(f"[routes]\n{socket.gethostname().split('.')[0]}: gw[1-2]\ngw[1-2]: {hosts}\n")
+    return topo
+
+
+@pytest.fixture
+def gateway_python(monkeypatch):
+    """The gateways run ClusterShell's gateway with a Python that has it (this one: they are this machine)."""
+    monkeypatch.setenv("CLUSTERSHELL_GW_PYTHON_EXECUTABLE", sys.executable)
+
+
+def test_through_two_gateways_a_node_set_reads_as_it_does_flat(hosts, tmp_path, gateway_python):
+    main, odd, config = hosts
+    dirs = []
+    for h in range(1, 9):
+        run = tmp_path / f"lo{h}" / "run"
+        write_rank(run, h - 1, steps(1, 30, loss=lambda s, h=h: 2.0 / s + h / 100, step_time=0.5, tokens=100))
+        written_at(run, 1021.0)
+        dirs.append(run)
+    spec = f"lo[1-8]:{tmp_path}/%h/run"
+    run_cmd = [sys.executable, "-m", "mstop", "summary", "--json", "-F", str(config)]
+    flat = subprocess.run([*run_cmd, spec], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    tree = subprocess.run([*run_cmd, "--topology", str(_topology(tmp_path, "lo[1-8]")), spec], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert flat.returncode == 0 and tree.returncode == 0, (flat.stderr, tree.stderr)
+    assert json.loads(tree.stdout)["ranks"] == 8
+    sshd.assert_same_summary(json.loads(tree.stdout), json.loads(flat.stdout), spec)
+
+
+def test_a_gateway_killed_mid_run_its_hosts_come_back_through_the_other(hosts, tmp_path, gateway_python):
+    """Two gateways, eight hosts: the followers run under the gateways (not under mstop); one gateway killed,
+    every host is followed again (through the one left) and rows written after come in."""
+    main, odd, config = hosts
+    writers = [live_writer(tmp_path / f"lo{h}" / "run", h - 1, 8) for h in range(1, 9)]
+    store = Store()
+    before = followers()
+    src = Sources([f"lo[1-8]:{tmp_path}/%h/run"], store, poll=0.1,
+                  connection=Connection(("-F", str(config)), 5.0, str(_topology(tmp_path, "lo[1-8]"))))
+    src.follow()
+    try:
+        for w in writers:
+            w.log(1, loss=1.0, step_time=0.1)
+        assert wait_for(lambda: all(rows_by_host(store, r) == 1 for r in range(8)), 60), src.states()
+        gateways = _gateways()
+        assert len(gateways) == 2, gateways
+        carriers = [p for p, c in processes_with("mstop-follower") if c.startswith("ssh ")]  # each host's ssh
+        assert len(carriers) == 8 and all(set(ancestors(p)) & set(gateways) for p in carriers), \
+            "the hosts' ssh are not run by the gateways"
+        os.kill(gateways[0], signal.SIGKILL)
+        for s in range(2, 6):
+            for w in writers:
+                w.log(s, loss=1.0 / s, step_time=0.1)
+        assert wait_for(lambda: all(rows_by_host(store, r) == 5 for r in range(8)), 90), src.states()
+        assert wait_for(lambda: src.states() == [], 30), src.states()
+        for r in range(8):
+            assert store.ranks[r].col("step").tolist() == [1.0, 2.0, 3.0, 4.0, 5.0]
+    finally:
+        for w in writers:
+            w.close()
+        src.stop()
+    assert wait_for(lambda: not (followers() - before), 15), "a follower was left running"
+    assert wait_for(lambda: not _gateways(), 15), "a gateway was left running"
+
+
+def _gateways() -> list[int]:
+    """ClusterShell's gateways running (on this machine, as every test host is), not the ssh that started them."""
+    return [pid for pid, c in processes_with("-m ClusterShell.Gateway") if not c.startswith("ssh ")]
+
+
+@pytest.mark.parametrize("how", ["q", "ctrl-c", "sigterm", "dropped terminal"])
+def test_no_follower_or_ssh_is_left_however_the_monitor_ends(hosts, tmp_path, how):
+    """``mstop 'lo[1-4]:...'`` in a real terminal (tmux), ended by q, Ctrl-C, SIGTERM or its terminal
+    dropped (SIGHUP): no follower and no ssh process is left on any host."""
+    main, odd, config = hosts
+    for h in range(1, 5):
+        write_rank(tmp_path / f"lo{h}" / "run", h - 1, steps(1, 10, loss=1.0, step_time=0.5))
+    before = followers()
+    sock = f"mstop-fan-{os.getpid()}-{how.replace(' ', '')}"
+    cmd = f"{sys.executable} -m mstop 'lo[1-4]:{tmp_path}/%h/run' -F {config}"
+    subprocess.run(["tmux", "-L", sock, "new", "-d", "-x", "120", "-y", "40", cmd], cwd=ROOT, check=True)
+    try:
+        ssh = lambda: [p for p, c in processes_with(str(config)) if c.startswith("ssh ")]  # noqa: E731
+        assert wait_for(lambda: len(ssh()) == 4 and len(followers() - before) >= 4, 30), "never followed"
+        mstop = [p for p, c in processes_with(f"-m mstop lo[1-4]:{tmp_path}") if "tmux" not in c]
+        assert len(mstop) == 1, processes_with("-m mstop")
+        if how == "q":
+            subprocess.run(["tmux", "-L", sock, "send-keys", "q"], check=True)
+        elif how == "ctrl-c":
+            subprocess.run(["tmux", "-L", sock, "send-keys", "C-c"], check=True)
+        elif how == "sigterm":
+            os.kill(mstop[0], signal.SIGTERM)
+        else:
+            subprocess.run(["tmux", "-L", sock, "kill-server"], capture_output=True)  # SIGHUP, as ssh gives
+        assert wait_for(lambda: not any(os.path.exists(f"/proc/{p}") for p in mstop), 30), "mstop did not end"
+        assert wait_for(lambda: not (followers() - before), 15), "a follower was left running"
+        assert not ssh(), "an ssh was left running"
+    finally:
+        subprocess.run(["tmux", "-L", sock, "kill-server"], capture_output=True)
+
+
+async def test_the_monitor_follows_sixty_four_hosts(hosts, tmp_path):
+    """``mstop 'lo[1-64]:...'``: every host's rank in one monitor, through one Task."""
+    from mstop.app import MonitorApp
+    from mstop.app.widgets import Header
+    from mstop.live import MonitorOptions
+    from tests.helpers.app_common import settle, text
+
+    main, odd, config = hosts
+    for h in range(1, 65):
+        write_rank(tmp_path / f"lo{h}" / "run", h - 1, steps(1, 20, loss=1.0, step_time=0.5, tokens=100))
+    app = MonitorApp(f"lo[1-64]:{tmp_path}/%h/run", options=MonitorOptions(connection=Connection(("-F", str(config)))))
+    ssh = lambda: [p for p, c in processes_with(str(config)) if c.startswith("ssh ")]  # noqa: E731
+    async with app.run_test(size=(160, 40)) as pilot:
+        await settle(pilot, lambda: "ranks seen 64" in text(app.query_one(Header)), tries=3000)
+        assert "step 20" in text(app.query_one(Header))
+        await settle(pilot, lambda: len(ssh()) == 64 and "connecting" not in text(app.query_one(Header)), tries=3000)
+        assert len(ssh()) == 64  # one a host, no ssh master besides
