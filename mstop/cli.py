@@ -17,6 +17,7 @@ from . import __version__
 from .commands.arguments import (
     add_depth,
     add_health,
+    add_hosts,
     add_peak,
     add_ssh,
     add_window,
@@ -123,6 +124,7 @@ def monitor_parser() -> argparse.ArgumentParser:
                     help="run CMD (split like a shell would, never run through one) for each new alert, "
                          "the alert as JSON on its standard input")
     add_ssh(ap)
+    add_hosts(ap)
     add_health(ap)
     return ap
 
@@ -158,7 +160,8 @@ def parse_command_line(argv: list[str]) -> argparse.Namespace:
             except ValueError as e:
                 print(f"mstop: --topology: {e}", file=sys.stderr)
                 raise SystemExit(2) from None
-        args.connection = Connection.of(args.ssh_config, args.ssh_option, args.connect_timeout, args.topology)
+        args.connection = Connection.of(args.ssh_config, args.ssh_option, args.connect_timeout, args.topology,
+                                        getattr(args, "hosts", None) == "auto")
     return args
 
 

@@ -72,6 +72,13 @@ def add_ssh(p: argparse.ArgumentParser) -> None:
                         "the site's /etc/clustershell/topology.conf when there is one)")
 
 
+def add_hosts(p: argparse.ArgumentParser) -> None:
+    """The monitor's --hosts (what it reads on the ranks' own hosts: their logs and stacks, the L and t views)."""
+    p.add_argument("--hosts", choices=["auto"],
+                   help="auto: for a run read here (a shared filesystem), reach each rank's own host, as its start "
+                        "event names it, over ssh for what only that host has (the rank's log, its stacks)")
+
+
 def add_peak(p: argparse.ArgumentParser) -> None:
     p.add_argument("--peak-tflops", type=positive_float, metavar="X",
                    help="peak dense TFLOP/s of one device, overriding what the run recorded (for MFU)")

@@ -27,7 +27,7 @@ from ..safe import clean
 from ..sources import SourceError, Sources, check_spec, read_once
 from ..sources.logs import find_rank_log, job_rank_of, last_error_of, rank_log, remote_tail
 from ..sources.nodesets import host_part
-from ..sources.remote import parse_target
+from ..sources.remote import parse_target, rank_host
 from ..view.baseline import baseline_overlay, run_part
 from ..view.build import Carry, build_view
 from ..view.charts import incident_marks, step_range
@@ -152,7 +152,8 @@ class MonitorSession:
         yet (a round trip to a host that may not answer: the screen reads it off its thread)."""
         if rank is None:
             rank = job_rank_of(self.store)
-        path, refused = find_rank_log(self.store, self.specs, rank, self.logs_dir)
+        path, refused = (None, None) if self._elsewhere(rank) else find_rank_log(self.store, self.specs, rank,
+                                                                                  self.logs_dir)
         pane = LogPane(rank, path, refused=refused)
         if pane.path is None:  # a source on another host: its log is read there, while the pane is open
             tail = remote_tail(self.store, self.specs, rank, self.options.connection)
@@ -172,7 +173,8 @@ class MonitorSession:
         """For a failed or dead run, the last error its culprit's log holds, as header lines (a multi-line
         message line by line); read again only when the log changed."""
         rank = self.culprit(status)
-        path = rank_log(self.store, self.specs, rank, self.logs_dir) if rank is not None else None
+        path = rank_log(self.store, self.specs, rank, self.logs_dir) if rank is not None and \
+            not self._elsewhere(rank) else None
         if path is None:
             return self._remote_culprit_error(rank) if rank is not None else []
         try:
@@ -184,6 +186,11 @@ class MonitorSession:
             err = last_error_of(path)
             self._culprit_log = (key, [] if err is None else _error_note(rank, os.path.basename(path), err))
         return self._culprit_log[1]
+
+    def _elsewhere(self, rank: int) -> bool:
+        """With ``--hosts auto``: whether ``rank`` ran on another host (its start event says), so its log is
+        read there, never a file of the same name on this machine."""
+        return self.options.connection.hosts and rank_host(RunReader(self.store).start(rank)) is not None
 
     def _remote_culprit_error(self, rank: int) -> list[str]:
         """The same over ssh: the culprit's log read once on its host (on a thread: a round trip must not

@@ -11,7 +11,7 @@ from ..engine.reader import RunReader
 from ..engine.store import Store
 from ..safe import clean
 from ..sources import DEFAULT_CONNECTION, pyspy
-from ..sources.remote import parse_target
+from ..sources.remote import parse_target, rank_host
 
 #: ranks dumped at most by one press of d (the culprit and the lowest ranks first)
 FRESH_RANKS = 16
@@ -20,8 +20,8 @@ FRESH_RANKS = 16
 def fresh_lines(store: Store, connection: Any = None) -> list[tuple[str, str]]:
     """(style, text) lines of a fresh ``py-spy dump`` of each rank's process (mstop.sources.pyspy), where its
     pid is provably that process: here, or over ssh on the host of the rank's ``host:/path`` source (through
-    ``connection``); ranks that cannot be dumped grouped by why. Slow (a dump per rank): call it off the
-    screen's thread."""
+    ``connection``), or with ``--hosts auto`` on the host its start event names; ranks that cannot be dumped
+    grouped by why. Slow (a dump per rank): call it off the screen's thread."""
     run = RunReader(store)
     starts = {r: s for r in run.ranks if (s := run.start(r)) is not None}
     owners = dict(run.store.owners)
@@ -31,8 +31,12 @@ def fresh_lines(store: Store, connection: Any = None) -> list[tuple[str, str]]:
             target = parse_target(owners.get(r, ""))
         except Exception:  # noqa: BLE001 - a label that is no source spec: a local run
             target = None
+        conn = connection or DEFAULT_CONNECTION
         if target is not None:
-            return pyspy.dump_over_ssh(target.host, start, connection or DEFAULT_CONNECTION)
+            return pyspy.dump_over_ssh(target.host, start, conn)
+        host = rank_host(start) if conn.hosts else None
+        if host is not None:  # a run read here (a shared filesystem), the rank on another host
+            return pyspy.dump_over_ssh(host, start, conn)
         return pyspy.dump(start)
 
     out: list[tuple[str, str]] = [("bold", "py-spy dump: each rank's stacks now, read from outside (d: again)")]

@@ -30,7 +30,7 @@ from ..safe import clean
 from .log_follower import refusal
 from .mflog import LOG_NAME, MSRUN_DIR, find_logs
 from .protocol import DEFAULT_CONNECTION, Connection, SourceError
-from .remote import parse_target
+from .remote import Target, parse_target, rank_host
 
 #: How much of a log's end is read when it is opened (about 10,000 lines of 100 characters).
 TAIL_BYTES = 1 << 20
@@ -303,16 +303,21 @@ def _program() -> bytes:
     return (Path(__file__).parent / "log_follower.py").read_bytes()
 
 
-def remote_candidates(store: Store, spec: str, rank: int) -> tuple[str, list[Candidate]] | None:
+def remote_candidates(store: Store, spec: str, rank: int, *, hosts: bool = False) -> tuple[str, list[Candidate]] | None:
     """(host, places on it) where rank ``rank``'s log may be for a ``host:/path`` source: the start event's
-    ``logs`` (paths on that host), then msrun's and MindFormers' names under the source's folder."""
+    ``logs`` (paths on that host), then msrun's and MindFormers' names under the source's folder. With
+    ``hosts`` (``--hosts auto``), a directory read here whose rank ran on another host is that host's too
+    (a shared filesystem: the same path there), so its log is looked for on it."""
     try:
         target = parse_target(spec)
     except SourceError:
         return None
+    start = RunReader(store).start(rank) or {}
+    if target is None and hosts and _local(spec):
+        host = rank_host(start)
+        target = Target(host, os.path.abspath(spec)) if host is not None else None
     if target is None:
         return None
-    start = RunReader(store).start(rank) or {}
     logs, since = start.get("logs"), _time(start)
     root = target.path.rstrip("/")
     base = root or "/"
@@ -329,7 +334,8 @@ def remote_tail(store: Store, specs: list[str], rank: int,
                 connection: Connection = DEFAULT_CONNECTION) -> RemoteLogTail | None:
     """Rank ``rank``'s log on the host of the first ``host:/path`` source (remote_candidates), unread; None
     without such a source."""
-    got = next((c for c in (remote_candidates(store, spec, rank) for spec in specs) if c), None)
+    got = next((c for c in (remote_candidates(store, spec, rank, hosts=connection.hosts) for spec in specs) if c),
+               None)
     if got is None:
         return None
     host, paths = got

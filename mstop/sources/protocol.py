@@ -16,12 +16,15 @@ from typing import Protocol
 class Connection:
     """How to reach ``host:/path`` sources, made once (from the command line by :meth:`of`, or by a test) and
     passed whole to every source, runs list and log pane that opens an ssh connection: the options as the
-    ``ssh`` command line takes them (``-F FILE``, ``-o OPTION``), the seconds to wait for a connection, and a
-    ClusterShell topology file for node sets (``--topology``: their hosts reached through its gateways)."""
+    ``ssh`` command line takes them (``-F FILE``, ``-o OPTION``), the seconds to wait for a connection, a
+    ClusterShell topology file for node sets (``--topology``: their hosts reached through its gateways), and
+    whether the ranks' own hosts, as their start events name them, are reached for what only they have (a
+    rank's log, its stacks) when the run directory is read here (``--hosts auto``: a shared filesystem)."""
 
     ssh_options: tuple[str, ...] = ()
     timeout: float = 10.0
     topology: str | None = None
+    hosts: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "ssh_options", tuple(str(o) for o in self.ssh_options))
@@ -30,12 +33,13 @@ class Connection:
 
     @classmethod
     def of(cls, config: str | None = None, options: Iterable[str] = (), timeout: float = 10.0,
-           topology: str | None = None) -> Connection:
-        """From ``-F FILE``, ``-o OPTION`` and ``--topology FILE`` as given on mstop's command line."""
+           topology: str | None = None, hosts: bool = False) -> Connection:
+        """From ``-F FILE``, ``-o OPTION``, ``--topology FILE`` and ``--hosts auto`` as given on mstop's
+        command line."""
         args = ["-F", config] if config else []
         for o in options:
             args += ["-o", o]
-        return cls(tuple(args), timeout, topology)
+        return cls(tuple(args), timeout, topology, hosts)
 
 
 #: no ssh options, the default timeout: what a source gets when nobody says otherwise

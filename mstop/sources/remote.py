@@ -251,6 +251,22 @@ def parse_target(text: str) -> Target | None:
     return Target(host, path)
 
 
+def rank_host(start: dict | None) -> str | None:
+    """The host a rank ran on, as its start event names it, when that is another host than this one and a
+    name ssh may be given (a start event is a file's word: ``-oProxyCommand=...`` is never passed on); None
+    otherwise."""
+    import socket
+
+    host = (start or {}).get("host")
+    if not isinstance(host, str) or host == socket.gethostname():
+        return None
+    try:
+        target = parse_target(f"{host}:/")
+    except SourceError:
+        return None
+    return target.host if target is not None else None
+
+
 def _utc_offset(gmtoff: object) -> float | None:
     """The remote host's UTC offset as its follower sent it (seconds), or None when it sent none."""
     return float(gmtoff) if isinstance(gmtoff, (int, float)) and not isinstance(gmtoff, bool) else None
