@@ -28,6 +28,7 @@ What a long-lived follower needs from ClusterShell, each set here (tests/system/
 
 from __future__ import annotations
 
+import os
 import shlex
 import threading
 import time
@@ -248,6 +249,8 @@ class Fanout:
                 return
 
     def _setup(self, task) -> None:
+        if not self.topology:
+            room_for_files(FDS_A_HOST * len(self.hosts))
         # followers never end: every host needs its own slot at once (gateways inherit it)
         task.set_info("fanout", max(64, len(self.hosts) + 1))
         task.set_default("stdout_msgtree", False)  # lines are handled as they come, never kept
@@ -259,7 +262,7 @@ class Fanout:
         self.launch([h for h in self.hosts if h.worker is None and not h.due and not h.done])
         task.timer(TICK, _handler(self, {}), interval=TICK, autoclose=True)
 
-    def _command(self) -> str:
+    def command(self) -> str:
         """The command each host's follower is started with, run by ClusterShell's exec worker here (or on a
         gateway), ``%h`` the host's name: mstop's own ssh command, the follower told the name it goes by."""
         user = {h.name.rpartition("@")[0] for h in self.hosts} - {""}
@@ -285,7 +288,7 @@ class Fanout:
             request = {"lines": True, "chunk": LINE_CHUNK, "poll": group[0].source.poll or 0.2,
                        "hosts": {h.node: h.source.request() for h in group}}
             by_node = {h.node: h for h in group}
-            worker = self._task.shell(self._command(), nodes=NodeSet.fromlist(list(by_node)), remote=False,
+            worker = self._task.shell(self.command(), nodes=NodeSet.fromlist(list(by_node)), remote=False,
                                       handler=_handler(self, by_node), stderr=True, stdin=True,
                                       tree=None if self.topology else False)
             worker.write(program_input(request))
@@ -370,6 +373,27 @@ class Fanout:
             elif _buffered(h.worker, h.node) > MAX_HEADER:
                 self._end(h, RemoteError(f"{h.name}: a frame over {MAX_HEADER >> 20} MiB without its end: not "
                                          "the follower's"))
+
+
+#: file descriptors one host's ssh holds open in the viewer, flat (its output, its errors, its input until
+#: the request is written; ClusterShell's own), with room to spare
+FDS_A_HOST = 4
+
+
+def room_for_files(more: int) -> None:
+    """Raise this process's soft limit of open files so ``more`` fit beside what is open now (a login node's
+    soft limit is often 1,024: 300 hosts' ssh pipes would pass it), up to the hard limit; past that, the
+    hosts that cannot be started are said by ClusterShell's own error."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = more + 256 + len(os.listdir("/proc/self/fd")) if os.path.isdir("/proc/self/fd") else more + 1024
+    if soft != resource.RLIM_INFINITY and want > soft:
+        new = want if hard == resource.RLIM_INFINITY else min(want, hard)
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (new, hard))
+        except (ValueError, OSError):
+            pass
 
 
 def _buffered(worker: object, node: str) -> int:
