@@ -321,3 +321,14 @@ def clock_ms(t: float) -> str:
         return "n/a"
     ms = int(round(t * 1000))
     return _time.strftime("%H:%M:%S", _time.localtime(ms // 1000)) + f".{ms % 1000:03d}"
+
+
+def hosts(names: list[str]) -> str:
+    """Host names folded as ``nodeset -f`` prints them (``node[001-063,065]``, ClusterShell's NodeSet, the
+    syntax a user pastes into ``clush -w``); names it cannot fold are listed as they are."""
+    try:
+        from ClusterShell.NodeSet import NodeSet, NodeSetException
+
+        return str(NodeSet.fromlist(names))
+    except (ImportError, NodeSetException, ValueError):
+        return ",".join(names)

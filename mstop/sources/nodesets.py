@@ -83,12 +83,9 @@ def expand_all(specs: list[str]) -> list[str]:
     return out
 
 
-def fold(hosts: list[str]) -> str:
-    """Host names folded into a node set, as ``nodeset -f`` prints them (``lo[1-3,7]``); names ClusterShell
-    cannot fold (``user@host``) are listed as they are."""
-    try:
-        from ClusterShell.NodeSet import NodeSet, NodeSetException
 
-        return str(NodeSet.fromlist(hosts))
-    except (ImportError, NodeSetException, ValueError):
-        return ",".join(hosts)
+def fold(hosts: list[str]) -> str:
+    """Host names folded into a node set, as ``nodeset -f`` prints them (``lo[1-3,7]``): mstop.fmt.hosts."""
+    from ..fmt import hosts as folded
+
+    return folded(hosts)

@@ -126,6 +126,8 @@ async def test_bell_rings_once_per_new_alert(tmp_path):
 
 
 async def test_ranks_grouped_by_host_expand_with_enter(tmp_path):
+    """Grouped by host (h), the quiet hosts fold into one line (as clush -b folds like output); the host
+    with an alert keeps its own; Enter opens the fold, then a host's ranks."""
     run = tmp_path / "hosts"
     for r in range(40):
         write_events(run, r, [start("s1", t=900.0, host=f"node{r // 8}")])
@@ -138,14 +140,35 @@ async def test_ranks_grouped_by_host_expand_with_enter(tmp_path):
         await settle(pilot, lambda: app.query_one(RanksTable).row_count > 0)
         await pilot.press("h")
         table = app.query_one(RanksTable)
-        assert table.row_count == 5 and str(table.get_row_at(0)[0]) == "+ 8 ranks"
-        assert [str(table.get_row_at(i)[1]) for i in range(5)] == [f"node{i}" for i in range(5)]
-        assert str(table.get_row_at(2)[6]) == "30.0 %"  # node2 holds rank 21: the host shows its worst rank
+        rows = [[str(c) for c in table.get_row_at(i)] for i in range(table.row_count)]
+        assert [r[:2] for r in rows] == [["+ 4 hosts", "node[0-1,3-4] ok · 8 ranks each"], ["+ 8 ranks", "node2"]]
+        assert rows[1][6] == "30.0 %"  # node2 holds rank 21: the host shows its worst rank
+        await pilot.press("enter")  # the fold opened: a line a host
+        assert [str(table.get_row_at(i)[1]) for i in range(table.row_count)] == [f"node{i}" for i in range(5)]
         await pilot.press("enter")
         assert table.row_count == 13 and str(table.get_row_at(0)[0]) == "- 8 ranks"
         assert str(table.get_row_at(1)[0]).strip() == "0" and "rows 1-13 of 13 hosts and ranks" in table.border_title
         await pilot.press("h")
         assert table.border_title.startswith("rows 1-") and " of 40 ranks " in table.border_title
+
+
+async def test_a_thousand_ranks_grouped_by_host_are_three_lines(tmp_path):
+    """1,024 ranks on 128 hosts, one straggler and one dead rank: the 126 quiet hosts are one line, the two
+    with something to say one line each (the alerts' ranks on them)."""
+    from tests.helpers.runs import cluster_1024
+
+    now = cluster_1024(tmp_path / "run")
+    app = MonitorApp(str(tmp_path / "run"), follow=False, clock=lambda: now)
+    async with app.run_test(size=(160, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("r")
+        await settle(pilot, lambda: app.query_one(RanksTable).row_count > 0)
+        await pilot.press("h")
+        table = app.query_one(RanksTable)
+        rows = [[str(c) for c in table.get_row_at(i)][:2] for i in range(table.row_count)]
+        assert sorted(rows) == sorted([["+ 126 hosts", "node[000-036,038-063,065-127] ok · 8 ranks each"],
+                                       ["+ 8 ranks", "node037"], ["+ 8 ranks", "node064"]]), rows
+        assert "of 3 hosts and ranks" in table.border_title
 
 
 async def test_baseline_that_ended_earlier_is_said(run, tmp_path):

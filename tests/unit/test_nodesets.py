@@ -91,3 +91,26 @@ def test_hosts_in_the_same_state_fold_into_one_header_line():
                             "lo[62-63] (2 hosts): reconnecting, try 2 in 2 s: ssh %h failed (exit 255): refused"]
     src.items[62].state.connection = "connected"
     assert src.states()[1] == "lo62: reconnecting, try 2 in 2 s: ssh lo62 failed (exit 255): refused"
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 40), st.integers(1, 3)), max_size=40, unique_by=lambda t: t[0]),
+       st.sets(st.integers(0, 40)))
+def test_folded_hosts_each_appear_once_quiet_and_alike_in_a_fold(order, apart_ids):
+    """The ranks view's folding (mstop.view.hostfold): every host is on one line, alone or in one fold; a
+    fold holds two or more hosts with nothing to say and the same number of ranks, where its first host was."""
+    from mstop.view.hostfold import Fold, fold_hosts
+
+    hosts = [(f"n{i}", n) for i, n in order]
+    apart = {f"n{i}" for i in apart_ids}
+    lines = fold_hosts(hosts, apart)
+    seen = [h for x in lines for h in (x.hosts if isinstance(x, Fold) else [x])]
+    assert sorted(seen) == sorted(h for h, _ in hosts)
+    count = dict(hosts)
+    for x in lines:
+        if isinstance(x, Fold):
+            assert len(x.hosts) >= 2 and not set(x.hosts) & apart
+            assert {count[h] for h in x.hosts} == {x.ranks_each}
+    firsts = [x.hosts[0] if isinstance(x, Fold) else x for x in lines]
+    order_of = [h for h, _ in hosts]
+    assert firsts == sorted(firsts, key=order_of.index)

@@ -18,6 +18,7 @@ from textual.widgets import DataTable, Static
 
 from ... import fmt
 from ...view import RankRow, RankTable, View
+from ...view.hostfold import Fold, fold_hosts
 
 RANK_COLUMNS = (("rank", "rank"), ("host", "host"), ("step", "step"), ("step_time", "step time (median)"),
                 ("tokens_per_s", "tokens/s"), ("headroom", "headroom"), ("data_wait", "data wait"),
@@ -160,6 +161,8 @@ class RanksTable(PagedTable):
         super().__init__("rank", **kwargs)
         self.grouped = False  # h: a row per host, Enter expands it to its ranks
         self.expanded: set[str] = set()  # hosts shown with their ranks
+        self.opened: set[str] = set()  # hosts of the folds opened: each on its own line
+        self._folds: dict[str, list[str]] = {}  # a fold's line -> its hosts
         self._view: View | None = None
         self._want: int | None = None  # select_rank: the rank to bring under the cursor
         self._cursor_to: int | None = None
@@ -189,13 +192,24 @@ class RanksTable(PagedTable):
             hosts: dict[str, list] = {}
             for r in ranks:
                 hosts.setdefault(r.host, []).append(r)
-            groups = [_host_row(h, rs) for h, rs in hosts.items()]
-            groups.sort(key=key, reverse=self.sort_reverse)
-            grouped: list[tuple[str, object]] = []  # ("host", HostRow) or ("rank", RankRow)
-            for g in groups:
-                grouped.append(("host", g))
-                if g.host in self.expanded:
-                    grouped += [("rank", r) for r in hosts[g.host]]
+            groups = {g.host: g for g in sorted((_host_row(h, rs) for h, rs in hosts.items()), key=key,
+                                                reverse=self.sort_reverse)}
+            alerted = {a.rank for a in v.alerts if a.rank is not None}
+            apart = self.expanded | self.opened | {h for h, rs in hosts.items() if any(
+                r.rank in alerted or (r.state in TROUBLE and r.ended != "exit 0") for r in rs)}
+            grouped: list[tuple[str, object]] = []  # ("host", HostRow), ("rank", RankRow) or ("fold", HostRow)
+            self._folds = {}
+            for item in fold_hosts([(h, g.count) for h, g in groups.items()], apart):
+                if isinstance(item, Fold):  # quiet hosts: one line (mstop.view.hostfold)
+                    row = _host_row(f"{fmt.hosts(item.hosts)} ok · {item.ranks_each:,} ranks each",
+                                    [r for h in item.hosts for r in hosts[h]])
+                    row.count = len(item.hosts)
+                    self._folds[row.host] = item.hosts
+                    grouped.append(("fold", row))
+                    continue
+                grouped.append(("host", groups[item]))
+                if item in self.expanded:
+                    grouped += [("rank", r) for r in hosts[item]]
             lines = grouped
         else:  # the columns sorted, the rows built for the page alone (10,000 ranks: the 40 on screen)
             lines = Lines(table, table.order(self.sort_key, self.sort_reverse))
@@ -217,7 +231,7 @@ class RanksTable(PagedTable):
         devices, procs = self._add_columns(v)
         for kind, r in page:
             first = (("- " if r.host in self.expanded else "+ ") + f"{r.count:,} ranks") if kind == "host" \
-                else (f"  {r.rank}" if self.grouped else str(r.rank))
+                else f"+ {r.count:,} hosts" if kind == "fold" else (f"  {r.rank}" if self.grouped else str(r.rank))
             cells = [first, Text(r.host), fmt.num(r.step, 9), fmt.ms(r.step_time), fmt.si(r.tokens_per_s),
                      fmt.pct(r.headroom), fmt.pct(r.data_wait), fmt.duration(r.age)]
             if devices:
@@ -226,7 +240,7 @@ class RanksTable(PagedTable):
             if procs:
                 cells += [fmt.NA if r.pid is None else str(r.pid), state_cell(r),
                           fmt.NA if r.cpu is None else f"{100 * r.cpu:.0f} %", fmt.gib(r.rss)]
-            self.add_row(*cells, key=f"host:{r.host}" if kind == "host" else str(r.rank))
+            self.add_row(*cells, key=f"{kind}:{r.host}" if kind in ("host", "fold") else str(r.rank))
         if page:
             self.move_cursor(row=min(cursor, len(page) - 1))
         arrow = "down" if self.sort_reverse else "up"
@@ -261,6 +275,7 @@ class RanksTable(PagedTable):
     def action_toggle_group(self) -> None:
         self.grouped = not self.grouped
         self.offset = 0
+        self.opened.clear()
         if self._view is not None:
             self.show(self._view)
 
@@ -269,8 +284,10 @@ class RanksTable(PagedTable):
         if key.startswith("host:"):
             host = key[5:]
             self.expanded.symmetric_difference_update({host})
-            if self._view is not None:
-                self.show(self._view)
+        elif key.startswith("fold:") and key[5:] in self._folds:  # its hosts, each on its own line
+            self.opened.update(self._folds[key[5:]])
+        if self._view is not None and key.startswith(("host:", "fold:")):
+            self.show(self._view)
 
 
 
@@ -282,7 +299,9 @@ class RankDetail(Static):
         at = v.ranks.index_of(int(key)) if key.isdigit() else None
         row = v.ranks[at] if at is not None else None
         if row is None:
-            self.update(Text(f"host {key[5:]}: Enter shows its ranks") if key.startswith("host:") else "")
+            self.update(Text(f"host {key[5:]}: Enter shows its ranks") if key.startswith("host:") else
+                        Text(f"hosts {key[5:]}: no alert, no rank in trouble; Enter shows each host")
+                        if key.startswith("fold:") else "")
             return None
         t = Text(f"rank {row.rank}", style="bold")
         t.append(" on ")
