@@ -12,6 +12,8 @@
   slow input pipeline in its history: the incident marks on the loss chart and the list of past incidents.
 - cluster-1024.svg: the ranks view of 1,024 generated ranks with one straggler and one dead rank,
   the straggler's cell clicked.
+- cluster-hosts.svg: the same ranks grouped by host (h): the 126 quiet hosts folded into one line, the two
+  with an alert one line each.
 - compare.svg (each run profiled at steps 200-210): ``mstop compare`` of real runs (a baseline of 2 repeats
   with a slow input pipeline against a
   run without the delay), as the terminal shows it (rich's own SVG export of the same table).
@@ -39,6 +41,7 @@
     python screenshots/make_screenshots.py --runs-only   # the three real runs and the runs screens only
     python screenshots/make_screenshots.py --issue38-only   # ranks-processes.svg and stacks.svg only
     python screenshots/make_screenshots.py --issue31-only   # logpane-failed.svg and devices.svg only
+    python screenshots/make_screenshots.py --hosts-only   # cluster-1024.svg and cluster-hosts.svg only
 
 Convert to PNG to look at them: rsvg-convert screenshots/demo-120x40.svg -o /tmp/demo.png
 """
@@ -180,6 +183,14 @@ def dead_run(run: Path) -> float:
 
 def main() -> int:
     out = ROOT / "screenshots"
+    if "--hosts-only" in sys.argv:
+        with tempfile.TemporaryDirectory() as tmp:
+            cluster = Path(tmp) / "cluster"
+            now = cluster_1024(cluster)
+            asyncio.run(shoot(str(cluster), out / "cluster-1024.svg", (120, 40), ("r", "m"), now=now,
+                              click_cell=517))
+            asyncio.run(shoot(str(cluster), out / "cluster-hosts.svg", (120, 40), ("r", "h"), now=now))
+        return 0
     if "--issue31-only" in sys.argv:
         with tempfile.TemporaryDirectory() as tmp:
             logpane_shot(Path(tmp), out)
@@ -219,6 +230,7 @@ def main() -> int:
         cluster = Path(tmp) / "cluster"
         now = cluster_1024(cluster)
         asyncio.run(shoot(str(cluster), out / "cluster-1024.svg", (120, 40), ("r", "m"), now=now, click_cell=517))
+        asyncio.run(shoot(str(cluster), out / "cluster-hosts.svg", (120, 40), ("r", "h"), now=now))
         comparison_shots(Path(tmp), out)
         mindformers_shot(Path(tmp), out)
         msrun_shot(Path(tmp), out)

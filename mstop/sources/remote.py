@@ -29,7 +29,7 @@ from ..safe import clean
 from .files import FileTail
 from .mflog import SCHEDULER_LOG, ingest_log, note_lost, stream_rank, worker_states
 from .protocol import DEFAULT_CONNECTION, Connection, SourceError, SourceState
-from .rankfiles import Followed, followed, ingest, rank_file
+from .rankfiles import Followed, Round, followed, ingest, rank_file
 
 #: The remote command: a constant (no user text), which reads the program from standard input.
 BOOTSTRAP = ('python3 -u -c "import sys;n=int(sys.stdin.buffer.readline());'
@@ -293,6 +293,9 @@ class RemoteSource:
         self._scheduler: tuple[FileTail, SchedulerLog] | None = None  # msrun's scheduler.log, when sent
         self._scheduler_cursor = ""
         self._told: set[tuple[int, str, str]] = set()  # (rank, session, kind) the scheduler log gave
+        #: where its rank files' new lines go when many hosts' frames are parsed together (a read round of
+        #: mstop.sources.rankfiles, flushed by its owner); None: into the store frame by frame
+        self.batch: Round | None = None
         self._proc: subprocess.Popen | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -518,7 +521,11 @@ class RemoteSource:
                 ingest_log(self.store, f.rank, f.log, chunk.blob, bad=chunk.overlong, flush=False,
                            arrived=arrived, name=str(name))
             else:
-                ingest(self.store, f, f.tail.feed(data, reset=bool(reset)))
+                chunk = f.tail.feed(data, reset=bool(reset))
+                if self.batch is not None:  # parsed with other hosts' chunks (mstop.sources.fanout)
+                    self.batch.add(f, chunk)
+                else:
+                    ingest(self.store, f, chunk)
                 mtime = entry[4] if len(entry) > 4 else None  # on the host's clock, as the source's clock is
                 if isinstance(mtime, (int, float)) and not isinstance(mtime, bool) and math.isfinite(mtime):
                     self.store.file_time(f.rank, f.kind, float(mtime), newest=False)
