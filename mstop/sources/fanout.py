@@ -210,6 +210,8 @@ class Fanout:
         self._stopping = True
         self._wake.set()
         STOPPERS.discard(self.stop)
+        if self._thread is None:
+            return  # never started
         self._ready.wait(10)
         task = self._task
         if task is not None and self._thread is not None and self._thread.is_alive():
@@ -262,8 +264,11 @@ class Fanout:
             if failed is None or self._stopping:
                 return
             for h in self.hosts:
+                why = RemoteError(clean(f"{h.name}: ClusterShell failed: {failed}", 4096))
                 if h.worker is not None:
-                    self.closed(h, h.worker, RemoteError(clean(f"{h.name}: ClusterShell failed: {failed}", 4096)))
+                    self.closed(h, h.worker, why)
+                elif self._oneshot and not h.done:  # never started (the Task failed before it)
+                    h.done, h.error = True, why
             failures += 1
             if self._oneshot or self._wake.wait(min(30.0, 2.0 ** failures)):
                 return

@@ -256,3 +256,20 @@ async def test_the_monitor_follows_sixty_four_hosts(hosts, tmp_path):
         assert "step 20" in text(app.query_one(Header))
         await settle(pilot, lambda: len(ssh()) == 64 and "connecting" not in text(app.query_one(Header)), tries=3000)
         assert len(ssh()) == 64  # one a host, no ssh master besides
+
+
+def test_gateways_that_cannot_be_reached_fail_the_read_naming_the_hosts(hosts, tmp_path, gateway_python):
+    """The only gateway answers no ssh: ``summary`` fails with ClusterShell's words for every host (never a
+    read of nothing that exits 0)."""
+    main, odd, config = hosts
+    for h in (1, 2):
+        write_rank(tmp_path / f"lo{h}" / "run", h - 1, steps(1, 5, loss=1.0, step_time=0.5))
+    topo = tmp_path / "dead.conf"
+    topo.write_text(f"[routes]\n{socket.gethostname().split('.')[0]}: deadport\ndeadport: lo[1-2]\n")
+    cfg = tmp_path / "with_dead"
+    cfg.write_text(config.read_text() + main.config.read_text()[main.config.read_text().index("Host deadport"):])
+    proc = subprocess.run([sys.executable, "-m", "mstop", "summary", f"lo[1-2]:{tmp_path}/%h/run", "-F", str(cfg),
+                           "--topology", str(topo), "--connect-timeout", "3"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr, proc.stderr
+    assert "2 of 2 hosts cannot be read" in proc.stderr and "lo1" in proc.stderr, proc.stderr
