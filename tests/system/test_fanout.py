@@ -209,19 +209,24 @@ def _gateways() -> list[int]:
 
 
 @pytest.mark.parametrize("how", ["q", "ctrl-c", "sigterm", "dropped terminal"])
-def test_no_follower_or_ssh_is_left_however_the_monitor_ends(hosts, tmp_path, how):
-    """``mstop 'lo[1-4]:...'`` in a real terminal (tmux), ended by q, Ctrl-C, SIGTERM or its terminal
-    dropped (SIGHUP): no follower and no ssh process is left on any host."""
+@pytest.mark.parametrize("route", ["flat", "gateways"])
+def test_no_follower_or_ssh_is_left_however_the_monitor_ends(hosts, tmp_path, how, route):
+    """``mstop 'lo[1-4]:...'`` in a real terminal (tmux), flat or through two gateways, ended by q, Ctrl-C,
+    SIGTERM or its terminal dropped (SIGHUP): no follower, gateway or ssh process is left on any host."""
     main, odd, config = hosts
     for h in range(1, 5):
         write_rank(tmp_path / f"lo{h}" / "run", h - 1, steps(1, 10, loss=1.0, step_time=0.5))
     before = followers()
-    sock = f"mstop-fan-{os.getpid()}-{how.replace(' ', '')}"
+    sock = f"mstop-fan-{os.getpid()}-{how.replace(' ', '')}-{route}"
     cmd = f"{sys.executable} -m mstop 'lo[1-4]:{tmp_path}/%h/run' -F {config}"
-    subprocess.run(["tmux", "-L", sock, "new", "-d", "-x", "120", "-y", "40", cmd], cwd=ROOT, check=True)
+    if route == "gateways":
+        cmd += f" --topology {_topology(tmp_path, 'lo[1-4]')}"
+    env = {**os.environ, "CLUSTERSHELL_GW_PYTHON_EXECUTABLE": sys.executable}
+    subprocess.run(["tmux", "-L", sock, "new", "-d", "-x", "120", "-y", "40", cmd], cwd=ROOT, check=True, env=env)
     try:
         ssh = lambda: [p for p, c in processes_with(str(config)) if c.startswith("ssh ")]  # noqa: E731
-        assert wait_for(lambda: len(ssh()) == 4 and len(followers() - before) >= 4, 30), "never followed"
+        want = 4 if route == "flat" else 6  # through gateways: two to the gateways, theirs to the hosts
+        assert wait_for(lambda: len(ssh()) == want and len(followers() - before) >= 4, 30), "never followed"
         mstop = [p for p, c in processes_with(f"-m mstop lo[1-4]:{tmp_path}") if "tmux" not in c]
         assert len(mstop) == 1, processes_with("-m mstop")
         if how == "q":
@@ -234,7 +239,7 @@ def test_no_follower_or_ssh_is_left_however_the_monitor_ends(hosts, tmp_path, ho
             subprocess.run(["tmux", "-L", sock, "kill-server"], capture_output=True)  # SIGHUP, as ssh gives
         assert wait_for(lambda: not any(os.path.exists(f"/proc/{p}") for p in mstop), 30), "mstop did not end"
         assert wait_for(lambda: not (followers() - before), 15), "a follower was left running"
-        assert not ssh(), "an ssh was left running"
+        assert wait_for(lambda: not ssh() and not _gateways(), 15), "an ssh or a gateway was left running"
     finally:
         subprocess.run(["tmux", "-L", sock, "kill-server"], capture_output=True)
 

@@ -125,6 +125,16 @@ async def test_bell_rings_once_per_new_alert(tmp_path):
     assert rings == [1]
 
 
+async def _grouped_by_host(app, pilot) -> tuple[RanksTable, list[list[str]]]:
+    """The ranks view opened (r) and grouped by host (h): its table, and the text of each of its rows."""
+    await settle(pilot)
+    await pilot.press("r")
+    await settle(pilot, lambda: app.query_one(RanksTable).row_count > 0)
+    await pilot.press("h")
+    table = app.query_one(RanksTable)
+    return table, [[str(c) for c in table.get_row_at(i)] for i in range(table.row_count)]
+
+
 async def test_ranks_grouped_by_host_expand_with_enter(tmp_path):
     """Grouped by host (h), the quiet hosts fold into one line (as clush -b folds like output); the host
     with an alert keeps its own; Enter opens the fold, then a host's ranks."""
@@ -135,12 +145,7 @@ async def test_ranks_grouped_by_host_expand_with_enter(tmp_path):
                                  data_wait=0.3 if r == 21 else 0.01))
     app = MonitorApp(str(run), follow=False, clock=lambda: 1031.0)
     async with app.run_test(size=(120, 40)) as pilot:
-        await settle(pilot)
-        await pilot.press("r")
-        await settle(pilot, lambda: app.query_one(RanksTable).row_count > 0)
-        await pilot.press("h")
-        table = app.query_one(RanksTable)
-        rows = [[str(c) for c in table.get_row_at(i)] for i in range(table.row_count)]
+        table, rows = await _grouped_by_host(app, pilot)
         assert [r[:2] for r in rows] == [["+ 4 hosts", "node[0-1,3-4] ok · 8 ranks each"], ["+ 8 ranks", "node2"]]
         assert rows[1][6] == "30.0 %"  # node2 holds rank 21: the host shows its worst rank
         await pilot.press("enter")  # the fold opened: a line a host
@@ -160,12 +165,8 @@ async def test_a_thousand_ranks_grouped_by_host_are_three_lines(tmp_path):
     now = cluster_1024(tmp_path / "run")
     app = MonitorApp(str(tmp_path / "run"), follow=False, clock=lambda: now)
     async with app.run_test(size=(160, 40)) as pilot:
-        await settle(pilot)
-        await pilot.press("r")
-        await settle(pilot, lambda: app.query_one(RanksTable).row_count > 0)
-        await pilot.press("h")
-        table = app.query_one(RanksTable)
-        rows = [[str(c) for c in table.get_row_at(i)][:2] for i in range(table.row_count)]
+        table, rows = await _grouped_by_host(app, pilot)
+        rows = [r[:2] for r in rows]
         assert sorted(rows) == sorted([["+ 126 hosts", "node[000-036,038-063,065-127] ok · 8 ranks each"],
                                        ["+ 8 ranks", "node037"], ["+ 8 ranks", "node064"]]), rows
         assert "of 3 hosts and ranks" in table.border_title
