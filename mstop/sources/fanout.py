@@ -57,6 +57,10 @@ from .remote import (
 GATEWAY_LOST = 76
 #: how often the deadlines are looked at
 TICK = 1.0
+#: hosts whose ssh is started in one tick, flat: each is a fork and an ssh handshake on this machine (some
+#: 30 ms of its CPU); while ClusterShell starts clients it reads none, so 256 at once held every frame for
+#: longer than their deadline (here: all 256 ended, started again, forever)
+LAUNCH_EACH_TICK = 64
 #: how often the lines the hosts sent go into the store together (what it adds to a row's latency, at most)
 BATCH_S = 0.1
 
@@ -102,6 +106,11 @@ def _handler(fan: Fanout, hosts: dict[str, _Host]):
                 h.err.append(msg)
             else:
                 fan.line(h, worker, msg)
+
+        def ev_pickup(self, worker, node) -> None:  # its ssh started now: its deadline counts from here
+            h = hosts.get(str(node))
+            if h is not None:
+                h.last, h.asked = time.monotonic(), fan.clock()
 
         def ev_hup(self, worker, node, rc) -> None:
             h = hosts.get(str(node))
@@ -174,12 +183,13 @@ class Fanout:
         self.connection = connection
         self.on_update = on_update
         self.topology = topology_file(topology)
-        self._clock = clock
+        self.clock = clock  # this machine's time (a test's own): a host's clock is measured against it
         self._task = None
         self._thread: threading.Thread | None = None
         self._stopping = False
         self._oneshot = False
         self._ready = threading.Event()
+        self._ticked = 0.0  # time.monotonic() of the last tick
         self._wake = threading.Event()  # set by stop(): a Task that failed is not started again
 
     # -- as a Source --------------------------------------------------------------------------
@@ -284,7 +294,14 @@ class Fanout:
             task.set_info("ssh_options", shlex.join(ssh_args(self.connection, mux=False)[1:]))
             task.set_info("connect_timeout", self.connection.timeout)
             task.load_topology(self.topology)
-        self.launch([h for h in self.hosts if h.worker is None and not h.due and not h.done])
+        fresh = [h for h in self.hosts if h.worker is None and not h.due and not h.done]
+        if self.topology:  # through gateways: all in one worker (the gateways start them)
+            self.launch(fresh)
+        else:  # flat: this process starts every ssh; LAUNCH_EACH_TICK a second, the first at once
+            for h in fresh[LAUNCH_EACH_TICK:]:
+                h.due, h.last = True, time.monotonic()
+            self.launch(fresh[:LAUNCH_EACH_TICK])
+        self._ticked = time.monotonic()
         task.timer(TICK, _handler(self, {}), interval=TICK, autoclose=True)
         task.timer(BATCH_S, _flusher(self), interval=BATCH_S, autoclose=True)
 
@@ -308,7 +325,7 @@ class Fanout:
             for h in group:
                 h.rc, h.first, h.idle, h.due = None, True, 0, False
                 h.err.clear()
-                h.last, h.asked = time.monotonic(), self._clock()
+                h.last, h.asked = time.monotonic(), self.clock()
                 if not h.tries:
                     h.source.state.connection = "connecting"
             request = {"lines": True, "chunk": LINE_CHUNK, "poll": group[0].source.poll or 0.2,
@@ -393,10 +410,16 @@ class Fanout:
     def tick(self) -> None:
         """Every second: hosts due are started again (together: one worker through gateways); a host whose
         next frame is late (the follower sends one at least every 5 s), or whose line grows without end, is
-        ended and said."""
+        ended and said. Time this thread could not read (it was starting ssh processes, or starved of the CPU)
+        is never counted as a host's silence: each deadline moves by how late this tick is."""
         now = time.monotonic()
-        self.launch([h for h in self.hosts if h.due and now >= h.last])
+        late = now - self._ticked - TICK
+        self._ticked = now
+        due = [h for h in self.hosts if h.due and now >= h.last]
+        self.launch(due if self.topology else due[:LAUNCH_EACH_TICK])
         for h in self.hosts:
+            if h.worker is not None and late > TICK:
+                h.last += late
             if h.worker is None:
                 continue
             limit = FRAME_DEADLINE + (self.connection.timeout if h.first else 0.0)

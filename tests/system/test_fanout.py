@@ -278,3 +278,19 @@ def test_gateways_that_cannot_be_reached_fail_the_read_naming_the_hosts(hosts, t
                           text=True, timeout=120)
     assert proc.returncode != 0 and "Traceback" not in proc.stderr, proc.stderr
     assert "2 of 2 hosts cannot be read" in proc.stderr and "lo1" in proc.stderr, proc.stderr
+
+
+def test_more_hosts_than_are_started_at_once_are_all_read(hosts, tmp_path):
+    """Flat, ssh processes are started LAUNCH_EACH_TICK a second (while ClusterShell starts them it reads
+    nothing: 256 started at once held every frame past its deadline, over and over); 100 hosts are read whole."""
+    from mstop.sources.fanout import LAUNCH_EACH_TICK
+
+    main, odd, config = hosts
+    n = LAUNCH_EACH_TICK + 36
+    for h in range(1, n + 1):
+        write_rank(tmp_path / f"lo{h}" / "run", h - 1, steps(1, 5, loss=1.0, step_time=0.5))
+    proc = subprocess.run([sys.executable, "-m", "mstop", "summary", f"lo[1-{n}]:{tmp_path}/%h/run", "--json", "-F",
+                           str(config)], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["ranks"] == n and out["rows"] == 5 * n, (out["ranks"], out["rows"])
