@@ -38,6 +38,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+from bench_fanin import cpu_of as cpu  # noqa: E402
+
 from mstop_writer import COLUMNS  # noqa: E402
 
 #: hosts per local sshd (its MaxStartups is 100: a burst of more logins would be refused, and retried)
@@ -64,12 +66,6 @@ def writer(dirs: list[str], ranks: int, seconds: float, ready) -> None:
             os.write(fd, f"{time.time()!r},{step},1,{2.0 / step!r},0.0003,,1.0,0.001,,4096,8,,,1,1,2,,,s\n".encode())
     for fd in fds:
         os.close(fd)
-
-
-def proc_cpu(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as f:
-        parts = f.read().rsplit(")", 1)[1].split()
-    return (int(parts[11]) + int(parts[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def classes() -> dict[str, list[int]]:
@@ -106,16 +102,6 @@ def classes() -> dict[str, list[int]]:
         elif b"mstop-follower" in cmd and b"python3 -u -c import sys" in cmd:
             out["follower"].append(pid)
     return out
-
-
-def cpu(pids: list[int]) -> float:
-    total = 0.0
-    for p in pids:
-        try:
-            total += proc_cpu(p)
-        except OSError:
-            continue
-    return total
 
 
 def rss_mb() -> float:

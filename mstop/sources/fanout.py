@@ -61,6 +61,9 @@ TICK = 1.0
 #: 30 ms of its CPU); while ClusterShell starts clients it reads none, so 256 at once held every frame for
 #: longer than their deadline (here: all 256 ended, started again, forever)
 LAUNCH_EACH_TICK = 64
+#: seconds a gateway may take to start one host's ssh, counted into the first frame's deadline (128 hosts
+#: through 2 gateways were all connected after 25 s on a loaded 2-core machine; 256 never, within 30 s each)
+GATEWAY_START_S = 0.25
 #: how often the lines the hosts sent go into the store together (what it adds to a row's latency, at most)
 BATCH_S = 0.1
 
@@ -190,6 +193,9 @@ class Fanout:
         self._oneshot = False
         self._ready = threading.Event()
         self._ticked = 0.0  # time.monotonic() of the last tick
+        #: seconds a first frame may take beyond a connection's: through gateways, each gateway starts its
+        #: hosts' ssh all at once and reads none meanwhile (GATEWAY_START_S a host of the batch)
+        self._starting = 0.0
         self._wake = threading.Event()  # set by stop(): a Task that failed is not started again
 
     # -- as a Source --------------------------------------------------------------------------
@@ -321,6 +327,8 @@ class Fanout:
         from ClusterShell.NodeSet import NodeSet
 
         groups = [hosts] if self.topology else [[h] for h in hosts]
+        if self.topology:
+            self._starting = GATEWAY_START_S * len(hosts)
         for group in groups:
             for h in group:
                 h.rc, h.first, h.idle, h.due = None, True, 0, False
@@ -422,7 +430,7 @@ class Fanout:
                 h.last += late
             if h.worker is None:
                 continue
-            limit = FRAME_DEADLINE + (self.connection.timeout if h.first else 0.0)
+            limit = FRAME_DEADLINE + ((self.connection.timeout + self._starting) if h.first else 0.0)
             if now - h.last > limit:
                 self._end(h, RemoteError(f"{h.name}: no frame for {limit:g} s: the host, its follower or the link "
                                          "stopped answering"))

@@ -8,6 +8,7 @@
     baseline.py  a baseline run's curves by step and the differences at the current step
     marks.py     an alert's words and letters on screen: the heat strip's letter, how long it has held
     stacks.py    the stacks view's lines (t): each rank's newest stack, ranks grouped by where they are
+    hostfold.py  the ranks view grouped by host: quiet hosts folded into one line (node[001-480] ok)
 
 A frame from a snapshot, and nothing else: nothing here reads files, starts a thread or a process, or keeps
 state that follows a job (that is mstop.live, the room above); nothing imports textual, so a frame can be

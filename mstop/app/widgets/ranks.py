@@ -188,29 +188,7 @@ class RanksTable(PagedTable):
         table = v.ranks
         lines: Lines | list[tuple[str, object]]
         if self.grouped:
-            ranks = sorted(table, key=key, reverse=self.sort_reverse)
-            hosts: dict[str, list] = {}
-            for r in ranks:
-                hosts.setdefault(r.host, []).append(r)
-            groups = {g.host: g for g in sorted((_host_row(h, rs) for h, rs in hosts.items()), key=key,
-                                                reverse=self.sort_reverse)}
-            alerted = {a.rank for a in v.alerts if a.rank is not None}
-            apart = self.expanded | self.opened | {h for h, rs in hosts.items() if any(
-                r.rank in alerted or (r.state in TROUBLE and r.ended != "exit 0") for r in rs)}
-            grouped: list[tuple[str, object]] = []  # ("host", HostRow), ("rank", RankRow) or ("fold", HostRow)
-            self._folds = {}
-            for item in fold_hosts([(h, g.count) for h, g in groups.items()], apart):
-                if isinstance(item, Fold):  # quiet hosts: one line (mstop.view.hostfold)
-                    row = _host_row(f"{fmt.hosts(item.hosts)} ok · {item.ranks_each:,} ranks each",
-                                    [r for h in item.hosts for r in hosts[h]])
-                    row.count = len(item.hosts)
-                    self._folds[row.host] = item.hosts
-                    grouped.append(("fold", row))
-                    continue
-                grouped.append(("host", groups[item]))
-                if item in self.expanded:
-                    grouped += [("rank", r) for r in hosts[item]]
-            lines = grouped
+            lines = self._grouped(v, key)
         else:  # the columns sorted, the rows built for the page alone (10,000 ranks: the 40 on screen)
             lines = Lines(table, table.order(self.sort_key, self.sort_reverse))
         self._lines = lines
@@ -248,6 +226,32 @@ class RanksTable(PagedTable):
         self.border_title = (f"rows {self.offset + 1}-{self.offset + len(page)} of {len(lines):,} {what}"
                              f" · sorted by {self.sort_key} ({arrow}) · click a header to sort, pgup/pgdn to page"
                              f" · h: {'ungroup' if self.grouped else 'group by host'}")
+
+    def _grouped(self, v: View, key: Any) -> list[tuple[str, object]]:
+        """The grouped table's lines: ("host", HostRow) with its ranks ("rank", RankRow) when expanded, or
+        ("fold", HostRow) for quiet hosts folded into one line (mstop.view.hostfold)."""
+        hosts: dict[str, list] = {}
+        for r in sorted(v.ranks, key=key, reverse=self.sort_reverse):
+            hosts.setdefault(r.host, []).append(r)
+        groups = {g.host: g for g in sorted((_host_row(h, rs) for h, rs in hosts.items()), key=key,
+                                            reverse=self.sort_reverse)}
+        alerted = {a.rank for a in v.alerts if a.rank is not None}
+        apart = self.expanded | self.opened | {h for h, rs in hosts.items() if any(
+            r.rank in alerted or (r.state in TROUBLE and r.ended != "exit 0") for r in rs)}
+        grouped: list[tuple[str, object]] = []
+        self._folds = {}
+        for item in fold_hosts([(h, g.count) for h, g in groups.items()], apart):
+            if isinstance(item, Fold):
+                row = _host_row(f"{fmt.hosts(item.hosts)} ok · {item.ranks_each:,} ranks each",
+                                [r for h in item.hosts for r in hosts[h]])
+                row.count = len(item.hosts)
+                self._folds[row.host] = item.hosts
+                grouped.append(("fold", row))
+                continue
+            grouped.append(("host", groups[item]))
+            if item in self.expanded:
+                grouped += [("rank", r) for r in hosts[item]]
+        return grouped
 
     def _add_columns(self, v: View) -> tuple[bool, bool]:
         """The device columns at the first device samples, the process columns at the first process facts
