@@ -39,33 +39,10 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from bench_fanin import cpu_of as cpu  # noqa: E402
-
-from mstop_writer import COLUMNS  # noqa: E402
+from bench_fanin import writer  # noqa: E402
 
 #: hosts per local sshd (its MaxStartups is 100: a burst of more logins would be refused, and retried)
 PER_SERVER = 64
-
-
-def writer(dirs: list[str], ranks: int, seconds: float, ready) -> None:
-    """Append a row to every rank file of every host's folder once a second, spread over the second (host h
-    holds ranks h x ranks ... h x ranks + ranks - 1: one world over all hosts)."""
-    fds = []
-    for h, d in enumerate(dirs):
-        for r in range(h * ranks, (h + 1) * ranks):
-            fd = os.open(os.path.join(d, f"rank{r}.csv"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-            os.write(fd, (",".join(COLUMNS) + "\n").encode())
-            fds.append(fd)
-    ready.wait()
-    t0, step = time.time(), 0
-    while time.time() - t0 < seconds:
-        step += 1
-        for i, fd in enumerate(fds):
-            pause = t0 + (step - 1 + i / len(fds)) - time.time()
-            if pause > 0:
-                time.sleep(pause)
-            os.write(fd, f"{time.time()!r},{step},1,{2.0 / step!r},0.0003,,1.0,0.001,,4096,8,,,1,1,2,,,s\n".encode())
-    for fd in fds:
-        os.close(fd)
 
 
 def classes() -> dict[str, list[int]]:
@@ -124,7 +101,7 @@ def one(mode: str, hosts: int, ranks: int, seconds: float, config: str, topology
         for d in dirs:
             os.makedirs(d)
         ready = mp.Event()
-        w = mp.Process(target=writer, args=(dirs, ranks, seconds + 600, ready))
+        w = mp.Process(target=writer, args=(dirs, ranks, 1.0, seconds + 600, ready), kwargs={"one_world": True})
         w.start()
         while sum(len(os.listdir(d)) for d in dirs) < hosts * ranks:
             time.sleep(0.05)

@@ -37,11 +37,14 @@ from mstop_writer import COLUMNS  # noqa: E402
 from tests.helpers import sshd  # noqa: E402
 
 
-def writer(dirs: list[str], ranks: int, rate: float, seconds: float, ready: mp.Event) -> None:
-    """Append a row to every rank file of every folder ``rate`` times a second, spread over the interval."""
+def writer(dirs: list[str], ranks: int, rate: float, seconds: float, ready: mp.Event, *,
+           one_world: bool = False) -> None:
+    """Append a row to every rank file of every folder ``rate`` times a second, spread over the interval;
+    ``one_world``: folder h holds ranks h x ranks ... (h + 1) x ranks - 1 (one job over all of them), else
+    each folder ranks 0 ... ranks - 1."""
     fds = []
-    for d in dirs:
-        for r in range(ranks):
+    for h, d in enumerate(dirs):
+        for r in range(h * ranks, (h + 1) * ranks) if one_world else range(ranks):
             fd = os.open(os.path.join(d, f"rank{r}.csv"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
             os.write(fd, (",".join(COLUMNS) + "\n").encode())
             fds.append(fd)
