@@ -82,6 +82,9 @@ class LogState:
         self._hours: dict[str | bytes, float] = {}
         #: "le" or "be" once the log is known to be UTF-16 (its lines are read as such; the source says so)
         self.utf16: str | None = None
+        #: a UTF-16 log's last bytes after its last b"\n": a reader splits lines at a 0x0D byte too, which in
+        #: UTF-16 is part of a character (a CR, U+0D00): the line goes on in the next read
+        self.held = b""
         #: when the lines being parsed were written (the file's time): the time of a step line with no stamp
         self.arrived: float | None = None
         self.untimed = 0  # step rows timed by their arrival, not by a stamp of their own
@@ -96,6 +99,16 @@ class LogState:
         #: the last step read before lines were lost (a rotation past the last backup, a truncation with no
         #: copy): the steps between it and the next step read are counted as dropped (:meth:`count_lost`)
         self._lost_after: float | None = None
+
+    def whole_lines(self, blob: bytes) -> bytes:
+        """``blob`` up to its last UTF-16 line end, what was held before it first, the rest held for the next
+        read (only for a UTF-16 log: known, or a blob with its BOM); other logs' blobs as they come."""
+        if not (self.utf16 is not None or self.held or blob[:2] in (b"\xff\xfe", b"\xfe\xff")):
+            return blob
+        blob, self.held = self.held + blob, b""
+        cut = blob.rfind(b"\n") + 1
+        blob, self.held = blob[:cut], blob[cut:]
+        return blob
 
     def time(self, ts: str, ms: str) -> float:
         """Unix time of a timestamp (local time of the writing host), one calendar call per hour."""

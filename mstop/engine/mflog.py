@@ -143,6 +143,7 @@ class MfLogParser:
         line's row is held back until its progress line (or any later step) comes, or :meth:`flush`."""
         if arrived is not None:
             self.st.arrived = arrived
+        blob = self.st.whole_lines(blob)
         got = _classify(blob) if len(blob) >= 64 * BULK_RUN and self.st.utf16 is None else None
         if got is None:
             lines = _split(blob, self.st.utf16 is not None)
@@ -188,6 +189,9 @@ class MfLogParser:
     def flush(self) -> Parsed:
         """The lines read so far are all there is for now: give the held row, and the abort of a session
         whose last line is an error."""
+        if self.st.held:  # a UTF-16 log's last line without its end
+            self._one(self.st.held.rstrip(b"\r"))
+            self.st.held = b""
         if self.st.error is not None and not self.st.error_sent and not self.st.ended and self.st.session is not None:
             t, text = self.st.error
             self.st._events.append({"kind": "abort", "time": t, "session": self.st.session,
