@@ -107,6 +107,8 @@ class LogState:
             return blob
         blob, self.held = self.held + blob, b""
         cut = blob.rfind(b"\n") + 1
+        if len(blob) - cut > 1 << 20:  # a MiB with no line end (a hostile file): read as it is, never kept on
+            return blob
         blob, self.held = blob[:cut], blob[cut:]
         return blob
 
