@@ -49,6 +49,7 @@ from .remote import (
     RemoteError,
     RemoteSource,
     program_input,
+    retrying,
     ssh_args,
     ssh_error,
 )
@@ -327,6 +328,7 @@ class Fanout:
         from ClusterShell.NodeSet import NodeSet
 
         groups = [hosts] if self.topology else [[h] for h in hosts]
+        command = self.command()
         if self.topology:
             self._starting = GATEWAY_START_S * len(hosts)
         for group in groups:
@@ -339,7 +341,7 @@ class Fanout:
             request = {"lines": True, "chunk": LINE_CHUNK, "poll": group[0].source.poll or 0.2,
                        "hosts": {h.node: h.source.request() for h in group}}
             by_node = {h.node: h for h in group}
-            worker = self._task.shell(self.command(), nodes=NodeSet.fromlist(list(by_node)), remote=False,
+            worker = self._task.shell(command, nodes=NodeSet.fromlist(list(by_node)), remote=False,
                                       handler=_handler(self, by_node), stderr=True, stdin=True,
                                       tree=None if self.topology else False)
             worker.write(program_input(request))
@@ -406,11 +408,9 @@ class Fanout:
             h.source.state.connection = str(why)
             return
         h.tries += 1
-        delay = TICK if h.rc == GATEWAY_LOST else min(30.0, 2.0 ** (h.tries - 1))
         if h.rc == GATEWAY_LOST:
             why = RemoteError(f"{h.name}: its gateway was lost (rc {GATEWAY_LOST}): started again by another route")
-        h.source.state.connection = f"reconnecting, try {h.tries} in {delay:.0f} s: {why}"
-        h.source.state.notes.append(str(why))
+        delay = retrying(h.source.state, h.tries, why, TICK if h.rc == GATEWAY_LOST else None)
         h.due, h.last = True, time.monotonic() + delay  # started again by the tick after ``last``
         if self.on_update is not None:
             self.on_update()

@@ -267,6 +267,15 @@ def rank_host(start: dict | None) -> str | None:
     return target.host if target is not None else None
 
 
+def retrying(state: SourceState, tries: int, why: object, delay: float | None = None) -> float:
+    """A lost connection said in ``state`` (``reconnecting, try 3 in 4 s: ...``, and among its notes); the
+    seconds to wait before try ``tries``: 1, 2, 4 ... 30 unless ``delay`` is given."""
+    delay = min(30.0, 2.0 ** (tries - 1)) if delay is None else delay
+    state.connection = f"reconnecting, try {tries} in {delay:.0f} s: {why}"
+    state.notes.append(str(why))
+    return delay
+
+
 def _utc_offset(gmtoff: object) -> float | None:
     """The remote host's UTC offset as its follower sent it (seconds), or None when it sent none."""
     return float(gmtoff) if isinstance(gmtoff, (int, float)) and not isinstance(gmtoff, bool) else None
@@ -346,9 +355,7 @@ class RemoteSource:
                 if self._stop.is_set():
                     break
                 tries += 1
-                delay = min(30.0, 2.0 ** (tries - 1))
-                self.state.connection = f"reconnecting, try {tries} in {delay:.0f} s: {e}"
-                self.state.notes.append(str(e))
+                delay = retrying(self.state, tries, e)
                 if self.on_update is not None:
                     self.on_update()
                 self._stop.wait(delay)
