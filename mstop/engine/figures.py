@@ -32,7 +32,7 @@ import numpy as np
 from .. import fmt
 from . import door, ledgerfold, rankstate
 from .clocks import Clocks, clocks
-from .folds import ACHIEVED, RING, WINDOW_FLOATS, Lasts
+from .folds import ACHIEVED, RING, WEIGHT, WINDOW_FLOATS, Lasts
 from .logstate import SOURCE_PLAIN
 from .rankstate import PROFILE_PARTS, profile_summary
 from .store import BLOCK, EXACT_INDEX, RankData, Store
@@ -94,7 +94,7 @@ def _window(store: Store) -> Window:
     ranks = ring.ranks
     exacts, floats, achieved = ring.exact, ring.floats, ring.achieved
     time, step = exacts[:, :, EXACT_INDEX["time"]].copy(), exacts[:, :, EXACT_INDEX["step"]].copy()
-    cols = {"time": time, "step": step, ACHIEVED: achieved.copy()}
+    cols = {"time": time, "step": step, ACHIEVED: achieved.copy(), WEIGHT: ring.weight.copy()}
     for j, c in enumerate(WINDOW_FLOATS):
         cols[c] = floats[:, :, j].astype(np.float64)
     names = ("time", "step", ACHIEVED, *_COLS[1:])
@@ -106,11 +106,13 @@ def _window(store: Store) -> Window:
         idx = np.flatnonzero(d.steady())[-WINDOW:]  # a resume cut older rows; each session's first row is out
         k = len(idx)
         ach = d.take(ACHIEVED, idx) if ACHIEVED in d.extras else np.full(k, np.nan)
-        for c in names:
+        for c in (*names, WEIGHT):
             cols[c][i] = np.nan
         cols["time"][i, WINDOW - k:] = d.take("time", idx)
         cols["step"][i, WINDOW - k:] = d.take("step", idx)
         cols[ACHIEVED][i, WINDOW - k:] = ach
+        if WEIGHT in d.extras:
+            cols[WEIGHT][i, WINDOW - k:] = d.take(WEIGHT, idx)
         for c in _COLS[1:]:
             cols[c][i, WINDOW - k:] = d.take(c, idx)
     return _window_of(store, ranks, cols)
@@ -121,6 +123,16 @@ def _window_of(store: Store, ranks: list[int], cols: dict[str, np.ndarray]) -> W
     st = rankstate.states(store)
     at = np.asarray(st.positions(ranks), np.int64)
     return Window(ranks, cols, st.host[at], st.memory_host[at])
+
+
+def per_step(w: Window, column: str) -> np.ndarray:
+    """A summed column of the window a step at a time: a digest's merged row (mstop.sources.follower) holds
+    the sum over the rows it stands for (its WEIGHT), so its step time is their mean; a row as written is one
+    step. Sums over the window (Σtokens / Σstep_time) take the columns as they are."""
+    wt = w.cols.get(WEIGHT)
+    if wt is None or np.isnan(wt).all():
+        return w.cols[column]
+    return w.cols[column] / np.where(np.isnan(wt), 1.0, wt)
 
 
 def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
@@ -233,15 +245,16 @@ def rows_window(store: Store, rows: dict[int, np.ndarray]) -> Window:
     """The given rows of each rank as a :class:`Window` (right-aligned, NaN-padded)."""
     ranks = list(rows)
     width = max((len(idx) for idx in rows.values()), default=0)
-    cols = {c: np.full((len(ranks), width), np.nan) for c in (*_COLS, ACHIEVED)}
+    cols = {c: np.full((len(ranks), width), np.nan) for c in (*_COLS, ACHIEVED, WEIGHT)}
     for i, r in enumerate(ranks):
         d, idx = store.ranks[r], rows[r]
         k = len(idx)
         cols["time"][i, width - k:] = d.take("time", idx)
         for c in _COLS[1:]:
             cols[c][i, width - k:] = d.take(c, idx)
-        if ACHIEVED in d.extras:
-            cols[ACHIEVED][i, width - k:] = d.take(ACHIEVED, idx)
+        for c in (ACHIEVED, WEIGHT):
+            if c in d.extras:
+                cols[c][i, width - k:] = d.take(c, idx)
     return _window_of(store, ranks, cols)
 
 
@@ -621,12 +634,20 @@ def quiet_for(store: Store, opts: Options) -> float | None:
 
 def pace_basis(d: RankData) -> tuple[str, np.ndarray]:
     """What a job's pace is counted in, and per row how much of it a step did: tokens when the rows give
-    them, else samples, else steps (one a row)."""
+    them, else samples, else steps (one a row; a digest's merged row, those it stands for)."""
     for unit, col in (("tokens/s", "tokens"), ("samples/s", "samples")):
         v = d.col(col).astype(np.float64)
         if np.isfinite(v).any():
             return unit, v
-    return "steps/s", np.ones(d.rows)
+    return "steps/s", row_weights(d, np.arange(d.rows))
+
+
+def row_weights(d: RankData, idx: np.ndarray) -> np.ndarray:
+    """The rows written each of rank ``d``'s rows ``idx`` stands for: 1, or a digest's merged row's count."""
+    if WEIGHT not in d.extras:
+        return np.ones(len(idx))
+    wt = d.take(WEIGHT, idx).astype(np.float64)
+    return np.where(np.isnan(wt), 1.0, wt)
 
 
 def recent_pace(store: Store, unit: str) -> float | None:
@@ -646,7 +667,7 @@ def stall_after(store: Store) -> float:
 
 
 def _stall_after(w: Window) -> float:
-    st = w.cols["step_time"]
+    st = per_step(w, "step_time")
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN ranks
         med_step = median(row_medians(st)) or 0.0
@@ -1060,7 +1081,7 @@ def rank_step_time(w: Window) -> np.ndarray:
         return np.empty(0)
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # ranks with no step time yet
-        return row_medians(w.cols["step_time"])
+        return row_medians(per_step(w, "step_time"))
 
 
 def step_time(store: Store) -> float | None:

@@ -23,6 +23,13 @@ EXACT_TIME, EXACT_STEP = 0, 1  # the store's exact columns: mstop.engine.store.E
 RING = 20
 #: a MindFormers log's own FLOP/s per device, an extra column the window carries (mstop.engine.figures.ACHIEVED)
 ACHIEVED = "train_throughput_per_npu"
+#: the rows written each held row stands for (a digest's merged rows: mstop.sources.follower), kept as a
+#: numeric column of that name, which no file can give (a header's names never hold a control code) and
+#: the charts never list; NaN (a row read as written) is 1
+WEIGHT = "\x1frows"
+#: the columns a merged row holds the sum of (its step time, wait, tokens and samples: a chart shows them a
+#: step at a time, over WEIGHT); mstop.sources.follower.SUMMED is this one
+SUMMED = ("step_time", "data_wait", "tokens", "samples")
 #: the float columns the window carries (the ring keeps only these)
 WINDOW_FLOATS = ("step_time", "data_wait", "tokens", "samples", "mfu", "mem_peak", "mem_total")
 
@@ -47,6 +54,7 @@ class Ring:
     exact: np.ndarray  # (ranks, RING, 2) float64
     floats: np.ndarray  # (ranks, RING, WINDOW_FLOATS) float32
     achieved: np.ndarray  # (ranks, RING) float64
+    weight: np.ndarray  # (ranks, RING) float64: the rows written each stands for (NaN: 1)
     rows: np.ndarray  # (ranks,) int64
     #: whether the ring's rows are the rank's last steady rows as they are: one session (less its first row
     #: while the ring holds it: ``blank``), or a latest session longer than the ring, no profiled steps and no
@@ -63,8 +71,8 @@ class Folds:
     write): the store's lock is held O(1) here for a snapshot, and the copy is made once per snapshot that
     rows followed, by the thread that adds them."""
 
-    ARRAYS = ("exact", "floats", "achieved", "rows", "segments", "latest_first", "old_until", "profiled_", "tokens",
-              "mtime")
+    ARRAYS = ("exact", "floats", "achieved", "weight", "rows", "stood", "segments", "latest_first", "old_until",
+              "profiled_", "tokens", "mtime")
     is_frozen = False
 
     def __init__(self, float_index: dict[str, int]) -> None:
@@ -76,7 +84,9 @@ class Folds:
         self.exact = np.full((cap, RING, 2), np.nan)
         self.floats = np.full((cap, RING, len(WINDOW_FLOATS)), np.nan, np.float32)
         self.achieved = np.full((cap, RING), np.nan)
+        self.weight = np.full((cap, RING), np.nan)
         self.rows = np.zeros(cap, np.int64)
+        self.stood = np.zeros(cap, np.int64)  # the rows written its rows stand for (more than rows: a digest's)
         self.segments = np.zeros(cap, np.int64)
         self.latest_first = np.zeros(cap, np.int64)  # the first row of the rank's latest session
         self.old_until = np.zeros(cap, np.int64)  # rows up to the last one of an older session appended
@@ -110,9 +120,11 @@ class Folds:
         return i
 
     def add(self, r: int, exact: np.ndarray, floats: np.ndarray, achieved: np.ndarray | None, *,
-            segments: int = 1, latest_first: int = 0, mixed: bool = False, tokens: float | None = None) -> None:
+            segments: int = 1, latest_first: int = 0, mixed: bool = False, tokens: float | None = None,
+            weight: np.ndarray | None = None) -> None:
         """Fold in a batch of rank ``r``'s rows (in file order): its exact columns (time, step), its float
-        columns, its ACHIEVED column when the file has one; and after it, the rank's sessions, the first row
+        columns, its ACHIEVED column when the file has one, the rows written each stands for (``weight``,
+        None: one each); and after it, the rank's sessions, the first row
         of its latest, and whether the batch held rows of an older session (``mixed``). ``tokens``: the
         rank's Σtokens over its timeline when the batch changed which rows are on it (a resume cuts older
         rows: the store adds them up again), else None and the batch's tokens are added."""
@@ -124,14 +136,16 @@ class Folds:
         if not self.rows[i]:
             self._order = None  # a rank with rows again (after a reset)
         ach = achieved[-RING:] if achieved is not None else np.full(min(k, RING), np.nan)
+        wt = weight[-RING:] if weight is not None else np.full(min(k, RING), np.nan)
         for ring, new in ((self.exact, exact[-RING:]), (self.floats, floats[-RING:][:, self.take]),
-                          (self.achieved, ach)):
+                          (self.achieved, ach), (self.weight, wt)):
             if k >= RING:
                 ring[i] = new
             else:
                 ring[i, :-k] = ring[i, k:]
                 ring[i, -k:] = new
         self.rows[i] += k
+        self.stood[i] += k if weight is None else int(np.nansum(weight)) + int(np.isnan(weight).sum())
         if tokens is not None:
             self.tokens[i] = tokens
         else:
@@ -157,9 +171,11 @@ class Folds:
         for ring, new in ((self.exact, exact), (self.floats, floats[:, self.take])):
             ring[slots, :-1] = ring[slots, 1:]
             ring[slots, -1] = new
-        self.achieved[slots, :-1] = self.achieved[slots, 1:]
-        self.achieved[slots, -1] = np.nan
+        for ring in (self.achieved, self.weight):
+            ring[slots, :-1] = ring[slots, 1:]
+            ring[slots, -1] = np.nan
         self.rows[slots] += 1
+        self.stood[slots] += 1
         tok = floats[:, self.take[WINDOW_FLOATS.index("tokens")]].astype(np.float64)
         self.tokens[slots] += np.where(tok == tok, tok, 0.0)
         self._changes += 1
@@ -189,6 +205,8 @@ class Folds:
         self.exact[i] = np.nan
         self.floats[i] = np.nan
         self.achieved[i] = np.nan
+        self.weight[i] = np.nan
+        self.stood[i] = 0
         self.rows[i] = self.segments[i] = self.latest_first[i] = self.old_until[i] = 0
         self.tokens[i] = 0.0
         self.mtime[i] = np.nan
@@ -217,6 +235,10 @@ class Folds:
         """Rows held, all ranks."""
         return int(self.rows[:len(self.rank_of)].sum())
 
+    def total_stood(self) -> int:
+        """The rows written that the rows held stand for, all ranks (more than held: a digest's merged rows)."""
+        return int(self.stood[:len(self.rank_of)].sum())
+
     def tokens_of(self, r: int) -> float | None:
         """Σtokens over rank ``r``'s timeline (None: no tokens, or no rows)."""
         i = self.slot.get(r)
@@ -229,7 +251,7 @@ class Folds:
         single = segs <= 1
         latest = ~single & (rows - self.latest_first[slots] > RING) & ~self.profiled_[slots] & \
             (rows - self.old_until[slots] >= RING)
-        return Ring(list(ranks), self.exact[slots], self.floats[slots], self.achieved[slots], rows,
+        return Ring(list(ranks), self.exact[slots], self.floats[slots], self.achieved[slots], self.weight[slots], rows,
                     single | latest, single & (rows > 1) & (rows <= RING), self.latest_first[slots])
 
     def frozen(self) -> Folds:

@@ -12,7 +12,11 @@ figure read live equals the figure read from the same files later (definition 2,
 - a row that runs a step the rank had already reached before its session began is ``recomputed`` (the
   rows of the resumed session, not the older session's: what was done stays done);
 - a checkpoint event found after its rows were classified moves them to ``checkpoint`` (exactly: the row is
-  classified again).
+  classified again);
+- a digest's merged row (mstop.sources.follower: its step and wait times summed over the ``w`` rows it
+  stands for) counts as ``w`` steps: the block figures are a step's (its times over ``w``), and it is measured
+  against ``w`` of them; it is slow when its time past ``w - 1`` median steps is over the stall limit (one
+  hung step among them, as it would be read alone).
 
 What is kept per rank (a :class:`RankLedger`): the classified rows' five sums, each complete block's three
 figures (24 bytes a 64 rows; and the first block's rows' own), each session's latest time and the highest
@@ -30,6 +34,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from .folds import WEIGHT
+
 
 class RankData(Protocol):
     """What the fold reads of a rank (mstop.engine.store.RankData: the store imports this module)."""
@@ -38,6 +44,7 @@ class RankData(Protocol):
     ledger: RankLedger
     base: int
     spilled: tuple[Any, ...]
+    extras: tuple[str, ...]
 
     @property
     def rows(self) -> int: ...
@@ -72,13 +79,13 @@ def row_medians(v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def block_figures(time: np.ndarray, st: np.ndarray, first: np.ndarray, same: np.ndarray, width: int,
-                  before: tuple[float, float, float]) -> list[tuple[float, float, float]]:
+                  before: tuple[float, float, float], wt: np.ndarray | None = None) -> list[tuple[float, float, float]]:
     """The figures of consecutive blocks of ``width`` rows: each one's (median step time, usual time between
     rows beyond the step time, stall limit), from its rows' times and step times, which rows begin a session
     (``first``) and which follow a row of their own session (``same``: the gap to the row before is theirs).
     The arrays hold one row more before the blocks (its time only: the gap to the first block's first row;
     ``first`` and ``same`` of it are ignored). A figure a block has no rows for is the block before's (the
-    one ``before`` them for the first)."""
+    one ``before`` them for the first). ``wt``: the rows each stands for (None: one each): figures a step's."""
     n = (len(time) - 1) // width
     t = time.astype(np.float64)
     s = st[1:].astype(np.float64).reshape(n, width)
@@ -87,6 +94,9 @@ def block_figures(time: np.ndarray, st: np.ndarray, first: np.ndarray, same: np.
         gap = np.diff(t).reshape(n, width)
         ok = same[1:].reshape(n, width) & np.isfinite(gap)
         excess = gap - np.minimum(np.where(s == s, s, 0.0), gap)
+        if wt is not None:
+            per = wt[1:].reshape(n, width)
+            s, gap, excess = s / per, gap / per, excess / per
         v = np.empty((3, n, width))  # the three kinds' values, medians found in one sort
         v[0] = np.where(~f & np.isfinite(s) & (s > 0), s, np.nan)
         v[1] = np.where(ok & np.isfinite(excess), excess, np.nan)
@@ -105,12 +115,15 @@ def block_figures(time: np.ndarray, st: np.ndarray, first: np.ndarray, same: np.
 
 
 def classify(t: np.ndarray, prev: np.ndarray, st: np.ndarray, dw: np.ndarray, m: np.ndarray, normal: np.ndarray,
-             hang: np.ndarray, saved: np.ndarray, redo: np.ndarray) -> list[float]:
+             hang: np.ndarray, saved: np.ndarray, redo: np.ndarray, wt: np.ndarray | None = None) -> list[float]:
     """The rows' seconds in the five :data:`SUMS`, summed: each row ran from ``prev`` (the time its session
     had reached) to ``t``; ``st``/``dw`` its step time and data wait (0: not given), ``m``/``normal``/``hang``
     its block's figures, ``saved`` whether a checkpoint was written in it, ``redo`` whether it ran a step
-    done before (recomputed). The arithmetic of :func:`_one`, row by row."""
+    done before (recomputed); ``wt`` the rows each stands for (None: one each; the module's docstring). The
+    arithmetic of :func:`_one`, row by row."""
     gap = t - prev
+    if wt is not None:  # figures of w steps
+        normal, hang, m = normal * wt, hang + m * (wt - 1.0), m * wt
     own = np.minimum(st, gap)
     own += np.minimum(gap - own, normal)  # the loop's usual time outside the step belongs to the step
     extra = gap - own  # no step ran
@@ -134,9 +147,11 @@ def classify(t: np.ndarray, prev: np.ndarray, st: np.ndarray, dw: np.ndarray, m:
 
 
 def _one(t: float, prev: float, st: float, dw: float, m: float, normal: float, hang: float, saved: bool,
-         redo: bool) -> tuple[float, float, float, float, float]:
+         redo: bool, w: float = 1.0) -> tuple[float, float, float, float, float]:
     """:func:`classify` of one row, in plain Python (the usual row while following: numpy's calls on
     one-element arrays cost ten times more)."""
+    if w != 1.0:
+        normal, hang, m = normal * w, hang + m * (w - 1.0), m * w
     gap = t - prev
     own = min(st, gap)
     own += min(gap - own, normal)
@@ -217,10 +232,12 @@ class RankLedger:
         times = d.span("time", a, upto).tolist()
         sts = d.span("step_time", a, upto).tolist()
         sess = d.span("session", a, upto).tolist()
+        wt = _weights(d, a, upto)
+        wts = wt.tolist() if wt is not None else [1.0] * (upto - a)
         for i in range(lo, upto):
             k = i - a
             self.early.append(w.add(times[k], sts[k], i in firsts, bool(i) and sess[k] == sess[k - 1],
-                                    times[k - 1]))
+                                    times[k - 1], wts[k]))
         if upto > lo:
             w.last = (float(times[upto - 1 - a]), int(sess[upto - 1 - a]))
         if len(self.early) == BLOCK:
@@ -243,6 +260,9 @@ class RankLedger:
             ok[0] = False
             gapv = np.where(ok, gap, np.nan)
             exv = np.where(ok, gap - np.minimum(np.nan_to_num(st, nan=0.0), gap), np.nan)
+            wt = _weights(d, 0, upto)
+            if wt is not None:  # a step's figures (a digest's merged rows: the module's docstring)
+                stv, gapv, exv = stv / wt, gapv / wt, exv / wt
         upper = np.triu(np.ones((upto, upto), bool), 1)  # [i, j]: row j comes after row i
         # each kind's values up to each row (one sort for the three kinds)
         med, count = row_medians(np.where(upper, np.nan, np.stack([stv, exv, gapv])[:, None, :]).reshape(-1, upto))
@@ -277,7 +297,8 @@ class RankLedger:
         f = _first_rows(d, lo, b)
         same = np.zeros(b - lo, bool)
         same[1:] = (sess[1:] == sess[:-1]) & ~f[1:]
-        self.blocks.extend(block_figures(time, st, f, same, width, self.blocks[len(self.blocks) - 1]))
+        self.blocks.extend(block_figures(time, st, f, same, width, self.blocks[len(self.blocks) - 1],
+                                         _weights(d, lo, b)))
 
     # -- classifying rows --------------------------------------------------------------------------------
 
@@ -325,6 +346,7 @@ class RankLedger:
         # the rows lo.. (indexed by row - lo)
         times, steps = d.span("time", lo, n), d.span("step", lo, n)
         st_col, dw_col = d.span("step_time", lo, n), d.span("data_wait", lo, n)
+        wt = _weights(d, lo, n)
         figs = np.concatenate([self.early.table(), self.blocks.table()])  # row i < BLOCK: early[i], else
         # blocks[i // BLOCK - 1]
         self.top = max(self.top, float(np.max(steps)))
@@ -351,7 +373,7 @@ class RankLedger:
             redo = step <= self.reached[k]
             part = classify(t, prev, np.nan_to_num(st_col[rows - lo].astype(np.float64), nan=0.0),
                             np.nan_to_num(dw_col[rows - lo].astype(np.float64), nan=0.0),
-                            f[:, 0], f[:, 1], f[:, 2], saved, redo)
+                            f[:, 0], f[:, 1], f[:, 2], saved, redo, wt[rows - lo] if wt is not None else None)
             for i in range(5):
                 self.sums[i] += part[i]
             if saved.any():
@@ -361,11 +383,14 @@ class RankLedger:
     def _settle_one(self, d: RankData, i: int) -> None:
         """Classify row ``i`` alone (following: a row a round), in plain Python."""
         j = i - d.base  # a held row
+        w = float(d.held(WEIGHT)[j]) if WEIGHT in d.extras else 1.0
         self._classify_one(d, i, int(d.held("session")[j]), float(d.held("time")[j]), float(d.held("step")[j]),
-                           float(d.held("step_time")[j]), float(d.held("data_wait")[j]))
+                           float(d.held("step_time")[j]), float(d.held("data_wait")[j]), 1.0 if w != w else w)
 
-    def _classify_one(self, d: RankData, i: int, k: int, t: float, step: float, st: float, dw: float) -> None:
-        """Classify row ``i`` (session index ``k``, its values given) alone: its block's figures are known."""
+    def _classify_one(self, d: RankData, i: int, k: int, t: float, step: float, st: float, dw: float,
+                      w: float = 1.0) -> None:
+        """Classify row ``i`` (session index ``k``, its values given, standing for ``w`` rows) alone: its block's
+        figures are known."""
         if step > self.top:
             self.top = step
         reached = self.sess_t[k]
@@ -382,7 +407,7 @@ class RankLedger:
         m, normal, hang = self.figures_of(i)
         saved = step in self.ck_steps or self._saved_between(prev, t)
         part = _one(t, prev, _num(st), _num(dw), m, normal, hang, saved,
-                    step <= self.reached[k])
+                    step <= self.reached[k], w)
         s = self.sums
         s[0] += part[0]
         s[1] += part[1]
@@ -424,6 +449,7 @@ class RankLedger:
         lo = _may_name_from(d, time, float(step) if has_step else None)
         times, steps = d.span("time", lo, n), d.span("step", lo, n)
         st_col, dw_col = d.span("step_time", lo, n), d.span("data_wait", lo, n)
+        wt = _weights(d, lo, n)
         sess = d.span("session", lo, n).astype(np.int64)
         first = _first_rows(d, lo, n)
         before = _spilled_session_times(d) if lo else {}
@@ -452,7 +478,8 @@ class RankLedger:
             m, normal, hang = self.figures_of(i)
             args = (float(t[j]), float(prev[j]), _num(st_col[j]), _num(dw_col[j]), m, normal, hang)
             redo = float(steps[j]) <= self.reached[k]
-            before, after = _one(*args, False, redo), _one(*args, True, redo)
+            w = float(wt[j]) if wt is not None else 1.0
+            before, after = _one(*args, False, redo, w), _one(*args, True, redo, w)
             for x in range(5):
                 self.sums[x] += after[x] - before[x]
             self.saved.add(i)
@@ -499,16 +526,19 @@ class _Warm:
         self.excess: list[float] = []
         self.last: tuple[float, int] = (math.nan, -1)  # the time and session of the last row worked out
 
-    def add(self, t: float, st: float, first: bool, same: bool, prev_t: float) -> tuple[float, float, float]:
+    def add(self, t: float, st: float, first: bool, same: bool, prev_t: float,
+            w: float = 1.0) -> tuple[float, float, float]:
         """Take in a row (its time, step time, whether it begins a session, whether the row before it is of its
-        session, that row's time) and give its figures: the medians of the values up to it."""
+        session, that row's time, the rows it stands for) and give its figures: the medians of the values up to
+        it (a step's)."""
+        w = 1.0 if w != w else w
         if not first and st == st and st > 0:
-            bisect.insort(self.st, st)
+            bisect.insort(self.st, st / w)
         if same and not first:
             gap = t - prev_t
             if gap == gap and abs(gap) != math.inf:
-                bisect.insort(self.gap, gap)
-                bisect.insort(self.excess, gap - min(st if st == st else 0.0, gap))
+                bisect.insort(self.gap, gap / w)
+                bisect.insort(self.excess, (gap - min(st if st == st else 0.0, gap)) / w)
         m = _median(self.st) if self.st else 0.0
         normal = _median(self.excess) if len(self.excess) >= 2 else 0.0
         return m, normal, max(STALL_MIN_S, 10.0 * m, 3.0 * (_median(self.gap) if self.gap else 0.0))
@@ -536,6 +566,15 @@ def _spilled_session_times(d: RankData) -> dict[int, float]:
         for k, t in (c.sess_tmax or {}).items():
             out[k] = max(out.get(k, t), t)
     return out
+
+
+def _weights(d: RankData, lo: int, hi: int) -> np.ndarray | None:
+    """The rows written each of rank ``d``'s rows ``lo``..``hi - 1`` stands for (a digest's merged rows), None
+    when every row is one as written."""
+    if WEIGHT not in d.extras:
+        return None
+    wt = d.span(WEIGHT, lo, hi).astype(np.float64)
+    return np.where(np.isnan(wt), 1.0, wt)
 
 
 def _first_rows(d: RankData, lo: int, hi: int) -> np.ndarray:

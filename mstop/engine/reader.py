@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from . import rankstate
+from .folds import SUMMED, WEIGHT
 from .store import Segment, Store
 
 #: event kinds a rank keeps, by the name readers ask for
@@ -68,6 +69,16 @@ class RunReader:
         return [r for r, d in sorted(self._store.ranks.items()) if d.rows]
 
     # -- a rank's columns ---------------------------------------------------------------------------------
+
+    def per_step(self, rank: int, name: str, rows: Any) -> np.ndarray:
+        """:meth:`column` of ``rows``, a step at a time: a digest's merged row holds the sum of the SUMMED
+        columns over the rows it stands for (mstop.sources.follower), shown over them."""
+        col = self.column(rank, name, rows)
+        d = self._store.ranks.get(rank)
+        if name not in SUMMED or d is None or WEIGHT not in d.extras or not len(col):
+            return col
+        wt = self.column(rank, WEIGHT, rows)
+        return col / np.where(np.isnan(wt), 1.0, wt)
 
     def column(self, rank: int, name: str, rows: Any = None, *, timeline: bool = False) -> np.ndarray:
         """Rank ``rank``'s column ``name`` (NaN: missing; an unknown column is all NaN) as float64: every row,

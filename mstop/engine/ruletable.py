@@ -374,7 +374,7 @@ class ThroughputDrop:
             if any(np.isfinite(d.span(c, done, d.rows)).any() for c in better):  # the pace is counted in them now
                 d.kept.pop(self.kind, None)
                 return self.kept_median(d, rules)
-            per_step = d.take(col, steady).astype(np.float64) if col is not None else np.ones(len(steady))
+            per_step = d.take(col, steady).astype(np.float64) if col is not None else figures.row_weights(d, steady)
             skip = max(0, rules.warmup_steps - count)  # steady rows still in the warm-up
             with np.errstate(all="ignore"):
                 rate = (per_step / d.take("step_time", steady).astype(np.float64))[skip:]

@@ -35,7 +35,7 @@ from typing import Any, Callable, Literal
 import numpy as np
 
 from . import door, spill
-from .folds import ACHIEVED, Folds
+from .folds import ACHIEVED, WEIGHT, Folds
 from .ledgerfold import RankLedger
 from .parse import NUMERIC, Rows
 from .spill import Chunk, SpillFile
@@ -951,11 +951,14 @@ class Store:
             if d.monotonic and ((base and new_steps[0] < d.last("step"))
                                 or (len(new_steps) > 1 and bool((new_steps[1:] < new_steps[:-1]).any()))):
                 d.monotonic = False
+            weight = rows.weights
+            if weight is not None and (weight != 1).any():  # a digest's merged rows: kept beside them
+                rows.extra[WEIGHT] = weight.astype(np.float32)
             for name in rows.extra:
                 if name not in d.extras:  # a numeric extra column: earlier rows had none (NaN)
                     d.extras = (*d.extras, name)
                     self.table.add_column(name)
-                    if name not in self.extra_columns:
+                    if name not in self.extra_columns and name != WEIGHT:
                         self.extra_columns.append(name)
             codes, mixed = _session_codes(d, rows, base)
             self.table.append(d.slot, rows.exact, rows.floats, codes, rows.extra)
@@ -970,7 +973,8 @@ class Store:
                 d.retimes += 1
             tokens = float(np.nansum(d.col("tokens")[d.effective()], dtype=np.float64)) if retimed else None
             self.folds.add(r, rows.exact, rows.floats, rows.extra.get(ACHIEVED), segments=len(d.segments),
-                           latest_first=d.segments[-1].first_row if d.segments else 0, mixed=mixed, tokens=tokens)
+                           latest_first=d.segments[-1].first_row if d.segments else 0, mixed=mixed, tokens=tokens,
+                           weight=weight)
             self._spill_old(d)
             self._touch(d)
             self._arrival = self._life_arrival = time.time()
@@ -1286,6 +1290,13 @@ class Store:
         with self.lock:
             return self.folds.total_rows()
 
+    @property
+    def rows_written(self) -> int:
+        """The rows written that the rows held stand for, all ranks: :attr:`rows` and, for a digest's merged
+        rows (mstop.sources.follower), the rows each was merged from."""
+        with self.lock:
+            return self.folds.total_stood()
+
     def ranks_with(self, name: str) -> list[int]:
         """The ranks that have ``name`` (one of HAVING: writer errors, stack dumps, profiles, a literal NaN/Inf,
         several sessions), in rank order: what a frame looks for among few ranks, without a walk of all."""
@@ -1299,7 +1310,7 @@ class Store:
             times = lasts.time[np.isfinite(lasts.time)]
             first = min((r for r, d in self.ranks.items() if d.last_start is not None), default=None)
             start = self.ranks[first].last_start if first is not None else None
-            return Progress(self.folds.total_rows(), len(self.rank_files),
+            return Progress(self.folds.total_stood(), len(self.rank_files),
                             int(lasts.step.max()) if len(lasts.ranks) else None,
                             float(times.max()) if len(times) else None, self.bad_rows, self.bad_events,
                             dict(start or {}))

@@ -28,7 +28,7 @@ def series(store: Store, rank: int, col: str, points: int, steps: Any, xaxis: st
     """The column's drawn rows against the chosen x axis (None when the column is empty)."""
     rows = store.series_rows(rank, col, points, steps=steps)
     run = RunReader(store)
-    ys = run.column(rank, col, rows)
+    ys = run.per_step(rank, col, rows)  # a digest's merged row: its step time a step
     if not len(rows) or np.isnan(ys).all() and not np.isinf(ys).any():
         return None
     return Series(x_at(run, rank, xaxis, rows), ys)
@@ -175,7 +175,7 @@ def values_at_step(store: Store, step: float) -> dict[int, dict[str, float | Non
         row = {}
         at = np.array([i])
         for c in (*AT_STEP, *run.store.extra_columns):
-            val = float(run.column(r, c, at)[0])
+            val = float(run.per_step(r, c, at)[0])
             row[c] = None if math.isnan(val) and c not in literal else val
         out[r] = row
     return out

@@ -200,7 +200,7 @@ def ranks(store: Store, opts: Options) -> RankTable:
     cols: dict[str, Any] = {
         "rank": np.asarray(w.ranks, dtype=np.float64), "host": hosts,
         "step": figures.lasts(store).step,  # the window's ranks are these, in the same order
-        "step_time": figures.row_medians(w.cols["step_time"]),  # the window's median, as the panel's (NaN: none)
+        "step_time": figures.rank_step_time(w),  # the window's median a step, as the panel's (NaN: none)
         "tokens_per_s": figures.rank_tokens_per_s(store), "data_wait": figures.rank_data_wait_frac(store),
         "headroom": figures.rank_headrooms(store), "age": base + (newest - last_t)}
     _answer_columns(store, list(w.ranks), cols)
