@@ -61,7 +61,7 @@ def monitor(args: argparse.Namespace) -> int:
     try:
         options = MonitorOptions(poll=args.poll, peak_tflops=args.peak_tflops, connection=args.connection,
                                  rules=rules, on_alert=args.on_alert, baseline=args.baseline, logs_dir=args.logs,
-                                 bell=args.bell)
+                                 bell=args.bell, digest=args.digest)
     except ValueError as e:  # --on-alert that no shell could split (an open quote)
         print(f"mstop: --on-alert: {e}", file=sys.stderr)
         return 2

@@ -22,6 +22,17 @@ def positive_float(text: str) -> float:
     return v
 
 
+def seconds_or_none(text: str) -> float:
+    """Seconds, 0 allowed (none), at most a day: a finite number."""
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0 <= v <= 86400:
+        raise argparse.ArgumentTypeError(f"must be 0 to 86400 seconds: {text!r}")
+    return v
+
+
 def count(low: int, high: int):
     """An argparse type: a whole number in [low, high] (a usage error, exit 2, otherwise)."""
     def parse(text: str) -> int:
@@ -73,7 +84,12 @@ def add_ssh(p: argparse.ArgumentParser) -> None:
 
 
 def add_hosts(p: argparse.ArgumentParser) -> None:
-    """The monitor's --hosts (what it reads on the ranks' own hosts: their logs and stacks, the L and t views)."""
+    """The monitor's --hosts (what it reads on the ranks' own hosts: their logs and stacks, the L and t views)
+    and --digest (how a remote host sends its ranks' rows)."""
+    p.add_argument("--digest", type=seconds_or_none, metavar="SEC",
+                   help="each remote host merges its ranks' rows over SEC seconds and sends one row a rank (sums "
+                        "of step time and tokens, the last loss), the shown rank's rows as written; 0: every row "
+                        "(default: 2 for a node set's hosts, 0 otherwise; summary and compare read every row)")
     p.add_argument("--hosts", choices=["auto"],
                    help="auto: for a run read here (a shared filesystem), reach each rank's own host, as its start "
                         "event names it, over ssh for what only that host has (the rank's log, its stacks)")

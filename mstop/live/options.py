@@ -18,7 +18,8 @@ class MonitorOptions:
     sources are reached; ``rules``: the health rules (None: the defaults); ``on_alert``: a command run for each
     new alert; ``baseline``: another run overlaid by step; ``logs_dir``: where the ranks' own logs are;
     ``bell``: ring on each new alert; ``follow``: keep reading (False: what is written now, as a test wants);
-    ``clock``: the time ages are measured against (None: the sources' clock)."""
+    ``clock``: the time ages are measured against (None: the sources' clock); ``digest``: seconds a remote
+    host merges its ranks' rows over (None: mstop.sources.DIGEST_S for a node set, 0 otherwise)."""
 
     poll: float | None = None
     peak_tflops: float | None = None
@@ -30,6 +31,7 @@ class MonitorOptions:
     bell: bool = False
     follow: bool = True
     clock: Callable[[], float] | None = None
+    digest: float | None = None
 
     def __post_init__(self) -> None:
         for name in ("poll", "peak_tflops"):

@@ -71,7 +71,7 @@ class MonitorSession:
         self.options = options
         clock = options.clock
         self.source = Sources(self.specs, self.store, poll=options.poll, on_update=on_update,
-                              connection=options.connection)
+                              connection=options.connection, digest=options.digest)
         self.health = Health(options.rules or Rules())
         # ages and "stalled" use the remote host's clock when following over ssh
         self.opts = self.health.rules.options(Options(peak_flops=options.peak_flops,

@@ -42,7 +42,7 @@ from .local import LocalSource
 from .mflog import MfLogSource, has_logs, has_writer_files
 from .nodesets import expand, fold, is_node_set
 from .protocol import DEFAULT_CONNECTION, Connection, Source, SourceError, SourceState
-from .remote import RemoteSource, Target, parse_target
+from .remote import DIGEST_S, RemoteSource, Target, parse_target
 from .remote import cleanup as close_connections
 
 __all__ = ["DEFAULT_CONNECTION", "Connection", "Source", "SourceError", "SourceState", "Sources", "check_spec",
@@ -134,7 +134,10 @@ class Sources:
     """Start, read and stop several sources as one (SourceError for an argument that is refused)."""
 
     def __init__(self, specs: list[str], store: Store, *, poll: float | None = None,
-                 on_update: Callable[[], None] | None = None, connection: Connection = DEFAULT_CONNECTION) -> None:
+                 on_update: Callable[[], None] | None = None, connection: Connection = DEFAULT_CONNECTION,
+                 digest: float | None = None) -> None:
+        """``digest``: while following, each remote host merges its ranks' rows over that many seconds
+        (mstop.sources.follower's digest mode); None: DIGEST_S for a node set's hosts, none for others."""
         self.specs = list(specs)
         self.items: list[Source] = []  # one a directory (a host's, for a node set)
         self._drivers: list[Source | Fanout] = []  # what reads them: each itself, or a node set's one Task
@@ -151,7 +154,9 @@ class Sources:
                 elif target is None:
                     item = LocalOrLogs(one, store, poll=poll, on_update=on_update)
                 else:
-                    item = RemoteSource(target, store, poll=poll, on_update=on_update, connection=connection)
+                    merge = digest if digest is not None else DIGEST_S if is_node_set(spec) else 0.0
+                    item = RemoteSource(target, store, poll=poll, on_update=on_update, connection=connection,
+                                        digest=merge)
                     if is_node_set(spec):
                         group.append(item)
                         self.items.append(item)

@@ -207,6 +207,8 @@ class Fanout:
         store = self.hosts[0].source.store
         before = store.rows
         self._oneshot = True
+        for h in self.hosts:
+            h.source.following = False
         self._start()
         assert self._thread is not None
         self._thread.join()
@@ -220,6 +222,8 @@ class Fanout:
 
     def follow(self) -> None:
         self._oneshot = False
+        for h in self.hosts:
+            h.source.following = True
         self._start()
 
     def stop(self) -> None:

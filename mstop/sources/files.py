@@ -343,6 +343,16 @@ class FileTail:
         self._split(data, out)
         return out
 
+    def skip_to(self, offset: int) -> bool:
+        """The file's bytes up to ``offset`` were taken another way (a remote follower's digest: its rows
+        merged, mstop.sources.follower): the tail goes on from there. Only at a line's end and forward: False
+        (nothing changed) when a line is waiting for its newline, or ``offset`` is behind."""
+        if self._partial or self._skipping or offset < self.offset:
+            return False
+        self.offset = offset
+        self._after_cr = False
+        return True
+
     @property
     def signature(self) -> bytes:
         """The file's first bytes as read (up to SIGNATURE): a remote follower checks them on reconnect."""

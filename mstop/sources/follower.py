@@ -14,6 +14,16 @@ after the first complete pass, so a one-shot reader knows when to stop.
 One request may serve many hosts (ClusterShell sends one standard input to all the hosts of a worker): its
 ``"hosts"`` maps a host's name (the program's one argument) to that host's ``path`` and ``offsets``.
 
+Digest mode (``"digest": seconds`` in the request; issue 41): a rank file's complete rows are merged, one
+row of its own columns a session and an interval standing for the rows it merged (``step_time``,
+``data_wait``, ``tokens``, ``samples`` summed; ``mem_peak`` and ``overflow`` their largest; ``mfu`` and
+``tokens_per_s`` over the summed step time; every other cell the last row's), sent as a part of the frame:
+``[name, offset, length, false, mtime, {"k": [rows each line stands for], "end": offset after them}]``.
+A session's first row, a step that goes back, a value that is not finite and an overflow end the merge and
+go as they are (standing for 1); anything this program cannot vouch for as a row (a quote, a wrong width, a
+CR, text where a number goes) ends it too and goes as raw bytes, with the rest of what was read. The file's
+first bytes (its header, the reader's signature) always go raw, and so do the ranks named in ``"raw"``.
+
 Line mode (``"lines": true`` in the request, for readers that take a host's output a line at a time, as
 ClusterShell's workers do): each frame is its header line alone, the compressed payload in it as base64
 (``"z"``), ``n`` its length before base64; and each frame reads at most ``"chunk"`` bytes of a file.
@@ -21,6 +31,7 @@ ClusterShell's workers do): each frame is its header line alone, the compressed 
 
 import base64
 import json
+import math
 import os
 import re
 import stat
@@ -117,21 +128,245 @@ def read_file(path, name, states, refused):
     return (offset, data, reset, st.st_mtime) if data or reset else None
 
 
-def read_dir(path, states, refused):
+def read_dir(path, states, refused, digests=None):
     """One pass over the directory: (files, payload, more, newest mtime); raises OSError when it cannot be
-    listed."""
+    listed. ``digests`` (digest mode): rank file name -> its Digest, for the files whose rows are merged."""
     files, payload, more, newest = [], [], False, 0.0
+    now = time.time()
     for name in sorted(os.listdir(path)):
         if not (NAME.match(name) or DEVICES.match(name)):
             continue
+        dig = digests.get(name) if digests is not None else None
+        if dig is None and digests is not None and digested(name):
+            dig = digests[name] = Digest()
+            if states.get(name, [0])[0] > 0:  # followed from an offset (a reconnect): its header is read again
+                dig.header(read_at(os.path.join(path, name), 0, 1 << 16))
         got = read_file(path, name, states, refused)
         if got is not None:
             offset, data, reset, mtime = got
             newest = max(newest, mtime)
-            files.append([name, offset, len(data), reset, mtime])  # mtime: when it was last written
-            payload.append(data)
             more = more or len(data) == CHUNK
+            if dig is None:
+                files.append([name, offset, len(data), reset, mtime])  # mtime: when it was last written
+                payload.append(data)
+                continue
+            if reset:
+                dig = digests[name] = Digest()
+            parts = dig.take(offset, data, now)
+            if reset and (not parts or parts[0][0] != "raw" or parts[0][1] != 0):
+                parts.insert(0, ("raw", 0, b""))  # the reset is said by the file's first part
+            add_parts(files, payload, name, parts, reset, mtime)
+        elif dig is not None:
+            add_parts(files, payload, name, dig.due(now), False, 0.0)
     return files, payload, more, newest
+
+
+def digested(name):
+    """Whether a file's rows are merged: a rank's CSV, of a rank not asked for raw, in digest mode."""
+    m = NAME.match(name)
+    return DIGEST > 0 and m is not None and m.group(2) == "csv" and int(m.group(1)) not in RAW
+
+
+def add_parts(files, payload, name, parts, reset, mtime):
+    """A digested file's parts (Digest.take) as the frame's entries, in order."""
+    for i, part in enumerate(parts):
+        if part[0] == "raw":
+            files.append([name, part[1], len(part[2]), bool(reset and i == 0), mtime])
+            payload.append(part[2])
+        else:
+            _, start, end, text, ks = part
+            files.append([name, start, len(text), False, mtime, {"k": ks, "end": end}])
+            payload.append(text)
+
+
+#: digest mode: seconds a rank's rows are merged for (0: every row as written), and the ranks sent raw
+DIGEST = 0.0
+RAW = set()
+#: the columns a merged row sums (mstop.engine.folds.SUMMED), and takes the largest of (the schema's names)
+SUMMED = ("step_time", "data_wait", "tokens", "samples")
+LARGEST = ("mem_peak",)
+FLOAT32_MAX = 3.4028234663852886e38
+
+
+class Digest:
+    """One rank file's rows merged (digest mode, in the module's docstring): what is read is cut into raw
+    parts and digest parts. State: the header's names, the row being merged, the lines merged and ready,
+    an incomplete last line held back (its bytes go with the rest of the line)."""
+
+    def __init__(self):
+        self.cols = None  # the header's names; False: a header this program cannot vouch for (all raw)
+        self.at = {}
+        self.held = b""
+        self.raw_line = True  # the next bytes up to a newline go raw (the file's first, a raw part's last)
+        self.group = None  # the row being merged: [last cells, kinds, k, sums, largest, mfu x step time, since]
+        self.ready = []  # (line, rows it stands for, offset after it)
+        self.start = None  # offset of the first byte the ready lines and the group stand for
+        self.session = None
+        self.step = None
+
+    def take(self, offset, data, now):
+        """New bytes of the file from ``offset``: its parts, in order, [("raw", offset, bytes) or
+        ("digest", start, end, text, rows each line stands for)]; what is merged but not yet due is kept."""
+        parts = []
+        pos, buf, self.held = offset - len(self.held), self.held + data, b""
+        if self.raw_line or self.cols is None or pos < SIGNATURE:
+            cut = self.raw_cut(pos, buf)
+            parts += self.flush()
+            parts.append(("raw", pos, buf[:cut]))
+            self.header(buf[:cut])
+            self.raw_line = not buf[:cut].endswith(b"\n")
+            pos, buf = pos + cut, buf[cut:]
+        i = 0
+        while i < len(buf):
+            nl = buf.find(b"\n", i)
+            if nl < 0:
+                self.held = buf[i:]
+                break
+            row = self.row(buf[i:nl])
+            if row is None:  # not a row this program can vouch for: it and the rest go raw
+                parts += self.flush()
+                parts.append(("raw", pos + i, buf[i:]))
+                self.header(buf[i:])
+                self.raw_line = not buf.endswith(b"\n")
+                return parts
+            self.add(row, buf[i:nl], pos + nl + 1, now)
+            i = nl + 1
+        return parts + self.due(now)
+
+    def raw_cut(self, pos, buf):
+        """How much of ``buf`` (from file offset ``pos``) goes raw: up to the end of the line that holds the
+        file's SIGNATURE-th byte, or the header, or the rest of a line a raw part began (all of it: none)."""
+        at = max(0, SIGNATURE - pos - 1) if pos < SIGNATURE else 0
+        while True:
+            nl = buf.find(b"\n", at)
+            if nl < 0:
+                return len(buf)
+            if self.cols is not None or self.header(buf[:nl + 1]) is not None:
+                return nl + 1
+            at = nl + 1
+
+    def header(self, raw):
+        """Read the header from raw bytes sent (the reader's rule: the first line with a ``time`` and a
+        ``step`` cell); one that cannot be vouched for (a quote, a CR, a control code) leaves the file raw."""
+        if self.cols is not None:
+            return self.cols
+        for line in raw.split(b"\n")[:-1]:
+            if b"time" not in line or b"step" not in line:
+                continue
+            try:
+                text = line.decode("utf-8").lstrip("\ufeff")
+            except UnicodeDecodeError:
+                text = None
+            if text is None or '"' in text or any(c < " " for c in text):
+                self.cols = False  # the reader may take it as its header: this program cannot follow it
+                return self.cols
+            cols = text.split(",")
+            if "time" in cols and "step" in cols:
+                self.cols = cols
+                self.at = {c: j for j, c in enumerate(cols)}
+                return cols
+        return None
+
+    def row(self, line):
+        """A complete line as (cells, kinds, values, alone): kinds 0 empty, 1 a number, 2 text; ``alone``
+        for a row that goes as it is (a value not finite or past float32, an overflow). None for a line this
+        program cannot vouch for as a row."""
+        if not self.cols or b'"' in line or b"\r" in line or b"\x00" in line:
+            return None
+        try:
+            cells = line.decode("utf-8").split(",")
+        except UnicodeDecodeError:
+            return None
+        if len(cells) != len(self.cols):
+            return None
+        kinds, vals, alone = [], [], False
+        for c in cells:
+            try:
+                v = float(c) if c else None
+            except ValueError:
+                kinds.append(2)
+                vals.append(0.0)
+                continue
+            if v is not None and not (math.isfinite(v) and abs(v) <= FLOAT32_MAX):
+                alone = True
+            kinds.append(0 if v is None else 1)
+            vals.append(v or 0.0)
+        t, s = self.at["time"], self.at["step"]
+        if kinds[t] != 1 or kinds[s] != 1 or not (math.isfinite(vals[t]) and math.isfinite(vals[s])):
+            return None  # the reader counts it bad: sent as written
+        j = self.at.get("overflow")
+        return cells, kinds, vals, alone or (j is not None and vals[j] != 0)
+
+    def add(self, row, line, end, now):
+        """Take one row (``line`` as written, ending at ``end``): merged into the row being merged when it
+        continues it (same session, a later step, the same empty cells), else that row is closed."""
+        if self.start is None:
+            self.start = end - len(line) - 1
+        cells, kinds, vals, alone = row
+        j = self.at.get("session")
+        session = cells[j] if j is not None else ""
+        step = vals[self.at["step"]]
+        g = self.group
+        first = session != self.session or self.step is None or step <= self.step
+        self.session, self.step = session, step
+        if first or alone:  # a session's first row (its compilation), a step that went back, a NaN: as it is
+            self.close()
+            self.ready.append((line, 1, end))
+            return
+        if g is not None and g[1] == kinds:
+            g[0], g[2] = cells, g[2] + 1
+            for name, k in self.at.items():
+                if kinds[k] == 1 and name in SUMMED:
+                    g[3][name] += vals[k]
+                elif kinds[k] == 1 and name in LARGEST:
+                    g[4][name] = max(g[4][name], vals[k])
+            g[5] += self.mfu_st(kinds, vals)
+            g[7] = end
+            return
+        self.close()
+        self.group = [cells, kinds, 1, {n: vals[k] for n, k in self.at.items() if n in SUMMED},
+                      {n: vals[k] for n, k in self.at.items() if n in LARGEST}, self.mfu_st(kinds, vals), now, end]
+
+    def mfu_st(self, kinds, vals):
+        m, st = self.at.get("mfu"), self.at.get("step_time")
+        return vals[m] * vals[st] if m is not None and st is not None and kinds[m] == kinds[st] == 1 else 0.0
+
+    def close(self):
+        """The row being merged becomes a line of its own columns, ready to go."""
+        g, self.group = self.group, None
+        if g is None:
+            return
+        cells, kinds, k, sums, largest, mfu_st, _, end = g
+        cells = list(cells)
+        at = self.at
+        if k > 1:
+            for name, v in list(sums.items()) + list(largest.items()):
+                if kinds[at[name]] == 1:
+                    cells[at[name]] = repr(v)
+            st = sums.get("step_time") if kinds[at["step_time"]] == 1 else None if "step_time" in at else None
+            if st:
+                if "mfu" in at and kinds[at["mfu"]] == 1:
+                    cells[at["mfu"]] = repr(mfu_st / st)
+                if "tokens_per_s" in at and "tokens" in at and kinds[at["tokens_per_s"]] == kinds[at["tokens"]] == 1:
+                    cells[at["tokens_per_s"]] = repr(sums["tokens"] / st)
+        self.ready.append((",".join(cells).encode("utf-8"), k, end))
+
+    def due(self, now):
+        """The digest part due now (the row being merged closed once DIGEST seconds old), or none."""
+        if self.group is not None and now - self.group[6] >= DIGEST:
+            self.close()
+        return self.flush(close=False)
+
+    def flush(self, close=True):
+        """The lines ready (the row being merged closed first, unless ``close`` is false) as one part."""
+        if close:
+            self.close()
+        if not self.ready:
+            return []
+        ready, self.ready = self.ready, []
+        start, end = self.start, ready[-1][2]
+        self.start = end if self.group is not None else None  # the row being merged begins where they end
+        return [("digest", start, end, b"".join(line + b"\n" for line, _, _ in ready), [k for _, k, _ in ready])]
 
 
 def has_log(folder):
@@ -434,10 +669,11 @@ class Workers:
 HOST = os.uname()[1]
 
 
-def one_pass(path, states, refused, workers):
-    """One pass over the run directory: the writer's files, else the job's own logs (and its workers'
-    processes, watched on this host): (files, payload, more, newest mtime)."""
-    files, payload, more, newest = read_dir(path, states, refused)
+def one_pass(path, states, refused, workers, digests=None):
+    """One pass over the run directory: the writer's files (``digests``: in digest mode, each merged file's
+    Digest), else the job's own logs (and its workers' processes, watched on this host): (files, payload,
+    more, newest mtime)."""
+    files, payload, more, newest = read_dir(path, states, refused, digests)
     if not files and not any(NAME.match(n) for n in states):
         found = find_logs(path)  # no writer files: a job's own logs (MindFormers', msrun's)
         if found:
@@ -450,7 +686,7 @@ def one_pass(path, states, refused, workers):
 
 
 def main():
-    global CHUNK, LINES
+    global CHUNK, LINES, DIGEST, RAW
     request = json.loads(sys.stdin.readline())
     if "hosts" in request:  # one request for many hosts (sent to all alike): this host's part, by its name
         name = sys.argv[1] if len(sys.argv) > 1 else ""
@@ -464,6 +700,9 @@ def main():
     out = sys.stdout.buffer
     path = request["path"]
     poll = max(0.05, float(request.get("poll") or 0.5))
+    DIGEST = max(0.0, float(request.get("digest") or 0.0))
+    RAW = set(int(r) for r in request.get("raw") or ())
+    digests = {} if DIGEST > 0 else None
     states = {}
     for name, (offset, sig) in request.get("offsets", {}).items():
         if NAME.match(name):
@@ -479,7 +718,7 @@ def main():
     refused, told = {}, {}  # name -> why it is not followed (sent when it changes)
     while True:
         try:
-            files, payload, more, newest = one_pass(path, states, refused, workers)
+            files, payload, more, newest = one_pass(path, states, refused, workers, digests)
         except OSError as e:
             send(out, {"error": "cannot list " + path + ": " + str(e)})
             return

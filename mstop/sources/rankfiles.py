@@ -18,7 +18,7 @@ from mstop_writer.schema import CSV_PATTERN, DEVICES_PATTERN, EVENTS_PATTERN
 
 from ..engine.devices import DevicesParser
 from ..engine.mflog import MfLogParser
-from ..engine.parse import CsvParser, parse_events, parse_joined
+from ..engine.parse import CsvParser, Rows, parse_events, parse_joined
 from ..engine.reader import RunReader
 from ..engine.store import Store
 from . import files as _files
@@ -178,6 +178,13 @@ class Round:
             return
         self.flush()
         ingest(self.store, f, chunk)
+
+    def add_rows(self, f: Followed, rows: Rows) -> None:
+        """Rows of ``f`` parsed already (a remote digest's merged rows): ingested now, after the chunks of
+        ``f`` this round keeps (the store sees a file's rows in order; other files' wait for the flush)."""
+        if any(g is f for g, _ in self.kept):
+            self.flush()
+        self.store.ingest_rows(f.rank, rows)
 
     def flush(self) -> None:
         kept, self.kept = self.kept, []

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+import numpy as np
+
 from ..engine.mflog import MfLogParser, SchedulerLog
 from ..engine.store import Store
 from ..procs import stop_group
@@ -48,6 +50,12 @@ IDLE_FRAMES = 12
 #: the most bytes of one file a frame carries in the follower's line mode (a line is read whole before it is
 #: handed on: a smaller frame keeps that buffer small)
 LINE_CHUNK = 1 << 20
+#: seconds a node set's host merges each rank's rows over while followed (the follower's digest mode: the
+#: viewer's cost grows with hosts, not rows; a row is shown up to this much later); --digest sets another
+DIGEST_S = 2.0
+#: the most rows one digest line may stand for (a week of 100 steps a second merged for an interval is far
+#: less): a weight past it is no digest the follower makes
+MAX_STANDS_FOR = 1 << 24
 _HOST = re.compile(r"^(?:[A-Za-z0-9._%+-]+@)?[A-Za-z0-9._-]+$|^(?:[A-Za-z0-9._%+-]+@)?\[[0-9A-Fa-f:.]+\]$")
 
 
@@ -286,7 +294,7 @@ class RemoteSource:
 
     def __init__(self, target: Target, store: Store, *, poll: float | None = None,
                  on_update: Callable[[], None] | None = None, connection: Connection = DEFAULT_CONNECTION,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, digest: float = 0.0) -> None:
         self.target = target
         self.label = str(target)
         self.store = store
@@ -305,6 +313,11 @@ class RemoteSource:
         #: where its rank files' new lines go when many hosts' frames are parsed together (a read round of
         #: mstop.sources.rankfiles, flushed by its owner); None: into the store frame by frame
         self.batch: Round | None = None
+        #: while following (never a one-shot read: summary and compare take every row), ask the follower to
+        #: merge each rank's rows over this many seconds (its digest mode), but those of the ranks in ``raw``
+        self.digest = digest
+        self.raw: set[int] = set()
+        self.following = False
         self._proc: subprocess.Popen | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -330,6 +343,7 @@ class RemoteSource:
     # -- following ----------------------------------------------------------------------
 
     def follow(self) -> None:
+        self.following = True
         self._thread = threading.Thread(target=self._run, name="mstop-remote", daemon=True)
         self._thread.start()
 
@@ -399,7 +413,10 @@ class RemoteSource:
                    for name, f in self._files.items() if f.kind != "mflog" or f.cursor}
         if self._scheduler is not None and self._scheduler_cursor:
             offsets[SCHEDULER_LOG] = [self._scheduler[0].offset, self._scheduler_cursor]
-        return {"path": self.target.path, "offsets": offsets, "poll": self.poll or 0.2}
+        out = {"path": self.target.path, "offsets": offsets, "poll": self.poll or 0.2}
+        if self.following and self.digest > 0:
+            out.update(digest=self.digest, raw=sorted(self.raw))
+        return out
 
     def first_frame(self, header: dict, t0: float) -> None:
         """The connection's first frame (asked for at ``t0`` on our clock): its clock, the host's clock skew."""
@@ -511,6 +528,9 @@ class RemoteSource:
                 if f is None:
                     continue
                 self._files[name] = f
+            if len(entry) > 5 and isinstance(entry[5], dict) and f.kind == "csv":
+                self._digest(f, entry, data)  # merged rows (the follower's digest mode)
+                continue
             if not reset and offset != f.tail.offset:
                 skip = f.tail.offset - int(offset)
                 if skip < 0 or skip > len(data):
@@ -541,6 +561,31 @@ class RemoteSource:
                 ingest_log(self.store, f.rank, f.log, b"", flush=True, name=str(name))
         if scheduler is not None:
             self._scheduler_lines(*scheduler, gmtoff)
+
+    def _digest(self, f: Followed, entry: list, data: bytes) -> None:
+        """A digest part of a rank file: lines of its own columns, each standing for ``k`` rows written
+        (mstop.sources.follower's digest mode), fed as rows of that weight; the file is then read on after
+        the bytes they stand for. RemoteError for a part that does not follow what was read (it would lose
+        or double rows) or whose lines are not each a row."""
+        meta = entry[5]
+        ks, end = meta.get("k"), meta.get("end")
+        parser = f.parser
+        what = f"{self.target.host}: a digest of {clean(str(entry[0]), 64)}"
+        if not (isinstance(ks, list) and all(type(k) is int and 1 <= k <= MAX_STANDS_FOR for k in ks)
+                and type(end) is int and parser is not None and parser.header is not None
+                and int(entry[1]) == f.tail.offset and end >= f.tail.offset):
+            raise RemoteError(f"{what} that does not follow what was read: not the follower's")
+        rows = parser.parse(data)
+        if rows.bad or len(rows) != len(ks) or not f.tail.skip_to(end):
+            raise RemoteError(f"{what} whose lines are not its {len(ks):,} rows: not the follower's")
+        rows.weights = np.asarray(ks, np.float64)
+        mtime = entry[4]
+        if isinstance(mtime, (int, float)) and not isinstance(mtime, bool) and math.isfinite(mtime):
+            self.store.file_time(f.rank, f.kind, float(mtime), newest=False)
+        if self.batch is not None:
+            self.batch.add_rows(f, rows)
+        else:
+            self.store.ingest_rows(f.rank, rows)
 
     def _scheduler_lines(self, entry: list, data: bytes, gmtoff: object) -> None:
         """msrun's scheduler.log, sent beside the worker logs: the workers' ends and losses (as local)."""
