@@ -1,0 +1,343 @@
+"""The follower's digest mode (issue 41): a rank's rows merged on its host, one row an interval standing for
+the rows it merged. Run here in-process: the follower's own passes over a real run directory, their frames fed
+to a real RemoteSource, against the same files read locally."""
+
+from __future__ import annotations
+
+import json
+import random
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from mstop.engine import figures, goodput
+from mstop.engine.figures import Options
+from mstop.engine.folds import SUMMED
+from mstop.engine.parse import CsvParser
+from mstop.engine.store import Store
+from mstop.sources import follower, read_once
+from mstop.sources.remote import RemoteError, RemoteSource, Target
+from mstop_writer.schema import COLUMNS
+
+
+@pytest.fixture(autouse=True)
+def _follower_settings():
+    """The follower keeps its mode in module globals (it runs alone on its host): put back after each test."""
+    saved = follower.DIGEST, follower.RAW
+    yield
+    follower.DIGEST, follower.RAW = saved
+
+
+def row_text(t: float, step: int, session: str, rng: random.Random, **cells: str) -> dict[str, str]:
+    st_ = 0.5 + rng.random() * 0.2
+    row = {"time": f"{t:.3f}", "step": str(step), "epoch": "0", "loss": f"{6 - step / 100:.5f}", "lr": "0.001",
+           "grad_norm": f"{1 + rng.random():.4f}", "step_time": f"{st_:.4f}",
+           "data_wait": f"{0.02 * rng.random():.4f}", "queue_depth": str(rng.randrange(5)), "tokens": "4096",
+           "samples": "8", "tokens_per_s": f"{4096 / st_:.1f}", "mfu": f"{0.3 + 0.05 * rng.random():.4f}",
+           "mem_used": str(10**9), "mem_peak": str(10**9 + rng.randrange(10**6)), "mem_total": str(8 * 10**9),
+           "overflow": "0", "loss_scale": "1024", "session": session}
+    row.update(cells)
+    return row
+
+
+def job(ranks: int, steps: int, seed: int) -> dict[int, bytes]:
+    """Each rank's rank file: two sessions (a resume at 3/5 of the steps), a NaN loss, an overflow, a row
+    with no data wait, an extra column; rows a step time apart, with a little time beyond it."""
+    rng = random.Random(seed)
+    out = {}
+    for r in range(ranks):
+        lines = [",".join((*COLUMNS, "experts_used"))]
+        t = 1.75e9 + r * 0.01
+        for s in range(1, steps + 1):
+            resumed = s >= steps * 3 // 5
+            row = row_text(t, s, "b" if resumed else "a", rng)
+            # the row's time: when its step ended (its step time and the loop's own, from the row before)
+            t += float(row["step_time"]) + 0.01 + 0.004 * rng.random() + (2.0 if s == steps // 5 else 0.0)
+            row["time"] = f"{t:.3f}"
+            if s == steps // 4:
+                row["loss"] = "nan"
+            if s == steps // 3:
+                row["overflow"] = "1"
+            if s == steps // 2:
+                row["data_wait"] = ""
+            lines.append(",".join([row[c] for c in COLUMNS] + [str(rng.randrange(8))]))
+        out[r] = ("\n".join(lines) + "\n").encode()
+    return out
+
+
+class Host:
+    """A host's follower state, run in this process: each pass's frame fed to a RemoteSource."""
+
+    def __init__(self, path: Path, store: Store, digest: float, raw: set[int] = frozenset()) -> None:
+        self.path, self.digest, self.raw = str(path), digest, set(raw)
+        self.src = RemoteSource(Target("h", self.path), store)
+        self.states: dict = {}
+        self.digests: dict = {}
+
+    def reconnect(self) -> None:
+        """A new follower from the viewer's own request: its offsets and signatures."""
+        self.src.following, self.src.digest = True, self.digest
+        request = self.src.request()
+        self.states = {n: [int(o), None, bytes.fromhex(sig)] for n, (o, sig) in request["offsets"].items()}
+        self.digests = {}
+
+    def one_pass(self, *, due: bool = False) -> None:
+        """One pass of the follower (``due``: every row being merged sent now)."""
+        follower.DIGEST, follower.RAW = (1e-9 if due else 3600.0) if self.digest else 0.0, self.raw
+        files, payload, _, _ = follower.read_dir(self.path, self.states, {}, self.digests)
+        data = b"".join(payload)
+        z = zlib.compress(data, 1) if data else b""
+        line = (json.dumps({"files": files, "n": len(z), "clock": 0.0}) + "\n").encode()
+        self.src.take(line, json.loads(line), len(z), z)
+
+
+def follow(tmp_path: Path, texts: dict[int, bytes], *, digest: float = 1.0, raw: set[int] = frozenset(),
+           seed: int = 0, reconnect_at: float | None = None) -> Store:
+    """The files written in random pieces, a follower pass after each round (its rows due at random), then
+    one with everything due; ``reconnect_at``: a new follower from the viewer's request after that share."""
+    rng = random.Random(seed)
+    run = tmp_path / "run"
+    run.mkdir()
+    for r in texts:
+        (run / f"rank{r}.csv").write_bytes(b"")
+    store = Store()
+    host = Host(run, store, digest, raw)
+    pos = dict.fromkeys(texts, 0)
+    total = sum(len(t) for t in texts.values())
+    while any(pos[r] < len(t) for r, t in texts.items()):
+        for r, text in texts.items():
+            n = rng.randrange(1, 600)
+            with open(run / f"rank{r}.csv", "ab") as f:
+                f.write(text[pos[r]:pos[r] + n])
+            pos[r] += n
+        if reconnect_at is not None and sum(pos.values()) >= reconnect_at * total:
+            host.reconnect()
+            reconnect_at = None
+        host.one_pass(due=rng.random() < 0.2)
+    host.one_pass(due=True)
+    return store
+
+
+def boundaries(d, lo: int, hi: int) -> tuple[float, float, float]:
+    """Rows ``lo``..``hi - 1`` of a digested rank: their first step, their last, and the step before them."""
+    step = d.col("step")
+    return float(step[lo]), float(step[hi - 1]), float(step[lo - 1])
+
+
+def test_merged_rows_give_the_figures_of_the_rows_they_stand_for(tmp_path):
+    texts = job(4, 300, seed=1)
+    dig = follow(tmp_path, texts, raw={3}).snapshot()
+    for r, text in texts.items():
+        (tmp_path / "local").mkdir(exist_ok=True)
+        (tmp_path / "local" / f"rank{r}.csv").write_bytes(text)
+    raw = read_once(str(tmp_path / "local")).snapshot()
+    opts = Options()
+    assert dig.rows_written == raw.rows == 1200 and dig.bad_rows == raw.bad_rows == 0
+    assert dig.rows < 300 + 3 * 150  # merged: fewer rows held (rank 3 is raw: 300 of them)
+    assert dig.ranks[3].rows == 300
+    for r in range(4):
+        a, b = dig.ranks[r], raw.ranks[r]
+        assert a.last("step") == b.last("step") and a.last("loss") == pytest.approx(b.last("loss"))
+        said = [[(float(d.col("step")[i]), c, repr(v)) for i, c, v in d.nonfinite] for d in (a, b)]
+        assert said[0] == said[1] == [(75.0, "loss", "nan")]  # the NaN, at its own step
+        assert int(np.nansum(a.col("overflow"))) == int(np.nansum(b.col("overflow"))) == 1
+        assert dig.folds.tokens_of(r) == pytest.approx(raw.folds.tokens_of(r), rel=1e-6)
+        assert len(a.segments) == len(b.segments) == 2
+        # over the same steps, the window's figures are the same (sums over the rows merged)
+        n = a.rows
+        first, last, before = boundaries(a, n - 12, n)
+        wa, wb = figures.step_window(dig, first, last), figures.step_window(raw, before + 1, last)
+        i, j = wa.ranks.index(r), wb.ranks.index(r)
+        for f in (figures.rank_tokens_per_s, figures.rank_samples_per_s, figures.rank_data_wait_frac):
+            assert f(dig, wa)[i] == pytest.approx(f(raw, wb)[j], rel=1e-5), f.__name__
+        assert figures.rank_mfu(dig, opts, wa)[i] == pytest.approx(figures.rank_mfu(raw, opts, wb)[j], rel=1e-5)
+        # a step's time: the merged rows' mean steps, near the rows' median
+        assert figures.rank_step_time(wa)[i] == pytest.approx(figures.rank_step_time(wb)[j], rel=0.1)
+        peaks = [[m for m in figures.rank_memory(w) if m[0] == r] for w in (wa, wb)]
+        assert peaks[0] == peaks[1] and len(peaks[0]) == 1  # the largest peak over the steps, and the total
+    ga, gb = goodput.ledger(dig, opts), goodput.ledger(raw, opts)
+    assert abs(ga.goodput - gb.goodput) < 0.002, (ga.seconds, gb.seconds)  # 0.04 points on 5 seeds
+    for k in ("input_wait", "down", "recomputed"):
+        assert ga.seconds[k] == pytest.approx(gb.seconds[k], rel=1e-4, abs=1e-3), k
+    assert ga.seconds["stalled"] == pytest.approx(gb.seconds["stalled"], abs=0.1)  # the slow gap's 2 s, each rank
+
+
+def test_a_follower_started_again_from_the_viewers_offsets_loses_and_doubles_no_row(tmp_path):
+    texts = job(2, 200, seed=2)
+    store = follow(tmp_path, texts, reconnect_at=0.5, seed=3)
+    assert store.rows_written == 400 and store.bad_rows == 0
+    for r in range(2):
+        step = store.ranks[r].col("step")
+        sess = store.ranks[r].col("session")
+        for s in np.unique(sess):
+            assert (np.diff(step[sess == s]) > 0).all()
+        assert store.ranks[r].last("step") == 200
+
+
+def test_rows_the_follower_cannot_vouch_for_go_as_written(tmp_path):
+    """A quoted cell, a CR line end, a row of the wrong width, a step that is no number: each is sent raw
+    (the reader counts or reads it as always), and the rows after it are merged again."""
+    rng = random.Random(4)
+    lines = [",".join(COLUMNS)]
+    t = 1.75e9
+    for s in range(1, 121):
+        row = row_text(t, s, "a", rng)
+        t += 0.6
+        text = ",".join(row[c] for c in COLUMNS)
+        if s == 30:
+            text = text.replace(",a", ',"a"')
+        elif s == 50:
+            text += "\r"
+        elif s == 70:
+            text += ",9"
+        elif s == 90:
+            text = text.replace(f",{s},", ",ninety,", 1)
+        lines.append(text)
+    texts = {0: ("\n".join(lines) + "\n").encode()}
+    store = follow(tmp_path, texts, seed=5)
+    (tmp_path / "local").mkdir()
+    (tmp_path / "local" / "rank0.csv").write_bytes(texts[0])
+    raw = read_once(str(tmp_path / "local"))
+    assert raw.bad_rows == store.bad_rows == 2  # the wrong width, the step that is no number
+    assert store.rows_written == raw.rows == 118
+    assert store.rows < 118
+
+
+def test_ranks_asked_raw_and_events_come_as_written(tmp_path):
+    texts = job(2, 60, seed=6)
+    store = follow(tmp_path, texts, raw={0, 1})
+    assert store.rows == store.rows_written == 120
+
+
+def test_the_header_and_the_files_first_bytes_always_go_raw():
+    d = follower.Digest()
+    head = (",".join(COLUMNS) + "\n").encode()
+    rng = random.Random(7)
+    body = b"".join((",".join(row_text(1.75e9 + s, s, "a", rng)[c] for c in COLUMNS) + "\n").encode()
+                    for s in range(1, 40))
+    follower.DIGEST = 3600.0
+    parts = d.take(0, head + body, 0.0)
+    assert parts[0][0] == "raw" and parts[0][1] == 0
+    raw_len = len(parts[0][2])
+    assert raw_len >= follower.SIGNATURE and (head + body)[:raw_len].endswith(b"\n")
+
+
+def hostile(entry5: dict, start: int | None = None) -> tuple[RemoteSource, str]:
+    """A digest part with ``entry5`` as its meta fed after a real header: the source and the error's words."""
+    store = Store()
+    src = RemoteSource(Target("evil", "/r"), store)
+    head = (",".join(COLUMNS) + "\n").encode()
+    row = (",".join(row_text(1.75e9, 2, "a", random.Random(0))[c] for c in COLUMNS) + "\n").encode()
+    frames = [([["rank0.csv", 0, len(head), False, 0.0]], head),
+              ([["rank0.csv", len(head) if start is None else start, len(row), False, 0.0, entry5]], row)]
+    for files, data in frames:
+        z = zlib.compress(data)
+        line = (json.dumps({"files": files, "n": len(z), "clock": 0.0}) + "\n").encode()
+        try:
+            src.take(line, json.loads(line), len(z), z)
+        except RemoteError as e:
+            return src, str(e)
+    return src, ""
+
+
+@pytest.mark.parametrize("meta, start, words", [
+    ({"k": [0], "end": 10**6}, None, "does not follow what was read"),
+    ({"k": ["5"], "end": 10**6}, None, "does not follow what was read"),
+    ({"k": [2], "end": 10**6}, 7, "does not follow what was read"),
+    ({"k": [2], "end": 3}, None, "does not follow what was read"),
+    ({"k": [2, 2], "end": 10**6}, None, "whose lines are not its 2 rows"),
+    ({"k": 2, "end": 10**6}, None, "does not follow what was read"),
+])
+def test_a_digest_part_that_does_not_follow_what_was_read_ends_the_connection(meta, start, words):
+    src, said = hostile(meta, start)
+    assert words in said and said.startswith("evil: a digest of rank0.csv")
+    assert src.store.rows == 0  # nothing of it taken
+
+
+def test_a_well_formed_digest_part_is_taken_with_its_weight():
+    src, said = hostile({"k": [5], "end": 10**6})
+    assert said == ""
+    assert src.store.rows == 1 and src.store.rows_written == 5
+
+
+def test_the_follower_sums_the_columns_the_store_shows_a_step_at_a_time():
+    assert follower.SUMMED == SUMMED
+
+
+LINE = st.one_of(
+    st.just("ROW"), st.just("ROW"), st.just("ROW"), st.just("NAN"), st.just("OVERFLOW"), st.just("EMPTY"),
+    st.just("TEXT"), st.just("QUOTE"), st.just("CR"), st.just("WIDE"), st.just("BACK"), st.just("SESSION"),
+    st.binary(max_size=40).filter(lambda b: b"\n" not in b))
+
+
+def make_line(kind: object, s: int, session: str, rng: random.Random) -> bytes:
+    if isinstance(kind, bytes):
+        return kind
+    row = row_text(1.75e9 + s, s, session, rng)
+    if kind == "NAN":
+        row["grad_norm"] = "inf"
+    elif kind == "OVERFLOW":
+        row["overflow"] = "1"
+    elif kind == "EMPTY":
+        row["tokens"] = ""
+    elif kind == "TEXT":
+        row["lr"] = "warmup"
+    elif kind == "BACK":
+        row["step"] = str(max(1, s - 5))
+    text = ",".join(row[c] for c in COLUMNS)
+    if kind == "QUOTE":
+        text = text.replace(",0,", ',"0",', 1)
+    elif kind == "CR":
+        text += "\r"
+    elif kind == "WIDE":
+        text += ",1"
+    return text.encode()
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(kinds=st.lists(LINE, min_size=1, max_size=80), cuts=st.lists(st.integers(1, 300), min_size=1, max_size=30),
+       dues=st.lists(st.booleans(), min_size=1, max_size=30), garbage_first=st.booleans())
+def test_property_parts_tile_the_file_and_every_line_is_sent_once(kinds, cuts, dues, garbage_first):
+    """Whatever the lines and however they arrive: the parts cover the bytes read with no gap or overlap, up to
+    the incomplete line held back; each complete line is sent raw or stands in a digest line, once; the digest
+    lines are each a row of the file's header, never a bad one."""
+    rng = random.Random(0)
+    session, lines = "a", [b"some words before the header"] if garbage_first else []
+    lines.append(",".join(COLUMNS).encode())
+    for s, kind in enumerate(kinds, 1):
+        session = "b" if kind == "SESSION" else session
+        lines.append(make_line(kind, s, session, rng))
+    blob = b"\n".join(lines) + b"\n" + b"1.75e9,3"  # an incomplete last line
+    d = follower.Digest()
+    parser = CsvParser()
+    at, parts, i = 0, [], 0
+    while at < len(blob):
+        n = cuts[i % len(cuts)]
+        follower.DIGEST = 1e-9 if dues[i % len(dues)] else 3600.0
+        parts += d.take(at, blob[at:at + n], 0.0)
+        at += n
+        i += 1
+    follower.DIGEST = 1e-9
+    parts += d.flush()
+    pos, lines_sent = 0, 0
+    for part in parts:
+        if part[0] == "raw":
+            assert part[1] == pos
+            pos += len(part[2])
+            parser.parse(part[2][:part[2].rfind(b"\n") + 1]) if b"\n" in part[2] else None
+            lines_sent += part[2].count(b"\n")
+        else:
+            _, start, end, text, ks = part
+            assert start == pos and end > start
+            pos = end
+            assert parser.header is not None
+            rows = parser.parse(text)
+            assert len(rows) == len(ks) and rows.bad == 0 and all(k >= 1 for k in ks)
+            lines_sent += sum(ks)
+    complete = blob.rfind(b"\n") + 1
+    assert pos == complete - 0 or pos == len(blob)  # up to the held line (or through it, when sent raw)
+    assert lines_sent == blob[:complete].count(b"\n")
