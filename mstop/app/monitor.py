@@ -482,6 +482,7 @@ class MonitorScreen(Screen[None]):
         self._detail_of = (self._frames, key)
         row = self.query_one(RankDetail).show(v, key)
         self.selected_rank = row.rank if row is not None else None
+        self.session.shown_rank = self.selected_rank  # its rows as written, from a host that merges them
         strip = self.query_one(HeatStrip)
         strip.show(v, selected=self.selected_rank)
         self.query_one("#heat-title", Static).update(strip.title(v))

@@ -171,6 +171,12 @@ class Sources:
     def label(self) -> str:
         return " ".join(self.specs)
 
+    def want_raw(self, ranks: frozenset[int]) -> int:
+        """The ranks the screen draws row by row (the job's rank, the one the ranks view shows): each remote
+        host that merges its ranks' rows (a digest) sends those of them it has as written, from now on; the
+        hosts asked again (their followers started anew)."""
+        return sum(item.want_raw(ranks) for item in self.items if isinstance(item, RemoteSource))
+
     def read_all(self, *, wait: float | None = None, stop: threading.Event | None = None) -> int:
         """Read what every source holds now; return the rows added.
 

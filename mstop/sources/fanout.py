@@ -85,6 +85,7 @@ class _Host:
     due: bool = False  # to be started again at the next tick
     done: bool = False  # a one-shot read: caught up, or failed for good
     error: RemoteError | None = None
+    raw: frozenset[int] = frozenset()  # the ranks its follower was asked to send row by row
 
     @property
     def name(self) -> str:
@@ -337,7 +338,7 @@ class Fanout:
             self._starting = GATEWAY_START_S * len(hosts)
         for group in groups:
             for h in group:
-                h.rc, h.first, h.idle, h.due = None, True, 0, False
+                h.rc, h.first, h.idle, h.due, h.raw = None, True, 0, False, h.source.raw
                 h.err.clear()
                 h.last, h.asked = time.monotonic(), self.clock()
                 if not h.tries:
@@ -386,13 +387,17 @@ class Fanout:
             self._news = False
             self.on_update()
 
-    def _end(self, h: _Host, why: RemoteError | None) -> None:
-        """End a host's connection: said (``why``, None when it is done) and started again when following.
-        Its worker ends with it when no other host's follower runs in it."""
+    def _end(self, h: _Host, why: RemoteError | None, *, again: bool = False) -> None:
+        """End a host's connection: said (``why``, None when it is done) and started again when following
+        (``again``: at once and unsaid, to send it another request). Its worker ends with it when no other
+        host's follower runs in it."""
         worker = h.worker
         if worker is None:
             return
-        self.closed(h, worker, why)
+        if again:
+            h.worker, h.due, h.last = None, True, time.monotonic()
+        else:
+            self.closed(h, worker, why)
         if not any(o.worker is worker for o in self.hosts):
             worker.abort()
 
@@ -427,6 +432,9 @@ class Fanout:
         now = time.monotonic()
         late = now - self._ticked - TICK
         self._ticked = now
+        for h in self.hosts:  # asked for other ranks row by row (RemoteSource.want_raw): started again now
+            if h.worker is not None and h.raw != h.source.raw and not h.first:
+                self._end(h, None, again=True)
         due = [h for h in self.hosts if h.due and now >= h.last]
         self.launch(due if self.topology else due[:LAUNCH_EACH_TICK])
         for h in self.hosts:

@@ -316,8 +316,11 @@ class RemoteSource:
         #: while following (never a one-shot read: summary and compare take every row), ask the follower to
         #: merge each rank's rows over this many seconds (its digest mode), but those of the ranks in ``raw``
         self.digest = digest
-        self.raw: set[int] = set()
+        self.raw: frozenset[int] = frozenset()
         self.following = False
+        #: the ranks whose rank files it follows (replaced whole: read by the screen's thread)
+        self.rank_set: frozenset[int] = frozenset()
+        self._restarting = False
         self._proc: subprocess.Popen | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -368,6 +371,9 @@ class RemoteSource:
             except RemoteError as e:
                 if self._stop.is_set():
                     break
+                if self._restarting:  # ended to be asked again (want_raw): no fault, no wait
+                    self._restarting = False
+                    continue
                 tries += 1
                 delay = retrying(self.state, tries, e)
                 if self.on_update is not None:
@@ -376,6 +382,20 @@ class RemoteSource:
             finally:
                 if self._proc is not None:
                     self._close(self._proc)
+
+    def want_raw(self, ranks: frozenset[int]) -> bool:
+        """Of ``ranks``, those this host follows are to come row by row (the rest merged, while following with
+        a digest): when that changes, its follower is started again with the new request (its stdin is read
+        once). Whether it changed."""
+        mine = frozenset(ranks & self.rank_set)
+        if mine == self.raw or not (self.following and self.digest > 0):
+            return False
+        self.raw = mine
+        proc = self._proc
+        if proc is not None and self._thread is not None:
+            self._restarting = True
+            self._close(proc)
+        return True
 
     # -- the connection ----------------------------------------------------------------
 
@@ -604,7 +624,10 @@ class RemoteSource:
         log stream read with the remote host's UTC offset."""
         r = stream_rank(name)
         if r is None:
-            return followed(name, name, self.store, str(self.target))
+            f = followed(name, name, self.store, str(self.target))
+            if f is not None and f.kind == "csv":
+                self.rank_set = self.rank_set | {f.rank}
+            return f
         if not self.store.claim(r, str(self.target)):
             return None
         self.store.add_rank_file(r)
