@@ -339,8 +339,7 @@ class FileTail:
         out = Chunk(reset=reset)
         if reset:
             self._restart()
-        self.offset += len(data)
-        self._split(data, out)
+        self._take(data, out)  # its first bytes kept too: the follower checks them when it is started again
         return out
 
     def skip_to(self, offset: int) -> bool:

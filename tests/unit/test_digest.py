@@ -170,6 +170,7 @@ def test_a_follower_started_again_from_the_viewers_offsets_loses_and_doubles_no_
     texts = job(2, 200, seed=2)
     store = follow(tmp_path, texts, reconnect_at=0.5, seed=3)
     assert store.rows_written == 400 and store.bad_rows == 0
+    assert store.resets == 0  # it went on from the offsets (the first bytes it was told matched): nothing again
     for r in range(2):
         step = store.ranks[r].col("step")
         sess = store.ranks[r].col("session")

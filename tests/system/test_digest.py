@@ -1,0 +1,119 @@
+"""A node set followed with its hosts' digest (issue 41), through a real OpenSSH on 127.0.0.1 (``lo*`` are
+ssh aliases of this machine, ``gw1``/``gw2`` its gateways): each host merges its ranks' rows, the ranks the
+screen draws come as written, and the rows held stand for every row written, once."""
+
+from __future__ import annotations
+
+import math
+import socket
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from mstop.engine import figures
+from mstop.engine.folds import WEIGHT
+from mstop.engine.store import Store
+from mstop.sources import Connection, Sources, read_once
+from mstop_writer import MetricsWriter
+from tests.helpers import sshd
+from tests.helpers.common import wait_for
+
+
+@pytest.fixture(scope="module")
+def config(tmp_path_factory):
+    srv = sshd.start_or_skip(tmp_path_factory.mktemp("sshd"))
+    path = srv.config.parent / "digest_hosts"
+    path.write_text(sshd.alias(srv, "lo* gw*"))
+    yield path
+    sshd.stop(srv)
+
+
+def written(store: Store, rank: int) -> int:
+    d = store.ranks.get(rank)
+    return 0 if d is None else int(figures.row_weights(d, np.arange(d.rows)).sum())
+
+
+def write(writers: list[MetricsWriter], first: int, last: int, pause: float = 0.0) -> None:
+    for s in range(first, last + 1):
+        time.sleep(pause)
+        for w in writers:
+            w.log(s, loss=float("nan") if s == 7 else 3.0 / s, step_time=0.05 + 0.001 * (s % 3), tokens=512,
+                  data_wait=0.002)
+
+
+def topology(tmp_path: Path, hosts: str) -> str:
+    topo = tmp_path / "topology.conf"
+    topo.write_text(f"[routes]\n{socket.gethostname().split('.')[0]}: gw[1-2]\ngw[1-2]: {hosts}\n")
+    return str(topo)
+
+
+def test_a_node_set_followed_with_a_digest_holds_what_summary_reads(config, tmp_path):
+    """Four hosts of two ranks each, written live: the rows held are fewer, they stand for every row written;
+    the job's rank (the lowest) comes as written; tokens, steps and the NaN equal the files read whole."""
+    writers = [MetricsWriter(tmp_path / f"lo{h}" / "run", rank=r, world_size=8, heartbeat_interval=1.0)
+               for h in range(1, 5) for r in (2 * h - 2, 2 * h - 1)]
+    store = Store()
+    src = Sources([f"lo[1-4]:{tmp_path}/%h/run"], store, poll=0.1, connection=Connection(("-F", str(config)), 5.0),
+                  digest=0.5)
+    src.follow()
+    try:
+        write(writers, 1, 3)
+        assert wait_for(lambda: len(store.ranks) == 8, 30), src.states()
+        src.want_raw(frozenset({0}))  # as the monitor asks each frame: its job's rank
+        write(writers, 4, 60, pause=0.15)  # its host is asked again at the next second, then connects
+        assert wait_for(lambda: all(written(store, r) == 60 for r in range(8)), 60), src.states()
+    finally:
+        for w in writers:
+            w.close()
+        src.stop()
+    whole = read_once(str(tmp_path / "lo1" / "run"))
+    for h in range(2, 5):
+        other = read_once(str(tmp_path / f"lo{h}" / "run"))
+        for r in other.ranks:
+            whole.ranks[r] = other.ranks[r]
+    assert store.rows_written == 480 and store.rows < 480 - 100, store.rows  # merged: fewer held
+    d0 = store.ranks[0]
+    after = d0.col(WEIGHT)[d0.col("step") > 40] if WEIGHT in d0.extras else np.ones(20)
+    assert len(after) == 20 and not (after > 1).any(), after  # the job's rank: as written once asked for
+    for r in range(8):
+        d, e = store.ranks[r], whole.ranks[r]
+        assert d.last("step") == 60 and math.isclose(d.last("loss"), 3.0 / 60, rel_tol=1e-6)
+        assert np.nansum(d.col("tokens"), dtype=np.float64) == np.nansum(e.col("tokens"), dtype=np.float64) == 60 * 512
+        assert [float(d.col("step")[i]) for i, c, _ in d.nonfinite] == [7.0]  # the NaN, at its step
+        assert (np.diff(d.col("step")) > 0).all()
+
+
+@pytest.mark.parametrize("route", ["flat", "gateways"])
+def test_a_rank_the_screen_asks_for_comes_as_written_and_no_row_is_lost(config, tmp_path, route, monkeypatch):
+    """The ranks view picks rank 5: its host's follower is started again with the new request; from then on
+    its rows come one by one, and every rank's rows stand for every row written, once (flat, and through
+    gateways, where the host's old follower runs on until its worker ends)."""
+    monkeypatch.setenv("CLUSTERSHELL_GW_PYTHON_EXECUTABLE", sys.executable)
+    writers = [MetricsWriter(tmp_path / f"lo{h}" / "run", rank=r, world_size=8, heartbeat_interval=1.0)
+               for h in range(1, 5) for r in (2 * h - 2, 2 * h - 1)]
+    store = Store()
+    topo = topology(tmp_path, "lo[1-4]") if route == "gateways" else None
+    src = Sources([f"lo[1-4]:{tmp_path}/%h/run"], store, poll=0.1,
+                  connection=Connection(("-F", str(config)), 5.0, topo), digest=0.5)
+    src.follow()
+    try:
+        write(writers, 1, 30)
+        assert wait_for(lambda: all(written(store, r) == 30 for r in range(8)), 90), src.states()
+        held = store.ranks[5].rows
+        assert held < 30  # merged so far
+        assert src.want_raw(frozenset({5})) == 1  # one host asked again: lo3, which has ranks 4 and 5
+        assert wait_for(lambda: not src.states(), 30), src.states()
+        write(writers, 31, 60, pause=0.15)
+        assert wait_for(lambda: all(written(store, r) == 60 for r in range(8)), 90), src.states()
+    finally:
+        for w in writers:
+            w.close()
+        src.stop()
+    d = store.ranks[5]
+    wt = d.col(WEIGHT)[-20:]
+    assert np.isnan(wt).all() or (wt[~np.isnan(wt)] == 1).all(), wt  # its last rows as written
+    for r in range(8):
+        assert (np.diff(store.ranks[r].col("step")) > 0).all() and written(store, r) == 60
