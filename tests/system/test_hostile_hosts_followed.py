@@ -20,8 +20,12 @@ async def test_the_monitor_following_a_misbehaving_host_says_which_and_reconnect
     from mstop.app import MonitorApp
     from tests.helpers.app_common import screen_lines, settle
 
+    from mstop.live import MonitorOptions
+    from mstop.sources import Connection
+
     on_path(tmp_path, monkeypatch, mode)
-    app = MonitorApp("fakehost:/runs/a")
+    # a 1 s connect timeout (--connect-timeout 1): a silent host is given up after its frame deadline and that
+    app = MonitorApp("fakehost:/runs/a", options=MonitorOptions(connection=Connection((), 1.0)))
     async with app.run_test(size=(160, 40)) as pilot:
         def said() -> bool:
             screen = "\n".join(screen_lines(app))
