@@ -10,7 +10,9 @@ its own) and follows the hosts as ``mstop`` would:
 
 * ``ssh``: one RemoteSource a host (``mstop lo1:/run lo2:/run ...``: a thread and a ControlMaster'd ssh each);
 * ``clush``: the node set ``lo[1-N]:/.../%h/run``: one ClusterShell Task, one ssh a host (mstop.sources.fanout);
-* ``gateways``: the same through two ClusterShell gateways (``gw1``, ``gw2``: aliases of 127.0.0.1 too).
+* ``gateways``: the same through two ClusterShell gateways (``gw1``, ``gw2``: aliases of 127.0.0.1 too);
+* ``digest``, ``gateways-digest``: the same two with each host merging its ranks' rows over ``--digest``
+  seconds (the follower's digest mode, a node set's default in the monitor); the others read every row.
 
 Measured over ``--seconds`` once every rank has rows: the viewer's CPU (this process, all its threads), its
 ssh clients' CPU, the gateways' CPU (their ClusterShell and their ssh clients), the remote followers' CPU
@@ -90,7 +92,7 @@ def rss_mb() -> float:
 
 
 def one(mode: str, hosts: int, ranks: int, seconds: float, config: str, topology: str,
-        poll: float = 0.2) -> dict[str, float]:
+        poll: float = 0.2, digest: float = 2.0) -> dict[str, float]:
     """One configuration, in this (fresh) process."""
     from mstop.engine.store import Store
     from mstop.sources import Connection, Sources
@@ -106,12 +108,13 @@ def one(mode: str, hosts: int, ranks: int, seconds: float, config: str, topology
         while sum(len(os.listdir(d)) for d in dirs) < hosts * ranks:
             time.sleep(0.05)
         store = Store()
-        conn = Connection(("-F", config), 10.0, topology if mode == "gateways" else None)
+        conn = Connection(("-F", config), 10.0, topology if mode.startswith("gateways") else None)
         if mode == "ssh":
             srcs: list = [RemoteSource(Target(f"lo{h}", d), store, poll=poll, connection=conn)
                           for h, d in zip(range(1, hosts + 1), dirs)]
         else:
-            srcs = [Sources([f"lo[1-{hosts}]:{tmp}/%h/run"], store, poll=poll, connection=conn)]
+            srcs = [Sources([f"lo[1-{hosts}]:{tmp}/%h/run"], store, poll=poll, connection=conn,
+                            digest=digest if mode.endswith("digest") else 0.0)]
         t_start = time.monotonic()
         for s in srcs:
             s.follow()
@@ -141,9 +144,11 @@ def one(mode: str, hosts: int, ranks: int, seconds: float, config: str, topology
         th = threading.Thread(target=poll, daemon=True)
         th.start()
         c0 = {k: cpu(v) for k, v in classes().items()}
-        r0, t0, rows0 = resource.getrusage(resource.RUSAGE_SELF), time.monotonic(), store.rows
+        r0, t0, rows0 = resource.getrusage(resource.RUSAGE_SELF), time.monotonic(), store.rows_written
+        held0 = store.rows
         time.sleep(seconds)
-        r1, t1, rows1 = resource.getrusage(resource.RUSAGE_SELF), time.monotonic(), store.rows
+        r1, t1, rows1 = resource.getrusage(resource.RUSAGE_SELF), time.monotonic(), store.rows_written
+        held1 = store.rows
         procs = classes()
         c1 = {k: cpu(v) for k, v in procs.items()}
         stop.set()
@@ -161,6 +166,7 @@ def one(mode: str, hosts: int, ranks: int, seconds: float, config: str, topology
     return {"viewer": 100 * (r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime) / dt,
             "ssh": 100 * (c1["ssh"] - c0["ssh"]) / dt, "gateways": 100 * (c1["gateway"] - c0["gateway"]) / dt,
             "followers": 100 * (c1["follower"] - c0["follower"]) / dt, "rows_s": (rows1 - rows0) / dt,
+            "held_s": (held1 - held0) / dt,
             "rss_mb": mem, "p50_ms": pct(0.5), "p95_ms": pct(0.95), "connected_s": connected,
             "ssh_procs": len(procs["ssh"]), "samples": len(lat)}
 
@@ -185,18 +191,20 @@ def servers(hosts: int, tmp: Path) -> tuple[list, Path, Path]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--hosts", default="16,64,256")
-    ap.add_argument("--modes", default="ssh,clush,gateways")
+    ap.add_argument("--modes", default="ssh,clush,gateways,digest,gateways-digest")
     ap.add_argument("--ranks", type=int, default=8)
     ap.add_argument("--seconds", type=float, default=20.0)
     ap.add_argument("--poll", type=float, default=0.2,
                     help="the followers' poll, seconds (mstop's default 0.2; 256 followers polling that often are "
                          "more than this machine's 2 cores can run beside the viewer)")
+    ap.add_argument("--digest", type=float, default=2.0,
+                    help="seconds a host merges its ranks' rows over in the digest modes (default: 2, mstop's)")
     ap.add_argument("--one", nargs=5, metavar=("MODE", "HOSTS", "RANKS", "CONFIG", "TOPOLOGY"),
                     help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.one:
         mode, hosts, ranks, config, topo = a.one
-        print(json.dumps(one(mode, int(hosts), int(ranks), a.seconds, config, topo, a.poll)))
+        print(json.dumps(one(mode, int(hosts), int(ranks), a.seconds, config, topo, a.poll, a.digest)))
         return 0
     from tests.helpers import sshd
 
@@ -204,7 +212,7 @@ def main() -> int:
     env = {**os.environ, "CLUSTERSHELL_GW_PYTHON_EXECUTABLE": sys.executable}
     print(f"machine: {os.cpu_count()} cores; {a.ranks} ranks a host, 1 row/s a rank; {a.seconds:.0f} s each; "
           f"followers poll every {a.poll:g} s; hosts spread over local sshd, {PER_SERVER} each")
-    print("| hosts | transport | rows/s | viewer CPU | its ssh | gateways | followers (sum) | viewer RSS "
+    print("| hosts | transport | rows/s (held) | viewer CPU | its ssh | gateways | followers (sum) | viewer RSS "
           "| latency p50 / p95 | viewer CPU a host | all connected after |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory(dir="/tmp") as tmp:
@@ -213,14 +221,15 @@ def main() -> int:
             for n in counts:
                 for mode in a.modes.split(","):
                     out = subprocess.run([sys.executable, __file__, "--seconds", str(a.seconds), "--poll", str(a.poll),
-                                          "--one", mode,
+                                          "--digest", str(a.digest), "--one", mode,
                                           str(n), str(a.ranks), str(config), str(topo)],
                                          capture_output=True, text=True, env=env, cwd=ROOT)
                     if out.returncode != 0:
                         print(f"| {n} | {mode} | failed: {out.stderr.strip().splitlines()[-1:]} |", flush=True)
                         continue
                     r = json.loads(out.stdout.strip().splitlines()[-1])
-                    print(f"| {n} | {mode} | {r['rows_s']:,.0f} | {r['viewer']:.1f} % | {r['ssh']:.1f} % "
+                    print(f"| {n} | {mode} | {r['rows_s']:,.0f} ({r['held_s']:,.0f}) | {r['viewer']:.1f} % "
+                          f"| {r['ssh']:.1f} % "
                           f"| {r['gateways']:.1f} % | {r['followers']:.1f} % | {r['rss_mb']:.0f} MB "
                           f"| {r['p50_ms']:.0f} / {r['p95_ms']:.0f} ms | {r['viewer'] / n:.3f} % "
                           f"| {r['connected_s']:.0f} s |", flush=True)

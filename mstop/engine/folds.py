@@ -159,9 +159,11 @@ class Folds:
             self.old_until[i] = self.rows[i]
         self._changes += 1
 
-    def add_rows(self, ranks: list[int], exact: np.ndarray, floats: np.ndarray) -> None:
+    def add_rows(self, ranks: list[int], exact: np.ndarray, floats: np.ndarray,
+                 weight: np.ndarray | None = None) -> None:
         """Fold in one row of each of ``ranks`` (each once, each rank's row of its latest session, no ACHIEVED
-        column): the usual read round while following, folded in with array operations, not rank by rank."""
+        column; ``weight``: the rows written each stands for, None: one): the usual read round while following,
+        folded in with array operations, not rank by rank."""
         if not ranks:
             return
         self._own()
@@ -175,7 +177,11 @@ class Folds:
             ring[slots, :-1] = ring[slots, 1:]
             ring[slots, -1] = np.nan
         self.rows[slots] += 1
-        self.stood[slots] += 1
+        if weight is None:
+            self.stood[slots] += 1
+        else:
+            self.weight[slots, -1] = weight
+            self.stood[slots] += np.where(np.isnan(weight), 1, weight).astype(np.int64)
         tok = floats[:, self.take[WINDOW_FLOATS.index("tokens")]].astype(np.float64)
         self.tokens[slots] += np.where(tok == tok, tok, 0.0)
         self._changes += 1

@@ -302,9 +302,10 @@ class RankLedger:
 
     # -- classifying rows --------------------------------------------------------------------------------
 
-    def settle_row(self, d: RankData, k: int, t: float, step: float, st: float, dw: float) -> None:
+    def settle_row(self, d: RankData, k: int, t: float, step: float, st: float, dw: float, w: float = 1.0) -> None:
         """Classify rank ``d``'s last row, given its session index and values (following: a row a round, its
-        values at hand), when it is the only row not yet classified; else as :meth:`settle`."""
+        values at hand; ``w`` the rows written it stands for), when it is the only row not yet classified;
+        else as :meth:`settle`."""
         n = d.rows
         i = self.settled
         if n - i != 1 or (i and i % BLOCK == 0) or len(self.sess_t) < len(d.segments) or \
@@ -312,13 +313,14 @@ class RankLedger:
             self.settle(d)  # a block's first row (the last block's figures), or a session met for the first time
             return
         if i < BLOCK:  # the first block: this row's figures from the rows up to it (_extend_early's, one row)
-            w = self.warm
-            prev_t, prev_k = w.last  # row i - 1's
-            w.last = (t, k)
-            self.early.append(w.add(t, st, any(seg.first_row == i for seg in d.segments), prev_k == k, prev_t))
+            warm = self.warm
+            prev_t, prev_k = warm.last  # row i - 1's
+            warm.last = (t, k)
+            self.early.append(warm.add(t, st, any(seg.first_row == i for seg in d.segments), prev_k == k, prev_t,
+                                       w))
             if len(self.early) == BLOCK:
                 self.warm = None
-        self._classify_one(d, i, k, t, step, st, dw)
+        self._classify_one(d, i, k, t, step, st, dw, w)
 
     def settle(self, d: RankData) -> None:
         """Classify rank ``d``'s rows not yet classified."""

@@ -123,7 +123,7 @@ class Rows:
             codes, names = codes.astype(np.int32), [self.session_names[int(c)] for c in used]
         nonfinite = [(i - a, c, v) for i, c, v in self.nonfinite if a <= i < b] if self.nonfinite else []
         return Rows(self.exact[a:b], self.floats[a:b], {n: v[a:b] for n, v in self.extra.items()}, codes, names,
-                    nonfinite, 0)
+                    nonfinite, 0, None if self.weights is None else self.weights[a:b])
 
 
 def parse_joined(parser: CsvParser, blobs: list[bytes]) -> tuple[Rows, list[int]] | None:

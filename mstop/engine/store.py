@@ -1098,7 +1098,8 @@ class Store:
         """:meth:`_append_plain` of rows ``where`` of ``rows``, one of each of ``ds``."""
         if ds:
             idx = np.array(where, np.int64)
-            self._append_one_each(ds, rows.exact[idx], rows.floats[idx])
+            self._append_one_each(ds, rows.exact[idx], rows.floats[idx],
+                                  rows.weights[idx] if rows.weights is not None else None)
             ds.clear()
             where.clear()
 
@@ -1113,20 +1114,32 @@ class Store:
         plain.clear()
         self._append_one_each(ds, exact, floats)
 
-    def _append_one_each(self, ds: list[RankData], exact: np.ndarray, floats: np.ndarray) -> None:
+    def _append_one_each(self, ds: list[RankData], exact: np.ndarray, floats: np.ndarray,
+                         weight: np.ndarray | None = None) -> None:
         """A row of each of ``ds`` (distinct ranks, each row of its latest session, after a held row): one
-        append for all of them, then what each rank keeps of its rows (the ledger, the spill)."""
+        append for all of them, then what each rank keeps of its rows (the ledger, the spill). ``weight``: the
+        rows written each stands for (a digest's merged rows; None: one each)."""
         t = self.table
         floats = self._refuse(ds, exact, floats)
         slots = np.fromiter((d.slot for d in ds), np.int64, len(ds))
         codes = np.fromiter((len(d.segments) - 1 for d in ds), np.int32, len(ds))
         down = (exact[:, 1] < t.arrays["step"][t.hi[slots] - 1]).tolist()  # each has a held row
-        t.append_round(slots, exact, floats, codes)
+        extra: dict[str, np.ndarray] = {}
+        if weight is not None and (weight != 1).any():
+            t.add_column(WEIGHT)
+            for d in ds:
+                if WEIGHT not in d.extras:
+                    d.extras = (*d.extras, WEIGHT)
+            extra = {WEIGHT: weight.astype(np.float32)}
+        else:
+            weight = None
+        t.append_round(slots, exact, floats, codes, extra)
         held = (t.hi[slots] - t.lo[slots]).tolist()
         values = np.column_stack([exact, floats[:, _LEDGER_FLOATS]]).tolist()
+        wts = weight.tolist() if weight is not None else [1.0] * len(ds)
         grown = self._grown
-        for d, v, k, dn, h in zip(ds, values, codes.tolist(), down, held):
-            d.ledger.settle_row(d, k, *v)
+        for d, v, k, dn, h, w in zip(ds, values, codes.tolist(), down, held, wts):
+            d.ledger.settle_row(d, k, *v, w)
             d.stamp += 1
             base = d.base
             if h >= spill.SPILL_ROWS:
@@ -1139,7 +1152,7 @@ class Store:
                 self._dirty.add(d.rank)
             else:
                 grown.add(d.rank)
-        self.folds.add_rows([d.rank for d in ds], exact, floats)
+        self.folds.add_rows([d.rank for d in ds], exact, floats, weight)
         self._arrival = self._life_arrival = time.time()
         self.version += 1
 

@@ -189,15 +189,16 @@ class Table:
         self.fresh[s] = False
         self.live += k
 
-    def append_round(self, slots: np.ndarray, exact: np.ndarray, floats: np.ndarray, session: np.ndarray) -> None:
+    def append_round(self, slots: np.ndarray, exact: np.ndarray, floats: np.ndarray, session: np.ndarray,
+                     extra: dict[str, np.ndarray] | None = None) -> None:
         """Append one row to each of ``slots`` (no slot twice): one assignment per column for all of them.
-        Extra columns are NaN in these rows."""
+        Extra columns not in ``extra`` (added first with :meth:`add_column`) are NaN in these rows."""
         k = len(slots)
         if not k:
             return
         self._make_room(slots, 1)
         self._widen_session(session)
-        vals = self._incoming(floats, {})
+        vals = self._incoming(floats, extra or {})
         self._settle_consts(slots, vals, one_row=True)
         at = self.hi[slots]
         arrays = self.arrays

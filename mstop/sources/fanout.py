@@ -86,6 +86,7 @@ class _Host:
     done: bool = False  # a one-shot read: caught up, or failed for good
     error: RemoteError | None = None
     raw: frozenset[int] = frozenset()  # the ranks its follower was asked to send row by row
+    again: bool = False  # ended to be asked again (another rank row by row): no fault, its state unchanged
 
     @property
     def name(self) -> str:
@@ -341,8 +342,9 @@ class Fanout:
                 h.rc, h.first, h.idle, h.due, h.raw = None, True, 0, False, h.source.raw
                 h.err.clear()
                 h.last, h.asked = time.monotonic(), self.clock()
-                if not h.tries:
+                if not (h.tries or h.again):
                     h.source.state.connection = "connecting"
+                h.again = False
             request = {"lines": True, "chunk": LINE_CHUNK, "poll": group[0].source.poll or 0.2,
                        "hosts": {h.node: h.source.request() for h in group}}
             by_node = {h.node: h for h in group}
@@ -395,7 +397,7 @@ class Fanout:
         if worker is None:
             return
         if again:
-            h.worker, h.due, h.last = None, True, time.monotonic()
+            h.worker, h.due, h.last, h.again = None, True, time.monotonic(), True
         else:
             self.closed(h, worker, why)
         if not any(o.worker is worker for o in self.hosts):
@@ -433,7 +435,8 @@ class Fanout:
         late = now - self._ticked - TICK
         self._ticked = now
         for h in self.hosts:  # asked for other ranks row by row (RemoteSource.want_raw): started again now
-            if h.worker is not None and h.raw != h.source.raw and not h.first:
+            if h.worker is not None and h.raw & h.source.rank_set != h.source.raw & h.source.rank_set \
+                    and not h.first:
                 self._end(h, None, again=True)
         due = [h for h in self.hosts if h.due and now >= h.last]
         self.launch(due if self.topology else due[:LAUNCH_EACH_TICK])

@@ -130,9 +130,11 @@ def read_file(path, name, states, refused):
 
 def read_dir(path, states, refused, digests=None):
     """One pass over the directory: (files, payload, more, newest mtime); raises OSError when it cannot be
-    listed. ``digests`` (digest mode): rank file name -> its Digest, for the files whose rows are merged."""
+    listed. ``digests`` (digest mode): rank file name -> its Digest, for the files whose rows are merged, which
+    are sent together once every DIGEST seconds (one frame a host an interval; its key None: when last)."""
     files, payload, more, newest = [], [], False, 0.0
     now = time.time()
+    flush = digests is not None and now - digests.get(None, 0.0) >= DIGEST
     for name in sorted(os.listdir(path)):
         if not (NAME.match(name) or DEVICES.match(name)):
             continue
@@ -142,22 +144,29 @@ def read_dir(path, states, refused, digests=None):
             if states.get(name, [0])[0] > 0:  # followed from an offset (a reconnect): its header is read again
                 dig.header(read_at(os.path.join(path, name), 0, 1 << 16))
         got = read_file(path, name, states, refused)
-        if got is not None:
-            offset, data, reset, mtime = got
-            newest = max(newest, mtime)
-            more = more or len(data) == CHUNK
-            if dig is None:
-                files.append([name, offset, len(data), reset, mtime])  # mtime: when it was last written
-                payload.append(data)
-                continue
-            if reset:
-                dig = digests[name] = Digest()
-            parts = dig.take(offset, data, now)
-            if reset and (not parts or parts[0][0] != "raw" or parts[0][1] != 0):
-                parts.insert(0, ("raw", 0, b""))  # the reset is said by the file's first part
-            add_parts(files, payload, name, parts, reset, mtime)
-        elif dig is not None:
-            add_parts(files, payload, name, dig.due(now), False, 0.0)
+        if got is None:
+            continue
+        offset, data, reset, mtime = got
+        newest = max(newest, mtime)
+        more = more or len(data) == CHUNK
+        if dig is None:
+            files.append([name, offset, len(data), reset, mtime])  # mtime: when it was last written
+            payload.append(data)
+            continue
+        if reset:  # another file: what was kept of the one before goes (the reader drops its rows too)
+            dig = digests[name] = Digest()
+        dig.take(offset, data, reset)
+        dig.mtime = mtime
+        flush = flush or dig.kept > CHUNK
+    if flush:
+        digests[None] = now
+        for name, dig in sorted((n, d) for n, d in digests.items() if n is not None):
+            for part in dig.emit():
+                if part[0] == "raw":
+                    files.append([name, part[1], len(part[2]), part[3], dig.mtime])
+                else:
+                    files.append([name, part[1], len(part[3]), False, dig.mtime, {"k": part[4], "end": part[2]}])
+                payload.append(part[2] if part[0] == "raw" else part[3])
     return files, payload, more, newest
 
 
@@ -165,18 +174,6 @@ def digested(name):
     """Whether a file's rows are merged: a rank's CSV, of a rank not asked for raw, in digest mode."""
     m = NAME.match(name)
     return DIGEST > 0 and m is not None and m.group(2) == "csv" and int(m.group(1)) not in RAW
-
-
-def add_parts(files, payload, name, parts, reset, mtime):
-    """A digested file's parts (Digest.take) as the frame's entries, in order."""
-    for i, part in enumerate(parts):
-        if part[0] == "raw":
-            files.append([name, part[1], len(part[2]), bool(reset and i == 0), mtime])
-            payload.append(part[2])
-        else:
-            _, start, end, text, ks = part
-            files.append([name, start, len(text), False, mtime, {"k": ks, "end": end}])
-            payload.append(text)
 
 
 #: digest mode: seconds a rank's rows are merged for (0: every row as written), and the ranks sent raw
@@ -198,23 +195,22 @@ class Digest:
         self.at = {}
         self.held = b""
         self.raw_line = True  # the next bytes up to a newline go raw (the file's first, a raw part's last)
-        self.group = None  # the row being merged: [last cells, kinds, k, sums, largest, mfu x step time, since]
+        self.group = None  # the row being merged: [last cells, kinds, k, sums, largest, mfu x step time, end]
         self.ready = []  # (line, rows it stands for, offset after it)
         self.start = None  # offset of the first byte the ready lines and the group stand for
         self.session = None
         self.step = None
+        self.out = []  # the parts to send, in order: ("raw", offset, bytes, reset), ("digest", start, end, ...)
+        self.kept = 0  # their bytes
+        self.mtime = 0.0
 
-    def take(self, offset, data, now):
-        """New bytes of the file from ``offset``: its parts, in order, [("raw", offset, bytes) or
-        ("digest", start, end, text, rows each line stands for)]; what is merged but not yet due is kept."""
-        parts = []
+    def take(self, offset, data, reset=False):
+        """New bytes of the file from ``offset`` (``reset``: the file was read again from its start): cut into
+        the parts :meth:`emit` gives; the row being merged is kept."""
         pos, buf, self.held = offset - len(self.held), self.held + data, b""
-        if self.raw_line or self.cols is None or pos < SIGNATURE:
+        if self.raw_line or self.cols is None or pos < SIGNATURE or reset:
             cut = self.raw_cut(pos, buf)
-            parts += self.flush()
-            parts.append(("raw", pos, buf[:cut]))
-            self.header(buf[:cut])
-            self.raw_line = not buf[:cut].endswith(b"\n")
+            self.raw(pos, buf[:cut], reset)
             pos, buf = pos + cut, buf[cut:]
         i = 0
         while i < len(buf):
@@ -224,14 +220,35 @@ class Digest:
                 break
             row = self.row(buf[i:nl])
             if row is None:  # not a row this program can vouch for: it and the rest go raw
-                parts += self.flush()
-                parts.append(("raw", pos + i, buf[i:]))
-                self.header(buf[i:])
-                self.raw_line = not buf.endswith(b"\n")
-                return parts
-            self.add(row, buf[i:nl], pos + nl + 1, now)
+                self.raw(pos + i, buf[i:])
+                return
+            self.add(row, buf[i:nl], pos + nl + 1)
             i = nl + 1
-        return parts + self.due(now)
+
+    def raw(self, offset, data, reset=False):
+        """Bytes sent as they are, after the rows merged before them."""
+        self.push()
+        self.out.append(("raw", offset, data, reset))
+        self.kept += len(data)
+        self.header(data)
+        self.raw_line = not data.endswith(b"\n")
+
+    def emit(self):
+        """Every part to send now, in order: the row being merged closed, the lines ready as one part."""
+        self.push()
+        out, self.out, self.kept = self.out, [], 0
+        return out
+
+    def push(self):
+        """The row being merged closed, and the lines ready as one digest part."""
+        self.close()
+        if not self.ready:
+            return
+        ready, self.ready = self.ready, []
+        text = b"".join(line + b"\n" for line, _, _ in ready)
+        self.out.append(("digest", self.start, ready[-1][2], text, [k for _, k, _ in ready]))
+        self.kept += len(text)
+        self.start = None
 
     def raw_cut(self, pos, buf):
         """How much of ``buf`` (from file offset ``pos``) goes raw: up to the end of the line that holds the
@@ -297,7 +314,7 @@ class Digest:
         j = self.at.get("overflow")
         return cells, kinds, vals, alone or (j is not None and vals[j] != 0)
 
-    def add(self, row, line, end, now):
+    def add(self, row, line, end):
         """Take one row (``line`` as written, ending at ``end``): merged into the row being merged when it
         continues it (same session, a later step, the same empty cells), else that row is closed."""
         if self.start is None:
@@ -321,11 +338,11 @@ class Digest:
                 elif kinds[k] == 1 and name in LARGEST:
                     g[4][name] = max(g[4][name], vals[k])
             g[5] += self.mfu_st(kinds, vals)
-            g[7] = end
+            g[6] = end
             return
         self.close()
         self.group = [cells, kinds, 1, {n: vals[k] for n, k in self.at.items() if n in SUMMED},
-                      {n: vals[k] for n, k in self.at.items() if n in LARGEST}, self.mfu_st(kinds, vals), now, end]
+                      {n: vals[k] for n, k in self.at.items() if n in LARGEST}, self.mfu_st(kinds, vals), end]
 
     def mfu_st(self, kinds, vals):
         m, st = self.at.get("mfu"), self.at.get("step_time")
@@ -336,7 +353,7 @@ class Digest:
         g, self.group = self.group, None
         if g is None:
             return
-        cells, kinds, k, sums, largest, mfu_st, _, end = g
+        cells, kinds, k, sums, largest, mfu_st, end = g
         cells = list(cells)
         at = self.at
         if k > 1:
@@ -350,23 +367,6 @@ class Digest:
                 if "tokens_per_s" in at and "tokens" in at and kinds[at["tokens_per_s"]] == kinds[at["tokens"]] == 1:
                     cells[at["tokens_per_s"]] = repr(sums["tokens"] / st)
         self.ready.append((",".join(cells).encode("utf-8"), k, end))
-
-    def due(self, now):
-        """The digest part due now (the row being merged closed once DIGEST seconds old), or none."""
-        if self.group is not None and now - self.group[6] >= DIGEST:
-            self.close()
-        return self.flush(close=False)
-
-    def flush(self, close=True):
-        """The lines ready (the row being merged closed first, unless ``close`` is false) as one part."""
-        if close:
-            self.close()
-        if not self.ready:
-            return []
-        ready, self.ready = self.ready, []
-        start, end = self.start, ready[-1][2]
-        self.start = end if self.group is not None else None  # the row being merged begins where they end
-        return [("digest", start, end, b"".join(line + b"\n" for line, _, _ in ready), [k for _, k, _ in ready])]
 
 
 def has_log(folder):

@@ -14,11 +14,13 @@ import re
 import stat
 from dataclasses import dataclass
 
+import numpy as np
+
 from mstop_writer.schema import CSV_PATTERN, DEVICES_PATTERN, EVENTS_PATTERN
 
 from ..engine.devices import DevicesParser
 from ..engine.mflog import MfLogParser
-from ..engine.parse import CsvParser, Rows, parse_events, parse_joined
+from ..engine.parse import CsvParser, parse_events, parse_joined
 from ..engine.reader import RunReader
 from ..engine.store import Store
 from . import files as _files
@@ -160,12 +162,14 @@ class Round:
 
     :meth:`add` keeps a chunk that can wait (new complete lines of a CSV file with its header read) and
     ingests anything else at once, after what it kept (the store sees every file's chunks in read order);
-    :meth:`flush` ingests what it kept. A group the batched parse refuses (a quote, a bad line) is ingested
-    file by file, so the rows are those the one-by-one reading gives."""
+    :meth:`add_digest` keeps a remote digest's merged lines, each standing for some rows (joined with the
+    others: a host's digest is most of what a node set sends); :meth:`flush` ingests what it kept. A group
+    the batched parse refuses (a quote, a bad line) is ingested file by file, so the rows are those the
+    one-by-one reading gives."""
 
     def __init__(self, store: Store) -> None:
         self.store = store
-        self.kept: list[tuple[Followed, Chunk]] = []
+        self.kept: list[tuple[Followed, Chunk, list[int] | None]] = []
 
     def add(self, f: Followed, chunk: Chunk) -> None:
         if not (chunk.blob or chunk.reset or chunk.overlong):  # nothing new: only when the file was written
@@ -174,37 +178,53 @@ class Round:
             return
         if (f.kind == "csv" and f.parser is not None and f.parser.header is not None and chunk.blob
                 and len(chunk.blob) <= BATCH_BYTES and not (chunk.reset or chunk.overlong or chunk.more)):
-            self.kept.append((f, chunk))
+            self.kept.append((f, chunk, None))
             return
         self.flush()
         ingest(self.store, f, chunk)
 
-    def add_rows(self, f: Followed, rows: Rows) -> None:
-        """Rows of ``f`` parsed already (a remote digest's merged rows): ingested now, after the chunks of
-        ``f`` this round keeps (the store sees a file's rows in order; other files' wait for the flush)."""
-        if any(g is f for g, _ in self.kept):
-            self.flush()
-        self.store.ingest_rows(f.rank, rows)
+    def add_digest(self, f: Followed, lines: bytes, weights: list[int]) -> None:
+        """A digest's lines of ``f`` (complete, one a row: the sender says so, the parse checks), each standing
+        for ``weights[i]`` rows written."""
+        self.kept.append((f, Chunk(blob=lines), weights))
 
     def flush(self) -> None:
         kept, self.kept = self.kept, []
         if len(kept) < 2:
-            for f, chunk in kept:
-                ingest(self.store, f, chunk)
+            for item in kept:
+                self._alone(*item)
             return
-        groups: dict[tuple[str, ...], list[tuple[Followed, Chunk]]] = {}
-        for f, chunk in kept:
-            assert f.parser is not None and f.parser.header is not None
-            groups.setdefault(tuple(f.parser.header), []).append((f, chunk))
+        groups: dict[tuple[str, ...], list[tuple[Followed, Chunk, list[int] | None]]] = {}
+        for item in kept:
+            assert item[0].parser is not None and item[0].parser.header is not None
+            groups.setdefault(tuple(item[0].parser.header), []).append(item)
         with self.store.lock:
             for items in groups.values():
                 parser = items[0][0].parser
                 assert parser is not None
-                joined = parse_joined(parser, [c.blob for _, c in items]) if len(items) > 1 else None
-                if joined is None:
-                    for f, chunk in items:
-                        ingest(self.store, f, chunk)
+                joined = parse_joined(parser, [c.blob for _, c, _ in items]) if len(items) > 1 else None
+                if joined is None or any(w is not None and len(w) != n for (_, _, w), n in zip(items, joined[1])):
+                    for item in items:
+                        self._alone(*item)
                     continue
-                for f, chunk in items:
+                for f, chunk, _ in items:
                     self.store.file_time(f.rank, f.kind, chunk.mtime)
-                self.store.ingest_joined([f.rank for f, _ in items], *joined)
+                rows, counts = joined
+                if any(w is not None for _, _, w in items):
+                    rows.weights = np.concatenate([np.asarray(w if w is not None else np.ones(n), np.float64)
+                                                   for (_, _, w), n in zip(items, counts)])
+                self.store.ingest_joined([f.rank for f, _, _ in items], rows, counts)
+
+    def _alone(self, f: Followed, chunk: Chunk, weights: list[int] | None) -> None:
+        """One kept chunk parsed on its own: a digest's lines that are not each a row are taken as rows of one
+        (the rows they stand for beyond them not counted), and said."""
+        if weights is None:
+            ingest(self.store, f, chunk)
+            return
+        assert f.parser is not None
+        rows = f.parser.parse(chunk.blob)
+        if rows.bad or len(rows) != len(weights):
+            self.store.note(f"rank {f.rank}: a host's digest lines that are not each a row were read as they are")
+        else:
+            rows.weights = np.asarray(weights, np.float64)
+        self.store.ingest_rows(f.rank, rows)

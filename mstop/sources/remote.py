@@ -316,7 +316,7 @@ class RemoteSource:
         #: while following (never a one-shot read: summary and compare take every row), ask the follower to
         #: merge each rank's rows over this many seconds (its digest mode), but those of the ranks in ``raw``
         self.digest = digest
-        self.raw: frozenset[int] = frozenset()
+        self.raw: frozenset[int] = frozenset({0})  # rank 0: the job's rank (the loss chart's) in most jobs
         self.following = False
         #: the ranks whose rank files it follows (replaced whole: read by the screen's thread)
         self.rank_set: frozenset[int] = frozenset()
@@ -388,7 +388,7 @@ class RemoteSource:
         a digest): when that changes, its follower is started again with the new request (its stdin is read
         once). Whether it changed."""
         mine = frozenset(ranks & self.rank_set)
-        if mine == self.raw or not (self.following and self.digest > 0):
+        if mine == self.raw & self.rank_set or not (self.following and self.digest > 0):
             return False
         self.raw = mine
         proc = self._proc
@@ -595,17 +595,19 @@ class RemoteSource:
                 and type(end) is int and parser is not None and parser.header is not None
                 and int(entry[1]) == f.tail.offset and end >= f.tail.offset):
             raise RemoteError(f"{what} that does not follow what was read: not the follower's")
-        rows = parser.parse(data)
-        if rows.bad or len(rows) != len(ks) or not f.tail.skip_to(end):
+        rows = parser.parse(data) if self.batch is None else None  # else parsed with the other hosts'
+        if (data.count(b"\n") != len(ks) or not data.endswith(b"\n")
+                or (rows is not None and (rows.bad or len(rows) != len(ks))) or not f.tail.skip_to(end)):
             raise RemoteError(f"{what} whose lines are not its {len(ks):,} rows: not the follower's")
-        rows.weights = np.asarray(ks, np.float64)
         mtime = entry[4]
         if isinstance(mtime, (int, float)) and not isinstance(mtime, bool) and math.isfinite(mtime):
             self.store.file_time(f.rank, f.kind, float(mtime), newest=False)
-        if self.batch is not None:
-            self.batch.add_rows(f, rows)
-        else:
-            self.store.ingest_rows(f.rank, rows)
+        if rows is None:
+            assert self.batch is not None
+            self.batch.add_digest(f, data, ks)  # a line that is no row there: read as it is, and said
+            return
+        rows.weights = np.asarray(ks, np.float64)
+        self.store.ingest_rows(f.rank, rows)
 
     def _scheduler_lines(self, entry: list, data: bytes, gmtoff: object) -> None:
         """msrun's scheduler.log, sent beside the worker logs: the workers' ends and losses (as local)."""

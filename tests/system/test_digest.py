@@ -104,7 +104,7 @@ def test_a_rank_the_screen_asks_for_comes_as_written_and_no_row_is_lost(config, 
         assert wait_for(lambda: all(written(store, r) == 30 for r in range(8)), 90), src.states()
         held = store.ranks[5].rows
         assert held < 30  # merged so far
-        assert src.want_raw(frozenset({5})) == 1  # one host asked again: lo3, which has ranks 4 and 5
+        assert src.want_raw(frozenset({0, 5})) == 1  # the job's rank and the shown one: lo3 (ranks 4, 5) asked again
         assert wait_for(lambda: not src.states(), 30), src.states()
         write(writers, 31, 60, pause=0.15)
         assert wait_for(lambda: all(written(store, r) == 60 for r in range(8)), 90), src.states()

@@ -220,8 +220,8 @@ def test_the_header_and_the_files_first_bytes_always_go_raw():
     rng = random.Random(7)
     body = b"".join((",".join(row_text(1.75e9 + s, s, "a", rng)[c] for c in COLUMNS) + "\n").encode()
                     for s in range(1, 40))
-    follower.DIGEST = 3600.0
-    parts = d.take(0, head + body, 0.0)
+    d.take(0, head + body)
+    parts = d.emit()
     assert parts[0][0] == "raw" and parts[0][1] == 0
     raw_len = len(parts[0][2])
     assert raw_len >= follower.SIGNATURE and (head + body)[:raw_len].endswith(b"\n")
@@ -318,16 +318,16 @@ def test_property_parts_tile_the_file_and_every_line_is_sent_once(kinds, cuts, d
     at, parts, i = 0, [], 0
     while at < len(blob):
         n = cuts[i % len(cuts)]
-        follower.DIGEST = 1e-9 if dues[i % len(dues)] else 3600.0
-        parts += d.take(at, blob[at:at + n], 0.0)
+        d.take(at, blob[at:at + n])
+        if dues[i % len(dues)]:
+            parts += d.emit()
         at += n
         i += 1
-    follower.DIGEST = 1e-9
-    parts += d.flush()
+    parts += d.emit()
     pos, lines_sent = 0, 0
     for part in parts:
         if part[0] == "raw":
-            assert part[1] == pos
+            assert part[1] == pos and part[3] is False
             pos += len(part[2])
             parser.parse(part[2][:part[2].rfind(b"\n") + 1]) if b"\n" in part[2] else None
             lines_sent += part[2].count(b"\n")
