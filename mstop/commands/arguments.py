@@ -207,10 +207,9 @@ def runs_watches(specs: list[str], *, depth: int = 3, connection: Connection = D
     """The sources as folders of runs (:mod:`mstop.sources.runs`) when they are that: a local folder that
     is not a run itself and has runs below it, or a remote one the host says the same of (one ssh
     connection asks); None when every source is a run (the monitor). SourceError when ssh fails."""
-    from ..safe import clean
-    from ..sources import SourceError, check_spec
+    from ..sources import check_spec
     from ..sources.nodesets import is_node_set
-    from ..sources.remote_runs import RemoteRunsWatch, probe
+    from ..sources.remote_runs import NodeSetRunsWatch, RemoteRunsWatch, probe
     from ..sources.runs import RunsWatch, find_runs, kind_of
 
     targets = [check_spec(spec, exists=False) for spec in specs]  # checked already: None for a local one
@@ -224,14 +223,12 @@ def runs_watches(specs: list[str], *, depth: int = 3, connection: Connection = D
             kinds.append(probe(target, connection=connection))
     if "runs" not in kinds:
         return None
-    sets = [spec for spec in specs if is_node_set(spec)]
-    if sets:  # its first host was looked at: listing that host's runs (or run) alone would hide the others'
-        raise SourceError(f"{clean(sets[0], 400)}: a node set in the runs list is not read yet: give one run's "
-                          "directory over the set alone, or one host's folder")
     out: list = []
     for spec, target, kind in zip(specs, targets, kinds):
         if target is None:
             out.append(RunsWatch(spec, max_depth=depth) if kind == "runs" else RunsWatch.single(spec))
+        elif is_node_set(spec):  # every host's runs, each run once over the set
+            out.append(NodeSetRunsWatch(spec, single=kind == "run", connection=connection, max_depth=depth))
         else:
             out.append(RemoteRunsWatch(target, single=kind == "run", connection=connection, max_depth=depth))
     return out

@@ -14,6 +14,7 @@ import time
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 from ..engine.store import Store
 from ..safe import clean
@@ -82,11 +83,15 @@ class RemoteRunTail:
 
 
 class RemoteRunsWatch:
-    """The runs below ``host:/path`` (or that one run, ``single``), as :class:`~mstop.sources.runs.RunsWatch`."""
+    """The runs below ``host:/path`` (or that one run, ``single``), as :class:`~mstop.sources.runs.RunsWatch`.
+    ``store_for``: the store a run's files go into, by its path below the folder (a node set's runs share one
+    over all its hosts: :class:`NodeSetRunsWatch`); None: one of its own."""
 
     def __init__(self, target: Target, *, single: bool = False, connection: Connection = DEFAULT_CONNECTION,
-                 tail: Tail | None = None, max_depth: int = 3) -> None:
+                 tail: Tail | None = None, max_depth: int = 3,
+                 store_for: Callable[[str], Store] | None = None) -> None:
         self.target = target
+        self.store_for = store_for
         self.max_depth = max_depth
         self.label = str(target)
         self.single = single
@@ -120,6 +125,8 @@ class RemoteRunsWatch:
                 name = posixpath.basename(path) if rel == "." else rel
                 run = RemoteRunTail(path, clean(name, 4096), kind, self.target.host,
                                     read_options={"connection": self.connection})
+                if self.store_for is not None:
+                    run.store = self.store_for(rel)
                 if kind != "writer":  # its logs hold their sessions in their first lines: read whole when opened
                     run.hint = "a MindFormers log over ssh: Enter opens and reads it"
                 new.append(run)
@@ -140,7 +147,13 @@ class RemoteRunsWatch:
     def _feed(self, run: RemoteRunTail, fname: str, start: int, head: bytes, data: bytes, reset: bool) -> None:
         f = run.files.get(fname)
         if f is None or reset:
-            if reset and f is not None:
+            if reset and f is not None and self.store_for is not None:  # a store of several hosts: this file's
+                if f.kind == "csv":
+                    run.store.reset_rank(f.rank)
+                elif f.kind == "events":
+                    run.store.reset_events(f.rank)
+                del run.files[fname]
+            elif reset and f is not None:
                 run.store = Store()  # read again from near the end: a new store, as a rebuilt local tail
                 run.files = {}
             f = followed(fname, fname, run.store, f"{run.host}:{run.path}")
@@ -153,3 +166,78 @@ class RemoteRunsWatch:
         elif start != f.tail.offset:
             return  # not the bytes asked for: the next refresh asks again
         ingest(run.store, f, f.tail.feed(data))
+
+
+class NodeSetRunsWatch:
+    """The runs below ``node[1-4]:/path`` (or that one run, ``single``) on every host of the set, each run
+    listed once: a run is its path below the folder, on any of the hosts; its row is read from every host's
+    rank files in one store, and it opens as the node set's run (``node[1-4]:/path/run``). Each host is read
+    as :class:`RemoteRunsWatch` reads one (one program a host a refresh, over its shared connection); a host
+    that cannot be read is a problem the list names, the others go on."""
+
+    def __init__(self, spec: str, *, single: bool = False, connection: Connection = DEFAULT_CONNECTION,
+                 tail: Tail | None = None, max_depth: int = 3) -> None:
+        from .nodesets import expand, host_part
+        from .remote import parse_target
+
+        part = host_part(spec)
+        assert part is not None
+        self.hosts, self.path = part
+        self.label = spec
+        self.connection = connection
+        self.runs: dict[str, RemoteRunTail] = {}
+        self.problems: list[str] = []
+        self._stores: dict[str, Store] = {}
+        self.watches = []
+        for one in expand(spec):
+            target = parse_target(one)
+            assert target is not None
+            self.watches.append(RemoteRunsWatch(target, single=single, connection=connection, tail=tail,
+                                                max_depth=max_depth, store_for=self._store))
+
+    def _where(self, rel: str, hosts: list[str]) -> tuple[str, str]:
+        """Where the run ``rel`` is, as a source names it: the hosts of the set that have it (a node set of
+        them, the path's ``%h`` kept; one host: its own path), and its path."""
+        from .nodesets import fold
+
+        path = posixpath.normpath(posixpath.join(self.path, rel))
+        user, at, _ = self.hosts.rpartition("@")
+        nodes = [h.rpartition("@")[2] for h in hosts]
+        if len(nodes) == 1:
+            return f"{user}{at}{nodes[0]}", path.replace("%h", nodes[0])
+        return f"{user}{at}{fold(nodes)}", path
+
+    def _store(self, rel: str) -> Store:
+        return self._stores.setdefault(rel, Store())
+
+    def discover(self) -> list[RemoteRunTail]:
+        problems: list[str] = []
+        parts: dict[str, list[RemoteRunTail]] = {}
+        failed = 0
+        for w in self.watches:
+            try:
+                w.discover()
+            except RemoteError as e:
+                problems.append(str(e))
+                failed += 1
+                continue
+            problems += w.problems
+            for rel, run in w.runs.items():
+                parts.setdefault(rel, []).append(run)
+        if failed == len(self.watches):
+            more = f" (and {failed - 4:,} more hosts)" if failed > 4 else ""
+            raise RemoteError(f"{failed:,} of {failed:,} hosts cannot be read: {'; '.join(problems[:4])}{more}")
+        runs: dict[str, RemoteRunTail] = {}
+        new = []
+        for rel, got in parts.items():
+            host, path = self._where(rel, [h.host for h in got])
+            run = self.runs.get(rel)
+            if run is None or (run.host, run.path) != (host, path):  # new, or on other hosts now: a new row
+                run = RemoteRunTail(path, got[0].name, got[0].kind, host, self._store(rel),
+                                    read_options={"connection": self.connection}, hint=got[0].hint)
+                new.append(run)
+            run.files = {f"{h.host}/{n}": f for h in got for n, f in h.files.items()}
+            runs[rel] = run
+        self.runs = runs
+        self.problems = problems
+        return new

@@ -67,14 +67,53 @@ async def test_the_monitor_follows_a_node_set_as_one_run(server, tmp_path):
         assert "step 30" in text(app.query_one(Header))
 
 
-def test_a_folder_of_runs_over_a_node_set_is_refused_with_words(server, tmp_path):
+def test_a_folder_of_runs_over_a_node_set_lists_each_run_once_with_every_hosts_ranks(server, tmp_path):
+    """``summary 'lo[1-2]:/.../%h/runs'``: each host holds runs a and b (one rank each of a world of 2, and a
+    run only lo2 has): each run is listed once, read over the whole set, with every host's ranks."""
     for h in (1, 2):
-        write_rank(tmp_path / f"lo{h}" / "runs" / "a", 0, steps(1, 5, loss=1.0, step_time=0.5))
-        write_rank(tmp_path / f"lo{h}" / "runs" / "b", 0, steps(1, 5, loss=1.0, step_time=0.5))
-    proc = summary(f"lo[1-2]:{tmp_path}/%h/runs", "-F", server.config)
-    assert proc.returncode == 2 and "a node set in the runs list is not read yet" in proc.stderr, \
-        (proc.returncode, proc.stderr)
-    # a node set's run beside a folder of runs: the list would show its first host's run alone
-    proc = summary(f"lo[1-2]:{tmp_path}/%h/runs/a", tmp_path / "lo1" / "runs", "-F", server.config)
-    assert proc.returncode == 2 and "a node set in the runs list is not read yet" in proc.stderr, \
-        (proc.returncode, proc.stderr)
+        for name, last in (("a", 12), ("b", 20)):
+            write_rank(tmp_path / f"lo{h}" / "runs" / name, h - 1, steps(1, last, loss=1.0, step_time=0.5))
+    write_rank(tmp_path / "lo2" / "runs" / "c", 0, steps(1, 5, loss=1.0, step_time=0.5))
+    proc = summary(f"lo[1-2]:{tmp_path}/%h/runs", "--json", "-F", server.config)
+    assert proc.returncode == 0, proc.stderr
+    runs = {r["run_dir"]: r for r in json.loads(proc.stdout)["runs"]}
+    base = f"lo[1-2]:{tmp_path}/%h/runs"
+    assert set(runs) == {f"{base}/a", f"{base}/b", f"lo2:{tmp_path}/lo2/runs/c"}, sorted(runs)  # c: lo2 only
+    assert (runs[f"{base}/a"]["ranks"], runs[f"{base}/a"]["step"]) == (2, 12)
+    assert (runs[f"{base}/b"]["ranks"], runs[f"{base}/b"]["step"]) == (2, 20)
+    assert (runs[f"lo2:{tmp_path}/lo2/runs/c"]["ranks"], runs[f"lo2:{tmp_path}/lo2/runs/c"]["step"]) == (1, 5)
+    # the same runs as a table, each once; a set whose hosts all fail says which
+    table = summary(f"lo[1-2]:{tmp_path}/%h/runs", "-F", server.config)
+    assert table.returncode == 0 and table.stdout.count("/%h/runs/a") == 1, table.stdout
+    gone = summary(f"deadport[1-2]:{tmp_path}/%h/runs", "-F", server.config, "--connect-timeout", "3")
+    assert gone.returncode == 2 and "deadport1" in gone.stderr and "Traceback" not in gone.stderr, gone.stderr
+
+
+async def test_the_runs_list_over_a_node_set_shows_each_run_once_and_opens_it_over_the_set(server, tmp_path):
+    """``mstop 'lo[1-2]:/.../%h/runs'``: the runs list, each run once with its hosts (``lo[1-2]``) and both
+    hosts' ranks; Enter opens the monitor over the set."""
+    from mstop.app.runs import RunsApp
+    from mstop.app.widgets import Header
+    from mstop.app.widgets.runs import RunsTable
+    from mstop.commands.arguments import runs_watches
+    from mstop.live import MonitorOptions
+    from tests.helpers.app_common import settle, text
+
+    for h in (1, 2):
+        for name, last in (("a", 12), ("b", 20)):
+            write_rank(tmp_path / f"lo{h}" / "runs" / name, h - 1, steps(1, last, loss=1.0, step_time=0.5))
+    spec = f"lo[1-2]:{tmp_path}/%h/runs"
+    watches = runs_watches([spec], connection=server.connection())
+    assert watches is not None and len(watches) == 1
+    app = RunsApp(watches, MonitorOptions(connection=server.connection()), label=spec, follow=False)
+    async with app.run_test(size=(160, 30)) as pilot:
+        table = app.runs_screen.query_one(RunsTable)
+        await settle(pilot, lambda: table.row_count == 2, tries=500)
+        rows = {str(table.get_row_at(i)[1]): [str(c) for c in table.get_row_at(i)] for i in range(table.row_count)}
+        assert set(rows) == {"a", "b"} and rows["b"][3].startswith("20") and rows["a"][12] == "lo[1-2]", rows
+        table.focus()
+        table.move_cursor(row=[str(table.get_row_at(i)[1]) for i in range(2)].index("b"))
+        await pilot.press("enter")
+        await settle(pilot, lambda: "step 20" in text(app.screen.query_one(Header)), tries=1000)
+        assert app.screen.session.source.label == f"lo[1-2]:{tmp_path}/%h/runs/b"
+        assert sorted(app.screen.session.store.ranks) == [0, 1]  # both hosts' ranks

@@ -20,6 +20,7 @@ from mstop.engine.folds import SUMMED
 from mstop.engine.parse import CsvParser
 from mstop.engine.store import Store
 from mstop.sources import follower, read_once
+from mstop.sources.rankfiles import Round
 from mstop.sources.remote import RemoteError, RemoteSource, Target
 from mstop_writer.schema import COLUMNS
 
@@ -72,9 +73,12 @@ def job(ranks: int, steps: int, seed: int) -> dict[int, bytes]:
 class Host:
     """A host's follower state, run in this process: each pass's frame fed to a RemoteSource."""
 
-    def __init__(self, path: Path, store: Store, digest: float, raw: set[int] = frozenset()) -> None:
+    def __init__(self, path: Path, store: Store, digest: float, raw: set[int] = frozenset(),
+                 batch: bool = False) -> None:
         self.path, self.digest, self.raw = str(path), digest, set(raw)
         self.src = RemoteSource(Target("h", self.path), store)
+        if batch:  # as a node set's hosts are read: their lines parsed together (mstop.sources.fanout)
+            self.src.batch = Round(store)
         self.states: dict = {}
         self.digests: dict = {}
 
@@ -93,10 +97,12 @@ class Host:
         z = zlib.compress(data, 1) if data else b""
         line = (json.dumps({"files": files, "n": len(z), "clock": 0.0}) + "\n").encode()
         self.src.take(line, json.loads(line), len(z), z)
+        if self.src.batch is not None:
+            self.src.batch.flush()
 
 
 def follow(tmp_path: Path, texts: dict[int, bytes], *, digest: float = 1.0, raw: set[int] = frozenset(),
-           seed: int = 0, reconnect_at: float | None = None) -> Store:
+           seed: int = 0, reconnect_at: float | None = None, batch: bool = False) -> Store:
     """The files written in random pieces, a follower pass after each round (its rows due at random), then
     one with everything due; ``reconnect_at``: a new follower from the viewer's request after that share."""
     rng = random.Random(seed)
@@ -105,7 +111,7 @@ def follow(tmp_path: Path, texts: dict[int, bytes], *, digest: float = 1.0, raw:
     for r in texts:
         (run / f"rank{r}.csv").write_bytes(b"")
     store = Store()
-    host = Host(run, store, digest, raw)
+    host = Host(run, store, digest, raw, batch)
     pos = dict.fromkeys(texts, 0)
     total = sum(len(t) for t in texts.values())
     while any(pos[r] < len(t) for r, t in texts.items()):
@@ -128,9 +134,10 @@ def boundaries(d, lo: int, hi: int) -> tuple[float, float, float]:
     return float(step[lo]), float(step[hi - 1]), float(step[lo - 1])
 
 
-def test_merged_rows_give_the_figures_of_the_rows_they_stand_for(tmp_path):
+@pytest.mark.parametrize("batch", [False, True], ids=["one host", "hosts parsed together"])
+def test_merged_rows_give_the_figures_of_the_rows_they_stand_for(tmp_path, batch):
     texts = job(4, 300, seed=1)
-    dig = follow(tmp_path, texts, raw={3}).snapshot()
+    dig = follow(tmp_path, texts, raw={3}, batch=batch).snapshot()
     for r, text in texts.items():
         (tmp_path / "local").mkdir(exist_ok=True)
         (tmp_path / "local" / f"rank{r}.csv").write_bytes(text)
@@ -342,3 +349,24 @@ def test_property_parts_tile_the_file_and_every_line_is_sent_once(kinds, cuts, d
     complete = blob.rfind(b"\n") + 1
     assert pos == complete - 0 or pos == len(blob)  # up to the held line (or through it, when sent raw)
     assert lines_sent == blob[:complete].count(b"\n")
+
+
+def test_digest_lines_that_are_not_rows_when_parsed_together_are_read_as_they_are_and_said():
+    """Hosts' digests are parsed together after their frames were taken: a line there that is no row (a host
+    that is not the follower) is read as any line is, its weight dropped, and said in the notes."""
+    from mstop.sources.rankfiles import followed
+
+    store = Store()
+    round_ = Round(store)
+    head = (",".join(COLUMNS) + "\n").encode()
+    good = (",".join(row_text(1.75e9, 2, "a", random.Random(0))[c] for c in COLUMNS) + "\n").encode()
+    files = []
+    for r in (0, 1):
+        f = followed(f"rank{r}.csv", f"rank{r}.csv", store, "h")
+        f.parser.parse(head)
+        files.append(f)
+    round_.add_digest(files[0], good, [4])
+    round_.add_digest(files[1], b"not,a,row\n", [3])
+    round_.flush()
+    assert store.rows_written == 4 + 0 and store.bad_rows == 1
+    assert any("digest lines that are not each a row" in n for n in store.notes), store.notes
