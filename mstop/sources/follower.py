@@ -360,7 +360,7 @@ class Digest:
             for name, v in list(sums.items()) + list(largest.items()):
                 if kinds[at[name]] == 1:
                     cells[at[name]] = repr(v)
-            st = sums.get("step_time") if kinds[at["step_time"]] == 1 else None if "step_time" in at else None
+            st = sums.get("step_time") if "step_time" in at and kinds[at["step_time"]] == 1 else None
             if st:
                 if "mfu" in at and kinds[at["mfu"]] == 1:
                     cells[at["mfu"]] = repr(mfu_st / st)

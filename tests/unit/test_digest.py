@@ -370,3 +370,12 @@ def test_digest_lines_that_are_not_rows_when_parsed_together_are_read_as_they_ar
     round_.flush()
     assert store.rows_written == 4 + 0 and store.bad_rows == 1
     assert any("digest lines that are not each a row" in n for n in store.notes), store.notes
+
+
+def test_a_file_of_a_few_columns_is_merged_as_well(tmp_path):
+    """A rank file written by hand with only some columns (no step time, no tokens): merged, its rows all
+    counted, its last loss and step the file's."""
+    lines = ["time,step,loss,session"] + [f"{1.75e9 + s:.1f},{s},{3.0 / s!r},a" for s in range(1, 101)]
+    store = follow(tmp_path, {0: ("\n".join(lines) + "\n").encode()}, seed=8)
+    assert store.rows_written == 100 and store.rows < 100 and store.bad_rows == 0
+    assert store.ranks[0].last("step") == 100 and store.ranks[0].last("loss") == pytest.approx(0.03)
