@@ -140,9 +140,9 @@ def read_dir(path, states, refused, digests=None):
             continue
         dig = digests.get(name) if digests is not None else None
         if dig is None and digests is not None and digested(name):
-            dig = digests[name] = Digest()
-            if states.get(name, [0])[0] > 0:  # followed from an offset (a reconnect): its header is read again
-                dig.header(read_at(os.path.join(path, name), 0, 1 << 16))
+            dig = digests[name] = Digest() if name.endswith(".csv") else Beats()
+            if states.get(name, [0])[0] > 0 and name.endswith(".csv"):  # followed from an offset (a reconnect):
+                dig.header(read_at(os.path.join(path, name), 0, 1 << 16))  # its header is read again
         got = read_file(path, name, states, refused)
         if got is None:
             continue
@@ -154,7 +154,7 @@ def read_dir(path, states, refused, digests=None):
             payload.append(data)
             continue
         if reset:  # another file: what was kept of the one before goes (the reader drops its rows too)
-            dig = digests[name] = Digest()
+            dig = digests[name] = Digest() if name.endswith(".csv") else Beats()
         dig.take(offset, data, reset)
         dig.mtime = mtime
         flush = flush or dig.kept > CHUNK
@@ -164,6 +164,8 @@ def read_dir(path, states, refused, digests=None):
             for part in dig.emit():
                 if part[0] == "raw":
                     files.append([name, part[1], len(part[2]), part[3], dig.mtime])
+                elif part[0] == "beats":
+                    files.append([name, part[1], len(part[3]), part[4], dig.mtime, {"end": part[2]}])
                 else:
                     files.append([name, part[1], len(part[3]), False, dig.mtime, {"k": part[4], "end": part[2]}])
                 payload.append(part[2] if part[0] == "raw" else part[3])
@@ -171,9 +173,69 @@ def read_dir(path, states, refused, digests=None):
 
 
 def digested(name):
-    """Whether a file's rows are merged: a rank's CSV, of a rank not asked for raw, in digest mode."""
+    """Whether a file is sent a digest of: a rank's CSV (its rows merged) or events (its heartbeats thinned),
+    of a rank not asked for raw, in digest mode."""
     m = NAME.match(name)
-    return DIGEST > 0 and m is not None and m.group(2) == "csv" and int(m.group(1)) not in RAW
+    return DIGEST > 0 and m is not None and int(m.group(1)) not in RAW
+
+
+class Beats:
+    """A rank's events file in digest mode: of the heartbeats of an interval only the last goes (a heartbeat
+    says only "alive at t": a later one says all an earlier one does; at 100,000 ranks beating every 5 s they
+    are 20,000 lines a second); every other line, and the file's first bytes, as written. Sent as a part
+    ``("beats", start, end, lines kept, reset)``: the lines are complete, ``end`` the offset after them."""
+
+    def __init__(self, reset=False):
+        self.held = b""
+        self.lines = []  # complete lines since the last part (None: a heartbeat a later one replaced)
+        self.beat = None  # where the last heartbeat is among them
+        self.start = None
+        self.end = None
+        self.reset = reset
+        self.kept = 0
+        self.mtime = 0.0
+
+    def take(self, offset, data, reset=False):
+        if reset:  # read again from its start: what was kept of the file before is not sent
+            self.__init__(reset=True)
+        pos, buf, self.held = offset - len(self.held), self.held + data, b""
+        if self.start is None:
+            self.start = pos
+        cut = buf.rfind(b"\n") + 1
+        self.held = buf[cut:]
+        at = pos
+        for line in buf[:cut].split(b"\n")[:-1]:
+            if at >= SIGNATURE and is_beat(line):
+                if self.beat is not None:
+                    self.kept -= len(self.lines[self.beat]) + 1
+                    self.lines[self.beat] = None
+                self.beat = len(self.lines)
+            self.lines.append(line)
+            self.kept += len(line) + 1
+            at += len(line) + 1
+        self.end = pos + cut
+
+    def emit(self):
+        """The lines kept since the last part, as one part (none when nothing came)."""
+        if self.end is None or (self.end == self.start and not self.reset):
+            return []
+        text = b"".join(line + b"\n" for line in self.lines if line is not None)
+        part = ("beats", self.start, self.end, text, self.reset)
+        held = self.held
+        self.__init__()
+        self.held, self.start = held, part[2]  # an incomplete line goes with the next part
+        return [part]
+
+
+def is_beat(line):
+    """Whether an events line is a heartbeat the writer wrote (a JSON object of that kind)."""
+    if b'"heartbeat"' not in line:
+        return False
+    try:
+        e = json.loads(line)
+    except ValueError:
+        return False
+    return isinstance(e, dict) and e.get("kind") == "heartbeat"
 
 
 #: digest mode: seconds a rank's rows are merged for (0: every row as written), and the ranks sent raw

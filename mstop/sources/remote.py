@@ -548,8 +548,8 @@ class RemoteSource:
                 if f is None:
                     continue
                 self._files[name] = f
-            if len(entry) > 5 and isinstance(entry[5], dict) and f.kind == "csv":
-                self._digest(f, entry, data)  # merged rows (the follower's digest mode)
+            if len(entry) > 5 and isinstance(entry[5], dict) and f.kind in ("csv", "events"):
+                self._digest_part(f, entry, data, bool(reset))  # the follower's digest mode
                 continue
             if not reset and offset != f.tail.offset:
                 skip = f.tail.offset - int(offset)
@@ -608,6 +608,34 @@ class RemoteSource:
             return
         rows.weights = np.asarray(ks, np.float64)
         self.store.ingest_rows(f.rank, rows)
+
+    def _digest_part(self, f: Followed, entry: list, data: bytes, reset: bool) -> None:
+        """A part of the follower's digest mode: a rank file's merged rows, or its events' lines but the
+        heartbeats a later one replaced."""
+        if f.kind == "csv":
+            self._digest(f, entry, data)
+        else:
+            self._beats(f, entry, data, reset)
+
+    def _beats(self, f: Followed, entry: list, data: bytes, reset: bool) -> None:
+        """A digest part of a rank's events file: its complete lines but the heartbeats a later one replaced
+        (mstop.sources.follower.Beats), fed as lines read; the file is then read on after the bytes they
+        stand for. RemoteError for a part that does not follow what was read."""
+        end = entry[5].get("end")
+        start = 0 if reset else f.tail.offset
+        if not (type(end) is int and int(entry[1]) == start and end >= start + len(data)
+                and (not data or data.endswith(b"\n")) and (reset or not f.tail.pending)):
+            raise RemoteError(f"{self.target.host}: a digest of {clean(str(entry[0]), 64)} that does not follow "
+                              "what was read: not the follower's")
+        chunk = f.tail.feed(data, reset=reset)
+        f.tail.skip_to(end)
+        if self.batch is not None:
+            self.batch.add(f, chunk)
+        else:
+            ingest(self.store, f, chunk)
+        mtime = entry[4]
+        if isinstance(mtime, (int, float)) and not isinstance(mtime, bool) and math.isfinite(mtime):
+            self.store.file_time(f.rank, f.kind, float(mtime), newest=False)
 
     def _scheduler_lines(self, entry: list, data: bytes, gmtoff: object) -> None:
         """msrun's scheduler.log, sent beside the worker logs: the workers' ends and losses (as local)."""

@@ -18,10 +18,9 @@ async def test_the_monitor_following_a_misbehaving_host_says_which_and_reconnect
     """Followed live (the monitor), a host's bad frame or its silence is a reconnect with backoff, said in the
     header with the host's name and the reason; the monitor stays up and answers its keys."""
     from mstop.app import MonitorApp
-    from tests.helpers.app_common import screen_lines, settle
-
     from mstop.live import MonitorOptions
     from mstop.sources import Connection
+    from tests.helpers.app_common import screen_lines, settle
 
     on_path(tmp_path, monkeypatch, mode)
     # a 1 s connect timeout (--connect-timeout 1): a silent host is given up after its frame deadline and that

@@ -379,3 +379,86 @@ def test_a_file_of_a_few_columns_is_merged_as_well(tmp_path):
     store = follow(tmp_path, {0: ("\n".join(lines) + "\n").encode()}, seed=8)
     assert store.rows_written == 100 and store.rows < 100 and store.bad_rows == 0
     assert store.ranks[0].last("step") == 100 and store.ranks[0].last("loss") == pytest.approx(0.03)
+
+
+def events_text(rank: int, beats: int, seed: int) -> bytes:
+    """A rank's events: its start, a heartbeat every 5 s, a checkpoint among them, a line that is no JSON."""
+    rng = random.Random(seed)
+    lines = [json.dumps({"time": 1.75e9, "kind": "start", "session": "a", "rank": rank, "world_size": 2,
+                         "heartbeat_interval": 5.0})]
+    for i in range(beats):
+        lines.append(json.dumps({"time": 1.75e9 + 5 * i + rng.random(), "kind": "heartbeat", "step": i}))
+        if i == beats // 2:
+            lines.append(json.dumps({"time": 1.75e9 + 5 * i + 1, "kind": "checkpoint", "step": i, "path": "/c"}))
+            lines.append('{"kind": "heartbeat", not json')
+    return ("\n".join(lines) + "\n").encode()
+
+
+def test_heartbeats_are_thinned_and_every_other_event_comes_as_written(tmp_path):
+    """In digest mode an events file sends, of each interval's heartbeats, the last; the start, the checkpoint
+    and the bad line come as written: the rank's last heartbeat, its checkpoints and bad events are the
+    file's, with far fewer lines sent."""
+    texts = job(2, 120, seed=9)
+    run = tmp_path / "run"
+    run.mkdir()
+    events = {r: events_text(r, 200, seed=r) for r in range(2)}
+    rng = random.Random(10)
+    store = Store()
+    host = Host(run, store, 1.0, batch=True)
+    pos = {r: 0 for r in range(2)}
+    for r in range(2):
+        (run / f"rank{r}.csv").write_bytes(texts[r])
+    while any(pos[r] < len(events[r]) for r in range(2)):
+        for r in range(2):
+            n = rng.randrange(1, 2000)
+            with open(run / f"rank{r}.events.jsonl", "ab") as f:
+                f.write(events[r][pos[r]:pos[r] + n])
+            pos[r] += n
+        host.one_pass(due=rng.random() < 0.3)
+    host.one_pass(due=True)
+    local = tmp_path / "local"
+    local.mkdir()
+    for r in range(2):
+        (local / f"rank{r}.csv").write_bytes(texts[r])
+        (local / f"rank{r}.events.jsonl").write_bytes(events[r])
+    raw = read_once(str(local))
+    assert store.bad_events == raw.bad_events == 2
+    for r in range(2):
+        a, b = store.ranks[r], raw.ranks[r]
+        assert a.last_heartbeat == b.last_heartbeat and a.checkpoints == b.checkpoints and a.starts == b.starts
+        assert a.last_event_time == b.last_event_time
+    assert host.src.bytes_received < sum(len(t) for t in events.values()) / 2  # most heartbeats not sent
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(kinds=st.lists(st.sampled_from(["beat", "beat", "other", "bad"]), min_size=1, max_size=60),
+       cuts=st.lists(st.integers(1, 200), min_size=1, max_size=20), dues=st.lists(st.booleans(), min_size=1))
+def test_property_thinned_events_tile_the_file_and_keep_every_other_line(kinds, cuts, dues):
+    lines = []
+    for i, k in enumerate(kinds):  # an eval that names a heartbeat, and a line that is no JSON, are no heartbeat
+        lines.append(json.dumps({"time": float(i), "kind": "heartbeat"}) if k == "beat" else
+                     json.dumps({"time": float(i), "kind": "eval", "name": "heartbeat"}) if k == "other" else
+                     f'garbage "heartbeat" {i}')
+    beats = {line.encode() for line, k in zip(lines, kinds) if k == "beat"}
+    blob = ("\n".join(lines) + "\n").encode() + b'{"time": 99, "kind": "heart'  # an incomplete last line
+    b = follower.Beats()
+    at, i, parts = 0, 0, []
+    while at < len(blob):
+        n = cuts[i % len(cuts)]
+        b.take(at, blob[at:at + n])
+        if dues[i % len(dues)]:
+            parts += b.emit()
+        at += n
+        i += 1
+    parts += b.emit()
+    pos, sent = 0, []
+    for kind, start, end, text, reset in parts:
+        assert kind == "beats" and start == pos and end >= start + len(text) and not reset
+        sent += text.split(b"\n")[:-1]
+        pos = end
+    complete = blob[:blob.rfind(b"\n") + 1]
+    assert pos == len(complete)
+    whole = complete.split(b"\n")[:-1]
+    assert [x for x in sent if x not in beats] == [x for x in whole if x not in beats]
+    if beats:  # the last heartbeat is always sent
+        assert [x for x in whole if x in beats][-1] in sent
