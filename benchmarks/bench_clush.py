@@ -92,7 +92,7 @@ def rss_mb() -> float:
 
 
 def one(mode: str, hosts: int, ranks: int, seconds: float, config: str, topology: str,
-        poll: float = 0.2, digest: float = 2.0, rate: float = 1.0) -> dict[str, float]:
+        poll: float = 0.2, digest: float = 2.0, rate: float = 1.0, beats: float = 0.0) -> dict[str, float]:
     """One configuration, in this (fresh) process."""
     from mstop.engine.store import Store
     from mstop.sources import Connection, Sources
@@ -103,9 +103,10 @@ def one(mode: str, hosts: int, ranks: int, seconds: float, config: str, topology
         for d in dirs:
             os.makedirs(d)
         ready = mp.Event()
-        w = mp.Process(target=writer, args=(dirs, ranks, rate, seconds + 600, ready), kwargs={"one_world": True})
+        w = mp.Process(target=writer, args=(dirs, ranks, rate, seconds + 600, ready),
+                       kwargs={"one_world": True, "beats": beats})
         w.start()
-        while sum(len(os.listdir(d)) for d in dirs) < hosts * ranks:
+        while sum(len(os.listdir(d)) for d in dirs) < hosts * ranks * (2 if beats else 1):
             time.sleep(0.05)
         store = Store()
         conn = Connection(("-F", config), 10.0, topology if mode.startswith("gateways") else None)
@@ -200,18 +201,22 @@ def main() -> int:
     ap.add_argument("--digest", type=float, default=2.0,
                     help="seconds a host merges its ranks' rows over in the digest modes (default: 2, mstop's)")
     ap.add_argument("--rate", type=float, default=1.0, help="rows a second each rank writes (default: 1)")
+    ap.add_argument("--beats", type=float, default=0.0,
+                    help="a heartbeat event every SEC a rank (the writer's default is 5; default here: none)")
     ap.add_argument("--one", nargs=5, metavar=("MODE", "HOSTS", "RANKS", "CONFIG", "TOPOLOGY"),
                     help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.one:
         mode, hosts, ranks, config, topo = a.one
-        print(json.dumps(one(mode, int(hosts), int(ranks), a.seconds, config, topo, a.poll, a.digest, a.rate)))
+        print(json.dumps(one(mode, int(hosts), int(ranks), a.seconds, config, topo, a.poll, a.digest, a.rate,
+                             a.beats)))
         return 0
     from tests.helpers import sshd
 
     counts = [int(x) for x in a.hosts.split(",")]
     env = {**os.environ, "CLUSTERSHELL_GW_PYTHON_EXECUTABLE": sys.executable}
-    print(f"machine: {os.cpu_count()} cores; {a.ranks} ranks a host, {a.rate:g} rows/s a rank; {a.seconds:.0f} s each; "
+    print(f"machine: {os.cpu_count()} cores; {a.ranks} ranks a host, {a.rate:g} rows/s a rank"
+          f"{f', a heartbeat every {a.beats:g} s' if a.beats else ''}; {a.seconds:.0f} s each; "
           f"followers poll every {a.poll:g} s; hosts spread over local sshd, {PER_SERVER} each")
     print("| hosts | transport | rows/s (held) | viewer CPU | its ssh | gateways | followers (sum) | viewer RSS "
           "| latency p50 / p95 | viewer CPU a host | all connected after |")
@@ -222,7 +227,8 @@ def main() -> int:
             for n in counts:
                 for mode in a.modes.split(","):
                     out = subprocess.run([sys.executable, __file__, "--seconds", str(a.seconds), "--poll", str(a.poll),
-                                          "--digest", str(a.digest), "--rate", str(a.rate), "--one", mode,
+                                          "--digest", str(a.digest), "--rate", str(a.rate), "--beats", str(a.beats),
+                                          "--one", mode,
                                           str(n), str(a.ranks), str(config), str(topo)],
                                          capture_output=True, text=True, env=env, cwd=ROOT)
                     if out.returncode != 0:

@@ -38,26 +38,34 @@ from tests.helpers import sshd  # noqa: E402
 
 
 def writer(dirs: list[str], ranks: int, rate: float, seconds: float, ready: mp.Event, *,
-           one_world: bool = False) -> None:
+           one_world: bool = False, beats: float = 0.0) -> None:
     """Append a row to every rank file of every folder ``rate`` times a second, spread over the interval;
     ``one_world``: folder h holds ranks h x ranks ... (h + 1) x ranks - 1 (one job over all of them), else
-    each folder ranks 0 ... ranks - 1."""
-    fds = []
+    each folder ranks 0 ... ranks - 1; ``beats``: a heartbeat event every that many seconds a rank (0: none)."""
+    fds, events = [], []
     for h, d in enumerate(dirs):
         for r in range(h * ranks, (h + 1) * ranks) if one_world else range(ranks):
             fd = os.open(os.path.join(d, f"rank{r}.csv"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
             os.write(fd, (",".join(COLUMNS) + "\n").encode())
             fds.append(fd)
+            if beats:
+                events.append(os.open(os.path.join(d, f"rank{r}.events.jsonl"),
+                                      os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644))
     ready.wait()
     t0, step = time.time(), 0
+    next_beat = t0
     while time.time() - t0 < seconds:
+        if events and time.time() >= next_beat:
+            next_beat += beats
+            for fd in events:
+                os.write(fd, f'{{"time": {time.time()!r}, "kind": "heartbeat", "step": {step}}}\n'.encode())
         step += 1
         for i, fd in enumerate(fds):
             pause = t0 + (step - 1 + i / len(fds)) / rate - time.time()
             if pause > 0:
                 time.sleep(pause)
             os.write(fd, f"{time.time()!r},{step},1,{2.0 / step!r},0.0003,,1.0,0.001,,4096,8,,,1,1,2,,,s\n".encode())
-    for fd in fds:
+    for fd in fds + events:
         os.close(fd)
 
 
