@@ -242,3 +242,25 @@ def test_with_timed_dumps_off_a_crash_still_leaves_its_stack_and_its_step(tmp_pa
     assert start["stack_after"] == 0 and start["fatal_stacks"] == "stacks file"
     (s,) = _kinds(run, kind="stack")
     assert s["reason"] == "fatal" and s["step"] == 20 and "Timeout" not in (run / "rank0.stacks.txt").read_text()
+
+
+def test_the_witness_writes_nothing_before_the_sessions_start_event(tmp_path):
+    """The writer starts the witness and then writes the start event (its fields name the witness): the
+    witness's first event waits for the file to grow, so a session's events begin with its start (a fresh
+    clone's 8-rank run on a loaded machine once read a proc event first). An events file of an older session
+    does not count; after an interval it writes anyway."""
+    events = tmp_path / "rank0.events.jsonl"
+    events.write_text('{"time": 1, "kind": "end"}\n')  # an older session's
+    me = os.getpid()
+    facts = witness.proc_facts(me, float(os.sysconf("SC_CLK_TCK")), os.sysconf("SC_PAGE_SIZE"))
+    w = witness.Witness(me, facts["start_ticks"], str(events), None, 0, interval=60.0)
+    w.look(facts)
+    assert [e["kind"] for e in read_events(events)] == ["end"]
+    with open(events, "a") as f:
+        f.write('{"time": 2, "kind": "start"}\n')
+    w.look(facts)
+    assert [e["kind"] for e in read_events(events)] == ["end", "start", "proc"]
+    late = witness.Witness(me, facts["start_ticks"], str(tmp_path / "none.jsonl"), None, 0, interval=0.0)
+    (tmp_path / "none.jsonl").write_text("")
+    late.look(facts)
+    assert [e["kind"] for e in read_events(tmp_path / "none.jsonl")] == ["proc"]

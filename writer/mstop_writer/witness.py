@@ -134,6 +134,21 @@ class Witness:
         self.said_state: str | None = None
         self.stacks_at = 0  # bytes of the stacks file turned into events
         self.stacks_size = -1  # its size at the previous look: a dump is read once its size holds still
+        # the events file as the writer started this witness: the session's start event comes after (its
+        # fields name this process), and the witness's first event waits for it (the file begins a session
+        # with its start); an interval at most
+        self.born = time.monotonic()
+        self.size_at_birth = self.size()
+
+    def size(self) -> int:
+        try:
+            return os.stat(self.events_path).st_size
+        except OSError:
+            return 0
+
+    def started(self) -> bool:
+        """Whether the session's start event is written (the events file grew), or an interval passed."""
+        return time.monotonic() - self.born >= self.interval or self.size() > self.size_at_birth
 
     # -- writing ------------------------------------------------------------------
 
@@ -197,7 +212,7 @@ class Witness:
 
     def look(self, facts: dict | None) -> None:
         """A proc event when the state turns abnormal or back, or when the heartbeat interval is due."""
-        if facts is None:
+        if facts is None or (self.said_state is None and not self.started()):
             return
         self.last = facts
         state = facts["state"]
