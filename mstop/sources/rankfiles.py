@@ -161,8 +161,9 @@ class Round:
     ranks a round is 1,024 one-line chunks; parsing each on its own was most of a followed row's cost).
 
     :meth:`add` keeps a chunk that can wait (new complete lines of a CSV file with its header read) and
-    ingests anything else at once, after what it kept of the same rank (the store sees each rank's chunks in
-    read order; an events file's lines do not hold back the other ranks' rows);
+    ingests anything else at once: a rank file's chunk after what it kept (the store sees each file's chunks
+    in read order), an events or devices file's without waiting for the rows kept (a rank's rows and its
+    events are two files, read in either order: a checkpoint found after its rows moves them);
     :meth:`add_digest` keeps a remote digest's merged lines, each standing for some rows (joined with the
     others: a host's digest is most of what a node set sends); :meth:`flush` ingests what it kept. A group
     the batched parse refuses (a quote, a bad line) is ingested file by file, so the rows are those the
@@ -181,9 +182,9 @@ class Round:
                 and len(chunk.blob) <= BATCH_BYTES and not (chunk.reset or chunk.overlong or chunk.more)):
             self.kept.append((f, chunk, None))
             return
-        if f.kind == "csv" or any(g.rank == f.rank for g, _, _ in self.kept):
-            self.flush()  # after what this rank's files gave before it (other ranks' rows may wait)
-        ingest(self.store, f, chunk)
+        if f.kind == "csv":
+            self.flush()  # after the rows kept before it (a file's rows in order)
+        ingest(self.store, f, chunk)  # events and device samples: their own files (rows may wait for a flush)
 
     def add_digest(self, f: Followed, lines: bytes, weights: list[int]) -> None:
         """A digest's lines of ``f`` (complete, one a row: the sender says so, the parse checks), each standing
