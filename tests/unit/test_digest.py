@@ -276,6 +276,20 @@ def test_the_follower_sums_the_columns_the_store_shows_a_step_at_a_time():
     assert follower.SUMMED == SUMMED
 
 
+def in_pieces(d: follower.Digest | follower.Beats, blob: bytes, cuts: list[int], dues: list[bool]) -> list:
+    """``blob`` given to ``d`` in pieces of ``cuts`` bytes, its parts taken after the pieces ``dues`` says, and
+    at the end: every part, in order."""
+    at, parts, i = 0, [], 0
+    while at < len(blob):
+        n = cuts[i % len(cuts)]
+        d.take(at, blob[at:at + n])
+        if dues[i % len(dues)]:
+            parts += d.emit()
+        at += n
+        i += 1
+    return parts + d.emit()
+
+
 LINE = st.one_of(
     st.just("ROW"), st.just("ROW"), st.just("ROW"), st.just("NAN"), st.just("OVERFLOW"), st.just("EMPTY"),
     st.just("TEXT"), st.just("QUOTE"), st.just("CR"), st.just("WIDE"), st.just("BACK"), st.just("SESSION"),
@@ -320,17 +334,8 @@ def test_property_parts_tile_the_file_and_every_line_is_sent_once(kinds, cuts, d
         session = "b" if kind == "SESSION" else session
         lines.append(make_line(kind, s, session, rng))
     blob = b"\n".join(lines) + b"\n" + b"1.75e9,3"  # an incomplete last line
-    d = follower.Digest()
     parser = CsvParser()
-    at, parts, i = 0, [], 0
-    while at < len(blob):
-        n = cuts[i % len(cuts)]
-        d.take(at, blob[at:at + n])
-        if dues[i % len(dues)]:
-            parts += d.emit()
-        at += n
-        i += 1
-    parts += d.emit()
+    parts = in_pieces(follower.Digest(), blob, cuts, dues)
     pos, lines_sent = 0, 0
     for part in parts:
         if part[0] == "raw":
@@ -441,16 +446,7 @@ def test_property_thinned_events_tile_the_file_and_keep_every_other_line(kinds, 
                      f'garbage "heartbeat" {i}')
     beats = {line.encode() for line, k in zip(lines, kinds) if k == "beat"}
     blob = ("\n".join(lines) + "\n").encode() + b'{"time": 99, "kind": "heart'  # an incomplete last line
-    b = follower.Beats()
-    at, i, parts = 0, 0, []
-    while at < len(blob):
-        n = cuts[i % len(cuts)]
-        b.take(at, blob[at:at + n])
-        if dues[i % len(dues)]:
-            parts += b.emit()
-        at += n
-        i += 1
-    parts += b.emit()
+    parts = in_pieces(follower.Beats(), blob, cuts, dues)
     pos, sent = 0, []
     for kind, start, end, text, reset in parts:
         assert kind == "beats" and start == pos and end >= start + len(text) and not reset
