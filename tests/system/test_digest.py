@@ -117,3 +117,38 @@ def test_a_rank_the_screen_asks_for_comes_as_written_and_no_row_is_lost(config, 
     assert np.isnan(wt).all() or (wt[~np.isnan(wt)] == 1).all(), wt  # its last rows as written
     for r in range(8):
         assert (np.diff(store.ranks[r].col("step")) > 0).all() and written(store, r) == 60
+
+
+def test_one_host_followed_with_a_digest_is_asked_again_for_a_rank_and_loses_nothing(config, tmp_path):
+    """``mstop lo1:/run --digest SEC``: one host, one ssh. Asked for rank 1 as written, its follower is started
+    again at once (no fault said), and every rank's rows stand for every row written, once."""
+    from mstop.sources.remote import RemoteSource, Target
+
+    run = tmp_path / "lo1" / "run"
+    writers = [MetricsWriter(run, rank=r, world_size=2, heartbeat_interval=1.0) for r in (0, 1)]
+    store = Store()
+    src = RemoteSource(Target("lo1", str(run)), store, poll=0.1, connection=Connection(("-F", str(config)), 5.0),
+                       digest=0.5)
+    src.follow()
+    try:
+        write(writers, 1, 20)
+        assert wait_for(lambda: all(written(store, r) == 20 for r in range(2)), 60), src.state
+        assert store.ranks[1].rows < 20  # merged
+        assert src.want_raw(frozenset({0, 1}))
+        said = set()
+        for _ in range(60):  # 3 s: the restart happens at once; a fault would say "reconnecting, try 1 ..."
+            said.add(src.state.connection)
+            time.sleep(0.05)
+        assert said == {"connected"}, said
+        write(writers, 21, 40, pause=0.15)
+        assert wait_for(lambda: all(written(store, r) == 40 for r in range(2)), 60), src.state
+        assert src.state.connection == "connected", src.state  # never "reconnecting": no fault
+    finally:
+        for w in writers:
+            w.close()
+        src.stop()
+    d = store.ranks[1]
+    late = d.col(WEIGHT)[d.col("step") > 30] if WEIGHT in d.extras else np.ones(10)
+    assert len(late) == 10 and not (late > 1).any(), late  # as written once asked for
+    for r in range(2):
+        assert (np.diff(store.ranks[r].col("step")) > 0).all()
