@@ -32,7 +32,7 @@ import numpy as np
 from .. import fmt
 from . import door, ledgerfold, rankstate
 from .clocks import Clocks, clocks
-from .folds import ACHIEVED, RING, WEIGHT, WINDOW_FLOATS, Lasts
+from .folds import ACHIEVED, RING, WEIGHT, WINDOW_FLOATS, Lasts, stands_for
 from .logstate import SOURCE_PLAIN
 from .rankstate import PROFILE_PARTS, profile_summary
 from .store import BLOCK, EXACT_INDEX, RankData, Store
@@ -132,7 +132,7 @@ def per_step(w: Window, column: str) -> np.ndarray:
     wt = w.cols.get(WEIGHT)
     if wt is None or np.isnan(wt).all():
         return w.cols[column]
-    return w.cols[column] / np.where(np.isnan(wt), 1.0, wt)
+    return w.cols[column] / stands_for(wt)
 
 
 def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
@@ -646,8 +646,7 @@ def row_weights(d: RankData, idx: np.ndarray) -> np.ndarray:
     """The rows written each of rank ``d``'s rows ``idx`` stands for: 1, or a digest's merged row's count."""
     if WEIGHT not in d.extras:
         return np.ones(len(idx))
-    wt = d.take(WEIGHT, idx).astype(np.float64)
-    return np.where(np.isnan(wt), 1.0, wt)
+    return stands_for(d.take(WEIGHT, idx))
 
 
 def recent_pace(store: Store, unit: str) -> float | None:

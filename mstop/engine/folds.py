@@ -27,6 +27,14 @@ ACHIEVED = "train_throughput_per_npu"
 #: numeric column of that name, which no file can give (a header's names never hold a control code) and
 #: the charts never list; NaN (a row read as written) is 1
 WEIGHT = "\x1frows"
+
+
+def stands_for(weight: np.ndarray) -> np.ndarray:
+    """WEIGHT's cells as the rows written each row stands for (float64): NaN, a row read as written, is 1."""
+    weight = np.asarray(weight, np.float64)
+    return np.where(np.isnan(weight), 1.0, weight)
+
+
 #: the columns a merged row holds the sum of (its step time, wait, tokens and samples: a chart shows them a
 #: step at a time, over WEIGHT); mstop.sources.follower.SUMMED is this one
 SUMMED = ("step_time", "data_wait", "tokens", "samples")
@@ -145,7 +153,7 @@ class Folds:
                 ring[i, :-k] = ring[i, k:]
                 ring[i, -k:] = new
         self.rows[i] += k
-        self.stood[i] += k if weight is None else int(np.nansum(weight)) + int(np.isnan(weight).sum())
+        self.stood[i] += k if weight is None else int(stands_for(weight).sum())
         if tokens is not None:
             self.tokens[i] = tokens
         else:
@@ -181,7 +189,7 @@ class Folds:
             self.stood[slots] += 1
         else:
             self.weight[slots, -1] = weight
-            self.stood[slots] += np.where(np.isnan(weight), 1, weight).astype(np.int64)
+            self.stood[slots] += stands_for(weight).astype(np.int64)
         tok = floats[:, self.take[WINDOW_FLOATS.index("tokens")]].astype(np.float64)
         self.tokens[slots] += np.where(tok == tok, tok, 0.0)
         self._changes += 1

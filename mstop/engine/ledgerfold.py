@@ -34,7 +34,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from .folds import WEIGHT
+from .folds import WEIGHT, stands_for
 
 
 class RankData(Protocol):
@@ -575,8 +575,7 @@ def _weights(d: RankData, lo: int, hi: int) -> np.ndarray | None:
     when every row is one as written."""
     if WEIGHT not in d.extras:
         return None
-    wt = d.span(WEIGHT, lo, hi).astype(np.float64)
-    return np.where(np.isnan(wt), 1.0, wt)
+    return stands_for(d.span(WEIGHT, lo, hi))
 
 
 def _first_rows(d: RankData, lo: int, hi: int) -> np.ndarray:

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from . import rankstate
-from .folds import SUMMED, WEIGHT
+from .folds import SUMMED, WEIGHT, stands_for
 from .store import Segment, Store
 
 #: event kinds a rank keeps, by the name readers ask for
@@ -77,8 +77,7 @@ class RunReader:
         d = self._store.ranks.get(rank)
         if name not in SUMMED or d is None or WEIGHT not in d.extras or not len(col):
             return col
-        wt = self.column(rank, WEIGHT, rows)
-        return col / np.where(np.isnan(wt), 1.0, wt)
+        return col / stands_for(self.column(rank, WEIGHT, rows))
 
     def column(self, rank: int, name: str, rows: Any = None, *, timeline: bool = False) -> np.ndarray:
         """Rank ``rank``'s column ``name`` (NaN: missing; an unknown column is all NaN) as float64: every row,
