@@ -573,9 +573,7 @@ class RemoteSource:
                     self.batch.add(f, chunk)
                 else:
                     ingest(self.store, f, chunk)
-                mtime = entry[4] if len(entry) > 4 else None  # on the host's clock, as the source's clock is
-                if isinstance(mtime, (int, float)) and not isinstance(mtime, bool) and math.isfinite(mtime):
-                    self.store.file_time(f.rank, f.kind, float(mtime), newest=False)
+                self._file_time(f, entry)
         for name, f in self._files.items():  # log streams with nothing new: their held rows go in
             if f.log is not None and (name not in seen or header.get("caught_up")):
                 ingest_log(self.store, f.rank, f.log, b"", flush=True, name=str(name))
@@ -599,15 +597,20 @@ class RemoteSource:
         if (data.count(b"\n") != len(ks) or not data.endswith(b"\n")
                 or (rows is not None and (rows.bad or len(rows) != len(ks))) or not f.tail.skip_to(end)):
             raise RemoteError(f"{what} whose lines are not its {len(ks):,} rows: not the follower's")
-        mtime = entry[4]
-        if isinstance(mtime, (int, float)) and not isinstance(mtime, bool) and math.isfinite(mtime):
-            self.store.file_time(f.rank, f.kind, float(mtime), newest=False)
+        self._file_time(f, entry)
         if rows is None:
             assert self.batch is not None
             self.batch.add_digest(f, data, ks)  # a line that is no row there: read as it is, and said
             return
         rows.weights = np.asarray(ks, np.float64)
         self.store.ingest_rows(f.rank, rows)
+
+    def _file_time(self, f: Followed, entry: list) -> None:
+        """A rank file's modification time as its entry gives it (on the host's clock, as the source's clock
+        is), when it is a number."""
+        mtime = entry[4] if len(entry) > 4 else None
+        if isinstance(mtime, (int, float)) and not isinstance(mtime, bool) and math.isfinite(mtime):
+            self.store.file_time(f.rank, f.kind, float(mtime), newest=False)
 
     def _digest_part(self, f: Followed, entry: list, data: bytes, reset: bool) -> None:
         """A part of the follower's digest mode: a rank file's merged rows, or its events' lines but the
@@ -633,9 +636,7 @@ class RemoteSource:
             self.batch.add(f, chunk)
         else:
             ingest(self.store, f, chunk)
-        mtime = entry[4]
-        if isinstance(mtime, (int, float)) and not isinstance(mtime, bool) and math.isfinite(mtime):
-            self.store.file_time(f.rank, f.kind, float(mtime), newest=False)
+        self._file_time(f, entry)
 
     def _scheduler_lines(self, entry: list, data: bytes, gmtoff: object) -> None:
         """msrun's scheduler.log, sent beside the worker logs: the workers' ends and losses (as local)."""
