@@ -92,7 +92,8 @@ def rss_mb() -> float:
 
 
 def one(mode: str, hosts: int, ranks: int, seconds: float, config: str, topology: str,
-        poll: float = 0.2, digest: float = 2.0, rate: float = 1.0, beats: float = 0.0) -> dict[str, float]:
+        poll: float = 0.2, digest: float = 2.0, rate: float = 1.0, beats: float = 0.0,
+        devices: float = 0.0) -> dict[str, float]:
     """One configuration, in this (fresh) process."""
     from mstop.engine.store import Store
     from mstop.sources import Connection, Sources
@@ -104,9 +105,9 @@ def one(mode: str, hosts: int, ranks: int, seconds: float, config: str, topology
             os.makedirs(d)
         ready = mp.Event()
         w = mp.Process(target=writer, args=(dirs, ranks, rate, seconds + 600, ready),
-                       kwargs={"one_world": True, "beats": beats})
+                       kwargs={"one_world": True, "beats": beats, "devices": devices})
         w.start()
-        while sum(len(os.listdir(d)) for d in dirs) < hosts * ranks * (2 if beats else 1):
+        while sum(len(os.listdir(d)) for d in dirs) < hosts * (ranks * (2 if beats else 1) + (1 if devices else 0)):
             time.sleep(0.05)
         store = Store()
         conn = Connection(("-F", config), 10.0, topology if mode.startswith("gateways") else None)
@@ -154,6 +155,7 @@ def one(mode: str, hosts: int, ranks: int, seconds: float, config: str, topology
         c1 = {k: cpu(v) for k, v in procs.items()}
         stop.set()
         mem = rss_mb()
+        npus = len(store.devices)
         for s in srcs:
             s.stop()
         w.terminate()
@@ -169,7 +171,7 @@ def one(mode: str, hosts: int, ranks: int, seconds: float, config: str, topology
             "followers": 100 * (c1["follower"] - c0["follower"]) / dt, "rows_s": (rows1 - rows0) / dt,
             "held_s": (held1 - held0) / dt,
             "rss_mb": mem, "p50_ms": pct(0.5), "p95_ms": pct(0.95), "connected_s": connected,
-            "ssh_procs": len(procs["ssh"]), "samples": len(lat)}
+            "ssh_procs": len(procs["ssh"]), "samples": len(lat), "npus": npus}
 
 
 def servers(hosts: int, tmp: Path) -> tuple[list, Path, Path]:
@@ -203,20 +205,24 @@ def main() -> int:
     ap.add_argument("--rate", type=float, default=1.0, help="rows a second each rank writes (default: 1)")
     ap.add_argument("--beats", type=float, default=0.0,
                     help="a heartbeat event every SEC a rank (the writer's default is 5; default here: none)")
+    ap.add_argument("--devices", type=float, default=0.0,
+                    help="each host's NPUs sampled every SEC into its devices file (the writer's default is 10; "
+                         "default here: none)")
     ap.add_argument("--one", nargs=5, metavar=("MODE", "HOSTS", "RANKS", "CONFIG", "TOPOLOGY"),
                     help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.one:
         mode, hosts, ranks, config, topo = a.one
         print(json.dumps(one(mode, int(hosts), int(ranks), a.seconds, config, topo, a.poll, a.digest, a.rate,
-                             a.beats)))
+                             a.beats, a.devices)))
         return 0
     from tests.helpers import sshd
 
     counts = [int(x) for x in a.hosts.split(",")]
     env = {**os.environ, "CLUSTERSHELL_GW_PYTHON_EXECUTABLE": sys.executable}
     print(f"machine: {os.cpu_count()} cores; {a.ranks} ranks a host, {a.rate:g} rows/s a rank"
-          f"{f', a heartbeat every {a.beats:g} s' if a.beats else ''}; {a.seconds:.0f} s each; "
+          f"{f', a heartbeat every {a.beats:g} s' if a.beats else ''}"
+          f"{f', {a.ranks} NPUs a host sampled every {a.devices:g} s' if a.devices else ''}; {a.seconds:.0f} s each; "
           f"followers poll every {a.poll:g} s; hosts spread over local sshd, {PER_SERVER} each")
     print("| hosts | transport | rows/s (held) | viewer CPU | its ssh | gateways | followers (sum) | viewer RSS "
           "| latency p50 / p95 | viewer CPU a host | all connected after |")
@@ -228,6 +234,7 @@ def main() -> int:
                 for mode in a.modes.split(","):
                     out = subprocess.run([sys.executable, __file__, "--seconds", str(a.seconds), "--poll", str(a.poll),
                                           "--digest", str(a.digest), "--rate", str(a.rate), "--beats", str(a.beats),
+                                          "--devices", str(a.devices),
                                           "--one", mode,
                                           str(n), str(a.ranks), str(config), str(topo)],
                                          capture_output=True, text=True, env=env, cwd=ROOT)
@@ -239,7 +246,8 @@ def main() -> int:
                           f"| {r['ssh']:.1f} % "
                           f"| {r['gateways']:.1f} % | {r['followers']:.1f} % | {r['rss_mb']:.0f} MB "
                           f"| {r['p50_ms']:.0f} / {r['p95_ms']:.0f} ms | {r['viewer'] / n:.3f} % "
-                          f"| {r['connected_s']:.0f} s |", flush=True)
+                          f"| {r['connected_s']:.0f} s |" + (f" {r['npus']:,} NPUs seen |" if a.devices else ""),
+                          flush=True)
         finally:
             for srv in started:
                 sshd.stop(srv)

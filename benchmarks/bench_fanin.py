@@ -34,16 +34,24 @@ from bench_remote import follower_pids, proc_cpu, start_server  # noqa: E402
 from mstop.engine.store import Store  # noqa: E402
 from mstop.sources.remote import RemoteSource, Target  # noqa: E402
 from mstop_writer import COLUMNS  # noqa: E402
+from mstop_writer.schema import DEVICE_COLUMNS  # noqa: E402
 from tests.helpers import sshd  # noqa: E402
 
 
 def writer(dirs: list[str], ranks: int, rate: float, seconds: float, ready: mp.Event, *,
-           one_world: bool = False, beats: float = 0.0) -> None:
+           one_world: bool = False, beats: float = 0.0, devices: float = 0.0) -> None:
     """Append a row to every rank file of every folder ``rate`` times a second, spread over the interval;
     ``one_world``: folder h holds ranks h x ranks ... (h + 1) x ranks - 1 (one job over all of them), else
-    each folder ranks 0 ... ranks - 1; ``beats``: a heartbeat event every that many seconds a rank (0: none)."""
-    fds, events = [], []
+    each folder ranks 0 ... ranks - 1; ``beats``: a heartbeat event every that many seconds a rank (0: none);
+    ``devices``: a sample of each of the folder's ``ranks`` NPUs every that many seconds, in its host's
+    devices file (``host_lo<h + 1>.devices.csv``, as mstop_writer.devices writes it; 0: none)."""
+    fds, events, samplers = [], [], []
     for h, d in enumerate(dirs):
+        if devices:
+            fd = os.open(os.path.join(d, f"host_lo{h + 1}.devices.csv"), os.O_WRONLY | os.O_CREAT | os.O_APPEND,
+                         0o644)
+            os.write(fd, (",".join(DEVICE_COLUMNS) + "\n").encode())
+            samplers.append((f"lo{h + 1}", fd))
         for r in range(h * ranks, (h + 1) * ranks) if one_world else range(ranks):
             fd = os.open(os.path.join(d, f"rank{r}.csv"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
             os.write(fd, (",".join(COLUMNS) + "\n").encode())
@@ -53,8 +61,12 @@ def writer(dirs: list[str], ranks: int, rate: float, seconds: float, ready: mp.E
                                       os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644))
     ready.wait()
     t0, step = time.time(), 0
-    next_beat = t0
+    next_beat = next_sample = t0
     while time.time() - t0 < seconds:
+        if samplers and time.time() >= next_sample:
+            next_sample += devices
+            for host, fd in samplers:
+                os.write(fd, "".join(device_row(host, n, ranks) for n in range(ranks)).encode())
         if events and time.time() >= next_beat:
             next_beat += beats
             for fd in events:
@@ -65,8 +77,16 @@ def writer(dirs: list[str], ranks: int, rate: float, seconds: float, ready: mp.E
             if pause > 0:
                 time.sleep(pause)
             os.write(fd, f"{time.time()!r},{step},1,{2.0 / step!r},0.0003,,1.0,0.001,,4096,8,,,1,1,2,,,s\n".encode())
-    for fd in fds + events:
+    for fd in fds + events + [fd for _, fd in samplers]:
         os.close(fd)
+
+
+def device_row(host: str, npu: int, ranks: int) -> str:
+    """One NPU's sample as the writer's sampler writes it: busy, healthy, half its HBM used."""
+    cells = {"time": repr(time.time()), "host": host, "npu": str(npu), "chip": "0", "device": str(npu),
+             "name": "910B", "health": "OK", "aicore": "0.87", "hbm_used": str(32 << 30), "hbm_total": str(64 << 30),
+             "temperature": "55", "power": "300", "pids": str(10000 + npu)}
+    return ",".join(cells.get(c, "") for c in DEVICE_COLUMNS) + "\n"
 
 
 def ssh_clients() -> list[int]:

@@ -23,6 +23,9 @@ A session's first row, a step that goes back, a value that is not finite and an 
 go as they are (standing for 1); anything this program cannot vouch for as a row (a quote, a wrong width, a
 CR, text where a number goes) ends it too and goes as raw bytes, with the rest of what was read. The file's
 first bytes (its header, the reader's signature) always go raw, and so do the ranks named in ``"raw"``.
+A rank's events file goes as written but for its heartbeats (an interval's last only), and a host's devices
+file as written; both are held for the interval too, so a host sends one frame an interval: its heartbeat
+frame is then sent every interval (at least every HEARTBEAT seconds, at most every QUIET).
 
 Line mode (``"lines": true`` in the request, for readers that take a host's output a line at a time, as
 ClusterShell's workers do): each frame is its header line alone, the compressed payload in it as base64
@@ -53,6 +56,8 @@ SIGNATURE = 256
 CHUNK = 4 << 20
 LINES = False  # line mode: the payload inside the header line (base64), as the request asks
 HEARTBEAT = 5.0
+#: the longest a follower in digest mode stays quiet (the viewer calls a host silent after 20 s with no frame)
+QUIET = 10.0
 # a MindSpore log line's prefix ``ME(21888,7f3a...,python)``: the worker's pid (mstop.sources.procwatch's rule)
 PID = re.compile(rb"\b[A-Z_]{2,16}\((\d{1,9}),[0-9a-fx]+,")
 
@@ -140,8 +145,8 @@ def read_dir(path, states, refused, digests=None):
             continue
         dig = digests.get(name) if digests is not None else None
         if dig is None and digests is not None and digested(name):
-            dig = digests[name] = Digest() if name.endswith(".csv") else Beats()
-            if states.get(name, [0])[0] > 0 and name.endswith(".csv"):  # followed from an offset (a reconnect):
+            dig = digests[name] = held(name)
+            if states.get(name, [0])[0] > 0 and isinstance(dig, Digest):  # followed from an offset (a reconnect):
                 dig.header(read_at(os.path.join(path, name), 0, 1 << 16))  # its header is read again
         got = read_file(path, name, states, refused)
         if got is None:
@@ -154,7 +159,7 @@ def read_dir(path, states, refused, digests=None):
             payload.append(data)
             continue
         if reset:  # another file: what was kept of the one before goes (the reader drops its rows too)
-            dig = digests[name] = Digest() if name.endswith(".csv") else Beats()
+            dig = digests[name] = held(name)
         dig.take(offset, data, reset)
         dig.mtime = mtime
         flush = flush or dig.kept > CHUNK
@@ -173,19 +178,34 @@ def read_dir(path, states, refused, digests=None):
 
 
 def digested(name):
-    """Whether a file is sent a digest of: a rank's CSV (its rows merged) or events (its heartbeats thinned),
-    of a rank not asked for raw, in digest mode."""
+    """Whether a file is held for the interval in digest mode: a rank's CSV (its rows merged) or events (its
+    heartbeats thinned), of a rank not asked for raw, and the host's devices file (its samples as written)."""
     m = NAME.match(name)
-    return DIGEST > 0 and m is not None and int(m.group(1)) not in RAW
+    return DIGEST > 0 and (DEVICES.match(name) is not None or (m is not None and int(m.group(1)) not in RAW))
+
+
+def held(name):
+    """What holds a file's bytes in digest mode until the interval's frame."""
+    if NAME.match(name) and name.endswith(".csv"):
+        return Digest()
+    return Beats(thin=not DEVICES.match(name))
+
+
+def quiet():
+    """Seconds the follower may go without a frame: HEARTBEAT, or in digest mode its interval (one frame an
+    interval, a heartbeat or not), at most QUIET."""
+    return max(HEARTBEAT, min(DIGEST, QUIET))
 
 
 class Beats:
     """A rank's events file in digest mode: of the heartbeats of an interval only the last goes (a heartbeat
     says only "alive at t": a later one says all an earlier one does; at 100,000 ranks beating every 5 s they
     are 20,000 lines a second); every other line, and the file's first bytes, as written. Sent as a part
-    ``("beats", start, end, lines kept, reset)``: the lines are complete, ``end`` the offset after them."""
+    ``("beats", start, end, lines kept, reset)``: the lines are complete, ``end`` the offset after them.
+    ``thin`` False (a host's devices file): every line goes, held for the interval's frame."""
 
-    def __init__(self, reset=False):
+    def __init__(self, reset=False, thin=True):
+        self.thin = thin
         self.held = b""
         self.lines = []  # complete lines since the last part (None: a heartbeat a later one replaced)
         self.beat = None  # where the last heartbeat is among them
@@ -197,7 +217,7 @@ class Beats:
 
     def take(self, offset, data, reset=False):
         if reset:  # read again from its start: what was kept of the file before is not sent
-            self.__init__(reset=True)
+            self.__init__(reset=True, thin=self.thin)
         pos, buf, self.held = offset - len(self.held), self.held + data, b""
         if self.start is None:
             self.start = pos
@@ -205,7 +225,7 @@ class Beats:
         self.held = buf[cut:]
         at = pos
         for line in buf[:cut].split(b"\n")[:-1]:
-            if at >= SIGNATURE and is_beat(line):
+            if self.thin and at >= SIGNATURE and is_beat(line):
                 if self.beat is not None:
                     self.kept -= len(self.lines[self.beat]) + 1
                     self.lines[self.beat] = None
@@ -222,7 +242,7 @@ class Beats:
         text = b"".join(line + b"\n" for line in self.lines if line is not None)
         part = ("beats", self.start, self.end, text, self.reset)
         held = self.held
-        self.__init__()
+        self.__init__(thin=self.thin)
         self.held, self.start = held, part[2]  # an incomplete line goes with the next part
         return [part]
 
@@ -787,7 +807,7 @@ def main():
         now = time.time()
         news = refused != told
         events = workers.take()
-        if files or news or events or now - last_sent >= HEARTBEAT or (not more and not caught_up):
+        if files or news or events or now - last_sent >= quiet() or (not more and not caught_up):
             header = {"files": files, "gmtoff": time.localtime().tm_gmtoff}
             if events:
                 header["events"] = events

@@ -548,7 +548,7 @@ class RemoteSource:
                 if f is None:
                     continue
                 self._files[name] = f
-            if len(entry) > 5 and isinstance(entry[5], dict) and f.kind in ("csv", "events"):
+            if len(entry) > 5 and isinstance(entry[5], dict) and f.kind in ("csv", "events", "devices"):
                 self._digest_part(f, entry, data, bool(reset))  # the follower's digest mode
                 continue
             if not reset and offset != f.tail.offset:
@@ -613,8 +613,8 @@ class RemoteSource:
             self.store.file_time(f.rank, f.kind, float(mtime), newest=False)
 
     def _digest_part(self, f: Followed, entry: list, data: bytes, reset: bool) -> None:
-        """A part of the follower's digest mode: a rank file's merged rows, or its events' lines but the
-        heartbeats a later one replaced."""
+        """A part of the follower's digest mode: a rank file's merged rows, its events' lines but the
+        heartbeats a later one replaced, or a devices file's lines held for the interval."""
         if f.kind == "csv":
             self._digest(f, entry, data)
         else:

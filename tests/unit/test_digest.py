@@ -22,7 +22,7 @@ from mstop.engine.store import Store
 from mstop.sources import follower, read_once
 from mstop.sources.rankfiles import Round
 from mstop.sources.remote import RemoteError, RemoteSource, Target
-from mstop_writer.schema import COLUMNS
+from mstop_writer.schema import COLUMNS, DEVICE_COLUMNS
 
 
 @pytest.fixture(autouse=True)
@@ -93,6 +93,7 @@ class Host:
         """One pass of the follower (``due``: every row being merged sent now)."""
         follower.DIGEST, follower.RAW = (1e-9 if due else 3600.0) if self.digest else 0.0, self.raw
         files, payload, _, _ = follower.read_dir(self.path, self.states, {}, self.digests)
+        self.sent = [f[0] for f in files]
         data = b"".join(payload)
         z = zlib.compress(data, 1) if data else b""
         line = (json.dumps({"files": files, "n": len(z), "clock": 0.0}) + "\n").encode()
@@ -458,3 +459,62 @@ def test_property_thinned_events_tile_the_file_and_keep_every_other_line(kinds, 
     assert [x for x in sent if x not in beats] == [x for x in whole if x not in beats]
     if beats:  # the last heartbeat is always sent
         assert [x for x in whole if x in beats][-1] in sent
+
+
+def devices_text(host: str, samples: int, seed: int) -> bytes:
+    """A host's devices file: 4 NPUs sampled every 2 s, AICore wandering, one device unhealthy late."""
+    rng = random.Random(seed)
+    lines = [",".join(DEVICE_COLUMNS)]
+    for i in range(samples):
+        for npu in range(4):
+            cells = {"time": f"{1.75e9 + 2 * i:.3f}", "host": host, "npu": str(npu), "chip": "0",
+                     "device": str(npu), "aicore": f"{rng.random():.3f}", "hbm_used": str(rng.randrange(1 << 30)),
+                     "hbm_total": str(1 << 30), "health": "Alarm" if npu == 2 and i > samples // 2 else "OK",
+                     "pids": str(100 + npu)}
+            lines.append(",".join(cells.get(c, "") for c in DEVICE_COLUMNS))
+    return ("\n".join(lines) + "\n").encode()
+
+
+def test_a_hosts_device_samples_come_in_the_intervals_frame_each_as_written(tmp_path):
+    """In digest mode the devices file is held for the interval (a host sends one frame an interval, not one
+    more each time its sampler writes), then sent whole: every sample kept is the file's, none lost or twice,
+    and a pass before the interval is due sends none of it."""
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "rank0.csv").write_bytes(job(1, 20, seed=3)[0])
+    text = devices_text("h1", 60, seed=4)
+    store = Store()
+    host = Host(run, store, 1.0, batch=True)
+    host.one_pass(due=True)
+    rng = random.Random(5)
+    pos = 0
+    while pos < len(text):
+        n = rng.randrange(1, 3000)
+        (run / "host_h1.devices.csv").open("ab").write(text[pos:pos + n])
+        pos += n
+        due = rng.random() < 0.3
+        host.one_pass(due=due)
+        if not due:
+            assert host.sent == [], "a devices file's bytes sent before the interval's frame"
+    host.one_pass(due=True)
+    local = tmp_path / "local"
+    local.mkdir()
+    (local / "host_h1.devices.csv").write_bytes(text)
+    (local / "rank0.csv").write_bytes(job(1, 20, seed=3)[0])
+    raw = read_once(str(local))
+    assert set(store.devices) == set(raw.devices) == {("h1", n, 0) for n in range(4)}
+    for k in raw.devices:
+        assert store.devices[k] == raw.devices[k]
+    assert store.bad_device_rows == raw.bad_device_rows == 0
+
+
+def test_a_follower_in_digest_mode_sends_one_frame_an_interval_and_never_goes_quiet_past_the_deadline():
+    """Its heartbeat frame comes every interval (a flush and a heartbeat are one frame), never less often than
+    every HEARTBEAT seconds, and never so seldom that the viewer's deadline calls a live host silent."""
+    from mstop.sources.remote import FRAME_DEADLINE
+
+    for digest, quiet in ((0.0, follower.HEARTBEAT), (2.0, follower.HEARTBEAT), (10.0, 10.0),
+                          (3600.0, follower.QUIET)):
+        follower.DIGEST = digest
+        assert follower.quiet() == quiet
+    assert 2 * follower.QUIET <= FRAME_DEADLINE
