@@ -168,12 +168,28 @@ class RemoteRunsWatch:
         ingest(run.store, f, f.tail.feed(data))
 
 
+#: hosts of a node set a runs list refreshes at once (ClusterShell's own default fanout): one ssh client
+#: each, on the connection the host's sources share
+AT_ONCE = 64
+
+
+def _discovered(watch: RemoteRunsWatch) -> str | None:
+    """One host's refresh (in a pool's thread): None, or what went wrong."""
+    try:
+        watch.discover()
+    except RemoteError as e:
+        return str(e)
+    return None
+
+
 class NodeSetRunsWatch:
     """The runs below ``node[1-4]:/path`` (or that one run, ``single``) on every host of the set, each run
     listed once: a run is its path below the folder, on any of the hosts; its row is read from every host's
     rank files in one store, and it opens as the node set's run (``node[1-4]:/path/run``). Each host is read
-    as :class:`RemoteRunsWatch` reads one (one program a host a refresh, over its shared connection); a host
-    that cannot be read is a problem the list names, the others go on."""
+    as :class:`RemoteRunsWatch` reads one (one program a host a refresh, over its shared connection), up to
+    :data:`AT_ONCE` hosts at a time: a refresh of N hosts takes about N / AT_ONCE of one host's time, and a
+    host that does not answer holds up no other. A host that cannot be read is a problem the list names, the
+    others go on."""
 
     def __init__(self, spec: str, *, single: bool = False, connection: Connection = DEFAULT_CONNECTION,
                  tail: Tail | None = None, max_depth: int = 3) -> None:
@@ -211,14 +227,17 @@ class NodeSetRunsWatch:
         return self._stores.setdefault(rel, Store())
 
     def discover(self) -> list[RemoteRunTail]:
+        from concurrent.futures import ThreadPoolExecutor
+
         problems: list[str] = []
         parts: dict[str, list[RemoteRunTail]] = {}
         failed = 0
-        for w in self.watches:
-            try:
-                w.discover()
-            except RemoteError as e:
-                problems.append(str(e))
+        with ThreadPoolExecutor(max_workers=max(1, min(AT_ONCE, len(self.watches))),
+                                thread_name_prefix="mstop-runs") as pool:
+            answers = list(pool.map(_discovered, self.watches))  # in the set's order, whenever each answers
+        for w, why in zip(self.watches, answers):
+            if why is not None:
+                problems.append(why)
                 failed += 1
                 continue
             problems += w.problems

@@ -90,6 +90,34 @@ def test_a_folder_of_runs_over_a_node_set_lists_each_run_once_with_every_hosts_r
     assert gone.returncode == 2 and "deadport1" in gone.stderr and "Traceback" not in gone.stderr, gone.stderr
 
 
+def test_hosts_that_never_answer_hold_up_the_runs_list_once_not_once_each(server, tmp_path):
+    """Four "hosts" whose port takes the connection and never speaks (a hung node: ssh waits out its connect
+    timeout): a refresh of the set reads the live hosts' runs and names the four, in about one timeout, as
+    the hosts are refreshed at once (one after another it took four: 12 s here)."""
+    import socket
+    import time
+
+    mute = socket.socket()
+    mute.bind(("127.0.0.1", 0))
+    mute.listen(16)  # the kernel takes the connections; nothing ever answers them
+    config = tmp_path / "ssh_config"
+    config.write_text(server.config.read_text() + "Host mute*\n    HostName 127.0.0.1\n"
+                      f"    Port {mute.getsockname()[1]}\n")
+    for h in (1, 2):
+        write_rank(tmp_path / f"lo{h}" / "runs" / "a", h - 1, steps(1, 12, loss=1.0, step_time=0.5))
+    try:
+        t0 = time.monotonic()
+        proc = summary(f"lo[1-2],mute[1-4]:{tmp_path}/%h/runs", "--json", "-F", config, "--connect-timeout", "3")
+        took = time.monotonic() - t0
+    finally:
+        mute.close()
+    assert proc.returncode == 0, proc.stderr
+    runs = json.loads(proc.stdout)["runs"]
+    assert [(r["ranks"], r["step"]) for r in runs] == [(2, 12)], runs
+    assert all(f"mute{i}" in proc.stderr for i in range(1, 5)), proc.stderr
+    assert took < 9, f"{took:.1f} s: the silent hosts were waited for one after another"
+
+
 async def test_the_runs_list_over_a_node_set_shows_each_run_once_and_opens_it_over_the_set(server, tmp_path):
     """``mstop 'lo[1-2]:/.../%h/runs'``: the runs list, each run once with its hosts (``lo[1-2]``) and both
     hosts' ranks; Enter opens the monitor over the set."""
