@@ -18,6 +18,7 @@ from mstop.engine.folds import WEIGHT
 from mstop.engine.store import Store
 from mstop.sources import Connection, Sources, read_once
 from mstop_writer import MetricsWriter
+from mstop_writer.schema import DEVICE_COLUMNS
 from tests.helpers import sshd
 from tests.helpers.common import wait_for
 
@@ -36,12 +37,23 @@ def written(store: Store, rank: int) -> int:
     return 0 if d is None else int(figures.row_weights(d, np.arange(d.rows)).sum())
 
 
-def write(writers: list[MetricsWriter], first: int, last: int, pause: float = 0.0) -> None:
+def write(writers: list[MetricsWriter], first: int, last: int, pause: float = 0.0, devices: list[Path] = ()) -> None:
+    """Steps ``first``..``last`` of every writer; every 5th step, a sample of two NPUs in each of ``devices``
+    (a host's devices file, as its sampler writes it)."""
     for s in range(first, last + 1):
         time.sleep(pause)
         for w in writers:
             w.log(s, loss=float("nan") if s == 7 else 3.0 / s, step_time=0.05 + 0.001 * (s % 3), tokens=512,
                   data_wait=0.002)
+        for path in devices if s % 5 == 0 else ():
+            host = path.name[len("host_"):-len(".devices.csv")]
+            with path.open("a") as f:
+                if f.tell() == 0:
+                    f.write(",".join(DEVICE_COLUMNS) + "\n")
+                for npu in (0, 1):
+                    cells = {"time": f"{time.time():.3f}", "host": host, "npu": str(npu), "chip": "0",
+                             "aicore": f"{(s % 7) / 10:.1f}", "health": "OK", "pids": str(100 + npu)}
+                    f.write(",".join(cells.get(c, "") for c in DEVICE_COLUMNS) + "\n")
 
 
 def topology(tmp_path: Path, hosts: str) -> str:
@@ -52,9 +64,11 @@ def topology(tmp_path: Path, hosts: str) -> str:
 
 def test_a_node_set_followed_with_a_digest_holds_what_summary_reads(config, tmp_path):
     """Four hosts of two ranks each, written live: the rows held are fewer, they stand for every row written;
-    the job's rank (the lowest) comes as written; tokens, steps and the NaN equal the files read whole."""
+    the job's rank (the lowest) comes as written; tokens, steps and the NaN equal the files read whole; each
+    host's NPU samples are the samples its devices file holds."""
     writers = [MetricsWriter(tmp_path / f"lo{h}" / "run", rank=r, world_size=8, heartbeat_interval=1.0)
                for h in range(1, 5) for r in (2 * h - 2, 2 * h - 1)]
+    devices = [tmp_path / f"lo{h}" / "run" / f"host_lo{h}.devices.csv" for h in range(1, 5)]
     store = Store()
     src = Sources([f"lo[1-4]:{tmp_path}/%h/run"], store, poll=0.1, connection=Connection(("-F", str(config)), 5.0),
                   digest=0.5)
@@ -63,8 +77,9 @@ def test_a_node_set_followed_with_a_digest_holds_what_summary_reads(config, tmp_
         write(writers, 1, 3)
         assert wait_for(lambda: len(store.ranks) == 8, 30), src.states()
         src.want_raw(frozenset({0}))  # as the monitor asks each frame: its job's rank
-        write(writers, 4, 60, pause=0.15)  # its host is asked again at the next second, then connects
+        write(writers, 4, 60, pause=0.15, devices=devices)  # its host asked again at the next second
         assert wait_for(lambda: all(written(store, r) == 60 for r in range(8)), 60), src.states()
+        assert wait_for(lambda: sum(len(v) for v in store.devices.values()) == 4 * 2 * 12, 30), store.devices
     finally:
         for w in writers:
             w.close()
@@ -75,6 +90,9 @@ def test_a_node_set_followed_with_a_digest_holds_what_summary_reads(config, tmp_
         for r in other.ranks:
             whole.ranks[r] = other.ranks[r]
     assert store.rows_written == 480 and store.rows < 480 - 100, store.rows  # merged: fewer held
+    for h in range(1, 5):
+        samples = read_once(str(tmp_path / f"lo{h}" / "run")).devices
+        assert len(samples) == 2 and all(store.devices[k] == v for k, v in samples.items())
     d0 = store.ranks[0]
     after = d0.col(WEIGHT)[d0.col("step") > 40] if WEIGHT in d0.extras else np.ones(20)
     assert len(after) == 20 and not (after > 1).any(), after  # the job's rank: as written once asked for
