@@ -71,6 +71,8 @@ class DeviceSample:
 
 
 def _num(v: str) -> float | None:
+    if not v:  # most of a row's empty cells (no HBM figure, no error code): no exception raised for them
+        return None
     try:
         f = float(v)
     except (TypeError, ValueError):
