@@ -66,7 +66,7 @@ def writer(dirs: list[str], ranks: int, rate: float, seconds: float, ready: mp.E
         if samplers and time.time() >= next_sample:
             next_sample += devices
             for host, fd in samplers:
-                os.write(fd, "".join(device_row(host, n, ranks) for n in range(ranks)).encode())
+                os.write(fd, "".join(device_row(host, n) for n in range(ranks)).encode())
         if events and time.time() >= next_beat:
             next_beat += beats
             for fd in events:
@@ -81,7 +81,7 @@ def writer(dirs: list[str], ranks: int, rate: float, seconds: float, ready: mp.E
         os.close(fd)
 
 
-def device_row(host: str, npu: int, ranks: int) -> str:
+def device_row(host: str, npu: int) -> str:
     """One NPU's sample as the writer's sampler writes it: busy, healthy, half its HBM used."""
     cells = {"time": repr(time.time()), "host": host, "npu": str(npu), "chip": "0", "device": str(npu),
              "name": "910B", "health": "OK", "aicore": "0.87", "hbm_used": str(32 << 30), "hbm_total": str(64 << 30),
