@@ -955,11 +955,7 @@ class Store:
             if weight is not None and (weight != 1).any():  # a digest's merged rows: kept beside them
                 rows.extra[WEIGHT] = weight.astype(np.float32)
             for name in rows.extra:
-                if name not in d.extras:  # a numeric extra column: earlier rows had none (NaN)
-                    d.extras = (*d.extras, name)
-                    self.table.add_column(name)
-                    if name not in self.extra_columns and name != WEIGHT:
-                        self.extra_columns.append(name)
+                self._keep_extra(d, name)
             codes, mixed = _session_codes(d, rows, base)
             self.table.append(d.slot, rows.exact, rows.floats, codes, rows.extra)
             d.ledger.settle(d)
@@ -1114,6 +1110,16 @@ class Store:
         plain.clear()
         self._append_one_each(ds, exact, floats)
 
+    def _keep_extra(self, d: RankData, name: str) -> None:
+        """Rank ``d``'s rows gain the numeric extra column ``name`` (its earlier rows NaN); a column a file
+        names is listed among the run's extra columns (WEIGHT, the store's own, is not)."""
+        if name in d.extras:
+            return
+        d.extras = (*d.extras, name)
+        self.table.add_column(name)
+        if name not in self.extra_columns and name != WEIGHT:
+            self.extra_columns.append(name)
+
     def _append_one_each(self, ds: list[RankData], exact: np.ndarray, floats: np.ndarray,
                          weight: np.ndarray | None = None) -> None:
         """A row of each of ``ds`` (distinct ranks, each row of its latest session, after a held row): one
@@ -1126,10 +1132,8 @@ class Store:
         down = (exact[:, 1] < t.arrays["step"][t.hi[slots] - 1]).tolist()  # each has a held row
         extra: dict[str, np.ndarray] = {}
         if weight is not None and (weight != 1).any():
-            t.add_column(WEIGHT)
             for d in ds:
-                if WEIGHT not in d.extras:
-                    d.extras = (*d.extras, WEIGHT)
+                self._keep_extra(d, WEIGHT)
             extra = {WEIGHT: weight.astype(np.float32)}
         else:
             weight = None
