@@ -490,7 +490,8 @@ def test_a_hosts_device_samples_come_in_the_intervals_frame_each_as_written(tmp_
     pos = 0
     while pos < len(text):
         n = rng.randrange(1, 3000)
-        (run / "host_h1.devices.csv").open("ab").write(text[pos:pos + n])
+        with open(run / "host_h1.devices.csv", "ab") as f:
+            f.write(text[pos:pos + n])
         pos += n
         due = rng.random() < 0.3
         host.one_pass(due=due)
