@@ -223,8 +223,7 @@ class Folds:
         self.stood[i] = 0
         self.rows[i] = self.segments[i] = self.latest_first[i] = self.old_until[i] = 0
         self.tokens[i] = 0.0
-        self.mtime[i] = np.nan
-        self.profiled_[i] = False
+        self.mtime[i] = np.nan  # profiled_ stays: its profile events are not the rows read again
         self._order = None
         self._changes += 1
 
