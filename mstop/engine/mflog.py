@@ -87,7 +87,9 @@ _MS_LINE = re.compile(r"^\[(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL)\] [A-Z_]
                       r"(?P<date>\d{4}-\d\d-\d\d)-"
                        r"(?P<time>\d\d:\d\d:\d\d)\.(?P<ms>\d{3})(?:\.\d+)? ?(?:\[[^\]]{0,300}\] ?)?"
                        r"(?:\w{1,80}\] ?)?(?P<msg>.*)")
-#: a run of at least this many step and progress lines between other lines is read as arrays (pyarrow)
+#: a run of at least this many step and progress lines between other lines is read as arrays (pyarrow); a
+#: piece is looked at for runs when it has this many lines (its lines counted: a 16 KB piece cut to its whole
+#: lines was just under the byte size once asked for, and never read as arrays)
 BULK_RUN = 256
 assert list(NUMERIC) == ["time", "step", "epoch", "loss", "lr", "grad_norm", "step_time", "data_wait", "queue_depth",
                          "tokens", "samples", "tokens_per_s", "mfu", "mem_used", "mem_peak", "mem_total", "overflow",
@@ -144,7 +146,7 @@ class MfLogParser:
         if arrived is not None:
             self.st.arrived = arrived
         blob = self.st.whole_lines(blob)
-        got = _classify(blob) if len(blob) >= 64 * BULK_RUN and self.st.utf16 is None else None
+        got = _classify(blob) if blob.count(b"\n") >= BULK_RUN and self.st.utf16 is None else None
         if got is None:
             lines = _split(blob, self.st.utf16 is not None)
             self.st.lines_seen += len(lines)

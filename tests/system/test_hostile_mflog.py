@@ -147,6 +147,7 @@ def test_a_utf16_log_is_read_and_said(tmp_path):
                                            "bracket", "back", "cutshort"]),
                           st.integers(1, 3)), min_size=1, max_size=30),
        st.integers(16384, 80000), st.booleans())
+@example([("time", 1), ("step", 3)], 16384, True)  # 16 KB pieces, each just under 16 KB of whole lines
 def test_loss_monitor_lines_read_as_arrays_give_what_one_by_one_gives(plan, cut, timed):
     """Issue 28 #5: runs of LossMonitor's bare lines (msrun's worker logs) are read as arrays: rows, step
     times (TimeMonitor's), the spacing by them, sessions, bad rows and events equal reading line by line,
