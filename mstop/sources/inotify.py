@@ -14,7 +14,6 @@ for everything else (polling, other systems, a kernel without inotify).
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import errno
 import os
 import select
@@ -39,9 +38,11 @@ _libc: ctypes.CDLL | None = None
 
 
 def _lib() -> ctypes.CDLL:
+    """libc's functions, from this process's own symbols (Python is linked against libc): no ``ldconfig -p``
+    started to look for it, as ``ctypes.util.find_library`` does."""
     global _libc
     if _libc is None:
-        _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        _libc = ctypes.CDLL(None, use_errno=True)
     return _libc
 
 
