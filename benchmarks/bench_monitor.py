@@ -36,8 +36,8 @@ async def main():
     async with app.run_test(size=(120, 40)) as pilot:
         # every row read and drawn (a cheap check: building the charts' text to look would compete)
         # (a frame while the first read goes on draws the header alone: the read must be over)
-        while app.monitor.store.rows < int(sys.argv[2]) or app.monitor.reading or \
-                app.monitor.drawn_version != app.monitor.store.version:
+        while app.monitor.session.store.rows < int(sys.argv[2]) or app.monitor.reading or \
+                app.monitor.drawn_version != app.monitor.session.store.version:
             await pilot.pause(0.01)
         print(time.time())  # the first full frame; shutting down afterwards is not counted
         assert "loss n/a" not in str(app.query_one("#loss-chart").render())
@@ -104,7 +104,7 @@ async def redraw_time(rows: int, repeats: int, charts: bool = True, cpu: bool = 
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.pause()
         for _ in range(repeats):
-            app.monitor.store.version += 1
+            app.monitor.session.store.version += 1
             if charts:
                 for c in app.screen.query(Chart):
                     c._inputs = None  # forget what each chart drew: all built again
@@ -160,14 +160,14 @@ from mstop.app import MonitorApp
 async def main():
     app = MonitorApp(sys.argv[1], poll=None)
     spent = []
-    alerts = app.monitor.health.alerts
+    alerts = app.monitor.session.health.alerts
     def timed_alerts(*a, **k):  # the rules' own time per refresh
         t = time.perf_counter()
         try:
             return alerts(*a, **k)
         finally:
             spent.append(time.perf_counter() - t)
-    app.monitor.health.alerts = timed_alerts
+    app.monitor.session.health.alerts = timed_alerts
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.press("r")
         await pilot.pause(2)

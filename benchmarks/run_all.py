@@ -215,7 +215,7 @@ async def main():
     run_dir, seconds, ranks_view, total = sys.argv[1], float(sys.argv[2]), sys.argv[3] == "1", int(sys.argv[4])
     app = MonitorApp(run_dir, poll=None)
     async with app.run_test(size=(120, 40)) as pilot:
-        while app.monitor.store.rows < total:
+        while app.monitor.session.store.rows < total:
             await pilot.pause(0.05)
         if ranks_view:
             await pilot.press("r")
@@ -230,7 +230,7 @@ async def main():
             await pilot.press(k)
             keys.append(time.thread_time() - c)
             await pilot.pause(0.3)
-        rows = app.monitor.store.rows
+        rows = app.monitor.session.store.rows
         with open("/proc/self/status") as f:  # this process's own peak (ru_maxrss carries the parent's over)
             hwm = next(int(line.split()[1]) for line in f if line.startswith("VmHWM:"))
         print(cpu, (c1 - c0) / (t1 - t0), statistics.median(keys) if keys else -1, max(keys) if keys else -1,

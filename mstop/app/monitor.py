@@ -19,7 +19,7 @@ from textual.reactive import reactive
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
-from ..live import Frame, MonitorOptions, MonitorSession, close_connections, fresh_lines
+from ..live import Frame, MonitorOptions, MonitorSession, Throttle, close_connections, fresh_lines
 from ..safe import clean
 from ..view import (
     X_AXES,
@@ -61,12 +61,6 @@ from .widgets import (
 )
 
 SMOOTHING = (0.0, 0.6, 0.8, 0.9, 0.95, 0.99)
-#: Fewest seconds between two redraws caused by new rows (a burst costs one redraw).
-REDRAW_EVERY = 1.0
-#: Most of the main thread that frames drawn on their own (new rows, the once-a-second tick) may take: a frame
-#: that costs more spaces the next ones out (10,000 ranks: a frame takes about a second, and keys must still
-#: be answered between frames).
-FRAME_SHARE = 0.25
 #: Seconds a signalled app gets to close its screen before its cleanups run and the process ends anyway.
 EXIT_GRACE = 5.0
 
@@ -116,8 +110,8 @@ class MonitorScreen(Screen[None]):
                                       on_update=self._source_updated)
         self.follow = options.follow
         self.bell_on_alert = options.bell
-        self._last_redraw = 0.0
-        self._frame_cost = 0.0  # seconds the last frame took to build and show
+        #: frames of their own (new rows, the tick) spaced by the budget and by what frames cost
+        self.throttle = Throttle(options.redraw)
         self._drawn_version = -1
         self._drawn_rows = 0
         self._last_view: View | None = None
@@ -125,17 +119,6 @@ class MonitorScreen(Screen[None]):
         self._detail_of: tuple[int, str] | None = None  # (frame, row key) the detail shows
         self._frames = 0  # frames drawn (redraws)
         self._read_error: str | None = None  # why the first read failed (a source's error), shown once
-
-    # the session's state, as the screen's (tests and the demo reach it as app.store, app.health, ...)
-    store = property(lambda self: self.session.store)
-    source = property(lambda self: self.session.source)
-    health = property(lambda self: self.session.health)
-    opts = property(lambda self: self.session.opts)
-    alerting = property(lambda self: self.session.alerting)
-    run_dir = property(lambda self: self.session.run_dir)
-    baseline_store = property(lambda self: self.session.baseline_store)
-    baseline_spec = property(lambda self: self.session.baseline_spec)
-    custom = property(lambda self: self.session.custom)
 
     @property
     def last_view(self) -> View | None:
@@ -211,10 +194,10 @@ class MonitorScreen(Screen[None]):
         if self._read_error is not None:  # shown, and retried by the source's own loop
             self.notify(self._read_error, severity="error", timeout=10)
         self.session.first_read_done()
-        if self.baseline_spec:
-            self._baseline_read(self.baseline_spec, self.session.read_baseline(self.baseline_spec))
+        if self.session.baseline_spec:
+            self._baseline_read(self.session.baseline_spec, self.session.read_baseline(self.session.baseline_spec))
         if self.follow:
-            self.source.follow()
+            self.session.source.follow()
         self.redraw()
         self.set_interval(1.0, self.tick)
 
@@ -226,7 +209,7 @@ class MonitorScreen(Screen[None]):
             return
 
     def on_unmount(self) -> None:
-        self.source.stop()  # following, or still reading what was written (a long first read stops too)
+        self.session.source.stop()  # following, or still reading what was written (a long first read stops too)
 
     def on_resize(self, event) -> None:  # noqa: ANN001
         self._layout_for(event.size.width, event.size.height)
@@ -245,15 +228,10 @@ class MonitorScreen(Screen[None]):
 
     @on(StoreChanged)
     def _store_changed(self) -> None:
-        if self.store.version == self._drawn_version:
+        if self.session.store.version == self._drawn_version:
             return  # the source checked and found nothing new (it says so every pass): the tick ages the header
-        if self._due() or self._drawn_rows == 0:  # the first data: draw at once
+        if self.throttle.due() or self._drawn_rows == 0:  # the first data: draw at once
             self.redraw()  # otherwise the next tick draws it: the store's version moved on
-
-    def _due(self, every: float = REDRAW_EVERY) -> bool:
-        """Whether a frame of its own may be drawn now: ``every`` seconds after the last one, or longer when
-        frames are costly (FRAME_SHARE). Keys and toggles draw at once regardless."""
-        return time.monotonic() - self._last_redraw >= max(every, self._frame_cost / FRAME_SHARE)
 
     def _check_job(self) -> None:
         """mstop demo's job: reaped when it ends (no <defunct> process), and a failure pointed at its log."""
@@ -271,17 +249,15 @@ class MonitorScreen(Screen[None]):
         """Once a second: a delayed redraw happens, or, with nothing new, only the ages in the header move."""
         self._check_job()
         try:
-            if not self._due(every=0.0):
+            if not self.throttle.due(every=0.0):
                 return  # frames are costly: a later tick (the tick itself comes once a second)
-            if self.store.version != self._drawn_version or self.has_class("show-ranks"):
+            if self.session.store.version != self._drawn_version or self.has_class("show-ranks"):
                 self.redraw()  # the ranks view: every rank's age moves, and its letters with the status
             elif not self.paused:
-                t0 = time.perf_counter()
-                self._last_redraw = time.monotonic()
-                v = self._act(self.session.frame(points=self._points(), header_only=True))
-                self.query_one(Header).show(v)
-                self.query_one(AlertsPanel).show(v)
-                self._frame_cost = time.perf_counter() - t0
+                with self.throttle.frame():
+                    v = self._act(self.session.frame(points=self._points(), header_only=True))
+                    self.query_one(Header).show(v)
+                    self.query_one(AlertsPanel).show(v)
         except NoMatches:  # a tick while the app is closing: its widgets are already gone
             return
 
@@ -290,10 +266,13 @@ class MonitorScreen(Screen[None]):
         goes on meanwhile)."""
         if self.paused:
             return
-        t0 = time.perf_counter()
-        self._last_redraw = time.monotonic()
-        self._drawn_version = self.store.version
-        self._drawn_rows = self.store.rows
+        with self.throttle.frame():
+            self._draw()
+
+    def _draw(self) -> None:
+        """redraw's body, timed by the throttle."""
+        self._drawn_version = self.session.store.version
+        self._drawn_rows = self.session.store.rows
         ranks_view = self.has_class("show-ranks")
         v = self._act(self.session.frame(points=self._points(), xaxis=self.xaxis, recent=self.recent,
                                          ranks_view=ranks_view))
@@ -307,17 +286,16 @@ class MonitorScreen(Screen[None]):
                 self.query_one(RanksTable).show(v)
                 self._show_detail(v)
             else:
-                self.query_one(LossPanel).show(v, log=self.log_scale, smoothing=self.opts.ema_weight,
+                self.query_one(LossPanel).show(v, log=self.log_scale, smoothing=self.session.opts.ema_weight,
                                                recent=self.recent)
                 self.query_one(ThroughputPanel).show(v)
                 self.query_one(MfuPanel).show(v)
                 self.query_one(MemoryPanel).show(v)
                 self.query_one(DataPanel).show(v)
-            self.app.sub_title = f"{self.run_dir}  ({self.source.mode})"
+            self.app.sub_title = f"{self.session.run_dir}  ({self.session.source.mode})"
             if isinstance(self.app.screen, AlertsScreen):  # open over this monitor: it follows the frames
                 self.session.alerting.seen(v.alerts)
                 self.app.screen.show(v.alerts)
-        self._frame_cost = time.perf_counter() - t0
 
     def _points(self) -> int:
         """Points per chart series: about the loss chart's width in braille dots."""
@@ -328,7 +306,7 @@ class MonitorScreen(Screen[None]):
         scan the history for incidents on a worker when due (drawn again when its marks changed)."""
         if f.fresh and self.bell_on_alert:
             self.app.bell()
-        if f.fresh and self.alerting.command:
+        if f.fresh and self.session.alerting.command:
             told = [a.public() for a in f.fresh]
             self.run_worker(lambda: self._run_on_alert(told), thread=True, name="mstop-on-alert",
                             group="on-alert", exit_on_error=False)
@@ -354,11 +332,11 @@ class MonitorScreen(Screen[None]):
             self.redraw()
 
     def action_smoothing(self, delta: int) -> None:
-        w = self.opts.ema_weight
+        w = self.session.opts.ema_weight
         i = min(range(len(SMOOTHING)), key=lambda k: abs(SMOOTHING[k] - w))
-        self.opts.ema_weight = SMOOTHING[max(0, min(len(SMOOTHING) - 1, i + delta))]
+        self.session.opts.ema_weight = SMOOTHING[max(0, min(len(SMOOTHING) - 1, i + delta))]
         self.app.clear_notifications()  # pressed again and again: one toast, not a pile over the panels
-        self.notify(f"loss smoothing {self.opts.ema_weight:g}", timeout=2)
+        self.notify(f"loss smoothing {self.session.opts.ema_weight:g}", timeout=2)
         self.redraw()
 
     def action_xaxis(self) -> None:
@@ -411,12 +389,12 @@ class MonitorScreen(Screen[None]):
                                                               self.session.read_baseline(spec)),
                             thread=True, name="mstop-baseline", exit_on_error=False)
 
-        self.app.push_screen(BaselineScreen(self.baseline_spec), chosen)
+        self.app.push_screen(BaselineScreen(self.session.baseline_spec), chosen)
 
     def action_profile(self) -> None:
         """Ask the running job for a profile of its next steps: write RUN_DIR/profile.request after a
         confirmation (a local run), or show the ssh command that would (``host:/path``)."""
-        spec = self.source.specs[0]
+        spec = self.session.source.specs[0]
         status = self._last_view.header.status if self._last_view is not None else None
         if status in ("finished", "dead", "failed"):  # no job reads a request any more
             self.notify(f"the run is {status}: there is no job to profile (a request is read by a running job)",
@@ -448,11 +426,11 @@ class MonitorScreen(Screen[None]):
 
     def action_stacks(self) -> None:
         """t: each rank's newest stack, ranks grouped by where their main thread is."""
-        connection = self.session.options.connection
-        self.app.push_screen(StacksScreen(stacks_lines(self.store), lambda: fresh_lines(self.store, connection)))
+        store, connection = self.session.store, self.session.options.connection
+        self.app.push_screen(StacksScreen(stacks_lines(store), lambda: fresh_lines(store, connection)))
 
     def action_goto(self) -> None:
-        self.app.push_screen(GoToStepScreen(lambda step: values_at_step(self.store, step)))
+        self.app.push_screen(GoToStepScreen(lambda step: values_at_step(self.session.store, step)))
 
     def _run_on_alert(self, alerts: list[dict[str, Any]]) -> None:
         """On a worker thread: the --on-alert command for each alert; what failed is shown."""
@@ -490,7 +468,7 @@ class MonitorScreen(Screen[None]):
         if row is None:
             chart.show_series("", [])
             return
-        series = rank_series(self.store, row.rank, points=max(40, self.size.width * 2 // 3))
+        series = rank_series(self.session.store, row.rank, points=max(40, self.size.width * 2 // 3))
         # log scale: compilation makes the first steps 10-100x longer, and data wait is far below step time
         chart.show_series(f"rank {row.rank}: step time and data wait (s, log) by step",
                           [Line("step time", series["step_time"]), Line("data wait", series["data_wait"])], log=True)
@@ -520,10 +498,10 @@ class MonitorScreen(Screen[None]):
     def action_metrics(self) -> None:
         def chosen(columns: tuple[str, ...] | None) -> None:
             self.session.custom = columns or ()
-            self.set_class(bool(self.custom), "has-custom")
+            self.set_class(bool(self.session.custom), "has-custom")
             self.redraw()
 
-        self.app.push_screen(MetricsScreen(numeric_columns(self.store), self.custom), chosen)
+        self.app.push_screen(MetricsScreen(numeric_columns(self.session.store), self.session.custom), chosen)
 
     def action_help(self) -> None:
         self.app.push_screen(HelpScreen())
@@ -584,7 +562,7 @@ class MonitorApp(MstopApp):
         return self.monitor
 
     def stops(self) -> list[Callable[[], None]]:
-        return [self.monitor.source.stop]
+        return [self.monitor.session.source.stop]
 
 
 def _on_thread(fn: Callable[[], Any], then: Callable[[BaseException | None], None], name: str) -> None:

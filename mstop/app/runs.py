@@ -293,8 +293,8 @@ class RunsScreen(Screen[None]):
     def _returned(self, key: str, monitor: MonitorScreen) -> None:
         """Back from a run's monitor: the cursor on that run, and the whole history it read kept (goodput)."""
         run = self.model.runs().get(key)
-        if run is not None and hasattr(run, "adopt") and monitor.store.rows:
-            run.adopt(monitor.store, monitor.source)
+        if run is not None and hasattr(run, "adopt") and monitor.session.store.rows:
+            run.adopt(monitor.session.store, monitor.session.source)
             self.model.update(key)
         self.query_one(RunsTable).select_run(key)
         self.redraw()

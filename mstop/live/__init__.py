@@ -10,6 +10,7 @@ sources and their threads, keeps what holds between frames, and starts processes
     logpane.py   the log pane's content (L): a rank's log lines, its error lines, n/N and / answered
     stacks.py    each rank's stacks read now from outside (py-spy dump, here or over ssh: the t view's d)
     options.py   MonitorOptions: what the monitor is asked to do, one frozen object passed whole
+    throttle.py  how often frames of their own are drawn: the redraw budget and the frames' cost
 
 Nothing here imports textual: the app draws what the session hands it.
 """
@@ -23,8 +24,9 @@ from .logpane import LogPane
 from .options import MonitorOptions
 from .session import Frame, MonitorSession
 from .stacks import fresh_lines
+from .throttle import RedrawBudget, Throttle
 
 # what the app may use of the sources: their one error, checking a source argument, the demo's replay, and
 # closing the ssh connections at exit (the app imports nothing of the engine or sources itself)
-__all__ = ["Alerting", "Connection", "Frame", "LogPane", "MonitorOptions", "MonitorSession", "SourceError",
-           "check_spec", "close_connections", "fresh_lines", "start_replay"]
+__all__ = ["Alerting", "Connection", "Frame", "LogPane", "MonitorOptions", "MonitorSession", "RedrawBudget",
+           "SourceError", "Throttle", "check_spec", "close_connections", "fresh_lines", "start_replay"]

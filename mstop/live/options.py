@@ -9,6 +9,7 @@ from typing import Callable
 
 from ..engine.health import Rules
 from ..sources.protocol import DEFAULT_CONNECTION, Connection
+from .throttle import RedrawBudget
 
 
 @dataclass(frozen=True)
@@ -19,7 +20,8 @@ class MonitorOptions:
     new alert; ``baseline``: another run overlaid by step; ``logs_dir``: where the ranks' own logs are;
     ``bell``: ring on each new alert; ``follow``: keep reading (False: what is written now, as a test wants);
     ``clock``: the time ages are measured against (None: the sources' clock); ``digest``: seconds a remote
-    host merges its ranks' rows over (None: mstop.sources.DIGEST_S for a node set, 0 otherwise)."""
+    host merges its ranks' rows over (None: mstop.sources.DIGEST_S for a node set, 0 otherwise); ``redraw``: how
+    often frames of their own are drawn (mstop.live.throttle)."""
 
     poll: float | None = None
     peak_tflops: float | None = None
@@ -32,6 +34,7 @@ class MonitorOptions:
     follow: bool = True
     clock: Callable[[], float] | None = None
     digest: float | None = None
+    redraw: RedrawBudget = RedrawBudget()
 
     def __post_init__(self) -> None:
         for name in ("poll", "peak_tflops"):
