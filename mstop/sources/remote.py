@@ -290,12 +290,16 @@ def _utc_offset(gmtoff: object) -> float | None:
 
 
 class RemoteSource:
-    """Feed ``store`` from a run directory on another host (same interface as LocalSource)."""
+    """Feed ``store`` from a run directory on another host (same interface as LocalSource). ``command``: the
+    program that reaches the host and runs the bootstrap there, given the host and the connection (default:
+    :func:`ssh_command`); another transport, or a host whose ``python3`` is elsewhere, gives its own."""
 
     def __init__(self, target: Target, store: Store, *, poll: float | None = None,
                  on_update: Callable[[], None] | None = None, connection: Connection = DEFAULT_CONNECTION,
-                 clock: Callable[[], float] = time.time, digest: float = 0.0) -> None:
+                 clock: Callable[[], float] = time.time, digest: float = 0.0,
+                 command: Callable[[str, Connection], list[str]] = ssh_command) -> None:
         self.target = target
+        self.command = command
         self.label = str(target)
         self.store = store
         self.poll = poll
@@ -399,13 +403,10 @@ class RemoteSource:
 
     # -- the connection ----------------------------------------------------------------
 
-    def _command(self) -> list[str]:
-        return ssh_command(self.target.host, self.connection)
-
     def _connect(self) -> tuple[subprocess.Popen, dict]:
         """Start ssh and the follower; return the process and its first frame (already fed to the store)."""
-        proc = subprocess.Popen(self._command(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, start_new_session=True)
+        proc = subprocess.Popen(self.command(self.target.host, self.connection), stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
         _LIVE.add(proc)
         self._proc = proc
         try:
