@@ -30,7 +30,7 @@ def rss_mb() -> float:
 
 def follow(ranks: int, rounds: int, frame_every: int, filled_at: int | None) -> tuple[float, float, int]:
     """(MB when filled, highest MB after, the round it filled) of one run in this process."""
-    from mstop.engine import incidents, spill
+    from mstop.engine import incidents
     from mstop.engine.figures import Options
     from mstop.engine.parse import N_EXACT, NUMERIC, Rows
     from mstop.engine.rules import Rules
@@ -60,7 +60,8 @@ def follow(ranks: int, rounds: int, frame_every: int, filled_at: int | None) -> 
         if k % 300 == 299:
             incidents.scan(store.snapshot(), Rules())
         if filled is None and all(d.base for d in store.ranks.values()):
-            filled = k + spill.SPILL_ROWS  # a chunk later: each rank holds the most it will (its share + a chunk)
+            # a chunk later: each rank holds the most it will (its share + a chunk)
+            filled = k + store.spill_budget.chunk_rows
         if filled is not None and k == filled:
             gc.collect()
             filled_mb = rss_mb()

@@ -1,8 +1,9 @@
 """A store's oldest rows, out of memory: written to one private file, read back exactly when asked for.
 
 A ``top`` left open for a week on a 1,024-rank job must not hold every row it ever read (at one row every 5 s
-that was ~14 GB). The store keeps a budget of rows in memory (:data:`KEEP_ROWS`, ``MSTOP_KEEP_ROWS``): past
-it, each rank's oldest rows go here in chunks of :data:`SPILL_ROWS` rows, column by column, and are read back
+that was ~14 GB). The store keeps a budget of rows in memory (:class:`SpillBudget`: ``keep_rows``,
+``MSTOP_KEEP_ROWS``): past it, each rank's oldest rows go here in chunks of ``chunk_rows`` rows
+(``MSTOP_SPILL_ROWS``), column by column, and are read back
 (the same bytes: the same float32 and float64 values, so every figure is what it was) by the few readers that
 need history older than what a rank holds (a resume that reclassifies old rows, an exact value at an old step,
 a chart's first draw of an old stretch). What the screen and the rules read at every frame (each rank's last
@@ -42,15 +43,31 @@ def env_int(name: str, default: int | None, least: int) -> int | None:
         return default
 
 
-#: Rows all ranks together hold in memory before their oldest go to the spill file (``MSTOP_KEEP_ROWS``;
-#: ``all``: never spill). A million rows are 20-90 MB (17 bytes a row and 4 per float column that varies); a
-#: rank holds between its share and a chunk more.
-KEEP_ROWS = env_int("MSTOP_KEEP_ROWS", 1_000_000, 0)
-#: Rows a spilled chunk holds (``MSTOP_SPILL_ROWS``: the tests make it small to spill in every run).
-SPILL_ROWS: int = env_int("MSTOP_SPILL_ROWS", 512, 1) or 512
-#: Rows a rank always holds, however many ranks share the budget: its recent rows, which the live rules read
-#: at every frame (a spike's 100 previous steps and 20 recent ones).
-MIN_HELD = max(1, SPILL_ROWS // 2)
+@dataclass(frozen=True)
+class SpillBudget:
+    """How many rows a store holds in memory. ``keep_rows``: rows all ranks together hold before their oldest
+    go to the spill file (None: never spill; a million rows are 20-90 MB, 17 bytes a row and 4 per float column
+    that varies; a rank holds between its share and a chunk more); ``chunk_rows``: rows a spilled chunk holds;
+    ``min_held``: rows a rank always holds however many ranks share the budget, its recent rows, which the
+    live rules read at every frame (a spike's 100 previous steps and 20 recent ones; default half a chunk)."""
+
+    keep_rows: int | None = 1_000_000
+    chunk_rows: int = 512
+    min_held: int = 0
+
+    def __post_init__(self) -> None:
+        if self.keep_rows is not None and self.keep_rows < 0 or self.chunk_rows < 1 or self.min_held < 0:
+            raise ValueError(f"a spill budget needs keep_rows >= 0 and chunk_rows >= 1: {self!r}")
+        if not self.min_held:
+            object.__setattr__(self, "min_held", max(1, self.chunk_rows // 2))
+
+    @classmethod
+    def from_environment(cls) -> SpillBudget:
+        """The budget ``MSTOP_KEEP_ROWS`` (``all``: never spill) and ``MSTOP_SPILL_ROWS`` set, read now (each
+        store made reads them: a process that sets them after importing mstop is heard)."""
+        chunk = env_int("MSTOP_SPILL_ROWS", 512, 1) or 512
+        return cls(keep_rows=env_int("MSTOP_KEEP_ROWS", 1_000_000, 0), chunk_rows=chunk)
+
 #: Bytes of columns read back that are kept for the next reader (the newest used): a chart of a short run
 #: or a resumed rank reads the same spilled rows at every frame.
 CACHE_BYTES = 32 << 20

@@ -659,9 +659,10 @@ class KeptAnswers:
 
 
 class Store:
-    """The rows and events of every rank of one run (thread-safe)."""
+    """The rows and events of every rank of one run (thread-safe). ``spill``: how many rows it holds in memory
+    (mstop.engine.spill; default: what the environment sets, read now)."""
 
-    def __init__(self) -> None:
+    def __init__(self, spill_budget: spill.SpillBudget | None = None) -> None:
         self.lock = threading.RLock()
         self.ranks: dict[int, RankData] = {}
         self.bad_rows = 0
@@ -711,8 +712,10 @@ class Store:
         self.answers = KeptAnswers()
         #: HAVING's name -> the ranks that have it (a snapshot's are frozen)
         self.having: dict[str, set[int]] | dict[str, frozenset[int]] = {name: set() for name in HAVING}
-        #: rows all ranks hold in memory before their oldest are spilled (mstop.engine.spill; None: never)
-        self.keep_rows: int | None = spill.KEEP_ROWS
+        #: how many rows all ranks hold in memory before their oldest are spilled, in chunks of how many
+        self.spill_budget = spill_budget or spill.SpillBudget.from_environment()
+        #: rows all ranks hold in memory before their oldest are spilled (None: never)
+        self.keep_rows: int | None = self.spill_budget.keep_rows
         self.spill = SpillFile()
         #: every rank's rows held in memory, by column across ranks (mstop.engine.table)
         self.table = Table(EXACT, FLOAT_COLS)
@@ -1005,13 +1008,13 @@ class Store:
 
     def _spill_old(self, d: RankData) -> None:
         """Move rank ``d``'s oldest rows to the spill file when it holds more than its share of the store's
-        budget (:attr:`keep_rows` over the ranks, at least spill.MIN_HELD), in whole chunks of
-        spill.SPILL_ROWS rows: called after the folds took the rows in, so none of them reads them back."""
-        keep, size = self.keep_rows, spill.SPILL_ROWS
+        budget (:attr:`keep_rows` over the ranks, at least the budget's ``min_held``), in whole chunks of its
+        ``chunk_rows`` rows: called after the folds took the rows in, so none of them reads them back."""
+        keep, size = self.keep_rows, self.spill_budget.chunk_rows
         held = d.held_rows
         if keep is None or held < size or self.spill.failed is not None:
             return
-        cap = max(spill.MIN_HELD, keep // max(1, len(self.ranks)))
+        cap = max(self.spill_budget.min_held, keep // max(1, len(self.ranks)))
         chunks = (held - cap) // size
         if chunks <= 0:
             return
@@ -1146,7 +1149,7 @@ class Store:
             d.ledger.settle_row(d, k, *v, w)
             d.stamp += 1
             base = d.base
-            if h >= spill.SPILL_ROWS:
+            if h >= self.spill_budget.chunk_rows:
                 self._spill_old(d)
             # rows alone: the rank's next frozen copy is its last one with these rows, unless more changed
             # (steps going down, rows spilled) or its answers read its last row's time (rankstate._key)
