@@ -1,16 +1,32 @@
-"""Fixtures for every test: a guard against leaked threads, a small full disk. Helpers live in tests/helpers/."""
+"""What every test shares: hypothesis's profiles, a guard against leaked threads, a small full disk. Helpers
+live in tests/helpers/; each tier's own fixtures in its conftest.py.
+
+Hypothesis runs by profile, never by a count pinned in a test: ``quick`` (the default: a developer's loop, a
+few examples a property) and ``thorough`` (``--hypothesis-profile=thorough``, as .ci/run and the README's test
+command select it). An example a property once found stays in its test as an ``@example``."""
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 import threading
 
 import pytest
+from hypothesis import HealthCheck, settings
 
-from tests.helpers.common import ROOT, FullDisk
+from tests.helpers.app_common import make_run
+from tests.helpers.common import FullDisk
+from tests.helpers.runs import runs_folder
 
-__all__ = ["ROOT"]
+#: the examples each property draws, by profile; no deadline (a loaded machine is slow, not wrong), and no
+#: complaint that generating is slow (the same)
+settings.register_profile("quick", max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("thorough", max_examples=200, deadline=None, print_blob=True,
+                          suppress_health_check=[HealthCheck.too_slow])
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """``quick`` unless ``--hypothesis-profile`` chose another."""
+    if not config.getoption("hypothesis_profile", None):
+        settings.load_profile("quick")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -36,16 +52,38 @@ def no_leaked_threads():
 
 @pytest.fixture
 def full_disk(tmp_path):
-    """A 256 KiB tmpfs (CI runs as root); skipped with the reason where mounting is not allowed."""
+    """A 256 KiB tmpfs (CI runs as root), mounted by this process's own mount(2) call (no ``mount`` program: the
+    unit tier starts none); skipped with the reason where mounting is not allowed."""
     mnt = tmp_path / "tmpfs"
     mnt.mkdir()
-    if shutil.which("mount") is None:
-        pytest.skip("no mount command: cannot make a small full filesystem")
-    got = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mnt)], capture_output=True,
-                         text=True)
-    if got.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here (needs root): {got.stderr.strip()}")
+    why = FullDisk.mount(mnt)
+    if why:
+        pytest.skip(f"cannot mount a tmpfs here (needs root): {why}")
     try:
         yield FullDisk(mnt)
     finally:
-        subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+        FullDisk.unmount(mnt)
+
+
+@pytest.fixture
+def two_rank_run(tmp_path):
+    """A finished two-rank run of 40 steps with every column and a checkpoint (tests/helpers/app_common.py)."""
+    return make_run(tmp_path / "run")
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+    """A folder of runs in known states at NOW_RUNS, written by the real MetricsWriter (one for a module)."""
+    return runs_folder(tmp_path_factory.mktemp("runs") / "runs")
+
+
+@pytest.fixture(params=["direct", "watchdog"])
+def native(request, monkeypatch):
+    """Native file events read by our own inotify reader, or through watchdog's observer (its busy
+    threshold for the switch to scans then applies to both, so the switching is tested on each)."""
+    import mstop.sources.local as local
+
+    plain = local.FollowTuning()
+    monkeypatch.setattr(local, "TUNING", local.FollowTuning(direct_events=request.param == "direct",
+                                                            busy_events_direct=plain.busy_events))
+    return request.param

@@ -1,13 +1,13 @@
-"""What tests/unit/test_app.py and tests/system/test_app.py share."""
+"""Builders the monitor's tests share in both tiers (plain functions, no fixtures): a run of known figures
+(``make_run``, ``make_baseline``), the app on it at a fixed clock, waiting for it to draw (``settle``), and the
+screen read as text."""
 
 from __future__ import annotations
 
 import re
 
-import pytest
-
 from mstop.app import MonitorApp
-from mstop.app.widgets import Chart
+from mstop.app.widgets import Chart, RanksTable
 from tests.helpers.runs import start, steps, write_events, write_rank
 
 NOW = 2000.0
@@ -48,11 +48,6 @@ async def settle(pilot, cond=None, tries=200):
     assert cond(), "the screen did not show what was expected in time"
 
 
-@pytest.fixture
-def run(tmp_path):
-    return make_run(tmp_path / "run")
-
-
 def screen_lines(app: MonitorApp) -> list[str]:
     """The screen as the terminal shows it, one string per row (from Textual's own screenshot)."""
     import html
@@ -80,3 +75,13 @@ def make_baseline(path, *, last=60):
 def toasts(app) -> list[str]:
     """The messages of the notifications the app shows now (Textual keeps them in its own list)."""
     return [str(n.message) for n in app._notifications]
+
+
+async def grouped_by_host(app, pilot) -> tuple[RanksTable, list[list[str]]]:
+    """The ranks view opened (r) and grouped by host (h): its table, and the text of each of its rows."""
+    await settle(pilot)
+    await pilot.press("r")
+    await settle(pilot, lambda: app.query_one(RanksTable).row_count > 0)
+    await pilot.press("h")
+    table = app.query_one(RanksTable)
+    return table, [[str(c) for c in table.get_row_at(i)] for i in range(table.row_count)]

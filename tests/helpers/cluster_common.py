@@ -1,4 +1,5 @@
-"""What tests/unit/test_cluster.py and tests/system/test_cluster.py share."""
+"""Builders the tests of cluster share (system/test_cluster_at_scale.py, unit/test_cluster.py): plain functions and
+data, no fixtures."""
 
 from __future__ import annotations
 

@@ -4,9 +4,11 @@ processes of a test, a small full disk."""
 from __future__ import annotations
 
 import csv
+import ctypes
 import json
 import os
 import time
+from collections.abc import Iterable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -38,9 +40,24 @@ def read_events(path: str | os.PathLike[str]) -> list[dict]:
         return [json.loads(line) for line in f]
 
 
-def processes_with(text: str) -> list[tuple[int, str]]:
+def ancestors(pid: int) -> list[int]:
+    """The parent of ``pid``, its parent, and so on up to (not including) init (read from /proc)."""
+    out = []
+    while pid > 1:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                pid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            break
+        out.append(pid)
+    return out
+
+
+def processes_with(text: str, under: Iterable[int] | None = None) -> list[tuple[int, str]]:
     """(pid, command line) of the processes whose command line contains ``text`` (read from /proc, so
-    no procps is needed), this test process excluded."""
+    no procps is needed), this test process excluded; ``under``: only those descending from one of these
+    processes (a test's own sshd: another worker's tests run beside it under pytest-xdist)."""
+    roots = None if under is None else set(under)
     out = []
     for pid in os.listdir("/proc"):
         if not pid.isdigit() or int(pid) == os.getpid():
@@ -50,7 +67,7 @@ def processes_with(text: str) -> list[tuple[int, str]]:
                 cmd = f.read().replace(b"\0", b" ").decode("utf-8", "replace")
         except OSError:
             continue
-        if text in cmd:
+        if text in cmd and (roots is None or roots & set(ancestors(int(pid)))):
             out.append((int(pid), cmd))
     return out
 
@@ -70,6 +87,19 @@ class FullDisk:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._filler = path / "filler"
+
+    @staticmethod
+    def mount(path: Path, size: str = "256k") -> str | None:
+        """Mount a tmpfs of ``size`` at ``path`` by the mount(2) system call; None, or why it could not."""
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.mount(b"tmpfs", os.fsencode(path), b"tmpfs", 0, f"size={size}".encode()) == 0:
+            return None
+        return os.strerror(ctypes.get_errno())
+
+    @staticmethod
+    def unmount(path: Path) -> None:
+        """Detach the tmpfs at ``path`` (lazily, as ``umount -l``: a file still open does not keep it)."""
+        ctypes.CDLL(None, use_errno=True).umount2(os.fsencode(path), 2)  # MNT_DETACH
 
     def fill(self) -> None:
         with open(self._filler, "ab", buffering=0) as f:

@@ -1,4 +1,5 @@
-"""What tests/unit/test_devices_writer.py and tests/system/test_devices_writer.py share."""
+"""Builders the tests of devices writer share (system/test_devices_smi_stand_ins.py, unit/test_devices_writer.py):
+plain functions and data, no fixtures."""
 
 from __future__ import annotations
 

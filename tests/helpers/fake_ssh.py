@@ -1,5 +1,5 @@
 """A stand-in ``ssh`` that plays a misbehaving host (tests/unit/test_hostile_hosts.py and
-tests/system/test_hostile_hosts_followed.py): it swallows the program mstop sends and answers as the file
+tests/system/test_hostile_hosts_ssh.py): it swallows the program mstop sends and answers as the file
 ``mode`` beside it says."""
 
 FAKE_SSH = r'''#!/usr/bin/env python3

@@ -1,4 +1,5 @@
-"""What tests/unit/test_goodput.py and tests/system/test_goodput.py share."""
+"""Builders the tests of goodput share (system/test_goodput_real_jobs.py, unit/test_goodput.py): plain functions and
+data, no fixtures."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""What tests/unit/test_health.py and tests/system/test_health.py share."""
+"""Builders the tests of health share (system/test_health_cli.py, system/test_hostile_input_processes.py,
+unit/test_health.py): plain functions and data, no fixtures."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""What tests/unit/test_hostile_clocks.py and tests/system/test_hostile_clocks.py share."""
+"""Builders the tests of hostile clocks share (system/test_hostile_clocks_cli.py, unit/test_hostile_clocks.py):
+plain functions and data, no fixtures."""
 
 from __future__ import annotations
 

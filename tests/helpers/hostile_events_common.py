@@ -1,4 +1,5 @@
-"""What tests/unit/test_hostile_events.py and tests/system/test_hostile_events.py share."""
+"""Builders the tests of hostile events share (system/test_hostile_events_cli.py, unit/test_hostile_events.py):
+plain functions and data, no fixtures."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""What tests/unit/test_hostile_input.py and tests/system/test_hostile_input.py share."""
+"""Builders the tests of hostile input share (system/test_hostile_input_processes.py, system/test_tmux.py,
+unit/test_hostile_input.py): plain functions and data, no fixtures."""
 
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ def load(run, clock=None) -> tuple[Store, Options]:
 def hostile_run(run: Path) -> None:
     """A finished run whose names, host, note, column, checkpoint path and eval metric carry escapes."""
     with MetricsWriter(run, run_name=HOSTILE["run_name"], note=HOSTILE["note"], tokens_per_step=10,
-                       extra_columns=["acc\x1b[31m"]) as w:
+                       extra_columns=["acc\x1b[31m"], witness=False) as w:
         for s in range(1, 31):
             w.log(s, loss=1.0 / s, step_time=0.1, **{"acc\x1b[31m": 0.5})
         w.checkpoint(30, "ck/\x1b[2Jstep30.ckpt")

@@ -1,4 +1,5 @@
-"""What tests/unit/test_hostile_job.py and tests/system/test_hostile_job.py share."""
+"""Builders the tests of hostile job share (system/test_hostile_job_mindspore.py): plain functions and data, no
+fixtures."""
 
 from __future__ import annotations
 

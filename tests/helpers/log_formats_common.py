@@ -1,4 +1,5 @@
-"""What tests/unit/test_log_formats.py and tests/system/test_log_formats.py share."""
+"""Builders the tests of log formats share (system/test_following_live.py, system/test_log_formats_msrun.py,
+unit/test_log_formats.py): plain functions and data, no fixtures."""
 
 from __future__ import annotations
 

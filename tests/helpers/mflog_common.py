@@ -1,4 +1,5 @@
-"""What tests/unit/test_mflog.py and tests/system/test_mflog.py share."""
+"""Builders the tests of mflog share (system/test_mflog_cli.py, unit/test_mflog.py): plain functions and data, no
+fixtures."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""What tests/unit/test_parse_properties.py and tests/system/test_parse_properties.py share."""
+"""Builders the tests of parse properties share (unit/test_parse_properties.py): plain functions and data, no
+fixtures."""
 
 from __future__ import annotations
 

@@ -1,18 +1,12 @@
-"""What tests/unit/test_runs.py and tests/system/test_runs.py share."""
+"""Builders the tests of runs share (system/test_runs_live.py, unit/test_nan_shown.py, unit/test_runs.py,
+unit/test_screen_words.py): plain functions and data, no fixtures."""
 
 from __future__ import annotations
-
-import pytest
 
 from mstop.app.runs import RunsApp
 from mstop.app.widgets.runs import RunsTable
 from mstop.sources.runs import RunsWatch
-from tests.helpers.runs import NOW_RUNS, runs_folder
-
-
-@pytest.fixture(scope="module")
-def folder(tmp_path_factory):
-    return runs_folder(tmp_path_factory.mktemp("runs") / "runs")
+from tests.helpers.runs import NOW_RUNS
 
 
 def app_for(root, follow=False, clock=lambda: NOW_RUNS):

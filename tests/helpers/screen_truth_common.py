@@ -1,4 +1,5 @@
-"""What tests/unit/test_screen_truth.py and tests/system/test_screen_truth.py share."""
+"""Builders the tests of screen truth share (system/test_screen_truth_cli.py, unit/test_screen_truth.py): plain
+functions and data, no fixtures."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""What tests/unit/test_snapshots.py and tests/system/test_snapshots.py share."""
+"""Builders the tests of snapshots share (unit/test_snapshots.py): plain functions and data, no fixtures."""
 
 from __future__ import annotations
 

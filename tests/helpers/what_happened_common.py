@@ -1,4 +1,5 @@
-"""What tests/unit/test_what_happened.py and tests/system/test_what_happened.py share."""
+"""Builders the tests of what happened share (system/test_what_happened_real_jobs.py, unit/test_what_happened.py):
+plain functions and data, no fixtures."""
 
 from __future__ import annotations
 

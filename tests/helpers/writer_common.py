@@ -1,4 +1,5 @@
-"""What tests/unit/test_writer.py and tests/system/test_writer.py share."""
+"""Builders the tests of writer share (system/test_writer_processes.py, unit/test_writer.py): plain functions and
+data, no fixtures."""
 
 from __future__ import annotations
 

@@ -5,13 +5,14 @@ from __future__ import annotations
 import json
 import re
 import sys
-import time
 
+from mstop import fmt
 from mstop.app import MonitorApp
 from mstop.app.screens import GoToStepScreen, HelpScreen
 from mstop.app.widgets import Header, HeatStrip, RanksTable
+from mstop.live import RedrawBudget
 from mstop_writer import MetricsWriter
-from tests.helpers.app_common import NOW, app_for, make_baseline, make_run, run, settle, text, toasts  # noqa: F401  # noqa: F401  # noqa: F401
+from tests.helpers.app_common import NOW, app_for, make_baseline, make_run, settle, text, toasts
 from tests.helpers.runs import start, steps, write_events, write_rank
 
 
@@ -46,8 +47,8 @@ def style_at(text, i: int):
     return next(span.style for span in text.spans if span.start <= i < span.end)
 
 
-async def test_x_axis_log_and_window_keys(run):
-    app = app_for(run)
+async def test_x_axis_log_and_window_keys(two_rank_run):
+    app = app_for(two_rank_run)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
         assert "x: step" in text(app.query_one("#lr-chart"))
@@ -67,8 +68,8 @@ async def test_x_axis_log_and_window_keys(run):
         assert "recent" in text(app.query_one("#loss-chart"))
 
 
-async def test_help_and_go_to_step(run):
-    app = app_for(run)
+async def test_help_and_go_to_step(two_rank_run):
+    app = app_for(two_rank_run)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
         await pilot.press("question_mark")
@@ -101,7 +102,7 @@ async def test_custom_metrics_filter_and_chart(tmp_path):
         lst = app.screen.query_one("SelectionList")
         assert lst.option_count == 1  # filtered: only moe_aux_loss (val_acc is empty, note is text)
         await pilot.press("space", "escape")
-        assert app.monitor.custom == ("moe_aux_loss",) and app.screen.has_class("has-custom")
+        assert app.monitor.session.custom == ("moe_aux_loss",) and app.screen.has_class("has-custom")
         assert "moe_aux_loss" in text(app.query_one("#custom-chart"))
 
 
@@ -134,12 +135,18 @@ async def test_clock_skew_between_hosts_is_noted_not_alerted(tmp_path):
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
         write_rank(run, 0, steps(31, 31, t0=_time.time() - 1, loss=1.0, step_time=1.0))
-        write_rank(run, 1, steps(31, 31, t0=_time.time() - 601, loss=1.0, step_time=1.0))
-        await settle(pilot, lambda: app.monitor.store.rows == 62 and "step 31" in text(app.query_one(Header)))
+        row_time = _time.time() - 600.0
+        write_rank(run, 1, steps(31, 31, t0=row_time - 1.0, loss=1.0, step_time=1.0))
+        await settle(pilot, lambda: app.monitor.session.store.rows == 62 and "step 31" in text(app.query_one(Header)))
         app.monitor.redraw()
         head = text(app.query_one(Header))
-        assert "status RUNNING" in head and "rank 1's clock is 10 m 00 s behind this machine (file times)" in head
-        alerts = app.monitor.health.alerts(app.monitor.store, app.monitor.opts)
+        # the skew is the row's time against its file's: 600 s and the moments the write took (seconds on a
+        # loaded machine), said to the second
+        behind = (run / "rank1.csv").stat().st_mtime - row_time
+        assert 599.9 < behind < 605, behind
+        assert "status RUNNING" in head and f"rank 1's clock is {fmt.duration(behind)} behind this machine (file " \
+                                           "times)" in head, (behind, head)
+        alerts = app.monitor.session.health.alerts(app.monitor.session.store, app.monitor.session.opts)
         assert not [a for a in alerts if a.kind in ("stalled", "dead_rank")], alerts
 
 
@@ -179,9 +186,9 @@ async def test_heat_strip_and_rank_detail(tmp_path):
         assert style_at(strip.content, 33).reverse and not style_at(strip.content, 32).reverse  # its cell
 
 
-async def test_baseline_overlay_and_deltas_at_the_same_step(run, tmp_path):
+async def test_baseline_overlay_and_deltas_at_the_same_step(two_rank_run, tmp_path):
     base = make_baseline(tmp_path / "base")
-    app = app_for(run, baseline=str(base))
+    app = app_for(two_rank_run, baseline=str(base))
     async with app.run_test(size=(160, 45)) as pilot:
         await settle(pilot)
         said = text(app.query_one("#loss-base"))
@@ -203,7 +210,7 @@ async def test_baseline_overlay_and_deltas_at_the_same_step(run, tmp_path):
         app.screen.query_one("#baseline-input").value = str(tmp_path / "missing")
         await pilot.press("enter")  # read on a worker thread: the screen goes on meanwhile
         await settle(pilot, lambda: any("baseline not loaded" in m for m in toasts(app)))
-        assert app.monitor.baseline_store is None
+        assert app.monitor.session.baseline_store is None
         # and a real one chosen with b comes back on the charts
         await pilot.press("b")
         app.screen.query_one("#baseline-input").value = str(base)
@@ -212,27 +219,28 @@ async def test_baseline_overlay_and_deltas_at_the_same_step(run, tmp_path):
         assert "(+25.0 % vs baseline)" in text(app.query_one("#tp-text"))
 
 
-async def test_costly_frames_are_spaced_out_and_keys_still_draw_at_once(run):
+async def test_costly_frames_are_spaced_out_and_keys_still_draw_at_once(two_rank_run):
     """At 10,000 ranks a frame takes about a second: frames drawn on their own (new rows, the tick) then come
-    at most a quarter of the time, so keys are answered between them; a key draws at once regardless."""
-    app = app_for(run)
+    at most a quarter of the time, so keys are answered between them; a key draws at once regardless, and
+    once frames are cheap again they come once a second again. Time is the redraw budget's clock, held here
+    (the throttle's arithmetic alone: tests/unit/test_throttle.py)."""
+    now = [1000.0]
+    app = app_for(two_rank_run, redraw=RedrawBudget(clock=lambda: now[0]))
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
         scr = app.screen
-        scr._frame_cost = 10.0  # as if a frame took 10 s: the next one of its own in 40 s
-        scr._last_redraw = time.monotonic()
+        with scr.throttle.frame():  # a frame that took 10 s of the budget's clock: the next of its own in 40 s
+            now[0] += 10.0
         before = scr.frames_drawn
-        app.monitor.store.version += 1  # something new
-        scr._store_changed()
+        app.monitor.session.store.version += 1  # something new
         await pilot.pause(2.5)  # two ticks
         assert scr.frames_drawn == before
         await pilot.press("r")  # a key: drawn at once, not 40 s later
         await settle(pilot, lambda: scr.frames_drawn > before, tries=500)
         assert app.query_one(RanksTable).row_count == 2
-        scr._frame_cost = 0.0
-        scr._last_redraw = 0.0
-        n = scr.frames_drawn
-        app.monitor.store.version += 1
+        n = scr.frames_drawn  # the key's frame took no time of the budget's clock: frames are cheap again
+        now[0] += 1.0
+        app.monitor.session.store.version += 1
         await settle(pilot, lambda: scr.frames_drawn > n, tries=500)  # cheap frames: once a second again
 
 

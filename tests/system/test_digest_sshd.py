@@ -19,17 +19,13 @@ from mstop.engine.store import Store
 from mstop.sources import Connection, Sources, read_once
 from mstop_writer import MetricsWriter
 from mstop_writer.schema import DEVICE_COLUMNS
-from tests.helpers import sshd
 from tests.helpers.common import wait_for
 
 
-@pytest.fixture(scope="module")
-def config(tmp_path_factory):
-    srv = sshd.start_or_skip(tmp_path_factory.mktemp("sshd"))
-    path = srv.config.parent / "digest_hosts"
-    path.write_text(sshd.alias(srv, "lo* gw*"))
-    yield path
-    sshd.stop(srv)
+@pytest.fixture
+def config(server):
+    """The ssh config reaching lo*, gw*: the tier's server (tests/system/conftest.py)."""
+    return server.config
 
 
 def written(store: Store, rank: int) -> int:

@@ -23,7 +23,7 @@ from mstop.sources import Connection, Sources
 from mstop.sources.remote import FRAME_DEADLINE
 from mstop_writer import MetricsWriter
 from tests.helpers import sshd
-from tests.helpers.common import ROOT, processes_with, wait_for
+from tests.helpers.common import ROOT, ancestors, processes_with, wait_for
 from tests.helpers.runs import steps, write_rank, written_at
 
 
@@ -39,22 +39,17 @@ def hosts(tmp_path_factory):
     sshd.stop(odd)
 
 
-def followers() -> set[int]:
-    """The followers running on this machine (every test "host" is this machine): the remote python3, not
-    the ssh commands that carry its bootstrap."""
-    return {pid for pid, cmd in processes_with("mstop-follower") if "python3 -u -c import sys" in cmd}
+def _servers(hosts) -> tuple[int, int]:
+    """The module's two sshd (``odd``'s as it runs now: a test stops and starts it again)."""
+    main, odd, _ = hosts
+    return main.proc.pid, odd.proc.pid
 
 
-def ancestors(pid: int) -> list[int]:
-    out = []
-    while pid > 1:
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                pid = int(f.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            break
-        out.append(pid)
-    return out
+def followers(hosts) -> set[int]:
+    """The followers the module's servers run (every test "host" is this machine): the remote python3, not
+    the ssh commands that carry its bootstrap; another worker's, beside these under xdist, are not counted."""
+    return {pid for pid, cmd in processes_with("mstop-follower", under=_servers(hosts))
+            if "python3 -u -c import sys" in cmd}
 
 
 def rows_by_host(store: Store, rank: int) -> int:
@@ -120,13 +115,13 @@ def test_a_silent_host_is_named_within_its_heartbeat_deadline(hosts, tmp_path):
     for i, n in enumerate(["lo1", "odd"]):
         write_rank(tmp_path / n / "run", i, steps(1, 10, loss=1.0, step_time=0.5))
     store = Store()
-    before = followers()
+    before = followers(hosts)
     src = Sources([f"lo1,odd:{tmp_path}/%h/run"], store, poll=0.1, connection=Connection(("-F", str(config)), 5.0))
     src.follow()
     stopped: list[int] = []
     try:
-        assert wait_for(lambda: store.rows_written == 20 and len(followers() - before) == 2, 30), src.states()
-        mine = [p for p in followers() - before if odd.proc.pid in ancestors(p)]
+        assert wait_for(lambda: store.rows_written == 20 and len(followers(hosts) - before) == 2, 30), src.states()
+        mine = [p for p in followers(hosts) - before if odd.proc.pid in ancestors(p)]
         assert len(mine) == 1, mine
         os.kill(mine[0], signal.SIGSTOP)
         stopped.append(mine[0])
@@ -146,7 +141,7 @@ def test_a_silent_host_is_named_within_its_heartbeat_deadline(hosts, tmp_path):
                 os.kill(pid, signal.SIGCONT)  # the stopped one ends on its next write to a closed link
             except OSError:
                 pass
-    assert wait_for(lambda: not (followers() - before), 15), "a follower was left running"
+    assert wait_for(lambda: not (followers(hosts) - before), 15), "a follower was left running"
 
 
 def _topology(tmp_path: Path, hosts: str) -> Path:
@@ -185,7 +180,7 @@ def test_a_gateway_killed_mid_run_its_hosts_come_back_through_the_other(hosts, t
     main, odd, config = hosts
     writers = [live_writer(tmp_path / f"lo{h}" / "run", h - 1, 8) for h in range(1, 9)]
     store = Store()
-    before = followers()
+    before = followers(hosts)
     src = Sources([f"lo[1-8]:{tmp_path}/%h/run"], store, poll=0.1,
                   connection=Connection(("-F", str(config)), 5.0, str(_topology(tmp_path, "lo[1-8]"))))
     src.follow()
@@ -193,9 +188,10 @@ def test_a_gateway_killed_mid_run_its_hosts_come_back_through_the_other(hosts, t
         for w in writers:
             w.log(1, loss=1.0, step_time=0.1)
         assert wait_for(lambda: all(rows_by_host(store, r) == 1 for r in range(8)), 60), src.states()
-        gateways = _gateways()
+        gateways = _gateways(hosts)
         assert len(gateways) == 2, gateways
-        carriers = [p for p, c in processes_with("mstop-follower") if c.startswith("ssh ")]  # each host's ssh
+        carriers = [p for p, c in processes_with("mstop-follower", under=(os.getpid(), *_servers(hosts)))
+                    if c.startswith("ssh ")]  # each host's ssh, this test's (run here or by a gateway)
         assert len(carriers) == 8 and all(set(ancestors(p)) & set(gateways) for p in carriers), \
             "the hosts' ssh are not run by the gateways"
         os.kill(gateways[0], signal.SIGKILL)
@@ -210,13 +206,15 @@ def test_a_gateway_killed_mid_run_its_hosts_come_back_through_the_other(hosts, t
         for w in writers:
             w.close()
         src.stop()
-    assert wait_for(lambda: not (followers() - before), 15), "a follower was left running"
-    assert wait_for(lambda: not _gateways(), 15), "a gateway was left running"
+    assert wait_for(lambda: not (followers(hosts) - before), 15), "a follower was left running"
+    assert wait_for(lambda: not _gateways(hosts), 15), "a gateway was left running"
 
 
-def _gateways() -> list[int]:
-    """ClusterShell's gateways running (on this machine, as every test host is), not the ssh that started them."""
-    return [pid for pid, c in processes_with("-m ClusterShell.Gateway") if not c.startswith("ssh ")]
+def _gateways(hosts) -> list[int]:
+    """ClusterShell's gateways the module's servers run (on this machine, as every test host is), not the ssh
+    that started them."""
+    return [pid for pid, c in processes_with("-m ClusterShell.Gateway", under=_servers(hosts))
+            if not c.startswith("ssh ")]
 
 
 @pytest.mark.parametrize("how", ["q", "ctrl-c", "sigterm", "dropped terminal"])
@@ -227,7 +225,7 @@ def test_no_follower_or_ssh_is_left_however_the_monitor_ends(hosts, tmp_path, ho
     main, odd, config = hosts
     for h in range(1, 5):
         write_rank(tmp_path / f"lo{h}" / "run", h - 1, steps(1, 10, loss=1.0, step_time=0.5))
-    before = followers()
+    before = followers(hosts)
     sock = f"mstop-fan-{os.getpid()}-{how.replace(' ', '')}-{route}"
     cmd = f"{sys.executable} -m mstop 'lo[1-4]:{tmp_path}/%h/run' -F {config}"
     if route == "gateways":
@@ -237,7 +235,7 @@ def test_no_follower_or_ssh_is_left_however_the_monitor_ends(hosts, tmp_path, ho
     try:
         ssh = lambda: [p for p, c in processes_with(str(config)) if c.startswith("ssh ")]  # noqa: E731
         want = 4 if route == "flat" else 6  # through gateways: two to the gateways, theirs to the hosts
-        assert wait_for(lambda: len(ssh()) == want and len(followers() - before) >= 4, 30), "never followed"
+        assert wait_for(lambda: len(ssh()) == want and len(followers(hosts) - before) >= 4, 30), "never followed"
         mstop = [p for p, c in processes_with(f"-m mstop lo[1-4]:{tmp_path}") if "tmux" not in c]
         assert len(mstop) == 1, processes_with("-m mstop")
         if how == "q":
@@ -249,8 +247,8 @@ def test_no_follower_or_ssh_is_left_however_the_monitor_ends(hosts, tmp_path, ho
         else:
             subprocess.run(["tmux", "-L", sock, "kill-server"], capture_output=True)  # SIGHUP, as ssh gives
         assert wait_for(lambda: not any(os.path.exists(f"/proc/{p}") for p in mstop), 30), "mstop did not end"
-        assert wait_for(lambda: not (followers() - before), 15), "a follower was left running"
-        assert wait_for(lambda: not ssh() and not _gateways(), 15), "an ssh or a gateway was left running"
+        assert wait_for(lambda: not (followers(hosts) - before), 15), "a follower was left running"
+        assert wait_for(lambda: not ssh() and not _gateways(hosts), 15), "an ssh or a gateway was left running"
     finally:
         subprocess.run(["tmux", "-L", sock, "kill-server"], capture_output=True)
 

@@ -12,7 +12,7 @@ from mstop.engine.figures import Options
 from mstop.engine.goodput import BUCKETS, ledger
 from mstop.sources import read_once
 from tests.helpers.common import ROOT
-from tests.helpers.goodput_common import known_run, row  # noqa: F401
+from tests.helpers.goodput_common import known_run
 
 
 def test_summary_json_has_the_goodput_object(tmp_path):

@@ -12,9 +12,9 @@ import time
 from mstop.engine.figures import Options
 from mstop.engine.health import KINDS, Health
 from tests.helpers.common import ROOT
-from tests.helpers.health_common import (  # noqa: F401
+from tests.helpers.health_common import (
     healthy,
-    load,  # noqa: F401
+    load,
     noisy,
 )
 from tests.helpers.runs import steps, write_rank

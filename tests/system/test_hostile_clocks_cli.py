@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from tests.helpers.hostile_clocks_common import _write  # noqa: F401
+from tests.helpers.hostile_clocks_common import _write
 from tests.helpers.runs import start, steps, write_events, write_rank
 
 

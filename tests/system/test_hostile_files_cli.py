@@ -216,7 +216,7 @@ async def test_keys_work_and_q_quits_while_a_long_log_is_read(tmp_path, monkeypa
         await pilot.pause(0.2)
         assert isinstance(app.screen, HelpScreen) and app.monitor.reading
         await pilot.press("ctrl+c")  # quits from the help screen too (one key: a key takes ~2 s here)
-    assert app.monitor.reading and app.monitor.store.rows < 1_000_000  # it quit while reading
+    assert app.monitor.reading and app.monitor.session.store.rows < 1_000_000  # it quit while reading
     assert wait_for(lambda: not [t for t in threading.enumerate() if t.name == "mstop-load"], 5)
 
 

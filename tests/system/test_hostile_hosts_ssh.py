@@ -1,13 +1,24 @@
-"""Hosts that misbehave (issue 40 item 11), followed live by the monitor and read through a real OpenSSH: a
-bad frame or a silent host is a reconnect with backoff, said in the header with the host's name; the monitor
-stays up. The host's side is played by tests/helpers/fake_ssh.py: as a stand-in ``ssh`` on PATH, or behind a
-real sshd on 127.0.0.1 as its ``ForceCommand`` (the real client, the real server, a hostile remote program)."""
+"""Hosts that misbehave (issue 40 item 11): what the other end of ``host:/path`` sends is never trusted. The
+host's side is played by tests/helpers/fake_ssh.py: as a stand-in ``ssh`` on PATH, or behind a real sshd on
+127.0.0.1 as its ``ForceCommand`` (the real client, the real server, a hostile remote program).
+
+``mstop summary host:/path`` must end, within its deadlines, with an exit code and words naming the host and
+what was wrong, never a traceback, a MemoryError or a hang; a py-spy answer is typed, bounded and clean.
+Followed live by the monitor, a bad frame or a silent host is a reconnect with backoff, said in the header with
+the host's name; the monitor stays up. The frame header's own check, fed any JSON in this process:
+tests/unit/test_hostile_hosts.py."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import time
+
 import pytest
 
-from tests.helpers.fake_ssh import FAKE_SSH, on_path
+from tests.helpers.common import ROOT
+from tests.helpers.fake_ssh import FAKE_SSH, install, on_path
 
 
 @pytest.mark.parametrize("mode, words", [("negative", "a frame announces -5 bytes"),
@@ -87,3 +98,72 @@ async def test_the_monitor_following_a_host_behind_a_real_sshd_reconnects_and_sa
             screen = "\n".join(screen_lines(app))
             return "testhost" in screen and "a frame announces -5 bytes" in screen and "reconnecting" in screen
         await settle(pilot, said, tries=1000)
+
+
+@pytest.fixture
+def host(tmp_path):
+    folder = install(tmp_path)
+
+    def run(mode: str, timeout: float = 120) -> tuple[subprocess.CompletedProcess, float]:
+        (folder / "mode").write_text(mode)
+        env = {**os.environ, "PATH": f"{folder}:{os.environ['PATH']}"}
+        t0 = time.monotonic()
+        proc = subprocess.run([sys.executable, "-m", "mstop", "summary", "fakehost:/runs/a", "--json",
+                               "--connect-timeout", "1"], cwd=ROOT, env=env, capture_output=True, text=True,
+                              timeout=timeout)
+        return proc, time.monotonic() - t0
+    return run
+
+
+@pytest.mark.parametrize("mode, words", [
+    ("endless", "a frame header over 16 MiB without its end"),
+    ("probe-endless", "an answer over 256 MiB: cut off"),
+    ("probe-list", "an answer that does not read (not a JSON object)"),
+    ("probe-negative", "an answer that does not read (a length of -3 for 3 bytes)"),
+    ("negative", "a frame announces -5 bytes"),
+    ("huge", "a frame announces 1000000000000000 bytes"),
+    ("list", "unexpected output from the remote side"),
+    ("noclock", "its first frame has no clock"),
+    ("stringclock", "its first frame has no clock (got 'noon')"),
+    ("badfiles", "a frame's 'files' is not a list of [name, offset, length, reset, ...]"),
+    ("toolong", "a frame's files add up to more bytes than it sent"),
+    ("nevercaughtup", "never said it had caught up"),
+])
+def test_a_host_sending_what_no_follower_sends_is_named_with_what(host, mode, words):
+    proc, took = host(mode)
+    assert proc.returncode not in (0, 1) and "Traceback" not in proc.stderr and "MemoryError" not in proc.stderr
+    assert "fakehost" in proc.stderr and words in proc.stderr, proc.stderr
+    assert took < 60
+
+
+def test_a_silent_host_is_given_up_within_its_deadline(host):
+    from mstop.sources.remote import FRAME_DEADLINE
+
+    for mode, words in (("probe-silent", f"fakehost: no answer in {1 + FRAME_DEADLINE:g} s"),
+                        ("silent", f"fakehost: no frame for {1 + FRAME_DEADLINE:g} s")):
+        proc, took = host(mode)
+        assert proc.returncode not in (0, 1) and "Traceback" not in proc.stderr
+        assert words in proc.stderr, proc.stderr
+        assert took < 1 + FRAME_DEADLINE + 15
+
+
+@pytest.mark.parametrize("mode", ["spy-dicts", "spy-escape", "spy-many", "spy-list", "spy-why-dict"])
+def test_a_hosts_py_spy_answer_is_typed_bounded_and_shown_without_control_codes(tmp_path, monkeypatch, mode):
+    """The py-spy dump over ssh (``t``, ``d``): lines that are not strings, a reason with terminal escapes,
+    9,000 lines, a JSON list, a reason that is no string. Each is shown as words naming the host, or as at
+    most MAX_LINES clean lines: nothing of it reaches the terminal as a control code."""
+    from mstop.sources import pyspy
+    from mstop.sources.protocol import DEFAULT_CONNECTION
+
+    on_path(tmp_path, monkeypatch, mode)
+    lines, why = pyspy.dump_over_ssh("fakehost", {"pid": 4242, "host": "n1", "boot_id": "b", "pid_ns": "p"},
+                                     DEFAULT_CONNECTION)
+    said = "\n".join(lines or []) + why
+    assert "\x1b" not in said and "\x07" not in said, said
+    if mode == "spy-many":
+        assert lines is not None and len(lines) == pyspy.MAX_LINES + 1 and "4,000 more lines" in lines[-1]
+        assert lines[0] == "  main (job.py:1)\\x1b[31m"
+    elif mode == "spy-escape":
+        assert lines is None and why.startswith("fakehost: \\x1b]52;c;aGk=\\x07 gone"), why
+    else:
+        assert lines is None and why.startswith("fakehost: no dump: an answer mstop cannot read"), why

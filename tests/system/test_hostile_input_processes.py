@@ -19,7 +19,7 @@ from mstop.sources.local import LocalSource
 from mstop_writer import COLUMNS
 from tests.helpers.app_common import settle
 from tests.helpers.common import ROOT, wait_for
-from tests.helpers.hostile_input_common import CONTROL, HOSTILE, fifo_run, hostile_run, load, no_control, spiky_run  # noqa: F401
+from tests.helpers.hostile_input_common import fifo_run, hostile_run, load, no_control, spiky_run
 from tests.helpers.runs import start, steps, write_events, write_rank
 
 

@@ -16,7 +16,7 @@ import pytest
 
 from mstop_writer.profiling import PLAN_NAME, REQUEST_NAME
 from tests.helpers.common import HELPERS, ROOT, read_events
-from tests.helpers.hostile_job_common import plant, tree  # noqa: F401
+from tests.helpers.hostile_job_common import plant, tree
 
 STEPS = 300
 

@@ -15,17 +15,8 @@ from mstop.live.session import MonitorSession
 from mstop.live.stacks import fresh_lines
 from mstop.sources import Connection
 from mstop.sources.remote import rank_host
-from tests.helpers import sshd
 from tests.helpers.common import ROOT, wait_for
 from tests.helpers.runs import start, steps, write_events, write_rank
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    srv = sshd.start_or_skip(tmp_path_factory.mktemp("sshd"))
-    srv.config.write_text(srv.config.read_text() + sshd.alias(srv, "lo*"))
-    yield srv
-    sshd.stop(srv)
 
 
 def shared_run(tmp_path, host: str):

@@ -12,7 +12,7 @@ import pytest
 
 from mstop.sources import read_once
 from tests.helpers.common import HELPERS, ROOT
-from tests.helpers.log_formats_common import LOSS_MONITOR, V06_FILE, _logger_line, _rank_log  # noqa: F401
+from tests.helpers.log_formats_common import LOSS_MONITOR, V06_FILE, _logger_line, _rank_log
 
 TIME_MONITOR = "{} epoch time: {:5.3f} ms, per step time: {:5.3f} ms"
 
@@ -87,30 +87,22 @@ def test_a_real_msrun_job_with_loss_monitor_and_no_mstop_code(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_real_msrun_worker_killed_is_dead_from_the_scheduler_log(tmp_path):
-    """Item 2: rank 1 of a LossMonitor msrun job is SIGKILLed at step 10; msrun's scheduler times it out
+@pytest.mark.xdist_group("killed-plain-job")  # one worker makes the job both tests read
+def test_a_real_msrun_worker_killed_is_dead_from_the_scheduler_log(killed_plain_job):
+    """Item 2: rank 1 of a LossMonitor msrun job is SIGKILLed at step 30; msrun's scheduler times it out
     (``The node: N is timed out``; measured: N is rank 0, blocked in the AllReduce with the dead one, as
     often as rank 1, and sometimes both are named) and ends the job: mstop reads that as the job dead,
     where before it said ``stalled`` for ever (no heartbeats in a plain job's logs), and says which ranks
     the scheduler named and how far to trust it."""
     import json
     import re
-    import shutil
     import subprocess
     import sys
-    from pathlib import Path
 
-    pytest.importorskip("mindspore", reason="a real job needs MindSpore: pip install -e '.[mindspore]'")
-    from tests.helpers.msrun import free_port as _free_port
+    from mstop.engine.endings import ranks_text
 
-    msrun = shutil.which("msrun") or str(Path(sys.executable).parent / "msrun")
-    logs = tmp_path / "logs"
-    done = subprocess.run([msrun, "--worker_num=2", "--local_worker_num=2", "--master_addr=127.0.0.1",
-                           f"--master_port={_free_port()}", f"--log_dir={logs}", "--join=True",
-                           str(HELPERS / "msrun_plain_job.py"), "40", "1", "10"],
-                          cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=300,
-                          env={**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"})
-    assert done.returncode != 0
+    logs = killed_plain_job.logs
+    assert killed_plain_job.returncode != 0
     # one node or more (measured: rank 0 alone, rank 1 alone, or both, from run to run)
     named = sorted({int(n) for n in re.findall(r"The node: (\d) is timed out",
                                                (logs / "scheduler.log").read_text(errors="replace"))})
@@ -118,15 +110,15 @@ def test_a_real_msrun_worker_killed_is_dead_from_the_scheduler_log(tmp_path):
     out = subprocess.run([sys.executable, "-m", "mstop", "summary", "--json", str(logs)], capture_output=True,
                          text=True, timeout=60)
     js = json.loads(out.stdout)
-    assert js["status"] == "dead" and js["step"] == 10, js
+    assert js["status"] == "dead" and js["step"] == 30, js
     (a,) = [a for a in js["alerts"] if a["kind"] == "job_dead"]
-    from mstop.engine.endings import ranks_text
-
     assert f"msrun's scheduler timed out {ranks_text(named)} and ended the job" in a["message"], a
     assert "not always the one that died" in a["message"], a
 
 
-def test_a_real_plain_job_killed_before_its_first_epoch_ended_has_its_goodput(tmp_path):
+@pytest.mark.slow
+@pytest.mark.xdist_group("killed-plain-job")
+def test_a_real_plain_job_killed_before_its_first_epoch_ended_has_its_goodput(killed_plain_job):
     """Issue 40 item 3: a real plain msrun job (LossMonitor, TimeMonitor) killed before its first epoch's
     end (no TimeMonitor line) read afterwards said ``goodput 0 % of 0 s``. MindSpore's own stamped lines
     give its start and where its steps began: 30 steps of at least 0.1 s each are 29 intervals of 0.1 s,
@@ -135,19 +127,15 @@ def test_a_real_plain_job_killed_before_its_first_epoch_ended_has_its_goodput(tm
     import subprocess
     import sys
 
-    from tests.helpers.msrun import plain_msrun
-
-    began = time.time()
-    job, logs = plain_msrun(tmp_path, "60", "1", "30", "0.1")
-    assert job.wait(timeout=300) != 0
-    ended = time.time()
-    js = json.loads(subprocess.run([sys.executable, "-m", "mstop", "summary", "--json", str(logs)], cwd=ROOT,
+    job = killed_plain_job
+    assert job.returncode != 0
+    js = json.loads(subprocess.run([sys.executable, "-m", "mstop", "summary", "--json", str(job.logs)], cwd=ROOT,
                                    capture_output=True, text=True, timeout=120).stdout)
     g = js["goodput"]
     assert js["status"] == "dead" and js["step"] == 30, js
     assert 2.5 <= g["productive"] <= 30 * 0.1 + 5.0, g  # 30 steps of 0.1 s (29 between rows) and their work
     assert g["compile"] > 0.5 and 0.1 < g["goodput"] < 0.9, g  # the start-up is no step
-    assert g["wall"] <= ended - began + 1.0, g
+    assert g["wall"] <= job.ended - job.began + 1.0, g
 
 
 def test_unstamped_rows_of_one_read_are_spaced_by_their_step_time(tmp_path):

@@ -14,66 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from mstop.engine.logs import clean_lines, error_indexes, last_error
 from tests.helpers.app_common import settle, text
 from tests.helpers.common import HELPERS, ROOT, read_events
-
-MINDSPORE = ("[ERROR] ME(3151:281473336705040,MainProcess):2024-06-04-10:20:42.176.000 "
-             "[mindspore/train/model.py:1091] Run failed")
-
-MINDFORMERS = ("2024-06-04 10:20:42,176 - mindformers[mindformers/core/callback/callback.py:515] - ERROR - "
-               "loss is NaN at step 120")
-
-NOT_ERRORS = ["epoch: 1 step: 10, loss is 2.30", "{'loss': 1.5, 'error_rate': 0.1}",
-              "[WARNING] ME(1:2,MainProcess):2024 [a.py:1] the error tolerance is 1e-5",
-              "2024-06-04 10:20:42,176 - mindformers[x.py:1] - INFO - no errors so far"]
-
-def test_error_lines_of_mindspore_mindformers_and_python():
-    lines = clean_lines("\n".join([
-        "epoch: 1 step: 1, loss is 2.30", MINDSPORE, MINDFORMERS, *NOT_ERRORS,
-        "Traceback (most recent call last):", '  File "train.py", line 9, in <module>',
-        "    model.train(1, data)",
-        "RuntimeError: The pointer[device_address] is null.",
-        "----------------------------------------------------",
-        "- C++ Call Stack: (For framework developers)",
-        "----------------------------------------------------",
-        "mindspore/ccsrc/runtime/graph_scheduler/actor.cc:120 Run", ""]))
-    assert [lines[i] for i in error_indexes(lines)] == [
-        MINDSPORE, MINDFORMERS, "Traceback (most recent call last):",
-        "RuntimeError: The pointer[device_address] is null."]
-    err = last_error(lines)
-    assert err is not None and err.lines == ["RuntimeError: The pointer[device_address] is null."]
-
-
-def test_the_last_error_without_a_traceback_and_a_multi_line_message():
-    lines = clean_lines(f"{MINDFORMERS}\nstep 2\n{MINDSPORE}\nthe device is lost\nretry with a smaller batch\n\n")
-    err = last_error(lines)
-    assert err is not None and err.lines == [MINDSPORE, "the device is lost", "retry with a smaller batch"]
-    assert err.text.count("\n") == 2  # lines, never escaped
-    assert last_error(clean_lines("\n".join(NOT_ERRORS))) is None
-
-
-def test_error_lines_are_found_in_a_log_longer_than_its_tail_and_past_the_lines_kept(tmp_path, monkeypatch):
-    """A log over TAIL_BYTES is read from inside a line (that piece left out), and one of more than MAX_LINES
-    lines keeps the newest: the error lines' indexes still point at the error lines."""
-    from mstop.live.logpane import LogPane
-    from mstop.sources import logs
-
-    p = tmp_path / "train.log"
-    p.write_text("x" * 100 + "\n" + "".join(f"step {i}\n" for i in range(200)) + MINDSPORE + "\nstep 200\n")
-    monkeypatch.setattr(logs, "TAIL_BYTES", 1000)
-    pane = LogPane(0, str(p))
-    pane.read()
-    assert pane.lines[0].startswith("step ") and [pane.lines[i] for i in pane.errors] == [MINDSPORE]
-    monkeypatch.setattr(logs, "MAX_LINES", 50)
-    with open(p, "a") as f:
-        f.write("".join(f"more {i}\n" for i in range(30)) + MINDFORMERS + "\n")
-    pane.read()
-    assert len(pane.lines) == 50 and [pane.lines[i] for i in pane.errors] == [MINDSPORE, MINDFORMERS]
-    with open(p, "a") as f:
-        f.write("".join(f"again {i}\n" for i in range(60)))
-    pane.read()
-    assert pane.errors == [] and pane.lines[-1] == "again 59"
 
 
 def _failing_job(tmp_path: Path) -> tuple[Path, Path]:
@@ -133,72 +75,39 @@ def test_summary_json_names_the_failed_rank_s_error_line_and_log(tmp_path):
     assert js["error_line"].startswith("ValueError: batch 15 holds a NaN label")
 
 
-async def test_msrun_worker_logs_of_a_job_read_from_its_logs(tmp_path):
-    """A job read from msrun's worker logs: L shows the selected rank's worker_<R>.log."""
-    from mstop.app import MonitorApp
-    from mstop.app.screens import LogScreen
-
-    for r in range(2):
-        lines = [f"epoch: 1 step: {s}, loss is {2.0 - s / 100:.2f}" for s in range(1, 30)]
-        if r == 1:
-            lines += ["Traceback (most recent call last):", '  File "train.py", line 40, in <module>',
-                      "RuntimeError: Allocate memory failed on device 1"]
-        (tmp_path / f"worker_{r}.log").write_text("\n".join(lines) + "\n")
-    app = MonitorApp(str(tmp_path), follow=False)
-    async with app.run_test(size=(140, 40)) as pilot:
-        await settle(pilot)
-        await pilot.press("r")
-        await settle(pilot)
-        await pilot.press("down")  # the ranks table's cursor on rank 1
-        await settle(pilot, lambda: app.monitor.selected_rank == 1)
-        await pilot.press("L")
-        await settle(pilot, lambda: isinstance(app.screen, LogScreen))
-        pane = app.screen.pane
-        assert pane.path == str(tmp_path / "worker_1.log")
-        assert pane.last_error().lines == ["RuntimeError: Allocate memory failed on device 1"]
-        assert pane.lines[0] == "epoch: 1 step: 1, loss is 1.99"
 
 
-async def test_the_log_pane_over_ssh(tmp_path):
+async def test_the_log_pane_over_ssh(server, tmp_path):
     """The same failed job watched as testhost:/path (a real OpenSSH server on 127.0.0.1): L reads the log
     on that host, opens at its exception, and follows what is appended while it is open."""
-    import tempfile
 
     from mstop.app import MonitorApp
     from mstop.app.screens import LogScreen
     from mstop.sources import log_follower
-    from tests.helpers import sshd
 
     ast_source = Path(log_follower.__file__).read_text()
     import ast
 
     ast.parse(ast_source, feature_version=(3, 6))  # the remote python3 may be 3.6
-    reason = sshd.missing_reason()
-    if reason:
-        pytest.skip(reason)
     run, log = _failing_job(tmp_path)
-    srv = sshd.start(Path(tempfile.mkdtemp()))
-    try:
-        app = MonitorApp(f"testhost:{run}", follow=False, connection=srv.connection())
-        async with app.run_test(size=(200, 40)) as pilot:
-            from mstop.app.widgets import Header
+    app = MonitorApp(f"testhost:{run}", follow=False, connection=server.connection())
+    async with app.run_test(size=(200, 40)) as pilot:
+        from mstop.app.widgets import Header
 
-            await settle(pilot, lambda: "rank 0's log" in text(app.query_one(Header)))
-            note = app.monitor.session.culprit_error("failed")  # read on the other host, on a thread
-            assert note[0].startswith("rank 0's log (train.log, L opens it): ValueError: batch 15 holds a NaN")
-            await pilot.press("L")
-            await settle(pilot, lambda: isinstance(app.screen, LogScreen))
-            pane = app.screen.pane
-            await settle(pilot, lambda: pane.at is not None)  # read on a thread: the screen never waits on ssh
-            assert pane.path == f"testhost:{log}" and "step 14 done" in pane.lines, (pane.path, pane.problem)
-            assert pane.lines[pane.at].startswith("ValueError: batch 15 holds a NaN label")
-            with open(log, "a") as f:
-                f.write("RuntimeError: appended while the pane is open\n")
-            await settle(pilot, lambda: pane.lines[-1] == "RuntimeError: appended while the pane is open")
-            assert pane.lines[pane.errors[-1]] == "RuntimeError: appended while the pane is open"
-            await pilot.press("escape")
-    finally:
-        sshd.stop(srv)
+        await settle(pilot, lambda: "rank 0's log" in text(app.query_one(Header)))
+        note = app.monitor.session.culprit_error("failed")  # read on the other host, on a thread
+        assert note[0].startswith("rank 0's log (train.log, L opens it): ValueError: batch 15 holds a NaN")
+        await pilot.press("L")
+        await settle(pilot, lambda: isinstance(app.screen, LogScreen))
+        pane = app.screen.pane
+        await settle(pilot, lambda: pane.at is not None)  # read on a thread: the screen never waits on ssh
+        assert pane.path == f"testhost:{log}" and "step 14 done" in pane.lines, (pane.path, pane.problem)
+        assert pane.lines[pane.at].startswith("ValueError: batch 15 holds a NaN label")
+        with open(log, "a") as f:
+            f.write("RuntimeError: appended while the pane is open\n")
+        await settle(pilot, lambda: pane.lines[-1] == "RuntimeError: appended while the pane is open")
+        assert pane.lines[pane.errors[-1]] == "RuntimeError: appended while the pane is open"
+        await pilot.press("escape")
 
 
 @pytest.mark.slow

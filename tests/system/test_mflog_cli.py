@@ -15,7 +15,7 @@ import pytest
 from mstop.engine.figures import Options, status
 from mstop.sources import read_once
 from tests.helpers.common import ROOT
-from tests.helpers.mflog_common import KIT, _finished_log, mf_output, needs_kit  # noqa: F401
+from tests.helpers.mflog_common import KIT, _finished_log, mf_output, needs_kit
 
 
 def summary(*args: object) -> subprocess.CompletedProcess:

@@ -1,6 +1,6 @@
 """Node sets as sources through a real OpenSSH (issue 41): ``lo[1-16]:/tmp/.../%h/run``, sixteen ssh
 aliases of 127.0.0.1, each host's run directory its own (``%h``), read as one run: ``summary --json`` equals
-the same sixteen directories read locally as one run. The transport's faults: tests/system/test_fanout.py."""
+the same sixteen directories read locally as one run. The transport's faults: tests/system/test_fanout_sshd.py."""
 
 from __future__ import annotations
 
@@ -8,19 +8,9 @@ import json
 import subprocess
 import sys
 
-import pytest
-
 from tests.helpers import sshd
 from tests.helpers.common import ROOT
 from tests.helpers.runs import steps, write_rank, written_at
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    srv = sshd.start_or_skip(tmp_path_factory.mktemp("sshd"))
-    srv.config.write_text(srv.config.read_text() + sshd.alias(srv, "lo*"))  # lo1, lo2 ...: this machine
-    yield srv
-    sshd.stop(srv)
 
 
 def summary(*args: object) -> subprocess.CompletedProcess:
@@ -64,7 +54,7 @@ async def test_the_monitor_follows_a_node_set_as_one_run(server, tmp_path):
     app = MonitorApp(f"lo[1-2]:{tmp_path}/%h/run", options=MonitorOptions(connection=server.connection()))
     async with app.run_test(size=(160, 40)) as pilot:
         # the header's "ranks seen" gives way to its notes (these rows are dated 1970: a clock note each)
-        await settle(pilot, lambda: sorted(app.screen.store.ranks) == [0, 1]
+        await settle(pilot, lambda: sorted(app.screen.session.store.ranks) == [0, 1]
                      and "step 30" in text(app.query_one(Header)), tries=1000)
 
 
@@ -145,4 +135,4 @@ async def test_the_runs_list_over_a_node_set_shows_each_run_once_and_opens_it_ov
         await pilot.press("enter")
         await settle(pilot, lambda: "step 20" in text(app.screen.query_one(Header)), tries=1000)
         assert app.screen.session.source.label == f"lo[1-2]:{tmp_path}/%h/runs/b"
-        assert sorted(app.screen.store.ranks) == [0, 1]  # both hosts' ranks
+        assert sorted(app.screen.session.store.ranks) == [0, 1]  # both hosts' ranks

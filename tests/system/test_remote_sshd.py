@@ -14,18 +14,14 @@ from pathlib import Path
 import pytest
 
 from mstop.engine.store import Store
+from mstop.live import MonitorOptions
+from mstop.live.session import MonitorSession
 from mstop.sources.remote import RemoteError, RemoteSource, Target
 from mstop_writer import MetricsWriter
 from tests.helpers import sshd
 from tests.helpers.common import ROOT, processes_with, wait_for
+from tests.helpers.log_trust import SECRET, T0, forged_run, private_file
 from tests.helpers.runs import steps, write_rank, written_at
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    srv = sshd.start_or_skip(tmp_path_factory.mktemp("sshd"))
-    yield srv
-    sshd.stop(srv)
 
 
 def summary(*args):
@@ -91,8 +87,8 @@ def test_missing_remote_path_and_unreachable_host(server, tmp_path):
 
 def test_no_python3_on_the_remote(server, tmp_path):
     store = Store()
-    src = RemoteSource(Target("testhost", str(tmp_path)), store, connection=server.connection())
-    src._command = lambda: ["ssh", *server.options(), "--", "testhost", "python3-missing -c x"]  # type: ignore
+    src = RemoteSource(Target("testhost", str(tmp_path)), store, connection=server.connection(),
+                       command=lambda host, _: ["ssh", *server.options(), "--", host, "python3-missing -c x"])
     with pytest.raises(RemoteError, match="no python3 on the remote host"):
         src.read_all()
 
@@ -164,9 +160,9 @@ def test_a_fifo_named_like_a_rank_file_over_ssh(server, tmp_path):
                                                           "rank2.csv": "a directory, not a regular file"}
 
 
-def _followers() -> list[int]:
-    """Remote followers running on this machine (the test server is this machine)."""
-    return [pid for pid, _ in processes_with("mstop-follower")]
+def _followers(server) -> list[int]:
+    """Remote followers the tier's server runs (it is this machine); another worker's are not counted."""
+    return [pid for pid, _ in processes_with("mstop-follower", under=[server.proc.pid])]
 
 
 def test_a_killed_mstop_leaves_nothing_behind(server, tmp_path):
@@ -174,7 +170,7 @@ def test_a_killed_mstop_leaves_nothing_behind(server, tmp_path):
     import tempfile
 
     tmp = Path(tempfile.mkdtemp(dir="/tmp"))  # short: ssh's control socket lives in it
-    before = set(_followers())
+    before = set(_followers(server))
     # --wait on a missing remote path: mstop keeps its ssh connection going until it is killed
     proc = subprocess.Popen([sys.executable, "-m", "mstop", "summary", f"testhost:{tmp_path}/later", "--wait",
                              "--poll", "0.2", "-F", str(server.config)], cwd=ROOT,
@@ -183,7 +179,7 @@ def test_a_killed_mstop_leaves_nothing_behind(server, tmp_path):
     time.sleep(1.0)
     proc.send_signal(signal.SIGTERM)  # as timeout(1) does
     assert proc.wait(timeout=30) == 128 + signal.SIGTERM
-    assert wait_for(lambda: set(_followers()) <= before, 15), "a remote follower was left running"
+    assert wait_for(lambda: set(_followers(server)) <= before, 15), "a remote follower was left running"
     assert list(tmp.iterdir()) == [], "the ssh control directory was left behind"
     assert not processes_with(f"ControlPath={tmp}"), "an ssh process (client or mux master) was left running"
     shutil.rmtree(tmp)
@@ -430,3 +426,25 @@ def test_a_plain_msrun_job_over_ssh_names_the_first_worker_to_end(server, tmp_pa
         if job.poll() is None:
             os.killpg(job.pid, _signal.SIGKILL)
             job.wait()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="making a file of another user needs root (CI runs as root)")
+def test_over_ssh_the_follower_applies_the_same_rule(server, tmp_path):
+    """Issue 40 item 9 over ssh: the same forged start event read as testhost:/path; the log follower on that
+    host refuses the file and says why; nothing of it comes back (tests/unit/test_log_trust.py: here)."""
+    secret = private_file(tmp_path / "id_rsa")
+    link = tmp_path / "link.log"
+    os.symlink(tmp_path / "id_rsa", link)
+    run = forged_run(tmp_path, [secret, str(link)])
+    session = MonitorSession([f"testhost:{run}"], MonitorOptions(clock=lambda: T0 + 40,
+                                                                 connection=server.connection()))
+    try:
+        session.source.read_all()
+        session.first_read_done()
+        pane = session.log_pane(0)
+        assert pane.problem.startswith("reading testhost:")  # not read on the caller's thread: the screen's
+        pane.read()
+        assert pane.lines == [] and "belongs to another user" in pane.problem, pane.problem
+        assert SECRET not in pane.problem and pane.problem.startswith("testhost: ")
+    finally:
+        session.source.stop()

@@ -19,7 +19,7 @@ from mstop.app.widgets.runs import RunsTable
 from mstop.sources.runs import RunsWatch
 from tests.helpers.common import ROOT
 from tests.helpers.runs import RUNS, write_run
-from tests.helpers.runs_common import app_for, folder, settle, table_rows, title  # noqa: F401  # noqa: F401
+from tests.helpers.runs_common import app_for, settle, table_rows, title
 
 
 def mstop(*args, timeout=120):

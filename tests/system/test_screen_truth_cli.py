@@ -11,8 +11,8 @@ from tests.helpers.app_common import settle, text
 from tests.helpers.common import ROOT
 from tests.helpers.runs import start, steps, write_events, write_rank
 from tests.helpers.screen_truth_common import (
-    _axis_labels,  # noqa: F401
-    _run,  # noqa: F401
+    _axis_labels,
+    _run,
 )
 
 

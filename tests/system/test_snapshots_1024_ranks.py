@@ -4,11 +4,6 @@ from __future__ import annotations
 
 from mstop.app import MonitorApp
 from tests.helpers.app_common import settle as loaded  # the first read is done on a thread: wait for it
-from tests.helpers.snapshots_common import NOW, RUN, app  # noqa: F401
-
-
-def test_help_screen(snap_compare):
-    assert snap_compare(app(), terminal_size=(120, 40), run_before=loaded, press=["question_mark"])
 
 
 def test_ranks_view_of_1024_ranks(snap_compare, tmp_path):

@@ -10,12 +10,8 @@ import time
 import pytest
 
 from mstop.commands.summary import KEYS
-from mstop.engine.store import Store
-from mstop.sources.local import LocalSource
-from mstop_writer import COLUMNS
-from tests.helpers.common import ROOT, wait_for
+from tests.helpers.common import ROOT
 from tests.helpers.runs import start, steps, write_events, write_rank
-from tests.helpers.source_summary_common import native  # noqa: F401
 
 
 def summary(*args, cwd=ROOT, timeout=120):
@@ -122,94 +118,11 @@ def test_real_mindspore_run_summarised(tmp_path):
     assert 0 < out["mem_headroom"] < 1 and out["last_checkpoint"]["step"] == 20
 
 
-@pytest.mark.parametrize("poll", [None, 0.05])
-def test_a_followed_file_rewritten_in_place_with_more_bytes(tmp_path, poll, native):
-    """Issue 26 #8: open(p, "w") with more bytes than before, while followed: the 20 old rows are
-    forgotten and the 40 new ones read, not 20 stale rows kept and the new ones read from the old offset."""
-    write_rank(tmp_path, 0, steps(1, 20, loss=1.0, session="old"))
-    store = Store()
-    src = LocalSource(str(tmp_path), store, poll=poll)
-    src.follow()
-    try:
-        assert wait_for(lambda: store.rows == 20)
-        time.sleep(0.3)  # a kept descriptor and an event watch in place
-        rows = "".join(",".join("" if r.get(c) is None else str(r[c]) for c in COLUMNS) + "\n"
-                       for r in steps(1, 40, loss=2.0, session="new"))
-        with open(tmp_path / "rank0.csv", "w") as f:  # one write: no read round sees it empty
-            f.write(",".join(COLUMNS) + "\n" + rows)
-        assert wait_for(lambda: store.resets >= 1 and store.rows == 40)
-        d = store.ranks[0]
-        assert d.col("loss").tolist() == [2.0] * 40 and store.bad_rows == 0
-    finally:
-        src.stop()
 
 
-def test_files_growing_without_events_switch_to_polling(tmp_path, native):
-    """As on NFS: the directory's watch never hears of these writes (the files live elsewhere)."""
-    real, run = tmp_path / "elsewhere", tmp_path / "run"
-    write_rank(real, 0, steps(1, 2, loss=1.0))
-    run.mkdir()
-    (run / "rank0.csv").symlink_to(real / "rank0.csv")
-    store = Store()
-    src = LocalSource(str(run), store)
-    src.follow()
-    try:
-        assert wait_for(lambda: store.rows == 2)
-        write_rank(real, 0, steps(3, 5, loss=1.0))
-        assert wait_for(lambda: store.rows == 5, timeout=20)
-        assert src.state.fell_back and src.state.mode == "poll"
-        assert any("without file events" in n for n in src.state.notes)
-        write_rank(real, 0, steps(6, 6, loss=1.0))
-        assert wait_for(lambda: store.rows == 6)
-    finally:
-        src.stop()
 
 
-def test_busy_runs_are_scanned_and_quiet_ones_evented(tmp_path, native):
-    for r in range(32):
-        write_rank(tmp_path, r, [])
-    store = Store()
-    src = LocalSource(str(tmp_path), store)
-    src.follow()
-    try:
-        assert wait_for(lambda: src.state.mode == "inotify")
-        n, deadline = 0, time.monotonic() + 6
-        while time.monotonic() < deadline and src.state.mode == "inotify":  # ~ 32 x 20 rows/s
-            n += 1
-            for r in range(32):
-                write_rank(tmp_path, r, steps(n, n, loss=1.0))
-            time.sleep(0.05)
-        assert src.state.mode == "inotify+scan"
-        assert wait_for(lambda: store.rows == 32 * n)
-        assert wait_for(lambda: src.state.mode == "inotify", timeout=10)  # quiet again
-        write_rank(tmp_path, 0, steps(n + 1, n + 1, loss=1.0))
-        assert wait_for(lambda: store.rows == 32 * n + 1)
-    finally:
-        src.stop()
 
 
-def test_a_run_directory_removed_and_made_again_is_followed_again(tmp_path, native):
-    """The directory goes away (a cleanup, a remount) and comes back with new files: it is said to be
-    missing meanwhile, and then watched and read again, new appends included."""
-    import shutil
-
-    run = tmp_path / "run"
-    write_rank(run, 0, steps(1, 3, loss=1.0))
-    store = Store()
-    src = LocalSource(str(run), store)
-    src.follow()
-    try:
-        assert wait_for(lambda: store.rows == 3)
-        shutil.rmtree(run)
-        assert wait_for(lambda: src.state.missing, timeout=10)
-        write_rank(run, 0, steps(1, 2, loss=2.0, session="again"))
-        write_rank(run, 1, steps(1, 1, loss=2.0, session="again"))
-        assert wait_for(lambda: not src.state.missing and store.ranks[0].rows == 2 and 1 in store.ranks
-                        and store.ranks[1].rows == 1, timeout=15)
-        write_rank(run, 1, steps(2, 2, loss=2.0, session="again"), header=False)
-        assert wait_for(lambda: store.ranks[1].rows == 2, timeout=10)
-        assert src.state.mode == "inotify"
-    finally:
-        src.stop()
 
 

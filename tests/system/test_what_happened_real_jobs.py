@@ -20,7 +20,7 @@ from mstop.sources import read_once
 from tests.helpers.common import ROOT, read_events, wait_for
 from tests.helpers.msrun import Msrun
 from tests.helpers.runs import start, steps, write_events, write_rank
-from tests.helpers.what_happened_common import _writer_run  # noqa: F401
+from tests.helpers.what_happened_common import _writer_run
 
 LOOP = """
 import os, sys, time
@@ -75,7 +75,7 @@ async def test_a_killed_one_rank_job_is_dead_on_screen_within_2_s_by_its_exit_wi
         screen = "\n".join(screen_lines(app))
         assert took < 2.0 and "rank 0's process ended at " in screen and "killed by SIGKILL" in screen, (took, screen)
         p.wait()
-        alerts = app.monitor.health.alerts(app.monitor.store, app.monitor.opts)
+        alerts = app.monitor.session.health.alerts(app.monitor.session.store, app.monitor.session.opts)
         assert [(a.kind, a.rank) for a in alerts] == [("job_dead", 0)]
 
 
@@ -103,7 +103,7 @@ async def test_a_killed_one_rank_job_is_called_quiet_at_once_then_dead(tmp_path)
         assert time.monotonic() - killed < 10 and "usual step 4" in head and "steps/s" not in head, head
         await settle(pilot, lambda: "status DEAD" in text(app.query_one(Header)), tries=2000)
         assert time.monotonic() - killed < 25  # 3 heartbeats of 5 s, not 90 s
-        alerts = app.monitor.health.alerts(app.monitor.store, app.monitor.opts)
+        alerts = app.monitor.session.health.alerts(app.monitor.session.store, app.monitor.session.opts)
         assert [a.kind for a in alerts] == ["job_dead"] and "alive" not in alerts[0].message
 
 

@@ -5,13 +5,14 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+import time
 
 import pandas as pd
 import pytest
 
 from mstop_writer import COLUMNS, MetricsWriter
 from tests.helpers.common import ROOT, read_events, read_rows
-from tests.helpers.writer_common import warnings_of  # noqa: F401
+from tests.helpers.writer_common import warnings_of
 
 
 def test_import_uses_standard_library_only():
@@ -101,3 +102,39 @@ def test_options_are_one_dataclass_that_keywords_and_the_callback_build(tmp_path
     assert CALLBACK_OPTIONS == (WRITER_OPTIONS - {"detected_from"}) | {"output_names"}
 
 
+_RACE = """
+import sys
+from mstop_writer import MetricsWriter
+with MetricsWriter(sys.argv[1], rank=0, world_size=1, heartbeat_interval=3600, device_interval=0) as w:
+    w.log(1, loss=1.0, step_time=0.1)
+"""
+
+
+def test_jobs_starting_together_on_one_run_dir_write_one_header(tmp_path):
+    """Issue 40 item 12: two jobs starting at once on one run dir both found the new file empty and both
+    wrote the header (a phantom bad row). Here the other job is caught between creating the file and
+    writing its header (it holds the file's lock): the writer waits for it, finds its header, adds none."""
+    import fcntl
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from mstop_writer.schema import COLUMNS
+    from tests.helpers.common import ROOT
+
+    run = tmp_path / "run"
+    run.mkdir()
+    fd = os.open(run / "rank0.csv", os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+    fcntl.lockf(fd, fcntl.LOCK_EX)  # the other job: created the file, its header not written yet
+    job = subprocess.Popen([sys.executable, "-c", _RACE, str(run)], cwd=ROOT)
+    time.sleep(0.5)
+    os.write(fd, (",".join(COLUMNS) + "\n").encode())
+    fcntl.lockf(fd, fcntl.LOCK_UN)
+    os.close(fd)
+    assert job.wait(timeout=60) == 0
+    lines = (run / "rank0.csv").read_text().splitlines()
+    assert sum(1 for ln in lines if ln.startswith("time,")) == 1, lines[:3]
+    js = json.loads(subprocess.run([sys.executable, "-m", "mstop", "summary", str(run), "--json"], cwd=ROOT,
+                                   capture_output=True, text=True, timeout=120).stdout)
+    assert js["bad_rows"] == 0 and js["rows"] == 1

@@ -5,12 +5,12 @@ from __future__ import annotations
 from mstop.app import MonitorApp
 from mstop.app.widgets import Header, RanksTable
 from mstop_writer import MetricsWriter
-from tests.helpers.app_common import NOW, app_for, make_baseline, make_run, run, settle, text  # noqa: F401  # noqa: F401
+from tests.helpers.app_common import NOW, app_for, grouped_by_host, make_baseline, make_run, settle, text
 from tests.helpers.runs import start, steps, write_events, write_rank
 
 
-async def test_header_and_panels_show_the_run(run):
-    app = app_for(run)
+async def test_header_and_panels_show_the_run(two_rank_run):
+    app = app_for(two_rank_run)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
         head = text(app.query_one(Header))
@@ -37,7 +37,8 @@ async def test_rows_appended_while_running_are_shown(tmp_path):
     run = tmp_path / "live"
     run.mkdir()
     app = MonitorApp(str(run), poll=0.05)
-    w = MetricsWriter(run, rank=0, world_size=1, run_name="live-run", tokens_per_step=100, heartbeat_interval=3600)
+    w = MetricsWriter(run, rank=0, world_size=1, run_name="live-run", tokens_per_step=100, heartbeat_interval=3600,
+                      witness=False)
     try:
         async with app.run_test(size=(120, 40)) as pilot:
             await settle(pilot, lambda: "live-run" in text(app.query_one(Header)))
@@ -48,7 +49,7 @@ async def test_rows_appended_while_running_are_shown(tmp_path):
             app.monitor.action_pause()
             for s in range(8, 12):
                 w.log(s, loss=1.0 / s, step_time=0.1)
-            await settle(pilot, lambda: app.monitor.store.rows == 11)
+            await settle(pilot, lambda: app.monitor.session.store.rows == 11)
             app.monitor.redraw()
             assert "step 7 " in text(app.query_one(Header))  # frozen while paused
             await pilot.press("p")
@@ -57,8 +58,8 @@ async def test_rows_appended_while_running_are_shown(tmp_path):
         w.close()
 
 
-async def test_smoothing_keys(run):
-    app = app_for(run)
+async def test_smoothing_keys(two_rank_run):
+    app = app_for(two_rank_run)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
         await pilot.press("s")
@@ -67,8 +68,8 @@ async def test_smoothing_keys(run):
         assert "smoothed(0.95)" in text(app.query_one("#loss-chart"))
 
 
-async def test_ranks_view_sorts(run):
-    app = app_for(run)
+async def test_ranks_view_sorts(two_rank_run):
+    app = app_for(two_rank_run)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
         await pilot.press("r")
@@ -92,8 +93,8 @@ async def test_nan_and_markup_are_shown_literally(tmp_path):
         assert "!! NaN/Inf at step 25" in text(app.query_one("#loss-chart"))
 
 
-async def test_small_terminal_layout(run):
-    app = app_for(run)
+async def test_small_terminal_layout(two_rank_run):
+    app = app_for(two_rank_run)
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
         assert app.screen.has_class("narrow")
@@ -125,16 +126,6 @@ async def test_bell_rings_once_per_new_alert(tmp_path):
     assert rings == [1]
 
 
-async def _grouped_by_host(app, pilot) -> tuple[RanksTable, list[list[str]]]:
-    """The ranks view opened (r) and grouped by host (h): its table, and the text of each of its rows."""
-    await settle(pilot)
-    await pilot.press("r")
-    await settle(pilot, lambda: app.query_one(RanksTable).row_count > 0)
-    await pilot.press("h")
-    table = app.query_one(RanksTable)
-    return table, [[str(c) for c in table.get_row_at(i)] for i in range(table.row_count)]
-
-
 async def test_ranks_grouped_by_host_expand_with_enter(tmp_path):
     """Grouped by host (h), the quiet hosts fold into one line (as clush -b folds like output); the host
     with an alert keeps its own; Enter opens the fold, then a host's ranks."""
@@ -145,7 +136,7 @@ async def test_ranks_grouped_by_host_expand_with_enter(tmp_path):
                                  data_wait=0.3 if r == 21 else 0.01))
     app = MonitorApp(str(run), follow=False, clock=lambda: 1031.0)
     async with app.run_test(size=(120, 40)) as pilot:
-        table, rows = await _grouped_by_host(app, pilot)
+        table, rows = await grouped_by_host(app, pilot)
         assert [r[:2] for r in rows] == [["+ 4 hosts", "node[0-1,3-4] ok · 8 ranks each"], ["+ 8 ranks", "node2"]]
         assert rows[1][6] == "30.0 %"  # node2 holds rank 21: the host shows its worst rank
         await pilot.press("enter")  # the fold opened: a line a host
@@ -157,24 +148,11 @@ async def test_ranks_grouped_by_host_expand_with_enter(tmp_path):
         assert table.border_title.startswith("rows 1-") and " of 40 ranks " in table.border_title
 
 
-async def test_a_thousand_ranks_grouped_by_host_are_three_lines(tmp_path):
-    """1,024 ranks on 128 hosts, one straggler and one dead rank: the 126 quiet hosts are one line, the two
-    with something to say one line each (the alerts' ranks on them)."""
-    from tests.helpers.runs import cluster_1024
-
-    now = cluster_1024(tmp_path / "run")
-    app = MonitorApp(str(tmp_path / "run"), follow=False, clock=lambda: now)
-    async with app.run_test(size=(160, 40)) as pilot:
-        table, rows = await _grouped_by_host(app, pilot)
-        rows = [r[:2] for r in rows]
-        assert sorted(rows) == sorted([["+ 126 hosts", "node[000-036,038-063,065-127] ok · 8 ranks each"],
-                                       ["+ 8 ranks", "node037"], ["+ 8 ranks", "node064"]]), rows
-        assert "of 3 hosts and ranks" in table.border_title
 
 
-async def test_baseline_that_ended_earlier_is_said(run, tmp_path):
+async def test_baseline_that_ended_earlier_is_said(two_rank_run, tmp_path):
     base = make_baseline(tmp_path / "base", last=25)  # the run is at step 40
-    app = app_for(run, baseline=str(base))
+    app = app_for(two_rank_run, baseline=str(base))
     async with app.run_test(size=(160, 45)) as pilot:
         await settle(pilot)
         assert "baseline ended at step 25: no difference past it" in text(app.query_one("#loss-base"))

@@ -321,7 +321,7 @@ def make_line(kind: object, s: int, session: str, rng: random.Random) -> bytes:
     return text.encode()
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(suppress_health_check=[HealthCheck.too_slow])
 @given(kinds=st.lists(LINE, min_size=1, max_size=80), cuts=st.lists(st.integers(1, 300), min_size=1, max_size=30),
        dues=st.lists(st.booleans(), min_size=1, max_size=30), garbage_first=st.booleans())
 def test_property_parts_tile_the_file_and_every_line_is_sent_once(kinds, cuts, dues, garbage_first):
@@ -436,7 +436,7 @@ def test_heartbeats_are_thinned_and_every_other_event_comes_as_written(tmp_path)
     assert host.src.bytes_received < sum(len(t) for t in events.values()) / 2  # most heartbeats not sent
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(suppress_health_check=[HealthCheck.too_slow])
 @given(kinds=st.lists(st.sampled_from(["beat", "beat", "other", "bad"]), min_size=1, max_size=60),
        cuts=st.lists(st.integers(1, 200), min_size=1, max_size=20), dues=st.lists(st.booleans(), min_size=1))
 def test_property_thinned_events_tile_the_file_and_keep_every_other_line(kinds, cuts, dues):

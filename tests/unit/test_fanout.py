@@ -1,6 +1,6 @@
 """The ClusterShell transport's parts that run without a host (issue 41): the follower's line frames read
 back, the command each host is started with, the room for many hosts' pipes. Against real hosts:
-tests/system/test_fanout.py."""
+tests/system/test_fanout_sshd.py."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import shlex
 import zlib
 
 import pytest
-from hypothesis import example, given, settings
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from mstop.engine.store import Store
@@ -50,7 +50,6 @@ def test_a_line_frame_the_follower_never_sends_is_named(frame, words):
     assert words in str(e.value)
 
 
-@settings(max_examples=300, deadline=None)
 @given(st.one_of(st.binary(max_size=300), st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.sampled_from(

@@ -14,11 +14,11 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
-from mstop.engine import spill
 from mstop.engine.parse import N_EXACT, NUMERIC, Rows
+from mstop.engine.spill import SpillBudget
 from mstop.engine.store import FLOAT_INDEX, FrozenRanks, Store
 
 RANKS = 4
@@ -71,20 +71,12 @@ def _print(d) -> tuple:
             len(d.checkpoints), dict(d.ends), len(d.aborts), d.last_heartbeat, d.ev_stamp)
 
 
-@pytest.fixture(params=["held", "spilled"])
-def budget(request, monkeypatch):
-    if request.param == "spilled":  # every rank past two rows moves its oldest, two at a time
-        monkeypatch.setattr(spill, "SPILL_ROWS", 2)
-        monkeypatch.setattr(spill, "MIN_HELD", 2)
-        return 0
-    return None
-
-
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@pytest.mark.parametrize("budget", [SpillBudget(keep_rows=None),  # every row held
+                                    SpillBudget(keep_rows=0, chunk_rows=2, min_held=2)],  # past two rows: spilled
+                         ids=["held", "spilled"])
 @given(ops=st.lists(op, min_size=6, max_size=40))
 def test_a_snapshots_rank_read_late_equals_the_rank_frozen_at_once(budget, ops):
-    store = Store()
-    store.keep_rows = budget
+    store = Store(budget)
     t, step = 1000.0, dict.fromkeys(range(RANKS), 1.0)
     for r in range(RANKS):  # every rank has a row of session "a": a round's row of "a" takes the short way
         store.ingest_rows(r, _rows(t, 1.0, 1, "a"))

@@ -8,7 +8,7 @@ from mstop.engine import goodput
 from mstop.engine.figures import Options
 from mstop.engine.goodput import ledger
 from mstop.sources import read_once
-from tests.helpers.goodput_common import known_run, row  # noqa: F401
+from tests.helpers.goodput_common import known_run, row
 from tests.helpers.runs import start, write_events, write_rank
 
 

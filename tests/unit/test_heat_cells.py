@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from hypothesis import example, given, settings
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from mstop.view.frame import RankTable, View
@@ -56,7 +56,6 @@ few = st.sampled_from([0.0, 1.0, 2.5, -3.0, math.inf, -math.inf, math.nan, 1e9])
 values = st.one_of(st.none(), few, few, few, st.floats(-1e6, 1e6))  # ties in a cell are common
 
 
-@settings(max_examples=300, deadline=None)
 @given(st.lists(st.tuples(values, st.one_of(st.none(), st.integers(0, 50)), st.booleans()), max_size=40),
        st.sampled_from(["step_time", "headroom", "lag"]), st.booleans(), st.integers(1, 5),
        st.one_of(st.none(), st.integers(-1, 45)), st.integers(0, 3))

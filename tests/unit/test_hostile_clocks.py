@@ -5,7 +5,7 @@ rows' own times disagree with it."""
 from __future__ import annotations
 
 from mstop import fmt
-from tests.helpers.hostile_clocks_common import _write  # noqa: F401
+from tests.helpers.hostile_clocks_common import _write
 
 
 def test_every_duration_shown_is_bounded():

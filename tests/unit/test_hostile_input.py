@@ -12,7 +12,7 @@ from mstop.engine.figures import status
 from mstop.engine.health import Health
 from mstop_writer import MetricsWriter
 from tests.helpers.common import read_events
-from tests.helpers.hostile_input_common import CONTROL, HOSTILE, fifo_run, hostile_run, load, no_control, spiky_run  # noqa: F401
+from tests.helpers.hostile_input_common import fifo_run, hostile_run, load, no_control, spiky_run
 from tests.helpers.runs import start, steps, write_events, write_rank
 
 
@@ -38,7 +38,7 @@ async def test_the_monitor_and_its_baseline_never_hang_on_a_fifo(tmp_path):
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.pause()
         header = str(app.query_one("#header").render())
-        assert "rank3.csv not followed: a FIFO" in header and app.monitor.baseline_store is not None
+        assert "rank3.csv not followed: a FIFO" in header and app.monitor.session.baseline_store is not None
         await pilot.press("q")
 
 
@@ -68,7 +68,7 @@ def test_without_heartbeats_a_silent_job_is_stalled_and_says_why(tmp_path):
 
 def test_an_abort_ends_the_run_as_failed(tmp_path):
     with pytest.raises(RuntimeError):
-        with MetricsWriter(tmp_path) as w:
+        with MetricsWriter(tmp_path, witness=False) as w:
             for s in range(1, 6):
                 w.log(s, loss=1.0)
             raise RuntimeError("CUDA out of memory")

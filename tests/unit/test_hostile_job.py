@@ -5,5 +5,4 @@ never blocks, finishes, writes every row, and changes nothing outside its run di
 
 from __future__ import annotations
 
-from tests.helpers.hostile_job_common import plant, tree  # noqa: F401
 

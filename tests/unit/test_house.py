@@ -4,6 +4,8 @@ rooms in the order data flows through them."""
 from __future__ import annotations
 
 import ast
+import functools
+from pathlib import Path
 
 from tests.helpers.common import ROOT
 
@@ -12,10 +14,22 @@ WRITER = ROOT / "writer" / "mstop_writer"
 LONGEST = 60
 
 
+@functools.cache
+def _tree(path: Path) -> ast.Module:
+    """A source file parsed once for all the house's tests."""
+    return ast.parse(path.read_text())
+
+
+@functools.cache
+def _nodes(path: Path) -> tuple[ast.AST, ...]:
+    """Every node of a source file, walked once for all the house's tests."""
+    return tuple(ast.walk(_tree(path)))
+
+
 def _functions(folder: str) -> list[tuple[int, str]]:
     out = []
     for f in sorted((ROOT / folder).rglob("*.py")):
-        for node in ast.walk(ast.parse(f.read_text())):
+        for node in _nodes(f):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 out.append((node.end_lineno - node.lineno + 1, f"{f.relative_to(ROOT)}:{node.lineno} {node.name}"))
     return out
@@ -41,7 +55,7 @@ def test_the_rooms_follow_the_data_flow():
     later = {room: set(order[i + 1:]) for i, room in enumerate(order)}
     for room in order[:-1]:
         for f in (ROOT / "mstop" / room).rglob("*.py"):
-            for node in ast.walk(ast.parse(f.read_text())):
+            for node in _nodes(f):
                 if isinstance(node, ast.ImportFrom) and node.level >= 2 and node.module:
                     top = node.module.split(".")[0]
                     assert top not in later[room], f"{f.relative_to(ROOT)} imports ..{node.module}"
@@ -54,7 +68,7 @@ def test_each_package_map_names_exactly_its_modules():
 
     checked = 0
     for init in sorted((ROOT / "mstop").rglob("__init__.py")):
-        doc = ast.get_docstring(ast.parse(init.read_text()), clean=False) or ""
+        doc = ast.get_docstring(_tree(init), clean=False) or ""
         named = set(re.findall(r"^ {4}(\w+\.py) ", doc, re.M))
         if not named:
             continue
@@ -71,7 +85,7 @@ def test_only_the_store_changes_the_store():
     for path in sorted((ROOT / "mstop").rglob("*.py")):
         if path.name == "store.py":
             continue
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in _nodes(path):
             targets = node.targets if isinstance(node, ast.Assign) else \
                 [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else []
             for t in targets:
@@ -89,7 +103,7 @@ def test_the_view_is_a_frame_from_a_snapshot():
     banned = {"threading", "subprocess", "os", "glob", "pathlib", "shutil", "socket", "concurrent"}
     offenders = []
     for f in sorted((ROOT / "mstop" / "view").rglob("*.py")):
-        for node in ast.walk(ast.parse(f.read_text())):
+        for node in _nodes(f):
             if isinstance(node, ast.Import):
                 offenders += [f"{f.name}:{node.lineno} import {a.name}" for a in node.names
                               if a.name.split(".")[0] in banned]
@@ -108,7 +122,7 @@ def test_the_app_goes_through_the_views_door():
     sources itself; what it needs of them mstop.view and mstop.live name (their __all__, the session)."""
     offenders = []
     for f in sorted((ROOT / "mstop" / "app").rglob("*.py")):
-        for node in ast.walk(ast.parse(f.read_text())):
+        for node in _nodes(f):
             if isinstance(node, ast.ImportFrom) and node.level >= 2 and node.module and \
                     node.module.split(".")[0] in ("engine", "sources"):
                 offenders.append(f"{f.relative_to(ROOT)}:{node.lineno} imports ..{node.module}")
@@ -121,7 +135,7 @@ def _writer_imports() -> dict[str, set[str]]:
     for f in sorted(WRITER.glob("*.py")):
         me = f.stem
         graph[me] = set()
-        for node in ast.walk(ast.parse(f.read_text())):
+        for node in _nodes(f):
             if isinstance(node, ast.ImportFrom) and node.level == 1:
                 if node.module:
                     graph[me].add(node.module.split(".")[0])
@@ -179,7 +193,7 @@ def test_tests_touch_few_private_attributes_and_production_has_no_test_doors():
     uses = []
     for f in sorted((ROOT / "tests").rglob("*.py")):
         text = f.read_text()
-        for node in ast.walk(ast.parse(text)):
+        for node in _nodes(f):
             if isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__") \
                     and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")):
                 uses.append(f"{f.name}:{node.lineno} {node.attr}")
@@ -218,7 +232,7 @@ def test_outside_the_engine_a_run_is_read_only_through_its_read_door():
 def _module_imports(path) -> set[str]:
     """The engine modules ``path`` imports (``from . import x``, ``from .x import y``), lazily or not."""
     out = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in _nodes(path):
         if isinstance(node, ast.ImportFrom) and node.level == 1:
             if node.module:
                 out.add(node.module.split(".")[0])
@@ -247,10 +261,10 @@ def test_each_health_rule_is_written_once_below_its_two_readers():
     twins = {"health.py": ("_nan_loss", "_spike", "_overflow", "_throughput_drop", "_oom", "_starvation"),
              "incidents.py": ("_nan", "_spikes", "_overflows", "_throughput", "_oom", "_starvation", "_incidents")}
     for name, gone in twins.items():
-        defined = {n.name for n in ast.walk(ast.parse((engine / name).read_text())) if isinstance(n, ast.FunctionDef)}
+        defined = {n.name for n in _nodes(engine / name) if isinstance(n, ast.FunctionDef)}
         assert not defined & set(gone), (name, sorted(defined & set(gone)))
     for f in sorted(engine.glob("*.py")):
-        for node in ast.walk(ast.parse(f.read_text())):
+        for node in _nodes(f):
             if isinstance(node, ast.FunctionDef):
                 for a in node.args.args + node.args.kwonlyargs:
                     if a.arg == "rules" and a.annotation is not None:
@@ -281,14 +295,14 @@ def test_a_log_is_read_by_a_driver_and_a_family_per_logger():
     families; each family is one class in a module of its own, built on the shared LogState, and no family
     imports the driver or another family (what they share is logstate.py's)."""
     engine = ROOT / "mstop" / "engine"
-    tree = ast.parse((engine / "mflog.py").read_text())
+    tree = _tree(engine / "mflog.py")
     driver = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "MfLogParser")
     own = {t.attr for n in ast.walk(driver) if isinstance(n, ast.Assign) for t in n.targets
            if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self"}
     assert own == {"st", "mf", "ms"}, sorted(own)
     families = {"mfsteps": "MindFormersSteps", "msmonitors": "MonitorLines"}
     for module, name in families.items():
-        body = ast.parse((engine / f"{module}.py").read_text()).body
+        body = _tree(engine / f"{module}.py").body
         classes = [n.name for n in body if isinstance(n, ast.ClassDef)]
         assert classes == [name], (module, classes)
         assert ({"mflog", *families} - {module}).isdisjoint(_module_imports(engine / f"{module}.py"))
@@ -296,3 +310,24 @@ def test_a_log_is_read_by_a_driver_and_a_family_per_logger():
     assert _module_imports(engine / "logstate.py") <= {"parse"}
     sizes = [n.end_lineno - n.lineno for n in ast.walk(tree) if isinstance(n, ast.ClassDef)]
     assert max(sizes) < 300, sizes  # the driver was one class of 792 lines
+
+
+def test_no_unit_file_imports_what_starts_a_process_or_opens_a_socket():
+    """Issue 56: the unit tier is in-process. No file under tests/unit imports subprocess, socket,
+    multiprocessing or the sshd helper (the guard in tests/unit/conftest.py, tests/helpers/in_process.py, fails
+    a test that starts one anyway: tests/system/test_tiers.py)."""
+    banned = {"subprocess", "socket", "multiprocessing", "tests.helpers.sshd"}
+    found = []
+    files = sorted((ROOT / "tests" / "unit").rglob("*.py"))
+    assert len(files) > 40
+    for f in files:
+        for node in _nodes(f):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+            else:
+                continue
+            found += [f"{f.relative_to(ROOT)}:{node.lineno} {n}" for n in names if n.split(".")[0] in banned
+                      or n in banned]
+    assert not found, found

@@ -12,12 +12,10 @@ import csv
 import json
 import logging
 import re
-import subprocess
-import sys
 import time
 
 import numpy as np
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from mstop.app import MonitorApp
@@ -26,16 +24,15 @@ from mstop.engine.parse import N_EXACT, NUMERIC, Rows
 from mstop.engine.store import Store
 from mstop_writer.schema import mfu_too_high, wait_too_long
 from tests.helpers.app_common import screen_lines, settle, text
-from tests.helpers.common import ROOT
+from tests.helpers.cli import Ran, mstop
 from tests.helpers.runs import start, steps, write_events, write_rank, write_with_writer
 
 T0 = time.time() - 20
 FLOATS = NUMERIC[N_EXACT:]
 
 
-def _summary(*args) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "mstop", "summary", *map(str, args)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=120)
+def _summary(*args) -> Ran:
+    return mstop("summary", *args)
 
 
 def _impossible_run(path):
@@ -147,7 +144,6 @@ def _oracle(cells: list[list[float]]) -> dict[str, int]:
     return out
 
 
-@settings(max_examples=60, deadline=None)
 @given(st.lists(st.lists(_cell, min_size=len(FLOATS), max_size=len(FLOATS)), min_size=1, max_size=30),
        st.integers(1, 5))
 def test_the_door_refuses_the_same_cells_whichever_way_rows_arrive(cells, pieces):

@@ -6,7 +6,7 @@ import os
 import struct
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from mstop.engine.store import Store
@@ -29,7 +29,6 @@ def record(mask: int, name: str, pad: int) -> bytes:
     return struct.pack("iIII", 1, mask, 0, size) + raw.ljust(size, b"\0")
 
 
-@settings(max_examples=200, deadline=None)
 @given(st.lists(st.tuples(st.sampled_from(MASKS), names, st.integers(0, 3)), max_size=30))
 def test_event_records_give_the_names_by_kind(events):
     buf = b"".join(record(m, n if m not in (inotify.IN_Q_OVERFLOW, inotify.IN_DELETE_SELF, inotify.IN_IGNORED)

@@ -6,7 +6,7 @@ read again."""
 from __future__ import annotations
 
 import numpy as np
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from mstop.engine.parse import NUMERIC, Rows
@@ -35,7 +35,6 @@ plans = st.lists(st.tuples(st.integers(1, 40),  # rows in the batch
                            st.sampled_from(["", "", "", "profile", "reset"])), min_size=1, max_size=25)
 
 
-@settings(max_examples=150, deadline=None)
 @given(plans, st.integers(0, 12))
 def test_the_kept_median_equals_the_median_of_every_pace(plan, warmup):
     rules = Rules(warmup_steps=warmup)
@@ -73,7 +72,6 @@ def _ema_afresh(d, weight: float) -> tuple[list[int], list[float]]:
     return idx, out
 
 
-@settings(max_examples=100, deadline=None)
 @given(plans)
 def test_the_kept_loss_ema_equals_the_ema_worked_out_afresh(plan):
     """The smoothed loss is a fold on the rank (shared by its snapshots): extended as rows come, worked out

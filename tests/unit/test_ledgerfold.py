@@ -148,7 +148,7 @@ def _feed(store: Store, rows: list, cks: list, cuts: list[int], ck_at: list[int]
         store.ingest_events(0, events.get(p, []))
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(suppress_health_check=[HealthCheck.too_slow])
 @given(a_rank(), st.lists(st.integers(0, 460), max_size=40), st.lists(st.integers(0, 60), max_size=4))
 def test_the_fold_equals_the_definition_however_the_rows_arrive(rank, cuts, ck_at):
     rows, cks = rank
@@ -176,7 +176,6 @@ _RESUME = ([(1000.0 + s, float(s), math.nan, math.nan, "s0") for s in range(1, 3
     [])
 
 
-@settings(max_examples=60, deadline=None)
 @given(a_rank())
 @example(_RESUME)
 def test_productive_never_falls(rank):

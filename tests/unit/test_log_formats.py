@@ -8,11 +8,12 @@ import os
 import time
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from mstop.sources import read_once
-from tests.helpers.log_formats_common import LOSS_MONITOR, V06_FILE, _logger_line, _rank_log  # noqa: F401
+from tests.helpers.cli import mstop
+from tests.helpers.log_formats_common import LOSS_MONITOR, V06_FILE, _logger_line, _rank_log
 
 V06_STEP = ("Epoch:[%3d/%3d], step:[%5d/%5d], loss:[%5.3f/%5.3f], time:%5.3f ms, lr:%s, overflow cond: %s, "
             "loss_scale: %s")
@@ -126,7 +127,6 @@ def test_an_exception_line_after_the_last_step_fails_the_run(tmp_path):
     b"MS_WORKER), rank id: 7, device id: 0, hostname: vm, ip: 127.0.0.1 is registered successfully.",
     b"The node: 99999999999 is timed out", b"2026-13-45-99:99:99.000.000 Node 2 has unregistered.",
     b"\x1b]0;x\x07 The node: 2 is timed out \x1b[31m"])), max_size=20))
-@settings(max_examples=200, deadline=None)
 def test_the_scheduler_log_parser_never_crashes_and_its_words_are_clean(lines):
     """Any bytes: no exception; every state has a rank, a finite time and a line with no control code."""
     import math
@@ -182,11 +182,8 @@ def test_a_log_ending_in_framework_or_ascend_errors_is_failed(tmp_path, tail, sa
     read ``running``, then ``stalled``, with no word of the error; its run is failed, the error said, and
     ``summary --json`` gives the error line."""
     import json
-    import subprocess
-    import sys
 
     from mstop.engine.figures import Options, status
-    from tests.helpers.common import ROOT
 
     lines = [_logger_line(V06_FILE, 1_796_108_985.0 + s, "{ Epoch:[  1/  1], step:[%5d/   40], loss: 2.3 }", s)
              for s in range(1, 11)]
@@ -194,8 +191,7 @@ def test_a_log_ending_in_framework_or_ascend_errors_is_failed(tmp_path, tail, sa
     store = read_once(str(run))
     assert status(store, Options()) == "failed"
     assert said in str(store.ranks[0].aborts[-1]["error"])
-    js = json.loads(subprocess.run([sys.executable, "-m", "mstop", "summary", str(run), "--json"], cwd=ROOT,
-                                   capture_output=True, text=True, timeout=120).stdout)
+    js = json.loads(mstop("summary", run, "--json").stdout)
     assert js["status"] == "failed" and js["error_line"] is not None and js["log_path"].endswith("info.log")
 
 
@@ -203,11 +199,8 @@ def test_errors_followed_by_steps_are_no_failure_but_summary_still_gives_the_las
     """An error line the job lived past (more steps after it) fails nothing; ``summary --json`` still gives
     it as the log's last error, with the log's path, for a run that did not fail."""
     import json
-    import subprocess
-    import sys
 
     from mstop.engine.figures import Options, status
-    from tests.helpers.common import ROOT
 
     step = "{ Epoch:[  1/  1], step:[%5d/   40], loss: 2.3 }"
     lines = ([_logger_line(V06_FILE, 1_796_108_985.0 + s, step, s) for s in range(1, 6)] + [DEVICE_ERROR]
@@ -215,66 +208,13 @@ def test_errors_followed_by_steps_are_no_failure_but_summary_still_gives_the_las
     run = _rank_log(tmp_path, 0, lines)
     store = read_once(str(run))
     assert status(store, Options()) != "failed"
-    js = json.loads(subprocess.run([sys.executable, "-m", "mstop", "summary", str(run), "--json"], cwd=ROOT,
-                                   capture_output=True, text=True, timeout=120).stdout)
+    js = json.loads(mstop("summary", run, "--json").stdout)
     assert js["status"] != "failed" and "aclrtSynchronizeStreamWithTimeout" in js["error_line"]
     assert js["log_path"].endswith("info.log")
 
 
-class _PlainJob:
-    """A plain MindSpore job's worker log written as it trains (LossMonitor's line every 0.05 s, TimeMonitor's
-    at the epoch's end), followed live by mstop's own sources (``store``) while it runs."""
-
-    def __init__(self, folder, steps: int) -> None:
-        import threading
-
-        from mstop.engine.store import Store
-        from mstop.sources import Sources
-
-        self.log = folder / "worker_0.log"
-        self.log.write_text("")
-        self.steps, self.stop = steps, threading.Event()
-        self.thread = threading.Thread(target=self._train)
-        self.store = Store()
-        self.src = Sources([str(folder)], self.store, poll=0.1)
-
-    def _train(self) -> None:
-        with open(self.log, "a") as f:
-            for s in range(1, self.steps + 1):
-                if self.stop.wait(0.05):
-                    return
-                f.write(LOSS_MONITOR % (1, s, 2.0 - s / 1000) + "\n")
-                f.flush()
-            f.write(f"Train epoch time: {self.steps * 50}.000 ms, per step time: 50.000 ms\n")
-
-    def __enter__(self) -> _PlainJob:
-        self.thread.start()
-        self.src.read_all()
-        self.src.follow()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop.set()
-        self.thread.join()
-        self.src.stop()
 
 
-def test_a_plain_job_followed_live_has_a_pace_an_eta_and_a_step_time(tmp_path):
-    """Issue 40 item 5: a plain LossMonitor/TimeMonitor job followed live showed ``n/a steps/s``, no ETA,
-    ``step time n/a`` and a compile time that was TimeMonitor's mean (30.8 ms, really ~2 s). Its lines have
-    no stamps: each read's lines are spread over the time since the last read (the file's times), so the
-    pace is the job's; the step time is that pace until the epoch's TimeMonitor line; no compile figure."""
-    from mstop.engine.figures import Options, compile_seconds, seconds_per_step, status, step_time
-    from tests.helpers.common import wait_for
-
-    with _PlainJob(tmp_path, 400) as job:  # 20 steps/s: an epoch of 400 steps is longer than the test
-        assert wait_for(lambda: job.store.rows >= 60, timeout=30)
-        snap = job.store.snapshot()
-        pace = seconds_per_step(snap)
-        assert pace is not None and 0.03 < pace < 0.1, pace  # 0.05 s a step, read every 0.1 s
-        assert step_time(snap) == pytest.approx(pace)  # no TimeMonitor line yet: the pace
-        assert compile_seconds(snap) is None
-        assert status(snap, Options()) == "running"
 
 
 @pytest.mark.parametrize("name", ["worker_0.log", "scheduler.log"])
@@ -302,23 +242,6 @@ def test_a_huge_hole_in_a_log_is_stepped_over_not_read(tmp_path, name):
         assert store.bad_rows == 1  # the line the hole is in
 
 
-def test_a_plain_jobs_goodput_followed_live_is_the_one_read_afterwards(tmp_path):
-    """Issue 40 item 3: following a plain msrun job (its LossMonitor lines, no stamps) the live goodput read
-    6 % where the same run reopened read 90 %: a read's lines all at one instant left no step any time.
-    Followed to its epoch's end (TimeMonitor's line), then read again from the file: the same goodput within
-    a few points (live, a read's lines share the read's interval; afterwards, TimeMonitor's step time)."""
-    from mstop.engine.figures import Options
-    from mstop.engine.goodput import compute_ledger
-    from tests.helpers.common import wait_for
-
-    with _PlainJob(tmp_path, 60) as job:
-        job.thread.join()
-        assert wait_for(lambda: job.store.rows == 60, timeout=30)
-        time.sleep(0.3)
-        end = os.stat(job.log).st_mtime
-        live = compute_ledger(job.store.snapshot(), Options(clock=lambda: end)).goodput
-    reopened = compute_ledger(read_once(str(tmp_path)), Options(clock=lambda: end)).goodput
-    assert live > 0.7 and reopened > 0.7 and abs(live - reopened) < 0.1, (live, reopened)
 
 
 def test_a_plain_jobs_ranks_read_seconds_apart_are_not_lagging(tmp_path):
@@ -353,10 +276,7 @@ def test_a_plain_job_killed_before_its_first_epoch_read_afterwards_has_its_goodp
     (``[WARNING] ME(...):2026-...``) are stamps: the first begins the session, the last before the steps
     begins the time they are spread over, the file's time ends it."""
     import json
-    import subprocess
-    import sys
 
-    from tests.helpers.common import ROOT
 
     began, steps_from, end = 1_796_100_000.0, 1_796_100_008.0, 1_796_100_020.0
     lines = [_ms_line("WARNING", began, "Connection 11 source: 127.0.0.1:50750"),
@@ -367,8 +287,7 @@ def test_a_plain_job_killed_before_its_first_epoch_read_afterwards_has_its_goodp
     d.mkdir()
     (d / "worker_0.log").write_text("".join(ln + "\n" for ln in lines))
     os.utime(d / "worker_0.log", (end, end))
-    js = json.loads(subprocess.run([sys.executable, "-m", "mstop", "summary", "--json", str(d)], cwd=ROOT,
-                                   capture_output=True, text=True, timeout=120).stdout)
+    js = json.loads(mstop("summary", "--json", d).stdout)
     g = js["goodput"]
     # the steps ran from the last stamp to the file's time; before them, from the first stamp: start-up. (No
     # word of its end: the run is silent since, and that silence is counted as stalled, not as steps.)
@@ -397,21 +316,16 @@ def test_a_stamp_from_a_clock_never_set_times_nothing_and_untimed_rows_have_no_g
     clock) is on another clock: it begins no session and spreads no row. Those rows then share one instant
     and no step time: no goodput can be told (``n/a``, never ``0 %``)."""
     import json
-    import subprocess
-    import sys
 
-    from tests.helpers.common import ROOT
 
     d = tmp_path / "job"
     d.mkdir()
     lines = [_ms_line("WARNING", 100.0, "start-up")] + [LOSS_MONITOR % (1, s, 2.0) for s in range(1, 61)]
     (d / "worker_0.log").write_text("".join(ln + "\n" for ln in lines))
-    out = subprocess.run([sys.executable, "-m", "mstop", "summary", str(d)], cwd=ROOT, capture_output=True,
-                         text=True, timeout=120).stdout
+    out = mstop("summary", d).stdout
     assert "years" not in out and "1970" not in out, out
     goodput = next(ln for ln in out.splitlines() if ln.startswith("goodput"))
     assert goodput.split() == ["goodput", "n/a"], goodput
-    js = json.loads(subprocess.run([sys.executable, "-m", "mstop", "summary", "--json", str(d)], cwd=ROOT,
-                                   capture_output=True, text=True, timeout=120).stdout)
+    js = json.loads(mstop("summary", "--json", d).stdout)
     assert js["goodput"]["goodput"] is None and js["goodput"]["wall"] < 3600, js["goodput"]
     assert js["step"] == 60

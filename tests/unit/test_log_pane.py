@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import os
 
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from mstop.engine.logs import clean_lines, error_indexes, last_error
 from mstop.sources.logs import LogTail
+from tests.helpers.app_common import settle
 
 
-@settings(max_examples=300, deadline=None)
 @given(st.text(max_size=400))
 def test_log_text_reaches_the_screen_without_control_codes(raw):
     lines = clean_lines(raw)
@@ -86,7 +86,6 @@ def test_lines_msrun_quotes_from_other_logs_are_not_this_logs_error():
     assert last_error(lines).lines == [lines[0]]
 
 
-@settings(max_examples=300, deadline=None)
 @given(st.lists(st.sampled_from([*CANN_BLOCK, "E39999: Inner Error!", "EH9999 hccl", "x.log-3-[ERROR] q",
                                  "Traceback (most recent call last):", "ValueError: v", "", "step 3", SEP]),
                 max_size=40))
@@ -116,7 +115,6 @@ def test_an_unterminated_escape_hides_no_later_line():
     assert last_error(lines).lines[0] == "RuntimeError: device lost"
 
 
-@settings(max_examples=200, deadline=None)
 @given(st.lists(st.sampled_from(["\x1b]0;", "\x1b]8;;http://x\x07", "\x1b[", "\x1b", "\x9b", "\x1b\\", "a", "\r"]),
                 max_size=6), st.lists(st.text("xyz ", min_size=1, max_size=8), min_size=1, max_size=6))
 def test_escapes_never_take_a_line_away(codes, words):
@@ -175,7 +173,6 @@ def test_a_log_rewritten_in_place_longer_is_read_again(tmp_path):
     assert t.lines == ["-- worker_0.log was rewritten in place: read again --", "new one", "new two", "new three"]
 
 
-@settings(max_examples=200, deadline=None)
 @given(st.one_of(st.lists(st.integers()), st.text(), st.integers(), st.none(),
                  st.dictionaries(st.sampled_from(["path", "ident", "offset", "n", "reset", "skipped", "x"]),
                                  st.one_of(st.integers(-5, 1 << 40), st.text(max_size=5), st.booleans(), st.none(),
@@ -195,3 +192,90 @@ def test_a_log_followers_answer_of_any_shape_is_a_said_error_or_a_checked_answer
         return
     assert isinstance(got["path"], str) and type(got["n"]) is int and 0 <= got["n"] <= min(sent, TAIL_BYTES)
     assert type(got["offset"]) is int and got["offset"] >= 0 and len(got["ident"]) == 2
+
+
+MINDSPORE = ("[ERROR] ME(3151:281473336705040,MainProcess):2024-06-04-10:20:42.176.000 "
+             "[mindspore/train/model.py:1091] Run failed")
+
+
+MINDFORMERS = ("2024-06-04 10:20:42,176 - mindformers[mindformers/core/callback/callback.py:515] - ERROR - "
+               "loss is NaN at step 120")
+
+
+NOT_ERRORS = ["epoch: 1 step: 10, loss is 2.30", "{'loss': 1.5, 'error_rate': 0.1}",
+              "[WARNING] ME(1:2,MainProcess):2024 [a.py:1] the error tolerance is 1e-5",
+              "2024-06-04 10:20:42,176 - mindformers[x.py:1] - INFO - no errors so far"]
+
+
+def test_error_lines_of_mindspore_mindformers_and_python():
+    lines = clean_lines("\n".join([
+        "epoch: 1 step: 1, loss is 2.30", MINDSPORE, MINDFORMERS, *NOT_ERRORS,
+        "Traceback (most recent call last):", '  File "train.py", line 9, in <module>',
+        "    model.train(1, data)",
+        "RuntimeError: The pointer[device_address] is null.",
+        "----------------------------------------------------",
+        "- C++ Call Stack: (For framework developers)",
+        "----------------------------------------------------",
+        "mindspore/ccsrc/runtime/graph_scheduler/actor.cc:120 Run", ""]))
+    assert [lines[i] for i in error_indexes(lines)] == [
+        MINDSPORE, MINDFORMERS, "Traceback (most recent call last):",
+        "RuntimeError: The pointer[device_address] is null."]
+    err = last_error(lines)
+    assert err is not None and err.lines == ["RuntimeError: The pointer[device_address] is null."]
+
+
+def test_the_last_error_without_a_traceback_and_a_multi_line_message():
+    lines = clean_lines(f"{MINDFORMERS}\nstep 2\n{MINDSPORE}\nthe device is lost\nretry with a smaller batch\n\n")
+    err = last_error(lines)
+    assert err is not None and err.lines == [MINDSPORE, "the device is lost", "retry with a smaller batch"]
+    assert err.text.count("\n") == 2  # lines, never escaped
+    assert last_error(clean_lines("\n".join(NOT_ERRORS))) is None
+
+
+def test_error_lines_are_found_in_a_log_longer_than_its_tail_and_past_the_lines_kept(tmp_path, monkeypatch):
+    """A log over TAIL_BYTES is read from inside a line (that piece left out), and one of more than MAX_LINES
+    lines keeps the newest: the error lines' indexes still point at the error lines."""
+    from mstop.live.logpane import LogPane
+    from mstop.sources import logs
+
+    p = tmp_path / "train.log"
+    p.write_text("x" * 100 + "\n" + "".join(f"step {i}\n" for i in range(200)) + MINDSPORE + "\nstep 200\n")
+    monkeypatch.setattr(logs, "TAIL_BYTES", 1000)
+    pane = LogPane(0, str(p))
+    pane.read()
+    assert pane.lines[0].startswith("step ") and [pane.lines[i] for i in pane.errors] == [MINDSPORE]
+    monkeypatch.setattr(logs, "MAX_LINES", 50)
+    with open(p, "a") as f:
+        f.write("".join(f"more {i}\n" for i in range(30)) + MINDFORMERS + "\n")
+    pane.read()
+    assert len(pane.lines) == 50 and [pane.lines[i] for i in pane.errors] == [MINDSPORE, MINDFORMERS]
+    with open(p, "a") as f:
+        f.write("".join(f"again {i}\n" for i in range(60)))
+    pane.read()
+    assert pane.errors == [] and pane.lines[-1] == "again 59"
+
+
+async def test_msrun_worker_logs_of_a_job_read_from_its_logs(tmp_path):
+    """A job read from msrun's worker logs: L shows the selected rank's worker_<R>.log."""
+    from mstop.app import MonitorApp
+    from mstop.app.screens import LogScreen
+
+    for r in range(2):
+        lines = [f"epoch: 1 step: {s}, loss is {2.0 - s / 100:.2f}" for s in range(1, 30)]
+        if r == 1:
+            lines += ["Traceback (most recent call last):", '  File "train.py", line 40, in <module>',
+                      "RuntimeError: Allocate memory failed on device 1"]
+        (tmp_path / f"worker_{r}.log").write_text("\n".join(lines) + "\n")
+    app = MonitorApp(str(tmp_path), follow=False)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("r")
+        await settle(pilot)
+        await pilot.press("down")  # the ranks table's cursor on rank 1
+        await settle(pilot, lambda: app.monitor.selected_rank == 1)
+        await pilot.press("L")
+        await settle(pilot, lambda: isinstance(app.screen, LogScreen))
+        pane = app.screen.pane
+        assert pane.path == str(tmp_path / "worker_1.log")
+        assert pane.last_error().lines == ["RuntimeError: Allocate memory failed on device 1"]
+        assert pane.lines[0] == "epoch: 1 step: 1, loss is 1.99"

@@ -11,52 +11,26 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
-import time
 
 import pytest
 
 from mstop.live import MonitorOptions
 from mstop.live.session import MonitorSession
 from mstop.sources.logs import find_rank_log
-from tests.helpers.common import ROOT
-from tests.helpers.runs import start, steps, write_events, write_rank
-
-T0 = time.time() - 100.0  # the job ran just now: its output file was written since its start
-SECRET = "SECRET-KEY-MATERIAL RuntimeError: the line a forged start event wants shown"
-
-
-def _run(tmp_path, logs: list[str], *, failed: bool = True):
-    run = tmp_path / "run"
-    events = [start("s1", T0, logs=logs)]
-    if failed:
-        events.append({"time": T0 + 21, "kind": "abort", "session": "s1", "step": 20,
-                       "error": "ValueError: the job's own abort"})
-    write_events(run, 0, events)
-    write_rank(run, 0, steps(1, 20, t0=T0, step_time=1.0))
-    return run
-
-
-def _private(path) -> str:
-    """A file owned by another user (nobody), as a private file of someone else is."""
-    path.write_text(SECRET + "\n")
-    os.chown(path, 65534, 65534)
-    os.chmod(path, 0o600)
-    return str(path)
+from tests.helpers.cli import mstop
+from tests.helpers.log_trust import SECRET, T0, forged_run, private_file
 
 
 def _summary(run) -> dict:
-    out = subprocess.run([sys.executable, "-m", "mstop", "summary", "--json", str(run)], cwd=ROOT,
-                         capture_output=True, text=True, timeout=120)
+    out = mstop("summary", "--json", run)
     assert out.returncode in (0, 1, 2, 3), out.stderr
     return json.loads(out.stdout)
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="making a file of another user needs root (CI runs as root)")
 def test_a_start_event_naming_another_users_file_shows_nothing_of_it(tmp_path):
-    secret = _private(tmp_path / "id_rsa")
-    run = _run(tmp_path, [secret])
+    secret = private_file(tmp_path / "id_rsa")
+    run = forged_run(tmp_path, [secret])
     path, why = find_rank_log(_session(run).store, [str(run)], 0)
     assert path is None and "belongs to another user" in why and "rank0.events.jsonl" in why
     js = _summary(run)
@@ -76,7 +50,7 @@ def test_a_link_or_a_folder_named_as_a_log_is_never_read(tmp_path):
     target.write_text(SECRET + "\n")
     os.symlink(target, tmp_path / "train.log")
     os.mkfifo(tmp_path / "fifo.log")
-    run = _run(tmp_path, [str(tmp_path / "train.log"), str(tmp_path / "fifo.log"), str(tmp_path)])
+    run = forged_run(tmp_path, [str(tmp_path / "train.log"), str(tmp_path / "fifo.log"), str(tmp_path)])
     path, why = find_rank_log(_session(run).store, [str(run)], 0)
     assert path is None and "symbolic link" in why
     js = _summary(run)
@@ -89,7 +63,7 @@ def test_the_jobs_own_output_file_outside_the_run_dir_is_read(tmp_path):
     log = tmp_path / "elsewhere" / "train.log"
     log.parent.mkdir()
     log.write_text("step 1 done\nRuntimeError: the job's own last error\n")
-    run = _run(tmp_path, [str(log)])
+    run = forged_run(tmp_path, [str(log)])
     js = _summary(run)
     assert js["log_path"] == str(log) and js["log_refused"] is None
     assert js["error_line"] == "RuntimeError: the job's own last error"
@@ -101,7 +75,7 @@ def test_a_log_inside_the_run_dir_through_a_linked_folder_outside_is_refused(tmp
     other = tmp_path / "other"
     other.mkdir()
     (other / "worker_0.log").write_text(SECRET + "\n")
-    run = _run(tmp_path, [], failed=False)
+    run = forged_run(tmp_path, [], failed=False)
     os.symlink(other, run / "logs")
     logs_dir = str(run / "logs")
     path, why = find_rank_log(_session(run).store, [str(run)], 0, logs_dir)
@@ -118,36 +92,6 @@ def _session(run) -> MonitorSession:
     return session
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="making a file of another user needs root (CI runs as root)")
-def test_over_ssh_the_follower_applies_the_same_rule(tmp_path):
-    """The same forged start event read as testhost:/path (a real OpenSSH server on 127.0.0.1): the log
-    follower on that host refuses the file and says why; nothing of it comes back."""
-    import tempfile
-    from pathlib import Path
-
-    from tests.helpers import sshd
-
-    reason = sshd.missing_reason()
-    if reason:
-        pytest.skip(reason)
-    secret = _private(tmp_path / "id_rsa")
-    link = tmp_path / "link.log"
-    os.symlink(tmp_path / "id_rsa", link)
-    run = _run(tmp_path, [secret, str(link)])
-    srv = sshd.start(Path(tempfile.mkdtemp()))
-    try:
-        session = MonitorSession([f"testhost:{run}"], MonitorOptions(clock=lambda: T0 + 40,
-                                                                     connection=srv.connection()))
-        session.source.read_all()
-        session.first_read_done()
-        pane = session.log_pane(0)
-        assert pane.problem.startswith("reading testhost:")  # not read on the caller's thread: the screen's
-        pane.read()
-        assert pane.lines == [] and "belongs to another user" in pane.problem, pane.problem
-        assert SECRET not in pane.problem and pane.problem.startswith("testhost: ")
-        session.source.stop()
-    finally:
-        sshd.stop(srv)
 
 
 def test_a_file_of_the_jobs_user_not_written_since_the_job_started_is_refused(tmp_path):
@@ -159,7 +103,7 @@ def test_a_file_of_the_jobs_user_not_written_since_the_job_started_is_refused(tm
     os.utime(key, (T0 - 86_400, T0 - 86_400))
     names = [str(key)] + (["/etc/shadow"] if os.path.exists("/etc/shadow") and
                           os.stat("/etc/shadow").st_mtime < T0 - 7200 else [])
-    run = _run(tmp_path, names)
+    run = forged_run(tmp_path, names)
     js = _summary(run)
     assert js["log_path"] is None and "last written before the job started" in js["log_refused"]
     assert js["error_line"] == "ValueError: the job's own abort" and SECRET not in json.dumps(js)

@@ -14,7 +14,7 @@ import time
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from mstop.engine.figures import WINDOW, Options, mfu, status
@@ -24,7 +24,7 @@ from mstop.sources import Sources, read_once
 from mstop.sources.mflog import LogStream, MfLogSource, log_root
 from tests.helpers.common import wait_for
 from tests.helpers.mflines import STDOUT_FORMAT, Log, step_looking
-from tests.helpers.mflog_common import KIT, _finished_log, mf_output, needs_kit  # noqa: F401
+from tests.helpers.mflog_common import KIT, _finished_log, mf_output, needs_kit
 
 STEP = re.compile(r"step:\[\s*(\d+)/\s*(\d+)\], loss:\[([\d.]+)/[\d.]+\], per_step_time: (\d+)ms, lr: ([\d.e-]+), "
                   r"overflow cond: (\w+), loss_scale: ([\d.]+), global_norm: \[([\d.e-]+)\], "
@@ -252,7 +252,6 @@ LINE = st.one_of(
                                "global_batch_size = a * b = 4 = 2 * 2", "{ Epoch:[x/y], step:[1/1], loss: nan, "])),
 )
 
-@settings(max_examples=200, deadline=None)
 @given(st.lists(LINE, max_size=30), st.integers(1, 50))
 def test_any_lines_in_any_pieces_never_crash_and_agree_with_one_read(lines, cut):
     """Hypothesis: whatever the lines, the parser never raises, every step line is a row or one bad row, and

@@ -9,8 +9,6 @@ the same run, read by `summary`, `summary FOLDER`, the runs list and the monitor
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
 
 import pytest
@@ -18,7 +16,7 @@ import pytest
 from mstop.app import MonitorApp
 from mstop.app.widgets import Chart
 from tests.helpers.app_common import settle, text
-from tests.helpers.common import ROOT
+from tests.helpers.cli import Ran, mstop
 from tests.helpers.runs import start, steps, write_events, write_rank
 from tests.helpers.runs_common import app_for, table_rows
 
@@ -35,9 +33,8 @@ def _nan_run(path, bad: str = "nan"):
     return path
 
 
-def _summary(*args) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "mstop", "summary", *map(str, args)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=120)
+def _summary(*args) -> Ran:
+    return mstop("summary", *args)
 
 
 def test_summary_and_a_folder_of_runs_show_the_nan(tmp_path):
@@ -84,12 +81,9 @@ def test_compare_and_report_say_the_nan_beside_the_loss(tmp_path):
     base = tmp_path / "base"
     write_events(base, 0, [start("s1", T0)])
     write_rank(base, 0, steps(1, 150, t0=T0, step_time=1.0, tokens=4096, loss=lambda s: 2.0 - s / 100))
-    got = json.loads(subprocess.run([sys.executable, "-m", "mstop", "compare", str(base), str(nan), "--format",
-                                     "json", "--loss-at", "60"], cwd=ROOT, capture_output=True, text=True,
-                                    timeout=120).stdout)
+    got = json.loads(mstop("compare", base, nan, "--format", "json", "--loss-at", "60").stdout)
     cell = got["runs"][1]["figures"]["loss_at"]
     assert cell["message"] == "11 NaN/Inf losses in steps 50:70" and cell["value"] == pytest.approx(
         sum(2.0 - s / 100 for s in range(50, 60)) / 10, rel=1e-5)
-    table = subprocess.run([sys.executable, "-m", "mstop", "compare", str(base), str(nan), "--format", "markdown",
-                            "--loss-at", "140"], cwd=ROOT, capture_output=True, text=True, timeout=120).stdout
+    table = mstop("compare", base, nan, "--format", "markdown", "--loss-at", "140").stdout
     assert "no loss" not in table and "21 NaN/Inf losses in steps 130:150" in table, table

@@ -4,7 +4,7 @@ run over all those hosts; ``%h`` in the path is each host's name."""
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from mstop.sources import SourceError, Sources, check_spec
@@ -45,7 +45,6 @@ def test_sources_over_a_node_set_are_one_remote_source_a_host():
 
 @given(st.text("abcxyz", min_size=1, max_size=4), st.lists(st.tuples(st.integers(0, 999), st.integers(0, 30)),
                                                            min_size=1, max_size=4), st.integers(1, 4))
-@settings(max_examples=200, deadline=None)
 def test_any_range_expands_to_its_hosts_each_a_target(prefix, spans, pad):
     """Whatever ranges: as many specs as distinct numbers, each a ``host:/path`` ssh can be given."""
     parts = [f"{a:0{pad}d}-{a + n:0{pad}d}" if n else f"{a:0{pad}d}" for a, n in spans]
@@ -93,7 +92,6 @@ def test_hosts_in_the_same_state_fold_into_one_header_line():
     assert src.states()[1] == "lo62: reconnecting, try 2 in 2 s: ssh lo62 failed (exit 255): refused"
 
 
-@settings(max_examples=300, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 40), st.integers(1, 3)), max_size=40, unique_by=lambda t: t[0]),
        st.sets(st.integers(0, 40)))
 def test_folded_hosts_each_appear_once_quiet_and_alike_in_a_fold(order, apart_ids):

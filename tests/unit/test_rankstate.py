@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from mstop.engine import figures, processes, rankstate
@@ -135,7 +135,6 @@ def _check(store: Store) -> None:
         assert _same(float(got.life[k]), max(life) if life else math.nan)
 
 
-@settings(max_examples=400, deadline=None)
 @given(st.lists(op, min_size=1, max_size=30))
 def test_kept_answers_equal_the_answers_worked_out_afresh(ops):
     store = Store()
@@ -166,7 +165,6 @@ def test_kept_answers_equal_the_answers_worked_out_afresh(ops):
         _check(snap)
 
 
-@settings(max_examples=100, deadline=None)
 @given(st.lists(st.fixed_dictionaries({}, optional={
     "flops_per_token": st.one_of(st.integers(-5, 10**9), st.floats(allow_nan=True), st.text(max_size=2), st.booleans()),
     "world_size": st.one_of(st.integers(-2, 64), st.floats(0, 8), st.booleans(), st.none()),
@@ -193,7 +191,6 @@ def test_mfu_from_the_answers_equals_each_ranks_start_event(starts, peak):
     np.testing.assert_array_equal(got, want)
 
 
-@settings(max_examples=100, deadline=None)
 @given(st.lists(st.tuples(st.one_of(st.none(), st.floats(0, 100)), st.one_of(st.none(), st.floats(-1, 100)),
                           st.sampled_from(["device", "host"]), st.sampled_from(["h1", "h2", None])),
                 min_size=1, max_size=6))

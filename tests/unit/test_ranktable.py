@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from mstop.view import RankRow, RankTable
@@ -24,7 +24,6 @@ def _key(name: str):
     return key
 
 
-@settings(max_examples=200, deadline=None)
 @given(rows)
 def test_the_columns_are_the_rows_and_sort_as_the_rows_did(spec):
     want = [RankRow(rank=r, host=host, step=step, step_time=a, tokens_per_s=b, headroom=None, data_wait=a, age=b,

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from mstop.app.monitor import MonitorScreen
@@ -19,7 +19,7 @@ from mstop.live.runs import FilterError, parse_filter
 from mstop.sources.runs import find_runs
 from tests.helpers.common import ROOT
 from tests.helpers.runs import RUNS, write_run
-from tests.helpers.runs_common import app_for, folder, settle, table_rows, title  # noqa: F401
+from tests.helpers.runs_common import app_for, settle, table_rows, title
 
 
 def test_runs_are_found_at_any_depth_up_to_three_and_never_inside_a_run(folder, tmp_path):
@@ -112,7 +112,6 @@ def test_an_empty_folder_keeps_opening_the_monitor_and_a_run_folder_too(folder, 
     assert Path(watches[1].only).name == "base"
 
 
-@settings(max_examples=300, deadline=None)
 @given(st.text(max_size=60))
 def test_any_filter_text_parses_or_says_why_and_never_raises_on_a_row(text):
     from mstop.live.runs import RunRow

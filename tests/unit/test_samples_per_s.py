@@ -8,15 +8,13 @@ change.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
 
 import pytest
 
 from mstop.app import MonitorApp
 from tests.helpers.app_common import settle, text
-from tests.helpers.common import ROOT
+from tests.helpers.cli import Ran, mstop
 from tests.helpers.runs import start, steps, write_events, write_rank
 
 T0 = time.time() - 400
@@ -29,9 +27,8 @@ def _run(path, batch: int, step_time: float):
     return path
 
 
-def _mstop(*args) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "mstop", *map(str, args)], cwd=ROOT, capture_output=True,
-                          text=True, timeout=180)
+def _mstop(*args) -> Ran:
+    return mstop(*args)
 
 
 @pytest.fixture

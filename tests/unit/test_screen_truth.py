@@ -10,8 +10,8 @@ from mstop.app.widgets import AlertsPanel, Header
 from tests.helpers.app_common import screen_lines, settle, text, toasts
 from tests.helpers.runs import start, steps, write_events, write_rank
 from tests.helpers.screen_truth_common import (
-    _axis_labels,  # noqa: F401
-    _run,  # noqa: F401
+    _axis_labels,
+    _run,
 )
 
 
@@ -50,8 +50,8 @@ async def test_an_alert_line_says_since_when_and_leaves_when_its_condition_ends(
         assert "since step 200 (" in line  # first seen at the newest row when opened
         assert "input-bound" in str(app.query_one("#data").content)
         write_rank(run, 0, steps(201, 230, t0=1201.0, step_time=1.0, data_wait=0.016, tokens=1000, loss=1.0))
-        app.monitor.source.read_all()
-        app.monitor.opts.clock = lambda: 1232.0
+        app.monitor.session.source.read_all()
+        app.monitor.session.opts.clock = lambda: 1232.0
         app.monitor.redraw()
         await settle(pilot)
         assert not app.query_one(AlertsPanel).display  # cleared at once, not held for a minute

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from mstop.app import MonitorApp
 from tests.helpers.app_common import settle as loaded  # the first read is done on a thread: wait for it
-from tests.helpers.snapshots_common import NOW, RUN, app  # noqa: F401
+from tests.helpers.snapshots_common import NOW, RUN, app
 
 
 def test_monitor_120x40(snap_compare):
@@ -72,3 +72,5 @@ def test_runs_list_80x24(snap_compare):
     assert snap_compare(runs_app(), terminal_size=(80, 24), run_before=runs_read)
 
 
+def test_help_screen(snap_compare):
+    assert snap_compare(app(), terminal_size=(120, 40), run_before=loaded, press=["question_mark"])

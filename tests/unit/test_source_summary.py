@@ -12,7 +12,6 @@ from mstop.sources.local import LocalSource
 from mstop_writer import MetricsWriter
 from tests.helpers.common import wait_for
 from tests.helpers.runs import steps, write_rank
-from tests.helpers.source_summary_common import native  # noqa: F401
 
 
 @pytest.mark.parametrize("poll", [None, 0.05])
@@ -21,7 +20,7 @@ def test_follows_a_run_as_it_is_written(tmp_path, poll, native):
     updates = threading.Event()
     src = LocalSource(str(tmp_path), store, poll=poll, on_update=updates.set)
     src.follow()
-    writers = [MetricsWriter(tmp_path, rank=r, world_size=4, heartbeat_interval=3600) for r in range(4)]
+    writers = [MetricsWriter(tmp_path, rank=r, world_size=4, heartbeat_interval=3600, witness=False) for r in range(4)]
     try:
         for s in range(1, 51):
             for w in writers:

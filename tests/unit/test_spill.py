@@ -9,11 +9,12 @@ import stat
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from mstop.engine import spill
 from mstop.engine.parse import NUMERIC, Rows
+from mstop.engine.spill import SpillBudget
 from mstop.engine.store import EXACT, FLOAT_COLS, FLOAT_INDEX, Store
 
 N_EXACT = 2
@@ -71,24 +72,20 @@ def _bits(a: np.ndarray) -> bytes:
     return np.ascontiguousarray(a).tobytes()
 
 
-@pytest.fixture
-def small_chunks(monkeypatch):
-    monkeypatch.setattr(spill, "SPILL_ROWS", 4)
-    monkeypatch.setattr(spill, "MIN_HELD", 2)
+#: chunks of 4 rows, 2 always held: every run spills
+SMALL = SpillBudget(keep_rows=0, chunk_rows=4, min_held=2)
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(batches, st.data())
-def test_rows_read_back_from_the_spill_file_are_the_rows_held(small_chunks, plan, data):
-    held, spilled = Store(), Store()
-    held.keep_rows, spilled.keep_rows = None, 0
+def test_rows_read_back_from_the_spill_file_are_the_rows_held(plan, data):
+    held, spilled = Store(SpillBudget(keep_rows=None)), Store(SMALL)
     snaps: list = []
     _feed(held, plan)
     _feed(spilled, plan, snaps)
     for r, a in held.ranks.items():
         b = spilled.ranks[r]
         assert b.base + b.held_rows == a.rows == b.rows
-        assert b.held_rows < spill.MIN_HELD + spill.SPILL_ROWS  # at most a chunk over its share
+        assert b.held_rows < SMALL.min_held + SMALL.chunk_rows  # at most a chunk over its share
         for name in NAMES:
             assert _bits(b.col(name)) == _bits(a.col(name)), name
             assert b.has_values(name) == a.has_values(name)
@@ -116,13 +113,10 @@ def test_rows_read_back_from_the_spill_file_are_the_rows_held(small_chunks, plan
                 assert _bits(d.col(name)) == _bits(live.col(name)[:d.rows])
 
 
-def test_a_rank_holds_its_share_of_the_budget_and_a_long_run_stays_flat(monkeypatch):
+def test_a_rank_holds_its_share_of_the_budget_and_a_long_run_stays_flat():
     """Rows arriving for ever: each rank holds at most its share of the budget and a chunk; the bytes held stop
     growing."""
-    monkeypatch.setattr(spill, "SPILL_ROWS", 256)
-    monkeypatch.setattr(spill, "MIN_HELD", 32)
-    store = Store()
-    store.keep_rows = 4 * 1000
+    store = Store(SpillBudget(keep_rows=4 * 1000, chunk_rows=256, min_held=32))
     sizes = []
     for k in range(60):
         store.ingest_round([(r, _rows(1 + 100 * k, 100, "s0", k, False)) for r in range(4)])
@@ -136,11 +130,8 @@ def test_a_rank_holds_its_share_of_the_budget_and_a_long_run_stays_flat(monkeypa
 
 
 def test_the_spill_file_is_private_and_never_left_behind(tmp_path, monkeypatch):
-    monkeypatch.setattr(spill, "SPILL_ROWS", 4)
-    monkeypatch.setattr(spill, "MIN_HELD", 1)
     monkeypatch.setenv("MSTOP_SPILL_DIR", str(tmp_path))
-    store = Store()
-    store.keep_rows = 0
+    store = Store(SpillBudget(keep_rows=0, chunk_rows=4, min_held=1))
     store.ingest_rows(0, _rows(1, 50, "s0", 1, False))
     assert store.ranks[0].base >= 44
     assert os.listdir(tmp_path) == []  # unlinked at once: nothing to find, nothing left however mstop ends
@@ -149,11 +140,8 @@ def test_the_spill_file_is_private_and_never_left_behind(tmp_path, monkeypatch):
 
 
 def test_a_spill_file_that_cannot_be_written_keeps_every_row_and_says_so(tmp_path, monkeypatch):
-    monkeypatch.setattr(spill, "SPILL_ROWS", 4)
-    monkeypatch.setattr(spill, "MIN_HELD", 1)
     monkeypatch.setenv("MSTOP_SPILL_DIR", str(tmp_path / "not-there"))
-    store = Store()
-    store.keep_rows = 0
+    store = Store(SpillBudget(keep_rows=0, chunk_rows=4, min_held=1))
     for k in range(5):
         store.ingest_rows(0, _rows(1 + 10 * k, 10, "s0", k, False))
     d = store.ranks[0]
@@ -169,14 +157,18 @@ def test_the_budget_is_read_from_the_environment(monkeypatch):
     assert spill.env_int("X_SET", 7, 0) is None
     monkeypatch.setenv("X_SET", "lots")
     assert spill.env_int("X_SET", 7, 0) == 7
+    # read by each store made, not when mstop is imported: a setting made later is heard
+    monkeypatch.setenv("MSTOP_SPILL_ROWS", "8")
+    monkeypatch.setenv("MSTOP_KEEP_ROWS", "all")
+    assert Store().spill_budget == SpillBudget(keep_rows=None, chunk_rows=8, min_held=4)
+    monkeypatch.delenv("MSTOP_SPILL_ROWS")
+    monkeypatch.delenv("MSTOP_KEEP_ROWS")
+    assert Store().spill_budget == SpillBudget() and Store().keep_rows == 1_000_000
 
 
 @pytest.mark.skipif(spill.fs_type("/dev/shm") != "tmpfs", reason="no RAM disk at /dev/shm here")
 def test_a_spill_file_on_a_ram_disk_is_said_to_save_nothing(monkeypatch):
-    monkeypatch.setattr(spill, "SPILL_ROWS", 4)
-    monkeypatch.setattr(spill, "MIN_HELD", 1)
     monkeypatch.setenv("MSTOP_SPILL_DIR", "/dev/shm")
-    store = Store()
-    store.keep_rows = 0
+    store = Store(SpillBudget(keep_rows=0, chunk_rows=4, min_held=1))
     store.ingest_rows(0, _rows(1, 20, "s0", 1, False))
     assert store.ranks[0].base and [n for n in store.notes if "/dev/shm, a RAM disk: set MSTOP_SPILL_DIR" in n]

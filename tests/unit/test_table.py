@@ -6,7 +6,7 @@ grows, moves regions and makes new arrays after it."""
 from __future__ import annotations
 
 import numpy as np
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from mstop.engine.table import Table
@@ -31,7 +31,6 @@ def bits(v: np.ndarray) -> np.ndarray:
     return np.asarray(v, np.float32).view(np.uint32)
 
 
-@settings(max_examples=300, deadline=None)
 @given(st.lists(op, min_size=1, max_size=40))
 def test_every_column_reads_back_what_was_appended(ops):
     t = Table(EXACT, FLOATS)

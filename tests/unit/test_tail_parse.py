@@ -6,7 +6,7 @@ import os
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 import mstop.engine.parse as parse
@@ -66,7 +66,6 @@ def parse_in_pieces(data: bytes, cuts: list[int], path) -> tuple[list, int, list
     return steps, bad, sessions, nonfinite
 
 
-@settings(max_examples=60, deadline=None)
 @given(st.lists(st.integers(min_value=0, max_value=len(MESSY)), max_size=12))
 def test_rows_do_not_depend_on_how_bytes_were_split(tmp_path_factory, cuts):
     path = tmp_path_factory.mktemp("split") / "rank0.csv"

@@ -12,7 +12,7 @@ from mstop.engine.figures import Options, status
 from mstop.engine.health import Health
 from mstop.sources import read_once
 from tests.helpers.runs import start, steps, write_events, write_rank
-from tests.helpers.what_happened_common import _writer_run  # noqa: F401
+from tests.helpers.what_happened_common import _writer_run
 
 
 def test_three_ranks_finish_and_one_dies(tmp_path):

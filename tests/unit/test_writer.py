@@ -13,7 +13,7 @@ import mstop_writer._files as files
 from mstop_writer import COLUMNS, MetricsWriter
 from mstop_writer.hardware import flops_per_token, lookup_peak
 from tests.helpers.common import read_events, read_rows
-from tests.helpers.writer_common import warnings_of  # noqa: F401
+from tests.helpers.writer_common import warnings_of
 
 
 def test_columns_in_order_and_derived_figures(tmp_path):
@@ -54,7 +54,7 @@ def test_flops_per_token_formula_and_peaks():
 
 def test_mfu_from_model_shape_and_device_table(tmp_path):
     with MetricsWriter(tmp_path, rank=0, world_size=8, n_params=7_000_000_000, n_layers=32, n_heads=32,
-                       head_dim=128, seq_len=4096, device="Ascend910B3", tokens_per_step=8 * 4096) as w:
+                       head_dim=128, seq_len=4096, device="Ascend910B3", tokens_per_step=8 * 4096, witness=False) as w:
         w.log(1, step_time=4.0)
     _, rows = read_rows(tmp_path / "rank0.csv")
     fpt = 6 * 7e9 + 12 * 32 * 32 * 128 * 4096
@@ -66,7 +66,7 @@ def test_mfu_from_model_shape_and_device_table(tmp_path):
 
 
 def test_unknown_device_warns_and_writes_no_mfu(tmp_path, caplog):
-    with MetricsWriter(tmp_path, device="Mystery-9000", flops_per_token=10.0, tokens_per_step=10) as w:
+    with MetricsWriter(tmp_path, device="Mystery-9000", flops_per_token=10.0, tokens_per_step=10, witness=False) as w:
         w.log(1, step_time=1.0)
     assert any("unknown device 'Mystery-9000'" in m for m in warnings_of(caplog))
     _, rows = read_rows(tmp_path / "rank0.csv")
@@ -91,7 +91,7 @@ def test_wrong_options_raise_before_training(tmp_path, options, message):
 
 
 def test_non_finite_values_are_recorded(tmp_path):
-    with MetricsWriter(tmp_path) as w:
+    with MetricsWriter(tmp_path, witness=False) as w:
         for i, v in enumerate([float("nan"), float("inf"), float("-inf"), 1.0]):
             w.log(i + 1, loss=v, step_time=1.0)
         w.event("eval", step=4, metrics={"acc": float("nan")})
@@ -104,7 +104,7 @@ def test_non_finite_values_are_recorded(tmp_path):
 
 
 def test_extra_columns_declared_first_log_and_late_keys(tmp_path, caplog):
-    with MetricsWriter(tmp_path, extra_columns=["val_acc"]) as w:
+    with MetricsWriter(tmp_path, extra_columns=["val_acc"], witness=False) as w:
         w.log(1, moe_aux_loss=0.01, tag='has, comma and "quotes"')
         w.log(2, val_acc=0.9, late_key=1.0)
         w.log(3, late_key=2.0, tag="two\nlines")
@@ -119,7 +119,7 @@ def test_extra_columns_declared_first_log_and_late_keys(tmp_path, caplog):
 
 
 def test_heartbeat_events_while_alive(tmp_path):
-    w = MetricsWriter(tmp_path, heartbeat_interval=0.05)
+    w = MetricsWriter(tmp_path, heartbeat_interval=0.05, witness=False)
     w.log(7)
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
@@ -133,7 +133,7 @@ def test_heartbeat_events_while_alive(tmp_path):
 
 def test_exception_in_with_block_writes_abort_not_end(tmp_path):
     with pytest.raises(RuntimeError):
-        with MetricsWriter(tmp_path) as w:
+        with MetricsWriter(tmp_path, witness=False) as w:
             w.log(1)
             raise RuntimeError("boom")
     # the writer's own events (its exit witness may have said the process's state before the close stopped it)
@@ -144,7 +144,7 @@ def test_exception_in_with_block_writes_abort_not_end(tmp_path):
 def test_unwritable_run_dir_warns_once_and_never_raises(tmp_path, caplog):
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
-    w = MetricsWriter(blocker / "run")  # parent is a file: even root cannot create it
+    w = MetricsWriter(blocker / "run", witness=False)  # parent is a file: even root cannot create it
     for i in range(50):
         w.log(i + 1, loss=1.0)
     w.close()
@@ -157,7 +157,7 @@ def test_disk_full_then_recovers_with_a_dropped_event(full_disk, caplog, monkeyp
     monkeypatch.setattr(files, "RETRY_INTERVAL", 0.0)
     monkeypatch.setattr(files, "CHECK_INTERVAL", 0.0)
     run = full_disk.path
-    w = MetricsWriter(run)
+    w = MetricsWriter(run, witness=False)
     full_disk.fill()  # every write of the rank file fails with ENOSPC now
     for i in range(1, 4):
         w.log(i, loss=1.0)
@@ -177,7 +177,7 @@ def test_disk_full_then_recovers_with_a_dropped_event(full_disk, caplog, monkeyp
 def test_run_dir_removed_mid_run_is_written_again(tmp_path, caplog, monkeypatch):
     monkeypatch.setattr(files, "CHECK_INTERVAL", 0.0)
     run = tmp_path / "run"
-    w = MetricsWriter(run)
+    w = MetricsWriter(run, witness=False)
     w.log(1)
     shutil.rmtree(run)
     w.log(2)  # notices the file is gone: its row goes to the new file
@@ -192,14 +192,14 @@ def test_run_dir_removed_mid_run_is_written_again(tmp_path, caplog, monkeypatch)
 
 def test_cut_last_line_is_not_glued_to_the_next_row(tmp_path):
     (tmp_path / "rank0.csv").write_text(",".join(COLUMNS) + "\n1.0,1,1,0.5")  # a crash cut this row
-    with MetricsWriter(tmp_path) as w:
+    with MetricsWriter(tmp_path, witness=False) as w:
         w.log(2, loss=0.25)
     lines = (tmp_path / "rank0.csv").read_text().splitlines()
     assert lines[1] == "1.0,1,1,0.5" and lines[2].split(",")[1:4] == ["2", "", "0.25"]
 
 
 def test_bad_values_in_log_never_raise(tmp_path, caplog):
-    with MetricsWriter(tmp_path) as w:
+    with MetricsWriter(tmp_path, witness=False) as w:
         w.log("seven", loss=1.0)  # type: ignore[arg-type]
         w.log(8, loss=object())
     _, rows = read_rows(tmp_path / "rank0.csv")
@@ -213,14 +213,14 @@ def test_bad_values_in_log_never_raise(tmp_path, caplog):
 
 def test_a_misspelled_option_names_the_nearest_one(tmp_path):
     with pytest.raises(TypeError, match="'tokens_per_stp'.*did you mean 'tokens_per_step'"):
-        MetricsWriter(tmp_path, tokens_per_stp=128)
+        MetricsWriter(tmp_path, tokens_per_stp=128, witness=False)
     assert not list(tmp_path.iterdir())  # refused before anything was written
 
 
 def test_numbers_as_text_and_counts_as_integral_floats_are_taken(tmp_path):
     # PyYAML reads 1.0e12 as a string; 540.35e9 and 7e9 are floats
     with MetricsWriter(tmp_path, peak_flops="1.0e12", n_params=540.35e9, tokens_per_step="4096",
-                       n_layers=2.0, seq_len="1024") as w:
+                       n_layers=2.0, seq_len="1024", witness=False) as w:
         w.log(1, step_time=1.0)
     start = read_events(tmp_path / "rank0.events.jsonl")[0]
     assert start["peak_flops"] == 1e12 and start["n_params"] == 540_350_000_000
@@ -235,12 +235,12 @@ def test_numbers_as_text_and_counts_as_integral_floats_are_taken(tmp_path):
 ])
 def test_nonsense_options_are_value_errors(tmp_path, option, value, message):
     with pytest.raises(ValueError, match=message):
-        MetricsWriter(tmp_path, **{option: value})
+        MetricsWriter(tmp_path, **{option: value}, witness=False)
 
 
 def test_one_warning_per_kind_of_problem(full_disk, caplog, monkeypatch):
     monkeypatch.setattr(files, "RETRY_INTERVAL", 0.0)
-    w = MetricsWriter(full_disk.path, device="Mystery-X1")  # an unknown device: a warning of its own
+    w = MetricsWriter(full_disk.path, device="Mystery-X1", witness=False)  # an unknown device: a warning of its own
     full_disk.fill()
     for i in range(1, 50):
         w.log(i, loss=1.0)
@@ -257,7 +257,7 @@ def test_one_warning_per_kind_of_problem(full_disk, caplog, monkeypatch):
 
 
 def test_a_bad_extra_name_is_a_counted_drop_warned_once(tmp_path, caplog):
-    with MetricsWriter(tmp_path) as w:
+    with MetricsWriter(tmp_path, witness=False) as w:
         for i in range(1, 6):
             w.log(i, loss=1.0, **{"a,b": 1})
     msgs = warnings_of(caplog)
@@ -292,7 +292,7 @@ def _ten_rows_in_a_thread(run) -> MetricsWriter:
     box = {}
 
     def job():
-        w = box["w"] = MetricsWriter(run)
+        w = box["w"] = MetricsWriter(run, witness=False)
         for i in range(1, 11):
             w.log(i, loss=1.0)
         w.close()
@@ -323,7 +323,7 @@ def test_a_fifo_where_the_rank_files_belong_never_blocks(tmp_path, caplog, with_
 def test_copytruncate_starts_the_file_again_with_its_header(tmp_path, caplog):
     import os
 
-    w = MetricsWriter(tmp_path)
+    w = MetricsWriter(tmp_path, witness=False)
     for i in range(1, 4):
         w.log(i, loss=1.0)
     os.truncate(tmp_path / "rank0.csv", 0)  # what logrotate's copytruncate does
@@ -369,40 +369,5 @@ def test_a_link_planted_where_the_rank_files_belong_is_never_followed(tmp_path, 
 
 
 
-_RACE = """
-import sys
-from mstop_writer import MetricsWriter
-with MetricsWriter(sys.argv[1], rank=0, world_size=1, heartbeat_interval=3600, device_interval=0) as w:
-    w.log(1, loss=1.0, step_time=0.1)
-"""
 
 
-def test_jobs_starting_together_on_one_run_dir_write_one_header(tmp_path):
-    """Issue 40 item 12: two jobs starting at once on one run dir both found the new file empty and both
-    wrote the header (a phantom bad row). Here the other job is caught between creating the file and
-    writing its header (it holds the file's lock): the writer waits for it, finds its header, adds none."""
-    import fcntl
-    import json
-    import os
-    import subprocess
-    import sys
-    import time
-
-    from mstop_writer.schema import COLUMNS
-    from tests.helpers.common import ROOT
-
-    run = tmp_path / "run"
-    run.mkdir()
-    fd = os.open(run / "rank0.csv", os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
-    fcntl.lockf(fd, fcntl.LOCK_EX)  # the other job: created the file, its header not written yet
-    job = subprocess.Popen([sys.executable, "-c", _RACE, str(run)], cwd=ROOT)
-    time.sleep(0.5)
-    os.write(fd, (",".join(COLUMNS) + "\n").encode())
-    fcntl.lockf(fd, fcntl.LOCK_UN)
-    os.close(fd)
-    assert job.wait(timeout=60) == 0
-    lines = (run / "rank0.csv").read_text().splitlines()
-    assert sum(1 for ln in lines if ln.startswith("time,")) == 1, lines[:3]
-    js = json.loads(subprocess.run([sys.executable, "-m", "mstop", "summary", str(run), "--json"], cwd=ROOT,
-                                   capture_output=True, text=True, timeout=120).stdout)
-    assert js["bad_rows"] == 0 and js["rows"] == 1
