@@ -14,7 +14,7 @@ standard input then serves every host of a worker (a request keyed by host). Tha
 needs: a ClusterShell gateway passes a channel's standard input to its newest worker only, so each gateway
 must get one worker at a time, all its hosts in it.
 
-What a long-lived follower needs from ClusterShell, each set here (tests/system/test_fanout.py):
+What a long-lived follower needs from ClusterShell, each set here (tests/system/test_fanout_sshd.py):
 
 * ``fanout`` at least the hosts: followers never end, so with the default 64 the 65th host would wait
   forever for a free slot;

@@ -6,8 +6,8 @@
 - ``killed_plain_job``: a real plain msrun job (MindSpore's LossMonitor and TimeMonitor, no mstop code) whose
   rank 1 was SIGKILLed mid-epoch, read by the tests of what mstop says of it afterwards.
 
-The tier runs on both cores (``-n 4 --dist loadfile``, as .ci/run and the README run it): each file on one
-worker, so a module's fixtures are made once.
+The tier runs on both cores (``-n 4 --dist loadgroup``, as .ci/run and the README run it): the tests are
+handed out one by one, and a group of tests that read one job (``@pytest.mark.xdist_group``) to one worker.
 """
 
 from __future__ import annotations
