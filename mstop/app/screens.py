@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from rich.text import Text
+from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
@@ -15,6 +16,7 @@ from mstop_writer.schema import UNITS
 
 from .. import fmt
 from ..view import error_lines
+from .messages import LogLinesRead
 
 KEYS = (
     ("q", "quit"),
@@ -324,15 +326,18 @@ class LogScreen(ModalScreen[None]):
             self._title()
 
     def _read_remote(self) -> None:
+        """On the worker's thread: one read over ssh; its lines go to the screen as a message, never by
+        reaching into the screen from here (it may have been closed while the host took its time)."""
         try:
             new = self.pane.read()
         finally:
             self._reading = False
-        self.app.call_from_thread(self._show_new, new)
+        self.post_message(LogLinesRead(new))
 
-    def _show_new(self, new: list[str]) -> None:
-        if new:
-            self._write(new)
+    @on(LogLinesRead)
+    def _show_new(self, event: LogLinesRead) -> None:
+        if event.lines:
+            self._write(event.lines)
             self._at_error()
         self._title()
 

@@ -27,6 +27,10 @@ if "pid" in request:  # py-spy's dump on the rank's host (t, d): the answer, as 
            "spy-why-dict": {"why": {"x": 1}}}.get(mode, {"lines": ["Thread 1 (idle)"]})
     out.write(json.dumps(spy).encode() + b"\n"); out.flush()
     sys.exit(0)
+if "paths" in request and mode == "log-slow":  # the log follower's read (L), answered after the pane closed
+    time.sleep(1.5)
+    out.write(b'{"error": "answered late"}\n'); out.flush()
+    sys.exit(0)
 def frame(h, payload=b""):
     out.write((json.dumps(h) + "\n").encode() + payload); out.flush()
 good = {"clock": time.time(), "files": [], "mtime": time.time()}

@@ -167,3 +167,29 @@ def test_a_hosts_py_spy_answer_is_typed_bounded_and_shown_without_control_codes(
         assert lines is None and why.startswith("fakehost: \\x1b]52;c;aGk=\\x07 gone"), why
     else:
         assert lines is None and why.startswith("fakehost: no dump: an answer mstop cannot read"), why
+
+
+async def test_a_log_read_over_ssh_that_ends_after_its_pane_closed_is_dropped(tmp_path, monkeypatch):
+    """L over ssh reads on a thread: a host that answers after the pane was closed (escape) once crashed the
+    monitor (the answer was shown on a screen no longer there: NoMatches, seen on a loaded machine). The
+    late answer is dropped and the monitor goes on."""
+    from mstop.app.screens import LogScreen
+    from mstop.live import LogPane
+    from mstop.sources import Connection
+    from mstop.sources.logs import Candidate, RemoteLogTail
+    from tests.helpers.app_common import app_for, make_run, screen_lines, settle
+
+    on_path(tmp_path, monkeypatch, "log-slow")
+    app = app_for(make_run(tmp_path / "run"))
+    tail = RemoteLogTail("fakehost:/logs/train.log", host="fakehost", candidates=[Candidate("/logs/train.log")],
+                         connection=Connection((), 1.0))
+    async with app.run_test(size=(160, 40)) as pilot:
+        await settle(pilot)
+        app.push_screen(LogScreen(LogPane(0, tail.path, tail=tail)))
+        await settle(pilot, lambda: isinstance(app.screen, LogScreen))
+        await pilot.press("escape")  # closed while its first read is on its way
+        await settle(pilot, lambda: not isinstance(app.screen, LogScreen))
+        await pilot.pause(2.5)  # the answer comes
+        assert app.is_running and tail.error is not None and "answered late" in tail.error
+        await pilot.press("r")  # still answering its keys
+        await settle(pilot, lambda: "rank" in "\n".join(screen_lines(app)))
