@@ -43,7 +43,10 @@ def summary(args: argparse.Namespace) -> int:
     store = Store()
     try:
         sources = Sources(args.source, store, connection=args.connection)
-        sources.read_all(wait=(args.poll or 1.0) if args.wait else None)
+        every = args.poll or 1.0
+        sources.read_all(wait=every if args.wait else None,
+                         waiting=lambda why: print(f"mstop: {why}: waiting for it (a look every {every:g} s; Ctrl-C "
+                                                   "stops)", file=sys.stderr, flush=True))
     except SourceError as e:
         hint = "; use --wait to wait for it" if e.missing and not args.wait else ""
         print(f"mstop: {e}{hint}", file=sys.stderr)

@@ -177,14 +177,17 @@ class Sources:
         hosts asked again (their followers started anew)."""
         return sum(item.want_raw(ranks) for item in self.items if isinstance(item, RemoteSource))
 
-    def read_all(self, *, wait: float | None = None, stop: threading.Event | None = None) -> int:
+    def read_all(self, *, wait: float | None = None, stop: threading.Event | None = None,
+                 waiting: Callable[[str], None] | None = None) -> int:
         """Read what every source holds now; return the rows added.
 
         A directory that is not there (here or on its host) is a SourceError, or with ``wait`` is looked
         for again every ``wait`` seconds until it appears (``mstop summary --wait``; ``stop`` ends the
-        wait early with a SourceError). Any other failure, such as ssh refusing, is never waited out."""
+        wait early with a SourceError; ``waiting`` is told once what is waited for). Any other failure, such
+        as ssh refusing, is never waited out."""
         rows = 0
         for s in self._drivers:
+            told = False
             while True:
                 try:
                     if isinstance(s, (LocalOrLogs, MfLogSource)) and not os.path.isdir(s.run_dir):
@@ -194,6 +197,9 @@ class Sources:
                 except SourceError as e:
                     if wait is None or not e.missing or (stop is not None and stop.is_set()):
                         raise
+                    if waiting is not None and not told:
+                        waiting(str(e))
+                        told = True
                     (stop or threading.Event()).wait(wait)
         return rows
 
