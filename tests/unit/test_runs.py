@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from rich.text import Text
 
 from mstop.app.monitor import MonitorScreen
 from mstop.app.widgets import Chart, Header
@@ -42,6 +43,26 @@ async def test_the_list_shows_every_run_with_its_figures_and_status_as_text(fold
             assert rows[name][2] == status and rows[name][-1] == note
         assert rows["base"][3] == "120/480" and rows["lr-high"][9] == "1"  # the failed run's abort alert
         assert f"{len(RUNS)} runs" in title(app)
+
+
+async def test_a_page_shown_has_its_columns_widths_at_once(folder):
+    """A page of runs put in the table has each column as wide as its widest cell at once, not when the
+    table is next idle: in a real terminal on a busy machine a page drawn before then showed every cell cut to
+    its column's label (``bas``, ``stalle``, ``120/``) for as long as the list stayed open."""
+    from mstop.app.widgets.runs import NAME_LEAST, RunsTable
+
+    app = app_for(folder)
+    async with app.run_test(size=(160, 30)) as pilot:
+        await settle(pilot, lambda: len(table_rows(app)) == len(RUNS))
+        table = app.runs_screen.query_one(RunsTable)
+        table.show(list(reversed(table.lines)), table.marks, table.now)  # a new page order: built again
+        widths = [c.content_width for c in table.columns.values()]  # before any idle: no pause since show
+        cells = [table.cells(r) for r in table.lines[table.offset: table.offset + table.page_size]]
+        for j, column in enumerate(table.columns.values()):
+            widest = max(Text(str(row[j])).cell_len if not isinstance(row[j], Text) else row[j].cell_len
+                         for row in cells)
+            least = min(widest, NAME_LEAST) if j == 1 else widest  # names may be cut to fit, never below that
+            assert widths[j] >= least, (column.label.plain, widths[j], widest)
 
 
 async def test_sort_by_key_and_by_clicking_a_header(folder):

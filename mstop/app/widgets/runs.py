@@ -81,10 +81,12 @@ class RunsTable(PagedTable):
         keys = [r.key for r in page]
         if keys != getattr(self, "_keys", None) or widths != getattr(self, "_widths", None):
             # new runs, or a column's widest cell changed: built again with the columns' widths from this
-            # page (a DataTable's columns only grow: a name once long kept the later columns off screen)
+            # page (a DataTable's columns only grow: a name once long kept the later columns off screen). The
+            # widths are set here, from the cells: left to the table's own measure when it is next idle, a page
+            # drawn before that (a busy machine) showed every cell cut to its column's label ("bas", "stalle")
             self.clear()
-            for column in self.columns.values():
-                column.content_width = column.label.cell_len
+            for column, width in zip(self.columns.values(), widths):
+                column.content_width = max(column.label.cell_len, width)
             for key, row in zip(keys, cells):
                 self.add_row(*row, key=key)
             self._widths = widths
