@@ -459,8 +459,10 @@ class MonitorScreen(Screen[None]):
             return
         self._detail_of = (self._frames, key)
         row = self.query_one(RankDetail).show(v, key)
-        self.selected_rank = row.rank if row is not None else None
-        self.session.shown_rank = self.selected_rank  # its rows as written, from a host that merges them
+        rank = row.rank if row is not None else None
+        if rank != self.selected_rank:
+            self.session.show_rank(rank)  # its rows as written, from a host that merges them
+        self.selected_rank = rank
         strip = self.query_one(HeatStrip)
         strip.show(v, selected=self.selected_rank)
         self.query_one("#heat-title", Static).update(strip.title(v))

@@ -16,7 +16,6 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from ..engine import figures
 from ..engine.endings import ending
 from ..engine.figures import Options
 from ..engine.health import Alert, Health, Rules
@@ -87,8 +86,6 @@ class MonitorSession:
         self.baseline_spec = options.baseline  # --baseline / b: another run overlaid by step
         self.baseline_store: Store | None = None
         self.reading = False  # the first read of what is already written is going on
-        #: the rank the screen shows in detail (the ranks view's), its rows asked for as written
-        self.shown_rank: int | None = None
         self.job_note: str | None = None  # mstop demo: how its job ended
         self._incidents: tuple[int, float, list[Incident]] = (-1, 0.0, [])
         self.logs_dir = options.logs_dir  # --logs DIR: where the ranks' own logs are (mstop.sources.logs)
@@ -113,8 +110,6 @@ class MonitorSession:
             v.header.notes = self.notes(v)
             return Frame(v)
         snap = self.store.snapshot()
-        # what is drawn row by row, as written, when hosts merge their ranks' rows (a digest)
-        self.source.want_raw(frozenset(r for r in (figures.lowest_rank(snap), self.shown_rank) if r is not None))
         charts = not (ranks_view or header_only)
         v = build_view(snap, self.opts, points=points, xaxis=xaxis, recent=recent, carry=self.carry,
                        custom=self.custom, header_only=not charts)
@@ -149,6 +144,11 @@ class MonitorSession:
             f"no rank files (rank*.csv) nor MindFormers logs in {self.run_dir} yet, nor runs below it: waiting"]
         return (self.source.states() + self.store.duplicates + ([h.skew_note] if h.skew_note else [])
                 + ([self.job_note] if self.job_note else []) + empty + self.culprit_error(h.status) + h.notes)
+
+    def show_rank(self, rank: int | None) -> None:
+        """The rank the screen shows in detail (the ranks view's), told when it changes: a host that merges its
+        ranks' rows (a digest) sends that rank's as written from now on."""
+        self.source.show(rank)
 
     # -- the ranks' own logs ---------------------------------------------------------
 

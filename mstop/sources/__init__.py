@@ -140,6 +140,7 @@ class Sources:
         (mstop.sources.follower's digest mode); None: DIGEST_S for a node set's hosts, none for others."""
         self.specs = list(specs)
         self.items: list[Source] = []  # one a directory (a host's, for a node set)
+        self._shown: int | None = None  # the rank the screen shows in detail (show)
         self._drivers: list[Source | Fanout] = []  # what reads them: each itself, or a node set's one Task
         seen: set[str] = set()
         for spec in self.specs:
@@ -156,7 +157,7 @@ class Sources:
                 else:
                     merge = digest if digest is not None else DIGEST_S if is_node_set(spec) else 0.0
                     item = RemoteSource(target, store, poll=poll, on_update=on_update, connection=connection,
-                                        digest=merge)
+                                        digest=merge, on_ranks=self._ranks_grew)
                     if is_node_set(spec):
                         group.append(item)
                         self.items.append(item)
@@ -171,10 +172,26 @@ class Sources:
     def label(self) -> str:
         return " ".join(self.specs)
 
+    def show(self, rank: int | None) -> int:
+        """The rank the screen shows in detail (the ranks view's; None: none), told when that changes: it comes
+        row by row, as written, beside the job's rank (see :meth:`raw_ranks`). The hosts asked again."""
+        self._shown = rank
+        return self.want_raw(self.raw_ranks())
+
+    def raw_ranks(self) -> frozenset[int]:
+        """The ranks the screen draws row by row: the job's rank (the lowest the remote hosts follow: its loss
+        chart's) and the shown one."""
+        remote = [item.rank_set for item in self.items if isinstance(item, RemoteSource)]
+        ranks = frozenset().union(*remote)
+        return frozenset(r for r in ((min(ranks) if ranks else None), self._shown) if r is not None)
+
+    def _ranks_grew(self) -> None:
+        """A remote host found rank files it did not follow: the job's rank may be a new one."""
+        self.want_raw(self.raw_ranks())
+
     def want_raw(self, ranks: frozenset[int]) -> int:
-        """The ranks the screen draws row by row (the job's rank, the one the ranks view shows): each remote
-        host that merges its ranks' rows (a digest) sends those of them it has as written, from now on; the
-        hosts asked again (their followers started anew)."""
+        """Each remote host that merges its ranks' rows (a digest) sends those of ``ranks`` it has as written,
+        from now on; the hosts asked again (their followers started anew). How many were."""
         return sum(item.want_raw(ranks) for item in self.items if isinstance(item, RemoteSource))
 
     def read_all(self, *, wait: float | None = None, stop: threading.Event | None = None,

@@ -297,8 +297,12 @@ class RemoteSource:
     def __init__(self, target: Target, store: Store, *, poll: float | None = None,
                  on_update: Callable[[], None] | None = None, connection: Connection = DEFAULT_CONNECTION,
                  clock: Callable[[], float] = time.time, digest: float = 0.0,
-                 command: Callable[[str, Connection], list[str]] = ssh_command) -> None:
+                 command: Callable[[str, Connection], list[str]] = ssh_command,
+                 on_ranks: Callable[[], None] | None = None) -> None:
+        """``on_ranks``: told (on the thread that reads the host) when the host's rank files grew by a rank,
+        so whoever decides which ranks come as written (:meth:`want_raw`) can decide again."""
         self.target = target
+        self.on_ranks = on_ranks
         self.command = command
         self.label = str(target)
         self.store = store
@@ -368,10 +372,15 @@ class RemoteSource:
                 proc, _ = self._connect()
                 tries = 0
                 self.state.connection = "connected"
+                asked = self.raw
                 while not self._stop.is_set():
                     self._frame(proc)
                     if self.on_update is not None:
                         self.on_update()
+                    if self.raw != asked and self.digest > 0:  # asked again from this thread (a new rank)
+                        self._restarting = True
+                        self._close(proc)
+                        raise RemoteError(f"{self.target.host}: asked for other ranks as written")
             except RemoteError as e:
                 if self._stop.is_set():
                     break
@@ -396,8 +405,8 @@ class RemoteSource:
             return False
         self.raw = mine
         proc = self._proc
-        if proc is not None and self._thread is not None:
-            self._restarting = True
+        if proc is not None and self._thread is not None and threading.current_thread() is not self._thread:
+            self._restarting = True  # its reading thread, asked by itself, starts again after the frame
             self._close(proc)
         return True
 
@@ -657,8 +666,10 @@ class RemoteSource:
         r = stream_rank(name)
         if r is None:
             f = followed(name, name, self.store, str(self.target))
-            if f is not None and f.kind == "csv":
+            if f is not None and f.kind == "csv" and f.rank not in self.rank_set:
                 self.rank_set = self.rank_set | {f.rank}
+                if self.on_ranks is not None:
+                    self.on_ranks()
             return f
         if not self.store.claim(r, str(self.target)):
             return None

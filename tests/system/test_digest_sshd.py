@@ -72,8 +72,8 @@ def test_a_node_set_followed_with_a_digest_holds_what_summary_reads(config, tmp_
     try:
         write(writers, 1, 3)
         assert wait_for(lambda: len(store.ranks) == 8, 30), src.states()
-        src.want_raw(frozenset({0}))  # as the monitor asks each frame: its job's rank
-        write(writers, 4, 60, pause=0.15, devices=devices)  # its host asked again at the next second
+        assert src.raw_ranks() == {0}  # the job's rank, asked for by the sources themselves when its file came
+        write(writers, 4, 60, pause=0.15, devices=devices)
         assert wait_for(lambda: all(written(store, r) == 60 for r in range(8)), 60), src.states()
         assert wait_for(lambda: sum(len(v) for v in store.devices.values()) == 4 * 2 * 12, 30), store.devices
     finally:
@@ -118,7 +118,8 @@ def test_a_rank_the_screen_asks_for_comes_as_written_and_no_row_is_lost(config, 
         assert wait_for(lambda: all(written(store, r) == 30 for r in range(8)), 90), src.states()
         held = store.ranks[5].rows
         assert held < 30  # merged so far
-        assert src.want_raw(frozenset({0, 5})) == 1  # the job's rank and the shown one: lo3 (ranks 4, 5) asked again
+        assert src.show(5) == 1  # the job's rank and the shown one: lo3 (ranks 4, 5) asked again
+        assert src.raw_ranks() == {0, 5} and src.show(5) == 0  # told again: nothing changes
         assert wait_for(lambda: not src.states(), 30), src.states()
         write(writers, 31, 60, pause=0.15)
         assert wait_for(lambda: all(written(store, r) == 60 for r in range(8)), 90), src.states()

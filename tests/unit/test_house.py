@@ -331,3 +331,16 @@ def test_no_unit_file_imports_what_starts_a_process_or_opens_a_socket():
             found += [f"{f.relative_to(ROOT)}:{node.lineno} {n}" for n in names if n.split(".")[0] in banned
                       or (n.startswith("tests.helpers") and n.rsplit(".", 1)[-1] == "sshd")]
     assert not found, found
+
+
+def test_the_frame_is_a_pure_read_of_the_sources():
+    """Issue 57: a frame reads the store, it never steers the transport. ``MonitorSession.frame`` names no
+    method of its sources (which ranks come as written is told when the shown rank changes, and by the
+    sources themselves when a host's ranks grow: ``Sources.show``, ``RemoteSource.on_ranks``)."""
+    tree = _tree(ROOT / "mstop" / "live" / "session.py")
+    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "MonitorSession")
+    frame = next(n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "frame")
+    steering = [ast.unparse(n) for n in ast.walk(frame) if isinstance(n, ast.Attribute)
+                and isinstance(n.value, ast.Attribute) and n.value.attr == "source"]
+    assert not steering, steering
+    assert not [n for n in ast.walk(frame) if isinstance(n, ast.Attribute) and n.attr == "want_raw"]
