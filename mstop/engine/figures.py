@@ -126,7 +126,7 @@ def _window_of(store: Store, ranks: list[int], cols: dict[str, np.ndarray]) -> W
 
 
 def per_step(w: Window, column: str) -> np.ndarray:
-    """A summed column of the window a step at a time: a digest's merged row (mstop.sources.follower) holds
+    """A summed column of the window a step at a time: a digest's merged row (mstop.sources.followers.follower) holds
     the sum over the rows it stands for (its WEIGHT), so its step time is their mean; a row as written is one
     step. Sums over the window (Σtokens / Σstep_time) take the columns as they are."""
     wt = w.cols.get(WEIGHT)

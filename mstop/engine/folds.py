@@ -23,7 +23,7 @@ EXACT_TIME, EXACT_STEP = 0, 1  # the store's exact columns: mstop.engine.store.E
 RING = 20
 #: a MindFormers log's own FLOP/s per device, an extra column the window carries (mstop.engine.figures.ACHIEVED)
 ACHIEVED = "train_throughput_per_npu"
-#: the rows written each held row stands for (a digest's merged rows: mstop.sources.follower), kept as a
+#: the rows written each held row stands for (a digest's merged rows: mstop.sources.followers.follower), kept as a
 #: numeric column of that name, which no file can give (a header's names never hold a control code) and
 #: the charts never list; NaN (a row read as written) is 1
 WEIGHT = "\x1frows"
@@ -36,7 +36,7 @@ def stands_for(weight: np.ndarray) -> np.ndarray:
 
 
 #: the columns a merged row holds the sum of (its step time, wait, tokens and samples: a chart shows them a
-#: step at a time, over WEIGHT); mstop.sources.follower.SUMMED is this one
+#: step at a time, over WEIGHT); mstop.sources.followers.follower.SUMMED is this one
 SUMMED = ("step_time", "data_wait", "tokens", "samples")
 #: the float columns the window carries (the ring keeps only these)
 WINDOW_FLOATS = ("step_time", "data_wait", "tokens", "samples", "mfu", "mem_peak", "mem_total")

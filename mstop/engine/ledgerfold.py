@@ -13,7 +13,7 @@ figure read live equals the figure read from the same files later (definition 2,
   rows of the resumed session, not the older session's: what was done stays done);
 - a checkpoint event found after its rows were classified moves them to ``checkpoint`` (exactly: the row is
   classified again);
-- a digest's merged row (mstop.sources.follower: its step and wait times summed over the ``w`` rows it
+- a digest's merged row (mstop.sources.followers.follower: its step and wait times summed over the ``w`` rows it
   stands for) counts as ``w`` steps: the block figures are a step's (its times over ``w``), and it is measured
   against ``w`` of them; it is slow when its time past ``w - 1`` median steps is over the stall limit (one
   hung step among them, as it would be read alone).

@@ -92,7 +92,7 @@ class Rows:
     nonfinite: list[tuple[int, str, float]] = field(default_factory=list)  # (row in this batch, column, value)
     bad: int = 0
     #: how many rows written each row stands for (a remote follower's digest merged them: its sums, its
-    #: last values; mstop.sources.follower), None: one each
+    #: last values; mstop.sources.followers.follower), None: one each
     weights: np.ndarray | None = None
 
     def __len__(self) -> int:

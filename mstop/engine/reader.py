@@ -72,7 +72,7 @@ class RunReader:
 
     def per_step(self, rank: int, name: str, rows: Any) -> np.ndarray:
         """:meth:`column` of ``rows``, a step at a time: a digest's merged row holds the sum of the SUMMED
-        columns over the rows it stands for (mstop.sources.follower), shown over them."""
+        columns over the rows it stands for (mstop.sources.followers.follower), shown over them."""
         col = self.column(rank, name, rows)
         d = self._store.ranks.get(rank)
         if name not in SUMMED or d is None or WEIGHT not in d.extras or not len(col):

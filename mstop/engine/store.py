@@ -1313,7 +1313,7 @@ class Store:
     @property
     def rows_written(self) -> int:
         """The rows written that the rows held stand for, all ranks: :attr:`rows` and, for a digest's merged
-        rows (mstop.sources.follower), the rows each was merged from."""
+        rows (mstop.sources.followers.follower), the rows each was merged from."""
         with self.lock:
             return self.folds.total_stood()
 

@@ -16,16 +16,13 @@ commands hold a :class:`Sources` and never a source class of their own.
     logs.py           where a rank's own log is, and its tail followed (the monitor's log pane, L)
     procwatch.py      the worker processes of a job read from its logs, watched from their own host
     pyspy.py          a fresh stack of a rank's process with py-spy dump, where its pid is provably it
-    pyspy_follower.py the program pyspy.py runs on a rank's host for that dump over ssh
     remote.py         a directory on another host over the system's ssh
     fanout.py         many hosts (a node set) through one ClusterShell Task, in the follower's line mode
     nodesets.py       node sets as sources (node[001-512]:/path, ClusterShell's NodeSet): a spec a host
-    follower.py       the program remote.py sends to the other host (standard library only, standalone)
     runs.py           a directory of runs: which folders are runs, each run's last rows
     remote_runs.py    a directory of runs on another host, over one ssh connection
-    runs_follower.py  the program remote_runs.py runs on that host for each refresh
-    log_follower.py   the program logs.py runs on that host for each read of the log pane (L) over ssh
     replay.py         the demo's recorded run, written out at its own pace
+    followers/        the programs sent over ssh and run on the other host (standard library only, alone)
 """
 
 from __future__ import annotations
@@ -137,7 +134,7 @@ class Sources:
                  on_update: Callable[[], None] | None = None, connection: Connection = DEFAULT_CONNECTION,
                  digest: float | None = None) -> None:
         """``digest``: while following, each remote host merges its ranks' rows over that many seconds
-        (mstop.sources.follower's digest mode); None: DIGEST_S for a node set's hosts, none for others."""
+        (mstop.sources.followers.follower's digest mode); None: DIGEST_S for a node set's hosts, none for others."""
         self.specs = list(specs)
         self.items: list[Source] = []  # one a directory (a host's, for a node set)
         self._shown: int | None = None  # the rank the screen shows in detail (show)

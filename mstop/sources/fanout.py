@@ -1,6 +1,6 @@
 """Many hosts through one ClusterShell Task: the transport of a node set (``node[001-512]:/path``, issue 41).
 
-Each host still gets the follower program (mstop.sources.follower) on its standard input and runs it with
+Each host still gets the follower program (mstop.sources.followers.follower) on its standard input and runs it with
 its own ``python3``; what changes is who holds the connections. Instead of a thread and a reader per host,
 one ClusterShell Task, in one thread, runs the system's OpenSSH to every host (so ``~/.ssh/config``,
 ProxyJump and agents apply), or has its gateways run it in tree mode (``--topology FILE``), and hands each

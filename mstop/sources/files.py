@@ -344,7 +344,7 @@ class FileTail:
 
     def skip_to(self, offset: int) -> bool:
         """The file's bytes up to ``offset`` were taken another way (a remote follower's digest: its rows
-        merged, mstop.sources.follower): the tail goes on from there. Only at a line's end and forward: False
+        merged, mstop.sources.followers.follower): the tail goes on from there. Only at a line's end and forward: False
         (nothing changed) when a line is waiting for its newline, or ``offset`` is behind."""
         if self._partial or self._skipping or offset < self.offset:
             return False

@@ -27,14 +27,15 @@ from ..engine.logs import LastError, clean_lines, last_error
 from ..engine.reader import RunReader
 from ..engine.store import Store
 from ..safe import clean
-from .log_follower import refusal
+from .followers import program
+from .followers.log_follower import refusal
 from .mflog import LOG_NAME, MSRUN_DIR, find_logs
 from .protocol import DEFAULT_CONNECTION, Connection, SourceError
 from .remote import Target, parse_target, rank_host
 
 #: How much of a log's end is read when it is opened (about 10,000 lines of 100 characters).
 TAIL_BYTES = 1 << 20
-#: a log is never read through a link (mstop.sources.log_follower.refusal)
+#: a log is never read through a link (mstop.sources.followers.log_follower.refusal)
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 #: Most lines a pane keeps while it follows (the oldest are dropped).
 MAX_LINES = 20_000
@@ -47,7 +48,7 @@ MARK_BYTES = 64
 
 @dataclass(frozen=True)
 class Candidate:
-    """A place a rank's log may be, and what makes it the job's (mstop.sources.log_follower.refusal): inside
+    """A place a rank's log may be, and what makes it the job's (mstop.sources.followers.log_follower.refusal): inside
     the folder ``within``, or owned by the owner of ``vouch`` (the events file whose start event named it)."""
 
     path: str
@@ -232,7 +233,7 @@ def job_rank_of(store: Store) -> int:
 @dataclass
 class RemoteLogTail(LogTail):
     """A log on another host, read as :class:`LogTail` reads one here: one run of the log follower program
-    (mstop.sources.log_follower) over the host's shared ssh connection per :meth:`read`, while the pane is
+    (mstop.sources.followers.log_follower) over the host's shared ssh connection per :meth:`read`, while the pane is
     open; ``candidates`` are the paths it may be at, on that host, best first (the first that is a file)."""
 
     host: str = ""
@@ -298,9 +299,8 @@ def checked_answer(head: Any, sent: int) -> dict[str, Any]:
 
 
 def _program() -> bytes:
-    from pathlib import Path
 
-    return (Path(__file__).parent / "log_follower.py").read_bytes()
+    return program("log_follower")
 
 
 def remote_candidates(store: Store, spec: str, rank: int, *, hosts: bool = False) -> tuple[str, list[Candidate]] | None:

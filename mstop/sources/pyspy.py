@@ -23,6 +23,8 @@ from typing import Any
 
 from mstop_writer.witness import identity, own_start_ticks
 
+from . import followers
+
 #: seconds one dump may take (py-spy reads the process's memory: well under a second for a training rank)
 TIMEOUT = 15.0
 
@@ -58,14 +60,13 @@ def executable() -> str | None:
 
 def dump_over_ssh(host: str, start: dict[str, Any], connection: Any) -> tuple[list[str] | None, str]:
     """The same on ``host`` (a ``host:/path`` source's), over its shared ssh connection: the identity is
-    checked there and py-spy run there (mstop.sources.pyspy_follower)."""
+    checked there and py-spy run there (mstop.sources.followers.pyspy_follower)."""
     import json
-    from pathlib import Path
 
     from .remote import RemoteError, run_program
 
     request = {k: start.get(k) for k in ("pid", "host", "boot_id", "pid_ns", "pid_start")}
-    program = (Path(__file__).parent / "pyspy_follower.py").read_bytes()
+    program = followers.program("pyspy_follower")
     try:
         out = json.loads(run_program(host, program, request, connection=connection, timeout=30.0))
     except (RemoteError, ValueError) as e:

@@ -2,7 +2,7 @@
 
 The system OpenSSH client is used, so ``~/.ssh/config``, ProxyJump, agents,
 Kerberos and ControlMaster all apply. The remote side needs ``python3`` and
-nothing else: the follower program (:mod:`mstop.sources.follower`) is sent over the
+nothing else: the follower program (:mod:`mstop.sources.followers.follower`) is sent over the
 channel; the path and offsets follow as data on standard input, so the
 remote login shell never sees user text. Only new bytes travel, compressed.
 """
@@ -19,7 +19,6 @@ import threading
 import time
 import zlib
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Callable
 
 import numpy as np
@@ -29,6 +28,7 @@ from ..engine.store import Store
 from ..procs import stop_group
 from ..safe import clean
 from .files import FileTail
+from .followers import program
 from .mflog import SCHEDULER_LOG, ingest_log, note_lost, stream_rank, worker_states
 from .protocol import DEFAULT_CONNECTION, Connection, SourceError, SourceState
 from .rankfiles import Followed, Round, followed, ingest, rank_file
@@ -36,7 +36,7 @@ from .rankfiles import Followed, Round, followed, ingest, rank_file
 #: The remote command: a constant (no user text), which reads the program from standard input.
 BOOTSTRAP = ('python3 -u -c "import sys;n=int(sys.stdin.buffer.readline());'
              "exec(compile(sys.stdin.buffer.read(n),'mstop-follower','exec'))\"")
-FOLLOWER = (Path(__file__).resolve().parent / "follower.py").read_bytes()
+FOLLOWER = program("follower")
 #: the longest frame header read (a line of JSON: a few KB at 1,024 files) and the most payload bytes one
 #: frame may announce: a host sending an endless line or a length past these is an error, never a MemoryError
 MAX_HEADER = 16 << 20
@@ -592,7 +592,7 @@ class RemoteSource:
 
     def _digest(self, f: Followed, entry: list, data: bytes) -> None:
         """A digest part of a rank file: lines of its own columns, each standing for ``k`` rows written
-        (mstop.sources.follower's digest mode), fed as rows of that weight; the file is then read on after
+        (mstop.sources.followers.follower's digest mode), fed as rows of that weight; the file is then read on after
         the bytes they stand for. RemoteError for a part that does not follow what was read (it would lose
         or double rows) or whose lines are not each a row."""
         meta = entry[5]
@@ -632,7 +632,7 @@ class RemoteSource:
 
     def _beats(self, f: Followed, entry: list, data: bytes, reset: bool) -> None:
         """A digest part of a rank's events file: its complete lines but the heartbeats a later one replaced
-        (mstop.sources.follower.Beats), fed as lines read; the file is then read on after the bytes they
+        (mstop.sources.followers.follower.Beats), fed as lines read; the file is then read on after the bytes they
         stand for. RemoteError for a part that does not follow what was read."""
         end = entry[5].get("end")
         start = 0 if reset else f.tail.offset

@@ -1,6 +1,6 @@
 """A folder of runs on another host (``mstop host:/path/runs``): the runs list over one ssh connection.
 
-Each refresh runs :mod:`mstop.sources.runs_follower` once on the host, over the connection every source
+Each refresh runs :mod:`mstop.sources.followers.runs_follower` once on the host, over the connection every source
 of that host shares (ssh's ControlMaster): it finds the runs and sends, per rank file, its first lines
 and its last bytes the first time, then only what was appended. Opening a run starts an ordinary
 :class:`~mstop.sources.remote.RemoteSource` for it, on the same connection.
@@ -13,16 +13,16 @@ import posixpath
 import time
 import zlib
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Callable
 
 from ..engine.store import Store
 from ..safe import clean
+from .followers import program
 from .protocol import DEFAULT_CONNECTION, Connection
 from .rankfiles import Followed, Tail, followed, ingest
 from .remote import FRAME_DEADLINE, RemoteError, Target, run_program
 
-PROGRAM = (Path(__file__).resolve().parent / "runs_follower.py").read_bytes()
+PROGRAM = program("runs_follower")
 
 
 def _answer(out: bytes, host: str) -> tuple[dict, bytes]:

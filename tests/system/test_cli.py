@@ -54,7 +54,7 @@ def test_nothing_below_the_app_loads_textual_or_rich():
             if not (m.name == "mstop.app" or m.name.startswith("mstop.app.") or m.name == "mstop.__main__")]
     for room in ("sources", "engine", "view", "commands"):
         assert f"mstop.{room}" in mods
-    assert "mstop.engine.figures" in mods and "mstop.sources.follower" in mods and len(mods) >= 20
+    assert "mstop.engine.figures" in mods and "mstop.sources.followers.follower" in mods and len(mods) >= 20
     code = "import sys\n" + "".join(f"import {m}\n" for m in mods) + (
         "print(sorted({k.split('.')[0] for k in sys.modules} & {'textual', 'rich', 'textual_plotext'}))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)

@@ -83,7 +83,7 @@ async def test_the_log_pane_over_ssh(server, tmp_path):
 
     from mstop.app import MonitorApp
     from mstop.app.screens import LogScreen
-    from mstop.sources import log_follower
+    from mstop.sources.followers import log_follower
 
     ast_source = Path(log_follower.__file__).read_text()
     import ast

@@ -353,7 +353,7 @@ async def test_the_runs_list_over_ssh_and_local_side_by_side_names_each_runs_hos
 
 def test_a_fresh_stack_over_ssh_is_taken_on_the_ranks_host_or_says_why(server, tmp_path):
     """Issue 38 item 5: the stacks view's d for a ``host:/path`` run: the identity is checked on that host and
-    py-spy run there (mstop/sources/pyspy_follower.py over the shared connection). Without py-spy there it
+    py-spy run there (mstop/sources/followers/pyspy_follower.py over the shared connection). Without py-spy there it
     says so; with it (a link in ~/.local/bin for the test), the rank's stack comes back."""
     import signal as _signal
 

@@ -14,7 +14,7 @@ import sys
 import time
 
 from mstop.engine.store import Store
-from mstop.sources.follower import Workers
+from mstop.sources.followers.follower import Workers
 from mstop.sources.procwatch import ProcessWatch
 from tests.helpers.common import HELPERS, ROOT, proc_state, read_events, wait_for
 

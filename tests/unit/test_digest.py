@@ -19,7 +19,8 @@ from mstop.engine.figures import Options
 from mstop.engine.folds import SUMMED
 from mstop.engine.parse import CsvParser
 from mstop.engine.store import Store
-from mstop.sources import follower, read_once
+from mstop.sources import read_once
+from mstop.sources.followers import follower
 from mstop.sources.rankfiles import Round
 from mstop.sources.remote import RemoteError, RemoteSource, Target
 from mstop_writer.schema import COLUMNS, DEVICE_COLUMNS

@@ -80,7 +80,7 @@ def test_a_log_inside_the_run_dir_through_a_linked_folder_outside_is_refused(tmp
     logs_dir = str(run / "logs")
     path, why = find_rank_log(_session(run).store, [str(run)], 0, logs_dir)
     assert path == os.path.join(logs_dir, "worker_0.log")  # --logs DIR is the user's own word: inside it
-    from mstop.sources.log_follower import refusal
+    from mstop.sources.followers.log_follower import refusal
 
     assert "outside" in refusal(os.path.join(logs_dir, "worker_0.log"), within=str(run))
 

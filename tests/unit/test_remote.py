@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from mstop.sources.follower import __file__ as FOLLOWER_PATH
+from mstop.sources.followers.follower import __file__ as FOLLOWER_PATH
 from mstop.sources.remote import Target, parse_target
 from tests.helpers.runs import steps, write_rank
 
@@ -38,7 +38,7 @@ def test_hostile_hosts_are_refused(text):
 def test_the_follower_knows_rank_files_as_the_schema_names_them(name):
     import re
 
-    from mstop.sources import follower
+    from mstop.sources.followers import follower
     from mstop_writer.schema import CSV_PATTERN, EVENTS_PATTERN
 
     schema = bool(re.fullmatch(CSV_PATTERN, name) or re.fullmatch(EVENTS_PATTERN, name))
@@ -50,7 +50,7 @@ def test_the_follower_knows_rank_files_as_the_schema_names_them(name):
 def test_the_follower_knows_devices_files_as_the_schema_names_them(name):
     import re
 
-    from mstop.sources import follower
+    from mstop.sources.followers import follower
     from mstop_writer.schema import DEVICES_PATTERN
 
     assert bool(follower.DEVICES.match(name)) == bool(re.fullmatch(DEVICES_PATTERN, name))
@@ -59,7 +59,7 @@ def test_the_follower_knows_devices_files_as_the_schema_names_them(name):
 def test_the_runs_program_is_python36_syntax_and_knows_rank_files_as_the_schema(tmp_path):
     import re
 
-    from mstop.sources import runs_follower
+    from mstop.sources.followers import runs_follower
     from mstop_writer.schema import CSV_PATTERN, EVENTS_PATTERN
 
     ast.parse(Path(runs_follower.__file__).read_text(), feature_version=(3, 6))
@@ -70,7 +70,7 @@ def test_the_runs_program_is_python36_syntax_and_knows_rank_files_as_the_schema(
 
 def test_the_follower_reads_a_file_rewritten_in_place_with_more_bytes_again(tmp_path):
     """Issue 26 #8 on the remote side: same inode, a larger size, other first bytes: read from the start."""
-    from mstop.sources import follower
+    from mstop.sources.followers import follower
 
     path = tmp_path / "rank0.csv"
     write_rank(tmp_path, 0, steps(1, 20, loss=1.0, session="old"))

@@ -103,7 +103,8 @@ def read_new(path, st, state):
 def not_regular(mode):
     # mstop_writer.schema.file_kind's words: this program runs alone on the remote host, so it has its own copy
     for test, name in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
-                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory")):
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory"),
+                       (stat.S_ISLNK, "a symlink")):
         if test(mode):
             return name + ", not a regular file"
     return "a special file, not a regular file"
