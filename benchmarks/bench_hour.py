@@ -32,9 +32,9 @@ def follow(ranks: int, rounds: int, frame_every: int, filled_at: int | None) -> 
     """(MB when filled, highest MB after, the round it filled) of one run in this process."""
     from mstop.engine import incidents
     from mstop.engine.figures import Options
-    from mstop.engine.parse import N_EXACT, NUMERIC, Rows
     from mstop.engine.rules import Rules
     from mstop.engine.store import FLOAT_INDEX, Store
+    from mstop.formats.parse import N_EXACT, NUMERIC, Rows
     from mstop.view import Carry, build_view
 
     store = Store()

@@ -17,8 +17,8 @@ import sys
 
 import numpy as np
 
-from mstop.engine.parse import N_EXACT, NUMERIC, Rows
 from mstop.engine.store import Store
+from mstop.formats.parse import N_EXACT, NUMERIC, Rows
 
 
 def rss() -> int:

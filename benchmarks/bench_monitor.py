@@ -72,8 +72,8 @@ def part_first(repeats: int, ranks: int = 8, rows: int = 200_000) -> None:
 def synthetic_store(rows: int, ranks: int = 8):
     import numpy as np
 
-    from mstop.engine.parse import N_EXACT, NUMERIC, Rows
     from mstop.engine.store import Store
+    from mstop.formats.parse import N_EXACT, NUMERIC, Rows
 
     store = Store()
     rng = np.random.default_rng(0)

@@ -117,7 +117,7 @@ def _log(store: Store, specs: list[str], opts: Options,
     else the job rank's log with no error. Third: why a file named as that rank's log is not read (a file
     the job could not have written)."""
     from ..engine.endings import ending, first_line
-    from ..engine.logs import clean_lines
+    from ..formats.logs import clean_lines
     from ..sources.logs import find_rank_log, job_rank_of, last_error_of
 
     run = RunReader(store)

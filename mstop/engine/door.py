@@ -18,7 +18,7 @@ import numpy as np
 
 from mstop_writer.schema import mfu_too_high, wait_too_long
 
-from .parse import N_EXACT, NUMERIC
+from ..formats.parse import N_EXACT, NUMERIC
 
 _AT = {n: j for j, n in enumerate(NUMERIC[N_EXACT:])}  # a column's place among a batch's floats
 

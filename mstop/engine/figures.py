@@ -30,10 +30,10 @@ from typing import Any, Callable
 import numpy as np
 
 from .. import fmt
+from ..formats.logstate import SOURCE_PLAIN
 from . import door, ledgerfold, rankstate
 from .clocks import Clocks, clocks
 from .folds import ACHIEVED, RING, WEIGHT, WINDOW_FLOATS, Lasts, stands_for
-from .logstate import SOURCE_PLAIN
 from .rankstate import PROFILE_PARTS, profile_summary
 from .store import BLOCK, EXACT_INDEX, RankData, Store
 

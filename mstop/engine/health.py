@@ -19,11 +19,11 @@ from typing import Any
 import numpy as np
 
 from .. import fmt
+from ..formats.logstate import SOURCE_PLAIN
 from . import devices, endings, figures, processes, rankstate
 from . import ruletable as table
 from .figures import Options
 from .incidents import from_alert, merge, scan
-from .logstate import SOURCE_PLAIN
 from .rules import HISTORY_KINDS, KINDS, SCANNED, Alert, Incident, Rules
 from .store import Store
 

@@ -34,10 +34,10 @@ from typing import Any, Callable, Literal
 
 import numpy as np
 
+from ..formats.parse import NUMERIC, Rows
 from . import door, spill
 from .folds import ACHIEVED, WEIGHT, Folds
 from .ledgerfold import RankLedger
-from .parse import NUMERIC, Rows
 from .spill import Chunk, SpillFile
 from .table import Held, Table
 
@@ -1057,7 +1057,7 @@ class Store:
             self._append_plain(plain)
 
     def ingest_joined(self, ranks: list[int], rows: Rows, counts: list[int]) -> None:
-        """:meth:`ingest_round` of rows parsed together (mstop.engine.parse.parse_joined): ``counts[i]`` rows
+        """:meth:`ingest_round` of rows parsed together (mstop.formats.parse.parse_joined): ``counts[i]`` rows
         of rank ``ranks[i]``, in that order. A rank's one plain row is taken by its place in ``rows`` (no
         batch of its own is made: at 1,024 ranks that was a fifth of a round). ``rows`` hold no bad line
         (parse_joined gives none: a file with one is parsed, and its bad lines counted, on its own)."""
@@ -1225,7 +1225,7 @@ class Store:
                 self.version += 1
 
     def ingest_events(self, r: int, items: list[dict[str, Any]], bad: int = 0, cut: int = 0) -> None:
-        """Record events of rank ``r`` (checked by :func:`mstop.engine.parse.parse_events`; ``cut``: how many had
+        """Record events of rank ``r`` (checked by :func:`mstop.formats.parse.parse_events`; ``cut``: how many had
         text or lists cut to mstop.safe's bounds)."""
         with self.lock:
             self.bad_events += bad

@@ -2,7 +2,7 @@
 
 What the pane draws comes from here, so it can be built and tested without a screen: :class:`LogPane`
 follows the file (:class:`mstop.sources.logs.LogTail`), knows which lines are errors
-(:mod:`mstop.engine.logs`), and answers the keys: the next or previous error line (``n``/``N``) and the next
+(:mod:`mstop.formats.logs`), and answers the keys: the next or previous error line (``n``/``N``) and the next
 line holding a text (``/``).
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..engine.logs import LastError, is_error, last_error
+from ..formats.logs import LastError, is_error, last_error
 from ..safe import clean
 from ..sources.logs import LogTail
 

@@ -20,9 +20,9 @@ from ..engine.endings import ending
 from ..engine.figures import Options
 from ..engine.health import Alert, Health, Rules
 from ..engine.incidents import Incident
-from ..engine.logs import last_error
 from ..engine.reader import RunReader
 from ..engine.store import Store
+from ..formats.logs import last_error
 from ..safe import clean
 from ..sources import SourceError, Sources, check_spec, read_once
 from ..sources.logs import find_rank_log, job_rank_of, last_error_of, rank_log, remote_tail
@@ -324,6 +324,6 @@ class MonitorSession:
 
 
 def _error_note(rank: int, name: str, err: Any) -> list[str]:
-    """The header's lines for a culprit's last error (mstop.engine.logs.LastError): its first line named by
+    """The header's lines for a culprit's last error (mstop.formats.logs.LastError): its first line named by
     the log's file, then up to two more of its message."""
     return [f"rank {rank}'s log ({name}, L opens it): {err.lines[0]}"] + [f"    {line}" for line in err.lines[1:3]]

@@ -23,9 +23,9 @@ from typing import Any
 
 from mstop_writer.schema import events_name
 
-from ..engine.logs import LastError, clean_lines, last_error
 from ..engine.reader import RunReader
 from ..engine.store import Store
+from ..formats.logs import LastError, clean_lines, last_error
 from ..safe import clean
 from .followers import program
 from .followers.log_follower import refusal
@@ -214,7 +214,7 @@ class LogTail:
 
 
 def last_error_of(path: str) -> LastError | None:
-    """The last error a log's tail holds (mstop.engine.logs.last_error), read once; None without one."""
+    """The last error a log's tail holds (mstop.formats.logs.last_error), read once; None without one."""
     tail = LogTail(path)
     tail.read()
     return last_error(tail.lines)

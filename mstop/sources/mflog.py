@@ -6,7 +6,7 @@ five backups by default): a restarted job appends to it, and a full one is renam
 one stream: oldest backup first on a cold read, and across a rotation by following the file it was
 reading (by inode) to its new name, so no line is lost or read twice. :class:`MfLogSource` polls the
 rank folders (log lines come once a step; polling also works on network filesystems) and parses with
-:class:`~mstop.engine.mflog.MfLogParser`. The remote follower has its own copy of these rules.
+:class:`~mstop.formats.mflog.MfLogParser`. The remote follower has its own copy of these rules.
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ import stat
 import threading
 from typing import Any, Callable
 
-from ..engine.mflog import MfLogParser, SchedulerLog, WorkerState
 from ..engine.reader import RunReader
 from ..engine.store import Store
 from ..fmt import count as fmt_count
+from ..formats.mflog import MfLogParser, SchedulerLog, WorkerState
 from .files import CHUNK, MAX_LINE, SIGNATURE, Chunk, FileTail, _pread, hole_at
 from .protocol import SourceState
 
@@ -319,7 +319,7 @@ class MfLogSource:
 
     def _read_scheduler(self) -> None:
         """msrun's scheduler log beside the worker logs: a worker that unregistered ended cleanly (LossMonitor
-        prints no end of its own), one that timed out was lost (mstop.engine.mflog.SchedulerLog)."""
+        prints no end of its own), one that timed out was lost (mstop.formats.mflog.SchedulerLog)."""
         if self._scheduler is None:
             folder = next((st.folder for st, _ in self._streams.values() if st.name != LOG_NAME), None)
             if folder is None or not os.path.isfile(os.path.join(folder, SCHEDULER_LOG)):
@@ -400,9 +400,9 @@ def worker_states(store: Store, parsers: dict[int, MfLogParser], states: list[Wo
     ``told``: (rank, session, kind) already given, so a session gets each once."""
     for w in states:
         parser = parsers.get(w.rank)
-        if parser is None or parser.session is None or parser.ended:
+        if parser is None or parser.state.session is None or parser.state.ended:
             continue
-        key = (w.rank, parser.session, w.kind)
+        key = (w.rank, parser.state.session, w.kind)
         if key in told:
             continue
         told.add(key)
@@ -412,7 +412,7 @@ def worker_states(store: Store, parsers: dict[int, MfLogParser], states: list[Wo
             last = RunReader(store).last(w.rank, "time")
             if last is not None:
                 t = max(t, last)
-        e: dict[str, Any] = {"kind": w.kind, "time": t, "session": parser.session, "step": parser.last_step,
+        e: dict[str, Any] = {"kind": w.kind, "time": t, "session": parser.state.session, "step": parser.state.last_step,
                              "source": "msrun scheduler.log"}
         if w.kind == "lost":
             e["error"] = w.line
@@ -425,7 +425,7 @@ def note_lost(store: Store, rank: int, parser: MfLogParser | None = None) -> Non
     store.note(f"{stream_name(rank)}: lines lost between two reads (rotated past its last backup, or "
                "truncated in place with no copy found): their rows are missing")
     if parser is not None:
-        parser.lines_lost()
+        parser.state.lines_lost()
 
 
 def label(stream: LogStream) -> str:
@@ -445,19 +445,19 @@ def ingest_log(store: Store, rank: int, parser: MfLogParser, blob: bytes, *, bad
     parts = [parser.parse(blob, arrived)] if blob else []
     if flush:
         parts.append(parser.flush())
-    if parser.utf16 is not None:
-        store.note(f"{name} is UTF-16 ({parser.utf16.upper()}): read as such")
-    if parser.look_alike:
-        one = parser.look_alike == 1
-        store.note_as(f"{name}:look-alike", f"{name}: {fmt_count(parser.look_alike, 'line')} "
+    if parser.state.utf16 is not None:
+        store.note(f"{name} is UTF-16 ({parser.state.utf16.upper()}): read as such")
+    if parser.state.look_alike:
+        one = parser.state.look_alike == 1
+        store.note_as(f"{name}:look-alike", f"{name}: {fmt_count(parser.state.look_alike, 'line')} "
                       f"{'looks like a step but matches' if one else 'look like steps but match'} no format "
-                      f"mstop knows (counted bad); the first: {parser.first_look_alike}")
-    if parser.untimed:
-        store.note_as(f"{name}:untimed", f"{name}: {fmt_count(parser.untimed, 'step line')} without a "
+                      f"mstop knows (counted bad); the first: {parser.state.first_look_alike}")
+    if parser.state.untimed:
+        store.note_as(f"{name}:untimed", f"{name}: {fmt_count(parser.state.untimed, 'step line')} without a "
                       "timestamp: timed by when the file was written")
-    if parser.lines_seen and not parser.step_lines:
-        store.note_as(f"{name}:none", f"{name}: {fmt_count(parser.lines_seen, 'line')}, no step lines yet")
-    elif parser.step_lines:
+    if parser.state.lines_seen and not parser.state.step_lines:
+        store.note_as(f"{name}:none", f"{name}: {fmt_count(parser.state.lines_seen, 'line')}, no step lines yet")
+    elif parser.state.step_lines:
         store.note_as(f"{name}:none", None)
     for p in parts:
         p.rows.bad += bad

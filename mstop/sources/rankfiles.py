@@ -19,10 +19,10 @@ import numpy as np
 from mstop_writer.schema import CSV_PATTERN, DEVICES_PATTERN, EVENTS_PATTERN
 
 from ..engine.devices import DevicesParser
-from ..engine.mflog import MfLogParser
-from ..engine.parse import CsvParser, parse_events, parse_joined
 from ..engine.reader import RunReader
 from ..engine.store import Store
+from ..formats.mflog import MfLogParser
+from ..formats.parse import CsvParser, parse_events, parse_joined
 from . import files as _files
 from .files import Chunk, FileTail, not_regular
 

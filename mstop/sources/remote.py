@@ -23,8 +23,8 @@ from typing import Callable
 
 import numpy as np
 
-from ..engine.mflog import MfLogParser, SchedulerLog
 from ..engine.store import Store
+from ..formats.mflog import MfLogParser, SchedulerLog
 from ..procs import stop_group
 from ..safe import clean
 from .files import FileTail
@@ -679,7 +679,7 @@ class RemoteSource:
     def _worker_events(self, entries: list) -> None:
         """The follower's word on a log-read job's worker processes (their ``exit`` and ``proc`` events, watched
         on their own host: mstop.sources.procwatch's rules), each checked as an events file's line is."""
-        from ..engine.parse import parse_events
+        from ..formats.parse import parse_events
 
         for entry in entries:
             if not (isinstance(entry, list) and len(entry) == 2 and isinstance(entry[0], int)

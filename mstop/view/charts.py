@@ -147,7 +147,7 @@ def ema_in(run: RunReader, rank: int, idx: np.ndarray, ema: np.ndarray,
 
 def numeric_columns(store: Store) -> list[str]:
     """Columns that hold numbers on some rank (for the custom metrics filter): extras first."""
-    from ..engine.parse import NUMERIC
+    from ..formats.parse import NUMERIC
 
     out = []
     run = RunReader(store)

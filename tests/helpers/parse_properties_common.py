@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 
-from mstop.engine.parse import CsvParser, ParseTuning
+from mstop.formats.parse import CsvParser, ParseTuning
 from mstop.sources.files import FileTail
 
 

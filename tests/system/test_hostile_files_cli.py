@@ -208,7 +208,7 @@ async def test_keys_work_and_q_quits_while_a_long_log_is_read(tmp_path, monkeypa
 
     make(str(tmp_path), 1_000_000)
     # read line by line (about 10 s here), not as arrays (about 3 s): long enough for the keys to land
-    monkeypatch.setattr("mstop.engine.mflog.BULK_RUN", 10**9)
+    monkeypatch.setattr("mstop.formats.mflog.BULK_RUN", 10**9)
     app = MonitorApp(str(tmp_path / "output"), follow=False)
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.pause(0.3)

@@ -192,7 +192,7 @@ def test_the_scheduler_logs_captured_here_read_as_the_workers_states():
     """Item 2 on real scheduler logs of this machine's msrun (fixtures/msrun): registrations map node to rank,
     ``Node N has unregistered`` is a clean end, ``The node: N is timed out`` a lost worker, at the line's
     time; nothing else in them (the cluster's start-up, its alive counts, the traceback) is a state."""
-    from mstop.engine.mflog import SchedulerLog
+    from mstop.formats.mflog import SchedulerLog
 
     def states(name: str) -> list[tuple[int, str]]:
         with open(os.path.join(FIXTURES, name), "rb") as f:

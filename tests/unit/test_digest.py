@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 from mstop.engine import figures, goodput
 from mstop.engine.figures import Options
 from mstop.engine.folds import SUMMED
-from mstop.engine.parse import CsvParser
 from mstop.engine.store import Store
+from mstop.formats.parse import CsvParser
 from mstop.sources import read_once
 from mstop.sources.followers import follower
 from mstop.sources.rankfiles import Round

@@ -181,7 +181,7 @@ def test_many_files_parsed_in_one_call_are_each_parsed_alone(files, bad, arrow_a
     """parse_many (a read round's files in one parse, by pyarrow or a column at a time) gives each file the
     rows the careful path gives it alone, to the bit; or None (a bad line among them), and each is then read
     alone."""
-    import mstop.engine.parse as parse
+    import mstop.formats.parse as parse
 
     header = HEADER + b"\n"
     if bad is not None:  # one line that may be bad somewhere

@@ -10,8 +10,8 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from mstop.engine.figures import ACHIEVED, WINDOW, lasts, tokens_seen, window
-from mstop.engine.parse import NUMERIC, Rows
 from mstop.engine.store import FLOAT_INDEX, Store
+from mstop.formats.parse import NUMERIC, Rows
 
 N_EXACT = 2
 COLS = ("step_time", "data_wait", "tokens", "samples", "mfu", "mem_peak", "mem_total")

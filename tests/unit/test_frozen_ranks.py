@@ -17,9 +17,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mstop.engine.parse import N_EXACT, NUMERIC, Rows
 from mstop.engine.spill import SpillBudget
 from mstop.engine.store import FLOAT_INDEX, FrozenRanks, Store
+from mstop.formats.parse import N_EXACT, NUMERIC, Rows
 
 RANKS = 4
 

@@ -13,9 +13,9 @@ import numpy as np
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from mstop.engine.mflog import MfLogParser
-from mstop.engine.msmonitors import MonitorLines
 from mstop.engine.store import Store
+from mstop.formats.mflog import MfLogParser
+from mstop.formats.msmonitors import MonitorLines
 from mstop.sources.files import FileTail
 from mstop.sources.mflog import LogStream, MfLogSource
 from tests.helpers.mflines import Log
@@ -104,7 +104,7 @@ def test_loss_monitor_lines_read_as_arrays_give_what_one_by_one_gives(plan, cut,
     """Issue 28 #5: runs of LossMonitor's bare lines (msrun's worker logs) are read as arrays: rows, step
     times (TimeMonitor's), the spacing by them, sessions, bad rows and events equal reading line by line,
     whatever the mix of epochs, restarts and odd losses, in any pieces, with or without a file time."""
-    import mstop.engine.mflog as mflog
+    import mstop.formats.mflog as mflog
 
     lines, epoch, step = [], 1, 0
     for what, times in plan:
@@ -148,7 +148,7 @@ def test_loss_monitor_lines_read_as_arrays_give_what_one_by_one_gives(plan, cut,
         rows = np.concatenate([np.hstack([o.rows.exact, o.rows.floats.astype(np.float64)]) for o in outs])
         sessions = [o.rows.session_names[c] for o in outs for c in o.rows.session_codes]
         events = [e for o in outs for e in o.events]
-        return rows, sessions, events, sum(o.rows.bad for o in outs), p.untimed, p.step_lines
+        return rows, sessions, events, sum(o.rows.bad for o in outs), p.state.untimed, p.state.step_lines
 
     blocks = []
     real = MonitorLines.lm_rows
@@ -265,7 +265,7 @@ def test_lines_read_as_arrays_give_what_one_by_one_gives(plan, cut, seed):
     events are exactly those of reading every line on its own, whatever the mix, in any pieces."""
     import random
 
-    import mstop.engine.mflog as mflog
+    import mstop.formats.mflog as mflog
     from tests.helpers.mflines import Log
 
     rnd = random.Random(seed)

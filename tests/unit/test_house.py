@@ -51,7 +51,8 @@ def test_the_frame_is_built_by_short_parts():
 
 def test_the_rooms_follow_the_data_flow():
     """sources feed the engine, the view reads the engine, only the app draws: no room imports a later one."""
-    order = ["engine", "sources", "view", "live", "commands", "app"]  # the engine knows no files; sources feed it
+    # the formats read bytes; the engine knows no files; sources feed it
+    order = ["formats", "engine", "sources", "view", "live", "commands", "app"]
     later = {room: set(order[i + 1:]) for i, room in enumerate(order)}
     for room in order[:-1]:
         for f in (ROOT / "mstop" / room).rglob("*.py"):
@@ -202,7 +203,7 @@ def test_tests_touch_few_private_attributes_and_production_has_no_test_doors():
     forwarding = [str(f.relative_to(ROOT)) for f in (ROOT / "mstop").rglob("*.py")
                   if "def __getattr__(self" in f.read_text()]
     assert not forwarding, forwarding
-    from mstop.engine import parse
+    from mstop.formats import parse
     from mstop.sources import local
 
     for module in (parse, local):  # the paths a parser takes and how a source follows: one frozen object each
@@ -290,26 +291,90 @@ def test_the_engines_modules_import_each_other_without_a_circle():
         visit(m, [])
 
 
-def test_a_log_is_read_by_a_driver_and_a_family_per_logger():
-    """Issue 39 step 5 (toolong's shape): MfLogParser keeps nothing of its own but its shared state and its
-    families; each family is one class in a module of its own, built on the shared LogState, and no family
-    imports the driver or another family (what they share is logstate.py's)."""
-    engine = ROOT / "mstop" / "engine"
-    tree = _tree(engine / "mflog.py")
+def test_a_log_is_read_by_a_driver_and_a_list_of_formats():
+    """Issue 57 step 5 (toolong's ``format_parser.py``): the parsers live in mstop/formats, which imports
+    nothing of mstop but ``safe``. MfLogParser keeps its shared state and its formats and nothing else, and
+    tries the formats of ``FORMATS`` in a loop (no format's pattern in the driver); each format is one class in
+    a module of its own, imports neither the driver nor another format, and writes to the shared LogState
+    through its public names only; no lambda forwards a name."""
+    import re
+
+    formats = ROOT / "mstop" / "formats"
+    for f in formats.glob("*.py"):
+        for node in _nodes(f):
+            if isinstance(node, ast.ImportFrom) and node.level >= 2:
+                assert node.module == "safe", f"{f.name} imports ..{node.module}"
+        assert "property(lambda" not in f.read_text(), f.name
+    tree = _tree(formats / "mflog.py")
     driver = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "MfLogParser")
-    own = {t.attr for n in ast.walk(driver) if isinstance(n, ast.Assign) for t in n.targets
+    own = {t.attr for n in ast.walk(driver) if isinstance(n, (ast.Assign, ast.AnnAssign))
+           for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
            if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self"}
-    assert own == {"st", "mf", "ms"}, sorted(own)
+    assert own == {"state", "formats"}, sorted(own)
+    taken = {a.name for n in tree.body if isinstance(n, ast.ImportFrom) and n.module in ("mfsteps", "msmonitors")
+             for a in n.names}
+    assert taken == {"MindFormersSteps", "MonitorLines"}, taken  # the classes, never a pattern of theirs
     families = {"mfsteps": "MindFormersSteps", "msmonitors": "MonitorLines"}
     for module, name in families.items():
-        body = _tree(engine / f"{module}.py").body
+        body = _tree(formats / f"{module}.py").body
         classes = [n.name for n in body if isinstance(n, ast.ClassDef)]
         assert classes == [name], (module, classes)
-        assert ({"mflog", *families} - {module}).isdisjoint(_module_imports(engine / f"{module}.py"))
-        assert "logstate" in _module_imports(engine / f"{module}.py")
-    assert _module_imports(engine / "logstate.py") <= {"parse"}
+        assert ({"mflog", *families} - {module}).isdisjoint(_module_imports(formats / f"{module}.py"))
+    assert _module_imports(formats / "logstate.py") <= {"parse"}
+    private = []
+    for module in ("mflog", "mfsteps", "msmonitors"):
+        for n in _nodes(formats / f"{module}.py"):
+            if isinstance(n, ast.Attribute) and n.attr.startswith("_") and not n.attr.startswith("__") and \
+                    re.fullmatch(r"(self\.)?(st|state)", ast.unparse(n.value)):
+                private.append(f"{module}: {ast.unparse(n)}")
+    assert not private, private  # the driver's and the formats' own names aside, LogState's public ones only
     sizes = [n.end_lineno - n.lineno for n in ast.walk(tree) if isinstance(n, ast.ClassDef)]
     assert max(sizes) < 300, sizes  # the driver was one class of 792 lines
+
+
+def test_a_format_added_to_the_list_reads_its_lines_with_no_other_edit(monkeypatch):
+    """Adding a format is one class and one entry of FORMATS: a format of a made-up logger
+    (``### step 7 loss 0.5 ###``) added to the list in this test gives its rows, timed by the line's stamp,
+    beside MindFormers' own line in the same log."""
+    import math
+    import re
+
+    from mstop.formats import mflog
+    from mstop.formats.logstate import EXTRA, LogState
+    from mstop.formats.parse import NUMERIC
+
+    class Hashes:
+        bulk_kinds: tuple[int, ...] = ()
+
+        def __init__(self, st: LogState) -> None:
+            self.st = st
+
+        def step(self, t: float, msg: str) -> bool:
+            m = re.search(r"### step (\d+) loss ([\d.]+) ###", msg)
+            if m is None:
+                return False
+            self.st.step_lines += 1
+            self.st.begin_row(1, 1, int(m.group(1)), 0, lambda: t)
+            row = [math.nan] * len(NUMERIC)
+            row[0], row[1], row[2], row[3] = t, float(m.group(1)), 1.0, float(m.group(2))
+            self.st.hold_row(row, [math.nan] * len(EXTRA))
+            return True
+
+        fast = trailer = lambda self, *a: False  # noqa: E731
+        info = bulk = lambda self, *a: False  # noqa: E731
+        classify = given_out = lambda self, *a: None  # noqa: E731
+
+    monkeypatch.setattr(mflog, "FORMATS", (*mflog.FORMATS, Hashes))
+    p = mflog.MfLogParser(0)
+    out = [p.parse(b"[INFO] 2026-12-01 07:09:48,553 [a.py:1] f: ### step 7 loss 0.5 ###\n"
+                   b"[INFO] 2026-12-01 07:09:49,553 [a.py:1] f: ### step 8 loss 0.25 ###\n"), p.flush()]
+    cols = [o.rows.columns for o in out if len(o.rows)]
+    assert [x for c in cols for x in c["step"].tolist()] == [7.0, 8.0], cols
+    assert [x for c in cols for x in c["loss"].tolist()] == [0.5, 0.25], cols
+    times = [x for c in cols for x in c["time"].tolist()]
+    assert abs(times[1] - times[0] - 1.0) < 1e-6, times  # by each line's own stamp
+    assert p.state.formats == set() and p.state.step_lines == 2 and p.state.look_alike == 0
+    assert type(p.formats[0]) is Hashes  # the last to read a step is tried first
 
 
 def test_no_unit_file_imports_what_starts_a_process_or_opens_a_socket():

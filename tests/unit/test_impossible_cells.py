@@ -20,8 +20,8 @@ from hypothesis import strategies as st
 
 from mstop.app import MonitorApp
 from mstop.engine import door
-from mstop.engine.parse import N_EXACT, NUMERIC, Rows
 from mstop.engine.store import Store
+from mstop.formats.parse import N_EXACT, NUMERIC, Rows
 from mstop_writer.schema import mfu_too_high, wait_too_long
 from tests.helpers.app_common import screen_lines, settle, text
 from tests.helpers.cli import Ran, mstop

@@ -9,10 +9,10 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mstop.engine.parse import NUMERIC, Rows
 from mstop.engine.rules import Rules
 from mstop.engine.ruletable import THROUGHPUT_DROP
 from mstop.engine.store import FLOAT_INDEX, Store
+from mstop.formats.parse import NUMERIC, Rows
 
 N_EXACT = 2
 

@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 from mstop.engine.figures import Options
 from mstop.engine.goodput import compute_ledger
 from mstop.engine.ledgerfold import BLOCK, STALL_MIN_S
-from mstop.engine.parse import NUMERIC, Rows
 from mstop.engine.store import FLOAT_INDEX, Store
+from mstop.formats.parse import NUMERIC, Rows
 from mstop_writer.schema import wait_too_long
 
 N_EXACT = 2

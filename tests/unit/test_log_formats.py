@@ -131,7 +131,7 @@ def test_the_scheduler_log_parser_never_crashes_and_its_words_are_clean(lines):
     """Any bytes: no exception; every state has a rank, a finite time and a line with no control code."""
     import math
 
-    from mstop.engine.mflog import SchedulerLog
+    from mstop.formats.mflog import SchedulerLog
 
     for w in SchedulerLog().parse(b"\n".join(lines)):
         assert w.kind in ("end", "lost") and w.rank >= 0 and math.isfinite(w.time)
@@ -299,7 +299,7 @@ def test_a_plain_job_killed_before_its_first_epoch_read_afterwards_has_its_goodp
 def test_a_mindspore_stamp_after_an_earlier_read_begins_the_next_reads_spread(tmp_path):
     """Followed live: a restarted process's start-up lines (stamped) come after the last read; its steps are
     spread from its last stamp, not from the last read (the minutes it took to start are no steps)."""
-    from mstop.engine.mflog import MfLogParser
+    from mstop.formats.mflog import MfLogParser
 
     p = MfLogParser(0)
     first = p.parse(("\n".join(LOSS_MONITOR % (1, s, 2.0) for s in range(1, 11)) + "\n").encode(), arrived=100.0)

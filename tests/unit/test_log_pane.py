@@ -13,7 +13,7 @@ import os
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mstop.engine.logs import clean_lines, error_indexes, last_error
+from mstop.formats.logs import clean_lines, error_indexes, last_error
 from mstop.sources.logs import LogTail
 from tests.helpers.app_common import settle
 

@@ -18,8 +18,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mstop.engine.figures import WINDOW, Options, mfu, status
-from mstop.engine.mflog import MfLogParser
 from mstop.engine.store import Store
+from mstop.formats.mflog import MfLogParser
 from mstop.sources import Sources, read_once
 from mstop.sources.mflog import LogStream, MfLogSource, log_root
 from tests.helpers.common import wait_for

@@ -9,9 +9,9 @@ import numpy as np
 
 from mstop.engine import spill
 from mstop.engine.incidents import scan
-from mstop.engine.parse import N_EXACT, NUMERIC, Rows
 from mstop.engine.rules import Rules
 from mstop.engine.store import FLOAT_INDEX, Store
+from mstop.formats.parse import N_EXACT, NUMERIC, Rows
 
 
 def _spilled_store(ranks: int = 8, rows: int = 3000) -> Store:

@@ -16,8 +16,8 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-import mstop.engine.parse as parse
-from mstop.engine.parse import CsvParser, ParseTuning, parse_events
+import mstop.formats.parse as parse
+from mstop.formats.parse import CsvParser, ParseTuning, parse_events
 from tests.helpers.parse_properties_common import CAREFUL, agree, oracle, read
 from tests.helpers.rowgen import HEADER, good_row, junk, safe_junk
 

@@ -12,8 +12,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mstop.engine import figures, processes, rankstate
-from mstop.engine.parse import NUMERIC, Rows
 from mstop.engine.store import FLOAT_INDEX, HAVING, Store
+from mstop.formats.parse import NUMERIC, Rows
 from mstop_writer.schema import mfu_too_high
 
 N_EXACT = 2

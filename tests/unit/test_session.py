@@ -136,7 +136,7 @@ def test_a_frame_after_a_read_round_makes_no_record_of_the_ranks_that_only_got_r
     import traceback
 
     from mstop.engine import store as store_mod
-    from mstop.engine.parse import CsvParser, parse_many
+    from mstop.formats.parse import CsvParser, parse_many
     from mstop_writer import COLUMNS
 
     t0, ranks = 1_800_000_000.0, 300

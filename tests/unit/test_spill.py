@@ -13,9 +13,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mstop.engine import spill
-from mstop.engine.parse import NUMERIC, Rows
 from mstop.engine.spill import SpillBudget
 from mstop.engine.store import EXACT, FLOAT_COLS, FLOAT_INDEX, Store
+from mstop.formats.parse import NUMERIC, Rows
 
 N_EXACT = 2
 NAMES = (*EXACT, *FLOAT_COLS, "session", "extra_metric")

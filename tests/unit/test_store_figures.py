@@ -142,7 +142,7 @@ def test_memory_per_row_is_under_100_bytes(tmp_path):
 def test_a_rank_of_many_sessions_keeps_every_rows_session():
     """A byte a row holds a rank's session while it has fewer than 256; the 256th widens it, and every
     row keeps its session (and the timeline its rows), read a row at a time or in one batch."""
-    from mstop.engine.parse import N_EXACT, NUMERIC, Rows
+    from mstop.formats.parse import N_EXACT, NUMERIC, Rows
 
     def rows(first: int, names: list[str]) -> Rows:
         n = len(names)
@@ -207,7 +207,7 @@ def test_rows_appended_after_a_large_read_do_not_copy_the_rows_read(tmp_path, mo
     """A long run read in one go, then followed: its rows land in the table with room after them, so the
     next rows land in place (copying 2,000 rows of each of 10,000 ranks at their first new row was a third of
     a core while following); the rows are the same either way."""
-    import mstop.engine.parse as parse
+    import mstop.formats.parse as parse
 
     monkeypatch.setattr(parse, "TUNING", parse.ParseTuning(large_reader=reader))
     write_rank(tmp_path, 0, steps(1, 3000, loss=lambda s: 1.0 + (s % 2)))

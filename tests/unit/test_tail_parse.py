@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-import mstop.engine.parse as parse
+import mstop.formats.parse as parse
 import mstop.sources.files as tail
-from mstop.engine.parse import CsvParser, ParseTuning, parse_events
+from mstop.formats.parse import CsvParser, ParseTuning, parse_events
 from mstop.sources.files import FileTail
 from mstop_writer import COLUMNS
 

@@ -1,4 +1,4 @@
-"""MindFormers' own lines of a training step (a family of mstop.engine.mflog's driver): MFLossMonitor's step
+"""MindFormers' own lines of a training step (a format of mstop.formats.mflog's driver): MFLossMonitor's step
 line in each of its shapes (r0.7 on, the PyNative trainer's, v0.6's), the progress line after it
 (samples/s/p), and the lines that say what a step holds (the global batch and device count, the model's
 FLOPs, the sink size) or that a checkpoint was saved.
@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
-from .logstate import _BULK, _F, _FLOAT, EXTRA, SEPARATE_LOSSES, LogState, _is_number, _number, _real_step
+from .logstate import EXTRA, SEPARATE_LOSSES, LogState, is_number, number, real_step
+from .logstate import FLOAT_BYTES as _FLOAT
+from .logstate import FLOAT_TEXT as _F
 from .parse import NUMERIC
 
 #: MFLossMonitor's step line (r0.7 on: ``{ Epoch:[..], step:[..], loss...``) and the PyNative trainer's (r2.0:
@@ -64,7 +66,11 @@ _FAST_WORDS = b"] print_output_info: { Epoch:["
 
 
 class MindFormersSteps:
-    """MindFormers' step, progress and job lines of one rank's log, into its :class:`LogState`."""
+    """MindFormers' step, progress and job lines of one rank's log, into its :class:`LogState` (a
+    :class:`~mstop.formats.mflog.LogFormat`)."""
+
+    #: the kinds of line (:meth:`classify`'s) it reads as arrays: its usual step line, its progress line
+    bulk_kinds = (1, 2)
 
     def __init__(self, st: LogState) -> None:
         self.st = st
@@ -88,57 +94,116 @@ class MindFormersSteps:
                 step = int(m.group("step"))
                 if self.st.steps_per_epoch and step <= self.st.steps_per_epoch:
                     step += (int(m.group("epoch")) - 1) * self.st.steps_per_epoch
-                self.st._events.append({"kind": "checkpoint", "time": t, "session": self.st.session, "step": step,
-                                        "path": None})
+                self.st.event({"kind": "checkpoint", "time": t, "session": self.st.session, "step": step,
+                               "path": None})
         else:
             return False
         return True
 
-    def fast_rows(self, k: int) -> np.ndarray:
+    def rows(self, k: int) -> np.ndarray:
         """The first ``k`` fast rows not given out yet, as a table (and forgotten)."""
         got, self._fast = self._fast[:k], self._fast[k:]
         return self.fast_table(got)
 
-    def step(self, t: float, m: re.Match[str]) -> None:
+    def fast(self, raw: bytes) -> bool:
+        """A line of the usual shapes read without decoding: a step line (:data:`_FAST_STEP`), a progress line.
+        False: any other line (a step line of another shape is read by :meth:`step`, decoded)."""
+        if b"{ Epoch:[" in raw:
+            m = _FAST_STEP.match(raw)
+            if m is None:
+                return False
+            self.fast_step(m, raw)
+            return True
+        if b"samples/s/p" in raw and (m := _FAST_PROGRESS.search(raw)) is not None:
+            self.st.sps(number(m.group(1).decode()))
+            return True
+        return False
+
+    def step(self, t: float, msg: str) -> bool:
+        """A step line of MindFormers' in ``msg`` (at ``t``): read as a row, or a bad row. False: none."""
+        if "step:[" not in msg:
+            return False
+        m = _STEP.search(msg)
+        if m is not None:
+            self.step_line(t, m)
+            return True
+        m = _STEP06.search(msg)
+        if m is not None:
+            self.step06(t, m)
+            return True
+        return False
+
+    def trailer(self, msg: str) -> bool:
+        """The progress line after a step line (its samples/s/p); False for any other line."""
+        if "samples/s/p" not in msg:
+            return False
+        m = _PROGRESS.search(msg)
+        if m is not None:
+            self.st.sps(number(m.group("sps")))
+        return True
+
+    def given_out(self) -> None:
+        """Rows were taken: nothing of this format waits on them."""
+
+    @staticmethod
+    def classify(arr: Any, kinds: np.ndarray) -> None:
+        """Mark in ``kinds`` the lines of ``arr`` (an Arrow array of lines) it reads as arrays: 1 its usual
+        step line, 2 a progress line (no step record in it)."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        cand = np.flatnonzero(pc.match_substring(arr, _FAST_WORDS).to_numpy(zero_copy_only=False))
+        if len(cand):
+            ok = pc.match_substring_regex(arr.take(pa.array(cand)), _FAST_RE2[:-1] + r"\n$")
+            kinds[cand[ok.to_numpy(zero_copy_only=False)]] = 1
+        rest = np.flatnonzero(kinds == 0)
+        if len(rest):
+            sub = arr.take(pa.array(rest))
+            prog = rest[pc.match_substring(sub, b"samples/s/p").to_numpy(zero_copy_only=False)]
+            if len(prog):
+                prog = prog[~pc.match_substring(arr.take(pa.array(prog)), b"{ Epoch:[").to_numpy(zero_copy_only=False)]
+            kinds[prog] = 2
+
+    def step_line(self, t: float, m: re.Match[str]) -> None:
         """A row of MFLossMonitor's (or the PyNative trainer's) step line."""
         self.st.step_lines += 1
         loss_text = m.group("loss") if m.group("loss") is not None else m.group("sink_loss")
-        if not _is_number(loss_text):
-            self.st._bad += 1  # a step line cut short, or not MindFormers'
+        if not is_number(loss_text):
+            self.st.bad_row()  # a step line cut short, or not MindFormers'
             return
         epoch, epochs = int(m.group("epoch") or 1), int(m.group("epochs") or 1)
-        if not _real_step(epoch, epochs, int(m.group("step")), int(m.group("steps"))):
-            self.st._bad += 1  # Epoch:[0/0], step:[0/0]: no step a job ran (it would start a phantom session)
+        if not real_step(epoch, epochs, int(m.group("step")), int(m.group("steps"))):
+            self.st.bad_row()  # Epoch:[0/0], step:[0/0]: no step a job ran (it would start a phantom session)
             return
         self.st.formats.add("mindformers" if m.group("epoch") is not None else "mindformers pynative")
         f = _fields(m.group("rest"))
         over = f.get("overflow_cond")
-        extra = [_number(f.get(k)) for k in SEPARATE_LOSSES]
-        extra.append(_number((f.get("train_throughput_per_npu") or f.get("throughput") or "").removesuffix("T")))
+        extra = [number(f.get(k)) for k in SEPARATE_LOSSES]
+        extra.append(number((f.get("train_throughput_per_npu") or f.get("throughput") or "").removesuffix("T")))
         norm = f.get("global_norm", f.get("grad_norm"))
         self.st.row(t, epoch, epochs, int(m.group("step")), int(m.group("steps")),
-                  float(loss_text), _number(f.get("lr")), _number(norm),
-                  _number(f.get("per_step_time", "").removesuffix("ms").strip()),
-                  1.0 if over == "True" else 0.0 if over == "False" else math.nan, _number(f.get("loss_scale")),
-                  extra, norm_said=_is_number(norm))
+                  float(loss_text), number(f.get("lr")), number(norm),
+                  number(f.get("per_step_time", "").removesuffix("ms").strip()),
+                  1.0 if over == "True" else 0.0 if over == "False" else math.nan, number(f.get("loss_scale")),
+                  extra, norm_said=is_number(norm))
 
     def step06(self, t: float, m: re.Match[str]) -> None:
         """A row of MindFormers v0.6's step line: ``time`` is the step's milliseconds, in sink mode the whole
         sink's (``sink_size`` steps, as its "Will be Training" line said): the row's is per step."""
         self.st.step_lines += 1
-        if not _is_number(m.group("loss")) or not _is_number(m.group("ms")):
-            self.st._bad += 1
+        if not is_number(m.group("loss")) or not is_number(m.group("ms")):
+            self.st.bad_row()
             return
         epoch, epochs, step, steps = (int(m.group(k)) for k in ("epoch", "epochs", "step", "steps"))
-        if not _real_step(epoch, epochs, step, steps):
-            self.st._bad += 1
+        if not real_step(epoch, epochs, step, steps):
+            self.st.bad_row()
             return
         self.st.formats.add("mindformers v0.6")
         f = _fields(m.group("rest"))
         ms = float(m.group("ms")) / (self.sink_size if self.sink_size and self.sink_size > 1 else 1)
         over = f.get("overflow_cond")
-        self.st.row(t, epoch, epochs, step, steps, float(m.group("loss")), _number(f.get("lr")), math.nan, ms,
-                  1.0 if over == "True" else 0.0 if over == "False" else math.nan, _number(f.get("loss_scale")),
+        self.st.row(t, epoch, epochs, step, steps, float(m.group("loss")), number(f.get("lr")), math.nan, ms,
+                  1.0 if over == "True" else 0.0 if over == "False" else math.nan, number(f.get("loss_scale")),
                   [math.nan] * (len(SEPARATE_LOSSES) + 1), norm_said=False)
 
     def fast_step(self, m: re.Match[bytes], raw: bytes) -> None:
@@ -147,23 +212,18 @@ class MindFormersSteps:
         the rows' giving out (MfLogParser), by pandas, from the text kept."""
         self.st.step_lines += 1
         g = m.groups()
-        hour = raw[7:20]
-        base = self.st._hours.get(hour)
-        if base is None:
-            base = self.st.hour(hour.decode())
-        if math.isnan(base) or not _real_step(int(g[4]), int(g[5]), int(g[6]), int(g[7])):
-            self.st._bad += 1  # a stamp that is no date, or a step no job ran (step 0 of 0): one bad row
+        base = self.st.hour_of(raw[7:20])
+        if math.isnan(base) or not real_step(int(g[4]), int(g[5]), int(g[6]), int(g[7])):
+            self.st.bad_row()  # a stamp that is no date, or a step no job ran (step 0 of 0): one bad row
             return
         gstep = self.st.begin_row(int(g[4]), int(g[5]), int(g[6]), int(g[7]), lambda: self.st.time(
             g[0].decode() + ":" + g[1].decode() + ":" + g[2].decode(), g[3].decode()))
-        self.st._rows.append(None)
-        self.st._extra.append(None)
         text = raw[m.start(5):]
         self._fast.append((raw[7:30], text if g[14] is not None else text + _NO_TFLOPS,
                            1.0 if g[11] == b"True" else 0.0, gstep))
-        self.st._last_fast_ts, self.st.last_time = raw[7:30], None  # the time is read when needed (line_time)
+        self.st.hold_deferred(self, raw[7:30])  # its numbers read by rows(); its time when needed (line_time)
 
-    def bulk(self, lines: Any, arr: Any, kinds: np.ndarray, a: int, b: int) -> bool:
+    def bulk(self, lines: Any, arr: Any, kinds: np.ndarray, a: int, b: int, one: Callable[[bytes], None]) -> bool:
         """Lines ``a``..``b`` (each a fast step line or a progress line) as arrays: their fields by one RE2
         pass, their times by array arithmetic, sessions and progress lines by where the steps go back.
         The same rows and events as reading them one by one; False (nothing done) where that would differ
@@ -190,8 +250,7 @@ class MindFormersSteps:
             first = np.unique(owner, return_index=True)[1]
             row_sps[owner[first]] = sps[late][first]
         self._bulk_rows_of(c, row_sps)
-        last = lines[int(step_at[-1])]
-        self.st._last_fast_ts, self.st.last_time = last[7:30], None
+        self.st.stamped(lines[int(step_at[-1])][7:30])
         return True
 
     def _bulk_fields(self, arr: Any, step_at: np.ndarray,
@@ -243,28 +302,22 @@ class MindFormersSteps:
         gstep = (c["epoch"] - 1) * c["steps"] + c["step"]
         total = c["epochs"] * c["steps"]
         cuts = np.flatnonzero((gstep[1:] <= gstep[:-1]) | (total[1:] != total[:-1])) + 1
-        first_row, m = len(self.st._rows), len(gstep)
+        m = len(gstep)
         for s0, e0 in zip([0, *cuts.tolist()], [*cuts.tolist(), m]):
             t0 = float(c["time"][s0])
             self.st.begin_row(int(c["epoch"][s0]), int(c["epochs"][s0]), int(c["step"][s0]), int(c["steps"][s0]),
                             lambda t=t0: t)
             n = e0 - s0 - 1
             if n:
-                self.st._sessions.extend([self.st.session or ""] * n)
-                self.st._sps_of.extend([math.nan] * n)
-                self.st._batch_of.extend([self.st._batch] * n)
+                self.st.same_session(n)
                 self.st.last_step = float(gstep[e0 - 1])
-        self.st._sps_of[first_row:first_row + m] = row_sps.tolist()
-        self.st._open = None if not np.isnan(row_sps[-1]) else first_row + m - 1
         table = np.full((m, len(NUMERIC) + len(EXTRA)), np.nan)
         table[:, 0], table[:, 1], table[:, 2] = c["time"], gstep, c["epoch"]
         table[:, 3], table[:, 4], table[:, 5] = c["loss"], c["lr"], c["norm"]
         table[:, 6] = np.where(c["ms"] > 0, c["ms"] / 1000.0, np.nan)
         table[:, 16], table[:, 17] = c["over"], c["scale"]
         table[:, len(NUMERIC) + EXTRA.index("train_throughput_per_npu")] = c["tflops"]
-        self.st._rows.extend([_BULK] * m)
-        self.st._extra.extend([_BULK] * m)
-        self.st._bulk_rows.append(table)
+        self.st.hold_block(table, row_sps)
 
     def fast_table(self, fast: list[tuple[bytes, bytes, float, float]]) -> np.ndarray:
         """The rows of fast lines: their numbers read by one pandas call, their times by array arithmetic."""
@@ -304,7 +357,7 @@ class MindFormersSteps:
         if "device_num" in names and len(names) == len(values) and values[names.index("device_num")].isdigit():
             devices = float(values[names.index("device_num")])
             self.st.devices = int(devices)
-        self.st._batch = (float(self.st.global_batch), devices if devices is not None else self.st._batch[1])
+        self.st.batch = (float(self.st.global_batch), devices if devices is not None else self.st.batch[1])
 
 
 def _extract(arr: Any, pattern: str) -> Any:

@@ -25,11 +25,13 @@ back without one; MindFormers appends to ``info.log`` on a restart. ``Training O
 (finished); an ``ERROR`` line or a Python traceback after a session's last step is its ``abort`` (failed),
 given once the lines read so far end there (:meth:`MfLogParser.flush`).
 
-The reading is one driver and a family of lines per kind of logger (toolong's shape): :class:`MfLogParser`
-hands each line to the family it belongs to (MindFormers' step, progress and job lines:
-mstop.engine.mfsteps; MindSpore's LossMonitor and TimeMonitor: mstop.engine.msmonitors), reads the lines
-of a process's life itself (its start, its end, its errors and tracebacks), and gives out the rows the
-families added to the rank's shared state (mstop.engine.logstate: sessions, rows held, the lines' time).
+The reading is one driver and a list of formats, one per kind of logger (toolong's ``format_parser.py``):
+:class:`MfLogParser` hands each line to the formats of :data:`FORMATS` in turn (MindFormers' step, progress
+and job lines: mstop.formats.mfsteps; MindSpore's LossMonitor and TimeMonitor: mstop.formats.msmonitors),
+the last one that read a step first, until one reads it; it reads the lines of a process's life itself (its
+start, its end, its errors and tracebacks), and gives out the rows the formats added to the rank's shared
+state (mstop.formats.logstate: sessions, rows held, the lines' time). A format is one class and one entry
+of :data:`FORMATS`, with the methods of :class:`LogFormat`.
 """
 
 from __future__ import annotations
@@ -38,25 +40,16 @@ import math
 import re
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable, Protocol
 
 import numpy as np
 
 from ..safe import clean
 from .logs import CANN
-from .logstate import _BULK, CANNOT, EXTRA, SEPARATE_LOSSES, SOURCE, SOURCE_PLAIN, LogState, _number, _unix
-from .mfsteps import (
-    _FAST_PROGRESS,
-    _FAST_RE2,
-    _FAST_STEP,
-    _FAST_WORDS,
-    _PROGRESS,
-    _STEP,
-    _STEP06,
-    MindFormersSteps,
-)
-from .msmonitors import _LM_RE2, _LOSS_MONITOR, _TIME_MONITOR, MonitorLines
-from .parse import NUMERIC, Rows, _empty, _rows
+from .logstate import CANNOT, EXTRA, SEPARATE_LOSSES, SOURCE, SOURCE_PLAIN, LogState, unix_time
+from .mfsteps import MindFormersSteps
+from .msmonitors import MonitorLines
+from .parse import NUMERIC, Rows
 
 __all__ = ["CANNOT", "EXTRA", "SEPARATE_LOSSES", "SOURCE", "SOURCE_PLAIN", "MfLogParser", "Parsed", "SchedulerLog",
            "WorkerState", "looks_like_step"]
@@ -115,90 +108,137 @@ def _split(blob: bytes, utf16: bool) -> list[bytes]:
     return lines
 
 
+class LogFormat(Protocol):
+    """One logger's lines in a rank's log (a class of mstop.formats.mfsteps or .msmonitors), built on the log's
+    shared :class:`LogState` and reading into it."""
+
+    #: the kinds of line its :meth:`classify` marks, read as arrays by its :meth:`bulk`
+    bulk_kinds: tuple[int, ...]
+
+    def fast(self, raw: bytes) -> bool:
+        """A line of its usual shape, read without decoding; False: not one (it may still be read decoded)."""
+        ...
+
+    def step(self, t: float, msg: str) -> bool:
+        """A step line of this format in ``msg`` (its time ``t``; NaN: none): a row, a bad row, or what the
+        rows hold (an epoch's step time). False: not this format's."""
+        ...
+
+    def trailer(self, msg: str) -> bool:
+        """A line that completes the step line before it (MindFormers' progress line); False: not one."""
+        ...
+
+    def info(self, t: float, msg: str) -> bool:
+        """A line that says what the job's steps hold (batch, devices, FLOPs) or that a checkpoint was saved."""
+        ...
+
+    def classify(self, arr: Any, kinds: np.ndarray) -> None:
+        """Mark in ``kinds`` (0: not marked yet) the lines of ``arr`` (an Arrow array of lines) it reads as
+        arrays, with its :attr:`bulk_kinds`."""
+        ...
+
+    def bulk(self, lines: Any, arr: Any, kinds: np.ndarray, a: int, b: int, one: Callable[[bytes], None]) -> bool:
+        """Lines ``a``..``b`` (each of its :attr:`bulk_kinds`) as arrays, the same rows as one by one (``one``
+        reads a line so); False (nothing done) where they would differ."""
+        ...
+
+    def given_out(self) -> None:
+        """The rows held were taken (:meth:`LogState.take`)."""
+        ...
+
+
+#: the formats of a log's lines, tried in this order at first (then the last to read a step first)
+FORMATS: tuple[Callable[[LogState], LogFormat], ...] = (MindFormersSteps, MonitorLines)
+
+
 class MfLogParser:
-    """Read one rank's MindFormers log, line after line, across reads (its state carries over).
+    """Read one rank's log, line after line, across reads (its state carries over).
 
     ``gmtoff``: the writing host's offset from UTC in seconds, when the source knows it; else the
-    timestamps are read in this machine's local time."""
+    timestamps are read in this machine's local time. ``state``: what was read (its sessions, its counts of
+    lines, the formats seen), for the sources' notes."""
 
     def __init__(self, rank: int, *, gmtoff: float | None = None, run_name: str | None = None) -> None:
-        self.st = LogState(rank, gmtoff=gmtoff, run_name=run_name)
-        self.mf = MindFormersSteps(self.st)
-        self.ms = MonitorLines(self.st)
-
-    # what the sources read of a log's parser (its state's)
-    session = property(lambda self: self.st.session)
-    ended = property(lambda self: self.st.ended)
-    last_step = property(lambda self: self.st.last_step)
-    utf16 = property(lambda self: self.st.utf16)
-    untimed = property(lambda self: self.st.untimed)
-    lines_seen = property(lambda self: self.st.lines_seen)
-    step_lines = property(lambda self: self.st.step_lines)
-    look_alike = property(lambda self: self.st.look_alike)
-    first_look_alike = property(lambda self: self.st.first_look_alike)
-    formats = property(lambda self: self.st.formats)
-    lines_lost = property(lambda self: self.st.lines_lost)  # lines were lost: their steps counted as dropped
+        self.state = LogState(rank, gmtoff=gmtoff, run_name=run_name)
+        self.formats: list[LogFormat] = [make(self.state) for make in FORMATS]
 
     def parse(self, blob: bytes, arrived: float | None = None) -> Parsed:
         """Read complete lines (a :class:`~mstop.sources.files.Chunk`'s ``blob``); ``arrived``: when they
         were written (the file's time), the time of step lines with no timestamp of their own. The last step
         line's row is held back until its progress line (or any later step) comes, or :meth:`flush`."""
+        st = self.state
         if arrived is not None:
-            self.st.arrived = arrived
-        blob = self.st.whole_lines(blob)
-        got = _classify(blob) if blob.count(b"\n") >= BULK_RUN and self.st.utf16 is None else None
+            st.arrived = arrived
+        blob = st.whole_lines(blob)
+        got = self._classify(blob) if blob.count(b"\n") >= BULK_RUN and st.utf16 is None else None
         if got is None:
-            lines = _split(blob, self.st.utf16 is not None)
-            self.st.lines_seen += len(lines)
+            lines = _split(blob, st.utf16 is not None)
+            st.lines_seen += len(lines)
             for raw in lines:
                 self._one(raw)
-            self.st.space_arrivals()
+            st.space_arrivals()
             return self._take(keep_open=True)
         kinds, arr, offsets = got
-        self.st.lines_seen += len(kinds)
+        st.lines_seen += len(kinds)
         lines = _Lines(blob, offsets)
-        # runs of one family's lines as arrays (MindFormers' step and progress lines; LossMonitor's); the
-        # lines between them, and short runs, one by one
-        family = np.where(kinds == 3, 2, np.minimum(kinds, 1))
+        # runs of one format's lines as arrays; the lines between them, and short runs, one by one
+        owner = np.zeros(max(k for f in self.formats for k in f.bulk_kinds) + 1, np.int8)
+        for i, f in enumerate(self.formats):
+            owner[list(f.bulk_kinds)] = i + 1
+        family = owner[kinds]
         cuts = [0, *(np.flatnonzero(family[1:] != family[:-1]) + 1).tolist(), len(kinds)]
         for a, b in zip(cuts[:-1], cuts[1:]):
             fam = int(family[a])
-            if fam and b - a >= BULK_RUN and (self.mf.bulk(lines, arr, kinds, a, b) if fam == 1 else
-                                              self.ms.bulk(lines, arr, a, b, self._one)):
+            if fam and b - a >= BULK_RUN and self.formats[fam - 1].bulk(lines, arr, kinds, a, b, self._one):
                 continue
             for k in range(a, b):
                 self._one(lines[k])
-        self.st.space_arrivals()
+        st.space_arrivals()
         return self._take(keep_open=True)
+
+    def _classify(self, blob: bytes) -> tuple[np.ndarray, Any, np.ndarray] | None:
+        """Each line's kind, found over the whole array at once (RE2, pyarrow.compute) by each format in turn
+        (0: read one by one); and the lines as an Arrow array. None without pyarrow, or for text whose lines
+        the two splittings would not cut alike (a CR), or with NULs or a BOM (those lines have rules of their
+        own): every line one by one then."""
+        try:
+            import pyarrow as pa
+        except ImportError:
+            return None
+        if b"\r" in blob or b"\x00" in blob or b"\xef\xbb\xbf" in blob or not blob.endswith(b"\n"):
+            return None
+        ends = np.flatnonzero(np.frombuffer(blob, np.uint8) == 10)  # no CR: the lines splitlines() would give
+        offsets = np.empty(len(ends) + 1, np.int64)
+        offsets[0], offsets[1:] = 0, ends + 1
+        arr = pa.LargeBinaryArray.from_buffers(pa.large_binary(), len(ends),
+                                               [None, pa.py_buffer(offsets), pa.py_buffer(blob)])
+        kinds = np.zeros(len(ends), np.int8)
+        for f in self.formats:
+            f.classify(arr, kinds)
+        return kinds, arr, offsets
 
     def _one(self, raw: bytes) -> None:
         """One line, on its own."""
-        if b"\x00" in raw and (self.st.utf16 is not None or 3 * raw.count(0) >= len(raw)):
+        if b"\x00" in raw and (self.state.utf16 is not None or 3 * raw.count(0) >= len(raw)):
             raw = self._utf16(raw)  # a UTF-16 log (PowerShell's > and Tee-Object write one), split at b"\n"
         elif raw[:3] == b"\xef\xbb\xbf":  # a UTF-8 BOM
             raw = raw[3:]
-        if b"{ Epoch:[" in raw:
-            m = _FAST_STEP.match(raw)  # the usual shape, read without decoding (see MindFormersSteps.fast_step)
-            if m is None:
-                self.line(raw.decode("utf-8", "replace"))
-            else:
-                self.mf.fast_step(m, raw)
-        elif b"samples/s/p" in raw and (m := _FAST_PROGRESS.search(raw)) is not None:
-            self.st.sps(_number(m.group(1).decode()))
-        else:
-            self.line(raw.decode("utf-8", "replace"))
+        for f in self.formats:
+            if f.fast(raw):
+                return
+        self.line(raw.decode("utf-8", "replace"))
 
     def flush(self) -> Parsed:
         """The lines read so far are all there is for now: give the held row, and the abort of a session
         whose last line is an error."""
-        if self.st.held:  # a UTF-16 log's last line without its end
-            self._one(self.st.held.rstrip(b"\r"))
-            self.st.held = b""
-        if self.st.error is not None and not self.st.error_sent and not self.st.ended and self.st.session is not None:
-            t, text = self.st.error
-            self.st._events.append({"kind": "abort", "time": t, "session": self.st.session,
-                                    "step": self.st.last_step, "error": text})
-            self.st.error_sent = True
+        st = self.state
+        if st.held:  # a UTF-16 log's last line without its end
+            self._one(st.held.rstrip(b"\r"))
+            st.held = b""
+        if st.error is not None and not st.error_sent and not st.ended and st.session is not None:
+            t, text = st.error
+            st.event({"kind": "abort", "time": t, "session": st.session, "step": st.last_step, "error": text})
+            st.error_sent = True
         return self._take(keep_open=False)
 
     def line(self, text: str) -> None:
@@ -210,28 +250,25 @@ class MfLogParser:
             return
         ts, ms = (m.group("ts"), m.group("ms")) if m.group("ts") else (m.group("ts2"), m.group("ms2"))
         level = m.group("level") or m.group("level2")
-        t = self.st.time(ts, ms)
+        t = self.state.time(ts, ms)
         msg = text[m.end():]
         if ("loss is" in msg or "per step time" in msg or looks_like_step(msg)) and not _RAISED.match(msg):
             if math.isnan(t) and looks_like_step(msg):
-                self.st._bad += 1  # a step at no time: one bad row
-                self.st.step_lines += 1
+                self.state.bad_row()  # a step at no time: one bad row
+                self.state.step_lines += 1
                 return
             if self._any_step(t, msg, text):
-                self.st.last_time = t
+                self.state.last_time = t
                 return
         if math.isnan(t):  # a stamp that is no date: the line counts as one of the last dated line's
-            t = self.st.line_time()
+            t = self.state.line_time()
             if t is None:
                 return
-        self.st.last_time = t
-        if "samples/s/p" in msg:
-            m = _PROGRESS.search(msg)
-            if m is not None:
-                self.st.sps(_number(m.group("sps")))
+        self.state.last_time = t
+        if any(f.trailer(msg) for f in self.formats):
             return
-        if self.st.first_time is None:
-            self.st.first_time = t  # the first line since the last step: where a restart's session begins
+        if self.state.first_time is None:
+            self.state.first_time = t  # the first line since the last step: where a restart's session begins
         if level in ("ERROR", "CRITICAL"):
             self._error(t, msg)
         else:
@@ -241,27 +278,17 @@ class MfLogParser:
         """A step of any format mstop knows in ``msg`` (its time ``t``; NaN: the line had none): a row, or a
         bad row for a step line that cannot be read. A line that only looks like a step is a bad row too,
         counted and shown (never a silent zero); False for a line that is no step at all."""
-        if "step:[" in msg:
-            m = _STEP.search(msg)
-            if m is not None:
-                self.mf.step(t, m)
+        for i, f in enumerate(self.formats):
+            if f.step(t, msg):
+                if i:  # the format that read it first from now on (toolong's FormatParser)
+                    self.formats.insert(0, self.formats.pop(i))
                 return True
-            m = _STEP06.search(msg)
-            if m is not None:
-                self.mf.step06(t, m)
-                return True
-        if "loss is" in msg and (m := _LOSS_MONITOR.search(msg)) is not None:
-            self.ms.loss_monitor(t, m)
-            return True
-        if "per step time" in msg and (m := _TIME_MONITOR.search(msg)) is not None:
-            self.ms.time_monitor(m)
-            return True
         if looks_like_step(msg):  # a step line cut short, or of a format mstop does not know
-            self.st.step_lines += 1
-            self.st.look_alike += 1
-            self.st._bad += 1
-            if self.st.first_look_alike is None:
-                self.st.first_look_alike = clean(whole.strip(), 160)
+            self.state.step_lines += 1
+            self.state.look_alike += 1
+            self.state.bad_row()
+            if self.state.first_look_alike is None:
+                self.state.first_look_alike = clean(whole.strip(), 160)
             return True
         return False
 
@@ -274,48 +301,48 @@ class MfLogParser:
         ts = _ANY_TS.search(text)
         t = math.nan
         if ts is not None and ts.start() < text.find("step"):
-            t = self.st.time(f"{ts.group('date')} {ts.group('time')}", ((ts.group("frac") or "") + "000")[:3])
+            t = self.state.time(f"{ts.group('date')} {ts.group('time')}", ((ts.group("frac") or "") + "000")[:3])
         untimed = math.isnan(t)
-        if untimed and self.st.arrived is not None:
-            t = self.st.arrived
+        if untimed and self.state.arrived is not None:
+            t = self.state.arrived
         if math.isnan(t) and "per step time" not in text:
             if not looks_like_step(text):
                 return False  # "loss is" with no step: nothing a row could be made of
-            self.st.step_lines += 1
-            self.st._bad += 1  # a step at no time at all (no stamp, no file time): one bad row
+            self.state.step_lines += 1
+            self.state.bad_row()  # a step at no time at all (no stamp, no file time): one bad row
             return True
-        rows = len(self.st._rows)
-        self.st._timing_by_arrival = untimed
+        rows = self.state.rows_held
+        self.state.timing_by_arrival = untimed
         try:
             if not self._any_step(t, text, text):
                 return False
         finally:
-            self.st._timing_by_arrival = False
+            self.state.timing_by_arrival = False
         if untimed:
-            self.st.untimed += len(self.st._rows) - rows
+            self.state.untimed += self.state.rows_held - rows
         elif not math.isnan(t):
-            self.st.last_time = t
+            self.state.last_time = t
         return True
 
     def _info(self, t: float, msg: str) -> None:
         """A line of a process's life (MindFormers' start and end of training), else one a family reads."""
         if "Starting Training Model" in msg and _START_LINE.match(msg):
-            if self.st.session is None or self.st.last_step is not None or self.st.ended:
-                self.st.new_session(self.st.first_time if self.st.first_time is not None else t)
-            self.st.start(self.st._session_start)
+            if self.state.session is None or self.state.last_step is not None or self.state.ended:
+                self.state.new_session(self.state.first_time if self.state.first_time is not None else t)
+            self.state.start()
         elif "Training Over!" in msg and _OVER_LINE.match(msg):
-            if self.st.session is not None and not self.st.ended:
-                self.st._events.append({"kind": "end", "time": t, "session": self.st.session,
-                                        "step": self.st.last_step})
-                self.st.ended = True
-            self.st.first_time = None  # the process's last line: a restart's start is after it
-        else:
-            self.mf.info(t, msg)  # the job's batch, devices, FLOPs, sink size; a checkpoint saved
+            if self.state.session is not None and not self.state.ended:
+                self.state.event({"kind": "end", "time": t, "session": self.state.session,
+                                  "step": self.state.last_step})
+                self.state.ended = True
+            self.state.first_time = None  # the process's last line: a restart's start is after it
+        else:  # the job's batch, devices, FLOPs, sink size; a checkpoint saved
+            any(f.info(t, msg) for f in self.formats)
 
     def _error(self, t: float, msg: str) -> None:
-        if self.st.session is not None and self.st.error is None:
-            self.st.error = (t, clean(msg.strip(), 400))
-        self.st.first_time = None  # the failing process's line: a restart's start is after it
+        if self.state.session is not None and self.state.error is None:
+            self.state.error = (t, clean(msg.strip(), 400))
+        self.state.first_time = None  # the failing process's line: a restart's start is after it
 
     def _continuation(self, text: str) -> None:
         """A line of a multi-line record (a config dump, a traceback): only a traceback's exception matters;
@@ -325,50 +352,50 @@ class MfLogParser:
         if text[0] == "[" and (m := _MS_LINE.match(text)) is not None:
             self._framework_line(m)
             return
-        if self.st.session is None:
+        if self.state.session is None:
             return
         if text.startswith("Traceback (most recent call last)"):
-            t = self.st.line_time()
-            t = t if t is not None else self.st.arrived  # a log of prints has no stamps: the file's time
-            if self.st.error is None and t is not None:
-                self.st.error = (t, "Traceback (most recent call last)")
-        elif self.st.error is not None and _EXCEPTION.match(text):
-            t, first = self.st.error
+            t = self.state.line_time()
+            t = t if t is not None else self.state.arrived  # a log of prints has no stamps: the file's time
+            if self.state.error is None and t is not None:
+                self.state.error = (t, "Traceback (most recent call last)")
+        elif self.state.error is not None and _EXCEPTION.match(text):
+            t, first = self.state.error
             exc = clean(text.strip(), 300)
-            self.st.error = (t, exc if first.startswith("Traceback") else f"{first} ({exc})")
-        elif self.st.error is None and _RAISED.match(text):  # an exception's line with no traceback read before
-            t = self.st.line_time()
-            t = t if t is not None else self.st.arrived
+            self.state.error = (t, exc if first.startswith("Traceback") else f"{first} ({exc})")
+        elif self.state.error is None and _RAISED.match(text):  # an exception's line with no traceback read before
+            t = self.state.line_time()
+            t = t if t is not None else self.state.arrived
             if t is not None:
-                self.st.error = (t, clean(text.strip(), 300))
+                self.state.error = (t, clean(text.strip(), 300))
         elif CANN.match(text):  # the Ascend cause: the error itself, or what the error before it was
-            t = self.st.line_time()
-            t = t if t is not None else self.st.arrived
-            if self.st.error is None and t is not None:
-                self.st.error = (t, clean(text.strip(), 300))
-            elif self.st.error is not None and not self.st.error[1].endswith(")"):
-                self.st.error = (self.st.error[0], f"{self.st.error[1]} ({clean(text.strip(), 200)})")
+            t = self.state.line_time()
+            t = t if t is not None else self.state.arrived
+            if self.state.error is None and t is not None:
+                self.state.error = (t, clean(text.strip(), 300))
+            elif self.state.error is not None and not self.state.error[1].endswith(")"):
+                self.state.error = (self.state.error[0], f"{self.state.error[1]} ({clean(text.strip(), 200)})")
 
     def _framework_line(self, m: re.Match[str]) -> None:
         """MindSpore's own line: a time a plain log otherwise lacks (the first since the last step begins a
         session; the last before unstamped steps begins their spread, ``LogState.space_arrivals``); at
         ``[ERROR]``/``[CRITICAL]`` after a session's last step, its error (as a MindFormers ERROR line)."""
-        t = self.st.time(f"{m.group('date')} {m.group('time')}", m.group("ms"))
+        t = self.state.time(f"{m.group('date')} {m.group('time')}", m.group("ms"))
         error = m.group("level") in ("ERROR", "CRITICAL")
         if math.isnan(t):
             if not error:
                 return
-            t = self.st.line_time() or self.st.arrived or math.nan
+            t = self.state.line_time() or self.state.arrived or math.nan
             if math.isnan(t):
                 return
-        self.st.last_time = t
+        self.state.last_time = t
         if not error:
-            if self.st.first_time is None:
-                self.st.first_time = t
+            if self.state.first_time is None:
+                self.state.first_time = t
             return
-        self.st.first_time = None  # the failing process's line: a restart's start is after it
-        if self.st.session is not None and self.st.error is None:
-            self.st.error = (t, clean(m.group("msg").strip() or m.group(0).strip(), 400))
+        self.state.first_time = None  # the failing process's line: a restart's start is after it
+        if self.state.session is not None and self.state.error is None:
+            self.state.error = (t, clean(m.group("msg").strip() or m.group(0).strip(), 400))
 
     def _utf16(self, raw: bytes) -> bytes:
         """A line of a UTF-16 log as UTF-8. Split at its b"\\n" bytes, each line keeps a stray byte of its
@@ -376,44 +403,21 @@ class MfLogParser:
         one); the byte order comes from the BOM, else from where the zero bytes of ASCII text fall."""
         for bom, order in ((b"\xff\xfe", "le"), (b"\xfe\xff", "be")):
             if raw.startswith(bom):
-                self.st.utf16, raw = order, raw[len(bom):]
-        order = self.st.utf16 or ("le" if raw[1::2].count(0) >= raw[0::2].count(0) else "be")
+                self.state.utf16, raw = order, raw[len(bom):]
+        order = self.state.utf16 or ("le" if raw[1::2].count(0) >= raw[0::2].count(0) else "be")
         codec = "utf-16-le" if order == "le" else "utf-16-be"
         if len(raw) % 2:  # a stray byte at one end: where a line end split it, or a character's 0x0A byte
             ends = [raw[1:], raw[:-1]] if order == "le" else [raw[:-1], raw[1:]]
             raw = max(ends, key=lambda b: sum(ord(c) < 128 for c in b.decode(codec, "replace")))
         text = raw.decode(codec, "replace").rstrip("\r")
-        if self.st.utf16 is None and text.isprintable():
-            self.st.utf16 = order
+        if self.state.utf16 is None and text.isprintable():
+            self.state.utf16 = order
         return text.encode("utf-8", "surrogatepass").replace(b"\x00", b"")
 
     def _take(self, *, keep_open: bool) -> Parsed:
-        n = len(self.st._rows) - (1 if keep_open and self.st._open is not None else 0)
-        events, self.st._events = self.st._events, []
-        bad, self.st._bad = self.st._bad, 0
-        if n <= 0:
-            return Parsed(_empty(list(EXTRA), bad), events)
-        table = np.full((n, len(NUMERIC) + len(EXTRA)), np.nan)
-        head = self.st._rows[:n]
-        careful = [i for i, r in enumerate(head) if r is not None and r is not _BULK]
-        if careful:
-            table[careful] = [self.st._rows[i] + self.st._extra[i] for i in careful]  # type: ignore[operator]
-        fast = [i for i, r in enumerate(head) if r is None]
-        if fast:
-            table[fast] = self.mf.fast_rows(len(fast))
-        bulk = [i for i, r in enumerate(head) if r is _BULK]
-        if bulk:
-            table[bulk] = self.st.take_bulk(len(bulk))
-        self.st.exact_step_time(table, n)
-        nonfinite = [x for x in self.st._nonfinite if x[0] < n]
-        rows = _rows(table, list(EXTRA), self.st._sessions[:n], nonfinite, bad)
-        events += self.st.count_lost(table[:, 0], table[:, 1], self.st._sessions[:n])
-        for name in ("_rows", "_extra", "_sessions", "_sps_of", "_batch_of"):
-            setattr(self.st, name, getattr(self.st, name)[n:])
-        self.st._nonfinite = [(i - n, c, v) for i, c, v in self.st._nonfinite if i >= n]
-        if self.st._open is not None:
-            self.st._open = self.st._open - n if self.st._open >= n else None
-        self.ms.given_out()
+        rows, events = self.state.take(keep_open=keep_open)
+        for f in self.formats:
+            f.given_out()
         return Parsed(rows, events)
 
 
@@ -428,44 +432,6 @@ class _Lines:
 
     def __len__(self) -> int:
         return len(self.offsets) - 1
-
-
-def _classify(blob: bytes) -> tuple[np.ndarray, Any, np.ndarray] | None:
-    """Each line's kind, found over the whole array at once (RE2, pyarrow.compute): 1 a fast step line,
-    2 a progress line, 3 LossMonitor's bare line, 0 any other (read one by one); and the lines as an Arrow
-    array. None without pyarrow, or for text whose lines the two splittings would not cut alike (a CR), or
-    with NULs or a BOM (those lines have rules of their own): every line one by one then."""
-    try:
-        import pyarrow as pa
-        import pyarrow.compute as pc
-    except ImportError:
-        return None
-    if b"\r" in blob or b"\x00" in blob or b"\xef\xbb\xbf" in blob or not blob.endswith(b"\n"):
-        return None
-    ends = np.flatnonzero(np.frombuffer(blob, np.uint8) == 10)  # no CR: the lines splitlines() would give
-    offsets = np.empty(len(ends) + 1, np.int64)
-    offsets[0], offsets[1:] = 0, ends + 1
-    arr = pa.LargeBinaryArray.from_buffers(pa.large_binary(), len(ends),
-                                           [None, pa.py_buffer(offsets), pa.py_buffer(blob)])
-    kinds = np.zeros(len(ends), np.int8)
-    cand = np.flatnonzero(pc.match_substring(arr, _FAST_WORDS).to_numpy(zero_copy_only=False))
-    if len(cand):
-        ok = pc.match_substring_regex(arr.take(pa.array(cand)), _FAST_RE2[:-1] + r"\n$")
-        kinds[cand[ok.to_numpy(zero_copy_only=False)]] = 1
-    rest = np.flatnonzero(kinds == 0)  # progress lines among the others: "samples/s/p", and no step record
-    if len(rest):
-        sub = arr.take(pa.array(rest))
-        prog = rest[pc.match_substring(sub, b"samples/s/p").to_numpy(zero_copy_only=False)]
-        if len(prog):
-            prog = prog[~pc.match_substring(arr.take(pa.array(prog)), b"{ Epoch:[").to_numpy(zero_copy_only=False)]
-        kinds[prog] = 2
-    rest = np.flatnonzero(kinds == 0)  # LossMonitor's bare lines: 3
-    if len(rest):
-        lm = rest[pc.match_substring(arr.take(pa.array(rest)), b"loss is").to_numpy(zero_copy_only=False)]
-        if len(lm):
-            ok = pc.match_substring_regex(arr.take(pa.array(lm)), _LM_RE2)
-            kinds[lm[ok.to_numpy(zero_copy_only=False)]] = 3
-    return kinds, arr, offsets
 
 
 def looks_like_step(text: str) -> bool:
@@ -527,7 +493,8 @@ class SchedulerLog:
             if m is None or ts is None:
                 continue
             try:
-                base = _unix(time.strptime(f"{ts.group('date')} {ts.group('time')}", "%Y-%m-%d %H:%M:%S"), self.gmtoff)
+                stamp = time.strptime(f"{ts.group('date')} {ts.group('time')}", "%Y-%m-%d %H:%M:%S")
+                base = unix_time(stamp, self.gmtoff)
             except (ValueError, OverflowError):
                 continue
             frac = ts.group("frac") or "0"

@@ -1,4 +1,4 @@
-"""MindSpore's own callbacks' lines (a family of mstop.engine.mflog's driver): LossMonitor's ``epoch: E step: S,
+"""MindSpore's own callbacks' lines (a format of mstop.formats.mflog's driver): LossMonitor's ``epoch: E step: S,
 loss is L`` (the step within its epoch: the global step adds the sizes of the epochs before) and TimeMonitor's
 ``epoch time: .. ms, per step time: .. ms`` (an epoch's size, and its steps' time). A plain MindSpore job's
 log (an msrun worker log, a captured stdout) is read from these; long runs of bare LossMonitor lines as
@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .logstate import _BULK, _F, EXTRA, LogState, _is_number, _number
+from .logstate import EXTRA, FLOAT_TEXT, LogState, is_number, number
 from .parse import NUMERIC
 
 #: MindSpore's LossMonitor (``print("epoch: %s step: %s, loss is %s")``, the step within its epoch) and
@@ -23,11 +23,15 @@ _LOSS_MONITOR = re.compile(r"\bepoch: (?P<epoch>\d{1,15}) step: (?P<step>\d{1,15
 _TIME_MONITOR = re.compile(r"\b[Ee]poch time: (?P<epoch_ms>[-+0-9.eE]+|nan|inf)(?: ?ms)?, per step time: "
                            r"(?P<step_ms>[-+0-9.eE]+|nan|inf)(?: ?ms\b|(?![ \t]*[0-9A-Za-z.]))")
 #: LossMonitor's line with nothing around it (as msrun's worker logs hold it) and a plain number for a loss
-_LM_RE2 = r"^epoch: (?P<epoch>\d{1,9}) step: (?P<step>\d{1,9}), loss is (?P<loss>" + _F + r")\n$"
+_LM_RE2 = r"^epoch: (?P<epoch>\d{1,9}) step: (?P<step>\d{1,9}), loss is (?P<loss>" + FLOAT_TEXT + r")\n$"
 
 
 class MonitorLines:
-    """LossMonitor's and TimeMonitor's lines of one rank's log, into its :class:`LogState`."""
+    """LossMonitor's and TimeMonitor's lines of one rank's log, into its :class:`LogState` (a
+    :class:`~mstop.formats.mflog.LogFormat`)."""
+
+    #: the kinds of line (:meth:`classify`'s) it reads as arrays: LossMonitor's bare line
+    bulk_kinds = (3,)
 
     def __init__(self, st: LogState) -> None:
         self.st = st
@@ -40,8 +44,45 @@ class MonitorLines:
     def given_out(self) -> None:
         """Rows given out are no longer filled in by a TimeMonitor line (the waiting rows are the newest: at
         most the rows still held are kept; a kept one given out is written to, read by no one)."""
-        w, held = self._lm_waiting, len(self.st._rows)
+        w, held = self._lm_waiting, self.st.rows_held
         self._lm_waiting = w[len(w) - min(len(w), held):]
+
+    def fast(self, raw: bytes) -> bool:
+        """No line of these is read without decoding."""
+        return False
+
+    def step(self, t: float, msg: str) -> bool:
+        """LossMonitor's or TimeMonitor's line in ``msg`` (at ``t``): a row (or a bad row), or an epoch's step
+        time. False: neither."""
+        if "loss is" in msg and (m := _LOSS_MONITOR.search(msg)) is not None:
+            self.loss_monitor(t, m)
+            return True
+        if "per step time" in msg and (m := _TIME_MONITOR.search(msg)) is not None:
+            self.time_monitor(m)
+            return True
+        return False
+
+    def trailer(self, msg: str) -> bool:
+        """No line completes a LossMonitor line."""
+        return False
+
+    def info(self, t: float, msg: str) -> bool:
+        """No other line says what these steps hold."""
+        return False
+
+    @staticmethod
+    def classify(arr: Any, kinds: np.ndarray) -> None:
+        """Mark in ``kinds`` the lines of ``arr`` it reads as arrays, among those no format marked yet: 3
+        LossMonitor's bare line."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        rest = np.flatnonzero(kinds == 0)
+        if len(rest):
+            lm = rest[pc.match_substring(arr.take(pa.array(rest)), b"loss is").to_numpy(zero_copy_only=False)]
+            if len(lm):
+                ok = pc.match_substring_regex(arr.take(pa.array(lm)), _LM_RE2)
+                kinds[lm[ok.to_numpy(zero_copy_only=False)]] = 3
 
     def loss_monitor(self, t: float, m: re.Match[str]) -> None:
         """A row of MindSpore's LossMonitor: its step is within the epoch; the global step adds the sizes
@@ -49,8 +90,8 @@ class MonitorLines:
         self.st.step_lines += 1
         loss_text = m.group("loss").strip().strip("[]()").strip()
         epoch, step = int(m.group("epoch")), int(m.group("step"))
-        if not _is_number(loss_text) or epoch < 1 or step < 1:
-            self.st._bad += 1
+        if not is_number(loss_text) or epoch < 1 or step < 1:
+            self.st.bad_row()
             return
         self.st.formats.add("mindspore LossMonitor")
         if self._lm_epoch is not None and epoch < self._lm_epoch:
@@ -71,25 +112,16 @@ class MonitorLines:
         self._lm_epoch = epoch
         self._lm_size[epoch] = max(self._lm_size.get(epoch, 0), step)
         gstep = base + step
-        i = len(self.st._rows)
         self.st.begin_row(1, 1, gstep, 0, lambda: t)
-        loss = float(loss_text)
-        if not math.isfinite(loss):
-            self.st._nonfinite.append((i, "loss", loss))
         row = [math.nan] * len(NUMERIC)
-        row[0], row[1], row[2], row[3] = t, float(gstep), float(epoch), loss
-        if self.st._timing_by_arrival:
-            if not self.st._arrival_rows:
-                self.st.arrival_from = self.st.last_time
-            self.st._arrival_rows.append(row)
-        self.st._rows.append(row)
+        row[0], row[1], row[2], row[3] = t, float(gstep), float(epoch), float(loss_text)
+        self.st.hold_row(row, [math.nan] * len(EXTRA), arrival=self.st.timing_by_arrival)
         self._lm_waiting.append(row)
-        self.st._extra.append([math.nan] * len(EXTRA))
 
     def time_monitor(self, m: re.Match[str]) -> None:
         """TimeMonitor's epoch line: the epoch's size (epoch time / per step time), and its per-step time
         for the epoch's rows not given out yet (a log read afterwards: all of them)."""
-        epoch_ms, step_ms = _number(m.group("epoch_ms")), _number(m.group("step_ms"))
+        epoch_ms, step_ms = number(m.group("epoch_ms")), number(m.group("step_ms"))
         if not (step_ms > 0 and math.isfinite(epoch_ms)):
             return
         self.st.formats.add("mindspore TimeMonitor")
@@ -101,7 +133,7 @@ class MonitorLines:
                 row[6] = step_ms / 1000.0
         self._lm_waiting = []
 
-    def bulk(self, lines: Any, arr: Any, a: int, b: int, one: Callable[[bytes], None]) -> bool:
+    def bulk(self, lines: Any, arr: Any, kinds: np.ndarray, a: int, b: int, one: Callable[[bytes], None]) -> bool:
         """Lines ``a``..``b`` (each LossMonitor's bare line) as arrays, an epoch at a time: the first line of
         each epoch one by one (sessions, the epoch's base step), the rest as one block timed by the file,
         as one by one. False (nothing done) before the first line where that would differ (no file time,
@@ -121,11 +153,11 @@ class MonitorLines:
             return False
         cuts = [0, *(np.flatnonzero(ep[1:] != ep[:-1]) + 1).tolist(), len(ep)]
         for s0, e0 in zip(cuts[:-1], cuts[1:]):
-            rows = len(self.st._rows)
+            rows = self.st.rows_held
             one(lines[a + s0])
             base = self._lm_base
             steps = st[s0 + 1:e0]
-            if (len(self.st._rows) != rows + 1 or base is None or base[0] != int(ep[s0]) or
+            if (self.st.rows_held != rows + 1 or base is None or base[0] != int(ep[s0]) or
                     (np.diff(st[s0:e0]) <= 0).any()):
                 for k in range(s0 + 1, e0):  # as one by one would: the line does not fit a block
                     one(lines[a + k])
@@ -140,18 +172,9 @@ class MonitorLines:
         m, gstep = len(steps), base + steps
         table = np.full((m, len(NUMERIC) + len(EXTRA)), np.nan)
         table[:, 0], table[:, 1], table[:, 2], table[:, 3] = self.st.arrived, gstep, float(epoch), loss
-        self.st._sessions.extend([self.st.session or ""] * m)
-        self.st._sps_of.extend([math.nan] * m)
-        self.st._batch_of.extend([self.st._batch] * m)
-        self.st._open = len(self.st._rows) + m - 1
-        self.st._rows.extend([_BULK] * m)
-        self.st._extra.extend([_BULK] * m)
-        self.st._bulk_rows.append(table)
-        views = list(table)  # each row a view: TimeMonitor's step time and the spacing by it write through
-        if not self.st._arrival_rows:
-            self.st.arrival_from = self.st.last_time
-        self.st._arrival_rows.extend(views)
-        self._lm_waiting.extend(views)
+        self.st.same_session(m)
+        # each row a view: TimeMonitor's step time and the spacing by it write through
+        self._lm_waiting.extend(self.st.hold_block(table, arrival=True))
         self.st.last_step = float(gstep[-1])
         self._lm_size[epoch] = max(self._lm_size.get(epoch, 0), int(steps[-1]))
         self.st.step_lines += m

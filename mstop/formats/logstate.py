@@ -1,11 +1,12 @@
-"""What every family of a log's lines writes to (mstop.engine.mflog): one rank's sessions and start events,
+"""What every format of a log's lines writes to (mstop.formats.mflog): one rank's sessions and start events,
 its rows not yet given out, what the log said of the job (its batch, devices, FLOPs, steps), and the time of
 its lines (local stamps, one calendar call per hour).
 
-Each family (MindFormers' step and progress lines: mstop.engine.mfsteps; MindSpore's LossMonitor and
-TimeMonitor: mstop.engine.msmonitors) reads its own lines and adds rows here; the driver
-(:class:`mstop.engine.mflog.MfLogParser`) hands each line to the family it belongs to and gives the rows
-out.
+Each format (MindFormers' step and progress lines: mstop.formats.mfsteps; MindSpore's LossMonitor and
+TimeMonitor: mstop.formats.msmonitors) reads its own lines and adds rows here through :class:`LogState`'s
+methods (a row, a block of rows read as arrays, a row whose numbers its format reads later, a bad row, an
+event); the driver (:class:`mstop.formats.mflog.MfLogParser`) hands each line to the format that reads it
+and takes the rows out (:meth:`LogState.take`).
 """
 
 from __future__ import annotations
@@ -13,11 +14,11 @@ from __future__ import annotations
 import calendar
 import math
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
 
 import numpy as np
 
-from .parse import NUMERIC
+from .parse import NUMERIC, Rows, _empty, _rows
 from .parse import _num as _cell_number
 
 #: what the start events of a log say about where the figures come from, and what a log cannot give
@@ -32,11 +33,20 @@ SEPARATE_LOSSES = ("lm_loss", "load_balancing_loss", "mtp_loss", "indexer_loss",
 EXTRA = (*SEPARATE_LOSSES, "train_throughput_per_npu", "samples_per_s_per_npu")
 
 #: a number as pandas reads it, and nothing else (bounded: a 5,000-digit field is not a fast line)
-_FLOAT = rb"[-+]?(?:\d{1,40}\.?\d{0,40}|\.\d{1,40})(?:[eE][-+]?\d{1,4})?"
-_F = _FLOAT.decode()
+FLOAT_BYTES = rb"[-+]?(?:\d{1,40}\.?\d{0,40}|\.\d{1,40})(?:[eE][-+]?\d{1,4})?"
+FLOAT_TEXT = FLOAT_BYTES.decode()
 
-#: a row read as arrays (a family's bulk read): its numbers are in ``LogState._bulk_rows``
+#: a row read as arrays (a format's bulk read): its numbers are in ``LogState._bulk_rows``
 _BULK: Any = ()
+
+
+class Deferred(Protocol):
+    """A format that holds rows whose numbers it reads only when they are taken (all at once: one pandas call
+    for many lines), and gives them in the order it held them."""
+
+    def rows(self, k: int) -> np.ndarray:
+        """The first ``k`` rows it holds, as a table of NUMERIC and EXTRA columns (and forgets them)."""
+        ...
 
 #: how far a stamped line (MindSpore's own: the host's clock) may come before the steps timed by the file's
 #: time (this machine's clock) and still be read on the same clock: the longest start-up (a large graph's
@@ -67,9 +77,10 @@ class LogState:
         self.error: tuple[float, str] | None = None  # an ERROR line or traceback after the last step
         self.error_sent = False
         self.ended = False
-        # one entry per row not yet taken: a careful row's numbers, or None for a fast row (kept by mfsteps)
-        self._rows: list[list[float] | None] = []
-        self._extra: list[list[float] | None] = []
+        # one entry per row not yet taken: a careful row's numbers, _BULK for a row of a block read as arrays, or
+        # the format that reads its numbers when it is taken (a Deferred)
+        self._rows: list[Any] = []
+        self._extra: list[Any] = []
         self._bulk_rows: list[np.ndarray] = []  # rows read as arrays (bulk), in order; _BULK in _rows marks them
         self._last_fast_ts: bytes | None = None
         self._sps_of: list[float] = []
@@ -124,7 +135,7 @@ class LogState:
         """Unix time of the start of an hour ``YYYY-MM-DD HH`` (cached under its text and its bytes); NaN
         for a stamp that is no date."""
         try:
-            base = _unix(time.strptime(hour, "%Y-%m-%d %H"), self.gmtoff)
+            base = unix_time(time.strptime(hour, "%Y-%m-%d %H"), self.gmtoff)
         except (ValueError, OverflowError):  # no date (2026-13-45, 2026-02-30): the line has no time
             base = math.nan
         if len(self._hours) > 4096:
@@ -166,7 +177,9 @@ class LogState:
         self.error = None
         self.error_sent = False
 
-    def start(self, t: float) -> None:
+    def start(self, t: float | None = None) -> None:
+        """The session's start event (at ``t``; None: when the session began)."""
+        t = self._session_start if t is None else t
         plain = bool(self.formats) and all(f.startswith("mindspore") for f in self.formats)
         e: dict[str, Any] = {"kind": "start", "time": t, "session": self.session, "rank": self.rank,
                              "source": SOURCE_PLAIN if plain else SOURCE, "memory_source": "none",
@@ -194,7 +207,7 @@ class LogState:
         gstep = float((epoch - 1) * steps + step) if steps > 0 else float(step)
         if self.session is None or self.ended or (self.last_step is not None and gstep <= self.last_step):
             begun = self.first_time
-            if begun is not None and self._timing_by_arrival and not 0 <= when() - begun <= STAMPED_START_S:
+            if begun is not None and self.timing_by_arrival and not 0 <= when() - begun <= STAMPED_START_S:
                 begun = None  # a stamp on another clock than the file's (a host whose clock was never set)
             self.new_session(begun if begun is not None else when())
         self.steps_per_epoch, self.total_steps = steps, epochs * steps
@@ -202,7 +215,7 @@ class LogState:
             self.start(self._session_start)
         self._sessions.append(self.session or "")
         self._sps_of.append(math.nan)
-        self._batch_of.append(self._batch)
+        self._batch_of.append(self.batch)
         self._open = len(self._rows)
         self.last_step = gstep
         self.first_time = None
@@ -211,22 +224,121 @@ class LogState:
         return gstep
 
     def row(self, t: float, epoch: int, epochs: int, step: int, steps: int, loss: float, lr: float,
-             norm: float, step_ms: float, overflow: float, scale: float, extra: list[float], *,
-             norm_said: bool = True) -> None:
+            norm: float, step_ms: float, overflow: float, scale: float, extra: list[float], *,
+            norm_said: bool = True) -> None:
         """One step's row (sessions and start events kept up to date first)."""
         i = len(self._rows)
         gstep = self.begin_row(epoch, epochs, step, steps, lambda: t)
-        if not math.isfinite(loss):
-            self._nonfinite.append((i, "loss", loss))
-        if not math.isfinite(norm) and norm_said:  # a missing norm is NaN too, but no NaN norm
-            self._nonfinite.append((i, "grad_norm", norm))
         # NUMERIC's order: time step epoch loss lr grad_norm step_time data_wait queue_depth tokens samples
         # tokens_per_s mfu mem_used mem_peak mem_total overflow loss_scale (samples, and the exact step time,
         # when the rows are given out)
-        self._rows.append([t, gstep, float(epoch), loss, lr, norm, step_ms / 1000.0 if step_ms > 0 else math.nan,
-                           math.nan, math.nan, math.nan, math.nan, math.nan, math.nan, math.nan, math.nan, math.nan,
-                           overflow, scale])
-        self._extra.append(extra + [math.nan])  # samples/s/p: filled when given out
+        self.hold_row([t, gstep, float(epoch), loss, lr, norm, step_ms / 1000.0 if step_ms > 0 else math.nan,
+                       math.nan, math.nan, math.nan, math.nan, math.nan, math.nan, math.nan, math.nan, math.nan,
+                       overflow, scale], extra + [math.nan])  # samples/s/p: filled when given out
+        if not math.isfinite(norm) and norm_said:  # a missing norm is NaN too, but no NaN norm
+            self._nonfinite.append((i, "grad_norm", norm))
+
+    @property
+    def rows_held(self) -> int:
+        """The rows held, not taken yet."""
+        return len(self._rows)
+
+    def bad_row(self) -> None:
+        """A step line that cannot be read: one bad row (counted and shown, never a silent zero)."""
+        self._bad += 1
+
+    def event(self, e: dict[str, Any]) -> None:
+        """An event the log tells (a checkpoint saved, a session's end or abort), given out with the rows."""
+        self._events.append(e)
+
+    def hour_of(self, hour: bytes) -> float:
+        """Unix time of the start of an hour given as the bytes ``YYYY-MM-DD HH`` (cached; NaN: no date)."""
+        base = self._hours.get(hour)
+        return self.hour(hour.decode()) if base is None else base
+
+    def hold_row(self, row: list[float], extra: list[float], *, arrival: bool = False) -> None:
+        """A row read whole from its line (:meth:`begin_row` done), its EXTRA columns; a non-finite loss
+        noted. ``arrival``: the line had no stamp, the row is timed by the file (:meth:`space_arrivals`)."""
+        if not math.isfinite(row[3]):
+            self._nonfinite.append((len(self._rows), "loss", row[3]))
+        if arrival:
+            if not self._arrival_rows:
+                self.arrival_from = self.last_time
+            self._arrival_rows.append(row)
+        self._rows.append(row)
+        self._extra.append(extra)
+
+    def hold_deferred(self, owner: Deferred, stamp: bytes) -> None:
+        """A row (:meth:`begin_row` done) whose numbers ``owner`` reads when the rows are taken; ``stamp`` its
+        line's ``YYYY-MM-DD HH:MM:SS,mmm``, read as a time only when asked for (:meth:`line_time`)."""
+        self._rows.append(owner)
+        self._extra.append(None)
+        self.stamped(stamp)
+
+    def stamped(self, stamp: bytes) -> None:
+        """The last line's time is this stamp (read as a time only when asked for: :meth:`line_time`)."""
+        self._last_fast_ts, self.last_time = stamp, None
+
+    def same_session(self, n: int) -> None:
+        """``n`` more rows of the session open now (a block's rows after the first, which :meth:`begin_row`
+        placed)."""
+        self._sessions.extend([self.session or ""] * n)
+        self._sps_of.extend([math.nan] * n)
+        self._batch_of.extend([self.batch] * n)
+
+    def hold_block(self, table: np.ndarray, sps: np.ndarray | None = None, *,
+                   arrival: bool = False) -> list[np.ndarray]:
+        """Rows read as arrays (each placed: :meth:`begin_row` and :meth:`same_session`), their numbers in
+        ``table``; ``sps`` each row's samples/s/p (its last NaN: the last row waits for its progress line; None:
+        the last row waits). ``arrival``: timed by the file (:meth:`space_arrivals`): each row as a view,
+        written through (returned)."""
+        first, m = len(self._rows), len(table)
+        if sps is not None:
+            self._sps_of[first:first + m] = sps.tolist()
+        self._open = first + m - 1 if sps is None or np.isnan(sps[-1]) else None
+        self._rows.extend([_BULK] * m)
+        self._extra.extend([_BULK] * m)
+        self._bulk_rows.append(table)
+        if not arrival:
+            return []
+        views = list(table)
+        if not self._arrival_rows:
+            self.arrival_from = self.last_time
+        self._arrival_rows.extend(views)
+        return views
+
+    def take(self, *, keep_open: bool) -> tuple[Rows, list[dict[str, Any]]]:
+        """The rows held and the events, given out (the last row kept while it waits for its progress line,
+        with ``keep_open``)."""
+        n = len(self._rows) - (1 if keep_open and self._open is not None else 0)
+        events, self._events = self._events, []
+        bad, self._bad = self._bad, 0
+        if n <= 0:
+            return _empty(list(EXTRA), bad), events
+        table = np.full((n, len(NUMERIC) + len(EXTRA)), np.nan)
+        head = self._rows[:n]
+        careful = [i for i, r in enumerate(head) if isinstance(r, list)]
+        if careful:
+            table[careful] = [self._rows[i] + self._extra[i] for i in careful]
+        owners: dict[int, tuple[Deferred, list[int]]] = {}
+        for i, r in enumerate(head):
+            if r is not _BULK and not isinstance(r, list):
+                owners.setdefault(id(r), (r, []))[1].append(i)
+        for owner, at in owners.values():
+            table[at] = owner.rows(len(at))
+        bulk = [i for i, r in enumerate(head) if r is _BULK]
+        if bulk:
+            table[bulk] = self.take_bulk(len(bulk))
+        self.exact_step_time(table, n)
+        nonfinite = [x for x in self._nonfinite if x[0] < n]
+        rows = _rows(table, list(EXTRA), self._sessions[:n], nonfinite, bad)
+        events += self.count_lost(table[:, 0], table[:, 1], self._sessions[:n])
+        for name in ("_rows", "_extra", "_sessions", "_sps_of", "_batch_of"):
+            setattr(self, name, getattr(self, name)[n:])
+        self._nonfinite = [(i - n, c, v) for i, c, v in self._nonfinite if i >= n]
+        if self._open is not None:
+            self._open = self._open - n if self._open >= n else None
+        return rows, events
 
     def sps(self, sps: float) -> None:
         """The progress line after a step line: samples/s/p (and with it, when given out, the exact step time)."""
@@ -316,28 +428,28 @@ class LogState:
         table[:, 6] = np.where(ok, exact, ms)
 
     _session_start: float = 0.0
-    _timing_by_arrival = False  # the step being read has no stamp: it is timed by the file's time
-    _batch: tuple[float, float] = (math.nan, math.nan)  # (global batch, devices) the log said last
+    timing_by_arrival = False  # the step being read has no stamp: it is timed by the file's time
+    batch: tuple[float, float] = (math.nan, math.nan)  # (global batch, devices) the log said last
     _started_total: int | None = None
 
 
-def _unix(st: time.struct_time, gmtoff: float | None) -> float:
+def unix_time(st: time.struct_time, gmtoff: float | None) -> float:
     """Unix time of a log's local time: on the writing host's offset from UTC when known, else in the
     viewer's own zone (a log read where it was written)."""
     return calendar.timegm(st) - gmtoff if gmtoff is not None else time.mktime(st)
 
 
-def _real_step(epoch: int, epochs: int, step: int, steps: int) -> bool:
+def real_step(epoch: int, epochs: int, step: int, steps: int) -> bool:
     """Whether a step line names a step a job ran: MindFormers counts epochs and steps from 1."""
     return epoch >= 1 and epochs >= 1 and step >= 1 and steps >= 1
 
 
-def _number(text: str | None) -> float:
+def number(text: str | None) -> float:
     """A field's text as a float; NaN when missing or not a number (the CSV parser's rule)."""
     return _cell_number(text or "")
 
 
-def _is_number(text: str | None) -> bool:
+def is_number(text: str | None) -> bool:
     try:
         float(text or "")
     except ValueError:
