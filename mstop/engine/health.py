@@ -24,10 +24,10 @@ from . import devices, endings, figures, processes, rankstate
 from . import ruletable as table
 from .figures import Options
 from .incidents import from_alert, merge, scan
-from .rules import HISTORY_KINDS, KINDS, SCANNED, Alert, Incident, Rules
+from .rules import KINDS, Alert, Incident, Rules
 from .store import Store
 
-__all__ = ["KINDS", "HISTORY_KINDS", "Alert", "Health", "Rules", "evaluate"]
+__all__ = ["KINDS", "Alert", "Health", "Rules", "evaluate"]
 
 #: statuses of a run that is no longer running: only its history's alerts (and job_dead/job_failed) hold
 ENDED = figures.ENDED
@@ -57,7 +57,7 @@ class Health:
         """Keep live-only alerts as incidents: one per stretch of time an alert of that kind and rank held."""
         held = set()
         for a in current:
-            if a.kind in SCANNED:
+            if table.scanned(a.kind):
                 continue
             key = (a.kind, a.rank)
             held.add(key)
@@ -89,7 +89,7 @@ class Health:
         for key, (t, a) in self._last.items():
             # a run that ended is no longer starving or lagging: only held alerts of its history stay
             # (an alert that holds now is itself, not a copy marked cleared: 1,024 of them cost 2 ms a frame)
-            if key not in out and now - t <= self.rules.hold_s and (not ended or a.kind in HISTORY_KINDS):
+            if key not in out and now - t <= self.rules.hold_s and (not ended or table.after_end(a.kind)):
                 out[key] = replace(a, cleared=t)
         return sorted(out.values(), key=_order)
 
@@ -112,18 +112,15 @@ class Health:
 def evaluate(store: Store, rules: Rules, opts: Options) -> list[Alert]:
     """Alerts whose condition holds now (no memory: see :class:`Health` for the hold time)."""
     opts = rules.options(opts)
+    ask = table.Ask(store, rules)
     with store.lock:
-        out: list[Alert] = []
-        out += table.NAN_LOSS.alerts(store)
-        d = figures.job_rank(store)
-        if d is not None:
-            out += table.LOSS_SPIKE.alerts(d, rules)
-            out += table.GRAD_SPIKE.alerts(d, rules)
-            out += table.OVERFLOW.alerts(d, rules)
         status = figures.status(store, opts)
+        # a job that ended is not starving, slowing down or dying: only what its history shows (NaN, spikes,
+        # overflows: the rules that hold after the end) is still worth an alert, and how it ended when that
+        # was not cleanly
+        out: list[Alert] = [a for rule in table.TABLE if rule.after_end or status not in ENDED
+                            for a in table.quietly(lambda rule=rule: rule.alerts(ask))]
         if status in ENDED:
-            # a job that ended is not starving, slowing down or dying: only what its history shows
-            # (NaN, spikes, overflows) is still worth an alert, and how it ended when that was not cleanly
             if status in ("dead", "failed"):
                 culprit = endings.ending(store, opts).culprit
             if status == "dead":
@@ -132,10 +129,6 @@ def evaluate(store: Store, rules: Rules, opts: Options) -> list[Alert]:
                 message, error = endings.failure_message(store, opts)
                 out.append(Alert("job_failed", culprit, figures.step(store), message, detail=error))
             return sorted(out, key=_order)
-        if d is not None:
-            out += table.THROUGHPUT_DROP.alerts(store, d, rules)
-        out += table.OOM_RISK.alerts(store, rules)
-        out += table.quietly(lambda: table.STARVATION.alerts(store, rules))
         out += _device_alerts(store, rules)
         out += _stragglers(store, rules)
         alive, dead, basis = _liveness(store, rules, opts)
@@ -178,8 +171,9 @@ def _alive_hint(store: Store, opts: Options, alive: list[int]) -> str:
 
 
 def _order(a: Alert) -> tuple:
-    """Rules in their documented order; within a per-rank rule, the worst first."""
-    return KINDS.index(a.kind), -a.severity, -1 if a.rank is None else a.rank
+    """Rules in their documented order (a kind KINDS does not list after them); within a per-rank rule, the
+    worst first."""
+    return KINDS.index(a.kind) if a.kind in KINDS else len(KINDS), -a.severity, -1 if a.rank is None else a.rank
 
 
 def _no_checkpoint(store: Store, rules: Rules, opts: Options) -> list[Alert]:

@@ -24,10 +24,10 @@ from . import figures, spill
 from . import ruletable as table
 from .endings import first_line
 from .processes import End, first_end, how_words
-from .rules import GAP, SCANNED, Alert, Incident, Rules, order, steps_text
+from .rules import GAP, Alert, Incident, Rules, order, steps_text
 from .store import RankData, Store
 
-__all__ = ["GAP", "SCANNED", "Incident", "merge", "order", "scan", "steps_text"]
+__all__ = ["GAP", "Incident", "merge", "order", "scan", "steps_text"]
 
 def scan(store: Store, rules: Rules) -> list[Incident]:
     """Every incident the rows of the run's current timeline show, oldest first. What it reads back of the
@@ -42,28 +42,19 @@ def _scan(store: Store, rules: Rules) -> list[Incident]:
     # hold up the screen or the reading thread for all of it
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
+        ask = table.Ask(store, rules)
         with store.lock:
-            w = figures.window(store)  # every rank's recent rows in one table: new rows checked all at once
-            starving = np.any(w.cols["data_wait"] > rules.data_wait * w.cols["step_time"], axis=1)
-            pressed = np.any(w.cols["mem_peak"] > (1.0 - rules.oom_critical) * w.cols["mem_total"], axis=1)
-            recent = {r: (bool(s), bool(p)) for r, s, p in zip(w.ranks, starving, pressed)}
+            ask.window  # noqa: B018 - every rank's recent rows in one table: new rows screened all at once
             ranks = sorted(r for r, d in store.ranks.items() if d.rows)
-        for r in ranks:
-            with store.lock:
-                d = store.ranks[r]
-                hit = recent.get(r, (None, None))
-                out += table.NAN_LOSS.incidents(r, d)
-                out += table.STARVATION.incidents(r, d, rules, hit[0])
-                out += table.OOM_RISK.incidents(r, d, rules, hit[1])
+            job = figures.lowest_rank(store)
+        for rule in table.TABLE:
+            for r in ranks if rule.per_rank else [job] if job is not None else []:
+                with store.lock:
+                    out += rule.incidents(ask, r, store.ranks[r])
         with store.lock:
             out += _sessions(store)
-        d = figures.job_rank(store)
-        if d is not None:
-            for part in (lambda: table.LOSS_SPIKE.incidents(d, rules), lambda: table.GRAD_SPIKE.incidents(d, rules),
-                         lambda: table.OVERFLOW.incidents(d, rules), lambda: table.THROUGHPUT_DROP.incidents(d, rules),
-                         lambda: _stalls(store, d)):
-                with store.lock:
-                    out += part()
+            if job is not None:
+                out += _stalls(store, store.ranks[job])
     return sorted(out, key=order)
 
 
@@ -138,7 +129,7 @@ def _first_exit(k: int, members: list[tuple[int, RankData, int, int]]) -> tuple[
 def merge(history: list[Incident], live: list[Incident], alerts: list[Alert]) -> list[Incident]:
     """The scanned incidents, the live-only ones, and each marked active when an alert of its kind and rank
     holds now (the newest of them); oldest first."""
-    out = list(history) + [replace(i, active=False) for i in live if i.kind not in SCANNED]  # copies: marked below
+    out = list(history) + [replace(i, active=False) for i in live if not table.scanned(i.kind)]  # copies: marked below
     for a in alerts:
         same = [i for i in out if i.kind == a.kind and i.rank == a.rank]
         if a.kind in ("job_dead", "job_failed"):  # the last session's end: the history holds only earlier ones

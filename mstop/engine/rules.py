@@ -20,13 +20,8 @@ KINDS = ("nan_loss", "loss_spike", "grad_spike", "overflow", "oom_risk", "data_s
          "stalled", "no_checkpoint", "straggler", "dead_rank", "lagging_rank", "job_dead", "job_failed",
          "device_unhealthy", "device_hot", "hbm_full", "aicore_idle",
          "stopped_rank", "stuck_rank")  # added by issue 38: after the others, whose order stays as it was
-#: what a run's history shows: still true of a run that ended (finished, dead or failed)
-HISTORY_KINDS = ("nan_loss", "loss_spike", "grad_spike", "overflow")
 #: firings of one rule on one rank at most this many rows apart belong to one incident
 GAP = 20
-#: kinds the history scan answers; the others come from live alerts
-SCANNED = ("nan_loss", "loss_spike", "grad_spike", "overflow", "oom_risk", "data_starvation", "throughput_drop",
-           "stalled", "job_dead", "job_failed")
 
 
 @dataclass

@@ -10,11 +10,17 @@ data-wait share, the headroom, the recent pace) the alert reads that figure, so 
 
 The rules over the whole job (the lowest rank's rows stand for it: spikes, overflows, throughput) give alerts
 and incidents with ``rank`` None; the others one per rank.
+
+:data:`TABLE` drives both readers: :func:`mstop.engine.health.evaluate` asks each of its rules for alerts and
+:func:`mstop.engine.incidents.scan` for incidents, in a loop, each with one :class:`Ask` (the rows, the
+settings, and what several rules read, worked out once). A rule is a :class:`Rule`: adding one is a class
+and an entry of :data:`TABLE`, nothing else.
 """
 
 from __future__ import annotations
 
 import warnings
+from functools import cached_property
 from typing import Callable
 
 import numpy as np
@@ -54,6 +60,74 @@ def rolling_sum(x: np.ndarray, n: int) -> np.ndarray:
     return c[idx] - c[np.maximum(0, idx - n)]
 
 
+class Ask:
+    """What a rule is asked over: the run's rows (``store``, read under its lock), the settings, and what
+    several rules read, worked out once for all of them (the job's rank, the recent window, which ranks' recent
+    rows a rule's row condition holds on)."""
+
+    def __init__(self, store: Store, rules: Rules) -> None:
+        self.store, self.rules = store, rules
+        self._hits: dict[str, dict[int, bool]] = {}
+
+    @cached_property
+    def job(self) -> RankData | None:
+        """The job's rank's rows (the lowest rank: its rows stand for the job), None without rows."""
+        return figures.job_rank(self.store)
+
+    @cached_property
+    def window(self) -> figures.Window:
+        """Every rank's recent rows in one table (figures.window)."""
+        return figures.window(self.store)
+
+    def recent_hit(self, rule: Rule, r: int) -> bool | None:
+        """Whether ``rule``'s row condition holds on a row of rank ``r``'s recent window (None: the rank has no
+        row there, or the rule no row condition): new rows are screened for all ranks at once."""
+        if rule.columns is None:
+            return None
+        hits = self._hits.get(rule.kind)
+        if hits is None:
+            w = self.window
+            fire = np.any(rule.row_hit({c: w.cols[c] for c in rule.columns}, self.rules), axis=1)
+            hits = self._hits[rule.kind] = dict(zip(w.ranks, fire.tolist()))
+        return hits.get(r)
+
+
+class Rule:
+    """One rule of the table: its kind, and its two answers over one :class:`Ask`."""
+
+    kind = ""
+    #: its incidents are asked rank by rank (each its rank's), else over the job's rank (``rank`` None)
+    per_rank = False
+    #: its alert still holds for a run that ended (finished, dead or failed): its history shows it
+    after_end = False
+    #: the columns a single row's condition reads (:meth:`row_hit`); None: no row is a candidate on its own
+    columns: tuple[str, ...] | None = None
+
+    def alerts(self, ask: Ask) -> list[Alert]:
+        """Does it hold now, over the recent window?"""
+        raise NotImplementedError
+
+    def incidents(self, ask: Ask, r: int, d: RankData) -> list[Incident]:
+        """Where did it hold in rank ``r``'s history (its rows ``d``)?"""
+        raise NotImplementedError
+
+    def row_hit(self, cols: dict[str, np.ndarray], rules: Rules) -> np.ndarray:
+        """Rows (of ``cols``, its :attr:`columns`) that could make it fire on their own: rows none of which holds
+        this are skipped by the history scan (its watermark)."""
+        raise NotImplementedError
+
+    def quiet(self, ask: Ask, r: int, d: RankData) -> bool:
+        """Whether no new row of rank ``r`` can make it fire (:func:`quiet`, by :meth:`row_hit`)."""
+        rules = ask.rules
+        return quiet(d, f"{self.kind}:{[getattr(rules, f) for f in _SETTINGS.get(self.kind, ())]}",
+                     lambda lo, hi: bool(np.any(self.row_hit({c: d.span(c, lo, hi) for c in self.columns or ()},
+                                                             rules))), ask.recent_hit(self, r))
+
+
+#: the settings a rule's row condition reads (its watermark is kept under them: new thresholds, new look)
+_SETTINGS = {"data_starvation": ("data_wait",), "oom_risk": ("oom_critical",)}
+
+
 def quiet(d: RankData, key: str, candidate: Callable[[int, int], bool], recent_hit: bool | None) -> bool:
     """Whether no row can make a rule fire: ``candidate(lo, hi)`` says whether rows lo..hi hold one (a row
     over the limit on its own: a 20-row share over a limit needs one). Rows found quiet are remembered (the
@@ -71,10 +145,11 @@ def quiet(d: RankData, key: str, candidate: Callable[[int, int], bool], recent_h
 
 # -- NaN / Inf loss -----------------------------------------------------------------------------------------
 
-class NanLoss:
+class NanLoss(Rule):
     """A loss that is not a finite number. It stays active for the rest of the run: the first one found."""
 
     kind = "nan_loss"
+    per_rank = after_end = True
 
     @staticmethod
     def rows(d: RankData) -> np.ndarray:
@@ -88,8 +163,9 @@ class NanLoss:
     def words(value: float, step: int, rank: int) -> str:
         return f"loss {value} at step {step} on rank {rank}"
 
-    def alerts(self, store: Store) -> list[Alert]:
+    def alerts(self, ask: Ask) -> list[Alert]:
         """The first NaN of the run (by step, then rank), and on how many more ranks one is."""
+        store = ask.store
         first: tuple[float, int, float] | None = None  # (step, rank, value)
         ranks = 0
         for r in store.ranks_with("nonfinite"):  # the usual rank has no literal NaN or Inf at all
@@ -107,7 +183,7 @@ class NanLoss:
         more = f" (and on {ranks - 1} more rank{'s' if ranks > 2 else ''})" if ranks > 1 else ""
         return [Alert(self.kind, rank, int(step), self.words(value, int(step), rank) + more)]
 
-    def incidents(self, r: int, d: RankData) -> list[Incident]:
+    def incidents(self, ask: Ask, r: int, d: RankData) -> list[Incident]:
         rows = self.rows(d)
         if not len(rows):
             return []
@@ -120,9 +196,11 @@ class NanLoss:
 
 # -- spikes of the loss and the grad norm -------------------------------------------------------------------
 
-class Spike:
+class Spike(Rule):
     """A value above the mean of the previous ``spike_window`` steps by ``spike_k`` standard deviations
     (figures.spike_rows: screened by running sums, decided by figures.spikes_at), after ``warmup_steps``."""
+
+    after_end = True
 
     def __init__(self, column: str, kind: str) -> None:
         self.column, self.kind = column, kind
@@ -143,9 +221,10 @@ class Spike:
         rows = np.flatnonzero(d.effective())
         return rows if len(rows) >= max(rules.warmup_steps, rules.spike_window) + 1 else None
 
-    def alerts(self, d: RankData, rules: Rules) -> list[Alert]:
+    def alerts(self, ask: Ask) -> list[Alert]:
         """The highest spike among the last ``recent_rows`` rows."""
-        if d.effective_rows() < max(rules.warmup_steps, rules.spike_window) + 1:
+        d, rules = ask.job, ask.rules
+        if d is None or d.effective_rows() < max(rules.warmup_steps, rules.spike_window) + 1:
             return []
         w, recent = rules.spike_window, rules.recent_rows
         tail = d.last_effective(w + recent)
@@ -157,7 +236,8 @@ class Spike:
         return [Alert(self.kind, None, step, self.words(float(x[js[best]]), step, float(z[best]), float(mean[best]),
                                                         rules))]
 
-    def incidents(self, d: RankData, rules: Rules) -> list[Incident]:
+    def incidents(self, ask: Ask, r: int, d: RankData) -> list[Incident]:
+        rules = ask.rules
         rows = self._ready(d, rules)
         if rows is None:
             return []
@@ -172,10 +252,11 @@ class Spike:
 
 # -- overflows ----------------------------------------------------------------------------------------------
 
-class Overflow:
+class Overflow(Rule):
     """At least ``overflow_n`` overflows among the last ``overflow_m`` steps."""
 
     kind = "overflow"
+    after_end = True
 
     @staticmethod
     def measure(d: RankData, rows: np.ndarray, rules: Rules) -> tuple[np.ndarray, np.ndarray]:
@@ -190,7 +271,10 @@ class Overflow:
             return f"{count:,} overflows in the last {span:,} steps{now}"
         return f"{count:,} overflows in {span:,} steps up to step {step}"
 
-    def alerts(self, d: RankData, rules: Rules) -> list[Alert]:
+    def alerts(self, ask: Ask) -> list[Alert]:
+        d, rules = ask.job, ask.rules
+        if d is None:
+            return []
         rows = d.last_effective(rules.overflow_m)
         if not len(rows):
             return []
@@ -204,7 +288,8 @@ class Overflow:
         return [Alert(self.kind, None, step, self.words(n, len(rows), step, float(scale[-1]) if len(scale) else None,
                                                         live=True))]
 
-    def incidents(self, d: RankData, rules: Rules) -> list[Incident]:
+    def incidents(self, ask: Ask, r: int, d: RankData) -> list[Incident]:
+        rules = ask.rules
         rows = np.flatnonzero(d.effective())
         ov, count = self.measure(d, rows, rules)
         fire = (count >= rules.overflow_n) & (ov > 0)
@@ -215,12 +300,19 @@ class Overflow:
 
 # -- data starvation ----------------------------------------------------------------------------------------
 
-class Starvation:
+class Starvation(Rule):
     """A rank waits on input more than ``data_wait`` of its step time over the recent window (figures.WINDOW
     rows where both are known), with a mean wait of at least ``data_wait_floor_s``, past its session's first
     ``data_wait_warmup`` rows (its input pipeline fills)."""
 
     kind = "data_starvation"
+    per_rank = True
+    columns = ("data_wait", "step_time")
+
+    def row_hit(self, cols: dict[str, np.ndarray], rules: Rules) -> np.ndarray:
+        """A row that waited more than the limit of its own step."""
+        with np.errstate(invalid="ignore"):
+            return cols["data_wait"] > rules.data_wait * cols["step_time"]
 
     @staticmethod
     def fires(share: np.ndarray, mean_wait: np.ndarray, rows_in_session: np.ndarray, rules: Rules) -> np.ndarray:
@@ -235,9 +327,9 @@ class Starvation:
             return f"rank {r} waits on input {said} of its step time (limit {limit})"
         return f"rank {r} waited on input {said} of its step time around step {step} (limit {limit})"
 
-    def alerts(self, store: Store, rules: Rules) -> list[Alert]:
+    def alerts(self, ask: Ask) -> list[Alert]:
         """Over the window the screen shows (its data-wait share is the same figure)."""
-        w = figures.window(store)
+        store, rules, w = ask.store, ask.rules, ask.window
         frac = figures.rank_data_wait_frac(store)
         ok = ~np.isnan(w.cols["data_wait"]) & ~np.isnan(w.cols["step_time"])
         mean_wait = np.where(ok, w.cols["data_wait"], 0.0).sum(axis=1) / np.maximum(ok.sum(axis=1), 1)
@@ -251,9 +343,9 @@ class Starvation:
                              severity=float(frac[i])))
         return out
 
-    def incidents(self, r: int, d: RankData, rules: Rules, recent_hit: bool | None = None) -> list[Incident]:
-        if quiet(d, f"data_wait>{rules.data_wait}", lambda lo, hi: bool(np.any(
-                d.span("data_wait", lo, hi) > rules.data_wait * d.span("step_time", lo, hi))), recent_hit):
+    def incidents(self, ask: Ask, r: int, d: RankData) -> list[Incident]:
+        rules = ask.rules
+        if self.quiet(ask, r, d):
             return []
         rows = np.flatnonzero(d.steady())
         dw, st = d.take("data_wait", rows).astype(np.float64), d.take("step_time", rows).astype(np.float64)
@@ -272,11 +364,18 @@ class Starvation:
 
 # -- memory headroom ----------------------------------------------------------------------------------------
 
-class OomRisk:
+class OomRisk(Rule):
     """Memory headroom (1 - peak / total) under ``oom_critical``: per rank, or per host when the ranks' memory
     is the host's RAM (its ranks' peaks added up: only the live rule can, a row has one rank's)."""
 
     kind = "oom_risk"
+    per_rank = True
+    columns = ("mem_peak", "mem_total")
+
+    def row_hit(self, cols: dict[str, np.ndarray], rules: Rules) -> np.ndarray:
+        """A row whose own headroom is under the critical one."""
+        with np.errstate(invalid="ignore"):
+            return cols["mem_peak"] > (1.0 - rules.oom_critical) * cols["mem_total"]
 
     @staticmethod
     def fires(head: np.ndarray, rules: Rules) -> np.ndarray:
@@ -288,8 +387,9 @@ class OomRisk:
         return (f"{who}: memory headroom {fmt.share_vs(head, rules.oom_critical, 1)[0]}{at} (critical under "
                 f"{fmt.share_vs(head, rules.oom_critical)[1]})")
 
-    def alerts(self, store: Store, rules: Rules) -> list[Alert]:
+    def alerts(self, ask: Ask) -> list[Alert]:
         """Over the window the screen shows (the same headrooms as the header and the ranks table)."""
+        store, rules = ask.store, ask.rules
         got = figures.headrooms(store)
         heads = np.fromiter(got.values(), np.float64, len(got))
         hit = np.flatnonzero(self.fires(heads, rules))
@@ -299,11 +399,11 @@ class OomRisk:
         return [Alert(self.kind, scopes[i].rank, step, self.words(str(scopes[i]), float(heads[i]), None, rules),
                       severity=-float(heads[i])) for i in hit.tolist()]
 
-    def incidents(self, r: int, d: RankData, rules: Rules, recent_hit: bool | None = None) -> list[Incident]:
+    def incidents(self, ask: Ask, r: int, d: RankData) -> list[Incident]:
+        rules = ask.rules
         if d.last_start and d.last_start.get("memory_source") == "host":
             return []  # host memory is shared by a host's ranks: only the live rule adds them up
-        if quiet(d, f"headroom<{rules.oom_critical}", lambda lo, hi: bool(np.any(
-                d.span("mem_peak", lo, hi) > (1.0 - rules.oom_critical) * d.span("mem_total", lo, hi))), recent_hit):
+        if self.quiet(ask, r, d):
             return []
         rows = np.flatnonzero(d.steady())  # the rows the live rule's window reads
         with np.errstate(invalid="ignore", divide="ignore"):
@@ -320,7 +420,7 @@ _PACE_COLUMNS = {"tokens/s": "tokens", "samples/s": "samples"}
 _PACE_ORDER = ("tokens", "samples")
 
 
-class ThroughputDrop:
+class ThroughputDrop(Rule):
     """The job's pace over the recent window under ``throughput_fraction`` of the median of its rows' paces
     past ``warmup_steps``: in tokens/s, else samples/s, else steps/s (figures.pace_basis)."""
 
@@ -386,9 +486,10 @@ class ThroughputDrop:
             return got[2], None
         return got[2], float(paces[m // 2]) if m % 2 else float((paces[m // 2 - 1] + paces[m // 2]) / 2)
 
-    def alerts(self, store: Store, d: RankData, rules: Rules) -> list[Alert]:
+    def alerts(self, ask: Ask) -> list[Alert]:
         """The recent pace the header shows (figures.recent_pace) against the median."""
-        if d.rows < rules.warmup_steps + figures.WINDOW:
+        store, d, rules = ask.store, ask.job, ask.rules
+        if d is None or d.rows < rules.warmup_steps + figures.WINDOW:
             return []
         unit, med = self.kept_median(d, rules)  # compilation steps are no throughput
         recent = figures.recent_pace(store, unit)
@@ -397,7 +498,8 @@ class ThroughputDrop:
         step = figures.step(store)
         return [Alert(self.kind, None, step, self.words(unit, recent, med, step or 0, rules, live=True))]
 
-    def incidents(self, d: RankData, rules: Rules) -> list[Incident]:
+    def incidents(self, ask: Ask, r: int, d: RankData) -> list[Incident]:
+        rules = ask.rules
         rows = np.flatnonzero(d.steady())
         if len(rows) < rules.warmup_steps + figures.WINDOW:
             return []
@@ -422,7 +524,19 @@ STARVATION = Starvation()
 OOM_RISK = OomRisk()
 THROUGHPUT_DROP = ThroughputDrop()
 #: the rules the rows answer, in the documented order of their kinds (mstop.engine.rules.KINDS)
-TABLE = (NAN_LOSS, LOSS_SPIKE, GRAD_SPIKE, OVERFLOW, OOM_RISK, STARVATION, THROUGHPUT_DROP)
+TABLE: tuple[Rule, ...] = (NAN_LOSS, LOSS_SPIKE, GRAD_SPIKE, OVERFLOW, OOM_RISK, STARVATION, THROUGHPUT_DROP)
+#: what the history scan answers beside the table's rules: the gaps between rows, how each session ended
+SCANNED_BESIDE = ("stalled", "job_dead", "job_failed")
+
+
+def scanned(kind: str) -> bool:
+    """Whether the history scan answers ``kind`` (else its incidents are the live alerts', as they fire)."""
+    return kind in SCANNED_BESIDE or any(rule.kind == kind for rule in TABLE)
+
+
+def after_end(kind: str) -> bool:
+    """Whether an alert of ``kind`` still holds for a run that ended (its rule says so)."""
+    return any(rule.kind == kind and rule.after_end for rule in TABLE)
 
 
 def quietly(f: Callable[[], list]) -> list:

@@ -243,11 +243,13 @@ def _module_imports(path) -> set[str]:
 
 
 def test_each_health_rule_is_written_once_below_its_two_readers():
-    """Issue 39 step 2: a rule the rows answer (NaN, spikes, overflows, starvation, OOM, throughput) is one class
-    of mstop.engine.ruletable: its measure, its condition, its words; health.py asks it for alerts, incidents.py
-    for incidents, and neither holds a rule of its own. The types (Rules, Alert, Incident) sit in rules.py,
-    which imports neither reader; incidents.py imports no health.py (no cycle, no lazy import around one), and
-    no signature takes the rules as ``Any``."""
+    """Issue 39 step 2, issue 57 step 2: a rule the rows answer (NaN, spikes, overflows, starvation, OOM,
+    throughput) is one class of mstop.engine.ruletable: its measure, its condition, its words. The table drives
+    both readers: health.py and incidents.py loop over it and name no rule (nor a rule's condition); one
+    signature each for alerts and incidents. The types sit in rules.py, which imports neither reader;
+    incidents.py imports no health.py, and no signature takes the rules as ``Any``."""
+    import inspect
+
     from mstop.engine import ruletable
     from mstop.engine.rules import KINDS
 
@@ -258,18 +260,63 @@ def test_each_health_rule_is_written_once_below_its_two_readers():
     kinds = [r.kind for r in ruletable.TABLE]
     assert len(set(kinds)) == len(kinds) and set(kinds) <= set(KINDS)
     for rule in ruletable.TABLE:
-        assert callable(rule.alerts) and callable(rule.incidents) and callable(rule.words), rule
-    twins = {"health.py": ("_nan_loss", "_spike", "_overflow", "_throughput_drop", "_oom", "_starvation"),
-             "incidents.py": ("_nan", "_spikes", "_overflows", "_throughput", "_oom", "_starvation", "_incidents")}
-    for name, gone in twins.items():
-        defined = {n.name for n in _nodes(engine / name) if isinstance(n, ast.FunctionDef)}
-        assert not defined & set(gone), (name, sorted(defined & set(gone)))
+        assert isinstance(rule, ruletable.Rule), rule
+        assert list(inspect.signature(rule.alerts).parameters) == ["ask"], rule
+        assert list(inspect.signature(rule.incidents).parameters) == ["ask", "r", "d"], rule
+    names = {n for n in dir(ruletable) if n.isupper() and isinstance(getattr(ruletable, n), ruletable.Rule)}
+    for reader in ("health.py", "incidents.py"):
+        text = (engine / reader).read_text()
+        assert "for rule in table.TABLE" in text, reader
+        assert not {n for n in names if f"table.{n}" in text}, reader  # no rule called by name
+        # no condition of a table rule's written again: none of their settings read
+        for setting in ("data_wait", "data_wait_floor_s", "data_wait_warmup", "oom_critical", "spike_window",
+                        "spike_k", "overflow_n", "overflow_m", "throughput_fraction"):
+            assert f"rules.{setting}" not in text.replace(f"rules.{setting}_", ""), (reader, setting)
     for f in sorted(engine.glob("*.py")):
         for node in _nodes(f):
             if isinstance(node, ast.FunctionDef):
                 for a in node.args.args + node.args.kwonlyargs:
                     if a.arg == "rules" and a.annotation is not None:
                         assert ast.unparse(a.annotation) != "Any", f"{f.name}: {node.name}(rules: Any)"
+
+
+def test_a_rule_added_to_the_table_fires_live_and_in_the_history_with_no_other_edit(monkeypatch, tmp_path):
+    """The table is the driver: a rule of a test's own (a loss above 10) added to TABLE is an alert while the
+    last rows hold it and an incident of the history where they did, marked active, with no other edit."""
+    import numpy as np
+
+    from mstop.engine import ruletable
+    from mstop.engine.figures import Options
+    from mstop.engine.health import Health
+    from mstop.engine.rules import Alert, Incident
+    from mstop.sources import read_once
+    from tests.helpers.runs import steps, write_rank
+
+    class HighLoss(ruletable.Rule):
+        kind = "high_loss"
+        per_rank = True
+
+        def alerts(self, ask: ruletable.Ask) -> list[Alert]:
+            return [Alert(self.kind, r, int(d.last("step")), f"rank {r}: loss {d.last('loss'):g}")
+                    for r, d in sorted(ask.store.ranks.items()) if d.rows and d.last("loss") > 10]
+
+        def incidents(self, ask: ruletable.Ask, r: int, d) -> list[Incident]:
+            rows = np.arange(d.rows)
+            loss = d.take("loss", rows).astype(np.float64)
+            return ruletable.incidents_of(self.kind, r, d, rows, loss > 10, loss, lambda k: f"loss {loss[k]:g}")
+
+    monkeypatch.setattr(ruletable, "TABLE", (*ruletable.TABLE, HighLoss()))
+    rows = steps(1, 40, loss=1.0, step_time=0.5)
+    for row in rows[30:]:
+        row["loss"] = 50.0
+    write_rank(tmp_path, 0, rows)
+    store = read_once(str(tmp_path))
+    opts = Options(clock=lambda: float(rows[-1]["time"]) + 1)
+    health = Health()
+    live = [a for a in health.alerts(store, opts) if a.kind == "high_loss"]
+    assert [(a.rank, a.step) for a in live] == [(0, 40)], live
+    past = [i for i in health.incidents(store, opts) if i.kind == "high_loss"]
+    assert [(i.rank, i.first_step, i.last_step, i.active) for i in past] == [(0, 31, 40, True)], past
 
 
 def test_the_engines_modules_import_each_other_without_a_circle():
