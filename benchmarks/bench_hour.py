@@ -3,7 +3,7 @@
     python benchmarks/bench_hour.py [--ranks 1024] [--rows 3600] [--frame-every 30]
 
 The engine as the monitor drives it, without files or a screen: every round appends one row to every rank
-(Store.ingest_round, the following path), a frame is built from a snapshot every ``--frame-every`` rounds
+(Store.append of a round's Batch, the following path), a frame is built from a snapshot every ``--frame-every`` rounds
 (with the carry a live session keeps) and the incidents scanned every 300. The rows vary as a real job's do
 (loss, lr, grad norm, step and data time, tokens/s, memory). Printed last: the resident MB when the window
 filled (a chunk after every rank first spilled: from then on a rank holds between its share of the budget and
@@ -33,7 +33,7 @@ def follow(ranks: int, rounds: int, frame_every: int, filled_at: int | None) -> 
     from mstop.engine import incidents
     from mstop.engine.figures import Options
     from mstop.engine.rules import Rules
-    from mstop.engine.store import FLOAT_INDEX, Store
+    from mstop.engine.store import FLOAT_INDEX, Batch, Store
     from mstop.formats.parse import N_EXACT, NUMERIC, Rows
     from mstop.view import Carry, build_view
 
@@ -54,7 +54,7 @@ def follow(ranks: int, rounds: int, frame_every: int, filled_at: int | None) -> 
         for r in range(ranks):
             exact = np.array([[1.7e9 + k + r / ranks, k + 1.0]])
             batches.append((r, Rows(exact.reshape(1, N_EXACT), floats[r:r + 1], {}, np.zeros(1, np.int32), ["s"])))
-        store.ingest_round(batches)
+        store.append(Batch.round(batches))
         if k % frame_every == 0:
             build_view(store.snapshot(), opts, points=80, carry=carry)
         if k % 300 == 299:

@@ -17,7 +17,7 @@ import sys
 
 import numpy as np
 
-from mstop.engine.store import Store
+from mstop.engine.store import Batch, Store
 from mstop.formats.parse import N_EXACT, NUMERIC, Rows
 
 
@@ -44,7 +44,7 @@ def main() -> int:
             exact[:, 0] = 1.7e9 + np.arange(start, start + n) * 0.5
             exact[:, 1] = np.arange(start + 1, start + n + 1)
             floats = rng.random((n, len(NUMERIC) - N_EXACT), dtype=np.float32)
-            store.ingest_rows(r, Rows(exact, floats, {}, np.zeros(n, np.int32), ["s"]))
+            store.append(Batch.of(r, Rows(exact, floats, {}, np.zeros(n, np.int32), ["s"])))
     gc.collect()
     grown = rss() - before
     rows = store.rows

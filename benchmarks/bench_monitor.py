@@ -72,7 +72,7 @@ def part_first(repeats: int, ranks: int = 8, rows: int = 200_000) -> None:
 def synthetic_store(rows: int, ranks: int = 8):
     import numpy as np
 
-    from mstop.engine.store import Store
+    from mstop.engine.store import Batch, Store
     from mstop.formats.parse import N_EXACT, NUMERIC, Rows
 
     store = Store()
@@ -86,7 +86,7 @@ def synthetic_store(rows: int, ranks: int = 8):
             exact[:, 0] = 1.7e9 + np.arange(s0, s0 + n) * 0.5
             exact[:, 1] = np.arange(s0 + 1, s0 + n + 1)
             floats = (rng.random((n, len(NUMERIC) - N_EXACT)) + 0.5).astype(np.float32)
-            store.ingest_rows(r, Rows(exact, floats, {}, np.zeros(n, np.int32), ["s"]))
+            store.append(Batch.of(r, Rows(exact, floats, {}, np.zeros(n, np.int32), ["s"])))
     return store
 
 

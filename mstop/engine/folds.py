@@ -3,7 +3,7 @@
 A fold takes the batch (never the store) and costs O(batch) per batch of a rank; a figure reads the fold
 instead of walking every rank's columns at every frame (nvitop's collector: each sample is added once, reading
 is only reading). The store owns its folds (:attr:`mstop.engine.store.Store.folds`), feeds them in
-``ingest_rows``, forgets a rank's in ``reset_rank``, and freezes them with its snapshot.
+``append``, forgets a rank's in ``reset_rank``, and freezes them with its snapshot.
 
 Ranks live in slots in the order they first had rows (arrays that double when full: a new rank costs O(1),
 not a shift of every other rank's); a read puts them in rank order with one index.

@@ -1,8 +1,9 @@
 """Every row of a run, by rank, in compact growable columns; plus what the events say.
 
-The store knows nothing of files or widgets: sources feed it parsed rows and
-events (``ingest_rows``, ``ingest_events``, ``ingest_round`` for a read round's
-rows of many ranks at once), figures and charts read it. All access goes through
+The store knows nothing of files or widgets: sources feed it parsed rows by one
+door, :meth:`Store.append` of a :class:`Batch` (a read round's rows of any number
+of ranks, one file's or many files' parsed together, and the files' times), and
+events (``ingest_events``); figures and charts read it. All access goes through
 one lock, so a source thread can feed it while the screen reads.
 
 Rows held in memory live in one table by column across ranks
@@ -658,6 +659,44 @@ class KeptAnswers:
     arrays: tuple[int, list[int], list[Any], dict[int, int], dict[str, np.ndarray]] | None = None
 
 
+@dataclass
+class Batch:
+    """Rows on their way into the store (:meth:`Store.append`): a read round's, in file order. ``parts``: each
+    (rank, rows, lo, hi), rows ``lo`` to ``hi`` of ``rows`` being that rank's (several ranks' parts may share
+    one ``rows``: files parsed together); ``times``: the files found modified, (rank, kind, mtime), taken in
+    under the same hold of the store's lock."""
+
+    parts: list[tuple[int, Rows, int, int]] = field(default_factory=list)
+    times: list[tuple[int, str, float | None]] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, r: int, rows: Rows) -> Batch:
+        """One rank's rows."""
+        return cls([(r, rows, 0, len(rows))])
+
+    @classmethod
+    def round(cls, batches: list[tuple[int, Rows]]) -> Batch:
+        """Several ranks' rows, each parsed on its own, in file order."""
+        return cls([(r, rows, 0, len(rows)) for r, rows in batches])
+
+    def add(self, r: int, rows: Rows) -> Batch:
+        self.parts.append((r, rows, 0, len(rows)))
+        return self
+
+    def add_joined(self, ranks: list[int], rows: Rows, counts: list[int]) -> Batch:
+        """Rows parsed together (mstop.formats.parse.parse_joined): ``counts[i]`` rows of ``ranks[i]``, in order."""
+        at = 0
+        for r, n in zip(ranks, counts):
+            if n:
+                self.parts.append((r, rows, at, at + n))
+            at += n
+        return self
+
+    def file_time(self, r: int, kind: str, mtime: float | None) -> Batch:
+        self.times.append((r, kind, mtime))
+        return self
+
+
 class Store:
     """The rows and events of every rank of one run (thread-safe). ``spill``: how many rows it holds in memory
     (mstop.engine.spill; default: what the environment sets, read now)."""
@@ -691,7 +730,7 @@ class Store:
         self.frozen = False  # a snapshot(): nothing is added to it
         #: rank -> (the rank's record, its stamp, its frozen copy): a snapshot copies only ranks that changed
         self._frozen_ranks: dict[int, tuple[RankData, int, RankData]] = {}
-        #: state that advances with the rows (mstop.engine.folds), fed by ingest_rows
+        #: state that advances with the rows (mstop.engine.folds), fed by append
         self.folds = Folds(FLOAT_INDEX)
         self._checkpoints: tuple[dict[float, float], list[float], dict[str, Any] | None] | None = None
         #: ranks changed since the last snapshot, and that snapshot's ranks: a snapshot copies only those
@@ -938,46 +977,72 @@ class Store:
 
     # -- feeding -----------------------------------------------------------------
 
-    def ingest_rows(self, r: int, rows: Rows) -> None:
-        """Append parsed rows of rank ``r`` (in file order)."""
+    def append(self, batch: Batch) -> None:
+        """Every row that enters, by this one door: a batch's parts in order, its files' times, under one hold
+        of the lock. A part that is one row of a rank's latest session after a held row, with no extra column,
+        bad line or literal NaN (the usual part while following: a rank's one new row) joins the others of
+        its kind: they land in the table by one assignment per column and are folded in at once; any other
+        part is appended on its own, after the plain rows before it (each rank's rows in file order)."""
         with self.lock:
-            self.bad_rows += rows.bad
-            if not len(rows):
-                if rows.bad:
-                    self.version += 1
-                return
-            d = self.rank(r)
-            rows.floats = self._refuse([r], rows.exact, rows.floats)
-            base = d.rows
-            segments_before = len(d.segments)
-            new_steps = rows.exact[:, 1]
-            if d.monotonic and ((base and new_steps[0] < d.last("step"))
-                                or (len(new_steps) > 1 and bool((new_steps[1:] < new_steps[:-1]).any()))):
-                d.monotonic = False
-            weight = rows.weights
-            if weight is not None and (weight != 1).any():  # a digest's merged rows: kept beside them
-                rows.extra[WEIGHT] = weight.astype(np.float32)
-            for name in rows.extra:
-                self._keep_extra(d, name)
-            codes, mixed = _session_codes(d, rows, base)
-            self.table.append(d.slot, rows.exact, rows.floats, codes, rows.extra)
-            d.ledger.settle(d)
-            if rows.nonfinite:
-                d.nonfinite.extend((base + i, c, v) for i, c, v in rows.nonfinite)
-                self.having["nonfinite"].add(r)  # type: ignore[union-attr]
-            if len(d.segments) > 1:
-                self.having["resumed"].add(r)  # type: ignore[union-attr]
-            retimed = mixed or len(d.segments) != segments_before  # which rows are on the timeline changed
-            if retimed:
-                d.retimes += 1
-            tokens = float(np.nansum(d.col("tokens")[d.effective()], dtype=np.float64)) if retimed else None
-            self.folds.add(r, rows.exact, rows.floats, rows.extra.get(ACHIEVED), segments=len(d.segments),
-                           latest_first=d.segments[-1].first_row if d.segments else 0, mixed=mixed, tokens=tokens,
-                           weight=weight)
-            self._spill_old(d)
-            self._touch(d)
-            self._arrival = self._life_arrival = time.time()
-            self.version += 1
+            for r, kind, mtime in batch.times:
+                self.file_time(r, kind, mtime)
+            plain: list[tuple[RankData, Rows, int]] = []
+            seen: set[int] = set()
+            odd: dict[int, set[int]] = {}
+            for r, rows, lo, hi in batch.parts:
+                d = self.ranks.get(r)
+                if rows.nonfinite and id(rows) not in odd:
+                    odd[id(rows)] = {i for i, _, _ in rows.nonfinite}
+                if (hi - lo == 1 and d is not None and r not in seen and not rows.extra and not rows.bad
+                        and d.segments and d.held_rows and lo not in odd.get(id(rows), ())
+                        and d.segments[-1].session == rows.session_names[int(rows.session_codes[lo])]):
+                    seen.add(r)
+                    plain.append((d, rows, lo))
+                    continue
+                self._append_plain(plain)
+                seen.clear()
+                self._append_part(r, rows if hi - lo == len(rows) else rows.part(lo, hi))
+            self._append_plain(plain)
+
+    def _append_part(self, r: int, rows: Rows) -> None:
+        """Rows of rank ``r`` (in file order), appended on their own."""
+        self.bad_rows += rows.bad
+        if not len(rows):
+            if rows.bad:
+                self.version += 1
+            return
+        d = self.rank(r)
+        rows.floats = self._refuse([r], rows.exact, rows.floats)
+        base = d.rows
+        segments_before = len(d.segments)
+        new_steps = rows.exact[:, 1]
+        if d.monotonic and ((base and new_steps[0] < d.last("step"))
+                            or (len(new_steps) > 1 and bool((new_steps[1:] < new_steps[:-1]).any()))):
+            d.monotonic = False
+        weight = rows.weights
+        if weight is not None and (weight != 1).any():  # a digest's merged rows: kept beside them
+            rows.extra[WEIGHT] = weight.astype(np.float32)
+        for name in rows.extra:
+            self._keep_extra(d, name)
+        codes, mixed = _session_codes(d, rows, base)
+        self.table.append(d.slot, rows.exact, rows.floats, codes, rows.extra)
+        d.ledger.settle(d)
+        if rows.nonfinite:
+            d.nonfinite.extend((base + i, c, v) for i, c, v in rows.nonfinite)
+            self.having["nonfinite"].add(r)  # type: ignore[union-attr]
+        if len(d.segments) > 1:
+            self.having["resumed"].add(r)  # type: ignore[union-attr]
+        retimed = mixed or len(d.segments) != segments_before  # which rows are on the timeline changed
+        if retimed:
+            d.retimes += 1
+        tokens = float(np.nansum(d.col("tokens")[d.effective()], dtype=np.float64)) if retimed else None
+        self.folds.add(r, rows.exact, rows.floats, rows.extra.get(ACHIEVED), segments=len(d.segments),
+                       latest_first=d.segments[-1].first_row if d.segments else 0, mixed=mixed, tokens=tokens,
+                       weight=weight)
+        self._spill_old(d)
+        self._touch(d)
+        self._arrival = self._life_arrival = time.time()
+        self.version += 1
 
     def _refuse(self, ranks: list[int] | list[RankData], exact: np.ndarray, floats: np.ndarray) -> np.ndarray:
         """``floats`` with the cells no real step can have made missing (mstop.engine.door), counted by
@@ -1034,84 +1099,25 @@ class Store:
         d.spilled = (*d.spilled, *made)
         d.base += m
 
-    def ingest_round(self, batches: list[tuple[int, Rows]]) -> None:
-        """Append a read round's rows, rank by rank (in file order each): one call for the round. The usual
-        batch while following (a rank's one new row, of its current session, no extra column, no literal
-        NaN) joins the round's others: they are appended to the table by one assignment per column
-        (Table.append_round) and folded in at once (Folds.add_rows); any other goes through
-        :meth:`ingest_rows`, after the plain rows before it (rows in file order)."""
-        with self.lock:
-            plain: list[tuple[RankData, Rows]] = []
-            seen: set[int] = set()
-            for r, rows in batches:
-                d = self.ranks.get(r)
-                if (d is None or len(rows) != 1 or rows.bad or rows.extra or rows.nonfinite
-                        or r in seen or len(rows.session_names) != 1 or not d.segments or not d.held_rows
-                        or d.segments[-1].session != rows.session_names[0]):
-                    self._append_plain(plain)
-                    seen.clear()
-                    self.ingest_rows(r, rows)
-                    continue
-                seen.add(r)
-                plain.append((d, rows))
-            self._append_plain(plain)
-
-    def ingest_joined(self, ranks: list[int], rows: Rows, counts: list[int]) -> None:
-        """:meth:`ingest_round` of rows parsed together (mstop.formats.parse.parse_joined): ``counts[i]`` rows
-        of rank ``ranks[i]``, in that order. A rank's one plain row is taken by its place in ``rows`` (no
-        batch of its own is made: at 1,024 ranks that was a fifth of a round). ``rows`` hold no bad line
-        (parse_joined gives none: a file with one is parsed, and its bad lines counted, on its own)."""
-        if rows.extra:  # a numeric extra column: each rank's part as a batch of its own
-            at = 0
-            batches = []
-            for r, n in zip(ranks, counts):
-                batches.append((r, rows.part(at, at + n)))
-                at += n
-            self.ingest_round(batches)
-            return
-        with self.lock:
-            names = rows.session_names
-            codes = rows.session_codes.tolist()
-            odd = {i for i, _, _ in rows.nonfinite}
-            plain: list[RankData] = []
-            where: list[int] = []
-            seen: set[int] = set()
-            at = 0
-            for r, n in zip(ranks, counts):
-                a, at = at, at + n
-                if not n:
-                    continue
-                d = self.ranks.get(r)
-                if (n != 1 or d is None or a in odd or r in seen or not d.segments or not d.held_rows
-                        or d.segments[-1].session != names[codes[a]]):
-                    self._append_rows(plain, where, rows)
-                    seen.clear()
-                    self.ingest_rows(r, rows.part(a, at))
-                    continue
-                seen.add(r)
-                plain.append(d)
-                where.append(a)
-            self._append_rows(plain, where, rows)
-
-    def _append_rows(self, ds: list[RankData], where: list[int], rows: Rows) -> None:
-        """:meth:`_append_plain` of rows ``where`` of ``rows``, one of each of ``ds``."""
-        if ds:
-            idx = np.array(where, np.int64)
-            self._append_one_each(ds, rows.exact[idx], rows.floats[idx],
-                                  rows.weights[idx] if rows.weights is not None else None)
-            ds.clear()
-            where.clear()
-
-    def _append_plain(self, plain: list[tuple[RankData, Rows]]) -> None:
-        """One row of each of distinct ranks, each of the rank's latest session and after a held row: one
-        append for all of them, then what each rank keeps of its rows (the ledger, the spill)."""
+    def _append_plain(self, plain: list[tuple[RankData, Rows, int]]) -> None:
+        """One row of each of distinct ranks (each ``rows``' row ``i``), each of the rank's latest session and
+        after a held row: one append for all of them, then what each rank keeps of its rows (the ledger, the
+        spill). Rows of one batch parsed together are taken by their places, not one by one."""
         if not plain:
             return
-        ds = [d for d, _ in plain]
-        exact = np.concatenate([x.exact for _, x in plain])
-        floats = np.concatenate([x.floats for _, x in plain])
+        ds = [d for d, _, _ in plain]
+        first = plain[0][1]
+        if all(rows is first for _, rows, _ in plain):
+            idx = np.fromiter((i for _, _, i in plain), np.int64, len(plain))
+            exact, floats = first.exact[idx], first.floats[idx]
+            weight = first.weights[idx] if first.weights is not None else None
+        else:
+            exact = np.stack([rows.exact[i] for _, rows, i in plain])
+            floats = np.stack([rows.floats[i] for _, rows, i in plain])
+            weight = None if all(rows.weights is None for _, rows, _ in plain) else np.array(
+                [1.0 if rows.weights is None else float(rows.weights[i]) for _, rows, i in plain])
         plain.clear()
-        self._append_one_each(ds, exact, floats)
+        self._append_one_each(ds, exact, floats, weight)
 
     def _keep_extra(self, d: RankData, name: str) -> None:
         """Rank ``d``'s rows gain the numeric extra column ``name`` (its earlier rows NaN); a column a file

@@ -19,7 +19,7 @@ import threading
 from typing import Any, Callable
 
 from ..engine.reader import RunReader
-from ..engine.store import Store
+from ..engine.store import Batch, Store
 from ..fmt import count as fmt_count
 from ..formats.mflog import MfLogParser, SchedulerLog, WorkerState
 from .files import CHUNK, MAX_LINE, SIGNATURE, Chunk, FileTail, _pread, hole_at
@@ -462,7 +462,7 @@ def ingest_log(store: Store, rank: int, parser: MfLogParser, blob: bytes, *, bad
     for p in parts:
         p.rows.bad += bad
         bad = 0
-        store.ingest_rows(rank, p.rows)
+        store.append(Batch.of(rank, p.rows))
         if p.events:
             store.ingest_events(rank, p.events)
         for e in p.events:

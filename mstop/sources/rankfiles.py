@@ -20,7 +20,7 @@ from mstop_writer.schema import CSV_PATTERN, DEVICES_PATTERN, EVENTS_PATTERN
 
 from ..engine.devices import DevicesParser
 from ..engine.reader import RunReader
-from ..engine.store import Store
+from ..engine.store import Batch, Store
 from ..formats.mflog import MfLogParser
 from ..formats.parse import CsvParser, parse_events, parse_joined
 from . import files as _files
@@ -145,7 +145,7 @@ def ingest(store: Store, f: Followed, chunk: Chunk) -> None:
         if f.parser.extra_dropped:
             store.note(f"rank{f.rank}.csv has {len(f.parser.extra) + f.parser.extra_dropped} extra columns: "
                        f"the first {len(f.parser.extra)} are kept")
-        store.ingest_rows(f.rank, rows)
+        store.append(Batch.of(f.rank, rows))
     else:
         ev = parse_events(chunk.blob)
         store.ingest_events(f.rank, ev.items, ev.bad + chunk.overlong, ev.cut)
@@ -157,7 +157,7 @@ BATCH_BYTES = 64 << 10
 
 class Round:
     """The rank files' chunks of one read round, parsed together: the new lines of every followed file whose
-    parser shares a header go through one parse and into the store under one hold of its lock (at 1,024
+    parser shares a header go through one parse and into the store by one append (one hold of its lock) (at 1,024
     ranks a round is 1,024 one-line chunks; parsing each on its own was most of a followed row's cost).
 
     :meth:`add` keeps a chunk that can wait (new complete lines of a CSV file with its header read) and
@@ -201,22 +201,23 @@ class Round:
         for item in kept:
             assert item[0].parser is not None and item[0].parser.header is not None
             groups.setdefault(tuple(item[0].parser.header), []).append(item)
-        with self.store.lock:
-            for items in groups.values():
-                parser = items[0][0].parser
-                assert parser is not None
-                joined = parse_joined(parser, [c.blob for _, c, _ in items]) if len(items) > 1 else None
-                if joined is None or any(w is not None and len(w) != n for (_, _, w), n in zip(items, joined[1])):
-                    for item in items:
-                        self._alone(*item)
-                    continue
-                for f, chunk, _ in items:
-                    self.store.file_time(f.rank, f.kind, chunk.mtime)
-                rows, counts = joined
-                if any(w is not None for _, _, w in items):
-                    rows.weights = np.concatenate([np.asarray(w if w is not None else np.ones(n), np.float64)
-                                                   for (_, _, w), n in zip(items, counts)])
-                self.store.ingest_joined([f.rank for f, _, _ in items], rows, counts)
+        batch = Batch()  # the groups parsed together: into the store by one append
+        for items in groups.values():
+            parser = items[0][0].parser
+            assert parser is not None
+            joined = parse_joined(parser, [c.blob for _, c, _ in items]) if len(items) > 1 else None
+            if joined is None or any(w is not None and len(w) != n for (_, _, w), n in zip(items, joined[1])):
+                for item in items:
+                    self._alone(*item)
+                continue
+            for f, chunk, _ in items:
+                batch.file_time(f.rank, f.kind, chunk.mtime)
+            rows, counts = joined
+            if any(w is not None for _, _, w in items):
+                rows.weights = np.concatenate([np.asarray(w if w is not None else np.ones(n), np.float64)
+                                               for (_, _, w), n in zip(items, counts)])
+            batch.add_joined([f.rank for f, _, _ in items], rows, counts)
+        self.store.append(batch)
 
     def _alone(self, f: Followed, chunk: Chunk, weights: list[int] | None) -> None:
         """One kept chunk parsed on its own: a digest's lines that are not each a row are taken as rows of one
@@ -230,4 +231,4 @@ class Round:
             self.store.note(f"rank {f.rank}: a host's digest lines that are not each a row were read as they are")
         else:
             rows.weights = np.asarray(weights, np.float64)
-        self.store.ingest_rows(f.rank, rows)
+        self.store.append(Batch.of(f.rank, rows))

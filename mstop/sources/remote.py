@@ -23,7 +23,7 @@ from typing import Callable
 
 import numpy as np
 
-from ..engine.store import Store
+from ..engine.store import Batch, Store
 from ..formats.mflog import MfLogParser, SchedulerLog
 from ..procs import stop_group
 from ..safe import clean
@@ -613,7 +613,7 @@ class RemoteSource:
             self.batch.add_digest(f, data, ks)  # a line that is no row there: read as it is, and said
             return
         rows.weights = np.asarray(ks, np.float64)
-        self.store.ingest_rows(f.rank, rows)
+        self.store.append(Batch.of(f.rank, rows))
 
     def _file_time(self, f: Followed, entry: list) -> None:
         """A rank file's modification time as its entry gives it (on the host's clock, as the source's clock

@@ -10,7 +10,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from mstop.engine.figures import ACHIEVED, WINDOW, lasts, tokens_seen, window
-from mstop.engine.store import FLOAT_INDEX, Store
+from mstop.engine.store import FLOAT_INDEX, Batch, Store
 from mstop.formats.parse import NUMERIC, Rows
 
 N_EXACT = 2
@@ -67,7 +67,7 @@ batches = st.lists(st.tuples(st.integers(0, 12),  # rank
                              st.integers(0, 3),  # its session (a new one resumes from an earlier step)
                              st.booleans(),  # the file has the ACHIEVED column
                              st.booleans(),  # a profile event for the rank's steps so far
-                             st.booleans()),  # read in one round with the batches before it (ingest_round)
+                             st.booleans()),  # read in one round with the batches before it (one Batch)
                    max_size=40)
 
 
@@ -79,11 +79,11 @@ def test_the_folds_equal_each_ranks_last_rows_however_the_rows_came(plan):
     store = Store()
     step_of: dict[int, float] = {}
     snaps = []
-    pending: list = []  # one read round's batches, appended at once (Store.ingest_round)
+    pending: list = []  # one read round's batches, appended at once (one Batch: Store.append)
 
     def flush() -> None:
         if pending:
-            store.ingest_round(list(pending))
+            store.append(Batch.round(list(pending)))
             pending.clear()
 
     for k, (r, n, sess, achieved, profile, together) in enumerate(plan):
@@ -103,7 +103,7 @@ def test_the_folds_equal_each_ranks_last_rows_however_the_rows_came(plan):
         if together:
             pending.append((r, rows))
         else:
-            store.ingest_rows(r, rows)
+            store.append(Batch.of(r, rows))
         if profile:
             flush()
             store.ingest_events(r, [{"time": 1000.0 + k, "kind": "profile", "rank": r,
@@ -132,9 +132,9 @@ def test_rows_of_an_older_session_written_after_a_resume_stay_out_of_the_window(
     """A process of the old session still writing after the job resumed (its rows are cut by the resume):
     the window holds the resumed session's last rows only, as the columns say."""
     store = Store()
-    store.ingest_rows(0, _rows([100.0 + i for i in range(30)], [1.0 + i for i in range(30)], "old", False))
-    store.ingest_rows(0, _rows([200.0 + i for i in range(30)], [20.0 + i for i in range(30)], "new", False))
-    store.ingest_rows(0, _rows([300.0 + i for i in range(5)], [31.0 + i for i in range(5)], "old", False))
+    store.append(Batch.of(0, _rows([100.0 + i for i in range(30)], [1.0 + i for i in range(30)], "old", False)))
+    store.append(Batch.of(0, _rows([200.0 + i for i in range(30)], [20.0 + i for i in range(30)], "new", False)))
+    store.append(Batch.of(0, _rows([300.0 + i for i in range(5)], [31.0 + i for i in range(5)], "old", False)))
     s = store.snapshot()
     assert _window_of(s) == _truth_window(s)
     assert _window_of(s)[0]["step"] == [30.0 + i for i in range(20)]

@@ -18,7 +18,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mstop.engine.spill import SpillBudget
-from mstop.engine.store import FLOAT_INDEX, FrozenRanks, Store
+from mstop.engine.store import FLOAT_INDEX, Batch, FrozenRanks, Store
 from mstop.formats.parse import N_EXACT, NUMERIC, Rows
 
 RANKS = 4
@@ -79,7 +79,7 @@ def test_a_snapshots_rank_read_late_equals_the_rank_frozen_at_once(budget, ops):
     store = Store(budget)
     t, step = 1000.0, dict.fromkeys(range(RANKS), 1.0)
     for r in range(RANKS):  # every rank has a row of session "a": a round's row of "a" takes the short way
-        store.ingest_rows(r, _rows(t, 1.0, 1, "a"))
+        store.append(Batch.of(r, _rows(t, 1.0, 1, "a")))
     store.snapshot()
     taken: list[tuple[FrozenRanks, dict[int, tuple]]] = []
     for kind, a, b, c in ops:
@@ -89,9 +89,9 @@ def test_a_snapshots_rank_read_late_equals_the_rank_frozen_at_once(budget, ops):
             for r in a:
                 step[r] += c
                 batches.append((r, _rows(t, step[r], 1, b)))
-            store.ingest_round(batches)
+            store.append(Batch.round(batches))
         elif kind in ("rows", "nan"):
-            store.ingest_rows(a, _rows(t, step[a] + 1, c, b, nan=kind == "nan"))
+            store.append(Batch.of(a, _rows(t, step[a] + 1, c, b, nan=kind == "nan")))
             step[a] += c
             t += c
         elif kind == "mtime":

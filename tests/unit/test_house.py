@@ -456,3 +456,24 @@ def test_the_frame_is_a_pure_read_of_the_sources():
                 and isinstance(n.value, ast.Attribute) and n.value.attr == "source"]
     assert not steering, steering
     assert not [n for n in ast.walk(frame) if isinstance(n, ast.Attribute) and n.attr == "want_raw"]
+
+
+def test_rows_enter_the_store_by_one_door():
+    """Issue 57 step 4: rows enter the store by ``Store.append(Batch)`` alone (a file's rows, a read round's,
+    many files parsed together, and the files' times); the test that a part is one plain row, which joins the
+    round's one assignment per column, is written once, in that door; nothing outside the engine takes the
+    store's lock to feed it."""
+    from mstop.engine.store import Store
+
+    assert not [n for n in vars(Store) if n.startswith("ingest_") and n != "ingest_events" and
+                n != "ingest_devices"], sorted(vars(Store))
+    engine = ROOT / "mstop" / "engine"
+    text = "".join(p.read_text() for p in sorted(engine.rglob("*.py")))
+    assert text.count("d.segments[-1].session == rows.session_names") == 1  # the plain row's condition, once
+    assert text.count("hi - lo == 1 and") == 1
+    for path in sorted((ROOT / "mstop").rglob("*.py")):
+        if engine in path.parents:
+            continue
+        for node in _nodes(path):
+            if isinstance(node, ast.Attribute) and node.attr.startswith("_append"):
+                raise AssertionError(f"{path.relative_to(ROOT)}: {ast.unparse(node)}")

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from mstop.app import MonitorApp
 from mstop.engine import door
-from mstop.engine.store import Store
+from mstop.engine.store import Batch, Store
 from mstop.formats.parse import N_EXACT, NUMERIC, Rows
 from mstop_writer.schema import mfu_too_high, wait_too_long
 from tests.helpers.app_common import screen_lines, settle, text
@@ -148,12 +148,12 @@ def _oracle(cells: list[list[float]]) -> dict[str, int]:
        st.integers(1, 5))
 def test_the_door_refuses_the_same_cells_whichever_way_rows_arrive(cells, pieces):
     whole, rounds = Store(), Store()
-    whole.ingest_rows(0, _batch(cells, 1))
-    rounds.ingest_rows(0, _batch(cells[:1], 1))  # a held row first: later single rows take the round's path
+    whole.append(Batch.of(0, _batch(cells, 1)))
+    rounds.append(Batch.of(0, _batch(cells[:1], 1)))  # a held row first: later single rows take the round's path
     at = 1
     while at < len(cells):
         n = 1 if pieces > 1 else len(cells) - at
-        rounds.ingest_round([(0, _batch(cells[at:at + n], at + 1))])
+        rounds.append(Batch.round([(0, _batch(cells[at:at + n], at + 1))]))
         at += n
     want = _oracle(cells)
     for s in (whole, rounds):

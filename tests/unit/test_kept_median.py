@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from mstop.engine.rules import Rules
 from mstop.engine.ruletable import THROUGHPUT_DROP
-from mstop.engine.store import FLOAT_INDEX, Store
+from mstop.engine.store import FLOAT_INDEX, Batch, Store
 from mstop.formats.parse import NUMERIC, Rows
 
 N_EXACT = 2
@@ -44,7 +44,7 @@ def test_the_kept_median_equals_the_median_of_every_pace(plan, warmup):
         d = store.ranks.get(0)
         if sess and d is not None and d.segments and d.segments[-1].session != f"s{sess}":
             step = max(0.0, step - 10)  # a resume from an earlier checkpoint
-        store.ingest_rows(0, _rows(step + 1, n, f"s{sess}", tokens, k))
+        store.append(Batch.of(0, _rows(step + 1, n, f"s{sess}", tokens, k)))
         step += n
         if then == "profile":
             store.ingest_events(0, [{"time": 1000.0 + step, "kind": "profile", "first_step": int(step) - 3,
@@ -86,7 +86,7 @@ def test_the_kept_loss_ema_equals_the_ema_worked_out_afresh(plan):
             step = max(0.0, step - 10)
         rows = _rows(step + 1, n, f"s{sess}", False, k)
         rows.floats[:, FLOAT_INDEX["loss"]] = np.where(np.arange(n) % 5 == 3, np.nan, 2.0 / (step + 1 + np.arange(n)))
-        store.ingest_rows(0, rows)
+        store.append(Batch.of(0, rows))
         step += n
         if then == "reset":
             store.reset_rank(0)

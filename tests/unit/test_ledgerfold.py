@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from mstop.engine.figures import Options
 from mstop.engine.goodput import compute_ledger
 from mstop.engine.ledgerfold import BLOCK, STALL_MIN_S
-from mstop.engine.store import FLOAT_INDEX, Store
+from mstop.engine.store import FLOAT_INDEX, Batch, Store
 from mstop.formats.parse import NUMERIC, Rows
 from mstop_writer.schema import wait_too_long
 
@@ -141,9 +141,9 @@ def _feed(store: Store, rows: list, cks: list, cuts: list[int], ck_at: list[int]
     store.ingest_events(0, events.get(0, []))
     for p, piece in enumerate(pieces, 1):
         if len(piece) == 1:
-            store.ingest_round([(0, _rows(piece))])
+            store.append(Batch.round([(0, _rows(piece))]))
         else:
-            store.ingest_rows(0, _rows(piece))
+            store.append(Batch.of(0, _rows(piece)))
         store.snapshot()
         store.ingest_events(0, events.get(p, []))
 
@@ -189,7 +189,7 @@ def test_productive_never_falls(rank):
     productive = -math.inf
     opts = Options(clock=lambda: 5000.0)
     for i in range(len(rows)):
-        store.ingest_round([(0, _rows(rows[i:i + 1]))])
+        store.append(Batch.round([(0, _rows(rows[i:i + 1]))]))
         sums = store.ranks[0].ledger.sums
         assert sums[0] >= seen[0] - 1e-9 and sums[4] >= seen[4] - 1e-9
         seen = list(sums)  # a copy: the fold adds to its own list in place
@@ -204,9 +204,9 @@ def test_a_resumed_session_pays_for_the_steps_it_runs_again():
     a = [(1000.0 + i, float(i), 1.0, 0.0, "A") for i in range(1, 101)]
     b = [(1200.0 + i, float(80 + i), 1.0, 0.0, "B") for i in range(1, 41)]
     store = Store()
-    store.ingest_rows(0, _rows(a))
+    store.append(Batch.of(0, _rows(a)))
     before = list(store.ranks[0].ledger.sums)
-    store.ingest_rows(0, _rows(b))
+    store.append(Batch.of(0, _rows(b)))
     after = store.ranks[0].ledger.sums
     assert after[0] >= before[0]
     assert after[4] == pytest.approx(19.0)  # B's 82-100 (its first row, 81, is read with its start-up)
@@ -222,8 +222,8 @@ def test_a_late_checkpoint_moves_its_rows_exactly():
             for i in range(1, 200)]
     early, late = Store(), Store()
     early.ingest_events(0, [{"kind": "checkpoint", "time": 1105.0, "step": 100}])
-    early.ingest_rows(0, _rows(rows))
-    late.ingest_rows(0, _rows(rows))
+    early.append(Batch.of(0, _rows(rows)))
+    late.append(Batch.of(0, _rows(rows)))
     assert late.ranks[0].ledger.sums != early.ranks[0].ledger.sums
     late.ingest_events(0, [{"kind": "checkpoint", "time": 1105.0, "step": 100}])
     assert late.ranks[0].ledger.sums == pytest.approx(early.ranks[0].ledger.sums)
@@ -237,7 +237,7 @@ def test_blocks_keep_their_figures():
     t = rows[-1][0]
     rows += [(t + 3.0 * i, float(128 + i), 3.0, 0.0, "A") for i in range(1, 129)]
     store = Store()
-    store.ingest_rows(0, _rows(rows))
+    store.append(Batch.of(0, _rows(rows)))
     fold = store.ranks[0].ledger
     assert [fold.blocks[j][0] for j in range(len(fold.blocks))] == [1.0, 1.0, 3.0, 3.0]
     assert store.ranks[0].ledger.sums[3] == 0.0  # nothing stalled
@@ -251,7 +251,7 @@ def test_the_wall_never_shrinks_at_the_dead_verdict():
 
     store = Store()
     store.ingest_events(0, [{"kind": "start", "time": 1000.0, "session": "s0", "heartbeat_interval": 5.0}])
-    store.ingest_rows(0, _rows([(1001.0 + s, float(s), 1.0, math.nan, "s0") for s in range(1, 60)]))
+    store.append(Batch.of(0, _rows([(1001.0 + s, float(s), 1.0, math.nan, "s0") for s in range(1, 60)])))
     last_wall, seen = -math.inf, set()
     for now in np.arange(1060.0, 1200.0, 0.5):
         opts = Options(clock=lambda now=now: now)

@@ -10,7 +10,7 @@ import numpy as np
 from mstop.engine import spill
 from mstop.engine.incidents import scan
 from mstop.engine.rules import Rules
-from mstop.engine.store import FLOAT_INDEX, Store
+from mstop.engine.store import FLOAT_INDEX, Batch, Store
 from mstop.formats.parse import N_EXACT, NUMERIC, Rows
 
 
@@ -24,7 +24,7 @@ def _spilled_store(ranks: int = 8, rows: int = 3000) -> Store:
         floats[:, FLOAT_INDEX["loss"]] = 2.0 + rng.random(rows)
         floats[:, FLOAT_INDEX["step_time"]] = 0.5 + rng.random(rows) / 10
         floats[:, FLOAT_INDEX["data_wait"]] = 0.4  # starving: its incidents read the history back
-        store.ingest_rows(r, Rows(exact.reshape(rows, N_EXACT), floats, {}, np.zeros(rows, np.int32), ["s"]))
+        store.append(Batch.of(r, Rows(exact.reshape(rows, N_EXACT), floats, {}, np.zeros(rows, np.int32), ["s"])))
     assert all(store.ranks[r].base for r in range(ranks))
     return store
 

@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mstop.engine import figures, processes, rankstate
-from mstop.engine.store import FLOAT_INDEX, HAVING, Store
+from mstop.engine.store import FLOAT_INDEX, HAVING, Batch, Store
 from mstop.formats.parse import NUMERIC, Rows
 from mstop_writer.schema import mfu_too_high
 
@@ -148,7 +148,7 @@ def test_kept_answers_equal_the_answers_worked_out_afresh(ops):
             if kind == "nan rows":  # a literal NaN loss in its last row
                 rows.floats[-1, FLOAT_INDEX["loss"]] = np.nan
                 rows.nonfinite.append((n - 1, "loss", math.nan))
-            store.ingest_rows(r, rows)
+            store.append(Batch.of(r, rows))
             step[r] += n
             t += n
         elif kind == "event":
@@ -179,7 +179,7 @@ def test_mfu_from_the_answers_equals_each_ranks_start_event(starts, peak):
         rows = _rows(1001.0, 1, 5, "s")
         rows.floats[:, FLOAT_INDEX["tokens"]] = 4096.0
         rows.floats[:, FLOAT_INDEX["step_time"]] = 0.5
-        store.ingest_rows(r, rows)
+        store.append(Batch.of(r, rows))
     opts = figures.Options(peak_flops=peak)
     snap = store.snapshot()
     got = figures.rank_mfu(snap, opts)
@@ -206,7 +206,7 @@ def test_each_ranks_headroom_is_its_own_else_its_hosts(spec):
         rows = _rows(1001.0, 1, 3, "s")
         rows.floats[:, FLOAT_INDEX["mem_peak"]] = np.nan if peak is None else peak
         rows.floats[:, FLOAT_INDEX["mem_total"]] = np.nan if total is None else total
-        store.ingest_rows(r, rows)
+        store.append(Batch.of(r, rows))
     snap = store.snapshot()
     w, heads = figures.window(snap), figures.headrooms(snap)
     by_label = {str(k): v for k, v in heads.items()}

@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import os
 
+from mstop.engine.store import Batch
 from mstop.live import MonitorOptions
 from mstop.live.session import MonitorSession
 from tests.helpers.common import ROOT
@@ -166,7 +167,7 @@ def test_a_frame_after_a_read_round_makes_no_record_of_the_ranks_that_only_got_r
     for step, ranks_view in ((31, True), (32, False), (33, True)):
         lines = [(",".join("" if (v := row.get(c)) is None else str(v) for c in COLUMNS) + "\n").encode()
                  for row in steps(step, step, t0=t0, step_time=1.0, tokens=4096)]
-        session.store.ingest_round(list(enumerate(parse_many(parser, lines * ranks))))
+        session.store.append(Batch.round(list(enumerate(parse_many(parser, lines * ranks)))))
         view = session.frame(points=60, ranks_view=ranks_view).view
         assert view.header.step == step and view.header.ranks_seen == ranks
     assert made.count(False) <= 12, f"3 frames made {made.count(False)} rank records"

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from mstop.engine import spill
 from mstop.engine.spill import SpillBudget
-from mstop.engine.store import EXACT, FLOAT_COLS, FLOAT_INDEX, Store
+from mstop.engine.store import EXACT, FLOAT_COLS, FLOAT_INDEX, Batch, Store
 from mstop.formats.parse import NUMERIC, Rows
 
 N_EXACT = 2
@@ -41,7 +41,7 @@ batches = st.lists(st.tuples(st.integers(0, 2),  # rank
                              st.integers(1, 90),  # rows (a block of no varying column holds room for 64)
                              st.integers(0, 2),  # session (a new one resumes 5 steps back)
                              st.booleans(),  # the batch has the extra column
-                             st.booleans()),  # a round of its own (ingest_rows) or with others (ingest_round)
+                             st.booleans()),  # a round of its own (Store.append) or with others (one Batch)
                    min_size=1, max_size=30)
 
 
@@ -54,18 +54,18 @@ def _feed(store: Store, plan: list, snaps: list | None = None) -> None:
         rows = _rows(first, n, f"s{sess}", k, extra)
         if alone:
             if pending:
-                store.ingest_round(pending)
+                store.append(Batch.round(pending))
                 pending = []
-            store.ingest_rows(r, rows)
+            store.append(Batch.of(r, rows))
         else:
             pending.append((r, rows))
         if snaps is not None and k % 4 == 0:
             if pending:
-                store.ingest_round(pending)
+                store.append(Batch.round(pending))
                 pending = []
             snaps.append(store.snapshot())
     if pending:
-        store.ingest_round(pending)
+        store.append(Batch.round(pending))
 
 
 def _bits(a: np.ndarray) -> bytes:
@@ -119,7 +119,7 @@ def test_a_rank_holds_its_share_of_the_budget_and_a_long_run_stays_flat():
     store = Store(SpillBudget(keep_rows=4 * 1000, chunk_rows=256, min_held=32))
     sizes = []
     for k in range(60):
-        store.ingest_round([(r, _rows(1 + 100 * k, 100, "s0", k, False)) for r in range(4)])
+        store.append(Batch.round([(r, _rows(1 + 100 * k, 100, "s0", k, False)) for r in range(4)]))
         sizes.append(store.nbytes())
     assert store.rows == 4 * 6000
     for d in store.ranks.values():
@@ -132,7 +132,7 @@ def test_a_rank_holds_its_share_of_the_budget_and_a_long_run_stays_flat():
 def test_the_spill_file_is_private_and_never_left_behind(tmp_path, monkeypatch):
     monkeypatch.setenv("MSTOP_SPILL_DIR", str(tmp_path))
     store = Store(SpillBudget(keep_rows=0, chunk_rows=4, min_held=1))
-    store.ingest_rows(0, _rows(1, 50, "s0", 1, False))
+    store.append(Batch.of(0, _rows(1, 50, "s0", 1, False)))
     assert store.ranks[0].base >= 44
     assert os.listdir(tmp_path) == []  # unlinked at once: nothing to find, nothing left however mstop ends
     st_ = store.spill.stat()
@@ -143,7 +143,7 @@ def test_a_spill_file_that_cannot_be_written_keeps_every_row_and_says_so(tmp_pat
     monkeypatch.setenv("MSTOP_SPILL_DIR", str(tmp_path / "not-there"))
     store = Store(SpillBudget(keep_rows=0, chunk_rows=4, min_held=1))
     for k in range(5):
-        store.ingest_rows(0, _rows(1 + 10 * k, 10, "s0", k, False))
+        store.append(Batch.of(0, _rows(1 + 10 * k, 10, "s0", k, False)))
     d = store.ranks[0]
     assert d.base == 0 and d.rows == 50 and d.col("step").tolist() == list(range(1, 51))
     assert [n for n in store.notes if "could not be moved out of memory" in n]
@@ -170,5 +170,5 @@ def test_the_budget_is_read_from_the_environment(monkeypatch):
 def test_a_spill_file_on_a_ram_disk_is_said_to_save_nothing(monkeypatch):
     monkeypatch.setenv("MSTOP_SPILL_DIR", "/dev/shm")
     store = Store(SpillBudget(keep_rows=0, chunk_rows=4, min_held=1))
-    store.ingest_rows(0, _rows(1, 20, "s0", 1, False))
+    store.append(Batch.of(0, _rows(1, 20, "s0", 1, False)))
     assert store.ranks[0].base and [n for n in store.notes if "/dev/shm, a RAM disk: set MSTOP_SPILL_DIR" in n]

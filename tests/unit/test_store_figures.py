@@ -9,7 +9,7 @@ import pytest
 
 from mstop.engine import figures
 from mstop.engine.figures import Options
-from mstop.engine.store import Store
+from mstop.engine.store import Batch, Store
 from mstop.sources.local import LocalSource
 from tests.helpers.runs import start, steps, write_events, write_rank
 
@@ -153,9 +153,9 @@ def test_a_rank_of_many_sessions_keeps_every_rows_session():
     one, batch = Store(), Store()
     names = [f"s{k}" for k in range(300)]
     for k, name in enumerate(names):
-        one.ingest_rows(0, rows(k, [name]))
-    batch.ingest_rows(0, rows(0, names[:200]))
-    batch.ingest_rows(0, rows(200, names[200:]))
+        one.append(Batch.of(0, rows(k, [name])))
+    batch.append(Batch.of(0, rows(0, names[:200])))
+    batch.append(Batch.of(0, rows(200, names[200:])))
     for store in (one, batch):
         d = store.ranks[0]
         assert d.col("session").tolist() == list(range(300))
