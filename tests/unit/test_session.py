@@ -136,7 +136,7 @@ def test_a_frame_after_a_read_round_makes_no_record_of_the_ranks_that_only_got_r
     walks every rank is the goodput ledger's, every few seconds (mstop.view.build.GoodputCache)."""
     import traceback
 
-    from mstop.engine import store as store_mod
+    from mstop.engine.store import frozen as store_mod
     from mstop.formats.parse import CsvParser, parse_many
     from mstop_writer import COLUMNS
 

@@ -9,7 +9,7 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mstop.engine.table import Table
+from mstop.engine.store.table import Table
 
 EXACT = ("time", "step")
 FLOATS = ("a", "b", "c")
