@@ -25,7 +25,7 @@ from ..view import (
     X_AXES,
     Line,
     RankTable,
-    Store,
+    Snapshot,
     View,
     numeric_columns,
     rank_series,
@@ -99,7 +99,7 @@ class MonitorScreen(Screen[None]):
 
     def __init__(self, run_dir: str | list[str], options: MonitorOptions | None = None, *,
                  job: subprocess.Popen | None = None, job_log: str | None = None, back: bool = False,
-                 overlays: list[tuple[str, Store]] = (), run_label: str = "") -> None:
+                 overlays: list[tuple[str, Snapshot]] = (), run_label: str = "") -> None:
         super().__init__()
         self.back = back  # opened from the runs list: Escape returns to it
         self.job, self.job_log = job, job_log  # mstop demo: the training job it started, and where its output goes
@@ -368,7 +368,7 @@ class MonitorScreen(Screen[None]):
             self.set_focus(None)
         self.call_after_refresh(self.redraw)  # after layout: the ranks page fills the table's height
 
-    def _baseline_read(self, spec: str, got: Store | str) -> None:
+    def _baseline_read(self, spec: str, got: Snapshot | str) -> None:
         """Use a baseline just read, or say why there is none (never fatal)."""
         why = self.session.use_baseline(spec, got)
         if why is not None:

@@ -28,7 +28,7 @@ from .. import fmt
 from ..engine import figures
 from ..engine.figures import Options
 from ..engine.reader import RunReader
-from ..engine.store import Store
+from ..engine.store import Snapshot
 from ..safe import clean
 from ..sources.protocol import Connection
 
@@ -126,7 +126,7 @@ class Member:
     """One run directory (or ``host:/path``) and what was read from it."""
 
     spec: str
-    store: Store
+    store: Snapshot
 
     def __post_init__(self) -> None:
         self.spec = clean(self.spec, 4096)  # a directory's name is shown: no control codes
@@ -206,47 +206,47 @@ def member_figures(m: Member, first: int, last: int, loss_at: int,
         for c in cells.values():
             c.message = "empty run: no rows"
         return cells, [f"{m.spec}: empty run (no rows)"], []
-    with store.lock:
-        per = _per_rank_figures(store, first, last, opts)
-        if not per["ranks"]:
-            for c in cells.values():
-                c.message = f"no data in {first}:{last}"
-            notes.append(f"{m.spec}: no data in {first}:{last} (its steps: {span[0]:.0f}-{span[1]:.0f})")
-        else:
-            if span[1] < last:
-                notes.append(f"{m.spec}: fewer steps than asked: ends at step {span[1]:.0f}")
-            if span[0] > first:
-                notes.append(f"{m.spec}: starts at step {span[0]:.0f}, after {first}")
-            run = RunReader(store)
-            restarts = sorted({seg.first_step for r in run.ranks for seg in run.segments(r)[1:]
-                               if first < seg.first_step <= last})
-            if restarts:
-                notes.append(f"{m.spec}: restart inside the window at step "
-                             f"{', '.join(f'{s:.0f}' for s in restarts[:5])} (the figures use the rows of the "
-                             "current timeline; the first steps after a restart include its warm-up)")
-            cells["step_time"].value = figures.median(per["step_time"])
-            cells["tokens_per_s"].value = figures.median(per["tokens_per_s"])
-            cells["samples_per_s"].value = figures.median(per["samples_per_s"])
-            cells["mfu"].value = figures.median(per["mfu"])
-            heads = figures.headrooms_of(per["memory"])
-            cells["mem_headroom"].value = min(heads.values()) if heads else None
-            peaks = [x for x in per["mem_peak"] if not math.isnan(x)]
-            cells["mem_peak"].value = max(peaks) if peaks else None
-            dwf = per["data_wait_frac"]
-            cells["data_wait_frac"].value = float(np.nanmax(dwf)) if (~np.isnan(dwf)).any() else None
-            no_mfu = figures.mfu_missing(store, opts) or "none in this window"
-            for key, why in (("tokens_per_s", "no tokens column"), ("samples_per_s", "no samples column"),
-                             ("mfu", no_mfu),
-                             ("mem_headroom", "no memory columns"), ("mem_peak", "no memory columns"),
-                             ("data_wait_frac", "no data_wait column"), ("step_time", "no step_time column")):
-                if cells[key].value is None:
-                    cells[key].message = f"n/a: {why}"
-        source = _job_figures(cells, m, first, last, opts)
-        cells["loss_at"] = _loss_at(store, loss_at)
+    store = store.snapshot()
+    per = _per_rank_figures(store, first, last, opts)
+    if not per["ranks"]:
+        for c in cells.values():
+            c.message = f"no data in {first}:{last}"
+        notes.append(f"{m.spec}: no data in {first}:{last} (its steps: {span[0]:.0f}-{span[1]:.0f})")
+    else:
+        if span[1] < last:
+            notes.append(f"{m.spec}: fewer steps than asked: ends at step {span[1]:.0f}")
+        if span[0] > first:
+            notes.append(f"{m.spec}: starts at step {span[0]:.0f}, after {first}")
+        run = RunReader(store)
+        restarts = sorted({seg.first_step for r in run.ranks for seg in run.segments(r)[1:]
+                           if first < seg.first_step <= last})
+        if restarts:
+            notes.append(f"{m.spec}: restart inside the window at step "
+                         f"{', '.join(f'{s:.0f}' for s in restarts[:5])} (the figures use the rows of the "
+                         "current timeline; the first steps after a restart include its warm-up)")
+        cells["step_time"].value = figures.median(per["step_time"])
+        cells["tokens_per_s"].value = figures.median(per["tokens_per_s"])
+        cells["samples_per_s"].value = figures.median(per["samples_per_s"])
+        cells["mfu"].value = figures.median(per["mfu"])
+        heads = figures.headrooms_of(per["memory"])
+        cells["mem_headroom"].value = min(heads.values()) if heads else None
+        peaks = [x for x in per["mem_peak"] if not math.isnan(x)]
+        cells["mem_peak"].value = max(peaks) if peaks else None
+        dwf = per["data_wait_frac"]
+        cells["data_wait_frac"].value = float(np.nanmax(dwf)) if (~np.isnan(dwf)).any() else None
+        no_mfu = figures.mfu_missing(store, opts) or "none in this window"
+        for key, why in (("tokens_per_s", "no tokens column"), ("samples_per_s", "no samples column"),
+                         ("mfu", no_mfu),
+                         ("mem_headroom", "no memory columns"), ("mem_peak", "no memory columns"),
+                         ("data_wait_frac", "no data_wait column"), ("step_time", "no step_time column")):
+            if cells[key].value is None:
+                cells[key].message = f"n/a: {why}"
+    source = _job_figures(cells, m, first, last, opts)
+    cells["loss_at"] = _loss_at(store, loss_at)
     return cells, notes, [source] if source is not None else []
 
 
-def _loss_at(store: Store, loss_at: int) -> Cell:
+def _loss_at(store: Snapshot, loss_at: int) -> Cell:
     """The mean finite loss over steps loss_at ± LOSS_HALF_WIDTH on the current timeline, all ranks; a loss
     that is NaN/Inf there is said beside it (a run gone NaN never reads as a healthy figure)."""
     lo, hi = loss_at - LOSS_HALF_WIDTH, loss_at + LOSS_HALF_WIDTH
@@ -307,7 +307,7 @@ def _chunks(widths: dict[int, int]) -> Iterator[list[int]]:
         yield chunk
 
 
-def _per_rank_figures(store: Store, first: int, last: int, opts: Options) -> dict[str, Any]:
+def _per_rank_figures(store: Snapshot, first: int, last: int, opts: Options) -> dict[str, Any]:
     """Per-rank figures over steps first..last, computed a chunk of ranks at a time (bounded memory)."""
     rows = figures.step_rows(store, first, last)  # ranks without rows in the window are left out
     out: dict[str, Any] = {"ranks": [], "step_time": [], "tokens_per_s": [], "samples_per_s": [], "mfu": [],

@@ -23,7 +23,7 @@ from ..engine.figures import Options
 from ..engine.health import Health, Rules
 from ..engine.reader import RunReader
 from ..engine.smoothing import ema_series, evenly
-from ..engine.store import Store
+from ..engine.store import Snapshot
 from .compare import Comparison, Member, Run, render_markdown, short_labels
 
 #: points per line (the store's min/max buckets keep spikes and NaNs however long the run)
@@ -70,7 +70,7 @@ def available() -> str | None:
 PER_SECOND = {"tokens_per_s": "tokens", "samples_per_s": "samples"}
 
 
-def _xy(store: Store, r: int, col: str) -> tuple[np.ndarray, np.ndarray]:
+def _xy(store: Snapshot, r: int, col: str) -> tuple[np.ndarray, np.ndarray]:
     if col == "samples_per_s":  # no such column: derived (_column)
         return np.empty(0), np.empty(0)
     x, y = store.series(r, col, POINTS, x="step")
@@ -112,7 +112,7 @@ def _ratio(top: str, bottom: str, minus_from_one: bool = False) -> Value:
     return value
 
 
-def _rolling_median(store: Store, r: int, col: str, value: Value | None = None) -> tuple[np.ndarray, np.ndarray]:
+def _rolling_median(store: Snapshot, r: int, col: str, value: Value | None = None) -> tuple[np.ndarray, np.ndarray]:
     """The rolling median of a column (or of ``value`` where the column is empty) over ROLLING rows of the
     rank's current timeline, downsampled to POINTS."""
     import pandas as pd
@@ -126,7 +126,7 @@ def _rolling_median(store: Store, r: int, col: str, value: Value | None = None) 
     return x[sel], med[sel]
 
 
-def _per_rank(store: Store, value: Value, worst_low: bool) -> tuple[list[tuple[int, Any, Any]], int]:
+def _per_rank(store: Snapshot, value: Value, worst_low: bool) -> tuple[list[tuple[int, Any, Any]], int]:
     """Per rank (step, value) lines over the current timeline, downsampled; with many ranks only the
     MAX_RANK_LINES worst (lowest mean when ``worst_low``). Returns the lines and how many ranks had values."""
     lines = []
@@ -143,7 +143,7 @@ def _per_rank(store: Store, value: Value, worst_low: bool) -> tuple[list[tuple[i
     return lines, n
 
 
-def host_headroom(store: Store) -> tuple[list[tuple[str, Any, Any]], int]:
+def host_headroom(store: Snapshot) -> tuple[list[tuple[str, Any, Any]], int]:
     """Per host (step, headroom) lines when ranks report host memory: the host's ranks' peaks added up at
     each step they all have, against the host's total, as the compare table and the monitor count it (a
     rank's own share of a shared host reads far too healthy)."""
@@ -169,7 +169,7 @@ def host_headroom(store: Store) -> tuple[list[tuple[str, Any, Any]], int]:
     return lines, len(lines)
 
 
-def _marks(ax: Any, store: Store, alerts: list[Any], color: str) -> None:
+def _marks(ax: Any, store: Snapshot, alerts: list[Any], color: str) -> None:
     """Restart boundaries (dotted), checkpoints (triangles on the x axis), alerts (red)."""
     run = RunReader(store)
     restarts = sorted({seg.first_step for r in run.ranks for seg in run.segments(r)[1:]})
@@ -189,7 +189,7 @@ def _marks(ax: Any, store: Store, alerts: list[Any], color: str) -> None:
         ax.axvline(step, color="red", linestyle="--", linewidth=0.8, alpha=0.5)
 
 
-def _at_end(store: Store, opts: Options, rules: Rules | None) -> tuple[list[Any], list[Any]]:
+def _at_end(store: Snapshot, opts: Options, rules: Rules | None) -> tuple[list[Any], list[Any]]:
     """The alerts and the incidents as of the run's last row (a report is written afterwards: "stalled" or
     "dead" must come from the files, not from how long ago the run ended)."""
     last = figures.last_row_time(store)
@@ -246,8 +246,8 @@ def write_report(runs: list[Run], comparison: Comparison, out: str, *, opts: Opt
 def _ledger(m: Member, opts: Options) -> Any:
     from ..engine.goodput import ledger
 
-    with m.store.lock:
-        return ledger(m.store, opts)
+    snap = m.store.snapshot()
+    return ledger(snap, opts)
 
 
 #: the goodput bar's colours, bucket by bucket (productive first, in green)
@@ -347,12 +347,12 @@ def _figure(plt: Any, plot: Plot, draw: Draw, members: list[tuple[str, Member]],
     drawn = False
     for i, (label, m) in enumerate(members):
         color = colors[i % len(colors)]
-        with m.store.lock:
-            if draw(ax, label, m, color):
-                drawn = True
-                _marks(ax, m.store, alerts[id(m)], color)
-            else:
-                notes.append(f"{label}: no {plot.name.replace('_', ' ')} data")
+        snap = m.store.snapshot()
+        if draw(ax, label, m, color):
+            drawn = True
+            _marks(ax, snap, alerts[id(m)], color)
+        else:
+            notes.append(f"{label}: no {plot.name.replace('_', ' ')} data")
     ax.set_title(plot.title + (f"   ({'; '.join(notes)})" if notes else ""), fontsize=10)
     ax.set_xlabel("step")
     ax.grid(alpha=0.3)

@@ -27,7 +27,6 @@ def summary(args: argparse.Namespace) -> int:
     """``mstop summary SOURCE...``: one run's figures (a table, or JSON); a folder of runs: each run's."""
     from ..engine.figures import Options
     from ..engine.health import Health
-    from ..engine.store import Store
     from ..sources import SourceError, Sources
     from .summary import render_table, summarize
 
@@ -40,9 +39,9 @@ def summary(args: argparse.Namespace) -> int:
             return 2
         if watches is not None:
             return summary_of_runs(watches, args)
-    store = Store()
     try:
-        sources = Sources(args.source, store, connection=args.connection)
+        sources = Sources(args.source, connection=args.connection)
+        store = sources.store
         every = args.poll or 1.0
         sources.read_all(wait=every if args.wait else None,
                          waiting=lambda why: print(f"mstop: {why}: waiting for it (a look every {every:g} s; Ctrl-C "

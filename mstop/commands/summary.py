@@ -10,7 +10,7 @@ from ..engine import devices, endings, figures
 from ..engine.figures import Options
 from ..engine.incidents import steps_text
 from ..engine.reader import RunReader
-from ..engine.store import Store
+from ..engine.store import Reads, Snapshot
 from ..safe import MAX_ITEMS, MAX_TEXT, clean
 
 #: The keys of ``summary --json``, in order (public: never renamed or dropped).
@@ -37,7 +37,7 @@ def _json_number(v: float | None) -> Any:
     return "nan" if math.isnan(v) else ("inf" if v > 0 else "-inf")
 
 
-def summarize(store: Store, run_dir: str, opts: Options, health: Any = None,
+def summarize(store: Reads, run_dir: str, opts: Options, health: Any = None,
               specs: list[str] | None = None) -> dict[str, Any]:
     """The summary object: exactly :data:`KEYS` (``alerts`` from ``health``, a :class:`~mstop.engine.health.Health`;
     ``specs``: the run's sources, where the ranks' logs are looked for; ``run_dir`` by default)."""
@@ -45,55 +45,55 @@ def summarize(store: Store, run_dir: str, opts: Options, health: Any = None,
 
     health = health or Health()
     opts = health.rules.options(opts)
-    with store.lock:  # one consistent snapshot: a following source waits, and every figure reads one window
-        alerts = health.alerts(store, opts)
-        out = {
-            "run_dir": clean(run_dir, 4096),
-            "ranks": len(store.rank_files),
-            "step": figures.step(store),
-            "rows": store.rows,
-            "bad_rows": store.bad_rows,
-            "resets": store.resets,
-            "segments": figures.segments(store),
-            "repeated_steps": figures.repeated_steps(store),
-            "loss": _json_number(figures.loss(store)),
-            "loss_ema": _json_number(figures.loss_ema(store, opts)),
-            "tokens_per_s": _json_number(figures.tokens_per_s(store)),
-            "mfu": _json_number(figures.mfu(store, opts)),
-            "mem_headroom": _json_number(figures.mem_headroom(store)),
-            "data_wait_frac": _json_number(figures.data_wait_frac(store)),
-            "status": figures.status(store, opts),
-            "last_checkpoint": figures.last_checkpoint(store),
-            "alerts": [a.public() for a in alerts],
-            "stragglers": sorted(a.rank for a in alerts if a.kind == "straggler" and a.rank is not None),
-            "dropped_rows": figures.dropped_rows(store),
-            "bad_events": store.bad_events,
-            "writer_errors": figures.writer_errors(store),
-            "refused_files": dict(sorted(store.refused.items())),
-            "incidents": [i.public() for i in health.incidents(store, opts, alerts)],
-            "samples_per_s": _json_number(figures.samples_per_s(store)),
-            "source": figures.source(store),
-            "goodput": _goodput(store, opts),
-            "profile": figures.latest_profile(store),
-            "clocks": _clocks(store, opts),
-        }
-        out["error_line"], out["log_path"], refused = _log(store, specs or [run_dir], opts, out["status"])
-        d = devices.summary(store) if store.devices else None
-        out["devices"] = {k: _json_number(v) if isinstance(v, float) else v for k, v in d.public().items()} \
-            if d is not None else None
-        if out["devices"] is not None:
-            out["devices"]["bad_rows"] = store.bad_device_rows  # lines of the devices files that are no row
-        c = endings.culprit(store, opts)
-        out["culprit"] = c.public() if c is not None else None
-        out["processes"] = _processes(store)
-        out["goodput_definition"] = GOODPUT_DEFINITION
-        out["log_refused"] = refused
-        out["refused_cells"] = {why: {"count": n, "first": first} for why, (n, first) in store.refused_cells.items()}
+    store = store.snapshot()  # one moment: every figure reads one window, a following source goes on
+    alerts = health.alerts(store, opts)
+    out = {
+        "run_dir": clean(run_dir, 4096),
+        "ranks": len(store.rank_files),
+        "step": figures.step(store),
+        "rows": store.rows,
+        "bad_rows": store.bad_rows,
+        "resets": store.resets,
+        "segments": figures.segments(store),
+        "repeated_steps": figures.repeated_steps(store),
+        "loss": _json_number(figures.loss(store)),
+        "loss_ema": _json_number(figures.loss_ema(store, opts)),
+        "tokens_per_s": _json_number(figures.tokens_per_s(store)),
+        "mfu": _json_number(figures.mfu(store, opts)),
+        "mem_headroom": _json_number(figures.mem_headroom(store)),
+        "data_wait_frac": _json_number(figures.data_wait_frac(store)),
+        "status": figures.status(store, opts),
+        "last_checkpoint": figures.last_checkpoint(store),
+        "alerts": [a.public() for a in alerts],
+        "stragglers": sorted(a.rank for a in alerts if a.kind == "straggler" and a.rank is not None),
+        "dropped_rows": figures.dropped_rows(store),
+        "bad_events": store.bad_events,
+        "writer_errors": figures.writer_errors(store),
+        "refused_files": dict(sorted(store.refused.items())),
+        "incidents": [i.public() for i in health.incidents(store, opts, alerts)],
+        "samples_per_s": _json_number(figures.samples_per_s(store)),
+        "source": figures.source(store),
+        "goodput": _goodput(store, opts),
+        "profile": figures.latest_profile(store),
+        "clocks": _clocks(store, opts),
+    }
+    out["error_line"], out["log_path"], refused = _log(store, specs or [run_dir], opts, out["status"])
+    d = devices.summary(store) if store.devices else None
+    out["devices"] = {k: _json_number(v) if isinstance(v, float) else v for k, v in d.public().items()} \
+        if d is not None else None
+    if out["devices"] is not None:
+        out["devices"]["bad_rows"] = store.bad_device_rows  # lines of the devices files that are no row
+    c = endings.culprit(store, opts)
+    out["culprit"] = c.public() if c is not None else None
+    out["processes"] = _processes(store)
+    out["goodput_definition"] = GOODPUT_DEFINITION
+    out["log_refused"] = refused
+    out["refused_cells"] = {why: {"count": n, "first": first} for why, (n, first) in store.refused_cells.items()}
     assert tuple(out) == KEYS
     return out
 
 
-def _processes(store: Store) -> dict[str, Any]:
+def _processes(store: Snapshot) -> dict[str, Any]:
     """Per rank, its current process as its exit witness saw it last (mstop.engine.processes.facts)."""
     out = {}
     run = RunReader(store)
@@ -109,7 +109,7 @@ def _processes(store: Store) -> dict[str, Any]:
 LOOKED_AT = 32
 
 
-def _log(store: Store, specs: list[str], opts: Options,
+def _log(store: Snapshot, specs: list[str], opts: Options,
          status: str) -> tuple[str | None, str | None, str | None]:
     """A failed or dead run's culprit (the first rank to stop, else the first that aborted): the last error
     line its own log holds (else its abort's), and the log's path; for any other run, the last error of the
@@ -145,7 +145,7 @@ def _log(store: Store, specs: list[str], opts: Options,
     return (clean_lines(line)[0] if line else None), path, refused
 
 
-def _clocks(store: Store, opts: Options) -> dict[str, Any] | None:
+def _clocks(store: Snapshot, opts: Options) -> dict[str, Any] | None:
     """Clocks that disagree (mstop.engine.clocks): seconds the job's clock reads ahead of this machine's,
     per rank seconds its clock reads ahead of the reference rank's, and the words; None when they agree."""
     c = figures.rank_clocks(store, opts)
@@ -156,7 +156,7 @@ def _clocks(store: Store, opts: Options) -> dict[str, Any] | None:
             "ranks_ahead_s": {str(r): round(v, 3) for r, v in sorted(c.ranks.items())}, "notes": c.notes()}
 
 
-def _goodput(store: Store, opts: Options) -> dict[str, Any] | None:
+def _goodput(store: Snapshot, opts: Options) -> dict[str, Any] | None:
     from ..engine.goodput import ledger
 
     g = ledger(store, opts)
@@ -192,7 +192,7 @@ def _pct(v: Any) -> str:
     return "n/a" if v is None else (v if isinstance(v, str) else f"{100 * v:.1f} %")
 
 
-def render_table(summary: dict[str, Any], store: Store, opts: Options | None = None) -> Any:
+def render_table(summary: dict[str, Any], store: Snapshot, opts: Options | None = None) -> Any:
     """A rich table of the summary for people (units shown, unknowns as n/a)."""
     from rich.table import Table
     from rich.text import Text
@@ -205,7 +205,7 @@ def render_table(summary: dict[str, Any], store: Store, opts: Options | None = N
     return table
 
 
-def _figure_rows(summary: dict[str, Any], store: Store) -> list[tuple[str, str]]:
+def _figure_rows(summary: dict[str, Any], store: Snapshot) -> list[tuple[str, str]]:
     """The run's figures, one per line."""
     ck = summary["last_checkpoint"]
     status = summary["status"]
@@ -243,7 +243,7 @@ def _figure_rows(summary: dict[str, Any], store: Store) -> list[tuple[str, str]]
     ]
 
 
-def _file_rows(summary: dict[str, Any], store: Store, opts: Options | None) -> list[tuple[str, str]]:
+def _file_rows(summary: dict[str, Any], store: Snapshot, opts: Options | None) -> list[tuple[str, str]]:
     """What is wrong with the files and clocks: read again, ignored, bad, cut, refused, not merged."""
     rows = []
     rows += [("! clock", note) for note in (summary["clocks"] or {}).get("notes", [])]

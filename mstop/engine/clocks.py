@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import fmt
-from .store import Store
+from .store import Snapshot
 
 #: the least disagreement between clocks that is called a skew (seconds; also at least 10 step times)
 SKEW_S = 60.0
@@ -73,7 +73,7 @@ def _apart(off: float) -> str:
     return f"{fmt.duration(abs(off))} {'ahead of' if off > 0 else 'behind'}"
 
 
-def clocks(store: Store, clock: float, limit: float) -> Clocks:
+def clocks(store: Snapshot, clock: float, limit: float) -> Clocks:
     """The clocks of the store's ranks (see the module docstring); ``clock`` is the viewer's now and
     ``limit`` the stall limit (files written more recently than that witness their rank's clock). Computed
     once per store version and clock second."""
@@ -85,7 +85,7 @@ def clocks(store: Store, clock: float, limit: float) -> Clocks:
     return seen[key]
 
 
-def _clocks(store: Store, clock: float, limit: float) -> Clocks:
+def _clocks(store: Snapshot, clock: float, limit: float) -> Clocks:
     last = store.folds.lasts()  # every rank's last (time, step): the store's fold
     ranks = last.ranks
     if not ranks:
@@ -114,7 +114,7 @@ def _clocks(store: Store, clock: float, limit: float) -> Clocks:
     return out
 
 
-def _noise(store: Store, r: int) -> float:
+def _noise(store: Snapshot, r: int) -> float:
     """The disagreement at equal steps that is not a skew: SKEW_S, or ten of the rank's step times."""
     d = store.ranks[r]
     st = d.span("step_time", d.rows - 8, d.rows)

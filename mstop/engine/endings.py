@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from .. import fmt
 from . import figures, processes, rankstate
 from .figures import Options
-from .store import RankData, Store
+from .store import RankData, Snapshot
 
 
 @dataclass
@@ -63,7 +63,7 @@ class Ending:
         return (self.aborted or self.died or [None])[0]
 
 
-def ending(store: Store, opts: Options) -> Ending:
+def ending(store: Snapshot, opts: Options) -> Ending:
     """How each rank's last session ended (ranks with rows or a start), and who stopped first: the rank
     whose last sign of life (on the viewer's clock: mstop.engine.clocks) precedes every other rank's by
     more than :func:`margin`."""
@@ -102,7 +102,7 @@ def ending(store: Store, opts: Options) -> Ending:
     return out
 
 
-def culprit_of(store: Store, e: Ending, lives: dict[int, float], exits: set[int]) -> Culprit | None:
+def culprit_of(store: Snapshot, e: Ending, lives: dict[int, float], exits: set[int]) -> Culprit | None:
     """The rank the facts name, in this order: the first rank whose process ended (by a margin), unless it
     aborted as others did (aborts cascade: a collective that timed out waiting for a stuck rank); a rank
     whose process is stopped, traced or in D; in a hang, the rank whose stack differs from the others';
@@ -140,7 +140,7 @@ def culprit_of(store: Store, e: Ending, lives: dict[int, float], exits: set[int]
     return None
 
 
-def culprit(store: Store, opts: Options) -> Culprit | None:
+def culprit(store: Snapshot, opts: Options) -> Culprit | None:
     """The rank the job's trouble is laid at, and why: for a dead or failed job the ending's culprit (a fact
     names it, else the first that aborted or died); for a job still running or stalled, a rank whose process
     is stopped, traced or in D, or the odd one out of a hang's stacks; None when nothing names one."""
@@ -159,7 +159,7 @@ def culprit(store: Store, opts: Options) -> Culprit | None:
     return None
 
 
-def _held(store: Store) -> Culprit | None:
+def _held(store: Snapshot) -> Culprit | None:
     """The rank whose process is (or was, until it ended: the others gave up waiting for it) stopped, traced
     or in D: the earliest such."""
     for facts, words in ((processes.holding, "is {state} since {since}"),
@@ -173,13 +173,13 @@ def _held(store: Store) -> Culprit | None:
     return None
 
 
-def _stuck(store: Store) -> Culprit | None:
+def _stuck(store: Snapshot) -> Culprit | None:
     """In a hang, the rank whose stack differs from all the others' (mstop.engine.processes.odd_one)."""
     odd = processes.odd_one(store)
     return Culprit(odd.rank, "stack", odd.time, stack_words(store, odd)) if odd is not None else None
 
 
-def stack_words(store: Store, odd: processes.Where) -> str:
+def stack_words(store: Snapshot, odd: processes.Where) -> str:
     """``rank 2 is in next (mindspore/dataset/engine/iterators.py:120) in step 120, while ranks 0-1, 3 wait
     in _exec_pip (mindspore/common/api.py:1010)`` (the step it is in: the one after the last that ended)."""
     groups = processes.stack_groups(store)
@@ -194,7 +194,7 @@ def _seconds(s: float) -> str:
     return f"{s:.2f} s" if s < 10 else fmt.duration(s)
 
 
-def margin(store: Store) -> float:
+def margin(store: Snapshot) -> float:
     """How much earlier than the others a rank must have stopped to be called the first: 2 s, or two of the
     job's step times (ranks of one step end within a step of each other)."""
     st = figures.step_time(store)
@@ -223,7 +223,7 @@ def ranks_text(ranks: list[int]) -> str:
     return f"ranks {', '.join(words[:4])}" + (f" and {rest} more" if rest else "")
 
 
-def dead_message(store: Store, opts: Options) -> str:
+def dead_message(store: Snapshot, opts: Options) -> str:
     """The ``job_dead`` alert's words: who died and who finished, or who stopped first."""
     e = ending(store, opts)
     quiet = fmt.duration(figures.seconds_since_life(store, opts))
@@ -248,7 +248,7 @@ def dead_message(store: Store, opts: Options) -> str:
             "hosts are gone")
 
 
-def _hows(store: Store, ranks: list[int]) -> str:
+def _hows(store: Snapshot, ranks: list[int]) -> str:
     """``4 killed by SIGKILL`` / ``rank 1 killed by SIGKILL, ranks 0, 2-3 killed by SIGTERM``."""
     by: dict[str, list[int]] = {}
     for r in ranks:
@@ -259,7 +259,7 @@ def _hows(store: Store, ranks: list[int]) -> str:
     return ", ".join(f"{ranks_text(rs)} {how}" for how, rs in sorted(by.items(), key=lambda kv: min(kv[1])))
 
 
-def failure_message(store: Store, opts: Options) -> tuple[str, str]:
+def failure_message(store: Snapshot, opts: Options) -> tuple[str, str]:
     """The ``job_failed`` alert's words (the culprit's first meaningful error line) and the whole error."""
     e = ending(store, opts)
     culprit = e.named.rank if e.named is not None else (e.aborted or e.died or [None])[0]

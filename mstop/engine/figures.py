@@ -35,7 +35,7 @@ from . import door, ledgerfold, rankstate
 from .clocks import Clocks, clocks
 from .folds import ACHIEVED, RING, WEIGHT, WINDOW_FLOATS, Lasts, stands_for
 from .rankstate import PROFILE_PARTS, profile_summary
-from .store import BLOCK, EXACT_INDEX, RankData, Store
+from .store import BLOCK, EXACT_INDEX, RankData, Snapshot
 
 WINDOW = RING  # rows: the window is read from the store's ring of each rank's last rows (engine.folds)
 EMA_WEIGHT = 0.9
@@ -80,12 +80,12 @@ class Window:
 _COLS = ("time", *WINDOW_FLOATS)
 
 
-def window(store: Store) -> Window:
+def window(store: Snapshot) -> Window:
     """The recent windows of all ranks with rows (computed once per version of the store)."""
     return store.memo("window", lambda: _window(store))
 
 
-def _window(store: Store) -> Window:
+def _window(store: Snapshot) -> Window:
     """From the store's ring of each rank's last rows (mstop.engine.folds): its last WINDOW steady rows. A rank
     of one session has them in its ring (less its first, compilation, row while that is there); so has a
     resumed rank whose latest session has more rows than the window and no profiled steps. Only the others'
@@ -118,7 +118,7 @@ def _window(store: Store) -> Window:
     return _window_of(store, ranks, cols)
 
 
-def _window_of(store: Store, ranks: list[int], cols: dict[str, np.ndarray]) -> Window:
+def _window_of(store: Snapshot, ranks: list[int], cols: dict[str, np.ndarray]) -> Window:
     """A Window of ``ranks``' ``cols``, with their hosts from their answers (kept until their events change)."""
     st = rankstate.states(store)
     at = np.asarray(st.positions(ranks), np.int64)
@@ -226,7 +226,7 @@ def spikes_at(vals: np.ndarray, w: int, k: float, js: np.ndarray) -> tuple[np.nd
     return js[hit], mean[hit], z[hit]
 
 
-def step_rows(store: Store, first: float, last: float) -> dict[int, np.ndarray]:
+def step_rows(store: Snapshot, first: float, last: float) -> dict[int, np.ndarray]:
     """Per rank (in rank order), its rows with ``first <= step <= last`` on its current timeline; ranks
     without any are left out."""
     out = {}
@@ -241,7 +241,7 @@ def step_rows(store: Store, first: float, last: float) -> dict[int, np.ndarray]:
     return out
 
 
-def rows_window(store: Store, rows: dict[int, np.ndarray]) -> Window:
+def rows_window(store: Snapshot, rows: dict[int, np.ndarray]) -> Window:
     """The given rows of each rank as a :class:`Window` (right-aligned, NaN-padded)."""
     ranks = list(rows)
     width = max((len(idx) for idx in rows.values()), default=0)
@@ -258,37 +258,37 @@ def rows_window(store: Store, rows: dict[int, np.ndarray]) -> Window:
     return _window_of(store, ranks, cols)
 
 
-def step_window(store: Store, first: float, last: float) -> Window:
+def step_window(store: Snapshot, first: float, last: float) -> Window:
     """Every rank's rows with ``first <= step <= last`` on its current timeline, as a :class:`Window`:
     figures over an equal-step window (``mstop compare``, the baseline's differences) use the same
     functions as the live figures over the recent window."""
     return rows_window(store, step_rows(store, first, last))
 
 
-def rank_tokens_per_s(store: Store, w: Window | None = None) -> np.ndarray:
+def rank_tokens_per_s(store: Snapshot, w: Window | None = None) -> np.ndarray:
     """Per rank (in :attr:`Window.ranks` order): Σtokens / Σstep_time over the window (default: the
     recent window)."""
     w = w or window(store)
     return _ratio(w.cols["tokens"], w.cols["step_time"])
 
 
-def tokens_per_s(store: Store) -> float | None:
+def tokens_per_s(store: Snapshot) -> float | None:
     return median(rank_tokens_per_s(store))
 
 
-def rank_samples_per_s(store: Store, w: Window | None = None) -> np.ndarray:
+def rank_samples_per_s(store: Snapshot, w: Window | None = None) -> np.ndarray:
     """Per rank (in :attr:`Window.ranks` order): Σsamples / Σstep_time over the window (default: the recent
     window): the throughput of a run without tokens (a MindFormers log, an image model)."""
     w = w or window(store)
     return _ratio(w.cols["samples"], w.cols["step_time"])
 
 
-def samples_per_s(store: Store) -> float | None:
+def samples_per_s(store: Snapshot) -> float | None:
     """Per rank Σsamples / Σstep_time over the recent window; the median over ranks (like tokens/s)."""
     return median(rank_samples_per_s(store))
 
 
-def compile_seconds(store: Store) -> float | None:
+def compile_seconds(store: Snapshot) -> float | None:
     """The step time of the newest session's first row (graph compilation) on the lowest rank, when the
     session has more rows: shown beside the figures it is left out of."""
     d = job_rank(store)
@@ -336,13 +336,13 @@ def _at_most_one(v: np.ndarray) -> np.ndarray:
         return np.where(door.mfu_too_high(v), np.nan, v)
 
 
-def rank_mfu(store: Store, opts: Options, w: Window | None = None) -> np.ndarray:
+def rank_mfu(store: Snapshot, opts: Options, w: Window | None = None) -> np.ndarray:
     """Per rank: the step_time-weighted mean of ``mfu`` over the window, else derived from tokens/s (or, for
     a MindFormers log, from its FLOP/s per device: step_time-weighted too); NaN where that is above 1."""
     return _at_most_one(_rank_mfu_as_given(store, opts, w))
 
 
-def _rank_mfu_as_given(store: Store, opts: Options, w: Window | None = None) -> np.ndarray:
+def _rank_mfu_as_given(store: Snapshot, opts: Options, w: Window | None = None) -> np.ndarray:
     w = w or window(store)
     st = w.cols["step_time"]
     answers = rankstate.states(store)  # each rank's start event's terms, in arrays (kept until events change)
@@ -362,11 +362,11 @@ def _rank_mfu_as_given(store: Store, opts: Options, w: Window | None = None) -> 
     return np.where(np.isnan(weighted), derived, weighted)
 
 
-def mfu(store: Store, opts: Options) -> float | None:
+def mfu(store: Snapshot, opts: Options) -> float | None:
     return median(rank_mfu(store, opts))
 
 
-def mfu_missing(store: Store, opts: Options) -> str | None:
+def mfu_missing(store: Snapshot, opts: Options) -> str | None:
     """Why the run has no MFU, naming what is missing (MFU = tokens/s x FLOPs per token / (ranks x peak));
     None when it has one."""
     if mfu(store, opts) is not None:
@@ -385,25 +385,25 @@ def mfu_missing(store: Store, opts: Options) -> str | None:
     return ", ".join(missing) if missing else "no rows with all of its figures yet"
 
 
-def rank_data_wait_frac(store: Store, w: Window | None = None) -> np.ndarray:
+def rank_data_wait_frac(store: Snapshot, w: Window | None = None) -> np.ndarray:
     """Per rank: Σdata_wait / Σstep_time over the window."""
     w = w or window(store)
     return _ratio(w.cols["data_wait"], w.cols["step_time"])
 
 
-def data_wait_frac(store: Store) -> float | None:
+def data_wait_frac(store: Snapshot) -> float | None:
     v = rank_data_wait_frac(store)
     v = v[~np.isnan(v)]
     return float(v.max()) if len(v) else None
 
 
-def headrooms(store: Store) -> dict[MemoryScope, float]:
+def headrooms(store: Snapshot) -> dict[MemoryScope, float]:
     """Headroom per rank (``"rank 3"``) or, with host memory, per host (``"host node1"``); cached until the
     store changes (a frame asks three times: 2 ms each at 1,024 ranks). Not to be written to."""
     return store.memo("headrooms", lambda: headrooms_of(rank_memory(window(store))))
 
 
-def rank_headrooms(store: Store) -> np.ndarray:
+def rank_headrooms(store: Snapshot) -> np.ndarray:
     """Each window rank's headroom (figures.window's ranks, in order): its own, or its host's when its memory
     is the host's RAM (NaN: no memory figures)."""
     def compute() -> np.ndarray:
@@ -490,18 +490,18 @@ def headrooms_of(mem: list[tuple[int, str | None, float, float]]) -> dict[Memory
     return out
 
 
-def mem_headroom(store: Store) -> float | None:
+def mem_headroom(store: Snapshot) -> float | None:
     h = headrooms(store)
     return min(h.values()) if h else None
 
 
-def lowest_rank(store: Store) -> int | None:
+def lowest_rank(store: Snapshot) -> int | None:
     """The lowest rank that has rows: the rank whose loss and charts stand for the job (None without rows)."""
     got = lasts(store).ranks
     return got[0] if got else None
 
 
-def job_rank(store: Store) -> RankData | None:
+def job_rank(store: Snapshot) -> RankData | None:
     """The rows of :func:`lowest_rank` (None without rows)."""
     r = lowest_rank(store)
     return None if r is None else store.ranks[r]
@@ -534,13 +534,13 @@ def _tail_rows(d: RankData, keep: Callable[[np.ndarray, np.ndarray], np.ndarray]
     return idx[-need:], end == 0
 
 
-def loss(store: Store) -> float | None:
+def loss(store: Snapshot) -> float | None:
     """The last non-empty loss of the lowest rank (NaN when that cell said NaN)."""
     d = job_rank(store)
     return last_value(d, "loss") if d is not None else None
 
 
-def shown_loss(store: Store, opts: Options) -> float | None:
+def shown_loss(store: Snapshot, opts: Options) -> float | None:
     """The loss a list or table shows in one figure ("loss (smoothed)"): the smoothed loss, unless the last
     loss is NaN/Inf, then that: a run whose loss went NaN must not read as a healthy smoothed figure (the
     EMA skips NaN, so it keeps the last finite losses' value)."""
@@ -550,7 +550,7 @@ def shown_loss(store: Store, opts: Options) -> float | None:
     return loss_ema(store, opts)
 
 
-def loss_ema(store: Store, opts: Options) -> float | None:
+def loss_ema(store: Snapshot, opts: Options) -> float | None:
     """Debiased EMA of the lowest rank's finite losses (only the terms that still weigh are read)."""
     d = job_rank(store)
     if d is None:
@@ -583,23 +583,23 @@ def ema(values: np.ndarray, weight: float, *, complete: bool = True) -> float | 
     return num / (1 - weight ** len(values)) if complete else num
 
 
-def lasts(store: Store) -> Lasts:
+def lasts(store: Snapshot) -> Lasts:
     """The ranks' last rows: the store's fold (mstop.engine.folds), read again only after rows came."""
     return store.folds.lasts()
 
 
-def tokens_seen(store: Store, rank: int) -> float | None:
+def tokens_seen(store: Snapshot, rank: int) -> float | None:
     """Σtokens over rank ``rank``'s timeline (the store's fold: added up as rows arrive, again at a resume)."""
     return store.folds.tokens_of(rank)
 
 
-def step(store: Store) -> int | None:
+def step(store: Snapshot) -> int | None:
     """The highest step any rank reached."""
     got = lasts(store)
     return int(got.step.max()) if len(got.ranks) else None
 
 
-def last_row_time(store: Store) -> float | None:
+def last_row_time(store: Snapshot) -> float | None:
     """The newest row's ``time`` over all ranks."""
     t = window(store).cols["time"][:, -1]  # windows are right-aligned: the last column is each rank's last row
     t = t[~np.isnan(t)]
@@ -610,7 +610,7 @@ def last_row_time(store: Store) -> float | None:
 QUIET_S = 5.0
 
 
-def usual_interval(store: Store) -> float | None:
+def usual_interval(store: Snapshot) -> float | None:
     """The job's usual time between two rows: the median over ranks of each rank's median interval over the
     recent window (None before two rows)."""
     def compute() -> float | None:
@@ -621,7 +621,7 @@ def usual_interval(store: Store) -> float | None:
     return store.memo("usual_interval", compute)
 
 
-def quiet_for(store: Store, opts: Options) -> float | None:
+def quiet_for(store: Snapshot, opts: Options) -> float | None:
     """Seconds since the last row when that is well past the job's pace (over QUIET_S and 20 usual
     intervals), while it is not yet stalled: the header says so at once (a killed job must not show a live
     ETA and pace for a minute); None otherwise."""
@@ -649,7 +649,7 @@ def row_weights(d: RankData, idx: np.ndarray) -> np.ndarray:
     return stands_for(d.take(WEIGHT, idx))
 
 
-def recent_pace(store: Store, unit: str) -> float | None:
+def recent_pace(store: Snapshot, unit: str) -> float | None:
     """The job's pace over the recent window in ``unit`` (:func:`pace_basis`)."""
     if unit == "tokens/s":
         return tokens_per_s(store)
@@ -659,7 +659,7 @@ def recent_pace(store: Store, unit: str) -> float | None:
     return 1.0 / st if st else None
 
 
-def stall_after(store: Store) -> float:
+def stall_after(store: Snapshot) -> float:
     """Seconds without a new row after which a running job counts as stalled:
     max(60 s, 10 x the median step time, 3 x the median interval between rows)."""
     return store.memo("stall_after", lambda: _stall_after(window(store)))
@@ -677,7 +677,7 @@ def _stall_after(w: Window) -> float:
 STATUSES = ("waiting", "starting", "running", "stalled", "dead", "failed", "finished")
 
 
-def status(store: Store, opts: Options) -> str:
+def status(store: Snapshot, opts: Options) -> str:
     """``waiting`` (no rank files), ``starting`` (started, no rows yet), ``running``,
     ``stalled`` (no new row for longer than :func:`stall_after`, but alive or unknown), ``dead`` (no rank
     showed a sign of life for :func:`dead_after` although heartbeats were seen: killed, not hung; or msrun's
@@ -695,7 +695,7 @@ def status(store: Store, opts: Options) -> str:
     return seen[key]
 
 
-def _status(store: Store, opts: Options) -> str:
+def _status(store: Snapshot, opts: Options) -> str:
     if not store.ranks:
         return "waiting"
     st = rankstate.states(store)  # every rank's answers, in arrays (worked out again only where events changed)
@@ -734,7 +734,7 @@ def _ended_processes(st: rankstate.States) -> str | None:
     return "failed" if all(h == "exit" for h in hows) else "dead"
 
 
-def silence_verdict(store: Store, opts: Options) -> float | None:
+def silence_verdict(store: Snapshot, opts: Options) -> float | None:
     """A job called ``dead`` by its silence alone (no heartbeat, row or event for :func:`dead_after`; not a
     launcher's ``lost`` nor the exit witnesses' word): the seconds of silence the verdict waited. None for
     any other status or reason. The goodput ledger ends such a job at its last sign of life plus these, the
@@ -749,13 +749,13 @@ def silence_verdict(store: Store, opts: Options) -> float | None:
     return dead_after(store, opts, starting=starting)
 
 
-def heartbeats_seen(store: Store) -> bool:
+def heartbeats_seen(store: Snapshot) -> bool:
     """Whether a dead job can be told from a hung one: a rank wrote heartbeats, or its writer said in its start
     event that it would (``heartbeat_interval``): none within the limit is then a death, not a silence."""
     return bool(rankstate.states(store).heartbeats.any())
 
 
-def heartbeat_interval(store: Store, opts: Options) -> float:
+def heartbeat_interval(store: Snapshot, opts: Options) -> float:
     """Seconds between heartbeats: the longest a start event gives, else ``opts.heartbeat_s``."""
     given = rankstate.states(store).heartbeat_interval
     return float(np.nanmax(given)) if (given == given).any() else opts.heartbeat_s
@@ -767,14 +767,14 @@ def heartbeat_interval(store: Store, opts: Options) -> float:
 STARTUP_DEAD_S = 30.0
 
 
-def dead_after(store: Store, opts: Options, *, starting: bool = False) -> float:
+def dead_after(store: Snapshot, opts: Options, *, starting: bool = False) -> float:
     """Seconds without any sign of life after which a rank (or the whole job) is dead: ``dead_after``
     heartbeat intervals; at least STARTUP_DEAD_S while ``starting`` (a session with no row yet)."""
     limit = opts.dead_after * heartbeat_interval(store, opts)
     return max(limit, STARTUP_DEAD_S) if starting else limit
 
 
-def lives(store: Store) -> dict[int, float]:
+def lives(store: Snapshot) -> dict[int, float]:
     """Every rank's last sign of life (mstop.engine.rankstate.last_life), ranks with none left out: from the
     ranks' kept answers, not a walk of their events."""
     st = rankstate.states(store)
@@ -782,12 +782,12 @@ def lives(store: Store) -> dict[int, float]:
     return dict(zip((st.ranks[k] for k in have), st.life[have].tolist()))
 
 
-def rank_clocks(store: Store, opts: Options) -> Clocks:
+def rank_clocks(store: Snapshot, opts: Options) -> Clocks:
     """The ranks' clocks against each other and the job's against the viewer's (mstop.engine.clocks)."""
     return clocks(store, opts.clock(), stall_after(store))
 
 
-def seconds_since_life(store: Store, opts: Options) -> float:
+def seconds_since_life(store: Snapshot, opts: Options) -> float:
     """Age of the newest sign of life of any rank (arrival on our clock while following live), each rank's
     times read on the viewer's clock (mstop.engine.clocks)."""
     if opts.arrival_clock is not None and store.life_arrival is not None:
@@ -799,7 +799,7 @@ def seconds_since_life(store: Store, opts: Options) -> float:
     return _age(store, opts, max(seen))
 
 
-def seconds_since_last_row(store: Store, opts: Options) -> float:
+def seconds_since_last_row(store: Snapshot, opts: Options) -> float:
     """Age of the newest row: by its arrival on our clock when following live, else by its time column read
     on the viewer's clock (mstop.engine.clocks: a rank's clock off its peers', the job's off the files'
     modification times), or by the files' modification times when the rows' times lie in the future."""
@@ -821,7 +821,7 @@ def seconds_since_last_row(store: Store, opts: Options) -> float:
     return _age(store, opts, max(times.tolist()))
 
 
-def _age(store: Store, opts: Options, t: float) -> float:
+def _age(store: Snapshot, opts: Options, t: float) -> float:
     """Seconds since ``t`` on the clock; for a time from the future (a host clock set wrong), the files'
     modification time on this machine's clock tells instead."""
     age = opts.clock() - t
@@ -830,7 +830,7 @@ def _age(store: Store, opts: Options, t: float) -> float:
     return age
 
 
-def future_skew(store: Store, opts: Options) -> float | None:
+def future_skew(store: Snapshot, opts: Options) -> float | None:
     """How far the newest row's time lies ahead of the clock, when more than FUTURE_S (else None)."""
     last = last_row_time(store)
     if last is None:
@@ -839,7 +839,7 @@ def future_skew(store: Store, opts: Options) -> float | None:
     return ahead if ahead > FUTURE_S else None
 
 
-def writer_errors(store: Store) -> list[str]:
+def writer_errors(store: Snapshot) -> list[str]:
     """What the writers said they failed at (first of each message, oldest first)."""
     seen: dict[str, float] = {}
     for r in store.ranks_with("writer_errors"):
@@ -854,7 +854,7 @@ def _refusal(e: dict[str, Any]) -> bool:
     return e.get("reason") == "rejected" or str(e.get("message", "")).startswith("row for step ")
 
 
-def writer_failures(store: Store) -> list[str]:
+def writer_failures(store: Snapshot) -> list[str]:
     """What the writers failed at, rows they refused left out (those are :func:`refused_rows`)."""
     seen: dict[str, float] = {}
     for r in store.ranks_with("writer_errors"):
@@ -865,7 +865,7 @@ def writer_failures(store: Store) -> list[str]:
     return sorted(seen, key=seen.get)
 
 
-def refused_rows(store: Store) -> tuple[int, str | None]:
+def refused_rows(store: Snapshot) -> tuple[int, str | None]:
     """Rows the writers refused for bad input (their dropped events' count), and what the first refusal
     said (``row for step 'abc' not written: ...``)."""
     n = int(rankstate.states(store).rejected.sum())
@@ -876,7 +876,7 @@ def refused_rows(store: Store) -> tuple[int, str | None]:
     return n, (str(first[0].get("message")) if first else None)
 
 
-def refused_cells(store: Store) -> tuple[int, str | None]:
+def refused_cells(store: Snapshot) -> tuple[int, str | None]:
     """Cells the store refused at the door (mstop.engine.door: a data wait longer than its step, MFU over
     1, a negative duration or count), all reasons, and the most common reason with its first example."""
     got = store.refused_cells
@@ -887,12 +887,12 @@ def refused_cells(store: Store) -> tuple[int, str | None]:
     return sum(n for n, _ in got.values()), f"{reason}: {n:,}, first {first}{more}"
 
 
-def dropped_rows(store: Store) -> int:
+def dropped_rows(store: Snapshot) -> int:
     """Rows the writers reported as lost (I/O errors) or refused (bad input), all ranks."""
     return int(rankstate.states(store).dropped.sum())
 
 
-def clock_spread(store: Store) -> float | None:
+def clock_spread(store: Snapshot) -> float | None:
     """How far apart the ranks' clocks look: the spread of their last rows' times among ranks at the
     same last step (None with fewer than two such ranks)."""
     w = window(store)
@@ -905,27 +905,27 @@ def clock_spread(store: Store) -> float | None:
     return float(t.max() - t.min()) if len(t) >= 2 else None
 
 
-def checkpoint_times(store: Store) -> list[float]:
+def checkpoint_times(store: Snapshot) -> list[float]:
     """When the job saved checkpoints, one time per save (the earliest rank's): a checkpoint of a step is one
     save whichever ranks write it (4 ranks saving step 500 is one checkpoint, not four a second apart);
-    events without a step count one each (the store's fold of checkpoint events: Store.checkpoints_seen)."""
+    events without a step count one each (the store's fold of checkpoint events: Snapshot.checkpoints_seen)."""
     by_step, other, _ = store.checkpoints_seen()
     return sorted(list(by_step.values()) + other)
 
 
-def last_checkpoint(store: Store) -> dict[str, Any] | None:
+def last_checkpoint(store: Snapshot) -> dict[str, Any] | None:
     """The checkpoint of the highest step (then the latest), any rank."""
     best = store.checkpoints_seen()[2]
     return dict(best) if best is not None else None
 
 
-def segments(store: Store) -> int:
+def segments(store: Snapshot) -> int:
     """The most sessions a rank ran (0: no rows yet)."""
     return max((len(store.ranks[r].segments) for r in store.ranks_with("resumed")),
                default=1 if lowest_rank(store) is not None else 0)  # a rank with rows has a session
 
 
-def repeated_steps(store: Store) -> int:
+def repeated_steps(store: Snapshot) -> int:
     """The most rows of older sessions a later one ran again, over the ranks (only a resumed rank has any)."""
     return max((store.ranks[r].repeated_steps() for r in store.ranks_with("resumed")), default=0)
 
@@ -963,13 +963,13 @@ def minimum(d: RankData, column: str) -> float | None:
     return float(a.min()) if len(a) else None
 
 
-def run_meta(store: Store) -> dict[str, Any]:
+def run_meta(store: Snapshot) -> dict[str, Any]:
     """The run's own account of itself: the lowest rank's latest ``start`` event (run name, device, world
     size, total steps, peak FLOP/s, memory source); empty before any."""
     return rankstate.states(store).first("start") or {}
 
 
-def source(store: Store) -> dict[str, Any] | None:
+def source(store: Snapshot) -> dict[str, Any] | None:
     """Where a run's figures come from when it is not mstop's writer (a MindFormers log): its kind and the
     figures it cannot give; None for a writer's run."""
     meta = run_meta(store)
@@ -980,13 +980,13 @@ def source(store: Store) -> dict[str, Any] | None:
     return {"kind": kind, "cannot_give": [str(c) for c in cannot] if isinstance(cannot, list) else []}
 
 
-def latest_profile(store: Store) -> dict[str, Any] | None:
+def latest_profile(store: Snapshot) -> dict[str, Any] | None:
     """The newest profile of any rank (mstop_writer.profiling): where its steps' time went, as shares."""
     got = [o.profile for o in rankstate.states(store).one if o.profile is not None]
     return max(got, key=lambda p: p["time"]) if got else None
 
 
-def profile_shares(store: Store, first: float, last: float) -> dict[str, Any] | None:
+def profile_shares(store: Snapshot, first: float, last: float) -> dict[str, Any] | None:
     """For an equal-step window: per rank the profile inside it or nearest to it, then each share's mean over
     ranks, and which steps the profiles covered (None without profiles)."""
     picked = []
@@ -1008,7 +1008,7 @@ def profile_shares(store: Store, first: float, last: float) -> dict[str, Any] | 
 ENDED = ("finished", "dead", "failed")
 
 
-def elapsed(store: Store, opts: Options, now: float) -> float | None:
+def elapsed(store: Snapshot, opts: Options, now: float) -> float | None:
     """Seconds the run has taken: since its earliest ``start`` event (else its first row) while it goes on;
     for a run that ended (finished, dead or failed), from then to its last sign of life (its end: opening it an
     hour later changes nothing, and the figure does not shrink when the run finishes)."""
@@ -1027,7 +1027,7 @@ def elapsed(store: Store, opts: Options, now: float) -> float | None:
 MAX_STARTUP = rankstate.MAX_STARTUP
 
 
-def first_start(store: Store) -> float | None:
+def first_start(store: Snapshot) -> float | None:
     """The time of the run's earliest ``start`` event on any rank, or None before one. A start event after
     its session's first row, or more than MAX_STARTUP before it, was stamped by a clock that moved: that
     session's first row stands for it (each rank's: mstop.engine.rankstate)."""
@@ -1035,7 +1035,7 @@ def first_start(store: Store) -> float | None:
     return float(np.nanmin(t)) if (t == t).any() else None
 
 
-def first_row_time(store: Store) -> float | None:
+def first_row_time(store: Snapshot) -> float | None:
     """The time of the run's earliest row on any rank (each rank's first row, kept with its answers), or None
     before any row."""
     t = rankstate.states(store).first_row_time
@@ -1052,7 +1052,7 @@ def row_at_step(d: RankData, step: float) -> int | None:
     return int(hit[-1]) if len(hit) else None
 
 
-def time_at_step(store: Store, rank: int | None, step: float) -> float | None:
+def time_at_step(store: Snapshot, rank: int | None, step: float) -> float | None:
     """The row time of ``step`` on a rank's timeline (the lowest rank's for None), or None."""
     d = store.ranks.get(rank) if rank is not None else job_rank(store)
     hit = row_at_step(d, step) if d is not None and d.rows else None
@@ -1065,7 +1065,7 @@ def time_at_step(store: Store, rank: int | None, step: float) -> float | None:
 _NO_NAME = frozenset({"?", "None", "", "0", "0.0", "False", "[]", "{}"})
 
 
-def host_ranks(store: Store, host: str) -> list[int]:
+def host_ranks(store: Snapshot, host: str) -> list[int]:
     """The ranks whose latest start event names ``host``, in rank order (a host's memory is theirs together):
     from the answers' arrays (the host each rank's ranks-view row shows), not a walk of every rank."""
     if host in _NO_NAME:
@@ -1083,7 +1083,7 @@ def rank_step_time(w: Window) -> np.ndarray:
         return row_medians(per_step(w, "step_time"))
 
 
-def step_time(store: Store) -> float | None:
+def step_time(store: Snapshot) -> float | None:
     """The median over ranks of each rank's median step time in the recent window; for a plain MindSpore
     log followed before its epoch's TimeMonitor line (no step time yet), the pace of its LossMonitor lines
     (one a step, printed at the step's end: the time between them is the step's wall time)."""
@@ -1093,7 +1093,7 @@ def step_time(store: Store) -> float | None:
     return got
 
 
-def seconds_per_step(store: Store) -> float | None:
+def seconds_per_step(store: Snapshot) -> float | None:
     """The job's real pace: per rank the median over the recent window of the time between rows per step
     between them, then the median over ranks; else the step time. A MindFormers log's per-step time is the
     network's compute alone (2 steps/s real against 86 from the compute), and a log may print every N steps."""
@@ -1103,7 +1103,7 @@ def seconds_per_step(store: Store) -> float | None:
     return store.memo("seconds_per_step", compute)
 
 
-def _pace_of_rows(store: Store) -> float | None:
+def _pace_of_rows(store: Snapshot) -> float | None:
     """Per rank the median over the recent window of the time between rows per step between them, then
     the median over ranks; None when no two rows tell it."""
     def compute() -> float | None:
@@ -1118,7 +1118,7 @@ def _pace_of_rows(store: Store) -> float | None:
     return store.memo("pace_of_rows", compute)
 
 
-def eta(store: Store, opts: Options, seconds_per_step: float | None) -> float | None:
+def eta(store: Snapshot, opts: Options, seconds_per_step: float | None) -> float | None:
     """Seconds to the run's ``total_steps`` (from its start event) at ``seconds_per_step``; None unless the
     run is running (a stalled, finished or dead run has no time to go that anyone could trust)."""
     total, now = run_meta(store).get("total_steps"), step(store)
@@ -1129,7 +1129,7 @@ def eta(store: Store, opts: Options, seconds_per_step: float | None) -> float | 
     return max(0, total - now) * seconds_per_step
 
 
-def memory_bytes(store: Store, scope: MemoryScope | None, fallback: int) -> tuple[float | None, ...]:
+def memory_bytes(store: Snapshot, scope: MemoryScope | None, fallback: int) -> tuple[float | None, ...]:
     """Used, peak and total bytes of a memory scope: a rank, or a host (its ranks' bytes added up); of rank
     ``fallback`` when there is no scope."""
     if scope is not None and scope.kind == "rank":

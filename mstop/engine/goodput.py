@@ -43,7 +43,7 @@ from .. import fmt
 from . import figures, ledgerfold, rankstate
 from .clocks import Clocks
 from .figures import Options
-from .store import RankData, Store
+from .store import RankData, Snapshot
 
 #: the buckets, in the order they are shown
 BUCKETS = ("productive", "input_wait", "compile", "recomputed", "checkpoint", "stalled", "down")
@@ -94,7 +94,7 @@ def losses_text(lost: list[tuple[str, float]]) -> str:
     return ", ".join(f"{k.replace('_', ' ')} {fmt.duration(v)}" for k, v in lost)
 
 
-def ledger(store: Store, opts: Options) -> Ledger | None:
+def ledger(store: Snapshot, opts: Options) -> Ledger | None:
     """The job's goodput ledger; None before any row (computed once per store version and clock second)."""
     key = (round(opts.clock()), figures.status(store, opts))
     seen = store.memo("goodput", dict)
@@ -104,7 +104,7 @@ def ledger(store: Store, opts: Options) -> Ledger | None:
     return seen[key]
 
 
-def compute_ledger(store: Store, opts: Options) -> Ledger | None:
+def compute_ledger(store: Snapshot, opts: Options) -> Ledger | None:
     """The ledger read now from each rank's fold (:func:`ledger` keeps it per store version and clock second):
     O(sessions) a rank, whatever the rows."""
     c = figures.rank_clocks(store, opts)  # a rank whose clock is off its peers' is laid on theirs
@@ -193,7 +193,7 @@ LIVE = ("running", "starting", "stalled")
 STALL_HORIZON = 3600.0
 
 
-def job_end(store: Store, opts: Options, c: Clocks | None = None) -> float:
+def job_end(store: Snapshot, opts: Options, c: Clocks | None = None) -> float:
     """The end of the wall time, one definition for every reader: now (on the rows' clock: the reference
     rank's) while the job may still live (running, starting, stalled: a hung job and a silent one alike,
     a stall up to STALL_HORIZON); else its last sign of life (finished, failed, dead: opening it a year

@@ -25,7 +25,7 @@ from . import ruletable as table
 from .figures import Options
 from .incidents import from_alert, merge, scan
 from .rules import KINDS, Alert, Incident, Rules
-from .store import Store
+from .store import Snapshot
 
 __all__ = ["KINDS", "Alert", "Health", "Rules", "evaluate"]
 
@@ -46,7 +46,7 @@ class Health:
     #: (kind, rank) -> (step, time) since each active alert holds
     _since: dict[tuple[str, int | None], tuple[int | None, float]] = field(default_factory=dict)
 
-    def incidents(self, store: Store, opts: Options, alerts: list[Alert] | None = None) -> list[Incident]:
+    def incidents(self, store: Snapshot, opts: Options, alerts: list[Alert] | None = None) -> list[Incident]:
         """Every alert that fired in the run's history, oldest first, the active ones marked (mstop.engine.incidents).
         With ``alerts`` given (the ones just evaluated) this only reads: safe on another thread."""
         if alerts is None:
@@ -73,7 +73,7 @@ class Health:
             if key not in held:
                 del self._open[key]
 
-    def alerts(self, store: Store, opts: Options) -> list[Alert]:
+    def alerts(self, store: Snapshot, opts: Options) -> list[Alert]:
         opts = self.rules.options(opts)
         now = opts.clock()
         current = evaluate(store, self.rules, opts)
@@ -93,7 +93,7 @@ class Health:
                 out[key] = replace(a, cleared=t)
         return sorted(out.values(), key=_order)
 
-    def _mark_since(self, store: Store, current: list[Alert], now: float) -> None:
+    def _mark_since(self, store: Snapshot, current: list[Alert], now: float) -> None:
         """Say on each alert since when it holds: the step it was first seen at in this stretch, and that
         step's row time (a NaN found in the history began then, not when mstop was opened)."""
         held = set()
@@ -109,49 +109,48 @@ class Health:
                 del self._since[key]
 
 
-def evaluate(store: Store, rules: Rules, opts: Options) -> list[Alert]:
+def evaluate(store: Snapshot, rules: Rules, opts: Options) -> list[Alert]:
     """Alerts whose condition holds now (no memory: see :class:`Health` for the hold time)."""
     opts = rules.options(opts)
     ask = table.Ask(store, rules)
-    with store.lock:
-        status = figures.status(store, opts)
-        # a job that ended is not starving, slowing down or dying: only what its history shows (NaN, spikes,
-        # overflows: the rules that hold after the end) is still worth an alert, and how it ended when that
-        # was not cleanly
-        out: list[Alert] = [a for rule in table.TABLE if rule.after_end or status not in ENDED
-                            for a in table.quietly(lambda rule=rule: rule.alerts(ask))]
-        if status in ENDED:
-            if status in ("dead", "failed"):
-                culprit = endings.ending(store, opts).culprit
-            if status == "dead":
-                out.append(Alert("job_dead", culprit, figures.step(store), endings.dead_message(store, opts)))
-            elif status == "failed":
-                message, error = endings.failure_message(store, opts)
-                out.append(Alert("job_failed", culprit, figures.step(store), message, detail=error))
-            return sorted(out, key=_order)
-        out += _device_alerts(store, rules)
-        out += _stragglers(store, rules)
-        alive, dead, basis = _liveness(store, rules, opts)
-        out += dead
-        out += _held(store)
-        out += _stuck(store)
-        out += _lagging(store, rules, alive, opts)
-        if status == "stalled":
-            age = figures.seconds_since_last_row(store, opts)
-            hint = ""
-            if alive and not dead and basis == "heartbeats":
-                hint = _alive_hint(store, opts, alive)
-            elif basis == "rows":
-                hint = "; no heartbeats to tell dead from hung"
-            out.append(Alert("stalled", None, figures.step(store),
-                             f"no new row for {fmt.duration(age)} (limit {fmt.duration(figures.stall_after(store))})"
-                             f"{hint}"))
-        if status in ("running", "stalled"):
-            out += _no_checkpoint(store, rules, opts)
+    status = figures.status(store, opts)
+    # a job that ended is not starving, slowing down or dying: only what its history shows (NaN, spikes,
+    # overflows: the rules that hold after the end) is still worth an alert, and how it ended when that
+    # was not cleanly
+    out: list[Alert] = [a for rule in table.TABLE if rule.after_end or status not in ENDED
+                        for a in table.quietly(lambda rule=rule: rule.alerts(ask))]
+    if status in ENDED:
+        if status in ("dead", "failed"):
+            culprit = endings.ending(store, opts).culprit
+        if status == "dead":
+            out.append(Alert("job_dead", culprit, figures.step(store), endings.dead_message(store, opts)))
+        elif status == "failed":
+            message, error = endings.failure_message(store, opts)
+            out.append(Alert("job_failed", culprit, figures.step(store), message, detail=error))
         return sorted(out, key=_order)
+    out += _device_alerts(store, rules)
+    out += _stragglers(store, rules)
+    alive, dead, basis = _liveness(store, rules, opts)
+    out += dead
+    out += _held(store)
+    out += _stuck(store)
+    out += _lagging(store, rules, alive, opts)
+    if status == "stalled":
+        age = figures.seconds_since_last_row(store, opts)
+        hint = ""
+        if alive and not dead and basis == "heartbeats":
+            hint = _alive_hint(store, opts, alive)
+        elif basis == "rows":
+            hint = "; no heartbeats to tell dead from hung"
+        out.append(Alert("stalled", None, figures.step(store),
+                         f"no new row for {fmt.duration(age)} (limit {fmt.duration(figures.stall_after(store))})"
+                         f"{hint}"))
+    if status in ("running", "stalled"):
+        out += _no_checkpoint(store, rules, opts)
+    return sorted(out, key=_order)
 
 
-def _alive_hint(store: Store, opts: Options, alive: list[int]) -> str:
+def _alive_hint(store: Snapshot, opts: Options, alive: list[int]) -> str:
     """What the heartbeats say of a stalled job: alive ranks are those whose heartbeat came after their last
     row (evidence newer than the stall); several of them wait in a collective, one is stuck in its step."""
     clocks = figures.rank_clocks(store, opts)
@@ -176,7 +175,7 @@ def _order(a: Alert) -> tuple:
     return KINDS.index(a.kind) if a.kind in KINDS else len(KINDS), -a.severity, -1 if a.rank is None else a.rank
 
 
-def _no_checkpoint(store: Store, rules: Rules, opts: Options) -> list[Alert]:
+def _no_checkpoint(store: Snapshot, rules: Rules, opts: Options) -> list[Alert]:
     cks = figures.checkpoint_times(store)
     limit = rules.no_checkpoint_s
     if limit is None:
@@ -198,7 +197,7 @@ def _no_checkpoint(store: Store, rules: Rules, opts: Options) -> list[Alert]:
                   f"{what} for {age / 3600:.1f} h (limit {limit / 3600:.1f} h)")]
 
 
-def _stragglers(store: Store, rules: Rules) -> list[Alert]:
+def _stragglers(store: Snapshot, rules: Rules) -> list[Alert]:
     """Ranks whose data-wait share stands out from the median over ranks, persistently.
 
     With synchronous data parallelism every rank's step time equals the slowest
@@ -238,7 +237,7 @@ def _stragglers(store: Store, rules: Rules) -> list[Alert]:
     return alerts
 
 
-def _liveness(store: Store, rules: Rules, opts: Options) -> tuple[list[int], list[Alert], str]:
+def _liveness(store: Snapshot, rules: Rules, opts: Options) -> tuple[list[int], list[Alert], str]:
     """(ranks alive, dead_rank alerts, what was judged): a rank whose last sign of life (heartbeat, event or
     row) is older than ``dead_after`` heartbeat intervals while another rank's is recent is dead. While the
     job restarts (a rank's newest session has no row yet) every rank gets the start-up allowance from the
@@ -307,7 +306,7 @@ def _ran_on(lives: dict[int, float], ends: dict[int, float]) -> dict[int, str]:
     return out
 
 
-def _held(store: Store) -> list[Alert]:
+def _held(store: Snapshot) -> list[Alert]:
     """``stopped_rank``: a rank whose process is stopped (SIGSTOP, Ctrl-Z), traced by a debugger or in
     uninterruptible sleep, named as soon as its witness sees it (not after the heartbeat deadline): it runs
     no step, and the other ranks wait for it at their next collective."""
@@ -325,7 +324,7 @@ def _held(store: Store) -> list[Alert]:
     return out
 
 
-def _stuck(store: Store) -> list[Alert]:
+def _stuck(store: Snapshot) -> list[Alert]:
     """``stuck_rank``: in a hung job, the rank whose stack (dumped by its own faulthandler when its step
     overran) differs from every other rank's: in its input while the others wait in the collective."""
     odd = processes.odd_one(store)
@@ -334,7 +333,7 @@ def _stuck(store: Store) -> list[Alert]:
     return [Alert("stuck_rank", odd.rank, odd.step, endings.stack_words(store, odd))]
 
 
-def _lagging(store: Store, rules: Rules, alive: list[int], opts: Options) -> list[Alert]:
+def _lagging(store: Snapshot, rules: Rules, alive: list[int], opts: Options) -> list[Alert]:
     """Ranks alive whose latest step trails the median latest step by more than ``lag_steps``; with two
     ranks (no median to speak of), the leader's. Where the rows are timed by when their file was read (a
     plain MindSpore log: LossMonitor's lines carry no time), a rank whose file was read earlier than the
@@ -369,7 +368,7 @@ def _lagging(store: Store, rules: Rules, alive: list[int], opts: Options) -> lis
     return out
 
 
-def _lag_state(store: Store, opts: Options, c: Any, r: int, lives: dict[int, float]) -> str:
+def _lag_state(store: Snapshot, opts: Options, c: Any, r: int, lives: dict[int, float]) -> str:
     """How a lagging rank is: "and alive" was said of a rank killed 13 s before, and alive means only "not
     yet called dead"; a rank whose heartbeats stopped says for how long, and when it will be called dead."""
     if not figures.heartbeats_seen(store) or r not in lives:
@@ -380,7 +379,7 @@ def _lag_state(store: Store, opts: Options, c: Any, r: int, lives: dict[int, flo
     return "not yet called dead"
 
 
-def _device_alerts(store: Store, rules: Rules) -> list[Alert]:
+def _device_alerts(store: Snapshot, rules: Rules) -> list[Alert]:
     """The NPUs' rules (mstop.engine.devices): a device not healthy, one too hot, HBM near full while the
     rank's own figure leaves room, AICore idle while the rank's steps run. Each alert is its rank's (the
     rank on that device); devices no rank is joined to share one alert per kind."""
@@ -406,7 +405,7 @@ def _device_alerts(store: Store, rules: Rules) -> list[Alert]:
     return out
 
 
-def _device_conditions(store: Store, rules: Rules, s: Any, rank: int | None) -> list[tuple[str, float, str]]:
+def _device_conditions(store: Snapshot, rules: Rules, s: Any, rank: int | None) -> list[tuple[str, float, str]]:
     """What is wrong with one device now: (kind, severity, message) for each rule that holds."""
     who = s.label + (f" (rank {rank})" if rank is not None else "")
     out = []
@@ -431,7 +430,7 @@ def _device_conditions(store: Store, rules: Rules, s: Any, rank: int | None) -> 
     return out
 
 
-def _own_room(store: Store, rank: int | None) -> float | None:
+def _own_room(store: Snapshot, rank: int | None) -> float | None:
     """The share of its device memory the rank's own last figure leaves free; None unless it measures device
     memory (a host-memory figure says nothing of the NPU)."""
     d = store.ranks.get(rank) if rank is not None else None
@@ -441,7 +440,7 @@ def _own_room(store: Store, rank: int | None) -> float | None:
     return 1.0 - used / total if np.isfinite(used) and np.isfinite(total) and total > 0 else None
 
 
-def _idle(store: Store, rules: Rules, s: Any, rank: int | None) -> float | None:
+def _idle(store: Snapshot, rules: Rules, s: Any, rank: int | None) -> float | None:
     """The device's mean AICore when every sample of the last ``aicore_idle_s`` seconds (at least 3, and
     spanning those seconds: 8 s of samples are not "the last 1 m 00 s") is under ``aicore_idle`` while its
     rank wrote rows in that span (both on the host's clock); else None."""
@@ -463,7 +462,7 @@ def _idle(store: Store, rules: Rules, s: Any, rank: int | None) -> float | None:
     return sum(got) / len(got)
 
 
-def _wait_note(store: Store, rank: int | None) -> str:
+def _wait_note(store: Snapshot, rank: int | None) -> str:
     d = store.ranks.get(rank) if rank is not None else None
     if d is None:
         return ""

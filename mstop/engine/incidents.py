@@ -25,40 +25,35 @@ from . import ruletable as table
 from .endings import first_line
 from .processes import End, first_end, how_words
 from .rules import GAP, Alert, Incident, Rules, order, steps_text
-from .store import RankData, Store
+from .store import RankData, Snapshot
 
 __all__ = ["GAP", "Incident", "merge", "order", "scan", "steps_text"]
 
-def scan(store: Store, rules: Rules) -> list[Incident]:
-    """Every incident the rows of the run's current timeline show, oldest first. What it reads back of the
+def scan(store: Snapshot, rules: Rules) -> list[Incident]:
+    """Every incident the rows of the run's current timeline show, oldest first (read from a snapshot: a scan
+    of a long history holds no lock the screen or the reading thread waits for). What it reads back of the
     spilled rows is kept only while it scans (spill.one_pass)."""
     with spill.one_pass():
         return _scan(store, rules)
 
 
-def _scan(store: Store, rules: Rules) -> list[Incident]:
+def _scan(store: Snapshot, rules: Rules) -> list[Incident]:
     out: list[Incident] = []
-    # the lock is taken a rank at a time: a scan of a long history on the monitor's worker thread must not
-    # hold up the screen or the reading thread for all of it
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         ask = table.Ask(store, rules)
-        with store.lock:
-            ask.window  # noqa: B018 - every rank's recent rows in one table: new rows screened all at once
-            ranks = sorted(r for r, d in store.ranks.items() if d.rows)
-            job = figures.lowest_rank(store)
+        ranks = sorted(r for r, d in store.ranks.items() if d.rows)
+        job = figures.lowest_rank(store)
         for rule in table.TABLE:
             for r in ranks if rule.per_rank else [job] if job is not None else []:
-                with store.lock:
-                    out += rule.incidents(ask, r, store.ranks[r])
-        with store.lock:
-            out += _sessions(store)
-            if job is not None:
-                out += _stalls(store, store.ranks[job])
+                out += rule.incidents(ask, r, store.ranks[r])
+        out += _sessions(store)
+        if job is not None:
+            out += _stalls(store, store.ranks[job])
     return sorted(out, key=order)
 
 
-def _stalls(store: Store, d: RankData) -> list[Incident]:
+def _stalls(store: Snapshot, d: RankData) -> list[Incident]:
     """Gaps between two rows of one session longer than the stall limit (a restart is no stall)."""
     limit = figures.stall_after(store)
     rows = np.flatnonzero(d.effective())
@@ -72,7 +67,7 @@ def _stalls(store: Store, d: RankData) -> list[Incident]:
                      f"(limit {fmt.duration(limit)})") for i in at]
 
 
-def _sessions(store: Store) -> list[Incident]:
+def _sessions(store: Snapshot) -> list[Incident]:
     """How each process start of the job ended, from the files: a session with an ``abort`` is a
     ``job_failed`` incident (the first abort's rank and error); one that ended with no ``end`` event and was
     followed by another session is a ``job_dead`` incident at its last step (killed, or its host lost). The

@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from .store import RankData, Store
+from .store import RankData, Snapshot
 
 #: process states (``/proc/PID/stat``) and what they mean for a training rank
 STATES = {"R": "running", "S": "sleeping", "D": "in uninterruptible sleep (D)", "T": "stopped",
@@ -251,7 +251,7 @@ def where(d: RankData, *, stuck_only: bool = True) -> Where | None:
     return None
 
 
-def stack_groups(store: Store, *, stuck_only: bool = True) -> list[list[Where]]:
+def stack_groups(store: Snapshot, *, stuck_only: bool = True) -> list[list[Where]]:
     """The ranks with a stack dump, grouped by the place their main thread is at; the largest group first."""
     groups: dict[tuple[str, ...], list[Where]] = {}
     for r in store.ranks_with("stacks"):  # most ranks of a healthy job have none
@@ -261,7 +261,7 @@ def stack_groups(store: Store, *, stuck_only: bool = True) -> list[list[Where]]:
     return sorted(groups.values(), key=lambda g: (-len(g), g[0].rank))
 
 
-def odd_one(store: Store) -> Where | None:
+def odd_one(store: Snapshot) -> Where | None:
     """In a hang, the rank whose stack differs from all the others' (in its input while the rest wait in the
     collective): every stuck rank dumped, one alone at its place, the others all at one other place."""
     groups = stack_groups(store)
@@ -309,7 +309,7 @@ class StackGroup:
     stale: bool  # every rank of the group went on after its dump (an overrun that passed)
 
 
-def stack_view(store: Store) -> tuple[list[StackGroup], list[int]]:
+def stack_view(store: Snapshot) -> tuple[list[StackGroup], list[int]]:
     """Each rank's newest stack, ranks grouped by their innermost frames (the largest group first), and the
     ranks with no stack (their steps end on time, or no witness runs beside them)."""
     groups: dict[tuple[str, ...], list[tuple[Where, bool]]] = {}

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from . import processes
-from .store import RankData, Store
+from .store import RankData, Snapshot
 
 
 @dataclass(frozen=True)
@@ -289,7 +289,7 @@ def _first_start(d: RankData) -> float:
     return out
 
 
-def one(store: Store, r: int) -> One:
+def one(store: Snapshot, r: int) -> One:
     """Rank ``r``'s answers (it must be in the store)."""
     d = store.ranks[r]
     key = _key(d)
@@ -299,7 +299,7 @@ def one(store: Store, r: int) -> One:
     return got[1]
 
 
-def states(store: Store) -> States:
+def states(store: Snapshot) -> States:
     """Every rank's answers, once per version of the store."""
     return store.memo("rank_states", lambda: _states(store))
 
@@ -356,7 +356,7 @@ def _written(arrays: dict[str, np.ndarray] | None, n: int, ones: list[Any], new:
     return arrays
 
 
-def _states(store: Store) -> States:
+def _states(store: Snapshot) -> States:
     prev = store.answers.arrays
     # a snapshot's: the ranks changed since the snapshot the kept arrays were built from (frames skip some)
     since = store.changed_after(prev[0]) if prev is not None else None

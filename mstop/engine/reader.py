@@ -6,8 +6,8 @@ then change (a columnar store, rows bounded by time) without touching a reader. 
 need: the ranks, a rank's column (whole, at some rows, or on its current timeline), its last values, its
 segments (process starts), its events by kind, its newest start.
 
-A reader is taken under the store's lock in O(ranks) (rows are shared, never copied: see
-``Store.snapshot``); the arrays it hands out are read-only views.
+A reader holds a :class:`~mstop.engine.store.Snapshot` (taken under the store's lock in O(ranks): rows are
+shared, never copied), never the store; the arrays it hands out are read-only views.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import numpy as np
 
 from . import rankstate
 from .folds import SUMMED, WEIGHT, stands_for
-from .store import Segment, Store
+from .store import Reads, Segment, Snapshot
 
 #: event kinds a rank keeps, by the name readers ask for
 _EVENTS = {"checkpoint": "checkpoints", "eval": "evals", "abort": "aborts", "lost": "losts",
@@ -35,18 +35,19 @@ def _frozen(a: np.ndarray) -> np.ndarray:
 class RunReader:
     """Named, read-only reads of one moment of a run (a snapshot of its store)."""
 
-    def __init__(self, store: Store) -> None:
-        self._store = store.snapshot()
+    def __init__(self, run: Reads) -> None:
+        """``run``: a store (a snapshot of it is taken now) or a snapshot."""
+        self._store = run.snapshot()
 
     @staticmethod
-    def count(store: Store) -> int:
-        """How many ranks a store holds, without taking a snapshot (a cheap check for a refresh loop)."""
-        with store.lock:
-            return len(store.ranks)
+    def count(run: Reads) -> int:
+        """How many ranks a store (or a snapshot) holds, without taking a snapshot (a cheap check for a refresh
+        loop)."""
+        return len(run.ranks)
 
     @property
-    def store(self) -> Store:
-        """The snapshot itself, for the engine's own figures (which take a store)."""
+    def snapshot(self) -> Snapshot:
+        """The moment it reads, for the engine's figures (which take a snapshot)."""
         return self._store
 
     # -- the ranks ----------------------------------------------------------------------------------------

@@ -28,7 +28,7 @@ import numpy as np
 from .. import fmt
 from . import figures
 from .rules import Alert, Incident, Rules, groups
-from .store import RankData, Store
+from .store import RankData, Snapshot
 
 
 def _step(d: RankData, i: int | np.integer) -> int:
@@ -65,7 +65,7 @@ class Ask:
     several rules read, worked out once for all of them (the job's rank, the recent window, which ranks' recent
     rows a rule's row condition holds on)."""
 
-    def __init__(self, store: Store, rules: Rules) -> None:
+    def __init__(self, store: Snapshot, rules: Rules) -> None:
         self.store, self.rules = store, rules
         self._hits: dict[str, dict[int, bool]] = {}
 

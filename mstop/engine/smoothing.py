@@ -7,13 +7,13 @@ from typing import Any
 
 import numpy as np
 
-from .store import Block, Store
+from .store import Block, Snapshot
 
 #: rows the EMA's recursion is vectorised over at a time
 _CHUNK = 128
 
 
-def ema_series(store: Store, rank: int, weight: float) -> tuple[np.ndarray, np.ndarray]:
+def ema_series(store: Snapshot, rank: int, weight: float) -> tuple[np.ndarray, np.ndarray]:
     """(row indices, EMA values): the debiased EMA of the rank's loss over its effective rows with a finite
     loss, extended as rows arrive and never recomputed, so a frame costs the same on a long run as on a short
     one. Its state is the rank's (RankData.kept: a fold shared with the rank's frozen copies, so every reader

@@ -14,7 +14,7 @@ from typing import ClassVar
 
 from ..engine.figures import Options
 from ..engine.reader import RunReader
-from ..engine.store import Store
+from ..engine.store import Snapshot
 from ..view.build import GoodputCache
 
 
@@ -27,7 +27,7 @@ class ThreadedGoodput(GoodputCache):
 
     SYNC_RANKS: ClassVar[int] = 2_000
 
-    def start(self, store: Store, opts: Options) -> bool:
+    def start(self, store: Snapshot, opts: Options) -> bool:
         if RunReader.count(store) <= self.SYNC_RANKS:
             return super().start(store, opts)
         if self._thread is not None and self._thread.is_alive():

@@ -21,7 +21,7 @@ from ..engine import figures
 from ..engine.figures import Options
 from ..engine.health import Health, Rules
 from ..engine.reader import RunReader
-from ..engine.store import Store
+from ..engine.store import Reads, Snapshot
 from ..safe import clean
 from ..sources.protocol import DEFAULT_CONNECTION, Connection
 from ..sources.runs import run_spec
@@ -93,38 +93,38 @@ ROW_KEYS = frozenset(k for k, _ in COLUMNS) | {"total", "incidents"}
 ALIASES = {"loss_ema": "loss", "mem_headroom": "headroom"}
 
 
-def run_row(key: str, name: str, host: str, store: Store, opts: Options, health: Health, *, full: bool,
+def run_row(key: str, name: str, host: str, store: Reads, opts: Options, health: Health, *, full: bool,
             error: str | None = None, hint: str = "", history: History | None = None) -> RunRow:
     """The row of one run from its store (the engine's figures; ``health`` keeps the run's alert state). A
     store of the files' ends (``full`` False) gives its alerts and incidents from ``history`` (the whole
     history read by :func:`read_history`) and the newest rows' alerts; without one they are unknown."""
-    with store.lock:
-        meta = figures.run_meta(store)
-        first = figures.first_start(store)
-        # a log read to no rows, or with lines that look like steps in no known format: say it in the list
-        said = [n for n in store.notes if "like steps but match" in n or "like a step but matches" in n
-                or "no step lines yet" in n]
-        hint = hint or (said[0] if said else "")
-        status = "unreadable" if error and not RunReader.count(store) else figures.status(store, opts)
-        alerts = health.alerts(store, opts) if store.rows else []
-        row = RunRow(key=key, name=name, host=host or str(meta.get("host") or ""), status=status,
-                     step=figures.step(store), total=_int(meta.get("total_steps")),
-                     loss=figures.shown_loss(store, opts), tokens_per_s=figures.tokens_per_s(store),
-                     mfu=figures.mfu(store, opts), headroom=figures.mem_headroom(store),
-                     alerts=len(alerts), alert_kinds=sorted({a.kind for a in alerts}), started=first,
-                     note=str(meta.get("note") or ""), error=error, hint=hint, config=dict(meta), full=full,
-                     run_name=str(meta["run_name"]) if meta.get("run_name") else None, history=full)
-        if full and store.rows:
-            from ..engine.goodput import ledger
+    store = store.snapshot()
+    meta = figures.run_meta(store)
+    first = figures.first_start(store)
+    # a log read to no rows, or with lines that look like steps in no known format: say it in the list
+    said = [n for n in store.notes if "like steps but match" in n or "like a step but matches" in n
+            or "no step lines yet" in n]
+    hint = hint or (said[0] if said else "")
+    status = "unreadable" if error and not RunReader.count(store) else figures.status(store, opts)
+    alerts = health.alerts(store, opts) if store.rows else []
+    row = RunRow(key=key, name=name, host=host or str(meta.get("host") or ""), status=status,
+                 step=figures.step(store), total=_int(meta.get("total_steps")),
+                 loss=figures.shown_loss(store, opts), tokens_per_s=figures.tokens_per_s(store),
+                 mfu=figures.mfu(store, opts), headroom=figures.mem_headroom(store),
+                 alerts=len(alerts), alert_kinds=sorted({a.kind for a in alerts}), started=first,
+                 note=str(meta.get("note") or ""), error=error, hint=hint, config=dict(meta), full=full,
+                 run_name=str(meta["run_name"]) if meta.get("run_name") else None, history=full)
+    if full and store.rows:
+        from ..engine.goodput import ledger
 
-            g = ledger(store, opts)
-            row.goodput = None if g is None else g.public().get("goodput")
-            row.incidents = sum(not i.active for i in health.incidents(store, opts, alerts))
-        elif history is not None:  # the tail's alerts and what the whole history held (a NaN long ago)
-            kinds = {(a.kind, a.rank) for a in alerts} | set(history.active)
-            row.alerts, row.alert_kinds = len(kinds), sorted({k for k, _ in kinds})
-            row.incidents, row.goodput, row.history = history.incidents, history.goodput, True
-        row.ended = figures.last_row_time(store) if status in figures.ENDED else None
+        g = ledger(store, opts)
+        row.goodput = None if g is None else g.public().get("goodput")
+        row.incidents = sum(not i.active for i in health.incidents(store, opts, alerts))
+    elif history is not None:  # the tail's alerts and what the whole history held (a NaN long ago)
+        kinds = {(a.kind, a.rank) for a in alerts} | set(history.active)
+        row.alerts, row.alert_kinds = len(kinds), sorted({k for k, _ in kinds})
+        row.incidents, row.goodput, row.history = history.incidents, history.goodput, True
+    row.ended = figures.last_row_time(store) if status in figures.ENDED else None
     return row
 
 
@@ -145,11 +145,10 @@ def read_history(spec: str, opts: Options, health: Health, **read: Any) -> Histo
     from ..engine.goodput import ledger
     from ..sources import read_once
 
-    store = read_once(spec, **read)
-    with store.lock:
-        alerts = health.alerts(store, opts)
-        g = ledger(store, opts) if store.rows else None
-        incidents = sum(not i.active for i in health.incidents(store, opts, alerts))
+    store = read_once(spec, **read).snapshot()
+    alerts = health.alerts(store, opts)
+    g = ledger(store, opts) if store.rows else None
+    incidents = sum(not i.active for i in health.incidents(store, opts, alerts))
     return History(sorted({(a.kind, a.rank) for a in alerts}, key=str), incidents,
                    None if g is None else g.public().get("goodput"))
 
@@ -333,12 +332,12 @@ def compare_options(peak_tflops: float | None) -> Options:
 
 
 def read_overlays(named: list[tuple[str, str]], *,
-                  connection: Connection = DEFAULT_CONNECTION) -> list[tuple[str, Store]] | str:
+                  connection: Connection = DEFAULT_CONNECTION) -> list[tuple[str, Snapshot]] | str:
     """The runs list's o: each (name, spec) read once, or why one could not be (any thread)."""
     from ..sources import SourceError, read_once
 
     try:
-        return [(name, read_once(spec, connection=connection)) for name, spec in named]
+        return [(name, read_once(spec, connection=connection).snapshot()) for name, spec in named]
     except SourceError as e:
         return str(e)
 
@@ -483,9 +482,9 @@ class RunsModel:
             if old is None:
                 return
             row = replace(old)
-            with run.store.lock:
-                row.status = figures.status(run.store, self.opts)
-                row.ended = figures.last_row_time(run.store) if row.status in figures.ENDED else None
+            snap = run.store.snapshot()
+            row.status = figures.status(snap, self.opts)
+            row.ended = figures.last_row_time(snap) if row.status in figures.ENDED else None
             if (row.status, row.ended) == (old.status, old.ended):
                 return  # nothing to draw again: ages and durations are taken at drawing time
             if row.status != old.status:  # what time alone changed may change its alerts too: all of it again

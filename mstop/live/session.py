@@ -21,7 +21,7 @@ from ..engine.figures import Options
 from ..engine.health import Alert, Health, Rules
 from ..engine.incidents import Incident
 from ..engine.reader import RunReader
-from ..engine.store import Store
+from ..engine.store import Snapshot
 from ..formats.logs import last_error
 from ..safe import clean
 from ..sources import SourceError, Sources, check_spec, read_once
@@ -62,16 +62,16 @@ class MonitorSession:
     """What the monitor follows, and its frames (no screen code: see the module's docstring)."""
 
     def __init__(self, specs: list[str], options: MonitorOptions = DEFAULT_OPTIONS, *,
-                 overlays: list[tuple[str, Store]] = (), run_label: str = "",
+                 overlays: list[tuple[str, Snapshot]] = (), run_label: str = "",
                  on_update: Callable[[], None] | None = None) -> None:
         self.specs = list(specs)
         self.run_dir = clean(" ".join(self.specs), 4096)  # shown in the title: no control codes
-        self.store = Store()
         self.on_update = on_update  # told when something new is there to draw (a remote log's error read)
         self.options = options
         clock = options.clock
-        self.source = Sources(self.specs, self.store, poll=options.poll, on_update=on_update,
+        self.source = Sources(self.specs, poll=options.poll, on_update=on_update,
                               connection=options.connection, digest=options.digest)
+        self.store = self.source.store  # fed by the sources; read here only through its snapshots
         self.health = Health(options.rules or Rules())
         # ages and "stalled" use the remote host's clock when following over ssh
         self.opts = self.health.rules.options(Options(peak_flops=options.peak_flops,
@@ -84,7 +84,7 @@ class MonitorSession:
         self.overlays = [(clean(n, 256), store) for n, store in overlays]
         self.run_label = clean(run_label, 256)  # this run's name in an overlay's legend
         self.baseline_spec = options.baseline  # --baseline / b: another run overlaid by step
-        self.baseline_store: Store | None = None
+        self.baseline_store: Snapshot | None = None
         self.reading = False  # the first read of what is already written is going on
         self.job_note: str | None = None  # mstop demo: how its job ended
         self._incidents: tuple[int, float, list[Incident]] = (-1, 0.0, [])
@@ -257,15 +257,15 @@ class MonitorSession:
 
     # -- the baseline ----------------------------------------------------------------
 
-    def read_baseline(self, spec: str) -> Store | str:
+    def read_baseline(self, spec: str) -> Snapshot | str:
         """Read a baseline run once (a finished run, usually; any thread): its store, or why it cannot be
         read."""
         try:
-            return read_once(spec, connection=self.options.connection)
+            return read_once(spec, connection=self.options.connection).snapshot()
         except SourceError as e:
             return str(e)
 
-    def use_baseline(self, spec: str | None, got: Store | str | None = None) -> str | None:
+    def use_baseline(self, spec: str | None, got: Snapshot | str | None = None) -> str | None:
         """Use a baseline just read (``spec`` None: none); why it is not used, or None."""
         if spec is None or isinstance(got, str) or got is None:
             self.baseline_spec, self.baseline_store = None, None

@@ -8,7 +8,7 @@ from typing import Any
 
 from ..engine.endings import ranks_text
 from ..engine.reader import RunReader
-from ..engine.store import Store
+from ..engine.store import Snapshot
 from ..safe import clean
 from ..sources import DEFAULT_CONNECTION, pyspy
 from ..sources.remote import parse_target, rank_host
@@ -17,7 +17,7 @@ from ..sources.remote import parse_target, rank_host
 FRESH_RANKS = 16
 
 
-def fresh_lines(store: Store, connection: Any = None) -> list[tuple[str, str]]:
+def fresh_lines(store: Snapshot, connection: Any = None) -> list[tuple[str, str]]:
     """(style, text) lines of a fresh ``py-spy dump`` of each rank's process (mstop.sources.pyspy), where its
     pid is provably that process: here, or over ssh on the host of the rank's ``host:/path`` source (through
     ``connection``), or with ``--hosts auto`` on the host its start event names; ranks that cannot be dumped

@@ -130,12 +130,14 @@ class LocalOrLogs:
 class Sources:
     """Start, read and stop several sources as one (SourceError for an argument that is refused)."""
 
-    def __init__(self, specs: list[str], store: Store, *, poll: float | None = None,
+    def __init__(self, specs: list[str], store: Store | None = None, *, poll: float | None = None,
                  on_update: Callable[[], None] | None = None, connection: Connection = DEFAULT_CONNECTION,
                  digest: float | None = None) -> None:
         """``digest``: while following, each remote host merges its ranks' rows over that many seconds
-        (mstop.sources.followers.follower's digest mode); None: DIGEST_S for a node set's hosts, none for others."""
+        (mstop.sources.followers.follower's digest mode); None: DIGEST_S for a node set's hosts, none for others.
+        ``store``: the store they feed (None: one of their own, :attr:`store`)."""
         self.specs = list(specs)
+        self.store = store = store if store is not None else Store()
         self.items: list[Source] = []  # one a directory (a host's, for a node set)
         self._shown: int | None = None  # the rank the screen shows in detail (show)
         self._drivers: list[Source | Fanout] = []  # what reads them: each itself, or a node set's one Task

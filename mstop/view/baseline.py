@@ -9,12 +9,12 @@ from ..engine import figures
 from ..engine.figures import Options
 from ..engine.reader import RunReader
 from ..engine.smoothing import ema_series, evenly
-from ..engine.store import Store
+from ..engine.store import Snapshot
 from . import charts
 from .frame import BaselinePart, Series, View
 
 
-def baseline_overlay(v: View, base: Store, name: str, opts: Options, *, points: int = 200,
+def baseline_overlay(v: View, base: Snapshot, name: str, opts: Options, *, points: int = 200,
                      recent: bool = False) -> None:
     """Set ``v.baseline`` from a baseline run: its smoothed loss, tokens/s and MFU against step, and the
     differences at this run's current step: the smoothed loss there, tokens/s and MFU over the same steps
@@ -22,28 +22,28 @@ def baseline_overlay(v: View, base: Store, name: str, opts: Options, *, points: 
     v.baseline = run_part(v, base, name, opts, points=points, recent=recent)
 
 
-def run_part(v: View, base: Store, name: str, opts: Options, *, points: int = 200,
+def run_part(v: View, base: Snapshot, name: str, opts: Options, *, points: int = 200,
              recent: bool = False) -> BaselinePart:
     """Another run beside this frame's (a baseline, or one of the runs overlaid): its curves by step and
     the differences at this run's current step."""
     b = BaselinePart(name)
     if v.xaxis != "step":
         b.note = "baseline drawn on the step axis only (x)"
-    with base.lock:
-        r0 = figures.lowest_rank(base)
-        if r0 is None:
-            b.note = "baseline has no rows"
-            return b
-        idx, smooth = ema_series(base, r0, opts.ema_weight)
-        st = RunReader(base).column(r0, "step", idx) if len(idx) else np.empty(0)
-        if v.xaxis == "step":
-            _curves(b, base, r0, st, smooth, points, charts.step_range(v.header.step, recent),
-                    v.throughput.series_of)
-        _deltas(v, b, base, opts, st, smooth)
+    base = base.snapshot()
+    r0 = figures.lowest_rank(base)
+    if r0 is None:
+        b.note = "baseline has no rows"
+        return b
+    idx, smooth = ema_series(base, r0, opts.ema_weight)
+    st = RunReader(base).column(r0, "step", idx) if len(idx) else np.empty(0)
+    if v.xaxis == "step":
+        _curves(b, base, r0, st, smooth, points, charts.step_range(v.header.step, recent),
+                v.throughput.series_of)
+    _deltas(v, b, base, opts, st, smooth)
     return b
 
 
-def _curves(b: BaselinePart, base: Store, r0: int, st: np.ndarray, smooth: np.ndarray, points: int,
+def _curves(b: BaselinePart, base: Snapshot, r0: int, st: np.ndarray, smooth: np.ndarray, points: int,
             steps: tuple[int, int] | None, throughput: str = "tokens/s") -> None:
     """The baseline's smoothed loss, throughput (tokens/s, or samples/s where this run's chart shows
     those) and MFU by step (within the recent steps when asked)."""
@@ -59,7 +59,7 @@ def _curves(b: BaselinePart, base: Store, r0: int, st: np.ndarray, smooth: np.nd
     b.mfu = charts.series(base, r0, "mfu", points, steps, "step")
 
 
-def _deltas(v: View, b: BaselinePart, base: Store, opts: Options, st: np.ndarray, smooth: np.ndarray) -> None:
+def _deltas(v: View, b: BaselinePart, base: Snapshot, opts: Options, st: np.ndarray, smooth: np.ndarray) -> None:
     """This run minus the baseline at this run's current step (none past the baseline's last step)."""
     now, base_last = v.header.step, figures.step(base)
     if now is None:

@@ -12,7 +12,7 @@ from typing import Any
 
 from ..engine import figures
 from ..engine.figures import Options
-from ..engine.store import Store
+from ..engine.store import Snapshot
 from . import charts, parts
 from .frame import View
 
@@ -29,20 +29,20 @@ class GoodputCache:
     value: Any = None
     cost: float = 0.0  # seconds the last reading took
 
-    def get(self, store: Store, opts: Options, status: str) -> Any:
+    def get(self, store: Snapshot, opts: Options, status: str) -> Any:
         now = opts.clock()
         if self.at is None or status != self.status or abs(now - self.at) >= max(self.every, 20 * self.cost):
             if self.start(store, opts):
                 self.at, self.status = now, status
         return self.value
 
-    def start(self, store: Store, opts: Options) -> bool:
+    def start(self, store: Snapshot, opts: Options) -> bool:
         """Read the ledger of ``store`` (a snapshot): here, now. Whether a reading began (``value`` and
         ``cost`` are set when it is done)."""
         self.read(store, opts)
         return True
 
-    def read(self, store: Store, opts: Options) -> None:
+    def read(self, store: Snapshot, opts: Options) -> None:
         from ..engine.goodput import ledger
 
         t = time.perf_counter()
@@ -59,7 +59,7 @@ class Carry:
     goodput: GoodputCache = field(default_factory=GoodputCache)
 
 
-def build_view(store: Store, opts: Options, *, points: int = 200, xaxis: str = "step", recent: bool = False,
+def build_view(store: Snapshot, opts: Options, *, points: int = 200, xaxis: str = "step", recent: bool = False,
                carry: Carry | None = None, custom: tuple[str, ...] = (), header_only: bool = False) -> View:
     """One frame's content. ``points`` is the chart width in points; ``recent`` limits the charts to the
     last 10 % of the run (at least 200 steps); ``header_only`` builds the header alone (the once-a-second

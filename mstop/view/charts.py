@@ -12,7 +12,7 @@ import numpy as np
 from ..engine import figures
 from ..engine.figures import MemoryScope
 from ..engine.reader import RunReader
-from ..engine.store import Store
+from ..engine.store import Snapshot
 from .frame import Series
 
 
@@ -24,7 +24,7 @@ def x_at(run: RunReader, rank: int, xaxis: str, rows: np.ndarray) -> np.ndarray:
     return run.column(rank, "time" if xaxis == "time" else "step", rows)
 
 
-def series(store: Store, rank: int, col: str, points: int, steps: Any, xaxis: str) -> Series | None:
+def series(store: Snapshot, rank: int, col: str, points: int, steps: Any, xaxis: str) -> Series | None:
     """The column's drawn rows against the chosen x axis (None when the column is empty)."""
     rows = store.series_rows(rank, col, points, steps=steps)
     run = RunReader(store)
@@ -34,7 +34,7 @@ def series(store: Store, rank: int, col: str, points: int, steps: Any, xaxis: st
     return Series(x_at(run, rank, xaxis, rows), ys)
 
 
-def per_second_series(store: Store, rank: int, col: str, points: int, steps: Any, xaxis: str) -> Series | None:
+def per_second_series(store: Snapshot, rank: int, col: str, points: int, steps: Any, xaxis: str) -> Series | None:
     """A per-step count over the step time (samples/s from ``samples``), row by row; None when empty."""
     rows = store.series_rows(rank, "step_time", points, steps=steps)
     run = RunReader(store)
@@ -46,7 +46,7 @@ def per_second_series(store: Store, rank: int, col: str, points: int, steps: Any
     return Series(x_at(run, rank, xaxis, rows)[ok], ys[ok])
 
 
-def mfu_series(store: Store, opts: Any, rank: int, points: int, steps: Any, xaxis: str) -> Series | None:
+def mfu_series(store: Snapshot, opts: Any, rank: int, points: int, steps: Any, xaxis: str) -> Series | None:
     """Each row's MFU as the figures count it (the column, else derived: see figures.mfu_rows)."""
     rows = store.series_rows(rank, "step_time", points, steps=steps)
     run = RunReader(store)
@@ -57,7 +57,7 @@ def mfu_series(store: Store, opts: Any, rank: int, points: int, steps: Any, xaxi
     return Series(x_at(run, rank, xaxis, rows)[ok], ys[ok])
 
 
-def headroom_series(store: Store, worst: MemoryScope | None, fallback: int, points: int, steps: Any,
+def headroom_series(store: Snapshot, worst: MemoryScope | None, fallback: int, points: int, steps: Any,
                     xaxis: str) -> Series | None:
     """1 - mem_peak / mem_total over the run for the worst memory scope: a rank, or a host (its ranks' peaks
     added up at each step, as the panel's figure counts them); the chart rank without one."""
@@ -76,7 +76,7 @@ def headroom_series(store: Store, worst: MemoryScope | None, fallback: int, poin
     return Series(x_at(run, r, xaxis, rows[ok]), head[ok]) if ok.any() else None
 
 
-def _host_headroom(store: Store, run: RunReader, ranks: list[int], points: int, steps: Any,
+def _host_headroom(store: Snapshot, run: RunReader, ranks: list[int], points: int, steps: Any,
                    xaxis: str) -> Series | None:
     """A host's headroom at the drawn rows of its lowest rank: every rank's peak at that step added up
     (found by binary search, so a frame reads ``points`` rows per rank, not the run)."""
@@ -112,11 +112,11 @@ def loss_marks(run: RunReader, rank: int, steps: list[float], xaxis: str) -> lis
     return out
 
 
-def incident_marks(store: Store, incidents: list[Any], xaxis: str,
+def incident_marks(store: Snapshot, incidents: list[Any], xaxis: str,
                    steps: tuple[int, int] | None = None) -> list[tuple[float, float]]:
     """(x, loss) of each past incident's first step on the lowest rank's timeline (within ``steps``)."""
     run = RunReader(store)
-    r0 = figures.lowest_rank(run.store)
+    r0 = figures.lowest_rank(run.snapshot)
     if r0 is None:
         return []
     return loss_marks(run, r0, [i.first_step for i in incidents[-50:] if i.first_step is not None
@@ -145,13 +145,13 @@ def ema_in(run: RunReader, rank: int, idx: np.ndarray, ema: np.ndarray,
     return idx[keep], ema[keep]
 
 
-def numeric_columns(store: Store) -> list[str]:
+def numeric_columns(store: Snapshot) -> list[str]:
     """Columns that hold numbers on some rank (for the custom metrics filter): extras first."""
     from ..formats.parse import NUMERIC
 
     out = []
     run = RunReader(store)
-    for c in [*run.store.extra_columns, *(c for c in NUMERIC if c not in ("time", "step"))]:
+    for c in [*run.snapshot.extra_columns, *(c for c in NUMERIC if c not in ("time", "step"))]:
         if any(run.has_values(r, c) for r in run.with_rows()):
             out.append(c)
     return out
@@ -162,7 +162,7 @@ AT_STEP = ("loss", "lr", "grad_norm", "step_time", "data_wait", "tokens_per_s", 
            "mem_total", "queue_depth", "overflow", "loss_scale")
 
 
-def values_at_step(store: Store, step: float) -> dict[int, dict[str, float | None]]:
+def values_at_step(store: Snapshot, step: float) -> dict[int, dict[str, float | None]]:
     """Every numeric column of every rank at ``step`` (the row on the current timeline), for ``g``."""
     out: dict[int, dict[str, float | None]] = {}
     run = RunReader(store)
@@ -174,14 +174,14 @@ def values_at_step(store: Store, step: float) -> dict[int, dict[str, float | Non
         literal = {c for j, c, _ in run.nonfinite(r) if j == i}  # a cell that said NaN, not an empty one
         row = {}
         at = np.array([i])
-        for c in (*AT_STEP, *run.store.extra_columns):
+        for c in (*AT_STEP, *run.snapshot.extra_columns):
             val = float(run.per_step(r, c, at)[0])
             row[c] = None if math.isnan(val) and c not in literal else val
         out[r] = row
     return out
 
 
-def rank_series(store: Store, rank: int, points: int = 200) -> dict[str, Series | None]:
+def rank_series(store: Snapshot, rank: int, points: int = 200) -> dict[str, Series | None]:
     """One rank's step time and data wait (seconds) against step, for the ranks view's chart: what the
     rank's own timeline shows when the heat strip or the table picks it out."""
     snap = store.snapshot()

@@ -16,7 +16,7 @@ from ..engine import devices, figures
 from ..engine.figures import Options, Window
 from ..engine.reader import RunReader
 from ..engine.smoothing import ema_series, evenly
-from ..engine.store import Progress, Store
+from ..engine.store import Progress, Snapshot
 from . import charts
 from .frame import DataPart, DeviceCell, HeaderPart, LossPart, MemoryPart, RankTable, Series, ThroughputPart
 
@@ -33,7 +33,7 @@ def _int(v: Any) -> int | None:
     return v if isinstance(v, int) else None
 
 
-def file_notes(store: Store, opts: Options) -> list[str]:
+def file_notes(store: Snapshot, opts: Options) -> list[str]:
     """What the header must say about the files: refused ones, cut events, the store's notes, clocks."""
     notes = []
     src = figures.source(store)
@@ -53,7 +53,7 @@ def file_notes(store: Store, opts: Options) -> list[str]:
     return notes
 
 
-def header(store: Store, opts: Options, now: float) -> HeaderPart:
+def header(store: Snapshot, opts: Options, now: float) -> HeaderPart:
     """The run's name and progress, its times, and what is wrong with its files."""
     meta = figures.run_meta(store)
     h = HeaderPart(run_name=meta.get("run_name"), device=meta.get("device"), world_size=_int(meta.get("world_size")),
@@ -95,7 +95,7 @@ def reading_header(got: Progress, opts: Options, now: float) -> HeaderPart:
     return h
 
 
-def _skew_note(store: Store, opts: Options) -> str | None:
+def _skew_note(store: Snapshot, opts: Options) -> str | None:
     """What the header says of clocks that disagree (mstop.engine.clocks), or None."""
     clock_notes = figures.rank_clocks(store, opts).notes()
     if clock_notes:
@@ -107,7 +107,7 @@ def _skew_note(store: Store, opts: Options) -> str | None:
     return None
 
 
-def _pace(h: HeaderPart, store: Store, opts: Options) -> None:
+def _pace(h: HeaderPart, store: Snapshot, opts: Options) -> None:
     """steps/s and the ETA while rows arrive; far past the job's pace, how long none came instead."""
     pace = figures.seconds_per_step(store)  # the real pace: rows' times, not the step's own time
     # steps/s is the pace now: a stalled or ended run has none (its last pace is the step time's business)
@@ -123,7 +123,7 @@ def _pace(h: HeaderPart, store: Store, opts: Options) -> None:
         h.steps_per_s = h.eta = None
 
 
-def throughput(store: Store, opts: Options) -> ThroughputPart:
+def throughput(store: Snapshot, opts: Options) -> ThroughputPart:
     """Tokens/s, samples/s, step time and MFU over the recent window; the peak MFU is measured against."""
     meta = figures.run_meta(store)
     return ThroughputPart(tokens_per_s=figures.tokens_per_s(store), samples_per_s=figures.samples_per_s(store),
@@ -133,7 +133,7 @@ def throughput(store: Store, opts: Options) -> ThroughputPart:
                           profile=figures.latest_profile(store), mfu_missing=figures.mfu_missing(store, opts))
 
 
-def memory(store: Store) -> MemoryPart:
+def memory(store: Snapshot) -> MemoryPart:
     """The worst headroom and whose it is (a rank, or a host), with its bytes."""
     heads = figures.headrooms(store)
     m = MemoryPart(headroom=figures.mem_headroom(store), source=figures.run_meta(store).get("memory_source"),
@@ -145,7 +145,7 @@ def memory(store: Store) -> MemoryPart:
     return m
 
 
-def data(store: Store) -> DataPart:
+def data(store: Snapshot) -> DataPart:
     """The input pipeline: the worst rank's share of step time spent waiting for data, and that rank's device
     queue (the starving rank's empty queue, not a healthy rank's full one); the lowest rank's without one."""
     p = DataPart(wait_frac=figures.data_wait_frac(store))
@@ -161,7 +161,7 @@ def data(store: Store) -> DataPart:
     return p
 
 
-def device_cells(store: Store) -> list[DeviceCell]:
+def device_cells(store: Snapshot) -> list[DeviceCell]:
     """Every current device (mstop.engine.devices), by host, NPU and chip, with the ranks joined to it."""
     on: dict[tuple[str, int, int], list[int]] = {}
     for r, k in devices.rank_devices(store).items():
@@ -171,7 +171,7 @@ def device_cells(store: Store) -> list[DeviceCell]:
             for k, s in sorted(devices.current(store).items())]
 
 
-def _device_columns(store: Store, ranks: list[int], cols: dict[str, Any]) -> None:
+def _device_columns(store: Snapshot, ranks: list[int], cols: dict[str, Any]) -> None:
     """Each rank's device figures (its NPU's AICore, memory, degrees) in its columns."""
     if not store.devices:
         return
@@ -185,7 +185,7 @@ def _device_columns(store: Store, ranks: list[int], cols: dict[str, Any]) -> Non
     cols.update(aicore=aicore, device_memory=memory, temperature=temperature)
 
 
-def ranks(store: Store, opts: Options) -> RankTable:
+def ranks(store: Snapshot, opts: Options) -> RankTable:
     """A row per rank with rows in the recent window: its step, figures and the age of its last row, as
     columns (arrays over the ranks: a row object is built only for what is drawn)."""
     w: Window = figures.window(store)
@@ -208,7 +208,7 @@ def ranks(store: Store, opts: Options) -> RankTable:
     return RankTable(cols)
 
 
-def _answer_columns(store: Store, ranks: list[int], cols: dict[str, Any]) -> None:
+def _answer_columns(store: Snapshot, ranks: list[int], cols: dict[str, Any]) -> None:
     """Each rank's profile shares and process (pid, state, CPU, RSS, how it ended), as ``summary --json``'s
     ``processes`` has it, from the ranks' answers (kept in arrays until their events change)."""
     answers = RunReader(store).answers()
@@ -217,7 +217,7 @@ def _answer_columns(store: Store, ranks: list[int], cols: dict[str, Any]) -> Non
     cols.update(state=answers.proc_state[at].tolist(), ended=answers.ended[at].tolist())
 
 
-def loss(store: Store, opts: Options, *, points: int, steps: Any, xaxis: str) -> LossPart:
+def loss(store: Snapshot, opts: Options, *, points: int, steps: Any, xaxis: str) -> LossPart:
     """The lowest rank's loss: last, smoothed, min; its raw and smoothed curves with NaN, eval, restart and
     checkpoint marks. (Incident marks come from the app's incident scan.)"""
     r0 = figures.lowest_rank(store)

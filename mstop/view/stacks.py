@@ -10,16 +10,16 @@ from __future__ import annotations
 from .. import fmt
 from ..engine.endings import ranks_text
 from ..engine.processes import stack_view
-from ..engine.store import Store
+from ..engine.store import Snapshot
 
 #: frames shown per group (the rest are counted)
 FRAMES = 12
 
 
-def stacks_lines(store: Store) -> list[tuple[str, str]]:
+def stacks_lines(store: Snapshot) -> list[tuple[str, str]]:
     """(style, text) lines: a title, each group and its frames, the ranks without a stack."""
-    with store.lock:
-        groups, none = stack_view(store)
+    store = store.snapshot()
+    groups, none = stack_view(store)
     out: list[tuple[str, str]] = [("bold", "stacks: where each rank's main thread is, from its newest dump")]
     if not groups:
         out.append(("", ""))

@@ -477,3 +477,39 @@ def test_rows_enter_the_store_by_one_door():
         for node in _nodes(path):
             if isinstance(node, ast.Attribute) and node.attr.startswith("_append"):
                 raise AssertionError(f"{path.relative_to(ROOT)}: {ast.unparse(node)}")
+
+
+def test_a_reader_holds_a_snapshot_another_type_than_the_store(tmp_path):
+    """Issue 57 step 1: ``Store.snapshot()`` is a Snapshot, not a Store: no lock, no method that changes it,
+    no attribute set on it; RunReader hands out that snapshot, never the store. Outside the engine only the
+    sources (the feeders) name Store, and nothing takes the store's lock; the engine's readers (figures,
+    health, incidents, ...) take a Snapshot in their signatures."""
+    import pytest
+
+    from mstop.engine.reader import RunReader
+    from mstop.engine.store import Snapshot, Store
+    from mstop.sources import read_once
+    from tests.helpers.runs import steps, write_rank
+
+    write_rank(tmp_path, 0, steps(1, 5, loss=1.0))
+    store = read_once(str(tmp_path))
+    snap = store.snapshot()
+    assert type(snap) is Snapshot and not isinstance(snap, Store) and snap.snapshot() is snap
+    changing = {n for n in vars(Store) if not n.startswith("_")} - {n for n in dir(Snapshot)}
+    assert {"append", "ingest_events", "reset_rank", "note", "claim"} <= changing
+    assert not hasattr(snap, "lock") and not [n for n in changing if hasattr(snap, n)]
+    with pytest.raises(AttributeError):
+        snap.version = 0
+    assert type(RunReader(store).snapshot) is Snapshot and not hasattr(RunReader, "store")
+    for path in sorted((ROOT / "mstop").rglob("*.py")):
+        rel = path.relative_to(ROOT)
+        if rel.parts[1] in ("engine", "sources"):
+            continue
+        text = path.read_text()
+        assert "Store(" not in text and not any(
+            isinstance(n, ast.alias) and n.name == "Store" for n in _nodes(path)), rel
+        assert ".lock:" not in text.replace("self.lock:", ""), rel
+    for name in ("figures", "health", "incidents", "endings", "goodput", "rankstate"):
+        sigs = [ast.unparse(a.annotation) for n in _nodes(ROOT / "mstop" / "engine" / f"{name}.py")
+                if isinstance(n, ast.FunctionDef) for a in n.args.args if a.arg == "store" and a.annotation]
+        assert sigs and set(sigs) == {"Snapshot"}, (name, set(sigs))

@@ -4,6 +4,7 @@
                events' door, its snapshots
     rank.py    a rank's record (its rows' view, its sessions, what its events say) and the columns' constants
     frozen.py  what a snapshot holds: ranks frozen as they were, a first read's progress, kept answers
+    snapshot.py  the reads the store and a snapshot share, and the Snapshot type (no lock, no change)
     table.py   the rows held, by column across ranks (a rank's column is a view of it)
 
 
@@ -32,6 +33,7 @@ downsampling at rest, so an exact value at any step can always be shown.
 from .core import CHANGE_LOG, Batch, Store
 from .frozen import FrozenRanks, Progress
 from .rank import BLOCK, EVENT_STAMPS, EXACT, EXACT_INDEX, FLOAT_COLS, FLOAT_INDEX, HAVING, Block, RankData, Segment
+from .snapshot import Reads, Snapshot
 
 __all__ = ["BLOCK", "CHANGE_LOG", "EVENT_STAMPS", "EXACT", "EXACT_INDEX", "FLOAT_COLS", "FLOAT_INDEX", "HAVING",
-           "Batch", "Block", "FrozenRanks", "Progress", "RankData", "Segment", "Store"]
+           "Batch", "Block", "FrozenRanks", "Progress", "RankData", "Reads", "Segment", "Snapshot", "Store"]

@@ -4,11 +4,10 @@
 from __future__ import annotations
 
 import copy
-import math
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -22,7 +21,6 @@ from .rank import (
     _HAVING_EVENTS,
     _LEDGER_FLOATS,
     _LISTED,
-    BLOCK,
     EVENT_STAMPS,
     EXACT,
     FLOAT_COLS,
@@ -34,6 +32,7 @@ from .rank import (
     _profiled_span,
     _session_codes,
 )
+from .snapshot import Reads, Snapshot
 from .table import Table
 
 #: How many snapshots' changed ranks a snapshot remembers (Store.changed_after).
@@ -78,12 +77,13 @@ class Batch:
         return self
 
 
-class Store:
+class Store(Reads):
     """The rows and events of every rank of one run (thread-safe). ``spill``: how many rows it holds in memory
     (mstop.engine.spill; default: what the environment sets, read now)."""
 
     def __init__(self, spill_budget: spill.SpillBudget | None = None) -> None:
         self.lock = threading.RLock()
+        self._guard = self.lock  # what its reads (Reads) take
         self.ranks: dict[int, RankData] = {}
         self.bad_rows = 0
         self.bad_events = 0
@@ -108,7 +108,6 @@ class Store:
         self._arrival: float | None = None  # our clock when the last rows arrived (immune to the hosts' clocks)
         self._life_arrival: float | None = None  # our clock when the last rows or events arrived
         self._mtime: float | None = None  # newest modification time of the rank files read (this machine's clock)
-        self.frozen = False  # a snapshot(): nothing is added to it
         #: rank -> (the rank's record, its stamp, its frozen copy): a snapshot copies only ranks that changed
         self._frozen_ranks: dict[int, tuple[RankData, int, RankData]] = {}
         #: state that advances with the rows (mstop.engine.folds), fed by append
@@ -140,34 +139,12 @@ class Store:
         #: every rank's rows held in memory, by column across ranks (mstop.engine.table)
         self.table = Table(EXACT, FLOAT_COLS)
 
-    # read-only: the store's own methods change them (saw_mtime, forget_arrivals, file_time, ingest_*)
-    @property
-    def mtime(self) -> float | None:
-        """The newest modification time of the files read, on this machine's clock."""
-        return self._mtime
-
-    @property
-    def arrival(self) -> float | None:
-        """Our clock when rows last arrived (immune to the hosts' clocks); None: nothing arrived while we
-        followed (what was read at start is as old as its own times)."""
-        return self._arrival
-
-    @property
-    def life_arrival(self) -> float | None:
-        """Our clock when rows or events last arrived."""
-        return self._life_arrival
-
-    def snapshot(self) -> Store:
-        """The store as it is now, taken under the lock in O(ranks) (rows are shared, never copied): a frame
-        is computed from it while the reading thread goes on adding rows. A snapshot's snapshot is itself."""
-        if self.frozen:
-            return self
+    def snapshot(self) -> Snapshot:
+        """The store as it is now (a :class:`Snapshot`), taken under the lock in O(ranks) (rows are shared,
+        never copied): a frame is computed from it while the reading thread goes on adding rows."""
         with self.lock:
             self.checkpoints_seen()  # folded here, once per change, not by every snapshot again
-            snap = Store.__new__(Store)
-            snap.__dict__.update(self.__dict__)
-            snap.lock = threading.RLock()
-            snap.frozen = True
+            state = dict(self.__dict__)
             prev = self._snap_ranks
             if self._snap_arrays is not self.table.arrays:  # the table made new arrays: every rank frozen
                 prev = None  # anew, so the old arrays are let go with the last snapshot that read them
@@ -181,33 +158,20 @@ class Store:
                 self._take_grown(ranks, [r for r in self._grown if r not in self._dirty])
             else:
                 ranks = {r: self._frozen_rank(r, d) for r, d in self.ranks.items()}
-            snap.ranks = self._snap_ranks = FrozenRanks(ranks)  # type: ignore[assignment]
+            state["ranks"] = self._snap_ranks = FrozenRanks(ranks)
             # the ranks whose answers (mstop.engine.rankstate) may have changed: not those that only got rows
-            snap.changed = (self._snaps, frozenset(self._dirty))
-            snap.change_log = self.change_log = (*self.change_log[-(CHANGE_LOG - 1):], snap.changed)
+            state["changed"] = (self._snaps, frozenset(self._dirty))
+            state["change_log"] = self.change_log = (*self.change_log[-(CHANGE_LOG - 1):], state["changed"])
             self._snaps += 1
             self._dirty = set()
             self._grown = set()
-            snap._memo = dict(self._memo)
-            snap.folds = self.folds.frozen()
-            snap.having = {name: frozenset(got) for name, got in self.having.items()}
+            state["_memo"] = dict(self._memo)
+            state["folds"] = self.folds.frozen()
+            state["having"] = {name: frozenset(got) for name, got in self.having.items()}
             for name in ("ignored_files", "refused", "notes", "rank_files", "owners", "duplicates", "extra_columns",
                          "devices"):
-                setattr(snap, name, copy.copy(getattr(self, name)))
-            return snap
-
-    def changed_after(self, seen: int) -> frozenset[int] | None:
-        """Of a snapshot: the ranks changed since snapshot number ``seen`` was taken (None: not known, so
-        older than the change log, or not a snapshot's)."""
-        log = self.change_log
-        if not log or self.changed is None or log[-1] is not self.changed or not log[0][0] <= seen + 1 \
-                or seen > self.changed[0]:  # a later snapshot's: what this older one lacks is not known
-            return None
-        got: set[int] = set()
-        for n, ranks in log:
-            if n > seen:
-                got |= ranks
-        return frozenset(got)
+                state[name] = copy.copy(getattr(self, name))
+            return Snapshot(state)
 
     def _touch(self, d: RankData) -> None:
         """Rank ``d`` changed: its next frozen copy is made anew, and the next snapshot looks at it."""
@@ -259,17 +223,6 @@ class Store:
                 self.duplicates.append(note)
                 self.version += 1
             return False
-
-    def memo(self, key: str, compute: Callable[[], Any]) -> Any:
-        """A value derived from the rows (the recent window, the headrooms), computed once per version of the
-        store: a frame or a summary asks for it several times."""
-        with self.lock:
-            got = self._memo.get(key)
-            if got is not None and got[0] == self.version:
-                return got[1]
-            value = compute()
-            self._memo[key] = (self.version, value)
-            return value
 
     def note(self, text: str) -> None:
         """Remember something about the files that readers should say (once)."""
@@ -667,49 +620,6 @@ class Store:
             if getattr(d, name):
                 self.having[name].add(d.rank)  # type: ignore[union-attr]
 
-    # -- reading -----------------------------------------------------------------
-
-    def checkpoints_seen(self) -> tuple[dict[float, float], list[float], dict[str, Any] | None]:
-        """Every rank's checkpoint events, folded: the earliest time of each step saved, the times of saves
-        that name no step, and the checkpoint of the highest step (then the latest). Worked out again only
-        after a checkpoint event (at 10,000 ranks saving every 1,000 steps, every frame read them all)."""
-        got = self._checkpoints
-        if got is None:
-            by_step: dict[float, float] = {}
-            other: list[float] = []
-            best: tuple[Any, dict[str, Any]] | None = None
-            for d in self.ranks.values():
-                for c in d.checkpoints:
-                    step = c.get("step")
-                    if isinstance(step, (int, float)) and math.isfinite(step):
-                        by_step[float(step)] = min(by_step.get(float(step), math.inf), float(c["time"]))
-                    else:
-                        other.append(float(c["time"]))
-                    key = (step if isinstance(step, (int, float)) else -1, c["time"])
-                    if best is None or key > best[0]:
-                        best = (key, c)
-            got = self._checkpoints = (by_step, other, best[1] if best is not None else None)
-        return got
-
-    @property
-    def rows(self) -> int:
-        """Rows held, all ranks (the folds count them: a sum over 10,000 ranks' records took 12 ms a frame)."""
-        with self.lock:
-            return self.folds.total_rows()
-
-    @property
-    def rows_written(self) -> int:
-        """The rows written that the rows held stand for, all ranks: :attr:`rows` and, for a digest's merged
-        rows (mstop.sources.followers.follower), the rows each was merged from."""
-        with self.lock:
-            return self.folds.total_stood()
-
-    def ranks_with(self, name: str) -> list[int]:
-        """The ranks that have ``name`` (one of HAVING: writer errors, stack dumps, profiles, a literal NaN/Inf,
-        several sessions), in rank order: what a frame looks for among few ranks, without a walk of all."""
-        with self.lock:
-            return sorted(self.having[name])
-
     def progress(self) -> Progress:
         """How far the read has come (see :class:`Progress`): O(ranks) array work, no rank copied."""
         with self.lock:
@@ -721,107 +631,4 @@ class Store:
                             int(lasts.step.max()) if len(lasts.ranks) else None,
                             float(times.max()) if len(times) else None, self.bad_rows, self.bad_events,
                             dict(start or {}))
-
-    def nbytes(self) -> int:
-        """Bytes allocated for the row columns."""
-        return self.table.nbytes
-
-    def series(self, r: int, column: str, points: int, *, steps: tuple[float, float] | None = None,
-               x: str = "step") -> tuple[np.ndarray, np.ndarray]:
-        """At most ``points`` (x, y) pairs of a column on rank ``r``'s timeline, for drawing.
-
-        Rows are grouped into buckets along the timeline; each bucket gives its
-        minimum, its maximum and its first NaN/Inf, in order, so no extreme and
-        no NaN is ever dropped, however many rows there are. On a long
-        single-session rank the buckets are built from per-block summaries kept
-        as rows arrive, so a frame costs the same with 10 thousand rows or 10 million.
-        """
-        with self.lock:
-            d = self.ranks.get(r)
-            if d is None or d.rows == 0:
-                return np.empty(0), np.empty(0)
-            rows = self.series_rows(r, column, points, steps=steps)
-            return d.take(x, rows).astype(np.float64), d.take(column, rows).astype(np.float64)
-
-    def series_rows(self, r: int, column: str, points: int, *, steps: tuple[float, float] | None = None) -> np.ndarray:
-        """The rows :meth:`series` draws (to read other columns of the same rows)."""
-        with self.lock:
-            d = self.ranks.get(r)
-            if d is None or d.rows == 0:
-                return np.empty(0, np.int64)
-            if len(d.segments) <= 1 and d.monotonic and d.rows >= 8 * BLOCK:
-                return self._summary_rows(d, column, points, steps)
-            return self._scan_rows(d, column, points, steps)
-
-    def _present(self, d: RankData, column: str, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
-        """Rows in [lo, hi) whose cell holds a value (a number, or a literal NaN/Inf), and those values."""
-        ys = d.span(column, lo, hi).astype(np.float64)
-        present = ~np.isnan(ys)
-        lit = [i - lo for i, c, _ in d.nonfinite if c == column and lo <= i < hi]
-        if lit:
-            present[lit] = True
-        return np.flatnonzero(present) + lo, ys[present]
-
-    def _scan_rows(self, d: RankData, column: str, points: int, steps: Any) -> np.ndarray:
-        eff = d.effective()
-        if steps is not None:
-            st = d.col("step")
-            eff = eff & (st >= steps[0]) & (st <= steps[1])
-        rows, ys = self._present(d, column, 0, d.rows)
-        keep = eff[rows]
-        rows, ys = rows[keep], ys[keep]
-        return rows if len(rows) <= points else rows[_pick(ys, max(1, points // 3))]
-
-    def _summary_rows(self, d: RankData, column: str, points: int, steps: Any) -> np.ndarray:
-        lo, hi = 0, d.rows
-        if steps is not None:
-            lo, hi = d.search_step(steps[0], "left"), d.search_step(steps[1], "right")
-        if hi - lo <= 8 * BLOCK:
-            rows, ys = self._present(d, column, lo, hi)
-            return rows if len(rows) <= points else rows[_pick(ys, max(1, points // 3))]
-        summ = d.summary(column)
-        b0, b1 = -(-lo // BLOCK), hi // BLOCK
-        out: list[np.ndarray] = []
-        edge_buckets = max(1, points // 30)
-        for a, b in ((lo, b0 * BLOCK), (b1 * BLOCK, hi)):  # partial blocks at both ends, from the rows
-            rows, ys = self._present(d, column, a, b)
-            if len(rows):
-                out.append(rows[_pick(ys, edge_buckets)])
-        groups = max(1, points // 3 - 2 * edge_buckets)
-        edges = np.linspace(b0, b1, groups + 1).astype(np.int64)
-        for ga, gb in zip(edges[:-1], edges[1:]):
-            if ga == gb:
-                continue
-            picks = set()
-            mins, maxs = summ.mins[ga:gb], summ.maxs[ga:gb]
-            if not np.isnan(mins).all():
-                picks.add(int(summ.argmin[ga + int(np.nanargmin(mins))]))
-                picks.add(int(summ.argmax[ga + int(np.nanargmax(maxs))]))
-            bad = summ.firstbad[ga:gb]
-            bad = bad[bad >= 0]
-            if len(bad):
-                picks.add(int(bad.min()))
-            out.append(np.fromiter(picks, dtype=np.int64, count=len(picks)))
-        return np.unique(np.concatenate(out)) if out else np.empty(0, np.int64)
-
-
-def _pick(ys: np.ndarray, buckets: int) -> np.ndarray:
-    """Indices into ``ys`` of each bucket's minimum, maximum and first NaN/Inf, in order."""
-    n = len(ys)
-    edges = np.linspace(0, n, buckets + 1).astype(np.int64)
-    out: list[int] = []
-    for a, b in zip(edges[:-1], edges[1:]):
-        if a == b:
-            continue
-        seg = ys[a:b]
-        fin = np.isfinite(seg)
-        pick = set()
-        if fin.any():
-            vals = np.where(fin, seg, np.nan)
-            pick.add(a + int(np.nanargmin(vals)))
-            pick.add(a + int(np.nanargmax(vals)))
-        if not fin.all():
-            pick.add(a + int(np.flatnonzero(~fin)[0]))
-        out.extend(sorted(pick))
-    return np.asarray(out, dtype=np.int64)
 
