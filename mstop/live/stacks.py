@@ -24,7 +24,7 @@ def fresh_lines(store: Snapshot, connection: Any = None) -> list[tuple[str, str]
     grouped by why. Slow (a dump per rank): call it off the screen's thread."""
     run = RunReader(store)
     starts = {r: s for r in run.ranks if (s := run.start(r)) is not None}
-    owners = dict(run.store.owners)
+    owners = dict(run.snapshot.owners)
 
     def one(r: int, start: dict[str, Any]) -> tuple[list[str] | None, str]:
         try:
