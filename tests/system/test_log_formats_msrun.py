@@ -134,7 +134,10 @@ def test_a_real_plain_job_killed_before_its_first_epoch_ended_has_its_goodput(ki
     g = js["goodput"]
     assert js["status"] == "dead" and js["step"] == 30, js
     assert 2.5 <= g["productive"] <= 30 * 0.1 + 5.0, g  # 30 steps of 0.1 s (29 between rows) and their work
-    assert g["compile"] > 0.5 and 0.1 < g["goodput"] < 0.9, g  # the start-up is no step
+    # the start-up is no step: its own bucket, and the goodput is the steps' share of the wall, however long
+    # the start-up took (a busy machine's MindSpore takes 30 s to start two workers)
+    assert g["compile"] > 0.5 and 0 < g["goodput"] < 0.9, g
+    assert abs(g["goodput"] - g["productive"] / g["wall"]) < 1e-3 and g["goodput"] >= 2.5 / g["wall"], g
     assert g["wall"] <= job.ended - job.began + 1.0, g
 
 
