@@ -7,6 +7,8 @@ import ast
 import functools
 from pathlib import Path
 
+import pytest
+
 from tests.helpers.common import ROOT
 
 WRITER = ROOT / "writer" / "mstop_writer"
@@ -24,6 +26,15 @@ def _tree(path: Path) -> ast.Module:
 def _nodes(path: Path) -> tuple[ast.AST, ...]:
     """Every node of a source file, walked once for all the house's tests."""
     return tuple(ast.walk(_tree(path)))
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _parsed_once():
+    """The parsed files are kept while this module's tests run, and let go after: millions of nodes kept
+    for the session made every later full garbage collection (pytest runs five at its end) seconds long."""
+    yield
+    _nodes.cache_clear()
+    _tree.cache_clear()
 
 
 def _functions(folder: str) -> list[tuple[int, str]]:
