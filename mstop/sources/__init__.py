@@ -140,6 +140,7 @@ class Sources:
         self.store = store = store if store is not None else Store()
         self.items: list[Source] = []  # one a directory (a host's, for a node set)
         self._shown: int | None = None  # the rank the screen shows in detail (show)
+        self._lowest: int | None = None  # the lowest rank a remote host follows (the job's rank)
         self._drivers: list[Source | Fanout] = []  # what reads them: each itself, or a node set's one Task
         seen: set[str] = set()
         for spec in self.specs:
@@ -180,13 +181,14 @@ class Sources:
     def raw_ranks(self) -> frozenset[int]:
         """The ranks the screen draws row by row: the job's rank (the lowest the remote hosts follow: its loss
         chart's) and the shown one."""
-        remote = [item.rank_set for item in self.items if isinstance(item, RemoteSource)]
-        ranks = frozenset().union(*remote)
-        return frozenset(r for r in ((min(ranks) if ranks else None), self._shown) if r is not None)
+        return frozenset(r for r in (self._lowest, self._shown) if r is not None)
 
-    def _ranks_grew(self) -> None:
-        """A remote host found rank files it did not follow: the job's rank may be a new one."""
-        self.want_raw(self.raw_ranks())
+    def _ranks_grew(self, rank: int) -> None:
+        """A remote host found the rank file of ``rank``: the job's rank when it is the lowest yet (asked for
+        again only then: a node set's first frames bring thousands of ranks)."""
+        if self._lowest is None or rank < self._lowest:
+            self._lowest = rank
+            self.want_raw(self.raw_ranks())
 
     def want_raw(self, ranks: frozenset[int]) -> int:
         """Each remote host that merges its ranks' rows (a digest) sends those of ``ranks`` it has as written,

@@ -298,9 +298,9 @@ class RemoteSource:
                  on_update: Callable[[], None] | None = None, connection: Connection = DEFAULT_CONNECTION,
                  clock: Callable[[], float] = time.time, digest: float = 0.0,
                  command: Callable[[str, Connection], list[str]] = ssh_command,
-                 on_ranks: Callable[[], None] | None = None) -> None:
-        """``on_ranks``: told (on the thread that reads the host) when the host's rank files grew by a rank,
-        so whoever decides which ranks come as written (:meth:`want_raw`) can decide again."""
+                 on_ranks: Callable[[int], None] | None = None) -> None:
+        """``on_ranks``: told (on the thread that reads the host) each rank the host's rank files grew by, so
+        whoever decides which ranks come as written (:meth:`want_raw`) can decide again."""
         self.target = target
         self.on_ranks = on_ranks
         self.command = command
@@ -325,6 +325,7 @@ class RemoteSource:
         #: merge each rank's rows over this many seconds (its digest mode), but those of the ranks in ``raw``
         self.digest = digest
         self.raw: frozenset[int] = frozenset({0})  # rank 0: the job's rank (the loss chart's) in most jobs
+        self._asked = self.raw  # what the running follower was asked for (request)
         self.following = False
         #: the ranks whose rank files it follows (replaced whole: read by the screen's thread)
         self.rank_set: frozenset[int] = frozenset()
@@ -372,12 +373,11 @@ class RemoteSource:
                 proc, _ = self._connect()
                 tries = 0
                 self.state.connection = "connected"
-                asked = self.raw
                 while not self._stop.is_set():
                     self._frame(proc)
                     if self.on_update is not None:
                         self.on_update()
-                    if self.raw != asked and self.digest > 0:  # asked again from this thread (a new rank)
+                    if self.raw != self._asked and self.digest > 0:  # asked again from this thread (a new rank)
                         self._restarting = True
                         self._close(proc)
                         raise RemoteError(f"{self.target.host}: asked for other ranks as written")
@@ -444,6 +444,7 @@ class RemoteSource:
         if self._scheduler is not None and self._scheduler_cursor:
             offsets[SCHEDULER_LOG] = [self._scheduler[0].offset, self._scheduler_cursor]
         out = {"path": self.target.path, "offsets": offsets, "poll": self.poll or 0.2}
+        self._asked = self.raw  # what this connection's follower sends as written (the first frame may ask more)
         if self.following and self.digest > 0:
             out.update(digest=self.digest, raw=sorted(self.raw))
         return out
@@ -669,7 +670,7 @@ class RemoteSource:
             if f is not None and f.kind == "csv" and f.rank not in self.rank_set:
                 self.rank_set = self.rank_set | {f.rank}
                 if self.on_ranks is not None:
-                    self.on_ranks()
+                    self.on_ranks(f.rank)
             return f
         if not self.store.claim(r, str(self.target)):
             return None
