@@ -102,6 +102,8 @@ class Rule:
     after_end = False
     #: the columns a single row's condition reads (:meth:`row_hit`); None: no row is a candidate on its own
     columns: tuple[str, ...] | None = None
+    #: the settings that condition reads (its watermark is kept under them: new thresholds, a new look)
+    settings: tuple[str, ...] = ()
 
     def alerts(self, ask: Ask) -> list[Alert]:
         """Does it hold now, over the recent window?"""
@@ -119,13 +121,9 @@ class Rule:
     def quiet(self, ask: Ask, r: int, d: RankData) -> bool:
         """Whether no new row of rank ``r`` can make it fire (:func:`quiet`, by :meth:`row_hit`)."""
         rules = ask.rules
-        return quiet(d, f"{self.kind}:{[getattr(rules, f) for f in _SETTINGS.get(self.kind, ())]}",
+        return quiet(d, f"{self.kind}:{[getattr(rules, f) for f in self.settings]}",
                      lambda lo, hi: bool(np.any(self.row_hit({c: d.span(c, lo, hi) for c in self.columns or ()},
                                                              rules))), ask.recent_hit(self, r))
-
-
-#: the settings a rule's row condition reads (its watermark is kept under them: new thresholds, new look)
-_SETTINGS = {"data_starvation": ("data_wait",), "oom_risk": ("oom_critical",)}
 
 
 def quiet(d: RankData, key: str, candidate: Callable[[int, int], bool], recent_hit: bool | None) -> bool:
@@ -308,6 +306,7 @@ class Starvation(Rule):
     kind = "data_starvation"
     per_rank = True
     columns = ("data_wait", "step_time")
+    settings = ("data_wait",)
 
     def row_hit(self, cols: dict[str, np.ndarray], rules: Rules) -> np.ndarray:
         """A row that waited more than the limit of its own step."""
@@ -371,6 +370,7 @@ class OomRisk(Rule):
     kind = "oom_risk"
     per_rank = True
     columns = ("mem_peak", "mem_total")
+    settings = ("oom_critical",)
 
     def row_hit(self, cols: dict[str, np.ndarray], rules: Rules) -> np.ndarray:
         """A row whose own headroom is under the critical one."""

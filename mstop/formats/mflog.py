@@ -170,7 +170,10 @@ class MfLogParser:
         if arrived is not None:
             st.arrived = arrived
         blob = st.whole_lines(blob)
-        got = self._classify(blob) if blob.count(b"\n") >= BULK_RUN and st.utf16 is None else None
+        # the formats as they stand now: a line read one by one below may move another to the front, and
+        # which format reads a run of lines as arrays must not move with it
+        order = tuple(self.formats)
+        got = _classify(order, blob) if blob.count(b"\n") >= BULK_RUN and st.utf16 is None else None
         if got is None:
             lines = _split(blob, st.utf16 is not None)
             st.lines_seen += len(lines)
@@ -182,40 +185,19 @@ class MfLogParser:
         st.lines_seen += len(kinds)
         lines = _Lines(blob, offsets)
         # runs of one format's lines as arrays; the lines between them, and short runs, one by one
-        owner = np.zeros(max(k for f in self.formats for k in f.bulk_kinds) + 1, np.int8)
-        for i, f in enumerate(self.formats):
+        owner = np.zeros(max(k for f in order for k in f.bulk_kinds) + 1, np.int8)
+        for i, f in enumerate(order):
             owner[list(f.bulk_kinds)] = i + 1
         family = owner[kinds]
         cuts = [0, *(np.flatnonzero(family[1:] != family[:-1]) + 1).tolist(), len(kinds)]
         for a, b in zip(cuts[:-1], cuts[1:]):
             fam = int(family[a])
-            if fam and b - a >= BULK_RUN and self.formats[fam - 1].bulk(lines, arr, kinds, a, b, self._one):
+            if fam and b - a >= BULK_RUN and order[fam - 1].bulk(lines, arr, kinds, a, b, self._one):
                 continue
             for k in range(a, b):
                 self._one(lines[k])
         st.space_arrivals()
         return self._take(keep_open=True)
-
-    def _classify(self, blob: bytes) -> tuple[np.ndarray, Any, np.ndarray] | None:
-        """Each line's kind, found over the whole array at once (RE2, pyarrow.compute) by each format in turn
-        (0: read one by one); and the lines as an Arrow array. None without pyarrow, or for text whose lines
-        the two splittings would not cut alike (a CR), or with NULs or a BOM (those lines have rules of their
-        own): every line one by one then."""
-        try:
-            import pyarrow as pa
-        except ImportError:
-            return None
-        if b"\r" in blob or b"\x00" in blob or b"\xef\xbb\xbf" in blob or not blob.endswith(b"\n"):
-            return None
-        ends = np.flatnonzero(np.frombuffer(blob, np.uint8) == 10)  # no CR: the lines splitlines() would give
-        offsets = np.empty(len(ends) + 1, np.int64)
-        offsets[0], offsets[1:] = 0, ends + 1
-        arr = pa.LargeBinaryArray.from_buffers(pa.large_binary(), len(ends),
-                                               [None, pa.py_buffer(offsets), pa.py_buffer(blob)])
-        kinds = np.zeros(len(ends), np.int8)
-        for f in self.formats:
-            f.classify(arr, kinds)
-        return kinds, arr, offsets
 
     def _one(self, raw: bytes) -> None:
         """One line, on its own."""
@@ -419,6 +401,28 @@ class MfLogParser:
         for f in self.formats:
             f.given_out()
         return Parsed(rows, events)
+
+
+def _classify(formats: tuple[LogFormat, ...], blob: bytes) -> tuple[np.ndarray, Any, np.ndarray] | None:
+    """Each line's kind, found over the whole array at once (RE2, pyarrow.compute) by each of ``formats`` in turn
+    (0: read one by one); and the lines as an Arrow array. None without pyarrow, or for text whose lines
+    the two splittings would not cut alike (a CR), or with NULs or a BOM (those lines have rules of their
+    own): every line one by one then."""
+    try:
+        import pyarrow as pa
+    except ImportError:
+        return None
+    if b"\r" in blob or b"\x00" in blob or b"\xef\xbb\xbf" in blob or not blob.endswith(b"\n"):
+        return None
+    ends = np.flatnonzero(np.frombuffer(blob, np.uint8) == 10)  # no CR: the lines splitlines() would give
+    offsets = np.empty(len(ends) + 1, np.int64)
+    offsets[0], offsets[1:] = 0, ends + 1
+    arr = pa.LargeBinaryArray.from_buffers(pa.large_binary(), len(ends),
+                                           [None, pa.py_buffer(offsets), pa.py_buffer(blob)])
+    kinds = np.zeros(len(ends), np.int8)
+    for f in formats:
+        f.classify(arr, kinds)
+    return kinds, arr, offsets
 
 
 class _Lines:

@@ -59,10 +59,6 @@ class Batch:
         """Several ranks' rows, each parsed on its own, in file order."""
         return cls([(r, rows, 0, len(rows)) for r, rows in batches])
 
-    def add(self, r: int, rows: Rows) -> Batch:
-        self.parts.append((r, rows, 0, len(rows)))
-        return self
-
     def add_joined(self, ranks: list[int], rows: Rows, counts: list[int]) -> Batch:
         """Rows parsed together (mstop.formats.parse.parse_joined): ``counts[i]`` rows of ``ranks[i]``, in order."""
         at = 0
