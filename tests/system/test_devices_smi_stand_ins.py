@@ -6,6 +6,7 @@ process (tests/unit/test_devices_writer.py, test_gpus.py), this is all the devic
 
 from __future__ import annotations
 
+import csv
 import os
 import subprocess
 import sys
@@ -76,14 +77,22 @@ WRITER = textwrap.dedent("""
 """)
 
 def test_one_process_per_host_samples_while_training_goes_on(tmp_path):
-    """Two ranks of one host (msrun's DEVICE_ID 0 and 1), npu-smi hanging half the time: one of them samples,
-    and no log() call waits for it."""
+    """Two ranks of one host (msrun's DEVICE_ID 0 and 1), npu-smi hanging half the time: one of them samples at
+    a time, the lowest local rank first, and no log() call waits for it. Rank 1 is started once rank 0 has:
+    a loaded machine can start two processes seconds apart, and the one that starts first may take the host
+    (the lowest rank's head start is one interval); the one left takes over when the sampler ends."""
     npu = StandIn(tmp_path / "bin", info="info-910b3-busy.txt")
     run = tmp_path / "run"
     run.mkdir()
-    procs = [subprocess.Popen([sys.executable, "-c", WRITER, str(run), str(r)], cwd=ROOT, text=True,
-                              stdout=subprocess.PIPE, env={**npu.env(dict(os.environ)), "DEVICE_ID": str(r)})
-             for r in (0, 1)]
+
+    def start(r: int) -> subprocess.Popen:
+        return subprocess.Popen([sys.executable, "-c", WRITER, str(run), str(r)], cwd=ROOT, text=True,
+                                stdout=subprocess.PIPE, env={**npu.env(dict(os.environ)), "DEVICE_ID": str(r)})
+
+    procs = [start(0)]
+    assert wait_for(lambda: (run / "rank0.events.jsonl").exists()
+                    and any(e["kind"] == "start" for e in read_events(run / "rank0.events.jsonl")), 60)
+    procs.append(start(1))
     time.sleep(1.5)
     npu.set(mode="hang")
     time.sleep(1.0)
@@ -93,14 +102,18 @@ def test_one_process_per_host_samples_while_training_goes_on(tmp_path):
     # a log() call never waited for npu-smi, whose hang lasts its 5 s timeout (a bound far from both: a loaded
     # machine alone can hold a call for tens of milliseconds)
     assert max(slowest) < 1.0, slowest
-    sampling = [r for r in (0, 1) if any(e["kind"] == "devices" and e.get("state") == "sampling"
-                                         for e in read_events(run / f"rank{r}.events.jsonl"))]
-    assert sampling == [0]  # the lowest local rank, alone
+    took = {r: [e["time"] for e in read_events(run / f"rank{r}.events.jsonl")
+                if e["kind"] == "devices" and e.get("state") == "sampling"] for r in (0, 1)}
+    assert len(took[0]) == 1 and len(took[1]) <= 1, took  # the lowest local rank first, once
+    if took[1]:  # rank 1 outlived rank 0 and took the host over: only once rank 0 had logged its last step
+        with open(run / "rank0.csv", newline="") as f:
+            last0 = max(float(r["time"]) for r in csv.DictReader(f))
+        assert took[1][0] > last0 > took[0][0], (took, last0)
     rows = rows_of(run)
     assert len(rows) >= 8 * 3 and {r["npu"] for r in rows} == {str(i) for i in range(8)}
     assert {float(r["aicore"]) for r in rows} == {0.87}
-    start = next(e for e in read_events(run / "rank1.events.jsonl") if e["kind"] == "start")
-    assert start["device_id"] == 1 and start["device_interval"] == 0.2
+    start_event = next(e for e in read_events(run / "rank1.events.jsonl") if e["kind"] == "start")
+    assert start_event["device_id"] == 1 and start_event["device_interval"] == 0.2
 
 
 def test_sampler_writes_rows_from_the_stand_in(tmp_path):
