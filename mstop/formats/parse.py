@@ -387,8 +387,9 @@ class CsvParser:
         return Rows(exact, floats, {n: columns[n] for n in self.extra}, codes, session_names, nonfinite, bad)
 
     def _parse_pandas(self, blob: bytes, start: int, n_lines: int, exact: bool = False) -> Rows:
-        """Parse the lines of ``blob`` from offset ``start`` (the blob is not copied); ``exact``: with Python's
-        float parser (twice as slow: pandas' own may differ from it in the last place)."""
+        """Parse the lines of ``blob`` from offset ``start`` (the blob is not copied); ``exact``: every cell read
+        as text and made a number by Python's float parser (pandas' own may differ from it in the last place,
+        and its ``round_trip`` parser read an integer column's empty cells as 0: pandas 3.0.6)."""
         import pandas as pd
 
         assert self.header is not None
@@ -401,9 +402,8 @@ class CsvParser:
         source.seek(start)
         try:
             df = pd.read_csv(source, header=None, low_memory=False, names=range(width), keep_default_na=False,
-                             float_precision="round_trip" if exact else None,
                              na_values=[""], skip_blank_lines=False, engine="c", encoding_errors="strict",
-                             dtype={s_idx: str} if s_idx is not None else None)
+                             dtype=str if exact else {s_idx: str} if s_idx is not None else None)
         except (UnicodeDecodeError, ValueError):  # pandas' ParserError is a ValueError: a long line
             return self._parse_csv(blob[start:].split(b"\n")[:-1])
         columns, text_cols = self._frame_columns(df)
@@ -440,7 +440,10 @@ class CsvParser:
             else:
                 raw = col.to_numpy(dtype=object)
                 text_cols[n] = raw
-                columns[n] = np.array([_cell_value(x) for x in raw], dtype=np.float64)
+                try:  # every cell a number or empty (NaN): Python's float of each, in one loop
+                    columns[n] = raw.astype(np.float64)
+                except (ValueError, TypeError):  # text among them: NaN for it
+                    columns[n] = np.array([_cell_value(x) for x in raw], dtype=np.float64)
         return columns, text_cols
 
 

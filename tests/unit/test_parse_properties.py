@@ -102,6 +102,11 @@ def test_any_bytes_in_one_read_or_in_pieces(reader, data, cuts):
 # found by this test: a cell pyarrow refuses (1_000) sent the chunk to pandas, whose float parser put time one
 # unit in the last place off; pandas now reads such a chunk with Python's parser
 @example(body=[b"0.0" + b",0" * 16 + b",1_000,", b"90.13551735877991" + b",0" * 17 + b","], cuts=[])
+# found by this test: pyarrow refused 1_000 and pandas' round_trip parser read an integer column's empty cell
+# as 0 (it made the column uint64); pandas now reads such a chunk as text, each cell by Python's float
+@example(body=[b"0.0" + b",0" * 17 + b",", b"0.0" + b",0" * 17 + b",", b"", b"0.0" + b",0" * 17 + b",",
+               b"0.0" + b",0" * 10 + b"," + b",0" * 6 + b",", b"", b"0.0" + b",0" * 17 + b",",
+               b"0.0" + b",0" * 9 + b",1e400" + b",0" * 6 + b",1_000,"], cuts=[])
 def test_bytes_that_pandas_reads_agree_with_the_careful_path(reader, body, cuts):
     data = b"".join(line + b"\n" for line in [HEADER, *body])
     steps_want, bad_want = oracle(data)
