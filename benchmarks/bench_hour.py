@@ -4,7 +4,7 @@
 
 The engine as the monitor drives it, without files or a screen: every round appends one row to every rank
 (Store.append of a round's Batch, the following path), a frame is built from a snapshot every ``--frame-every`` rounds
-(with the carry a live session keeps) and the incidents scanned every 300. The rows vary as a real job's do
+and the incidents scanned every 300. The rows vary as a real job's do
 (loss, lr, grad norm, step and data time, tokens/s, memory). Printed last: the resident MB when the window
 filled (a chunk after every rank first spilled: from then on a rank holds between its share of the budget and
 a chunk more, and now the most), the highest resident MB after it, the growth of the same run holding every row
@@ -35,10 +35,9 @@ def follow(ranks: int, rounds: int, frame_every: int, filled_at: int | None) -> 
     from mstop.engine.rules import Rules
     from mstop.engine.store import FLOAT_INDEX, Batch, Store
     from mstop.formats.parse import N_EXACT, NUMERIC, Rows
-    from mstop.view import Carry, build_view
+    from mstop.view import build_view
 
     store = Store()
-    carry = Carry()
     opts = Options(clock=lambda: 1.7e9 + rounds + 10)
     rng = np.random.default_rng(0)
     nf = len(NUMERIC) - N_EXACT
@@ -56,7 +55,7 @@ def follow(ranks: int, rounds: int, frame_every: int, filled_at: int | None) -> 
             batches.append((r, Rows(exact.reshape(1, N_EXACT), floats[r:r + 1], {}, np.zeros(1, np.int32), ["s"])))
         store.append(Batch.round(batches))
         if k % frame_every == 0:
-            build_view(store.snapshot(), opts, points=80, carry=carry)
+            build_view(store.snapshot(), opts, points=80)
         if k % 300 == 299:
             incidents.scan(store.snapshot(), Rules())
         if filled is None and all(d.base for d in store.ranks.values()):

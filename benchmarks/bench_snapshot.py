@@ -18,15 +18,14 @@ sys.path.insert(0, os.path.dirname(__file__))
 from bench_monitor import synthetic_store  # noqa: E402
 
 from mstop.engine.figures import Options  # noqa: E402
-from mstop.view import Carry, build_view  # noqa: E402
+from mstop.view import build_view  # noqa: E402
 
 
 def main() -> int:
     for rows, ranks, header_only in ((80_000, 8, False), (10_000_000, 8, False), (2_048_000, 1024, True)):
         store = synthetic_store(rows, ranks=ranks)
         opts = Options(clock=lambda: 1.7e9 + 1e7)
-        carry = Carry()
-        build_view(store, opts, carry=carry, header_only=header_only)
+        build_view(store, opts, header_only=header_only)
         snaps, frames = [], []
         for _ in range(15):
             t = time.perf_counter()
@@ -34,7 +33,7 @@ def main() -> int:
             snaps.append(time.perf_counter() - t)
             store.version += 1  # a new version: nothing memoised is reused
             t = time.perf_counter()
-            build_view(store, opts, carry=carry, header_only=header_only)
+            build_view(store, opts, header_only=header_only)
             frames.append(time.perf_counter() - t)
         what = "the ranks view's frame" if header_only else "a full frame"
         print(f"{ranks:>5} ranks x {rows // ranks:>9,} rows: lock held {1e3 * statistics.median(snaps):6.2f} ms "

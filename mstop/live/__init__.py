@@ -4,7 +4,6 @@ sources and their threads, keeps what holds between frames, and starts processes
     session.py   MonitorSession: the monitor's store, sources, health, alerting, baseline and overlays; each
                  frame returned with what is new (alerts to tell, a history scan due), no screen code
     alerting.py  alert bookkeeping between frames (seen, told) and running ``--on-alert``
-    goodput.py   the goodput ledger of a large run read on a thread while frames show the last one
     runs.py      the runs list's model: each run's figures, status and note, sorted and filtered (its filter
                  language), read and followed on threads
     logpane.py   the log pane's content (L): a rank's log lines, its error lines, n/N and / answered

@@ -29,13 +29,12 @@ from ..sources.logs import find_rank_log, job_rank_of, last_error_of, rank_log, 
 from ..sources.nodesets import host_part
 from ..sources.remote import parse_target, rank_host
 from ..view.baseline import baseline_overlay, run_part
-from ..view.build import Carry, build_view
+from ..view.build import build_view
 from ..view.charts import incident_marks, step_range
 from ..view.frame import View
 from ..view.marks import heat_marks
 from ..view.parts import reading_header
 from .alerting import Alerting
-from .goodput import ThreadedGoodput
 from .logpane import LogPane
 from .options import MonitorOptions
 
@@ -78,7 +77,6 @@ class MonitorSession:
                                                       clock=clock or self.source.clock,
                                                       arrival_clock=None if clock else time.time))
         self.alerting = Alerting(options.alert_command)
-        self.carry = Carry(goodput=ThreadedGoodput())
         self.custom: tuple[str, ...] = ()  # the m dialog's columns
         #: other runs drawn by step beside this one (the runs list's o): (name, store)
         self.overlays = [(clean(n, 256), store) for n, store in overlays]
@@ -111,7 +109,7 @@ class MonitorSession:
             return Frame(v)
         snap = self.store.snapshot()
         charts = not (ranks_view or header_only)
-        v = build_view(snap, self.opts, points=points, xaxis=xaxis, recent=recent, carry=self.carry,
+        v = build_view(snap, self.opts, points=points, xaxis=xaxis, recent=recent,
                        custom=self.custom, header_only=not charts)
         v.header.notes = self.notes(v)
         if charts and self.baseline_store is not None:
@@ -224,7 +222,6 @@ class MonitorSession:
         tokens and goodput of a part of the files are counted again from the whole."""
         self.reading = False
         self.store.forget_arrivals()
-        self.carry = Carry(goodput=ThreadedGoodput())
 
     # -- incidents -------------------------------------------------------------------
 

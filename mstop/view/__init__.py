@@ -23,7 +23,7 @@ from ..engine.goodput import losses_text
 from ..engine.health import Rules
 from ..engine.store import Snapshot
 from .baseline import baseline_overlay, run_part
-from .build import Carry, build_view
+from .build import build_view
 from .charts import incident_marks, numeric_columns, rank_series, step_range, values_at_step
 from .frame import (
     DATA_WARN,
@@ -49,7 +49,7 @@ from .stacks import stacks_lines
 # what the app may use of the engine, besides the frame: names and types it draws with (the app imports
 # nothing of the engine or sources itself; what follows a job live is mstop.live's)
 __all__ = ["DATA_WARN", "ENDED", "MARKS", "MEM_CRIT", "MEM_WARN", "STATUSES", "X_AXES", "BaselinePart",
-           "Carry", "DataPart", "DeviceCell", "Options", "Rules", "Snapshot",
+           "DataPart", "DeviceCell", "Options", "Rules", "Snapshot",
            "losses_text",
            "HeaderPart", "Line", "LossPart", "MemoryPart", "RankRow", "RankTable",
            "Series", "ThroughputPart", "View",

@@ -6,70 +6,24 @@ holds the lock.
 
 from __future__ import annotations
 
-import time
-from dataclasses import dataclass, field
-from typing import Any
-
 from ..engine import figures
 from ..engine.figures import Options
+from ..engine.goodput import ledger
 from ..engine.store import Snapshot
 from . import charts, parts
 from .frame import View
 
 
-@dataclass
-class GoodputCache:
-    """The goodput ledger, read again at most every ``every`` seconds of the clock, or 20 times as long as
-    the last reading took (O(sessions) a rank: at most 5 % of a core), or when the status changes; read in
-    the frame. The live session's (mstop.live.goodput) reads a large run's on a thread instead."""
-
-    every: float = 5.0
-    at: float | None = None
-    status: str | None = None
-    value: Any = None
-    cost: float = 0.0  # seconds the last reading took
-
-    def get(self, store: Snapshot, opts: Options, status: str) -> Any:
-        now = opts.clock()
-        if self.at is None or status != self.status or abs(now - self.at) >= max(self.every, 20 * self.cost):
-            if self.start(store, opts):
-                self.at, self.status = now, status
-        return self.value
-
-    def start(self, store: Snapshot, opts: Options) -> bool:
-        """Read the ledger of ``store`` (a snapshot): here, now. Whether a reading began (``value`` and
-        ``cost`` are set when it is done)."""
-        self.read(store, opts)
-        return True
-
-    def read(self, store: Snapshot, opts: Options) -> None:
-        from ..engine.goodput import ledger
-
-        t = time.perf_counter()
-        self.value = ledger(store, opts)
-        self.cost = time.perf_counter() - t
-
-
-@dataclass
-class Carry:
-    """What a frame keeps for the next one, so a frame on a long run costs what it does on a short one: the
-    goodput ledger, read again every few seconds. (The smoothed loss and the tokens seen are the store's
-    folds, extended as rows arrive: mstop.engine.smoothing, mstop.engine.folds.)"""
-
-    goodput: GoodputCache = field(default_factory=GoodputCache)
-
-
 def build_view(store: Snapshot, opts: Options, *, points: int = 200, xaxis: str = "step", recent: bool = False,
-               carry: Carry | None = None, custom: tuple[str, ...] = (), header_only: bool = False) -> View:
+               custom: tuple[str, ...] = (), header_only: bool = False) -> View:
     """One frame's content. ``points`` is the chart width in points; ``recent`` limits the charts to the
     last 10 % of the run (at least 200 steps); ``header_only`` builds the header alone (the once-a-second
     tick, and the ranks view, which shows no run-wide chart), the ranks table included."""
     snap = store.snapshot()
-    carry = carry or Carry()
     now = opts.clock()
     v = View(xaxis=xaxis, now=now, chart_rank=figures.lowest_rank(snap))
     v.header = parts.header(snap, opts, now)
-    g = carry.goodput.get(snap, opts, v.header.status)
+    g = ledger(snap, opts)  # kept in its open form: O(ranks changed) (mstop.engine.goodput)
     if g is not None:
         v.header.goodput, v.header.goodput_lost = g.goodput, g.largest_losses(2)
     v.ranks = parts.ranks(snap, opts)

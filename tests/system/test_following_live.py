@@ -232,7 +232,7 @@ def test_a_plain_jobs_goodput_followed_live_is_the_one_read_afterwards(tmp_path)
     Followed to its epoch's end (TimeMonitor's line), then read again from the file: the same goodput within
     a few points (live, a read's lines share the read's interval; afterwards, TimeMonitor's step time)."""
     from mstop.engine.figures import Options
-    from mstop.engine.goodput import compute_ledger
+    from mstop.engine.goodput import ledger
     from tests.helpers.common import wait_for
 
     with _PlainJob(tmp_path, 60) as job:
@@ -240,6 +240,6 @@ def test_a_plain_jobs_goodput_followed_live_is_the_one_read_afterwards(tmp_path)
         assert wait_for(lambda: job.store.rows == 60, timeout=30)
         time.sleep(0.3)
         end = os.stat(job.log).st_mtime
-        live = compute_ledger(job.store.snapshot(), Options(clock=lambda: end)).goodput
-    reopened = compute_ledger(read_once(str(tmp_path)), Options(clock=lambda: end)).goodput
+        live = ledger(job.store.snapshot(), Options(clock=lambda: end)).goodput
+    reopened = ledger(read_once(str(tmp_path)), Options(clock=lambda: end)).goodput
     assert live > 0.7 and reopened > 0.7 and abs(live - reopened) < 0.1, (live, reopened)

@@ -29,7 +29,7 @@ from mstop.engine.spill import SpillBudget
 from mstop.engine.store import Store
 from mstop.sources import Sources, rankfiles, read_once
 from mstop.sources.local import LocalSource
-from mstop.view import Carry, build_view
+from mstop.view import build_view
 from mstop_writer import COLUMNS
 from tests.helpers.rowgen import HEADER, good_row, junk, safe_junk
 
@@ -89,7 +89,7 @@ def canonical(v: Any) -> Any:
 def figures_of(store: Store, clock: float) -> tuple[str, str]:
     opts = Options(clock=lambda: clock)
     s = summarize(store, "run", opts)
-    frame = build_view(store, opts, points=60, carry=Carry())
+    frame = build_view(store, opts, points=60)
     return json.dumps(s, sort_keys=True, default=str), json.dumps(canonical(frame), sort_keys=True, default=str)
 
 

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from mstop.engine.figures import Options
-from mstop.engine.goodput import compute_ledger
+from mstop.engine.goodput import ledger
 from mstop.engine.ledgerfold import BLOCK, STALL_MIN_S
 from mstop.engine.store import FLOAT_INDEX, Batch, Store
 from mstop.formats.parse import NUMERIC, Rows
@@ -164,7 +164,7 @@ def test_the_fold_equals_the_definition_however_the_rows_arrive(rank, cuts, ck_a
         got = store.ranks[0].ledger.sums
         assert got == pytest.approx(truth, rel=1e-9, abs=1e-6)
     opts = Options(clock=lambda: 5000.0)
-    a, b = compute_ledger(whole, opts), compute_ledger(pieces, opts)
+    a, b = ledger(whole, opts), ledger(pieces, opts)
     assert b.seconds == pytest.approx(a.seconds, rel=1e-9, abs=1e-6) and b.wall == a.wall
     assert math.fsum(a.seconds.values()) == pytest.approx(a.wall, rel=1e-9, abs=1e-6)
 
@@ -193,7 +193,7 @@ def test_productive_never_falls(rank):
         sums = store.ranks[0].ledger.sums
         assert sums[0] >= seen[0] - 1e-9 and sums[4] >= seen[4] - 1e-9
         seen = list(sums)  # a copy: the fold adds to its own list in place
-        got = compute_ledger(store, opts).seconds["productive"]  # each session's first row too
+        got = ledger(store, opts).seconds["productive"]  # each session's first row too
         assert got >= productive - 1e-9
         productive = got
 
@@ -211,7 +211,7 @@ def test_a_resumed_session_pays_for_the_steps_it_runs_again():
     assert after[0] >= before[0]
     assert after[4] == pytest.approx(19.0)  # B's 82-100 (its first row, 81, is read with its start-up)
     assert after[0] == pytest.approx(before[0] + 20.0)  # B's 101-120
-    g = compute_ledger(store, Options(clock=lambda: 2000.0))
+    g = ledger(store, Options(clock=lambda: 2000.0))
     assert g.seconds["recomputed"] == pytest.approx(20.0)  # and B's first row: one step of its start-up
 
 
@@ -255,10 +255,84 @@ def test_the_wall_never_shrinks_at_the_dead_verdict():
     last_wall, seen = -math.inf, set()
     for now in np.arange(1060.0, 1200.0, 0.5):
         opts = Options(clock=lambda now=now: now)
-        got = compute_ledger(store, opts)
+        got = ledger(store, opts)
         seen.add(status(store, opts))
         assert got.wall >= last_wall - 1e-9, (now, got.wall, last_wall)
         last_wall = got.wall
     assert {"running", "dead"} <= seen
-    later = compute_ledger(store, Options(clock=lambda: 10_000_000.0))
+    later = ledger(store, Options(clock=lambda: 10_000_000.0))
     assert later.wall == pytest.approx(last_wall)  # read a long time afterwards: the same
+
+
+def _read_at_once(snap, opts: Options) -> tuple[float, dict[str, float]]:
+    """The ledger read from every rank's record over the job's [first, end] (no kept parts, nothing extended:
+    each rank's buckets as :func:`mstop.engine.goodput._exact` reads them)."""
+    from mstop.engine import figures
+    from mstop.engine.goodput import BUCKETS, LIVE, _exact, _span, _taken, job_end
+
+    c = figures.rank_clocks(snap, opts)
+    live = figures.status(snap, opts) in LIVE
+    end = job_end(snap, opts, c)
+    ranks = [r for r in sorted(snap.ranks) if snap.ranks[r].rows]
+    first = min(_span(snap.ranks[r], k, c.ranks.get(r, 0.0), None)[0] for r in ranks
+                for k in range(len(snap.ranks[r].segments)))
+    b = np.array([_taken(_exact(snap.ranks[r], c.ranks.get(r, 0.0), live, first, end), end - first) for r in ranks])
+    return max(0.0, end - first), {k: math.fsum(b[:, i].tolist()) / len(ranks) for i, k in enumerate(BUCKETS)}
+
+
+@st.composite
+def rounds(draw: st.DrawFn) -> tuple[int, list[list[tuple]]]:
+    """Read rounds of 1-4 ranks: each round a row of some ranks (their latest session's), and now and then
+    an event: a heartbeat, a new session (a restart), an end."""
+    n = draw(st.integers(1, 4))
+    t, out = 1000.0, []
+    for _ in range(draw(st.integers(1, 40))):
+        t += draw(st.sampled_from([1.0, 1.0, 0.5, 3.0, 40.0]))
+        ranks = draw(st.lists(st.integers(0, n - 1), unique=True, max_size=n))
+        what = draw(st.sampled_from(["rows"] * 12 + ["heartbeat", "restart", "end"]))
+        out.append((t, ranks, what, draw(st.sampled_from([1.0, 0.9, 3.0, math.nan])),
+                    draw(st.sampled_from([0.0, 0.2, math.nan]))))
+    return n, out
+
+
+@given(rounds(), st.floats(0.0, 100.0))
+@example((2, [(1001.0, [0, 1], "rows", 1.0, 0.0), (1002.0, [0, 1], "rows", 1.0, 0.0),
+              (1003.0, [0, 1], "rows", 1.0, 0.0), (1004.0, [1], "rows", 1.0, 0.0)]), 10.0)
+def test_the_kept_ledger_equals_it_read_at_once(job, later):
+    """Issue 57 step 3: the ledger kept between readings (each rank's open form; a rank that only got rows
+    brought up to date in arrays, no record made) equals the ledger read from every rank's record at once, at
+    every snapshot of a job followed round by round, read then and ``later`` seconds after."""
+    n, rs = job
+    store = Store()
+    session = dict.fromkeys(range(n), 0)
+    step = dict.fromkeys(range(n), 0.0)
+    for r in range(n):
+        store.ingest_events(r, [{"kind": "start", "time": 999.0, "session": "s0", "heartbeat_interval": 5.0}])
+    for t, ranks, what, st_, dw in rs:
+        for r in ranks:
+            if what == "heartbeat":
+                store.ingest_events(r, [{"kind": "heartbeat", "time": t}])
+            elif what == "end":
+                store.ingest_events(r, [{"kind": "end", "time": t, "session": f"s{session[r]}"}])
+            elif what == "restart":
+                session[r] += 1
+                step[r] = max(0.0, step[r] - 2)
+                store.ingest_events(r, [{"kind": "start", "time": t - 0.5, "session": f"s{session[r]}"}])
+        batch = []
+        for r in ranks:
+            step[r] += 1
+            batch.append((r, _rows([(t, step[r], st_, dw, f"s{session[r]}")])))
+        if batch:
+            store.append(Batch.round(batch))
+        _same(store.snapshot(), Options(clock=lambda t=t: t))  # followed: read at every round
+    _same(store.snapshot(), Options(clock=lambda: rs[-1][0] + later))  # and read afterwards
+
+
+def _same(snap, opts: Options) -> None:
+    got = ledger(snap, opts)
+    if got is None:
+        assert not snap.rows
+        return
+    wall, seconds = _read_at_once(snap, opts)
+    assert got.wall == pytest.approx(wall, rel=1e-9, abs=1e-6)
+    assert got.seconds == pytest.approx(seconds, rel=1e-9, abs=1e-6)

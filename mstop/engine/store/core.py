@@ -117,11 +117,12 @@ class Store(Reads):
         self._snap_ranks: FrozenRanks | None = None
         self._snap_arrays: dict[str, np.ndarray] | None = None  # the table's arrays the last snapshot read
         self._snaps = 0  # snapshots taken
-        #: of a snapshot: (how many were taken before it, the ranks changed since the one before it)
-        self.changed: tuple[int, frozenset[int]] | None = None
+        #: of a snapshot: (how many were taken before it, the ranks changed since the one before it, those
+        #: changed by rows alone)
+        self.changed: tuple[int, frozenset[int], frozenset[int]] | None = None
         #: the last CHANGE_LOG snapshots' ``changed``, oldest first (a snapshot holds the log as it took it):
         #: a reader that skipped snapshots still learns which ranks changed since the one it last read
-        self.change_log: tuple[tuple[int, frozenset[int]], ...] = ()
+        self.change_log: tuple[tuple[int, frozenset[int], frozenset[int]], ...] = ()
         #: each rank's answers (mstop.engine.rankstate), kept by what they were worked out from: shared with
         #: snapshots (a derived cache, like the block summaries: entries are replaced whole, never changed)
         self.answers = KeptAnswers()
@@ -155,8 +156,8 @@ class Store(Reads):
             else:
                 ranks = {r: self._frozen_rank(r, d) for r, d in self.ranks.items()}
             state["ranks"] = self._snap_ranks = FrozenRanks(ranks)
-            # the ranks whose answers (mstop.engine.rankstate) may have changed: not those that only got rows
-            state["changed"] = (self._snaps, frozenset(self._dirty))
+            # the ranks whose answers (mstop.engine.rankstate) may have changed, and those that only got rows
+            state["changed"] = (self._snaps, frozenset(self._dirty), frozenset(self._grown - self._dirty))
             state["change_log"] = self.change_log = (*self.change_log[-(CHANGE_LOG - 1):], state["changed"])
             self._snaps += 1
             self._dirty = set()

@@ -58,6 +58,12 @@ class FrozenRanks(Mapping[int, RankData]):
     def get(self, r: int, default: Any = None) -> Any:
         return self[r] if r in self.entries else default
 
+    def ledger_states(self, ranks: list[int]) -> list[Any]:
+        """The ranks' ledgers' states (RankLedger.state): of a rank that only got rows, as the snapshot took it,
+        with no record made."""
+        entries = self.entries
+        return [g.ledger if type(g) is _Grown else g.ledger.state() for g in map(entries.__getitem__, ranks)]
+
     def __contains__(self, r: object) -> bool:
         return r in self.entries
 
@@ -86,12 +92,15 @@ class Progress:
 
 @dataclass
 class KeptAnswers:
-    """Each rank's answers as mstop.engine.rankstate worked them out, and the last of them in arrays."""
+    """Each rank's answers as mstop.engine.rankstate worked them out, the last of them in arrays, and each rank's
+    share of the goodput ledger (mstop.engine.goodput)."""
 
     #: rank -> (what its answers read, its answers)
     per_rank: dict[int, tuple[Any, Any]] = field(default_factory=dict)
     #: (the snapshot they were worked out for, its ranks in order, their answers, where each rank is, the
     #: answers in arrays by name): the next snapshot's are worked out only where a rank changed
     arrays: tuple[int, list[int], list[Any], dict[int, int], dict[str, np.ndarray]] | None = None
+    #: every rank's goodput ledger in its open form (mstop.engine.goodput.Parts), replaced whole
+    ledger: Any = None
 
 

@@ -43,18 +43,29 @@ class Reads:
         """Our clock when rows or events last arrived."""
         return self._life_arrival
 
-    def changed_after(self, seen: int) -> frozenset[int] | None:
-        """Of a snapshot: the ranks changed since snapshot number ``seen`` was taken (None: not known, so
-        older than the change log, or not a snapshot's)."""
+    def changed_after(self, seen: int, rows: bool = False) -> frozenset[int] | None:
+        """Of a snapshot: the ranks changed since snapshot number ``seen`` was taken, with ``rows`` those that
+        only got rows too (None: not known, so older than the change log, or not a snapshot's)."""
         log = self.change_log
         if not log or self.changed is None or log[-1] is not self.changed or not log[0][0] <= seen + 1 \
                 or seen > self.changed[0]:  # a later snapshot's: what this older one lacks is not known
             return None
         got: set[int] = set()
-        for n, ranks in log:
+        for n, ranks, grown in log:
             if n > seen:
                 got |= ranks
+                if rows:
+                    got |= grown
         return frozenset(got)
+
+    def ledger_states(self, ranks: list[int]) -> list[Any]:
+        """The ranks' goodput folds' states (mstop.engine.ledgerfold.RankLedger.state): of a snapshot's rank
+        that only got rows, taken without making its record (mstop.engine.goodput reads every such rank)."""
+        with self._guard:
+            got = self.ranks
+            if hasattr(got, "ledger_states"):
+                return got.ledger_states(ranks)
+            return [got[r].ledger.state() for r in ranks]
 
     def memo(self, key: str, compute: Callable[[], Any]) -> Any:
         """A value derived from the rows (the recent window, the headrooms), computed once per version of the
