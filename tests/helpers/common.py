@@ -7,6 +7,7 @@ import csv
 import ctypes
 import json
 import os
+import threading
 import time
 from collections.abc import Iterable
 from pathlib import Path
@@ -79,6 +80,34 @@ def proc_state(pid: int) -> str:
             return f.read().rsplit(")", 1)[1].split()[0]
     except OSError:
         return ""
+
+
+class Starved:
+    """Seconds a thread of this process that wakes every ``tick`` seconds woke more than ``tick`` late, summed
+    from now to :meth:`stop`: the time this process could not run (a loaded machine's), which a deadline
+    mstop keeps on its own clock may add (the fanout's tick moves each host's deadline by it,
+    mstop.sources.fanout.Fanout.tick) and a bound on a wall-clock latency can allow for. Zero on a quiet
+    machine."""
+
+    def __init__(self, tick: float) -> None:
+        self.tick, self.seconds = tick, 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        last = time.monotonic()
+        while not self._stop.wait(self.tick):
+            now = time.monotonic()
+            late = now - last - self.tick
+            last = now
+            if late > self.tick:
+                self.seconds += late
+
+    def stop(self) -> float:
+        self._stop.set()
+        self._thread.join()
+        return self.seconds
 
 
 class FullDisk:

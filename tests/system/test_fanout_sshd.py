@@ -12,7 +12,6 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -25,7 +24,7 @@ from mstop.sources.fanout import TICK
 from mstop.sources.remote import FRAME_DEADLINE
 from mstop_writer import MetricsWriter
 from tests.helpers import sshd
-from tests.helpers.common import ROOT, ancestors, processes_with, wait_for
+from tests.helpers.common import ROOT, Starved, ancestors, processes_with, wait_for
 from tests.helpers.runs import steps, write_rank, written_at
 
 # One worker runs this module, test after test, with its one pair of servers: every "host" here is this machine,
@@ -114,32 +113,6 @@ def test_a_host_lost_is_said_by_name_the_rest_go_on_and_it_comes_back(hosts, tmp
         src.stop()
 
 
-class Starved:
-    """Seconds a thread of this process that wakes every ``TICK`` woke more than ``TICK`` late, summed: the
-    time the fanout's tick moves each host's deadline by (it never counts as a host's silence the time it
-    could not read, mstop.sources.fanout.Fanout.tick). Zero on a quiet machine; seconds on a loaded one."""
-
-    def __init__(self) -> None:
-        self.seconds = 0.0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        last = time.monotonic()
-        while not self._stop.wait(TICK):
-            now = time.monotonic()
-            late = now - last - TICK
-            last = now
-            if late > TICK:
-                self.seconds += late
-
-    def stop(self) -> float:
-        self._stop.set()
-        self._thread.join()
-        return self.seconds
-
-
 def test_a_silent_host_is_named_within_its_heartbeat_deadline(hosts, tmp_path):
     """The odd host's follower stopped (SIGSTOP): its link lives, it sends nothing; named by the frames' own
     deadline (the follower's heartbeat is 5 s), the others untouched; started again, it is followed again.
@@ -158,7 +131,7 @@ def test_a_silent_host_is_named_within_its_heartbeat_deadline(hosts, tmp_path):
         assert len(mine) == 1, mine
         os.kill(mine[0], signal.SIGSTOP)
         stopped.append(mine[0])
-        t0, starved = time.monotonic(), Starved()
+        t0, starved = time.monotonic(), Starved(TICK)
         assert wait_for(lambda: any(line.startswith("odd: reconnecting") for line in src.states()),
                         FRAME_DEADLINE + 40), src.states()
         took, lost = time.monotonic() - t0, starved.stop()

@@ -145,7 +145,7 @@ def test_a_run_directory_removed_and_made_again_is_followed_again(tmp_path, nati
                         and store.ranks[1].rows == 1, timeout=15)
         write_rank(run, 1, steps(2, 2, loss=2.0, session="again"), header=False)
         assert wait_for(lambda: store.ranks[1].rows == 2, timeout=10)
-        assert src.state.mode == "inotify"
+        assert wait_for(lambda: src.state.mode == "inotify", timeout=10), src.state.mode  # watched again
     finally:
         src.stop()
 

@@ -17,7 +17,7 @@ import pytest
 from mstop.engine.figures import Options, status
 from mstop.engine.health import Health
 from mstop.sources import read_once
-from tests.helpers.common import ROOT, read_events, wait_for
+from tests.helpers.common import ROOT, Starved, read_events, wait_for
 from tests.helpers.msrun import Msrun
 from tests.helpers.runs import start, steps, write_events, write_rank
 from tests.helpers.what_happened_common import _writer_run
@@ -68,12 +68,14 @@ async def test_a_killed_one_rank_job_is_dead_on_screen_within_2_s_by_its_exit_wi
         await settle(pilot)
         await settle(pilot, lambda: "steps/s" in text(app.query_one(Header)))
         p.send_signal(signal.SIGKILL)
-        killed = time.monotonic()
+        killed, starved = time.monotonic(), Starved(0.2)
         await settle(pilot, lambda: "status DEAD" in text(app.query_one(Header)), tries=2000)
-        took = time.monotonic() - killed
+        took, lost = time.monotonic() - killed, starved.stop()
         await pilot.pause(0.1)
         screen = "\n".join(screen_lines(app))
-        assert took < 2.0 and "rank 0's process ended at " in screen and "killed by SIGKILL" in screen, (took, screen)
+        # within 2 s of the time this machine let the monitor run (a loaded machine's starved seconds aside)
+        assert took - lost < 2.0 and "rank 0's process ended at " in screen and "killed by SIGKILL" in screen, \
+            (took, lost, screen)
         p.wait()
         alerts = app.monitor.session.health.alerts(app.monitor.session.store, app.monitor.session.opts)
         assert [(a.kind, a.rank) for a in alerts] == [("job_dead", 0)]
