@@ -22,7 +22,7 @@ from ..engine.devices import DevicesParser
 from ..engine.reader import RunReader
 from ..engine.store import Batch, Store
 from ..formats.mflog import MfLogParser
-from ..formats.parse import CsvParser, parse_events, parse_joined
+from ..formats.parse import CsvParser, Rows, parse_events, parse_joined
 from . import files as _files
 from .files import Chunk, FileTail, not_regular
 
@@ -151,8 +151,11 @@ def ingest(store: Store, f: Followed, chunk: Chunk) -> None:
         store.ingest_events(f.rank, ev.items, ev.bad + chunk.overlong, ev.cut)
 
 
-#: Largest chunk a round parses with other files' (a large first read has a faster parser of its own).
-BATCH_BYTES = 64 << 10
+#: Largest chunk a round parses with other files' (one of more bytes costs its own parse little more than
+#: the copy a join makes of it)
+BATCH_BYTES = 4 << 20
+#: Bytes a round keeps before it parses them (a first read of 10,000 files: a few parses, not one copy of all)
+ROUND_BYTES = 32 << 20
 
 
 class Round:
@@ -172,16 +175,23 @@ class Round:
     def __init__(self, store: Store) -> None:
         self.store = store
         self.kept: list[tuple[Followed, Chunk, list[int] | None]] = []
+        self.bytes = 0  # of the chunks kept
 
     def add(self, f: Followed, chunk: Chunk) -> None:
         if not (chunk.blob or chunk.reset or chunk.overlong):  # nothing new: only when the file was written
             if f.kind != "devices":
                 self.store.file_time(f.rank, f.kind, chunk.mtime)
             return
-        if (f.kind == "csv" and f.parser is not None and f.parser.header is not None and chunk.blob
-                and len(chunk.blob) <= BATCH_BYTES and not (chunk.reset or chunk.overlong or chunk.more)):
-            self.kept.append((f, chunk, None))
-            return
+        if (f.kind == "csv" and f.parser is not None and chunk.blob and len(chunk.blob) <= BATCH_BYTES
+                and not (chunk.reset or chunk.overlong or chunk.more)):
+            if f.parser.header is None:  # a first read: the header taken now, the rows parsed with the others'
+                chunk = self._header(f, chunk)
+            if f.parser.header is not None and chunk.blob:
+                self.kept.append((f, chunk, None))
+                self.bytes += len(chunk.blob)
+                if self.bytes >= ROUND_BYTES:
+                    self.flush()
+                return
         if f.kind == "csv":
             self.flush()  # after the rows kept before it (a file's rows in order)
         ingest(self.store, f, chunk)  # events and device samples: their own files (rows may wait for a flush)
@@ -191,44 +201,72 @@ class Round:
         for ``weights[i]`` rows written."""
         self.kept.append((f, Chunk(blob=lines), weights))
 
+    def _header(self, f: Followed, chunk: Chunk) -> Chunk:
+        """A file's first chunk without its header line (or the lines before it, counted bad: what the
+        parser reads of them goes into the store now), to be parsed with other files' rows."""
+        assert f.parser is not None
+        blob, at = chunk.blob, 0
+        while f.parser.header is None and at < len(blob):
+            nl = blob.find(b"\n", at)
+            nl = len(blob) - 1 if nl < 0 else nl
+            rows = f.parser.parse(blob[at:nl + 1])
+            at = nl + 1
+            if len(rows) or rows.bad:
+                self.flush()  # after the rows kept before it
+                self.store.append(Batch.of(f.rank, rows))
+        if f.parser.extra_dropped:
+            self.store.note(f"rank{f.rank}.csv has {len(f.parser.extra) + f.parser.extra_dropped} extra columns: "
+                            f"the first {len(f.parser.extra)} are kept")
+        return Chunk(blob=blob[at:], mtime=chunk.mtime)
+
     def flush(self) -> None:
-        kept, self.kept = self.kept, []
-        if len(kept) < 2:
-            for item in kept:
-                self._alone(*item)
+        """Ingest the chunks kept, by one append in the order they were read: those whose files share a
+        header parsed together, a group the batched parse refuses file by file."""
+        kept, self.kept, self.bytes = self.kept, [], 0
+        if not kept:
             return
-        groups: dict[tuple[str, ...], list[tuple[Followed, Chunk, list[int] | None]]] = {}
-        for item in kept:
-            assert item[0].parser is not None and item[0].parser.header is not None
-            groups.setdefault(tuple(item[0].parser.header), []).append(item)
-        batch = Batch()  # the groups parsed together: into the store by one append
-        for items in groups.values():
+        groups: dict[tuple[str, ...], list[int]] = {}
+        for i, (f, _, _) in enumerate(kept):
+            assert f.parser is not None and f.parser.header is not None
+            groups.setdefault(tuple(f.parser.header), []).append(i)
+        parsed: list[tuple[Rows, int, int] | None] = [None] * len(kept)
+        for idx in groups.values():
+            items = [kept[i] for i in idx]
             parser = items[0][0].parser
             assert parser is not None
             joined = parse_joined(parser, [c.blob for _, c, _ in items]) if len(items) > 1 else None
             if joined is None or any(w is not None and len(w) != n for (_, _, w), n in zip(items, joined[1])):
-                for item in items:
-                    self._alone(*item)
                 continue
-            for f, chunk, _ in items:
-                batch.file_time(f.rank, f.kind, chunk.mtime)
             rows, counts = joined
             if any(w is not None for _, _, w in items):
                 rows.weights = np.concatenate([np.asarray(w if w is not None else np.ones(n), np.float64)
                                                for (_, _, w), n in zip(items, counts)])
-            batch.add_joined([f.rank for f, _, _ in items], rows, counts)
+            at = 0
+            for i, n in zip(idx, counts):
+                parsed[i] = (rows, at, at + n)
+                at += n
+        batch = Batch()
+        for (f, chunk, weights), got in zip(kept, parsed):
+            batch.file_time(f.rank, f.kind, chunk.mtime)
+            if got is None:
+                rows = self._alone(f, chunk, weights)
+                got = (rows, 0, len(rows))
+            if got[2] > got[1] or got[0].bad:
+                batch.parts.append((f.rank, *got))
         self.store.append(batch)
 
-    def _alone(self, f: Followed, chunk: Chunk, weights: list[int] | None) -> None:
-        """One kept chunk parsed on its own: a digest's lines that are not each a row are taken as rows of one
-        (the rows they stand for beyond them not counted), and said."""
-        if weights is None:
-            ingest(self.store, f, chunk)
-            return
+    def _alone(self, f: Followed, chunk: Chunk, weights: list[int] | None) -> Rows:
+        """One kept chunk's rows parsed on its own: a digest's lines that are not each a row are taken as rows
+        of one (the rows they stand for beyond them not counted), and said."""
         assert f.parser is not None
         rows = f.parser.parse(chunk.blob)
-        if rows.bad or len(rows) != len(weights):
-            self.store.note(f"rank {f.rank}: a host's digest lines that are not each a row were read as they are")
-        else:
-            rows.weights = np.asarray(weights, np.float64)
-        self.store.append(Batch.of(f.rank, rows))
+        if f.parser.extra_dropped:
+            self.store.note(f"rank{f.rank}.csv has {len(f.parser.extra) + f.parser.extra_dropped} extra columns: "
+                            f"the first {len(f.parser.extra)} are kept")
+        if weights is not None:
+            if rows.bad or len(rows) != len(weights):
+                self.store.note(f"rank {f.rank}: a host's digest lines that are not each a row were read as they "
+                                "are")
+            else:
+                rows.weights = np.asarray(weights, np.float64)
+        return rows

@@ -26,7 +26,8 @@ from hypothesis import strategies as st
 from mstop.commands.summary import summarize
 from mstop.engine.figures import Options
 from mstop.engine.spill import SpillBudget
-from mstop.engine.store import Store
+from mstop.engine.store import Batch, Store
+from mstop.formats.parse import NUMERIC
 from mstop.sources import Sources, rankfiles, read_once
 from mstop.sources.local import LocalSource
 from mstop.view import build_view
@@ -201,3 +202,45 @@ def test_many_files_parsed_in_one_call_are_each_parsed_alone(files, bad, arrow_a
         assert got is not None  # good rows only: one parse for all of them
     if got is not None:
         assert [_rows_of(r) for r in got] == alone
+
+
+def _line(b: bytes) -> bytes:
+    return b.replace(b"\n", b" ").replace(b"\r", b" ")
+
+
+@settings(suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(st.lists(st.one_of(junk, safe_junk), max_size=2), st.booleans(),
+                          st.lists(st.one_of(good_row(), good_row(), safe_junk), max_size=10),
+                          st.sampled_from([b"\n", b"\n", b"\r\n"])), min_size=1, max_size=5))
+def test_a_first_read_of_many_files_equals_each_file_read_alone(files):
+    """A first read of a run's rank files takes each file's header (and the lines before it) on its own and
+    parses every file's rows together (mstop.sources.rankfiles.Round): each rank gets the rows, bad rows and
+    literal NaN cells that the careful parse of its file alone gives, whatever lies before a header, whatever
+    extra column a file has, whatever its line ends."""
+    import tempfile
+
+    import mstop.formats.parse as parse
+
+    careful = parse.ParseTuning(large_min_lines=10**9, plain_min_lines=10**9, arrow_min_lines=10**9)
+    with tempfile.TemporaryDirectory() as d:
+        alone = []
+        for r, (before, extra, rows, end) in enumerate(files):
+            head = HEADER + (b",gpu_util" if extra else b"")
+            body = [_line(x) for x in before] + [head] + [_line(x) + (b",0.5" if extra else b"") for x in rows]
+            data = b"".join(x + end for x in body)
+            (Path(d) / f"rank{r}.csv").write_bytes(data)
+            alone.append(parse.CsvParser(careful).parse(data))
+        store = read_once(d)
+    ref = Store()  # each file's rows as its careful parse alone gives them, into the store rank by rank
+    for r, a in enumerate(alone):
+        ref.append(Batch.of(r, a))
+    assert (store.bad_rows, store.refused_cells) == (ref.bad_rows, ref.refused_cells)
+    for r, a in enumerate(alone):
+        want, got = ref.ranks.get(r), store.ranks.get(r)
+        if want is None or not want.rows:
+            assert got is None or got.rows == 0
+            continue
+        for name in (*NUMERIC, *a.extra):
+            np.testing.assert_array_equal(got.col(name), want.col(name), err_msg=f"rank {r} {name}")
+        assert [s.session for s in got.segments] == [s.session for s in want.segments]
+        assert [(i, c, repr(v)) for i, c, v in got.nonfinite] == [(i, c, repr(v)) for i, c, v in want.nonfinite]
