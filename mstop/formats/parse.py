@@ -180,6 +180,12 @@ class CsvParser:
         self._index: dict[str, int] = {}
         self._plan: tuple[list[int], list[tuple[int, str]]] = ([], [])
 
+    def header_of(self, other: CsvParser) -> None:
+        """Take the header ``other`` read (this file's first line is the same bytes as the line it read it
+        from): a first read of 10,000 rank files parses their one header line once."""
+        self.header, self._index, self.extra, self.extra_dropped, self._plan = (
+            other.header, other._index, other.extra, other.extra_dropped, other._plan)
+
     def reset(self) -> None:
         """The file is read again from its start: its header comes again."""
         self.header = None

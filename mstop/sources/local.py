@@ -113,7 +113,7 @@ class LocalSource:
         """Discover files and read everything new in all of them; return the rows added."""
         self._discover()
         before = self.store.rows
-        batch = Round(self.store)  # the runs list reads thousands of small tails: one parse for a run's files
+        batch = Round(self.store, overlap=True)  # thousands of files: one parse a few of them, beside the reads
         for name in sorted(self._files, key=lambda n: (not n.endswith(".csv"), n)):
             if self._stop.is_set():  # stopped during a long first read (q while loading)
                 break

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 import stat
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -172,10 +173,16 @@ class Round:
     the batched parse refuses (a quote, a bad line) is ingested file by file, so the rows are those the
     one-by-one reading gives."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, *, overlap: bool = False) -> None:
+        """``overlap``: a first read's (each file read once): what was kept is parsed on a thread of its own
+        while the next files are read and the last parse's rows appended (pyarrow parses without the GIL:
+        the two cores work at once); :meth:`flush` waits for it."""
         self.store = store
         self.kept: list[tuple[Followed, Chunk, list[int] | None]] = []
         self.bytes = 0  # of the chunks kept
+        self.headers: dict[bytes, CsvParser] = {}  # a first line read as a header -> the parser that read it
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="mstop-parse") if overlap else None
+        self._pending: Future[tuple[Batch, list[str]]] | None = None
 
     def add(self, f: Followed, chunk: Chunk) -> None:
         if not (chunk.blob or chunk.reset or chunk.overlong):  # nothing new: only when the file was written
@@ -190,7 +197,7 @@ class Round:
                 self.kept.append((f, chunk, None))
                 self.bytes += len(chunk.blob)
                 if self.bytes >= ROUND_BYTES:
-                    self.flush()
+                    self._send()
                 return
         if f.kind == "csv":
             self.flush()  # after the rows kept before it (a file's rows in order)
@@ -206,6 +213,12 @@ class Round:
         parser reads of them goes into the store now), to be parsed with other files' rows."""
         assert f.parser is not None
         blob, at = chunk.blob, 0
+        nl = blob.find(b"\n")
+        first = blob[:nl + 1] if nl >= 0 else b""
+        known = self.headers.get(first)
+        if known is not None:  # the header line of a file read before
+            f.parser.header_of(known)
+            at = len(first)
         while f.parser.header is None and at < len(blob):
             nl = blob.find(b"\n", at)
             nl = len(blob) - 1 if nl < 0 else nl
@@ -214,17 +227,46 @@ class Round:
             if len(rows) or rows.bad:
                 self.flush()  # after the rows kept before it
                 self.store.append(Batch.of(f.rank, rows))
+            elif at == len(first) and f.parser.header is not None and b"\r" not in first:
+                self.headers[first] = f.parser  # its first line was its header
         if f.parser.extra_dropped:
             self.store.note(f"rank{f.rank}.csv has {len(f.parser.extra) + f.parser.extra_dropped} extra columns: "
                             f"the first {len(f.parser.extra)} are kept")
         return Chunk(blob=blob[at:], mtime=chunk.mtime)
 
     def flush(self) -> None:
-        """Ingest the chunks kept, by one append in the order they were read: those whose files share a
-        header parsed together, a group the batched parse refuses file by file."""
+        """Ingest the chunks kept (and any parse under way), by one append each in the order they were read."""
+        self._send()
+        self._land()
+
+    def _send(self) -> None:
+        """Parse what is kept: now, or on the pool while the caller reads on (the parse before it landed)."""
         kept, self.kept, self.bytes = self.kept, [], 0
         if not kept:
             return
+        if self._pool is None:
+            self._into_store(*self._parsed(kept))
+            return
+        before, self._pending = self._pending, self._pool.submit(self._parsed, kept)
+        if before is not None:
+            self._into_store(*before.result())
+
+    def _land(self) -> None:
+        if self._pending is not None:
+            got, self._pending = self._pending, None
+            self._into_store(*got.result())
+        if self._pool is not None:
+            self._pool.shutdown()
+            self._pool = None
+
+    def _into_store(self, batch: Batch, notes: list[str]) -> None:
+        for n in notes:
+            self.store.note(n)
+        self.store.append(batch)
+
+    def _parsed(self, kept: list[tuple[Followed, Chunk, list[int] | None]]) -> tuple[Batch, list[str]]:
+        """The kept chunks as one batch in the order they were read (those whose files share a header parsed
+        together; a group the batched parse refuses, file by file), and what to say of them."""
         groups: dict[tuple[str, ...], list[int]] = {}
         for i, (f, _, _) in enumerate(kept):
             assert f.parser is not None and f.parser.header is not None
@@ -245,28 +287,27 @@ class Round:
             for i, n in zip(idx, counts):
                 parsed[i] = (rows, at, at + n)
                 at += n
-        batch = Batch()
+        batch, notes = Batch(), []
         for (f, chunk, weights), got in zip(kept, parsed):
             batch.file_time(f.rank, f.kind, chunk.mtime)
             if got is None:
-                rows = self._alone(f, chunk, weights)
+                rows = self._alone(f, chunk, weights, notes)
                 got = (rows, 0, len(rows))
             if got[2] > got[1] or got[0].bad:
                 batch.parts.append((f.rank, *got))
-        self.store.append(batch)
+        return batch, notes
 
-    def _alone(self, f: Followed, chunk: Chunk, weights: list[int] | None) -> Rows:
+    def _alone(self, f: Followed, chunk: Chunk, weights: list[int] | None, notes: list[str]) -> Rows:
         """One kept chunk's rows parsed on its own: a digest's lines that are not each a row are taken as rows
-        of one (the rows they stand for beyond them not counted), and said."""
+        of one (the rows they stand for beyond them not counted), and said (in ``notes``)."""
         assert f.parser is not None
         rows = f.parser.parse(chunk.blob)
         if f.parser.extra_dropped:
-            self.store.note(f"rank{f.rank}.csv has {len(f.parser.extra) + f.parser.extra_dropped} extra columns: "
-                            f"the first {len(f.parser.extra)} are kept")
+            notes.append(f"rank{f.rank}.csv has {len(f.parser.extra) + f.parser.extra_dropped} extra columns: "
+                         f"the first {len(f.parser.extra)} are kept")
         if weights is not None:
             if rows.bad or len(rows) != len(weights):
-                self.store.note(f"rank {f.rank}: a host's digest lines that are not each a row were read as they "
-                                "are")
+                notes.append(f"rank {f.rank}: a host's digest lines that are not each a row were read as they are")
             else:
                 rows.weights = np.asarray(weights, np.float64)
         return rows
