@@ -336,3 +336,45 @@ def _same(snap, opts: Options) -> None:
     wall, seconds = _read_at_once(snap, opts)
     assert got.wall == pytest.approx(wall, rel=1e-9, abs=1e-6)
     assert got.seconds == pytest.approx(seconds, rel=1e-9, abs=1e-6)
+
+
+@st.composite
+def fresh_ranks(draw: st.DrawFn) -> list[list[tuple[float, float, float, float, str]]]:
+    """1-5 ranks of the same count of rows (a block or more: a first read's), one session each."""
+    n = draw(st.integers(BLOCK, 3 * BLOCK + 5))
+    out = []
+    for _ in range(draw(st.integers(1, 5))):
+        t, rows = 1000.0, []
+        for step in range(1, n + 1):
+            t += draw(st.sampled_from([1.0, 1.0, 0.5, 2.0, 40.0, -0.3, 0.0, 400.0]))
+            a = draw(st.sampled_from([math.nan, 1.0, 0.9, 3.0, 50.0, 0.0]))
+            w = draw(st.sampled_from([math.nan, 0.1, 0.0, 2.0]))
+            rows.append((t, float(step), a, w, "s0"))
+        out.append(rows)
+    return out
+
+
+@given(fresh_ranks())
+def test_ranks_settled_together_equal_each_settled_row_by_row(ranks):
+    """Issue 57: a first read's ranks are settled together in arrays (ledgerfold.settle_fresh): each rank's
+    figures (its first block's, its blocks') and its five sums equal, to the bit, those of its first row and
+    then the rest each settled on its own (RankLedger.settle), and those of the same rows arriving a row a
+    round (RankLedger.settle_row, in plain Python: the figures to the bit, the sums summed in another order)."""
+    together = Store()
+    together.append(Batch.round([(r, _rows(rows)) for r, rows in enumerate(ranks)]))
+    for r, rows in enumerate(ranks):
+        alone, ones, split = Store(), Store(), Store()
+        alone.append(Batch.of(0, _rows(rows)))
+        split.append(Batch.of(0, _rows(rows[:1])))  # a row, then the rest: each settled on its own (settle)
+        split.append(Batch.of(0, _rows(rows[1:])))
+        for i in range(len(rows)):
+            ones.append(Batch.round([(0, _rows(rows[i:i + 1]))]))
+        got, want, slow = together.ranks[r].ledger, ones.ranks[0].ledger, alone.ranks[0].ledger
+        assert got.early.a == slow.early.a and got.blocks.a == slow.blocks.a
+        for other in (want, slow):  # the figures each row is measured against
+            assert [got.figures_of(i) for i in range(len(rows))] == [other.figures_of(i) for i in range(len(rows))]
+            assert (got.settled, got.top, got.sess_t, got.reached) == (other.settled, other.top, other.sess_t,
+                                                                        other.reached)
+        assert got.sums == slow.sums == split.ranks[0].ledger.sums  # the same rows' classes: to the bit
+        assert got.sums == pytest.approx(want.sums, rel=1e-9, abs=1e-6)
+        assert got.sums == pytest.approx(oracle(rows, []), rel=1e-9, abs=1e-6)

@@ -14,7 +14,7 @@ import numpy as np
 from ...formats.parse import Rows
 from .. import door, spill
 from ..folds import ACHIEVED, WEIGHT, Folds
-from ..ledgerfold import RankLedger
+from ..ledgerfold import RankLedger, settle_fresh
 from ..spill import SpillFile
 from .frozen import FrozenRanks, KeptAnswers, Progress, _Grown
 from .rank import (
@@ -319,6 +319,7 @@ class Store(Reads):
                 self.file_time(r, kind, mtime)
             plain: list[tuple[RankData, Rows, int]] = []
             seen: set[int] = set()
+            whole: dict[int, Rows] = {}  # other parts, of distinct ranks, in order
             odd: dict[int, set[int]] = {}
             for r, rows, lo, hi in batch.parts:
                 d = self.ranks.get(r)
@@ -327,21 +328,37 @@ class Store(Reads):
                 if (hi - lo == 1 and d is not None and r not in seen and not rows.extra and not rows.bad
                         and d.segments and d.held_rows and lo not in odd.get(id(rows), ())
                         and d.segments[-1].session == rows.session_names[int(rows.session_codes[lo])]):
+                    self._append_parts(whole)
                     seen.add(r)
                     plain.append((d, rows, lo))
                     continue
                 self._append_plain(plain)
                 seen.clear()
-                self._append_part(r, rows if hi - lo == len(rows) else rows.part(lo, hi))
+                if r in whole:
+                    self._append_parts(whole)
+                whole[r] = rows if hi - lo == len(rows) else rows.part(lo, hi)
+            self._append_parts(whole)
             self._append_plain(plain)
 
-    def _append_part(self, r: int, rows: Rows) -> None:
-        """Rows of rank ``r`` (in file order), appended on their own."""
+    def _append_parts(self, parts: dict[int, Rows]) -> None:
+        """Rows of distinct ranks (each in file order), each appended on its own, in order; their ledgers
+        settled together where they can be (a first read's: ledgerfold.settle_fresh, in arrays)."""
+        landed = [got for r, rows in parts.items() if (got := self._land(r, rows)) is not None]
+        parts.clear()
+        alone = settle_fresh([x[0] for x in landed])
+        for d in alone:
+            d.ledger.settle(d)
+        for x in landed:
+            self._landed(*x)
+
+    def _land(self, r: int, rows: Rows) -> tuple[RankData, Rows, int, int, bool] | None:
+        """Rows of rank ``r`` into the table (its ledger not yet settled): (the rank, the rows, its rows and
+        sessions before them, whether they mix sessions), None when none came."""
         self.bad_rows += rows.bad
         if not len(rows):
             if rows.bad:
                 self.version += 1
-            return
+            return None
         d = self.rank(r)
         rows.floats = self._refuse([r], rows.exact, rows.floats)
         base = d.rows
@@ -357,7 +374,13 @@ class Store(Reads):
             self._keep_extra(d, name)
         codes, mixed = _session_codes(d, rows, base)
         self.table.append(d.slot, rows.exact, rows.floats, codes, rows.extra)
-        d.ledger.settle(d)
+        return d, rows, base, segments_before, mixed
+
+    def _landed(self, d: RankData, rows: Rows, base: int, segments_before: int, mixed: bool) -> None:
+        """What rank ``d`` keeps of rows landed (and settled) beside the table: its literal NaNs, its folds,
+        its spill."""
+        r = d.rank
+        weight = rows.weights
         if rows.nonfinite:
             d.nonfinite.extend((base + i, c, v) for i, c, v in rows.nonfinite)
             self.having["nonfinite"].add(r)  # type: ignore[union-attr]
