@@ -132,10 +132,6 @@ class Incident:
         """``step 300`` or ``steps 484-535``, for people."""
         return steps_text(self.first_step, self.last_step)
 
-    def overlaps(self, kind: str, rank: int | None, step: int | None) -> bool:
-        return self.kind == kind and self.rank == rank and step is not None and self.first_step is not None \
-            and self.last_step is not None and self.first_step - GAP <= step <= self.last_step + GAP
-
 
 def steps_text(first: int | None, last: int | None) -> str:
     """``step 300`` or ``steps 484-535``: an incident's steps for people (screen, summary table, report)."""

@@ -59,15 +59,6 @@ class Batch:
         """Several ranks' rows, each parsed on its own, in file order."""
         return cls([(r, rows, 0, len(rows)) for r, rows in batches])
 
-    def add_joined(self, ranks: list[int], rows: Rows, counts: list[int]) -> Batch:
-        """Rows parsed together (mstop.formats.parse.parse_joined): ``counts[i]`` rows of ``ranks[i]``, in order."""
-        at = 0
-        for r, n in zip(ranks, counts):
-            if n:
-                self.parts.append((r, rows, at, at + n))
-            at += n
-        return self
-
     def file_time(self, r: int, kind: str, mtime: float | None) -> Batch:
         self.times.append((r, kind, mtime))
         return self

@@ -87,11 +87,6 @@ class Block:
     def view(self) -> np.ndarray:
         return self.data[: self.n]
 
-    def widen(self, dtype: Any) -> None:
-        """Hold its rows as ``dtype`` from now on (a new array: frozen copies keep the old one)."""
-        if self.data.dtype != dtype:
-            self.data = self.data.astype(dtype)
-
     def frozen(self) -> Block:
         """A block that shares this one's rows as they are now: appends land past its end (or in a grown
         copy), so what it holds never changes."""
