@@ -79,39 +79,67 @@ def row_medians(v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def block_figures(time: np.ndarray, st: np.ndarray, first: np.ndarray, same: np.ndarray, width: int,
-                  before: tuple[float, float, float], wt: np.ndarray | None = None) -> list[tuple[float, float, float]]:
-    """The figures of consecutive blocks of ``width`` rows: each one's (median step time, usual time between
-    rows beyond the step time, stall limit), from its rows' times and step times, which rows begin a session
-    (``first``) and which follow a row of their own session (``same``: the gap to the row before is theirs).
-    The arrays hold one row more before the blocks (its time only: the gap to the first block's first row;
-    ``first`` and ``same`` of it are ignored). A figure a block has no rows for is the block before's (the
-    one ``before`` them for the first). ``wt``: the rows each stands for (None: one each): figures a step's."""
-    n = (len(time) - 1) // width
+                  before: np.ndarray, wt: np.ndarray | None = None) -> np.ndarray:
+    """The figures of consecutive blocks of ``width`` rows of ranks (one a row of each array), (ranks,
+    blocks, 3): each block's (median step time, usual time between rows beyond the step time, stall limit),
+    from its rows' times and step times, which rows begin a session (``first``) and which follow a row of
+    their own session (``same``: the gap to the row before is theirs). The arrays hold one row more before
+    the blocks (its time only: the gap to the first block's first row; ``first`` and ``same`` of it are
+    ignored). A figure a block has no rows for is the block before's (``before``, (ranks, 3), for the
+    first). ``wt``: the rows each stands for (None: one each): figures a step's."""
+    k, n = len(time), (time.shape[1] - 1) // width
     t = time.astype(np.float64)
-    s = st[1:].astype(np.float64).reshape(n, width)
-    f = first[1:].reshape(n, width)
+    s = st[:, 1:].astype(np.float64).reshape(k, n, width)
+    f = first[:, 1:].reshape(k, n, width)
     with np.errstate(invalid="ignore"):
-        gap = np.diff(t).reshape(n, width)
-        ok = same[1:].reshape(n, width) & np.isfinite(gap)
+        gap = np.diff(t, axis=1).reshape(k, n, width)
+        ok = same[:, 1:].reshape(k, n, width) & np.isfinite(gap)
         excess = gap - np.minimum(np.where(s == s, s, 0.0), gap)
         if wt is not None:
-            per = wt[1:].reshape(n, width)
+            per = wt[:, 1:].reshape(k, n, width)
             s, gap, excess = s / per, gap / per, excess / per
-        v = np.empty((3, n, width))  # the three kinds' values, medians found in one sort
+        v = np.empty((3, k, n, width))  # the three kinds' values, medians found in one sort
         v[0] = np.where(~f & np.isfinite(s) & (s > 0), s, np.nan)
         v[1] = np.where(ok & np.isfinite(excess), excess, np.nan)
         v[2] = np.where(ok, gap, np.nan)
-        med, count = row_medians(v.reshape(3 * n, width))
-    m, normal, interval = med[:n], med[n:2 * n], med[2 * n:]
-    mc, nc = count[:n], count[n:2 * n]
-    out = []
-    m0, n0 = before[0], before[1]
-    for j in range(n):
-        m0 = float(m[j]) if mc[j] else m0
-        n0 = float(normal[j]) if nc[j] >= 2 else n0
-        iv = float(interval[j]) if interval[j] == interval[j] else 0.0
-        out.append((m0, n0, max(STALL_MIN_S, 10.0 * m0, 3.0 * iv)))
+        med, count = row_medians(v.reshape(-1, width))
+    med, count = med.reshape(3, k, n), count.reshape(3, k, n)
+    out = np.empty((k, n, 3))
+    m0, n0 = before[:, 0], before[:, 1]
+    for j in range(n):  # a figure a block has no rows for is the block before's
+        m0 = np.where(count[0, :, j] > 0, med[0, :, j], m0)
+        n0 = np.where(count[1, :, j] >= 2, med[1, :, j], n0)
+        iv = np.where(med[2, :, j] == med[2, :, j], med[2, :, j], 0.0)
+        out[:, j, 0], out[:, j, 1] = m0, n0
+        out[:, j, 2] = np.maximum(np.maximum(STALL_MIN_S, 10.0 * m0), 3.0 * iv)
     return out
+
+
+def prefix_figures(t: np.ndarray, st: np.ndarray, first: np.ndarray, same: np.ndarray,
+                   wt: np.ndarray | None) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """Each row's figures from the rows up to it, of ranks' first rows (one a row of each array, (ranks,
+    rows)): (ranks, rows, 3), as the rows of a lower-triangular matrix (one sort for the three kinds); with
+    the values they are medians of (step times, gaps, their excess: a step's). ``first``: which rows begin a
+    session; ``same``: which follow a row of their own session."""
+    k, upto = t.shape
+    with np.errstate(invalid="ignore"):
+        stv = np.where(~first & (st == st) & (st > 0), st, np.nan)
+        gap = np.full((k, upto), np.nan)
+        gap[:, 1:] = t[:, 1:] - t[:, :-1]
+        ok = ~first & np.isfinite(gap) & same
+        ok[:, 0] = False
+        gapv = np.where(ok, gap, np.nan)
+        exv = np.where(ok, gap - np.minimum(np.nan_to_num(st, nan=0.0), gap), np.nan)
+        if wt is not None:  # a step's figures (a digest's merged rows: the module's docstring)
+            stv, gapv, exv = stv / wt, gapv / wt, exv / wt
+    upper = np.triu(np.ones((upto, upto), bool), 1)  # [i, j]: row j comes after row i
+    v = np.stack([stv, exv, gapv], axis=1)[:, :, None, :]  # (ranks, kind, 1, row)
+    med, count = row_medians(np.where(upper, np.nan, v).reshape(-1, upto))
+    med, count = med.reshape(k, 3, upto), count.reshape(k, 3, upto)
+    m = np.where(count[:, 0] > 0, med[:, 0], 0.0)
+    normal = np.where(count[:, 1] >= 2, med[:, 1], 0.0)
+    hang = np.maximum(np.maximum(STALL_MIN_S, 10.0 * m), 3.0 * np.where(count[:, 2] > 0, med[:, 2], 0.0))
+    return np.stack([m, normal, hang], axis=2), (stv, gapv, exv)
 
 
 def classify(t: np.ndarray, prev: np.ndarray, st: np.ndarray, dw: np.ndarray, m: np.ndarray, normal: np.ndarray,
@@ -244,37 +272,19 @@ class RankLedger:
             self.warm = None
 
     def _early_at_once(self, d: RankData, upto: int) -> None:
-        """:meth:`_extend_early` of rows 0..``upto - 1`` with arrays: each row's medians over the rows up to
-        it, as the rows of a lower-triangular matrix (a cold read of 10,000 ranks went row by row in Python
-        for 0.6 s)."""
+        """:meth:`_extend_early` of rows 0..``upto - 1`` with arrays (prefix_figures: a cold read of 10,000
+        ranks went row by row in Python for 0.6 s)."""
         t = d.span("time", 0, upto).astype(np.float64)
-        st = d.span("step_time", 0, upto).astype(np.float64)
         sess = d.span("session", 0, upto)
-        first = _first_rows(d, 0, upto)
-        with np.errstate(invalid="ignore"):
-            stv = np.where(~first & (st == st) & (st > 0), st, np.nan)
-            gap = np.full(upto, np.nan)
-            gap[1:] = t[1:] - t[:-1]
-            ok = ~first & np.isfinite(gap)
-            ok[1:] &= sess[1:] == sess[:-1]
-            ok[0] = False
-            gapv = np.where(ok, gap, np.nan)
-            exv = np.where(ok, gap - np.minimum(np.nan_to_num(st, nan=0.0), gap), np.nan)
-            wt = _weights(d, 0, upto)
-            if wt is not None:  # a step's figures (a digest's merged rows: the module's docstring)
-                stv, gapv, exv = stv / wt, gapv / wt, exv / wt
-        upper = np.triu(np.ones((upto, upto), bool), 1)  # [i, j]: row j comes after row i
-        # each kind's values up to each row (one sort for the three kinds)
-        med, count = row_medians(np.where(upper, np.nan, np.stack([stv, exv, gapv])[:, None, :]).reshape(-1, upto))
-        m, normal, gm = med[:upto], med[upto:2 * upto], med[2 * upto:]
-        mc, nc, gc = count[:upto], count[upto:2 * upto], count[2 * upto:]
-        m = np.where(mc > 0, m, 0.0)
-        normal = np.where(nc >= 2, normal, 0.0)
-        hang = np.maximum(np.maximum(STALL_MIN_S, 10.0 * m), 3.0 * np.where(gc > 0, gm, 0.0))
-        self.early.extend(list(zip(m.tolist(), normal.tolist(), hang.tolist())))
+        same = np.zeros(upto, bool)
+        same[1:] = sess[1:] == sess[:-1]
+        wt = _weights(d, 0, upto)
+        figs, values = prefix_figures(t[None], d.span("step_time", 0, upto).astype(np.float64)[None],
+                                      _first_rows(d, 0, upto)[None], same[None], None if wt is None else wt[None])
+        self.early.add(figs[0])
         w = self.warm
         if w is not None:
-            w.st, w.gap, w.excess = (sorted(v[v == v].tolist()) for v in (stv, gapv, exv))
+            w.st, w.gap, w.excess = (sorted(v[0][v[0] == v[0]].tolist()) for v in values)
             w.last = (float(t[upto - 1]), int(sess[upto - 1]))
         if len(self.early) == BLOCK:
             self.warm = None
@@ -297,8 +307,10 @@ class RankLedger:
         f = _first_rows(d, lo, b)
         same = np.zeros(b - lo, bool)
         same[1:] = (sess[1:] == sess[:-1]) & ~f[1:]
-        self.blocks.extend(block_figures(time, st, f, same, width, self.blocks[len(self.blocks) - 1],
-                                         _weights(d, lo, b)))
+        wt = _weights(d, lo, b)
+        before = np.array([self.blocks[len(self.blocks) - 1]])
+        self.blocks.add(block_figures(time[None], st[None], f[None], same[None], width, before,
+                                      None if wt is None else wt[None])[0])
 
     # -- classifying rows --------------------------------------------------------------------------------
 
@@ -507,9 +519,9 @@ class Figures:
     def append(self, f: tuple[float, float, float]) -> None:
         self.a.extend(f)
 
-    def extend(self, fs: list[tuple[float, float, float]]) -> None:
-        for f in fs:
-            self.a.extend(f)
+    def add(self, fs: np.ndarray) -> None:
+        """Entries as an (n, 3) array."""
+        self.a.frombytes(np.ascontiguousarray(fs, np.float64).tobytes())
 
     def table(self) -> np.ndarray:
         """The entries as a (n, 3) array (a copy)."""
@@ -620,8 +632,14 @@ def _settle_group(ds: list[RankData], n: int) -> list[RankData]:
     st = np.stack([d.span("step_time", 0, n) for d in ds]).astype(np.float64)
     dw = np.stack([d.span("data_wait", 0, n) for d in ds]).astype(np.float64)
     steps = np.stack([d.span("step", 0, n) for d in ds])
-    early = _early_many(t[:, :BLOCK], st[:, :BLOCK])
-    table = np.concatenate([early, *_blocks_many(t, st, early[:, BLOCK - 1], n // BLOCK)], axis=1)
+    k, b = len(ds), n // BLOCK * BLOCK
+    first, same = np.zeros((k, max(b - BLOCK + 1, BLOCK)), bool), np.ones((k, max(b - BLOCK + 1, BLOCK)), bool)
+    first[:, 0] = True  # row 0 begins the session (of the blocks' arrays, the row before them: not read)
+    early, _ = prefix_figures(t[:, :BLOCK], st[:, :BLOCK], first[:, :BLOCK], same[:, :BLOCK], None)
+    m = b - BLOCK + 1
+    blocks = block_figures(t[:, BLOCK - 1:b], st[:, BLOCK - 1:b], first[:, :m], same[:, :m], BLOCK,
+                           early[:, BLOCK - 1], None)
+    table = np.concatenate([early, early[:, BLOCK - 1:], blocks], axis=1)
     # the rows after the first (row i < BLOCK measured against table[i], else table[BLOCK + i // BLOCK - 1]),
     # each from the time its session had reached: classify's arithmetic, rank by rank in one array
     run = np.maximum.accumulate(t, axis=1)
@@ -640,8 +658,8 @@ def _settle_group(ds: list[RankData], n: int) -> list[RankData]:
             out.append(d)
             continue
         led = d.ledger
-        led.early.a.frombytes(early[i].tobytes())
-        led.blocks.a.frombytes(table[i, BLOCK:].tobytes())
+        led.early.add(early[i])
+        led.blocks.add(table[i, BLOCK:])
         led.warm = None
         ws = float(wait_s[i])
         led.sums = [0.0 + (float(own_s[i]) - 0.0 - ws), 0.0 + ws, 0.0, 0.0 + (float(lost_s[i]) - 0.0), 0.0]
@@ -649,54 +667,4 @@ def _settle_group(ds: list[RankData], n: int) -> list[RankData]:
         led.reached.append(-math.inf)
         led.top = float(np.max(steps[i]))
         led.settled = n
-    return out
-
-
-def _early_many(t: np.ndarray, st: np.ndarray) -> np.ndarray:
-    """RankLedger._early_at_once of ranks' first blocks (``t``, ``st``: (ranks, BLOCK), one session from row
-    0): each row's figures from the rows up to it, (ranks, BLOCK, 3)."""
-    k = len(t)
-    with np.errstate(invalid="ignore"):
-        stv = np.where((st == st) & (st > 0), st, np.nan)
-        stv[:, 0] = np.nan  # the session's first row
-        gap = np.full((k, BLOCK), np.nan)
-        gap[:, 1:] = t[:, 1:] - t[:, :-1]
-        ok = np.isfinite(gap)
-        ok[:, 0] = False
-        gapv = np.where(ok, gap, np.nan)
-        exv = np.where(ok, gap - np.minimum(np.nan_to_num(st, nan=0.0), gap), np.nan)
-    upper = np.triu(np.ones((BLOCK, BLOCK), bool), 1)  # [i, j]: row j comes after row i
-    v = np.stack([stv, exv, gapv], axis=1)[:, :, None, :]  # (ranks, kind, 1, row)
-    med, count = row_medians(np.where(upper, np.nan, v).reshape(-1, BLOCK))
-    med, count = med.reshape(k, 3, BLOCK), count.reshape(k, 3, BLOCK)
-    m = np.where(count[:, 0] > 0, med[:, 0], 0.0)
-    normal = np.where(count[:, 1] >= 2, med[:, 1], 0.0)
-    hang = np.maximum(np.maximum(STALL_MIN_S, 10.0 * m), 3.0 * np.where(count[:, 2] > 0, med[:, 2], 0.0))
-    return np.stack([m, normal, hang], axis=2)
-
-
-def _blocks_many(t: np.ndarray, st: np.ndarray, first: np.ndarray, nb: int) -> list[np.ndarray]:
-    """block_figures of ranks' ``nb`` complete blocks (block 0's figures ``first``, its last row's), each
-    (ranks, 1, 3)."""
-    out = [first[:, None]]
-    if nb < 2:
-        return out
-    k, b = len(t), nb * BLOCK
-    s = st[:, BLOCK:b].reshape(k, nb - 1, BLOCK)
-    with np.errstate(invalid="ignore"):
-        g = np.diff(t[:, BLOCK - 1:b], axis=1).reshape(k, nb - 1, BLOCK)
-        ok = np.isfinite(g)
-        excess = g - np.minimum(np.where(s == s, s, 0.0), g)
-        v = np.empty((3, k, nb - 1, BLOCK))
-        v[0] = np.where(np.isfinite(s) & (s > 0), s, np.nan)
-        v[1] = np.where(ok & np.isfinite(excess), excess, np.nan)
-        v[2] = np.where(ok, g, np.nan)
-        med, count = row_medians(v.reshape(-1, BLOCK))
-    med, count = med.reshape(3, k, nb - 1), count.reshape(3, k, nb - 1)
-    m0, n0 = first[:, 0].copy(), first[:, 1].copy()
-    for j in range(nb - 1):  # a figure a block has no rows for is the block before's
-        m0 = np.where(count[0, :, j] > 0, med[0, :, j], m0)
-        n0 = np.where(count[1, :, j] >= 2, med[1, :, j], n0)
-        iv = np.where(med[2, :, j] == med[2, :, j], med[2, :, j], 0.0)
-        out.append(np.stack([m0, n0, np.maximum(np.maximum(STALL_MIN_S, 10.0 * m0), 3.0 * iv)], axis=1)[:, None])
     return out
