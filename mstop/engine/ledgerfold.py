@@ -142,6 +142,16 @@ def prefix_figures(t: np.ndarray, st: np.ndarray, first: np.ndarray, same: np.nd
     return np.stack([m, normal, hang], axis=2), (stv, gapv, exv)
 
 
+def steps_of(gap: np.ndarray, st: np.ndarray, dw: np.ndarray,
+             normal: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Rows' time between them (``gap``) split: the step's own (its step time ``st`` as far as the gap allows,
+    and the loop's usual time outside the step, ``normal``), the time no step ran, and the data wait ``dw``
+    within the step's own; of any shape (a rank's rows, or ranks' rows)."""
+    own = np.minimum(st, gap)
+    own += np.minimum(gap - own, normal)  # the loop's usual time outside the step belongs to the step
+    return own, gap - own, np.minimum(dw, own)
+
+
 def classify(t: np.ndarray, prev: np.ndarray, st: np.ndarray, dw: np.ndarray, m: np.ndarray, normal: np.ndarray,
              hang: np.ndarray, saved: np.ndarray, redo: np.ndarray, wt: np.ndarray | None = None) -> list[float]:
     """The rows' seconds in the five :data:`SUMS`, summed: each row ran from ``prev`` (the time its session
@@ -152,15 +162,12 @@ def classify(t: np.ndarray, prev: np.ndarray, st: np.ndarray, dw: np.ndarray, m:
     gap = t - prev
     if wt is not None:  # figures of w steps
         normal, hang, m = normal * wt, hang + m * (wt - 1.0), m * wt
-    own = np.minimum(st, gap)
-    own += np.minimum(gap - own, normal)  # the loop's usual time outside the step belongs to the step
-    extra = gap - own  # no step ran
+    own, extra, wait = steps_of(gap, st, dw, normal)
     if redo.any():
         count = ~redo
         recomputed = float(own[redo].sum())
     else:
         count, recomputed = None, 0.0
-    wait = np.minimum(dw, own)
     slow = saved | (own > hang)
     over = np.maximum(0.0, own[slow] - np.maximum(m[slow], wait[slow]))
     if count is not None:
@@ -641,16 +648,13 @@ def _settle_group(ds: list[RankData], n: int) -> list[RankData]:
                            early[:, BLOCK - 1], None)
     table = np.concatenate([early, early[:, BLOCK - 1:], blocks], axis=1)
     # the rows after the first (row i < BLOCK measured against table[i], else table[BLOCK + i // BLOCK - 1]),
-    # each from the time its session had reached: classify's arithmetic, rank by rank in one array
+    # each from the time its session had reached: classify's arithmetic (steps_of), every rank at once
     run = np.maximum.accumulate(t, axis=1)
     rows = np.arange(1, n)
     f = table[:, np.where(rows < BLOCK, rows, BLOCK + rows // BLOCK - 1)]
-    gap = run[:, 1:] - run[:, :-1]
-    own = np.minimum(np.nan_to_num(st[:, 1:], nan=0.0), gap)
-    own += np.minimum(gap - own, f[:, :, 1])
-    extra = gap - own
+    own, extra, wait = steps_of(run[:, 1:] - run[:, :-1], np.nan_to_num(st[:, 1:], nan=0.0),
+                                np.nan_to_num(dw[:, 1:], nan=0.0), f[:, :, 1])
     slow = (own > f[:, :, 2]).any(axis=1)  # a hung step: its share over the median, on its own
-    wait = np.minimum(np.nan_to_num(dw[:, 1:], nan=0.0), own)
     own_s, wait_s, lost_s = own.sum(axis=1), wait.sum(axis=1), extra.sum(axis=1)
     out = []
     for i, d in enumerate(ds):

@@ -114,11 +114,14 @@ class LocalSource:
         self._discover()
         before = self.store.rows
         batch = Round(self.store, overlap=True)  # thousands of files: one parse a few of them, beside the reads
-        for name in sorted(self._files, key=lambda n: (not n.endswith(".csv"), n)):
-            if self._stop.is_set():  # stopped during a long first read (q while loading)
-                break
-            self._read(name, batch=batch)
-        batch.flush()
+        try:
+            for name in sorted(self._files, key=lambda n: (not n.endswith(".csv"), n)):
+                if self._stop.is_set():  # stopped during a long first read (q while loading)
+                    break
+                self._read(name, batch=batch)
+            batch.flush()
+        finally:
+            batch.close()
         return self.store.rows - before
 
     # -- following -------------------------------------------------------------------

@@ -118,6 +118,14 @@ def followed(name: str, tail_path: str, store: Store, source: str,
     return f
 
 
+def extra_note(f: Followed) -> str | None:
+    """What to say of a rank file with more extra columns than are kept (None: none dropped)."""
+    p = f.parser
+    if p is None or not p.extra_dropped:
+        return None
+    return f"rank{f.rank}.csv has {len(p.extra) + p.extra_dropped} extra columns: the first {len(p.extra)} are kept"
+
+
 def ingest(store: Store, f: Followed, chunk: Chunk) -> None:
     """Parse one chunk of a rank file into the store (local and remote sources alike)."""
     if f.kind == "devices":
@@ -143,9 +151,8 @@ def ingest(store: Store, f: Followed, chunk: Chunk) -> None:
         assert f.parser is not None
         rows = f.parser.parse(chunk.blob)
         rows.bad += chunk.overlong
-        if f.parser.extra_dropped:
-            store.note(f"rank{f.rank}.csv has {len(f.parser.extra) + f.parser.extra_dropped} extra columns: "
-                       f"the first {len(f.parser.extra)} are kept")
+        if (note := extra_note(f)) is not None:
+            store.note(note)
         store.append(Batch.of(f.rank, rows))
     else:
         ev = parse_events(chunk.blob)
@@ -176,7 +183,7 @@ class Round:
     def __init__(self, store: Store, *, overlap: bool = False) -> None:
         """``overlap``: a first read's (each file read once): what was kept is parsed on a thread of its own
         while the next files are read and the last parse's rows appended (pyarrow parses without the GIL:
-        the two cores work at once); :meth:`flush` waits for it."""
+        the two cores work at once); :meth:`flush` waits for it, :meth:`close` ends the thread."""
         self.store = store
         self.kept: list[tuple[Followed, Chunk, list[int] | None]] = []
         self.bytes = 0  # of the chunks kept
@@ -229,9 +236,8 @@ class Round:
                 self.store.append(Batch.of(f.rank, rows))
             elif at == len(first) and f.parser.header is not None and b"\r" not in first:
                 self.headers[first] = f.parser  # its first line was its header
-        if f.parser.extra_dropped:
-            self.store.note(f"rank{f.rank}.csv has {len(f.parser.extra) + f.parser.extra_dropped} extra columns: "
-                            f"the first {len(f.parser.extra)} are kept")
+        if (note := extra_note(f)) is not None:
+            self.store.note(note)
         return Chunk(blob=blob[at:], mtime=chunk.mtime)
 
     def flush(self) -> None:
@@ -255,6 +261,9 @@ class Round:
         if self._pending is not None:
             got, self._pending = self._pending, None
             self._into_store(*got.result())
+
+    def close(self) -> None:
+        """Stop the parsing thread (of an ``overlap`` round), after any parse under way."""
         if self._pool is not None:
             self._pool.shutdown()
             self._pool = None
@@ -302,9 +311,8 @@ class Round:
         of one (the rows they stand for beyond them not counted), and said (in ``notes``)."""
         assert f.parser is not None
         rows = f.parser.parse(chunk.blob)
-        if f.parser.extra_dropped:
-            notes.append(f"rank{f.rank}.csv has {len(f.parser.extra) + f.parser.extra_dropped} extra columns: "
-                         f"the first {len(f.parser.extra)} are kept")
+        if (note := extra_note(f)) is not None:
+            notes.append(note)
         if weights is not None:
             if rows.bad or len(rows) != len(weights):
                 notes.append(f"rank {f.rank}: a host's digest lines that are not each a row were read as they are")
