@@ -113,8 +113,8 @@ class LogState:
 
     def whole_lines(self, blob: bytes) -> bytes:
         """``blob`` up to its last UTF-16 line end, what was held before it first, the rest held for the next
-        read (only for a UTF-16 log: known, or a blob with its BOM); other logs' blobs as they come."""
-        if not (self.utf16 is not None or self.held or blob[:2] in (b"\xff\xfe", b"\xfe\xff")):
+        read (only for a UTF-16 log: known, or a blob that looks it); other logs' blobs as they come."""
+        if not (self.utf16 is not None or self.held or looks_utf16(blob)):
             return blob
         blob, self.held = self.held + blob, b""
         cut = blob.rfind(b"\n") + 1
@@ -431,6 +431,14 @@ class LogState:
     timing_by_arrival = False  # the step being read has no stamp: it is timed by the file's time
     batch: tuple[float, float] = (math.nan, math.nan)  # (global batch, devices) the log said last
     _started_total: int | None = None
+
+
+def looks_utf16(blob: bytes) -> bool:
+    """A blob that starts as UTF-16 text: its BOM, or a third of its first bytes zero (ASCII in two bytes a
+    character, as PowerShell's ``>`` writes it without a BOM). Its lines end at b"\\n" only: its 0x0D bytes
+    are parts of characters (U+0D00, or the CR inside a line), never line ends."""
+    head = blob[:512]
+    return head[:2] in (b"\xff\xfe", b"\xfe\xff") or (len(head) >= 2 and 3 * head.count(0) >= len(head))
 
 
 def unix_time(st: time.struct_time, gmtoff: float | None) -> float:

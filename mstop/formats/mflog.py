@@ -46,7 +46,7 @@ import numpy as np
 
 from ..safe import clean
 from .logs import CANN
-from .logstate import CANNOT, EXTRA, SEPARATE_LOSSES, SOURCE, SOURCE_PLAIN, LogState, unix_time
+from .logstate import CANNOT, EXTRA, SEPARATE_LOSSES, SOURCE, SOURCE_PLAIN, LogState, looks_utf16, unix_time
 from .mfsteps import MindFormersSteps
 from .msmonitors import MonitorLines
 from .parse import NUMERIC, Rows
@@ -98,9 +98,9 @@ class Parsed:
 
 
 def _split(blob: bytes, utf16: bool) -> list[bytes]:
-    """A blob's lines. UTF-16 (known, or by its BOM): at b"\n" only (a character's 0x0D byte, U+0D00, is no
-    line end; the "\r" of a CRLF is dropped once decoded)."""
-    if not (utf16 or blob[:2] in (b"\xff\xfe", b"\xfe\xff")):
+    """A blob's lines. UTF-16 (known, or by :func:`looks_utf16`): at b"\n" only (a character's 0x0D byte,
+    U+0D00, is no line end; the "\r" of a CRLF is dropped once decoded)."""
+    if not (utf16 or looks_utf16(blob)):
         return blob.splitlines()
     lines = blob.split(b"\n")
     if lines and not lines[-1]:

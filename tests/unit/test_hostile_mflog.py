@@ -222,6 +222,9 @@ def steps_in(text: str) -> int:
 @example([GOOD.format(s=1, step=1, loss="0.0").replace("[1.013255]", "[\u0a00]")], "utf-16-le", 5)
 # a bare CR inside a UTF-16 step line: one line (one bad row), not two pieces as in UTF-8
 @example([GOOD.format(s=1, step=1, loss="0.0").replace("Epoch:[", "Epoch:[\r")], "utf-16", 1)
+# the same in UTF-16 without its BOM (PowerShell's >): known from its zero bytes before the lines are cut
+@example([GOOD.format(s=1, step=1, loss="0.0"), GOOD.format(s=2, step=2, loss="0.0").replace("Epoch:[", "Epoch:[\r")],
+         "utf-16-le", 1)
 def test_any_line_in_any_encoding_in_any_pieces_is_a_row_a_bad_row_or_skipped(lines, enc, cut):
     text = "".join(ln + "\n" for ln in lines)
     try:
