@@ -12,6 +12,7 @@ from typing import Any, Callable
 
 from textual import on
 from textual.app import App, ComposeResult
+from textual.await_complete import AwaitComplete
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.css.query import NoMatches
@@ -518,6 +519,18 @@ class MonitorScreen(Screen[None]):
         return self.back if action == "back" else True
 
 
+def forget_dead_styles() -> None:
+    """Empty Textual's ``StylesCache.get_inner_outer`` memo. It is an ``lru_cache`` on a method, keyed by the
+    instance (Textual 8.2, Textualize/textual#6665), so it keeps up to 1,024 widgets' style caches, every line
+    they drew, after their screen is gone: a monitor opened for weeks, its screens pushed and popped, held
+    them all. Emptying it costs one recomputation per widget at the next draw."""
+    from textual import _styles_cache
+
+    memo = getattr(getattr(_styles_cache, "StylesCache", None), "get_inner_outer", None)
+    if hasattr(memo, "cache_clear"):
+        memo.cache_clear()
+
+
 class MstopApp(App[None]):
     """What every mstop app does however the process ends: SIGTERM and SIGHUP quit as q does, and after a
     grace time :meth:`stops` and :attr:`cleanups` run anyway (:func:`quit_on_signal`)."""
@@ -539,6 +552,15 @@ class MstopApp(App[None]):
 
     def on_mount(self) -> None:
         install_signals(self)
+
+    def pop_screen(self) -> AwaitComplete:
+        """Pop as Textual does, then let the popped screen's drawn lines go (:func:`forget_dead_styles`)."""
+        done = super().pop_screen()
+        forget_dead_styles()
+        return done
+
+    def on_unmount(self) -> None:
+        forget_dead_styles()
 
     def _signalled(self, code: int) -> None:
         quit_on_signal(self, code)

@@ -159,3 +159,25 @@ async def test_baseline_that_ended_earlier_is_said(two_rank_run, tmp_path):
         assert "vs baseline" not in text(app.query_one("#tp-text"))
 
 
+
+
+async def test_a_closed_screen_leaves_nothing_it_drew_behind(two_rank_run):
+    """Textual 8.2 keeps up to 1,024 widgets' style caches (every line they drew) in an lru_cache keyed by the
+    widget's cache (Textualize/textual#6665): a monitor left open for weeks, ? pressed and closed again and
+    again, held each closed screen's lines. Once closed, a screen's drawn lines are freed."""
+    import gc
+    import weakref
+
+    from mstop.app.screens import HelpScreen
+
+    app = app_for(two_rank_run)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("question_mark")
+        await settle(pilot, lambda: isinstance(app.screen, HelpScreen))
+        drawn = [weakref.ref(w._styles_cache) for w in app.screen.walk_children()]
+        assert drawn
+        await pilot.press("escape")
+        await settle(pilot, lambda: not isinstance(app.screen, HelpScreen))
+        gc.collect()
+        assert [r for r in drawn if r() is not None] == []
