@@ -19,7 +19,9 @@ and an entry of :data:`TABLE`, nothing else.
 
 from __future__ import annotations
 
+import math
 import warnings
+from dataclasses import replace
 from functools import cached_property
 from typing import Callable
 
@@ -27,7 +29,7 @@ import numpy as np
 
 from .. import fmt
 from . import figures
-from .rules import Alert, Incident, Rules, groups
+from .rules import GAP, Alert, Incident, Rules, groups
 from .store import RankData, Snapshot
 
 
@@ -139,6 +141,52 @@ def quiet(d: RankData, key: str, candidate: Callable[[int, int], bool], recent_h
         return False
     d.quiet[key] = d.rows
     return True
+
+
+#: what a rule's firing over a rank's steady rows from position ``lo`` on is: whether each fires, its measure,
+#: and the words of one (by its index from ``lo``)
+Firing = tuple[np.ndarray, np.ndarray, Callable[[int], str]]
+
+
+def _score(worst: float | None, worst_high: bool) -> float:
+    """How bad an incident's worst value is, as incidents_of ranks its rows (a value that is no number: least)."""
+    return -math.inf if worst is None or not math.isfinite(worst) else worst if worst_high else -worst
+
+
+def folded(rule: Rule, ask: Ask, r: int, d: RankData, firing: Callable[[np.ndarray, int], Firing],
+           worst_high: bool = True) -> list[Incident]:
+    """Rank ``r``'s incidents of a rule whose firing at a steady row reads only that row and the rows before it
+    (a rolling window, a row's own headroom), folded: each scan reads the rows that arrived since the last one
+    (and the window before them); a firing within GAP rows of the last incident extends it, keeping its worst
+    unless a new row is worse, as a whole scan groups and ranks them. Found again from the first row when the
+    rank's steady rows are no longer the same rows with more after them (a reset, a resume that cut older rows,
+    a profiled span, new settings, a session's first row that became its compilation step)."""
+    rows = np.flatnonzero(d.steady())
+    segs = d.segments
+    latest = d.rows - segs[-1].first_row if segs else 0
+    key = (tuple(getattr(ask.rules, f) for f in rule.settings), d.rows_epoch, d.retimes, len(segs), min(latest, 2),
+           len(d.profiled))
+    got = d.kept.get(("incidents", rule.kind))
+    kept: list[tuple[int, Incident]] = []  # (its last position, the incident), oldest first
+    lo = 0
+    if got is not None and got[0] == key and got[1] <= len(rows):
+        kept, lo = list(got[2]), got[1]
+    elif rule.quiet(ask, r, d):  # no row of it ever could fire (the usual rank): none is read
+        return []
+    if lo == len(rows):
+        return [replace(inc) for _, inc in kept]
+    fire, measure, describe = firing(rows, lo)
+    pos = np.flatnonzero(fire) + lo
+    found = incidents_of(rule.kind, r if rule.per_rank else None, d, rows[lo:], fire, measure, describe, worst_high)
+    for (a, b), inc in zip(groups(pos), found):
+        if kept and pos[a] - kept[-1][0] <= GAP:  # the last incident goes on: one group, as a whole scan has it
+            was = kept.pop()[1]
+            worse = _score(inc.worst, worst_high) > _score(was.worst, worst_high)  # else the first worst stays
+            inc = replace(inc, first_step=was.first_step, first_time=was.first_time,
+                          worst=inc.worst if worse else was.worst, message=inc.message if worse else was.message)
+        kept.append((int(pos[b]), inc))
+    d.kept[("incidents", rule.kind)] = (key, len(rows), kept)
+    return [replace(inc) for _, inc in kept]  # copies: a reader marks the active one
 
 
 # -- NaN / Inf loss -----------------------------------------------------------------------------------------
@@ -344,21 +392,22 @@ class Starvation(Rule):
 
     def incidents(self, ask: Ask, r: int, d: RankData) -> list[Incident]:
         rules = ask.rules
-        if self.quiet(ask, r, d):
-            return []
-        rows = np.flatnonzero(d.steady())
-        dw, st = d.take("data_wait", rows).astype(np.float64), d.take("step_time", rows).astype(np.float64)
-        ok = ~np.isnan(dw) & ~np.isnan(st)
-        waited = rolling_sum(np.where(ok, dw, 0.0), figures.WINDOW)
-        total = rolling_sum(np.where(ok, st, 0.0), figures.WINDOW)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            share = np.where(total > 0, waited / np.where(total > 0, total, 1.0), np.nan)
-        mean_wait = waited / np.maximum(rolling_sum(ok.astype(np.float64), figures.WINDOW), 1.0)
-        sess = d.take("session", rows)
-        first = np.array([seg.first_row for seg in d.segments], dtype=np.int64)[sess]
-        fire = self.fires(share, mean_wait, rows - first + 1, rules)
-        return incidents_of(self.kind, r, d, rows, fire, share,
-                            lambda k: self.words(r, float(share[k]), _step(d, rows[k]), rules, live=False))
+
+        def firing(rows: np.ndarray, lo: int) -> Firing:
+            at = max(0, lo - figures.WINDOW + 1)  # the window before ``lo`` is read, its firing not
+            rows = rows[at:]
+            dw, st = d.take("data_wait", rows).astype(np.float64), d.take("step_time", rows).astype(np.float64)
+            ok = ~np.isnan(dw) & ~np.isnan(st)
+            waited = rolling_sum(np.where(ok, dw, 0.0), figures.WINDOW)[lo - at:]
+            total = rolling_sum(np.where(ok, st, 0.0), figures.WINDOW)[lo - at:]
+            with np.errstate(invalid="ignore", divide="ignore"):
+                share = np.where(total > 0, waited / np.where(total > 0, total, 1.0), np.nan)
+            mean_wait = waited / np.maximum(rolling_sum(ok.astype(np.float64), figures.WINDOW)[lo - at:], 1.0)
+            rows = rows[lo - at:]
+            first = np.array([seg.first_row for seg in d.segments], dtype=np.int64)[d.take("session", rows)]
+            return (self.fires(share, mean_wait, rows - first + 1, rules), share,
+                    lambda k: self.words(r, float(share[k]), _step(d, rows[k]), rules, live=False))
+        return folded(self, ask, r, d, firing)
 
 
 # -- memory headroom ----------------------------------------------------------------------------------------
@@ -403,14 +452,14 @@ class OomRisk(Rule):
         rules = ask.rules
         if d.last_start and d.last_start.get("memory_source") == "host":
             return []  # host memory is shared by a host's ranks: only the live rule adds them up
-        if self.quiet(ask, r, d):
-            return []
-        rows = np.flatnonzero(d.steady())  # the rows the live rule's window reads
-        with np.errstate(invalid="ignore", divide="ignore"):
-            head = 1.0 - d.take("mem_peak", rows).astype(np.float64) / d.take("mem_total", rows).astype(np.float64)
-        return incidents_of(self.kind, r, d, rows, self.fires(head, rules), head,
-                            lambda k: self.words(f"rank {r}", float(head[k]), _step(d, rows[k]), rules),
-                            worst_high=False)
+
+        def firing(rows: np.ndarray, lo: int) -> Firing:  # the rows the live rule's window reads
+            rows = rows[lo:]
+            with np.errstate(invalid="ignore", divide="ignore"):
+                head = 1.0 - d.take("mem_peak", rows).astype(np.float64) / d.take("mem_total", rows).astype(np.float64)
+            return (self.fires(head, rules), head,
+                    lambda k: self.words(f"rank {r}", float(head[k]), _step(d, rows[k]), rules))
+        return folded(self, ask, r, d, firing, worst_high=False)
 
 
 # -- throughput ---------------------------------------------------------------------------------------------
