@@ -228,7 +228,7 @@ def member_figures(m: Member, first: int, last: int, loss_at: int,
         cells["tokens_per_s"].value = figures.median(per["tokens_per_s"])
         cells["samples_per_s"].value = figures.median(per["samples_per_s"])
         cells["mfu"].value = figures.median(per["mfu"])
-        heads = figures.headrooms_of(per["memory"])
+        heads = figures.headrooms_of(figures.RankMemory.joined(per["memory"]))
         cells["mem_headroom"].value = min(heads.values()) if heads else None
         peaks = [x for x in per["mem_peak"] if not math.isnan(x)]
         cells["mem_peak"].value = max(peaks) if peaks else None
@@ -324,7 +324,7 @@ def _per_rank_figures(store: Snapshot, first: int, last: int, opts: Options) -> 
         out["samples_per_s"] += list(figures.rank_samples_per_s(store, w))
         out["mfu"] += list(figures.rank_mfu(store, opts, w))
         out["data_wait_frac"] += list(figures.rank_data_wait_frac(store, w))
-        out["memory"] += figures.rank_memory(w)
+        out["memory"].append(figures.rank_memory(w))
     out["mem_peak"] = [x if math.isfinite(x) else math.nan for x in out["mem_peak"]]
     for k in ("step_time", "tokens_per_s", "samples_per_s", "mfu", "data_wait_frac"):
         out[k] = np.array(out[k], dtype=np.float64)

@@ -437,15 +437,31 @@ def _peaks_totals(w: Window) -> tuple[np.ndarray, np.ndarray]:
     return peaks, totals
 
 
-def rank_memory(w: Window) -> list[tuple[int, str | None, float, float]]:
-    """(rank, host when its memory is host RAM else None, peak, total) of each rank with both in the window."""
+@dataclass
+class RankMemory:
+    """The ranks with both a peak and a total in a window, as arrays: each one's rank, its host when its memory
+    is the host's RAM (else None), its peak and its total."""
+
+    ranks: np.ndarray
+    hosts: np.ndarray
+    peaks: np.ndarray
+    totals: np.ndarray
+
+    @staticmethod
+    def joined(parts: list[RankMemory]) -> RankMemory:
+        """Several windows' ranks (compare's runs) as one."""
+        if not parts:
+            return RankMemory(np.empty(0, np.int64), np.empty(0, object), np.empty(0), np.empty(0))
+        return RankMemory(*(np.concatenate([getattr(m, f) for m in parts]) for f in ("ranks", "hosts", "peaks",
+                                                                                     "totals")))
+
+
+def rank_memory(w: Window) -> RankMemory:
+    """The ranks of the window with both a peak and a total."""
     peaks, totals = _peaks_totals(w)
     with np.errstate(invalid="ignore"):
         ok = np.flatnonzero(~np.isnan(peaks) & (totals > 0))
-    if not len(ok):
-        return []
-    hosts = w.memory_hosts.tolist()  # its host when its memory is the host's RAM, else None
-    return [(w.ranks[i], hosts[i], p, t) for i, p, t in zip(ok.tolist(), peaks[ok].tolist(), totals[ok].tolist())]
+    return RankMemory(np.asarray(w.ranks, np.int64)[ok], w.memory_hosts[ok], peaks[ok], totals[ok])
 
 
 class MemoryScope(str):
@@ -476,15 +492,15 @@ def _scope(kind: str, who: Any) -> MemoryScope:
     return got
 
 
-def headrooms_of(mem: list[tuple[int, str | None, float, float]]) -> dict[MemoryScope, float]:
-    """Headroom, 1 − peak / total, per rank, or per host for host memory (that host's ranks' peaks added up)."""
-    out: dict[MemoryScope, float] = {}
+def headrooms_of(mem: RankMemory) -> dict[MemoryScope, float]:
+    """Headroom, 1 − peak / total, per rank, or per host for host memory (that host's ranks' peaks added up);
+    the ranks in the window's order, then the hosts in the order their first rank comes."""
+    own = np.equal(mem.hosts, None).astype(bool)
+    out = dict(zip([_scope("rank", r) for r in mem.ranks[own].tolist()],
+                   (1.0 - mem.peaks[own] / mem.totals[own]).tolist()))
     hosts: dict[str, list[tuple[float, float]]] = {}
-    for r, host, p, t in mem:
-        if host is not None:
-            hosts.setdefault(host, []).append((p, t))
-        else:
-            out[_scope("rank", r)] = 1.0 - p / t
+    for host, p, t in zip(mem.hosts[~own].tolist(), mem.peaks[~own].tolist(), mem.totals[~own].tolist()):
+        hosts.setdefault(host, []).append((p, t))
     for host, vals in hosts.items():
         out[_scope("host", host)] = 1.0 - sum(p for p, _ in vals) / max(t for _, t in vals)
     return out

@@ -342,29 +342,35 @@ def _lagging(store: Snapshot, rules: Rules, alive: list[int], opts: Options) -> 
     carry their own time are not: an old last row is a rank that has not stepped since."""
     last = figures.lasts(store)
     c = figures.rank_clocks(store, opts)  # each rank's rows laid on the reference clock
-    at = {r: (s, t - c.ranks.get(r, 0.0)) for r, s, t in zip(last.ranks, last.step.tolist(), last.time.tolist())}
-    lasts = {r: at[r] for r in alive if r in at}
-    if len(lasts) < 2:
+    ranks = np.asarray(last.ranks, np.int64)
+    want = np.asarray(list(dict.fromkeys(alive)), np.int64)  # alive ranks with a last row, in alive's order
+    at = np.minimum(np.searchsorted(ranks, want), max(len(ranks) - 1, 0))
+    have = ranks[at] == want if len(ranks) else np.zeros(len(want), bool)
+    at, who = at[have], want[have]
+    if len(at) < 2:
         return []
-    steps = [s for s, _ in lasts.values()]
-    if len(lasts) == 2:
-        ref, what = max(steps), "the leading rank"
-        ref_t = max(t for s, t in lasts.values() if s == ref)
+    steps = last.step[at]
+    times = last.time[at] - (np.array([c.ranks.get(r, 0.0) for r in who.tolist()]) if c.ranks else 0.0)
+    if len(at) == 2:
+        ref, what = float(steps.max()), "the leading rank"
+        ref_t = float(times[steps == ref].max())
     else:
         ref, what = float(np.median(steps)), "the median rank"
-        ref_t = float(np.median([t for _, t in lasts.values()]))
+        ref_t = float(np.median(times))
     by_read = figures.run_meta(store).get("source") == SOURCE_PLAIN
     pace = figures.seconds_per_step(store) if by_read else None
+    with np.errstate(invalid="ignore"):
+        owed = (ref_t - times) / pace if pace else np.zeros(len(at))
+        owed = np.where(np.isfinite(times) & (times < ref_t), owed, 0.0)
+    behind = ref - steps - owed
     out: list[Alert] = []
     lives: dict[int, float] = {}
-    for r, (s, t) in lasts.items():
-        owed = (ref_t - t) / pace if pace and math.isfinite(t) and t < ref_t else 0.0
-        behind = ref - s - owed
-        if behind > rules.lag_steps:
-            lives = lives if out else figures.lives(store)  # read once, for a frame with a lagging rank only
-            out.append(Alert("lagging_rank", r, int(s), f"rank {r} is at step {int(s)}, {ref - s:.0f} steps behind "
-                                                        f"{what} ({int(ref)}), {_lag_state(store, opts, c, r, lives)}",
-                             severity=behind))
+    for k in np.flatnonzero(behind > rules.lag_steps).tolist():
+        r, s = int(who[k]), float(steps[k])
+        lives = lives if out else figures.lives(store)  # read once, for a frame with a lagging rank only
+        out.append(Alert("lagging_rank", r, int(s), f"rank {r} is at step {int(s)}, {ref - s:.0f} steps behind "
+                                                    f"{what} ({int(ref)}), {_lag_state(store, opts, c, r, lives)}",
+                         severity=float(behind[k])))
     return out
 
 

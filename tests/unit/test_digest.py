@@ -166,7 +166,8 @@ def test_merged_rows_give_the_figures_of_the_rows_they_stand_for(tmp_path, batch
         assert figures.rank_mfu(dig, opts, wa)[i] == pytest.approx(figures.rank_mfu(raw, opts, wb)[j], rel=1e-5)
         # a step's time: the merged rows' mean steps, near the rows' median
         assert figures.rank_step_time(wa)[i] == pytest.approx(figures.rank_step_time(wb)[j], rel=0.1)
-        peaks = [[m for m in figures.rank_memory(w) if m[0] == r] for w in (wa, wb)]
+        peaks = [[(int(k), h, p, t) for k, h, p, t in zip(m.ranks, m.hosts, m.peaks.tolist(), m.totals.tolist())
+                  if k == r] for m in (figures.rank_memory(w) for w in (wa, wb))]
         assert peaks[0] == peaks[1] and len(peaks[0]) == 1  # the largest peak over the steps, and the total
     ga, gb = goodput.ledger(dig, opts), goodput.ledger(raw, opts)
     assert abs(ga.goodput - gb.goodput) < 0.002, (ga.seconds, gb.seconds)  # 0.04 points on 5 seeds
