@@ -5,8 +5,11 @@ from __future__ import annotations
 import json
 import random
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
+from mstop.engine.spill import SpillBudget
+from mstop.engine.store import Store
+from mstop.sources.local import LocalSource
 from mstop_writer import COLUMNS
 
 
@@ -154,3 +157,28 @@ def runs_folder(root: Path) -> Path:
     for i, (name, (status, note, world)) in enumerate(RUNS.items()):
         write_run(root / name, status=status, note=note, world=world, loss0=4.0 + 0.1 * i)
     return root
+
+
+def followed(run: Path, files: dict[str, bytes], cuts: list[int], budget: SpillBudget | None = None,
+             each: Callable[[Store], None] | None = None) -> Store:
+    """A run's files appended in pieces (each cut at the same thousandths ``cuts``), read round by round by the
+    local source (kept descriptors, as a follow does; the rounds driven here, without its thread) into a store
+    of spill ``budget``; ``each(store)`` after every round. The store."""
+    for name in files:
+        (run / name).write_bytes(b"")
+    store = Store(budget)
+    src = LocalSource(str(run), store)
+    src.keep_open()
+    src.read_all()
+    done = dict.fromkeys(files, 0)
+    for f in sorted({c / 1000 for c in cuts} | {1.0}):
+        for name, data in files.items():
+            end = int(len(data) * f)
+            with open(run / name, "ab") as out:
+                out.write(data[done[name]:end])
+            done[name] = end
+        src.round(src.files)
+        if each is not None:
+            each(store)
+    src.stop()
+    return store

@@ -29,10 +29,10 @@ from mstop.engine.spill import SpillBudget
 from mstop.engine.store import Batch, Store
 from mstop.formats.parse import NUMERIC
 from mstop.sources import Sources, rankfiles, read_once
-from mstop.sources.local import LocalSource
 from mstop.view import build_view
 from mstop_writer import COLUMNS
 from tests.helpers.rowgen import HEADER, good_row, junk, safe_junk
+from tests.helpers.runs import followed
 
 T0 = 1.6e9  # long ago: the files' modification times (now) witness no clock
 
@@ -92,28 +92,6 @@ def figures_of(store: Store, clock: float) -> tuple[str, str]:
     s = summarize(store, "run", opts)
     frame = build_view(store, opts, points=60)
     return json.dumps(s, sort_keys=True, default=str), json.dumps(canonical(frame), sort_keys=True, default=str)
-
-
-def followed(run: Path, files: dict[str, bytes], cuts: list[int], budget: SpillBudget | None = None) -> Store:
-    """The files appended in pieces (each cut at the same fractions), read round by round, into a store of
-    ``budget``."""
-    for name in files:
-        (run / name).write_bytes(b"")
-    store = Store(budget)
-    src = LocalSource(str(run), store)
-    src.keep_open()  # as follow() does; the rounds are driven here, without its thread
-    src.read_all()
-    fractions = sorted({c / 1000 for c in cuts} | {1.0})
-    done = dict.fromkeys(files, 0)
-    for f in fractions:
-        for name, data in files.items():
-            end = int(len(data) * f)
-            with open(run / name, "ab") as out:
-                out.write(data[done[name]:end])
-            done[name] = end
-        src.round(src.files)
-    src.stop()
-    return store
 
 
 @settings(

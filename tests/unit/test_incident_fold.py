@@ -18,6 +18,7 @@ from mstop.engine.store import Store
 from mstop.sources import read_once
 from mstop.sources.local import LocalSource
 from mstop_writer import COLUMNS
+from tests.helpers.runs import followed
 
 T0 = 1.6e9
 
@@ -65,22 +66,10 @@ def test_incidents_folded_round_by_round_equal_one_scan_of_the_whole(tmp_path_fa
     whole, pieces = tmp_path_factory.mktemp("whole"), tmp_path_factory.mktemp("pieces")
     for name, data in files.items():
         (whole / name).write_bytes(data)
-        (pieces / name).write_bytes(b"")
     rules = Rules()
-    store = Store()
-    src = LocalSource(str(pieces), store)
-    src.keep_open()
-    src.read_all()
-    done = dict.fromkeys(files, 0)
-    for f in sorted({c / 1000 for c in cuts} | {1.0}):
-        for name, data in files.items():
-            end = int(len(data) * f)
-            with open(pieces / name, "ab") as out:
-                out.write(data[done[name]:end])
-            done[name] = end
-        src.round(src.files)
-        folded = scan(store.snapshot(), rules)  # each scan folds in the rows since the last
-    src.stop()
+    scans: list = []
+    followed(pieces, files, cuts, each=lambda store: scans.append(scan(store.snapshot(), rules)))  # each folds
+    folded = scans[-1]
     assert seen(folded) == seen(scan(read_once(str(whole)).snapshot(), rules))
 
 
