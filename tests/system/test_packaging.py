@@ -5,6 +5,7 @@ own file lists and metadata, and installed the way the README says, with pip's o
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -23,11 +24,20 @@ def _pip(*args: str, python: str = sys.executable, timeout: float = 600) -> subp
     return pip(*args, python=python, timeout=timeout)
 
 
+#: what a checkout holds that a fresh clone does not (a build's leftovers, environments, caches): a wheel built
+#: in a checkout with an old ``build/`` took that folder's modules, deleted since, or failed on its files
+NOT_CLONED = shutil.ignore_patterns(".git", ".venv", ".mf-venv", "build", "dist", "*.egg-info", "__pycache__",
+                                    ".hypothesis", ".pytest_cache", ".ruff_cache")
+
+
 @pytest.fixture(scope="module")
 def wheels(tmp_path_factory) -> dict[str, Path]:
-    """Both wheels, built as ``pip wheel --no-deps ./writer .`` builds them (each in its own build env)."""
+    """Both wheels, built as ``pip wheel --no-deps ./writer .`` builds them (each in its own build env), from
+    a copy of the tree as a fresh clone has it."""
     out = tmp_path_factory.mktemp("wheels")
-    got = _pip("wheel", "--no-deps", "-q", "-w", str(out), str(WRITER), str(ROOT))
+    tree = tmp_path_factory.mktemp("tree") / "mstop"
+    shutil.copytree(ROOT, tree, ignore=NOT_CLONED)
+    got = _pip("wheel", "--no-deps", "-q", "-w", str(out), str(tree / "writer"), str(tree))
     if got.returncode != 0 and "No matching distribution found for setuptools" in got.stderr:
         pytest.skip(f"pip cannot fetch setuptools for the build environment: {got.stderr.strip()[-300:]}")
     assert got.returncode == 0, got.stderr[-3000:]
