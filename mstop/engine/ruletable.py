@@ -161,17 +161,19 @@ def folded(rule: Rule, ask: Ask, r: int, d: RankData, firing: Callable[[np.ndarr
     unless a new row is worse, as a whole scan groups and ranks them. Found again from the first row when the
     rank's steady rows are no longer the same rows with more after them (a reset, a resume that cut older rows,
     a profiled span, new settings, a session's first row that became its compilation step)."""
+    got = d.kept.get(("incidents", rule.kind))
+    if got is None and rule.quiet(ask, r, d):  # no row of it ever could fire (the usual rank): none is read
+        return []
     rows = np.flatnonzero(d.steady())
     segs = d.segments
     latest = d.rows - segs[-1].first_row if segs else 0
     key = (tuple(getattr(ask.rules, f) for f in rule.settings), d.rows_epoch, d.retimes, len(segs), min(latest, 2),
            len(d.profiled))
-    got = d.kept.get(("incidents", rule.kind))
     kept: list[tuple[int, Incident]] = []  # (its last position, the incident), oldest first
     lo = 0
     if got is not None and got[0] == key and got[1] <= len(rows):
         kept, lo = list(got[2]), got[1]
-    elif rule.quiet(ask, r, d):  # no row of it ever could fire (the usual rank): none is read
+    elif got is not None and rule.quiet(ask, r, d):
         return []
     if lo == len(rows):
         return [replace(inc) for _, inc in kept]
