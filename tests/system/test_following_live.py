@@ -233,13 +233,15 @@ def test_a_plain_jobs_goodput_followed_live_is_the_one_read_afterwards(tmp_path)
     a few points (live, a read's lines share the read's interval; afterwards, TimeMonitor's step time)."""
     from mstop.engine.figures import Options
     from mstop.engine.goodput import ledger
-    from tests.helpers.common import wait_for
+    from tests.helpers.common import Starved, wait_for
 
+    starved = Starved(0.05)  # the reads the machine let the follow make: a late read lumps its lines
     with _PlainJob(tmp_path, 60) as job:
         job.thread.join()
         assert wait_for(lambda: job.store.rows == 60, timeout=30)
         time.sleep(0.3)
         end = os.stat(job.log).st_mtime
         live = ledger(job.store.snapshot(), Options(clock=lambda: end)).goodput
+    late = starved.stop() / (end - job.began)  # the share of the job's time the follow could not read in: 0 quiet
     reopened = ledger(read_once(str(tmp_path)), Options(clock=lambda: end)).goodput
-    assert live > 0.7 and reopened > 0.7 and abs(live - reopened) < 0.1, (live, reopened)
+    assert live > 0.7 and reopened > 0.7 and abs(live - reopened) < 0.1 + late, (live, reopened, late)
