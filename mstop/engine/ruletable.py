@@ -159,16 +159,12 @@ def folded(rule: Rule, ask: Ask, r: int, d: RankData, firing: Callable[[np.ndarr
     (a rolling window, a row's own headroom), folded: each scan reads the rows that arrived since the last one
     (and the window before them); a firing within GAP rows of the last incident extends it, keeping its worst
     unless a new row is worse, as a whole scan groups and ranks them. Found again from the first row when the
-    rank's steady rows are no longer the same rows with more after them (a reset, a resume that cut older rows,
-    a profiled span, new settings, a session's first row that became its compilation step)."""
+    rule's settings or the rank's steady rows changed (RankData.steady_key)."""
     got = d.kept.get(("incidents", rule.kind))
     if got is None and rule.quiet(ask, r, d):  # no row of it ever could fire (the usual rank): none is read
         return []
     rows = np.flatnonzero(d.steady())
-    segs = d.segments
-    latest = d.rows - segs[-1].first_row if segs else 0
-    key = (tuple(getattr(ask.rules, f) for f in rule.settings), d.rows_epoch, d.retimes, len(segs), min(latest, 2),
-           len(d.profiled))
+    key = (tuple(getattr(ask.rules, f) for f in rule.settings), *d.steady_key())
     kept: list[tuple[int, Incident]] = []  # (its last position, the incident), oldest first
     lo = 0
     if got is not None and got[0] == key and got[1] <= len(rows):
@@ -506,9 +502,7 @@ class ThroughputDrop(Rule):
         the median of every pace took 30 ms of every frame). Worked out again from the columns when rows
         change which rows are steady (a resume, an older session's rows, a profiled span, a reset) or the
         unit (tokens or samples appear)."""
-        segs = d.segments
-        latest = d.rows - segs[-1].first_row if segs else 0
-        key = (d.rows_epoch, d.retimes, len(segs), min(latest, 2), len(d.profiled), rules.warmup_steps)
+        key = (*d.steady_key(), rules.warmup_steps)
         got = d.kept.get(self.kind)
         if got is None or got[0] != key or got[1] > d.rows:
             rows = np.flatnonzero(d.steady())

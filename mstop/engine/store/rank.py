@@ -434,6 +434,14 @@ class RankData:
         """How many rows are on the timeline."""
         return self.rows if len(self.segments) <= 1 else int(np.count_nonzero(self.effective()))
 
+    def steady_key(self) -> tuple[int, ...]:
+        """What a figure kept over the :meth:`steady` rows is kept under: while it is the same, the steady rows
+        are the ones they were with any new rows after them. It changes with a reset, a retiming, a new
+        session, a session's lone first row becoming its compilation step (its second row came), a profiled
+        span."""
+        latest = self.rows - self.segments[-1].first_row if self.segments else 0
+        return (self.rows_epoch, self.retimes, len(self.segments), min(latest, 2), len(self.profiled))
+
     def steady(self) -> np.ndarray:
         """The effective rows less each session's first row: the step that compiled the graph (100-1,000x a
         normal step) and warmed up, which no step-time or throughput window may hold. A session of one row
