@@ -102,6 +102,7 @@ class LocalSource:
         self._thread: threading.Thread | None = None
         self._watcher: WatcherBase | None = None  # what wakes the thread (mstop.sources.watchers)
         self._events_seen = 0
+        self._unseen_once = False  # growth no event told of was found once: a second time means polling
         self._listing_changed = True
         self._scanning = False
         self._scan_at: dict[str, int] = {}  # where the next stat scan of each kind of file begins
@@ -374,17 +375,22 @@ class LocalSource:
 
     def _check_unseen_growth(self) -> None:
         """Files that grew although no event said so: native events do not work here. Until a first event
-        is seen, growth is found by stat (the rows then come after the switch to polling, not before)."""
+        is seen, growth is found by stat (read at once by its path). Found at two checks with no event at all
+        in between, it switches to polling: once is not enough, for an event can come later than the check
+        (watchdog's observer under load) and a watch just made can miss the write that came before it."""
         grew, full = self.scan(events=True, by_path=self._events_seen == 0)
         if full:
             with self._dirty_lock:
                 self._changed.update(full)
             self._poke()
-        if grew:
-            if self.state.mode == "inotify" and self._events_seen == 0:
-                self.state.fell_back = True
-                self.state.notes.append("files grow without file events (network filesystem?): polling")
-                self._start_watcher()
+        if self._events_seen or self.state.mode != "inotify":
+            self._unseen_once = False
+        elif grew and not self._unseen_once:
+            self._unseen_once = True
+        elif grew:
+            self.state.fell_back = True
+            self.state.notes.append("files grow without file events (network filesystem?): polling")
+            self._start_watcher()
 
     # -- files -----------------------------------------------------------------------
 
