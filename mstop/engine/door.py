@@ -61,7 +61,7 @@ def impossible(floats: np.ndarray) -> list[Refused]:
     if not len(floats):
         return []
     st, dw, mfu = floats[:, _AT["step_time"]], floats[:, _AT["data_wait"]], floats[:, _AT["mfu"]]
-    with np.errstate(invalid="ignore"):
+    with np.errstate(invalid="ignore", over="ignore"):  # hostile cells: inf - inf, max - -max
         neg = floats[:, _NEG] < 0
         longer = wait_too_long(dw, st)
         over = mfu_too_high(mfu)

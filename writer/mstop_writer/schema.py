@@ -90,8 +90,9 @@ MFU_SLACK = 1e-6
 
 def wait_too_long(data_wait, step_time):  # noqa: ANN001, ANN201 (floats or numpy arrays alike)
     """Whether a data wait is longer than the step time that includes it (readers refuse such a cell;
-    the writer warns of it): one rule for both sides of the files."""
-    return data_wait > step_time * (1 + WAIT_SLACK) + WAIT_SLACK_S
+    the writer warns of it): one rule for both sides of the files. Written as a difference so that a
+    float32 step time near its largest value does not overflow (a hostile file's cell)."""
+    return data_wait - step_time > step_time * WAIT_SLACK + WAIT_SLACK_S
 
 
 def mfu_too_high(mfu):  # noqa: ANN001, ANN201 (floats or numpy arrays alike)
