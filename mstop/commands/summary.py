@@ -111,12 +111,12 @@ LOOKED_AT = 32
 
 def _log(store: Snapshot, specs: list[str], opts: Options,
          status: str) -> tuple[str | None, str | None, str | None]:
-    """A failed or dead run's culprit (the first rank to stop, else the first that aborted): the last error
+    """A failed or dead run's culprit (a rank a fact names, else the one whose abort came first): the last error
     line its own log holds (else its abort's), and the log's path; for any other run, the last error of the
     job rank's log, else of the first of the next LOOKED_AT ranks' logs that holds one (that log's path),
     else the job rank's log with no error. Third: why a file named as that rank's log is not read (a file
     the job could not have written)."""
-    from ..engine.endings import ending, first_line
+    from ..engine.endings import error_rank, first_line
     from ..formats.logs import clean_lines
     from ..sources.logs import find_rank_log, job_rank_of, last_error_of
 
@@ -124,7 +124,7 @@ def _log(store: Snapshot, specs: list[str], opts: Options,
     if run.empty():
         return None, None, None
     failed = status in ("failed", "dead")
-    culprit = ending(store, opts).culprit if failed else None
+    culprit = error_rank(store, opts) if failed else None
     rank = culprit if culprit is not None else job_rank_of(store)
     path, refused = find_rank_log(store, specs, rank)
     refused = clean(refused, MAX_TEXT) if refused is not None else None

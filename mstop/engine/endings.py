@@ -53,14 +53,10 @@ class Ending:
 
     @property
     def culprit(self) -> int | None:
-        """The rank a failed or dead run is laid at: the one a fact names (:func:`culprit_of`), else the first
-        that aborted, else the first that died (the log pane opens its log; the header and summary name its
-        last error)."""
-        if self.named is not None:
-            return self.named.rank
-        if self.first is not None:
-            return self.first
-        return (self.aborted or self.died or [None])[0]
+        """The rank a failed or dead run is laid at: the one a fact names (:func:`culprit_of`), else none (a
+        job killed whole, or ranks that all aborted with nothing to tell which began it: no fact, no rank).
+        The log pane opens its log; the header and summary name its last error."""
+        return self.named.rank if self.named is not None else None
 
 
 def ending(store: Snapshot, opts: Options) -> Ending:
@@ -85,7 +81,7 @@ def ending(store: Snapshot, opts: Options) -> Ending:
             out.died.append(r)
             t = rankstate.last_life(d)
         e = processes.exited(d)
-        if e is not None and not processes.clean_exit(e):
+        if e is not None and not processes.clean_exit(e) and not e.get("found_ended"):  # found: no order
             exits.add(r)
             if r in out.died:  # its end is known to the tenth of a second: more exact than its last sign of life
                 t = float(e["time"])
@@ -137,23 +133,33 @@ def culprit_of(store: Snapshot, e: Ending, lives: dict[int, float], exits: set[i
         return Culprit(e.first, "first_stop", lives.get(e.first),
                        f"rank {e.first} stopped first, at step {_step(e.first_step)}, {fmt.duration(e.ahead)} "
                        "before the others")
+    return _alone(e, lives)
+
+
+def _alone(e: Ending, lives: dict[int, float]) -> Culprit | None:
+    """What is left when no time orders the ends: the one rank that aborted while the others died with no
+    error (``abort``), or the job's one rank that did not finish (``died``/``abort``). Ranks that all died
+    (a whole job killed at once) or all aborted are told apart by nothing: None."""
+    if len(e.aborted) == 1 and e.died:
+        r = e.aborted[0]
+        return Culprit(r, "abort", lives.get(r), f"rank {r} aborted; {ranks_text(e.died)} ended with no error "
+                                                 "of their own")
+    ended = e.aborted + e.died
+    if len(ended) == 1:
+        r = ended[0]
+        fact = "abort" if e.aborted else "died"
+        return Culprit(r, fact, lives.get(r), f"rank {r} {'aborted' if e.aborted else 'died'}, the job's only "
+                                              "rank that did not finish")
     return None
 
 
 def culprit(store: Snapshot, opts: Options) -> Culprit | None:
     """The rank the job's trouble is laid at, and why: for a dead or failed job the ending's culprit (a fact
-    names it, else the first that aborted or died); for a job still running or stalled, a rank whose process
+    names it, else None); for a job still running or stalled, a rank whose process
     is stopped, traced or in D, or the odd one out of a hang's stacks; None when nothing names one."""
     status = figures.status(store, opts)
     if status in ("dead", "failed"):
-        e = ending(store, opts)
-        if e.named is not None:
-            return e.named
-        r = e.culprit
-        if r is None:
-            return None
-        fact = "abort" if r in e.aborted else "died"
-        return Culprit(r, fact, None, f"rank {r} {'aborted' if fact == 'abort' else 'died'} (no fact says more)")
+        return ending(store, opts).named
     if status in ("running", "stalled", "starting"):
         return _held(store) or _stuck(store)
     return None
@@ -249,10 +255,14 @@ def dead_message(store: Snapshot, opts: Options) -> str:
 
 
 def _hows(store: Snapshot, ranks: list[int]) -> str:
-    """``4 killed by SIGKILL`` / ``rank 1 killed by SIGKILL, ranks 0, 2-3 killed by SIGTERM``."""
+    """``4 killed by SIGKILL`` / ``rank 1 killed by SIGKILL, ranks 0, 2-3 killed by SIGTERM`` / ``ranks 0-3:
+    found ended (their logs show them on this host; their order is unknown)``."""
     by: dict[str, list[int]] = {}
     for r in ranks:
-        by.setdefault(processes.how_words(processes.exited(store.ranks[r]) or {}), []).append(r)
+        e = processes.exited(store.ranks[r]) or {}
+        how = "found ended (their logs show them on this host, in no known order)" if e.get("found_ended") \
+            else processes.how_words(e)
+        by.setdefault(how, []).append(r)
     if len(by) == 1:
         (how,) = by
         return f"{ranks_text(ranks)}: {how}"
@@ -262,9 +272,9 @@ def _hows(store: Snapshot, ranks: list[int]) -> str:
 def failure_message(store: Snapshot, opts: Options) -> tuple[str, str]:
     """The ``job_failed`` alert's words (the culprit's first meaningful error line) and the whole error."""
     e = ending(store, opts)
-    culprit = e.named.rank if e.named is not None else (e.aborted or e.died or [None])[0]
-    if culprit is None:
-        return "a rank aborted", ""
+    if e.named is None:
+        return _no_culprit_failure(store, e)
+    culprit = e.named.rank
     if culprit not in e.aborted and e.named is None:  # its process exited with an error code, no abort written
         ex = processes.exited(store.ranks[culprit]) or {}
         return (f"rank {culprit}'s process {processes.how_words(ex)} at step {_step(e.steps.get(culprit))} (the "
@@ -286,6 +296,34 @@ def failure_message(store: Snapshot, opts: Options) -> tuple[str, str]:
     elif e.first == culprit and len(e.aborted) + len(e.died) > 1:
         who += f", {fmt.duration(e.ahead)} before the others"
     return f"{who}: {first_line(error)}", error
+
+
+def earliest_abort(store: Snapshot, e: Ending) -> tuple[dict, int] | None:
+    """The earliest ``abort`` event of the ranks that aborted, and its rank (None: no abort)."""
+    said = [(a, r) for r in e.aborted for a in store.ranks[r].aborts]
+    return min(said, key=lambda ar: float(ar[0]["time"])) if said else None
+
+
+def error_rank(store: Snapshot, opts: Options) -> int | None:
+    """Whose log a dead or failed run's error comes from (the header, ``L``, ``summary``'s ``error_line``):
+    the culprit, else the rank whose abort came first (as the ``job_failed`` alert quotes it), else None."""
+    e = ending(store, opts)
+    if e.culprit is not None:
+        return e.culprit
+    first = earliest_abort(store, e)
+    return first[1] if first is not None else None
+
+
+def _no_culprit_failure(store: Snapshot, e: Ending) -> tuple[str, str]:
+    """A failure no fact lays at one rank: every rank that aborted, and the earliest error as what they
+    said (not as the cause)."""
+    found = earliest_abort(store, e)
+    if found is None:
+        return "a rank aborted", ""
+    a, r = found
+    error = str(a.get("error") or "no error given")
+    return (f"{ranks_text(e.aborted)} aborted and no fact tells which began it; the earliest error, rank {r}'s: "
+            f"{first_line(error)}"), error
 
 
 def _step(s: int | None) -> str:

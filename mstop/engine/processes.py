@@ -290,7 +290,7 @@ def facts(d: RankData) -> dict[str, Any] | None:
     if e is not None:
         out["state"] = "ended"
         out["since"] = float(e["time"])
-        out["exit"] = {k: e.get(k) for k in ("time", "how", "signal", "code") if e.get(k) is not None}
+        out["exit"] = {k: e.get(k) for k in ("time", "how", "signal", "code", "found_ended") if e.get(k) is not None}
         out["cpu"] = None
     return out
 

@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from ..engine.endings import ending
+from ..engine.endings import error_rank
 from ..engine.figures import Options
 from ..engine.health import Alert, Health, Rules
 from ..engine.incidents import Incident
@@ -167,10 +167,11 @@ class MonitorSession:
         return pane
 
     def culprit(self, status: str) -> int | None:
-        """The rank a failed or dead run's header names (the first to stop, else the first that aborted)."""
+        """The rank whose log a failed or dead run's header quotes and ``L`` opens: the one a fact names, else
+        the one whose abort came first (mstop.engine.endings.error_rank), else None (a job killed whole)."""
         if status not in ("failed", "dead"):
             return None
-        return ending(self.store, self.opts).culprit
+        return error_rank(self.store, self.opts)
 
     def culprit_error(self, status: str) -> list[str]:
         """For a failed or dead run, the last error its culprit's log holds, as header lines (a multi-line

@@ -314,6 +314,9 @@ class MfLogSource:
             if self._stop.is_set():
                 break
             self._read(r, final=True)
+            stream = self._streams[r][0]
+            if stream.name != LOG_NAME:  # msrun's worker log: its process, as it is now (or found ended)
+                self.processes.consider(r, os.path.join(stream.folder, stream.name), follow=False)
         self._read_scheduler()
         return self.store.rows - before
 

@@ -16,6 +16,7 @@ marked ``"source": "viewer"``.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 import select
@@ -29,6 +30,12 @@ from ..engine.store import Store
 
 #: a MindSpore log line's prefix: ``ME(21888,7f3a...,python)`` or ``DEVICE(9026,...)``: the pid comes first
 PID = re.compile(rb"\b[A-Z_]{2,16}\((\d{1,9}),[0-9a-fx]+,")
+#: a connection's own address in MindSpore's cluster warnings: ``Connection 11 source: 10.0.0.5:42116,
+#: destination: 10.0.0.1:8118`` (IPv4, or IPv6 in brackets or bare)
+SOURCE = re.compile(rb"\bsource: (\d{1,3}(?:\.\d{1,3}){3}|\[[0-9A-Fa-f:.]{2,45}\]|[0-9A-Fa-f:.]{2,45})"
+                    rb":\d{1,5}, destination")
+#: how _is_writer_of says a pid is no process of this host
+GONE = "no such process"
 #: bytes of a worker log read to find its pid (MindSpore's first WARNING lines come within the first KB)
 HEAD = 256 << 10
 #: seconds between looks at the states, and between tries to find a worker's pid
@@ -43,6 +50,7 @@ class ProcessWatch:
         self.on_update = on_update
         self.watched: dict[int, dict[str, Any]] = {}  # rank -> {pid, ticks, pidfd, log, said}
         self.unseen: dict[int, str] = {}  # rank -> why its process cannot be watched from here
+        self.ended: dict[int, int] = {}  # rank -> pid: a worker of this host found ended (never seen running)
         self._tried: dict[int, float] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -50,21 +58,32 @@ class ProcessWatch:
         self.ticks = float(os.sysconf("SC_CLK_TCK"))
         self.page = os.sysconf("SC_PAGE_SIZE")
 
-    def consider(self, rank: int, log_path: str) -> None:
-        """Find rank ``rank``'s worker process from its log (once found, or once a second until then)."""
-        if rank in self.watched or rank in self.unseen:
+    def consider(self, rank: int, log_path: str, *, follow: bool = True) -> None:
+        """Find rank ``rank``'s worker process from its log (once found, or once a second until then) and
+        watch it (``follow``; else record its state once, as a one-shot read does). A worker that ran on this
+        host by its log (:func:`ran_here`) and has no process now has ended: recorded as such at once (a
+        ``summary`` after the job, a monitor opened on a dead job), not after the logs' silence."""
+        if rank in self.watched or rank in self.unseen or rank in self.ended:
             return
         now = time.monotonic()
-        if now - self._tried.get(rank, -1e9) < LOOK_S:
+        if follow and now - self._tried.get(rank, -1e9) < LOOK_S:
             return
         self._tried[rank] = now
         pid = _pid_in(log_path)
         if pid is None:
             return
         why = _is_writer_of(pid, log_path)
+        if why is not None and why.startswith(GONE) and ran_here(log_path, pid):
+            self._found_ended(rank, pid, log_path)
+            return
         if why is not None:
             self.unseen[rank] = why
             self.store.note_as("procwatch", self._unseen_note())
+            return
+        if not follow:  # its state as it is now; watched from the next consider that follows
+            facts = proc_facts(pid, self.ticks, self.page)
+            if facts is not None:
+                self.store.ingest_events(rank, [_proc_event(rank, pid, facts, True)])
             return
         facts = proc_facts(pid, self.ticks, self.page)
         if facts is None:
@@ -80,6 +99,22 @@ class ProcessWatch:
         if self._thread is None:
             self._thread = threading.Thread(target=self._run, name="mstop-procwatch", daemon=True)
             self._thread.start()
+
+    def _found_ended(self, rank: int, pid: int, log_path: str) -> None:
+        """Rank ``rank``'s worker ran here and its process is gone: an ``exit`` whose time is its log's last
+        write (it ended at or after it: not exact enough to order the ranks' ends, ``found_ended``)."""
+        try:
+            last = os.stat(log_path).st_mtime
+        except OSError:
+            return
+        self.ended[rank] = pid
+        self.store.ingest_events(rank, [{"time": last, "kind": "exit", "rank": rank, "pid": pid, "source": "viewer",
+                                         "how": "unknown", "found_ended": True}])
+        ranks = sorted(self.ended)
+        who = f"rank {ranks[0]}" if len(ranks) == 1 else f"{len(ranks)} ranks"
+        self.store.note_as("procwatch-ended", f"the worker process of {who} ran on this host (its log's "
+                                              "connection address) and has ended: when, its log's last line "
+                                              "tells, not which rank ended first")
 
     def _unseen_note(self) -> str:
         ranks = sorted(self.unseen)
@@ -147,10 +182,7 @@ class ProcessWatch:
             w["last"] = facts
             return False
         w.update(said=shown, written=now, last=facts)
-        self.store.ingest_events(rank, [{
-            "time": time.time(), "kind": "proc", "rank": rank, "pid": w["pid"], "source": "viewer",
-            "state": state, "cpu_s": facts["cpu_s"], "rss": facts["rss"], "threads": facts["threads"],
-            "changed": changed or shown != "ok"}])
+        self.store.ingest_events(rank, [_proc_event(rank, w["pid"], facts, changed or shown != "ok")])
         return True
 
     def _gone(self, rank: int, facts: dict[str, Any] | None) -> bool:
@@ -173,6 +205,63 @@ class ProcessWatch:
             os.close(w["pidfd"])
             w["pidfd"] = None
         self.store.ingest_events(rank, [e])
+
+
+def _proc_event(rank: int, pid: int, facts: dict[str, Any], changed: bool) -> dict[str, Any]:
+    """A ``proc`` event as an exit witness writes it, marked as the viewer's."""
+    return {"time": time.time(), "kind": "proc", "rank": rank, "pid": pid, "source": "viewer",
+            "state": facts["state"], "cpu_s": facts["cpu_s"], "rss": facts["rss"], "threads": facts["threads"],
+            "changed": changed}
+
+
+def ran_here(path: str, pid: int) -> bool:
+    """Whether the worker ``pid`` whose log is ``path`` ran on this host: a line of its own (its pid in the
+    MindSpore prefix) gives the address its connection to msrun's master came from (``Connection 11 source:
+    127.0.0.1:42116, destination: ...``, MindSpore's cluster warnings), and that address is one of this
+    host's. Logs without such a line (their level above WARNING) say nothing: False."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(HEAD)
+    except OSError:
+        return False
+    mine = f"({pid},".encode()
+    for line in head.splitlines():
+        m = SOURCE.search(line) if mine in line else None
+        if m is not None:
+            return _is_local(m.group(1).decode("ascii").strip("[]"))
+    return False
+
+
+def _is_local(address: str) -> bool:
+    """An address of this host: loopback, or one the kernel lists as its own (``/proc/net/fib_trie``'s
+    ``/32 host LOCAL`` entries, ``/proc/net/if_inet6``). Read from files, not by binding a socket to it."""
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return False
+    return ip.is_loopback or ip in _own_addresses()
+
+
+def _own_addresses() -> set[ipaddress.IPv4Address | ipaddress.IPv6Address]:
+    out: set[ipaddress.IPv4Address | ipaddress.IPv6Address] = set()
+    try:
+        with open("/proc/net/fib_trie", encoding="ascii", errors="replace") as f:
+            last = None
+            for line in f:
+                s = line.strip()
+                if s.startswith("|--"):
+                    last = s[3:].strip()
+                elif s.startswith("/32 host LOCAL") and last is not None:
+                    out.add(ipaddress.IPv4Address(last))
+    except (OSError, ValueError):
+        pass
+    try:
+        with open("/proc/net/if_inet6", encoding="ascii", errors="replace") as f:
+            for line in f:
+                out.add(ipaddress.IPv6Address(int(line.split()[0], 16)))
+    except (OSError, ValueError, IndexError):
+        pass
+    return out
 
 
 def _pid_in(path: str) -> int | None:
