@@ -154,10 +154,46 @@ def check_topology(path: str) -> None:
     from ClusterShell.Topology import TopologyError, TopologyParser
 
     here = socket.gethostname().split(".")[0]  # the root node's name, as ClusterShell takes it
+    _bounded_topology(path)
     try:
         TopologyParser(path).tree(here)
-    except (OSError, TopologyError, ValueError) as e:
+    except (OSError, TopologyError, ValueError, AssertionError) as e:
         raise ValueError(clean(f"{path}: {e} (its routes must start from this host, {here})", 4096)) from None
+
+
+#: the largest topology file read (a site's routes are a few lines; past this it is not one)
+MAX_TOPOLOGY = 1 << 20
+
+
+def _bounded_topology(path: str) -> None:
+    """ValueError unless ``path`` is a regular file of at most MAX_TOPOLOGY bytes whose node sets each name at
+    most 10 x MAX_HOSTS hosts: checked before ClusterShell reads it (a FIFO blocked it forever; a route of
+    ``n[1-100000000]`` expanded into gigabytes). Opened without blocking, and checked by its descriptor."""
+    import stat
+
+    from .nodesets import MAX_HOSTS, most_hosts
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as e:
+        raise ValueError(clean(f"{path}: {e.strerror}", 4096)) from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise ValueError(clean(f"{path}: not a regular file (a FIFO, a device or a folder): no topology", 4096))
+        if st.st_size > MAX_TOPOLOGY:
+            raise ValueError(clean(f"{path}: {st.st_size:,} bytes: more than a topology file's "
+                                   f"{MAX_TOPOLOGY:,}", 4096))
+        text = os.read(fd, MAX_TOPOLOGY + 1).decode("utf-8", "replace")
+    finally:
+        os.close(fd)
+    for line in text.splitlines():
+        if line.lstrip().startswith(("#", ";", "[")) or ":" not in line:
+            continue
+        for side in line.split(":", 1):
+            if most_hosts(side.strip()) > 10 * MAX_HOSTS:
+                raise ValueError(clean(f"{path}: {side.strip()[:200]!r} names more than {MAX_HOSTS:,} hosts (a "
+                                       "typo in a range?)", 4096))
 
 
 def _flusher(fan: Fanout):

@@ -58,17 +58,54 @@ def expand(spec: str) -> list[str]:
     except ImportError as e:  # a dependency of mstop's: an install that lost it
         raise SourceError(f"{hosts!r} is a node set, and ClusterShell is not importable here ({e}): "
                           "pip install ClusterShell") from None
+    bound = most_hosts(names)
+    if bound > 10 * MAX_HOSTS:  # NodeSet would build every range first (10^8 hosts: minutes and gigabytes)
+        raise SourceError(f"{_short(names)!r} names up to {_count(bound)} hosts: more than {MAX_HOSTS:,} (a typo "
+                          "in a range?)")
     try:
         nodes = NodeSet(names)
         count = len(nodes)
-    except (NodeSetException, ValueError, OverflowError, MemoryError) as e:
-        raise SourceError(f"not a node set: {names!r} ({e})") from None
+    except (NodeSetException, ValueError, OverflowError, MemoryError, AssertionError) as e:
+        # AssertionError: ClusterShell asserts on a range it cannot hold ("range too large")
+        raise SourceError(f"not a node set: {_short(names)!r} ({e})") from None
     if not count:
         raise SourceError(f"{names!r} names no host")
     if count > MAX_HOSTS:
-        raise SourceError(f"{names!r} names {count:,} hosts: more than {MAX_HOSTS:,} (a typo in a range?)")
+        raise SourceError(f"{_short(names)!r} names {count:,} hosts: more than {MAX_HOSTS:,} (a typo in a range?)")
     prefix = f"{user}@" if user else ""
     return [f"{prefix}{node}:{path.replace('%h', str(node))}" for node in nodes]
+
+
+_GROUP = re.compile(r"\[([^\[\]]*)\]")
+
+
+def most_hosts(names: str) -> int:
+    """How many hosts ``names`` can name at most, from its text alone (each comma-separated set: the product of
+    its brackets' range sizes, steps counted, repeats not removed): a bound checked before ClusterShell
+    expands the ranges. 0 when the text is not of that simple shape (ClusterShell then judges it)."""
+    total = 0
+    for part in re.split(r",(?![^\[]*\])", names):
+        size = 1
+        for group in _GROUP.findall(part):
+            n = 0
+            for item in group.split(","):
+                m = re.fullmatch(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?(?:/\s*(\d+)\s*)?", item)
+                if m is None:
+                    return 0
+                lo, hi, step = int(m[1]), int(m[2] or m[1]), int(m[3] or 1)
+                n += (hi - lo) // max(step, 1) + 1 if hi >= lo else 0
+            size *= n
+        total += size
+    return total
+
+
+def _count(n: int) -> str:
+    """``123,456,789``; past 10^15 as ``10^31`` (a number of 40 digits says nothing more)."""
+    return f"{n:,}" if n < 10**15 else f"about 10^{len(str(n)) - 1}"
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= 200 else text[:200] + "..."
 
 
 def expand_all(specs: list[str]) -> list[str]:

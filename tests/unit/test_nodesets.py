@@ -112,3 +112,52 @@ def test_folded_hosts_each_appear_once_quiet_and_alike_in_a_fold(order, apart_id
     firsts = [x.hosts[0] if isinstance(x, Fold) else x for x in lines]
     order_of = [h for h, _ in hosts]
     assert firsts == sorted(firsts, key=order_of.index)
+
+
+@pytest.mark.parametrize("spec, words", [
+    ("n[1-100000000]:/x", "names up to 100,000,000 hosts: more than 100,000"),
+    ("n[1-99999999999999999999999]:/x", "names up to about 10^22 hosts"),  # past 64 bits: ClusterShell asserted
+    ("r[1-10000]-n[1-100000]:/x", "names up to 1,000,000,000 hosts"),
+])
+def test_a_range_too_large_is_refused_before_it_is_expanded(spec, words):
+    """Issue 58, item 11: 10^8 hosts took ClusterShell minutes and 7 GB to expand before the cap applied;
+    a range past 64 bits raised its AssertionError. Both are refused from the text, at once."""
+    import time
+
+    t0 = time.monotonic()
+    with pytest.raises(SourceError, match=words.replace("^", r"\^")):
+        expand(spec)
+    assert time.monotonic() - t0 < 1.0
+
+
+@given(st.lists(st.tuples(st.integers(0, 300), st.integers(0, 300), st.integers(1, 5)), min_size=1, max_size=4),
+       st.booleans())
+def test_the_bound_is_never_below_the_sets_count(spans, two):
+    """most_hosts is an upper bound (repeats not removed): a set within the cap by it is within by NodeSet."""
+    from ClusterShell.NodeSet import NodeSet
+
+    from mstop.sources.nodesets import most_hosts
+
+    group = ",".join(f"{a}-{b}/{s}" if b > a else str(a) for a, b, s in spans)
+    names = f"n[{group}]" + (f"-r[{group}]" if two else "")
+    assert most_hosts(names) >= len(NodeSet(names))
+
+
+def test_a_topology_file_that_is_a_fifo_or_names_huge_ranges_is_refused(tmp_path):
+    """A FIFO blocked ClusterShell's read forever; a route over 10^8 hosts expanded into gigabytes."""
+    import os
+
+    from mstop.sources.fanout import check_topology
+
+    fifo = tmp_path / "topology.conf"
+    os.mkfifo(fifo)
+    with pytest.raises(ValueError, match="not a regular file"):
+        check_topology(str(fifo))
+    big = tmp_path / "big.conf"
+    big.write_text("[routes]\nlogin: gw[1-100000000]\n")
+    with pytest.raises(ValueError, match="names more than 100,000 hosts"):
+        check_topology(str(big))
+    huge = tmp_path / "huge.conf"
+    huge.write_bytes(b"#" * (2 << 20))
+    with pytest.raises(ValueError, match="more than a topology file's"):
+        check_topology(str(huge))
