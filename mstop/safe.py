@@ -67,3 +67,34 @@ def clean_value(v: Any, depth: int = 0) -> tuple[Any, bool]:
             cut = cut or c
         return out_l, cut
     return v, False
+
+
+#: the most bytes one compressed answer from another host may inflate to (a follower's frame carries at most
+#: 4 MiB of file bytes; a runs answer the heads and tails of its runs' files)
+MAX_INFLATED = 64 << 20
+
+
+def loads(data: bytes | str) -> Any:
+    """``json.loads`` for what another host or a file sends: nesting too deep for the parser (a line of
+    200,000 ``[``) is a ValueError like any other line that is no JSON, never a RecursionError that ends the
+    caller."""
+    import json
+
+    try:
+        return json.loads(data)
+    except RecursionError:
+        raise ValueError("JSON nested too deep") from None
+
+
+def inflate(payload: bytes, limit: int = MAX_INFLATED) -> bytes:
+    """``zlib.decompress`` that stops at ``limit`` bytes: a payload that would inflate past it (a few KB that
+    become gigabytes) is a ``zlib.error`` saying so, found after ``limit`` bytes, not after a MemoryError."""
+    import zlib
+
+    d = zlib.decompressobj()
+    out = d.decompress(payload, limit)
+    if d.unconsumed_tail or (not d.eof and len(out) >= limit):
+        raise zlib.error(f"it inflates past {limit:,} bytes")
+    if not d.eof:
+        raise zlib.error("incomplete or truncated stream")
+    return out

@@ -15,7 +15,6 @@ is refused) and starts again from the end when the file was truncated or replace
 
 from __future__ import annotations
 
-import json
 import os
 import stat
 from dataclasses import dataclass, field
@@ -26,7 +25,7 @@ from mstop_writer.schema import events_name
 from ..engine.reader import RunReader
 from ..engine.store import Store
 from ..formats.logs import LastError, clean_lines, last_error
-from ..safe import clean
+from ..safe import clean, loads
 from .followers import program
 from .followers.log_follower import refusal
 from .mflog import LOG_NAME, MSRUN_DIR, find_logs
@@ -252,7 +251,7 @@ class RemoteLogTail(LogTail):
         try:
             out = run_program(self.host, _program(), request, connection=self.connection, timeout=20.0)
             nl = out.index(b"\n")
-            head = checked_answer(json.loads(out[:nl]), len(out) - nl - 1)
+            head = checked_answer(loads(out[:nl]), len(out) - nl - 1)
         except (RemoteError, ValueError) as e:
             self.error = f"{self.host}: the log cannot be read: {e}"
             return []

@@ -61,14 +61,13 @@ def executable() -> str | None:
 def dump_over_ssh(host: str, start: dict[str, Any], connection: Any) -> tuple[list[str] | None, str]:
     """The same on ``host`` (a ``host:/path`` source's), over its shared ssh connection: the identity is
     checked there and py-spy run there (mstop.sources.followers.pyspy_follower)."""
-    import json
-
+    from ..safe import loads
     from .remote import RemoteError, run_program
 
     request = {k: start.get(k) for k in ("pid", "host", "boot_id", "pid_ns", "pid_start")}
     program = followers.program("pyspy_follower")
     try:
-        out = json.loads(run_program(host, program, request, connection=connection, timeout=30.0))
+        out = loads(run_program(host, program, request, connection=connection, timeout=30.0))
     except (RemoteError, ValueError) as e:
         return None, f"{host}: no dump: {e}"
     return answer(host, out)

@@ -26,7 +26,7 @@ import numpy as np
 from ..engine.store import Batch, Store
 from ..formats.mflog import MfLogParser, SchedulerLog
 from ..procs import stop_group
-from ..safe import clean
+from ..safe import clean, inflate, loads
 from .files import FileTail
 from .followers import program
 from .mflog import SCHEDULER_LOG, ingest_log, note_lost, stream_rank, worker_states
@@ -474,7 +474,7 @@ class RemoteSource:
         line, n, payload = b"", 0, b""
         try:
             line = proc.stdout.readline(MAX_HEADER)
-            header = json.loads(line) if line.endswith(b"\n") else None
+            header = loads(line) if line.endswith(b"\n") else None
             n = header.get("n", 0) if isinstance(header, dict) else 0
             ok_n = type(n) is int and 0 <= n <= MAX_PAYLOAD
             payload = proc.stdout.read(n) if ok_n and n else b""
@@ -494,7 +494,7 @@ class RemoteSource:
         reading a host a line at a time hands it (without its newline): fed to the store as :meth:`take`
         does; RemoteError for a line the follower never sends."""
         try:
-            header = json.loads(line)
+            header = loads(line)
         except ValueError:
             header = None
         n = header.get("n", 0) if isinstance(header, dict) else 0
@@ -534,7 +534,7 @@ class RemoteSource:
         self.bytes_received += len(line) + len(payload)
         if payload:
             try:
-                payload = zlib.decompress(payload)
+                payload = inflate(payload)
             except zlib.error as e:
                 raise RemoteError(f"{host}: a frame's payload cannot be read ({e})") from None
         if sum(int(e[2]) for e in files) > len(payload):

@@ -8,7 +8,6 @@ and its last bytes the first time, then only what was appended. Opening a run st
 
 from __future__ import annotations
 
-import json
 import posixpath
 import time
 import zlib
@@ -16,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from ..engine.store import Store
-from ..safe import clean
+from ..safe import clean, inflate, loads
 from .followers import program
 from .protocol import DEFAULT_CONNECTION, Connection
 from .rankfiles import Followed, Tail, followed, ingest
@@ -28,13 +27,13 @@ PROGRAM = program("runs_follower")
 def _answer(out: bytes, host: str) -> tuple[dict, bytes]:
     line, _, rest = out.partition(b"\n")
     try:
-        header = json.loads(line)
+        header = loads(line)
         if not isinstance(header, dict):
             raise ValueError("not a JSON object")
         n = header.get("n", 0)
         if type(n) is not int or not 0 <= n <= len(rest):
             raise ValueError(f"a length of {clean(repr(n), 40)} for {len(rest)} bytes")
-        payload = zlib.decompress(rest[:n]) if n else b""
+        payload = inflate(rest[:n]) if n else b""
     except (ValueError, zlib.error) as e:
         raise RemoteError(clean(f"{host}: an answer that does not read ({e})", 4096)) from None
     if header.get("error"):
