@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import sys
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -63,6 +64,25 @@ def test_any_bytes_in_a_stacks_file_are_consumed_whole_or_left_never_raised(blob
     for fields, _ in parts:
         if fields is not None:
             assert isinstance(fields["stacks"], list) and fields["reason"] in ("timeout", "fatal")
+
+
+def test_a_header_number_that_is_no_json_number_is_none_and_the_stack_is_written_as_json(tmp_path):
+    """Issue 58, item 11: ``step=1e999`` in a stacks file's header made the witness write ``Infinity`` into
+    the events file, a line no JSON reader takes (the stack was lost)."""
+    import json
+
+    blob = (_header("1e999", since=100.0).replace("since=100.000", "since=nan") + DUMP).encode()
+    (fields, _), = witness.split_dumps(blob, final=True)
+    assert fields["step"] is None and fields["since"] is None and fields["stacks"]
+    events = tmp_path / "rank0.events.jsonl"
+    events.write_text("")
+    me = os.getpid()
+    facts = witness.proc_facts(me, float(os.sysconf("SC_CLK_TCK")), os.sysconf("SC_PAGE_SIZE"))
+    w = witness.Witness(me, facts["start_ticks"], str(events), None, 0, interval=0.0)
+    w.write({"time": 1.0, "kind": "stack", "step": float("inf"), "since": float("nan"), "deep": [float("-inf")]})
+    (line,) = events.read_text().splitlines()
+    assert json.loads(line, parse_constant=lambda c: pytest.fail(f"{c} in the events file")) == {
+        "time": 1.0, "kind": "stack", "step": None, "since": None, "deep": [None]}
 
 
 def test_a_zombies_wait_status_is_told_in_words():

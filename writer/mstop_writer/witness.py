@@ -25,6 +25,7 @@ rank by at most one poll (0.1 s) plus one write.
 from __future__ import annotations
 
 import json
+import math
 import os
 import select
 import stat
@@ -153,7 +154,11 @@ class Witness:
     # -- writing ------------------------------------------------------------------
 
     def write(self, obj: dict) -> None:
-        line = (json.dumps(obj, separators=(",", ":")) + "\n").encode()
+        try:
+            text = json.dumps(obj, separators=(",", ":"), allow_nan=False)
+        except ValueError:  # a number that is no JSON (inf, nan): written as null, the line stays a line
+            text = json.dumps(_finite(obj), separators=(",", ":"))
+        line = (text + "\n").encode()
         if self.fd is None:
             try:
                 fd = os.open(self.events_path, os.O_WRONLY | os.O_APPEND | os.O_NONBLOCK | os.O_NOFOLLOW
@@ -323,15 +328,37 @@ def _positions(blob: bytes, mark: bytes) -> list[int]:
     return out
 
 
+def _number(v: str) -> int | float | str | None:
+    """A header's value: an int, a finite float, None for a number that is no JSON number (``1e999``,
+    ``nan``: the stack must stay readable), else the text."""
+    try:
+        return int(v)
+    except ValueError:
+        pass
+    try:
+        f = float(v)
+    except ValueError:
+        return v
+    return f if math.isfinite(f) else None
+
+
+def _finite(v: object) -> object:
+    """``v`` with every float that is not finite made None (lists and dicts walked)."""
+    if isinstance(v, float):
+        return v if math.isfinite(v) else None
+    if isinstance(v, dict):
+        return {k: _finite(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_finite(x) for x in v]
+    return v
+
+
 def parse_header(line: str) -> dict:
     """``# mstop-stacks step=12 since=1700000000.123 armed=... limit=60.0`` as a dict of numbers."""
     out: dict = {}
     for word in line[len(HEADER):].split():
         k, _, v = word.partition("=")
-        try:
-            out[k] = None if v == "none" else float(v) if "." in v or "e" in v else int(v)
-        except ValueError:
-            out[k] = v
+        out[k] = None if v == "none" else _number(v)
     return out
 
 
