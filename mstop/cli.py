@@ -14,6 +14,7 @@ import sys
 from typing import Any
 
 from . import __version__
+from .commands import arguments
 from .commands.arguments import (
     add_depth,
     add_health,
@@ -129,78 +130,23 @@ def monitor_parser() -> argparse.ArgumentParser:
     return ap
 
 
-def _typo(word: str) -> str | None:
-    """The command ``word`` was meant to be (``summry`` -> ``summary``), when it is no path that exists."""
-    import difflib
-
-    if os.path.exists(word) or "/" in word or ":" in word or word.startswith("-"):
-        return None
-    close = difflib.get_close_matches(word, COMMANDS, n=1, cutoff=0.7)
-    return close[0] if close else None
-
-
-def _options(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:
-    """Each option string of ``parser`` (``--json``, ``-F``) and its action."""
-    return {o: a for a in parser._actions for o in a.option_strings}  # noqa: SLF001 - argparse keeps them there
-
-
-def _unknown_option(argv: list[str], known: dict[str, argparse.Action]) -> str | None:
-    """The first word of ``argv`` that looks like an option and is none of ``known`` (nor a unique prefix of
-    a long one, as argparse allows); values of the options that take one are skipped."""
-    skip = False
-    for word in argv:
-        if skip:
-            skip = False
-            continue
-        if word == "--":
-            return None
-        if not word.startswith("-") or word == "-" or word[1:2].isdigit():
-            continue
-        name = word.split("=", 1)[0]
-        if not name.startswith("--") and name[:2] in known:  # -F FILE, -oOPTION
-            name = word[:2]
-        matches = [name] if name in known else [o for o in known if o.startswith("--") and o.startswith(name)
-                                                 and name.startswith("--")]
-        if not matches:
-            return name
-        takes = known[matches[0]].nargs != 0
-        skip = takes and "=" not in word and len(matches) == 1 and word == name
-    return None
-
-
-def _refuse_unknown_option(argv: list[str], parser: argparse.ArgumentParser, prog: str,
-                           also: dict[str, argparse.Action] | None = None) -> None:
-    """Exit 2 on an option ``parser`` does not know, saying which and the near name: argparse reported a
-    subcommand's as the top level's usage, and a typo'd top-level option as a missing RUN_DIR."""
-    import difflib
-
-    known = {**_options(parser), **(also or {})}
-    bad = _unknown_option(argv, known)
-    if bad is None:
-        return
-    near = difflib.get_close_matches(bad, list(known), n=1, cutoff=0.6)
-    hint = f": did you mean {near[0]}?" if near else ""
-    print(f"{prog}: unknown option {bad}{hint} ({prog} --help)", file=sys.stderr)
-    raise SystemExit(2)
-
-
 def parse_command_line(argv: list[str]) -> argparse.Namespace:
     """``argv`` parsed by the parser it is for: a COMMAND's, or the monitor's (``mstop RUN_DIR``). A usage
     error exits 2 with argparse's message, as a command line should; a typo'd command or option says what
     was meant."""
     if argv and argv[0] not in COMMANDS + ("-h", "--help", "-V", "--version"):
-        typo = _typo(argv[0])
+        typo = arguments.typo_of(argv[0], COMMANDS)
         if typo is not None:
             print(f"mstop: {argv[0]!r} is no command and no directory: did you mean {typo}? "
                   f"(mstop {typo} --help)", file=sys.stderr)
             raise SystemExit(2)
         parser = monitor_parser()
-        _refuse_unknown_option(argv, parser, "mstop", also=_options(build_parser()))
+        arguments.refuse_unknown_option(argv, parser, "mstop", also=arguments.options_of(build_parser()))
         args = parser.parse_args(argv)
     else:
         top = build_parser()
         if argv and argv[0] in COMMANDS:
-            _refuse_unknown_option(argv[1:], _subparser(top, argv[0]), f"mstop {argv[0]}")
+            arguments.refuse_unknown_option(argv[1:], arguments.subparser(top, argv[0]), f"mstop {argv[0]}")
         args = top.parse_args(argv)
     if hasattr(args, "ssh_option"):  # how host:/path sources are reached, made once and passed whole
         if args.topology is not None:
@@ -214,14 +160,6 @@ def parse_command_line(argv: list[str]) -> argparse.Namespace:
         args.connection = Connection.of(args.ssh_config, args.ssh_option, args.connect_timeout, args.topology,
                                         getattr(args, "hosts", None) == "auto")
     return args
-
-
-def _subparser(top: argparse.ArgumentParser, command: str) -> argparse.ArgumentParser:
-    """The parser of ``mstop COMMAND``."""
-    for a in top._actions:  # noqa: SLF001
-        if isinstance(a, argparse._SubParsersAction):  # noqa: SLF001
-            return a.choices[command]
-    raise KeyError(command)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -6,6 +6,7 @@ No textual here (the app's own launchers in :mod:`mstop.app.launch` use these to
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Any
 
@@ -233,3 +234,67 @@ def runs_watches(specs: list[str], *, depth: int = 3, connection: Connection = D
             out.append(RemoteRunsWatch(target, single=kind == "run", connection=connection, max_depth=depth))
     return out
 
+
+# -- options typed wrong ------------------------------------------------------------------------------------
+
+def options_of(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:
+    """Each option string of ``parser`` (``--json``, ``-F``) and its action."""
+    return {o: a for a in parser._actions for o in a.option_strings}  # noqa: SLF001 - argparse keeps them there
+
+
+def _unknown_option(argv: list[str], known: dict[str, argparse.Action]) -> str | None:
+    """The first word of ``argv`` that looks like an option and is none of ``known`` (nor a unique prefix of
+    a long one, as argparse allows); values of the options that take one are skipped."""
+    skip = False
+    for word in argv:
+        if skip:
+            skip = False
+            continue
+        if word == "--":
+            return None
+        if not word.startswith("-") or word == "-" or word[1:2].isdigit():
+            continue
+        name = word.split("=", 1)[0]
+        if not name.startswith("--") and name[:2] in known:  # -F FILE, -oOPTION
+            name = word[:2]
+        matches = [name] if name in known else [o for o in known if o.startswith("--") and o.startswith(name)
+                                                 and name.startswith("--")]
+        if not matches:
+            return name
+        takes = known[matches[0]].nargs != 0
+        skip = takes and "=" not in word and len(matches) == 1 and word == name
+    return None
+
+
+def refuse_unknown_option(argv: list[str], parser: argparse.ArgumentParser, prog: str,
+                           also: dict[str, argparse.Action] | None = None) -> None:
+    """Exit 2 on an option ``parser`` does not know, saying which and the near name: argparse reported a
+    subcommand's as the top level's usage, and a typo'd top-level option as a missing RUN_DIR."""
+    import difflib
+
+    known = {**options_of(parser), **(also or {})}
+    bad = _unknown_option(argv, known)
+    if bad is None:
+        return
+    near = difflib.get_close_matches(bad, list(known), n=1, cutoff=0.6)
+    hint = f": did you mean {near[0]}?" if near else ""
+    print(f"{prog}: unknown option {bad}{hint} ({prog} --help)", file=sys.stderr)
+    raise SystemExit(2)
+
+
+def subparser(top: argparse.ArgumentParser, command: str) -> argparse.ArgumentParser:
+    """The parser of ``mstop COMMAND``."""
+    for a in top._actions:  # noqa: SLF001
+        if isinstance(a, argparse._SubParsersAction):  # noqa: SLF001
+            return a.choices[command]
+    raise KeyError(command)
+
+
+def typo_of(word: str, commands: tuple[str, ...]) -> str | None:
+    """The command ``word`` was meant to be (``summry`` -> ``summary``), when it is no path that exists."""
+    import difflib
+
+    if os.path.exists(word) or "/" in word or ":" in word or word.startswith("-"):
+        return None
+    close = difflib.get_close_matches(word, commands, n=1, cutoff=0.7)
+    return close[0] if close else None

@@ -127,9 +127,12 @@ class FileTail:
     back.
     """
 
-    def __init__(self, path: str, *, keep: bool = False) -> None:
+    def __init__(self, path: str, *, keep: bool = False, first: int = FIRST_CHUNK) -> None:
         self._fd: int | None = None  # the descriptor kept open (a regular file's), or None
         self.path = path
+        #: bytes the first read takes (a rank file's rows in one go; an events file's in CHUNKs, as its lines
+        #: are parsed one by one and most are heartbeats only counted: its memory stays bounded)
+        self.first = first
         #: keep the descriptor open between reads (a source that follows the file; a one-shot read does not)
         self.keep = keep
         self.offset = 0  # bytes consumed, partial tail included
@@ -200,7 +203,7 @@ class FileTail:
                 self._skip_hole(fd, st.st_size, out)
             if st.st_size <= self.offset:
                 return out
-            limit = FIRST_CHUNK if self.offset == 0 else CHUNK
+            limit = self.first if self.offset == 0 else CHUNK
             data = _pread(fd, min(limit, st.st_size - self.offset), self.offset)
             out.more = st.st_size - self.offset > limit
         except OSError:

@@ -25,7 +25,7 @@ from ..engine.store import Batch, Store
 from ..formats.mflog import MfLogParser
 from ..formats.parse import CsvParser, Rows, parse_events, parse_joined
 from . import files as _files
-from .files import Chunk, FileTail, not_regular
+from .files import CHUNK, FIRST_CHUNK, Chunk, FileTail, not_regular
 
 CSV_RE = re.compile(CSV_PATTERN)
 EVENTS_RE = re.compile(EVENTS_PATTERN)
@@ -111,7 +111,7 @@ def followed(name: str, tail_path: str, store: Store, source: str,
         return Followed(NO_RANK, "devices", FileTail(tail_path), devices=DevicesParser())
     if kind is None or not store.claim(kind[0], source):
         return None
-    f = Followed(kind[0], kind[1], FileTail(tail_path))
+    f = Followed(kind[0], kind[1], FileTail(tail_path, first=FIRST_CHUNK if kind[1] == "csv" else CHUNK))
     if f.kind == "csv":
         f.parser = CsvParser()
         store.add_rank_file(f.rank)
