@@ -11,6 +11,7 @@ the writer never need it.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -201,6 +202,25 @@ def _at_end(store: Snapshot, opts: Options, rules: Rules | None) -> tuple[list[A
     return alerts, health.incidents(store, at_end, alerts)
 
 
+def replace_file(path: str, write: Callable[[str], None]) -> None:
+    """Write ``path`` as a new file: ``write`` fills a temporary file made in the same folder (O_EXCL: never
+    an existing name), which then replaces ``path``'s directory entry. A link planted at ``path`` is replaced,
+    never written through (its target, another user's file, stays as it was)."""
+    import tempfile
+
+    folder, name = os.path.split(path)
+    fd, tmp = tempfile.mkstemp(dir=folder or ".", prefix=f".{name}.", suffix=os.path.splitext(name)[1])
+    os.close(fd)
+    try:
+        write(tmp)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
 #: how a plot draws one run: (axes, label, member, colour) -> whether it had anything to draw
 Draw = Callable[[Any, str, Member, str], bool]
 
@@ -235,10 +255,14 @@ def write_report(runs: list[Run], comparison: Comparison, out: str, *, opts: Opt
     if pbar is not None:
         written.append(pbar)
     md = os.path.join(out, "report.md")
-    with open(md, "w", encoding="utf-8") as f:
-        f.write(_markdown(runs, comparison, alerts, incidents, members, notes, {k for k, p in pngs.items() if p}))
-        f.write(_goodput_markdown(ledgers, bar is not None))
-        f.write(profile_markdown(profiles, pbar is not None))
+    text = (_markdown(runs, comparison, alerts, incidents, members, notes, {k for k, p in pngs.items() if p})
+            + _goodput_markdown(ledgers, bar is not None) + profile_markdown(profiles, pbar is not None))
+
+    def markdown(tmp: str) -> None:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+
+    replace_file(md, markdown)
     written.append(md)
     return written
 
@@ -272,7 +296,7 @@ def _stacked_bars(plt: Any, bars: list[tuple[str, dict[str, float]]], colors: di
     ax.set_title(title, fontsize=10)
     ax.legend(fontsize=7, ncol=len(colors), loc="upper center", bbox_to_anchor=(0.5, -0.12), frameon=False)
     fig.tight_layout()
-    fig.savefig(path, bbox_inches="tight")
+    replace_file(path, lambda tmp: fig.savefig(tmp, bbox_inches="tight"))
     plt.close(fig)
     return path
 
@@ -362,7 +386,7 @@ def _figure(plt: Any, plot: Plot, draw: Draw, members: list[tuple[str, Member]],
     ax.legend(fontsize=8, loc="best")
     fig.tight_layout()
     path = os.path.join(out, plot.name + ".png")
-    fig.savefig(path)
+    replace_file(path, fig.savefig)
     plt.close(fig)
     return path
 

@@ -127,3 +127,23 @@ def test_host_memory_headroom_plot_agrees_with_the_table(tmp_path):
     table = json.loads(mstop("compare", run, run, "--format", "json").stdout)
     head = table["runs"][0]["figures"]["mem_headroom"]["value"]
     assert min(lines[0][2]) == pytest.approx(head) == pytest.approx(1 - 41e9 / 64e9)
+
+
+def test_report_replaces_links_planted_in_its_folder_never_writes_through_them(tmp_path):
+    """Issue 58, item 11: links named as report's files (``loss.png``, ``report.md``) made it write into their
+    targets (another user's file); each file is now made new and renamed over the link."""
+    base = make(tmp_path / "base", step_time=0.1)
+    out = tmp_path / "report"
+    out.mkdir()
+    victims = {name: tmp_path / f"victim-{name}" for name in ("loss.png", "report.md")}
+    for name, victim in victims.items():
+        victim.write_text("keep me\n")
+        (out / name).symlink_to(victim)
+    proc = mstop("report", base, "--out", out)
+    assert proc.returncode == 0, proc.stderr
+    for name, victim in victims.items():
+        assert victim.read_text() == "keep me\n", name
+        assert not (out / name).is_symlink() and (out / name).stat().st_size > 100, name
+    assert (out / "loss.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "![loss" in (out / "report.md").read_text()
+    assert not [p for p in out.iterdir() if p.name.startswith(".")]  # no temporary file left behind
