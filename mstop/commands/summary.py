@@ -126,17 +126,18 @@ def _log(store: Snapshot, specs: list[str], opts: Options,
     failed = status in ("failed", "dead")
     culprit = error_rank(store, opts) if failed else None
     rank = culprit if culprit is not None else job_rank_of(store)
-    path, refused = find_rank_log(store, specs, rank)
+    log, refused = find_rank_log(store, specs, rank)
+    path = log.path if log is not None else None
     refused = clean(refused, MAX_TEXT) if refused is not None else None
-    err = last_error_of(path) if path is not None else None
+    err = last_error_of(log) if log is not None else None
     if not failed:
         if err is not None:
             return err.lines[0], path, refused
         for other in [r for r in sorted(run.ranks) if r != rank][:LOOKED_AT]:  # a running rank's error
             there, _ = find_rank_log(store, specs, other)
             got = last_error_of(there) if there is not None else None
-            if got is not None:
-                return got.lines[0], there, refused
+            if got is not None and there is not None:
+                return got.lines[0], there.path, refused
         return None, path, refused
     if err is not None:
         return err.lines[0], path, refused

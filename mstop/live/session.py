@@ -25,7 +25,7 @@ from ..engine.store import Snapshot
 from ..formats.logs import last_error
 from ..safe import clean
 from ..sources import SourceError, Sources, check_spec, read_once
-from ..sources.logs import find_rank_log, job_rank_of, last_error_of, rank_log, remote_tail
+from ..sources.logs import LogTail, find_rank_log, job_rank_of, last_error_of, rank_log, remote_tail
 from ..sources.nodesets import host_part
 from ..sources.remote import parse_target, rank_host
 from ..view.baseline import baseline_overlay, run_part
@@ -155,9 +155,10 @@ class MonitorSession:
         yet (a round trip to a host that may not answer: the screen reads it off its thread)."""
         if rank is None:
             rank = job_rank_of(self.store)
-        path, refused = (None, None) if self._elsewhere(rank) else find_rank_log(self.store, self.specs, rank,
-                                                                                  self.logs_dir)
-        pane = LogPane(rank, path, refused=refused)
+        log, refused = (None, None) if self._elsewhere(rank) else find_rank_log(self.store, self.specs, rank,
+                                                                                 self.logs_dir)
+        pane = LogPane(rank, log.path if log is not None else None, refused=refused,
+                       tail=LogTail(log.path, log) if log is not None else None)
         if pane.path is None:  # a source on another host: its log is read there, while the pane is open
             tail = remote_tail(self.store, self.specs, rank, self.options.connection)
             if tail is not None:
@@ -177,18 +178,18 @@ class MonitorSession:
         """For a failed or dead run, the last error its culprit's log holds, as header lines (a multi-line
         message line by line); read again only when the log changed."""
         rank = self.culprit(status)
-        path = rank_log(self.store, self.specs, rank, self.logs_dir) if rank is not None and \
+        log = rank_log(self.store, self.specs, rank, self.logs_dir) if rank is not None and \
             not self._elsewhere(rank) else None
-        if path is None:
+        if log is None:
             return self._remote_culprit_error(rank) if rank is not None else []
         try:
-            st = os.stat(path)
+            st = os.stat(log.path)
         except OSError:
             return []
-        key = (path, st.st_size, st.st_mtime_ns)
+        key = (log.path, st.st_size, st.st_mtime_ns)
         if self._culprit_log[0] != key:
-            err = last_error_of(path)
-            self._culprit_log = (key, [] if err is None else _error_note(rank, os.path.basename(path), err))
+            err = last_error_of(log)
+            self._culprit_log = (key, [] if err is None else _error_note(rank, os.path.basename(log.path), err))
         return self._culprit_log[1]
 
     def _elsewhere(self, rank: int) -> bool:

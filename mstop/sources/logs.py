@@ -27,7 +27,7 @@ from ..engine.store import Store
 from ..formats.logs import LastError, clean_lines, last_error
 from ..safe import clean, loads
 from .followers import program
-from .followers.log_follower import refusal
+from .followers.log_follower import opened_refusal, refusal
 from .mflog import LOG_NAME, MSRUN_DIR, find_logs
 from .protocol import DEFAULT_CONNECTION, Connection, SourceError
 from .remote import Target, parse_target, rank_host
@@ -61,21 +61,22 @@ class Candidate:
                 if v is not None}
 
 
-def rank_log(store: Store, specs: list[str], rank: int, logs_dir: str | None = None) -> str | None:
-    """The path of rank ``rank``'s log (see the module docstring), or None when none is known here."""
+def rank_log(store: Store, specs: list[str], rank: int, logs_dir: str | None = None) -> Candidate | None:
+    """Rank ``rank``'s log (see the module docstring), or None when none is known here."""
     return find_rank_log(store, specs, rank, logs_dir)[0]
 
 
 def find_rank_log(store: Store, specs: list[str], rank: int,
-                  logs_dir: str | None = None) -> tuple[str | None, str | None]:
-    """(the path of rank ``rank``'s log, None) or (None, why none is shown: a file named as its log that
-    the job could not have written, else None): only a regular file the job could have written is ever
-    read, whatever the run's files name (a start event naming a private key or ``/etc/shadow`` is refused)."""
+                  logs_dir: str | None = None) -> tuple[Candidate | None, str | None]:
+    """(rank ``rank``'s log, None) or (None, why none is shown: a file named as its log that the job could
+    not have written, else None): only a regular file the job could have written is ever read, whatever the
+    run's files name (a start event naming a private key or ``/etc/shadow`` is refused). The log is read with
+    its candidate's check: the rule is applied again to the file opened (:class:`LogTail`)."""
     why = None
     for c in candidates(store, specs, rank, logs_dir):
         bad = refusal(c.path, c.within, c.vouch, c.since)
         if bad is None:
-            return c.path, None
+            return c, None
         if not bad.startswith("missing: ") and why is None:
             why = bad
     return None, why
@@ -129,6 +130,8 @@ class LogTail:
     """One log file read from near its end, then as it grows: its complete lines, cleaned for a terminal."""
 
     path: str
+    #: the trust rule it was found by (mstop.sources.logs.find_rank_log): applied again to each file opened
+    check: Candidate | None = None
     lines: list[str] = field(default_factory=list)
     offset: int = 0
     error: str | None = None  # why it cannot be read now
@@ -155,6 +158,11 @@ class LogTail:
             self.error = f"cannot open {self.path}: {e.strerror or e}"
             return []
         try:
+            c = self.check
+            bad = opened_refusal(fd, self.path, c.within, c.vouch, c.since) if c is not None else None
+            if bad is not None:  # a link on the way swapped since the file was judged: judged again, opened
+                self.error = bad
+                return []
             st = os.fstat(fd)
             if not stat.S_ISREG(st.st_mode):
                 self.error = f"{self.path} is not a regular file"
@@ -212,9 +220,9 @@ class LogTail:
         return new
 
 
-def last_error_of(path: str) -> LastError | None:
+def last_error_of(log: Candidate) -> LastError | None:
     """The last error a log's tail holds (mstop.formats.logs.last_error), read once; None without one."""
-    tail = LogTail(path)
+    tail = LogTail(log.path, log)
     tail.read()
     return last_error(tail.lines)
 

@@ -78,11 +78,39 @@ def test_a_log_inside_the_run_dir_through_a_linked_folder_outside_is_refused(tmp
     run = forged_run(tmp_path, [], failed=False)
     os.symlink(other, run / "logs")
     logs_dir = str(run / "logs")
-    path, why = find_rank_log(_session(run).store, [str(run)], 0, logs_dir)
-    assert path == os.path.join(logs_dir, "worker_0.log")  # --logs DIR is the user's own word: inside it
+    log, why = find_rank_log(_session(run).store, [str(run)], 0, logs_dir)
+    assert log is not None and log.path == os.path.join(logs_dir, "worker_0.log")  # --logs DIR: the user's word
     from mstop.sources.followers.log_follower import refusal
 
     assert "outside" in refusal(os.path.join(logs_dir, "worker_0.log"), within=str(run))
+
+
+def test_a_folder_link_swapped_after_the_log_was_judged_shows_nothing_of_the_file_it_brings(tmp_path):
+    """Issue 58, item 11: the rule was applied to a path, then the path opened; a folder link swapped between
+    the two (run/out -> run/real, then -> another user's folder) showed the viewer the other file. The rule is
+    applied again to the file opened, by its descriptor."""
+    from mstop.sources.followers.log_follower import refusal
+    from mstop.sources.logs import LogTail, candidates
+
+    run = forged_run(tmp_path, [], failed=False)
+    (run / "real").mkdir()
+    (run / "real" / "worker_0.log").write_text("step 1\nRuntimeError: the job's own\n")
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "worker_0.log").write_text(SECRET + "\n")
+    os.symlink(run / "real", run / "out")
+    (log,) = [c for c in candidates(_session(run).store, [str(run)], 0, str(run / "out"))
+              if c.path.startswith(str(run / "out"))][:1]
+    log = type(log)(log.path, within=str(run))  # judged against the run's folder, as a run's own log is
+    assert refusal(log.path, log.within) is None  # judged: inside the run
+    (run / "out").unlink()
+    os.symlink(tmp_path / "elsewhere", run / "out")  # swapped before the open
+    tail = LogTail(log.path, log)
+    assert tail.read() == [] and tail.lines == []
+    assert "outside" in tail.error and SECRET not in tail.error
+    (run / "out").unlink()
+    os.symlink(run / "real", run / "out")  # back: read again, as the rule allows
+    tail = LogTail(log.path, log)
+    assert tail.read()[-1] == "RuntimeError: the job's own" and tail.error is None
 
 
 def _session(run) -> MonitorSession:

@@ -35,11 +35,34 @@ def refusal(path, within=None, vouch=None, since=None):
         return f"missing: cannot read {path}: {e.strerror or e}"
     if stat.S_ISLNK(st.st_mode):
         return f"{path} is a symbolic link: a log is never read through a link"
+    return _judge(st, os.path.realpath(path), path, within, vouch, since)
+
+
+def opened_refusal(fd, path, within=None, vouch=None, since=None):
+    """:func:`refusal`'s rule applied to the file open at ``fd`` (opened from ``path`` after refusal said
+    yes): its real place read from the descriptor (``/proc/self/fd``), its owner and time by ``fstat``. A
+    folder link swapped between the look and the open cannot bring another file in: what is read is what
+    was judged."""
+    st = os.fstat(fd)
+    try:
+        real = os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:  # no /proc: the path as it resolves now, if it is still this very file
+        real = os.path.realpath(path)
+        try:
+            now = os.stat(real)
+        except OSError:
+            return f"{path} changed while it was opened"
+        if (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino):
+            return f"{path} changed while it was opened"
+    return _judge(st, real, path, within, vouch, since)
+
+
+def _judge(st, real, path, within, vouch, since):
+    """The rule of :func:`refusal` for a file of status ``st`` whose real place is ``real``."""
     if not stat.S_ISREG(st.st_mode):
         return f"{path} is not a regular file"
     if within is not None:
         base = os.path.realpath(within)
-        real = os.path.realpath(path)
         if real == base or real.startswith(base.rstrip(os.sep) + os.sep):
             return None
         if vouch is None:
@@ -81,10 +104,11 @@ def main():
             why = f"cannot open {path}: {e.strerror or e}"
             continue
         try:
-            st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode):  # swapped since it was looked at
-                why = f"{path} is not a regular file"
+            bad = opened_refusal(fd, path, check.get("within"), check.get("vouch"), check.get("since"))
+            if bad is not None:  # swapped since it was looked at: what was opened is judged
+                refused = refused or bad
                 continue
+            st = os.fstat(fd)
             ident = [st.st_dev, st.st_ino]
             offset = req.get("offset")
             reset = offset is None or req.get("ident") != ident or st.st_size < offset
