@@ -78,3 +78,4 @@ def test_inflate_agrees_with_zlib_within_the_cap(blob):
     assert inflate(z) == blob
     with pytest.raises(zlib.error):
         inflate(z[: max(0, len(z) - 1)]) if len(z) > 1 else inflate(b"\x00")
+
