@@ -104,6 +104,9 @@ def _processes(store: Snapshot) -> dict[str, Any]:
     return out
 
 
+#: the most files of one kind of trouble the table lists (the rest are counted; --json has them all)
+SHOWN = 10
+
 #: the ranks whose logs are looked at for an error of a run that did not fail, after the job rank's (each
 #: log's tail is read: a 4,096-rank job is not read whole for a summary)
 LOOKED_AT = 32
@@ -263,7 +266,10 @@ def _file_rows(summary: dict[str, Any], store: Snapshot, opts: Options | None) -
                                    "items kept short)"))
     rows += [("! note", note) for note in store.notes]
     rows += [("! devices", note) for note in devices.sampling_notes(store)]
-    rows += [("! not followed", f"{name}: {why}") for name, why in summary["refused_files"].items()]
+    refused = list(summary["refused_files"].items())
+    rows += [("! not followed", f"{name}: {why}") for name, why in refused[:SHOWN]]
+    if len(refused) > SHOWN:  # 30,000 refused names were 30,000 lines
+        rows.append(("! not followed", f"and {len(refused) - SHOWN:,} more files (summary --json lists them all)"))
     rows += [("! writer failed", msg) for msg in figures.writer_failures(store)[1:]]
     rows += [("! not merged", note) for note in store.duplicates]
     return rows

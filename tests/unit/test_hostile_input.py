@@ -119,3 +119,24 @@ async def test_the_alerts_list_shows_past_incidents_and_the_chart_marks_them(tmp
         assert "data_starvation  rank 1    steps 103-166" in text
 
 
+
+
+def test_thirty_thousand_refused_names_are_counted_not_listed(tmp_path, capsys):
+    """Issue 58, item 11: a refused list of 30,000 names printed 30,013 lines. The table lists ten and counts
+    the rest; ``--json`` keeps every one."""
+    import json
+    import os
+
+    from mstop.cli import main
+
+    run = tmp_path / "run"
+    write_rank(run, 0, steps(1, 3, loss=1.0))
+    for r in range(1, 301):
+        os.mkfifo(run / f"rank{r}.csv")
+    assert main(["summary", str(run)]) in (0, 1)
+    out = capsys.readouterr().out
+    listed = [ln for ln in out.splitlines() if "not followed" in ln]
+    assert len(listed) == 11 and "and 290 more files (summary --json lists them all)" in listed[-1], listed
+    assert len(out.splitlines()) < 60
+    assert main(["summary", "--json", str(run)]) in (0, 1)
+    assert len(json.loads(capsys.readouterr().out)["refused_files"]) == 300
