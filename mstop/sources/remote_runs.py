@@ -20,8 +20,11 @@ from .followers import program
 from .protocol import DEFAULT_CONNECTION, Connection
 from .rankfiles import Followed, Tail, followed, ingest
 from .remote import FRAME_DEADLINE, RemoteError, Target, run_program
+from .runs import keep_runs
 
 PROGRAM = program("runs_follower")
+#: the most problem lines of one host's runs list kept (each is a folder it could not search)
+MAX_PROBLEMS = 100
 
 
 def _answer(out: bytes, host: str) -> tuple[dict, bytes]:
@@ -112,12 +115,10 @@ class RemoteRunsWatch:
         if not isinstance(listed, list) or not isinstance(files, list) or not all(_refresh_entry_ok(e) for e in files):
             raise RemoteError(f"{self.target.host}: a refresh's 'runs' or 'files' are not what the runs follower "
                               "sends")
-        for item in listed:
-            if not (isinstance(item, list) and len(item) == 2):
-                continue
-            rel, kind = item
-            if not isinstance(rel, str) or not isinstance(kind, str):
-                continue
+        found = [(item[0], item[1]) for item in listed if isinstance(item, list) and len(item) == 2
+                 and isinstance(item[0], str) and isinstance(item[1], str)]
+        found, problems = keep_runs(found, [], self.runs)
+        for rel, kind in found:
             run = self.runs.get(rel)
             if run is None:
                 path = posixpath.normpath(posixpath.join(self.target.path, rel))
@@ -140,7 +141,9 @@ class RemoteRunsWatch:
             if run is not None:
                 self._feed(run, fname, int(start), data[: int(head)], data[int(head):], bool(reset))
         self.runs = runs
-        self.problems = [clean(f"{self.target.host}:{p}", 4096) for p in header.get("problems", [])]
+        said = header.get("problems", [])
+        self.problems = [clean(f"{self.target.host}:{p}", 4096) for p in (said if isinstance(said, list) else [])
+                         ][:MAX_PROBLEMS] + [f"{self.target.host}: {p}" for p in problems]
         return new
 
     def _feed(self, run: RemoteRunTail, fname: str, start: int, head: bytes, data: bytes, reset: bool) -> None:

@@ -28,6 +28,22 @@ from .rankfiles import Tail
 
 #: Levels of folders below the root searched for runs (``runs/<group>/<exp>/<seed>``).
 MAX_DEPTH = 3
+#: the most runs one folder's list holds (each a store and, while followed, a reader): past it the rest are
+#: counted in a line, never read (a host answering 100,000 runs made 2.2 GB of them)
+MAX_RUNS = 10_000
+
+
+def keep_runs(found: list[tuple[str, str]], problems: list[str],
+              known: dict) -> tuple[list[tuple[str, str]], list[str]]:
+    """At most MAX_RUNS of ``found`` (the runs already listed first, then the rest in order), and the
+    problems with a line counting those left out."""
+    if len(found) <= MAX_RUNS:
+        return found, problems
+    kept = [f for f in found if f[0] in known][:MAX_RUNS]
+    kept += [f for f in found if f[0] not in known][:MAX_RUNS - len(kept)]
+    left = len(found) - len(kept)
+    return kept, [*problems, f"{left:,} more runs not listed (a list holds at most {MAX_RUNS:,}): open a folder "
+                             "below to see them"]
 #: A run's tail store is read again from near the end once it holds this many rows per rank on
 #: average: a list left open for days must not grow into each run's whole history.
 REBUILD_ROWS = 2_000
@@ -205,6 +221,7 @@ class RunsWatch:
             raise SourceError(f"{clean(self.root, 4096)}: no such directory", missing=True)
         else:
             found, problems = find_runs(self.root, self.max_depth)
+        found, problems = keep_runs(found, problems, self.runs)
         runs, new = {}, []
         for path, kind in found:
             old = self.runs.get(path)

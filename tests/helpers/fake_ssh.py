@@ -18,6 +18,8 @@ if request.get("probe"):  # the one-shot look at the folder: a run, unless the m
         out.write(b"[1]\n"); out.flush()
     elif mode == "probe-negative":
         out.write(b'{"n": -3}\nabc'); out.flush()
+    elif mode.startswith("runs-"):  # a folder of runs
+        out.write(b'{"is_run": false, "has_runs": true, "runs": [["r0", "writer"]]}\n'); out.flush()
     else:
         out.write(b'{"is_run": true}\n'); out.flush()
     sys.exit(0)
@@ -30,6 +32,13 @@ if "pid" in request:  # py-spy's dump on the rank's host (t, d): the answer, as 
 if "paths" in request and mode == "log-slow":  # the log follower's read (L), answered after the pane closed
     time.sleep(1.5)
     out.write(b'{"error": "answered late"}\n'); out.flush()
+    sys.exit(0)
+if "root" in request and mode == "runs-many":  # the runs list: 100,000 runs
+    out.write(json.dumps({"is_run": False, "runs": [["r%d" % i, "writer"] for i in range(100000)], "problems": [],
+                          "files": [], "n": 0}).encode() + b"\n"); out.flush()
+    sys.exit(0)
+if "root" in request and mode == "runs-deep":  # the runs list: JSON nested 200,000 deep
+    out.write(b"[" * 200000 + b"]" * 200000 + b"\n"); out.flush()
     sys.exit(0)
 def frame(h, payload=b""):
     out.write((json.dumps(h) + "\n").encode() + payload); out.flush()
@@ -53,6 +62,13 @@ elif mode == "badfiles":
     frame({**good, "files": [["rank0.csv", "zero", 5, False]], "n": 0})
 elif mode == "toolong":
     frame({**good, "files": [["rank0.csv", 0, 500, False]], "n": 0})
+elif mode == "deep":
+    out.write(b"[" * 200000 + b"]" * 200000 + b"\n"); out.flush()
+elif mode == "bomb":
+    import zlib
+    c = zlib.compressobj(9)
+    z = b"".join(c.compress(bytes(1 << 20)) for _ in range(256)) + c.flush()
+    frame({**good, "files": [["rank0.csv", 0, 10, False]], "n": len(z)}, z)
 elif mode == "nevercaughtup":
     while True:
         frame(dict(good, clock=time.time())); time.sleep(0.01)

@@ -128,12 +128,32 @@ def host(tmp_path):
     ("badfiles", "a frame's 'files' is not a list of [name, offset, length, reset, ...]"),
     ("toolong", "a frame's files add up to more bytes than it sent"),
     ("nevercaughtup", "never said it had caught up"),
+    ("deep", "fakehost: "),  # JSON nested 200,000 deep (issue 58): a line that is no frame, no RecursionError
+    ("bomb", "a frame's payload cannot be read (it inflates past 67,108,864 bytes)"),
+    ("runs-deep", "fakehost: an answer that does not read (JSON nested too deep)"),
 ])
 def test_a_host_sending_what_no_follower_sends_is_named_with_what(host, mode, words):
     proc, took = host(mode)
     assert proc.returncode not in (0, 1) and "Traceback" not in proc.stderr and "MemoryError" not in proc.stderr
     assert "fakehost" in proc.stderr and words in proc.stderr, proc.stderr
     assert took < 60
+
+
+def test_a_host_answering_100000_runs_lists_at_most_the_cap_and_counts_the_rest(tmp_path, monkeypatch):
+    """Issue 58, item 11: a runs answer naming 100,000 runs made a store and a reader each (2.2 GB): the list
+    holds 10,000 and a line counts the rest (the runs list shows it, summary prints it)."""
+    from mstop.sources.remote import Target
+    from mstop.sources.remote_runs import RemoteRunsWatch
+    from mstop.sources.runs import MAX_RUNS
+    from tests.helpers.fake_ssh import on_path
+
+    on_path(tmp_path, monkeypatch, "runs-many")
+    watch = RemoteRunsWatch(Target("fakehost", "/runs/a"))
+    new = watch.discover()
+    assert len(watch.runs) == len(new) == MAX_RUNS == 10_000
+    assert watch.problems == ["fakehost: 90,000 more runs not listed (a list holds at most 10,000): open a folder "
+                              "below to see them"], watch.problems
+    assert sorted(watch.runs)[:2] == ["r0", "r1"]
 
 
 def test_a_silent_host_is_given_up_within_its_deadline(host):
