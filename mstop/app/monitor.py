@@ -20,7 +20,7 @@ from textual.reactive import reactive
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
-from ..live import Frame, MonitorOptions, MonitorSession, Throttle, close_connections, fresh_lines
+from ..live import Frame, MonitorOptions, MonitorSession, Throttle, close_connections, fresh_lines, stop_programs
 from ..safe import clean
 from ..view import (
     X_AXES,
@@ -561,6 +561,7 @@ class MstopApp(App[None]):
 
     def on_unmount(self) -> None:
         forget_dead_styles()
+        stop_programs()  # a one-shot read (L, t, d) waiting on a silent host must not hold the exit
 
     def _signalled(self, code: int) -> None:
         quit_on_signal(self, code)

@@ -16,7 +16,7 @@ Nothing here imports textual: the app draws what the session hands it.
 
 from __future__ import annotations
 
-from ..sources import Connection, SourceError, check_spec, close_connections
+from ..sources import Connection, SourceError, check_spec, close_connections, stop_programs
 from ..sources.replay import start_replay
 from .alerting import Alerting
 from .logpane import LogPane
@@ -28,4 +28,5 @@ from .throttle import RedrawBudget, Throttle
 # what the app may use of the sources: their one error, checking a source argument, the demo's replay, and
 # closing the ssh connections at exit (the app imports nothing of the engine or sources itself)
 __all__ = ["Alerting", "Connection", "Frame", "LogPane", "MonitorOptions", "MonitorSession", "RedrawBudget",
-           "SourceError", "Throttle", "check_spec", "close_connections", "fresh_lines", "start_replay"]
+           "SourceError", "Throttle", "check_spec", "close_connections", "fresh_lines", "start_replay",
+           "stop_programs"]

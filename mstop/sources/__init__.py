@@ -39,11 +39,11 @@ from .local import LocalSource
 from .mflog import MfLogSource, has_logs, has_writer_files
 from .nodesets import expand, fold, is_node_set
 from .protocol import DEFAULT_CONNECTION, Connection, Source, SourceError, SourceState
-from .remote import DIGEST_S, RemoteSource, Target, parse_target
+from .remote import DIGEST_S, RemoteSource, Target, parse_target, stop_programs
 from .remote import cleanup as close_connections
 
 __all__ = ["DEFAULT_CONNECTION", "Connection", "Source", "SourceError", "SourceState", "Sources", "check_spec",
-           "close_connections", "read_once"]
+           "close_connections", "read_once", "stop_programs"]
 
 
 def check_spec(spec: str, *, exists: bool = True) -> Target | None:

@@ -63,6 +63,9 @@ _CONTROL: list[str] = []
 #: ssh processes of this process that are running, and (host, ssh options) of every connection made:
 #: at exit, however mstop ends (q, Ctrl-C, SIGTERM, SIGHUP), they are stopped and the control directory goes
 _LIVE: set[subprocess.Popen] = set()
+#: the one-shot programs running now (run_program), and those stop_programs ended
+_PROGRAMS: set[subprocess.Popen] = set()
+_STOPPED: set[subprocess.Popen] = set()
 _MASTERS: set[tuple[str, tuple[str, ...]]] = set()
 #: other transports' stop functions (mstop.sources.fanout's tasks), called by :func:`cleanup` first
 STOPPERS: set[Callable[[], None]] = set()
@@ -101,6 +104,18 @@ def cleanup() -> None:
 
         shutil.rmtree(d, ignore_errors=True)
         _CONTROL.clear()
+
+
+def stop_programs() -> None:
+    """End every one-shot program still waiting on its host (``L``, ``t``/``d``, a runs refresh): the app
+    quitting must not wait for a host that never answers (its reading thread is joined at exit: q took the
+    read's whole timeout, 26-37 s)."""
+    for proc in list(_PROGRAMS):
+        _STOPPED.add(proc)
+        try:
+            proc.kill()
+        except OSError:
+            pass
 
 
 def _kill(proc: subprocess.Popen) -> None:
@@ -172,10 +187,16 @@ def run_program(host: str, program: bytes, request: dict, *, connection: Connect
                                 start_new_session=True)
     except OSError as e:
         raise RemoteError(f"cannot run ssh: {e}") from None
+    _LIVE.add(proc)
+    _PROGRAMS.add(proc)
     try:
         out, err, why = _bounded(proc, data, connect_timeout + timeout, MAX_ANSWER)
     finally:
+        _PROGRAMS.discard(proc)
         _kill(proc)
+    if proc in _STOPPED:
+        _STOPPED.discard(proc)
+        raise RemoteError(f"ssh {host}: stopped (mstop is quitting)")
     if why is not None:
         raise RemoteError(clean(f"ssh {host}: {why}", 4096))
     if proc.returncode != 0:

@@ -23,6 +23,8 @@ if request.get("probe"):  # the one-shot look at the folder: a run, unless the m
     else:
         out.write(b'{"is_run": true}\n'); out.flush()
     sys.exit(0)
+if ("paths" in request or "pid" in request) and mode == "one-shot-silent":  # L, t, d: never answered
+    time.sleep(600)
 if "pid" in request:  # py-spy's dump on the rank's host (t, d): the answer, as the mode has it
     spy = {"spy-dicts": {"lines": [{"a": 1}, 5]}, "spy-escape": {"why": "\x1b]52;c;aGk=\x07 gone\x1b[2J"},
            "spy-many": {"lines": ["  main (job.py:1)\x1b[31m"] * 9000}, "spy-list": [1, 2],

@@ -213,3 +213,43 @@ async def test_a_log_read_over_ssh_that_ends_after_its_pane_closed_is_dropped(tm
         assert app.is_running and tail.error is not None and "answered late" in tail.error
         await pilot.press("r")  # still answering its keys
         await settle(pilot, lambda: "rank" in "\n".join(screen_lines(app)))
+
+
+QUIT_SCRIPT = r'''
+import asyncio, sys, time
+from mstop.app.screens import LogScreen
+from mstop.live import LogPane
+from mstop.sources import Connection
+from mstop.sources.logs import Candidate, RemoteLogTail
+from tests.helpers.app_common import app_for, settle
+
+async def main():
+    app = app_for(sys.argv[1])
+    tail = RemoteLogTail("fakehost:/logs/train.log", host="fakehost", candidates=[Candidate("/logs/train.log")],
+                         connection=Connection((), 1.0))
+    async with app.run_test(size=(160, 40)) as pilot:
+        await settle(pilot)
+        app.push_screen(LogScreen(LogPane(0, tail.path, tail=tail)))
+        await settle(pilot, lambda: isinstance(app.screen, LogScreen))
+        await pilot.pause(1.0)  # its read is on its way to a host that never answers
+        print("quitting", flush=True)
+        app.exit()
+
+asyncio.run(main())
+'''
+
+
+def test_quitting_while_a_one_shot_read_waits_on_a_silent_host_is_prompt(tmp_path):
+    """Issue 58, item 11: L (or t, d) on a host that never answers held q for 26-37 s: the reading thread
+    was joined at exit until its read timed out. Quitting now ends the read (its ssh) and the process at once."""
+    from tests.helpers.app_common import make_run
+
+    folder = install(tmp_path, "one-shot-silent")
+    run = make_run(tmp_path / "run")
+    env = {**os.environ, "PATH": f"{folder}:{os.environ['PATH']}"}
+    t0 = time.monotonic()
+    proc = subprocess.run([sys.executable, "-c", QUIT_SCRIPT, str(run)], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=120)
+    took = time.monotonic() - t0
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "quitting" in proc.stdout and took < 15, took  # start-up, a second of reading, the exit (was 22 s+)
