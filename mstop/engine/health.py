@@ -339,7 +339,11 @@ def _lagging(store: Snapshot, rules: Rules, alive: list[int], opts: Options) -> 
     plain MindSpore log: LossMonitor's lines carry no time), a rank whose file was read earlier than the
     reference's is owed the steps the job's pace makes in between: a slow read round saw one file seconds
     before another, and a plain job's ranks read 5 s apart were "lagging" by 60 steps. A rank's rows that
-    carry their own time are not: an old last row is a rank that has not stepped since."""
+    carry their own time are not: an old last row is a rank that has not stepped since. Ranks that wait for
+    no one (``parallel_mode`` ``stand_alone``: no collective, each rank its own pace, as the demo's) drift apart
+    freely: a rank behind is not lagging when nothing waits for it, and none is said to be."""
+    if figures.run_meta(store).get("parallel_mode") == "stand_alone":
+        return []
     last = figures.lasts(store)
     c = figures.rank_clocks(store, opts)  # each rank's rows laid on the reference clock
     ranks = np.asarray(last.ranks, np.int64)

@@ -26,7 +26,8 @@ def beats(t_last: float, every: float = 30.0, n: int = 4) -> list[dict]:
     return [{"time": t_last - every * k, "kind": "heartbeat", "session": "s1"} for k in range(n)][::-1]
 
 
-def cluster(run, ranks, rows=60, t0=10_000.0, data_wait=None, last_step=None, heartbeat_at=None, t0_of=None):
+def cluster(run, ranks, rows=60, t0=10_000.0, data_wait=None, last_step=None, heartbeat_at=None, t0_of=None,
+            **options):
     base = t0
     for r in range(ranks):
         t0 = t0_of(r) if t0_of else base
@@ -36,7 +37,7 @@ def cluster(run, ranks, rows=60, t0=10_000.0, data_wait=None, last_step=None, he
             (lambda s, r=r, g=rng: data_wait(r, s, g))
         hb = heartbeat_at(r) if heartbeat_at else t0 + n
         write_with_writer(run, r, ranks, steps(1, n, t0=t0, dt=1.0, loss=1.0, step_time=1.0, data_wait=dw, tokens=100),
-                          beats=[b["time"] for b in beats(hb)], t_start=t0 - 5, host=f"node{r // 8}")
+                          beats=[b["time"] for b in beats(hb)], t_start=t0 - 5, host=f"node{r // 8}", **options)
     return base + rows
 
 

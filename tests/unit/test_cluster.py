@@ -35,6 +35,18 @@ def test_a_lagging_rank(tmp_path):
     assert "15 steps behind the median rank (60)" in got[0].message
 
 
+def test_ranks_that_wait_for_no_one_are_never_lagging(tmp_path):
+    """Issue 58, item 9: the demo's ranks (no collective: ``parallel_mode`` ``stand_alone``) drift apart freely;
+    its first screen called the slower ones ``lagging_rank``. A rank behind is lagging only where the others
+    wait for it (a collective parallel mode, or one not known)."""
+    now = 10_000.0 + 60 + 2
+    for mode, want in (("stand_alone", []), ("data_parallel", [3])):
+        run = tmp_path / mode
+        cluster(run, 16, last_step=lambda r: 45 if r == 3 else 60, heartbeat_at=lambda r: now - 3,
+                parallel_mode=mode)
+        assert [a.rank for a in alerts(run, now) if a.kind == "lagging_rank"] == want, mode
+
+
 def test_a_lagging_rank_whose_heartbeats_stopped_says_how_long_not_that_it_is_alive(tmp_path):
     """Issue 40 item 4: a rank killed with no exit witness (a host mstop cannot see) keeps its place among
     the living until the heartbeat deadline; while it trails it was ``lagging_rank ... and alive``. Its
