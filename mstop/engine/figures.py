@@ -1119,30 +1119,45 @@ def seconds_per_step(store: Snapshot) -> float | None:
     return store.memo("seconds_per_step", compute)
 
 
+def _rank_paces(store: Snapshot) -> np.ndarray:
+    """Per rank of the window, the median over its recent rows of the time between rows per step between
+    them (NaN where no two rows tell it)."""
+    w = window(store)
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        dt, ds = np.diff(w.cols["time"], axis=1), np.diff(w.cols["step"], axis=1)
+        # rows of one instant (a log's lines timed by when they were read) tell no pace between them
+        per = np.where((ds > 0) & (dt > 0), dt / np.where(ds > 0, ds, 1.0), np.nan)
+        return row_medians(per) if per.size else np.full(len(w.ranks), np.nan)
+
+
 def _pace_of_rows(store: Snapshot) -> float | None:
     """Per rank the median over the recent window of the time between rows per step between them, then
     the median over ranks; None when no two rows tell it."""
     def compute() -> float | None:
-        w = window(store)
-        with np.errstate(all="ignore"), warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)
-            dt, ds = np.diff(w.cols["time"], axis=1), np.diff(w.cols["step"], axis=1)
-            # rows of one instant (a log's lines timed by when they were read) tell no pace between them
-            per = np.where((ds > 0) & (dt > 0), dt / np.where(ds > 0, ds, 1.0), np.nan)
-            got = median(row_medians(per)) if per.size else None
+        got = median(_rank_paces(store))
         return got if got is not None and got > 0 else None
     return store.memo("pace_of_rows", compute)
 
 
 def eta(store: Snapshot, opts: Options, seconds_per_step: float | None) -> float | None:
-    """Seconds to the run's ``total_steps`` (from its start event) at ``seconds_per_step``; None unless the
-    run is running (a stalled, finished or dead run has no time to go that anyone could trust)."""
+    """Seconds to the run's ``total_steps`` (from its start event): the job is done when its last rank is,
+    so each rank's steps to go at its own pace (``seconds_per_step`` where its own is not known), the longest
+    (the leading rank's said 11 s with 390 steps left on another). None unless the run is running (a
+    stalled, finished or dead run has no time to go that anyone could trust)."""
     total, now = run_meta(store).get("total_steps"), step(store)
     if not seconds_per_step or not isinstance(total, int) or not total or now is None:
         return None
     if status(store, opts) != "running":
         return None
-    return max(0, total - now) * seconds_per_step
+    w = window(store)
+    if not w.ranks:
+        return max(0, total - now) * seconds_per_step
+    paces = _rank_paces(store)
+    paces = np.where(np.isfinite(paces) & (paces > 0), paces, seconds_per_step)
+    with np.errstate(invalid="ignore"):
+        togo = np.maximum(0.0, total - w.cols["step"][:, -1]) * paces
+    return float(np.nanmax(togo)) if np.isfinite(togo).any() else max(0, total - now) * seconds_per_step
 
 
 def memory_bytes(store: Snapshot, scope: MemoryScope | None, fallback: int) -> tuple[float | None, ...]:

@@ -318,3 +318,16 @@ async def test_a_line_flat_to_four_digits_is_labelled_in_four_digits(tmp_path):
     assert len(labels) >= 2, labels
     digits = [len(re.sub(r"[^0-9]", "", lab).lstrip("0")) for lab in labels]
     assert max(digits) <= 4, labels
+
+
+async def test_the_eta_is_the_last_ranks_not_the_leaders(tmp_path):
+    """Issue 58, item 9: ranks that drift apart (the demo's: no collective) showed the leading rank's ETA
+    (``ETA 11 s`` with 390 steps left on rank 0): the job is done when its last rank is."""
+    run = tmp_path / "run"
+    for r, last in ((0, 10), (1, 390)):
+        write_events(run, r, [start("s1", t=999.0, world_size=2, total_steps=400, parallel_mode="stand_alone")])
+        write_rank(run, r, steps(1, last, t0=1000.0, dt=0.5 if r == 0 else 0.1, step_time=0.1, loss=1.0))
+    now = max(1000.0 + 10 * 0.5, 1000.0 + 390 * 0.1) + 0.2
+    head, _ = await _header(run, now=now)
+    assert "status RUNNING" in head, head
+    assert "ETA 3 m 15 s" in head, head  # rank 0: 390 steps to go at 0.5 s a step; rank 1's 10 take 1 s
