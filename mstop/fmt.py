@@ -273,6 +273,14 @@ def clock_tick(t: float, *, elapsed_from: float | None = None) -> str:
         return "--:--"
 
 
+def step(n: float | None) -> str:
+    """A step number as the header shows it (``2,881``): alert words and the screen say one step one way;
+    ``n/a`` for none."""
+    if n is None or n != n:
+        return "n/a"
+    return f"{int(n):,}"
+
+
 def count(n: int, noun: str) -> str:
     """``1 bad row``, ``2 bad rows``, ``1,024 rows lost``: ``noun`` in the singular, ``{s}`` where the plural
     adds an s if not at its end."""

@@ -288,7 +288,7 @@ def failure_message(store: Snapshot, opts: Options) -> tuple[str, str]:
     step = a.get("step")
     # an abort event names the step of the rank's last row: the error came after it (in the next step, or
     # after training), never "at" it ("aborted at step 119" was said of an exception raised in step 120)
-    where = f" after step {int(step)}" if isinstance(step, (int, float)) and math.isfinite(step) else ""
+    where = f" after step {fmt.step(step)}" if isinstance(step, (int, float)) and math.isfinite(step) else ""
     error = str(a.get("error") or "no error given")
     who = f"rank {culprit} aborted{where}"
     if e.named is not None and e.named.fact == "exit" and len(e.aborted) + len(e.died) > 1:

@@ -372,8 +372,9 @@ def _lagging(store: Snapshot, rules: Rules, alive: list[int], opts: Options) -> 
     for k in np.flatnonzero(behind > rules.lag_steps).tolist():
         r, s = int(who[k]), float(steps[k])
         lives = lives if out else figures.lives(store)  # read once, for a frame with a lagging rank only
-        out.append(Alert("lagging_rank", r, int(s), f"rank {r} is at step {int(s)}, {ref - s:.0f} steps behind "
-                                                    f"{what} ({int(ref)}), {_lag_state(store, opts, c, r, lives)}",
+        out.append(Alert("lagging_rank", r, int(s), f"rank {r} is at step {fmt.step(s)}, {ref - s:,.0f} steps "
+                                                    f"behind {what} ({fmt.step(ref)}), "
+                                                    f"{_lag_state(store, opts, c, r, lives)}",
                          severity=float(behind[k])))
     return out
 

@@ -63,7 +63,7 @@ def _stalls(store: Snapshot, d: RankData) -> list[Incident]:
     gap = np.diff(t)
     at = np.flatnonzero((gap > limit) & (sess[1:] == sess[:-1]))
     return [Incident("stalled", None, int(step[i]), int(step[i + 1]), float(t[i]), float(t[i + 1]), float(gap[i]),
-                     f"no new row for {fmt.duration(float(gap[i]))} after step {int(step[i])} "
+                     f"no new row for {fmt.duration(float(gap[i]))} after step {fmt.step(step[i])} "
                      f"(limit {fmt.duration(limit)})") for i in at]
 
 
@@ -97,12 +97,13 @@ def _sessions(store: Snapshot) -> list[Incident]:
             ta, r, a = aborts[0]
             err = first_line(str(a.get("error") or "no error given"))
             out.append(Incident("job_failed", r, step, step, t, ta,
-                                None, f"rank {r} aborted after step {a.get('step', step)}: {err}{then}"))
+                                None, f"rank {r} aborted after step {fmt.step(a.get('step', step))}: {err}{then}"))
         elif not any(m[1].segments[k].session in m[1].ends for m in later):
             first = _first_exit(k, members)
             who = (f"rank {first[0]}'s process ended first ({first[1]}); " if first is not None else "")
             out.append(Incident("job_dead", first[0] if first is not None else None, step, step, t, t, None,
-                                f"{who}the job stopped at step {step} with no end (killed, or its hosts lost){then}"))
+                                f"{who}the job stopped at step {fmt.step(step)} with no end (killed, or its hosts "
+                                f"lost){then}"))
     return out
 
 

@@ -205,7 +205,7 @@ class NanLoss(Rule):
 
     @staticmethod
     def words(value: float, step: int, rank: int) -> str:
-        return f"loss {value} at step {step} on rank {rank}"
+        return f"loss {value} at step {fmt.step(step)} on rank {rank}"
 
     def alerts(self, ask: Ask) -> list[Alert]:
         """The first NaN of the run (by step, then rank), and on how many more ranks one is."""
@@ -258,8 +258,8 @@ class Spike(Rule):
         return js, x, mean, z
 
     def words(self, x: float, step: int, z: float, mean: float, rules: Rules) -> str:
-        return (f"{self.name} {x:.4g} at step {step}: {z:.1f} standard deviations above the mean {mean:.4g} of "
-                f"the previous {rules.spike_window} steps")
+        return (f"{self.name} {x:.4g} at step {fmt.step(step)}: {z:.1f} standard deviations above the mean "
+                f"{mean:.4g} of the previous {rules.spike_window} steps")
 
     def _ready(self, d: RankData, rules: Rules) -> np.ndarray | None:
         rows = np.flatnonzero(d.effective())
@@ -313,7 +313,7 @@ class Overflow(Rule):
         if live:
             now = f"; loss scale now {scale:g}" if scale is not None else ""
             return f"{count:,} overflows in the last {span:,} steps{now}"
-        return f"{count:,} overflows in {span:,} steps up to step {step}"
+        return f"{count:,} overflows in {span:,} steps up to step {fmt.step(step)}"
 
     def alerts(self, ask: Ask) -> list[Alert]:
         d, rules = ask.job, ask.rules
@@ -370,7 +370,7 @@ class Starvation(Rule):
         said, limit = fmt.share_vs(share, rules.data_wait)
         if live:
             return f"rank {r} waits on input {said} of its step time (limit {limit})"
-        return f"rank {r} waited on input {said} of its step time around step {step} (limit {limit})"
+        return f"rank {r} waited on input {said} of its step time around step {fmt.step(step)} (limit {limit})"
 
     def alerts(self, ask: Ask) -> list[Alert]:
         """Over the window the screen shows (its data-wait share is the same figure)."""
@@ -430,7 +430,7 @@ class OomRisk(Rule):
 
     @staticmethod
     def words(who: str, head: float, step: int | None, rules: Rules) -> str:
-        at = f" at step {step}" if step is not None else ""
+        at = f" at step {fmt.step(step)}" if step is not None else ""
         return (f"{who}: memory headroom {fmt.share_vs(head, rules.oom_critical, 1)[0]}{at} (critical under "
                 f"{fmt.share_vs(head, rules.oom_critical)[1]})")
 
@@ -494,7 +494,8 @@ class ThroughputDrop(Rule):
         share, limit = fmt.share_vs(recent / median, rules.throughput_fraction)
         if live:
             return f"{unit} {fmt.rate(recent)} is {share} of the run's median {fmt.rate(median)} (limit {limit})"
-        return f"{unit} {fmt.rate(recent)} around step {step} was {share} of the run's median {fmt.rate(median)}"
+        return (f"{unit} {fmt.rate(recent)} around step {fmt.step(step)} was {share} of the run's median "
+                f"{fmt.rate(median)}")
 
     def kept_median(self, d: RankData, rules: Rules) -> tuple[str, float | None]:
         """:meth:`median` over the rank's steady rows, kept between frames: the rows' paces past the warm-up in

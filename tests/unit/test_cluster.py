@@ -168,3 +168,11 @@ def test_files_read_before_following_get_their_descriptors_kept_by_the_next_scan
     src.stop()
 
 
+
+
+def test_alert_words_say_steps_as_the_header_does(tmp_path):
+    """Issue 58, item 9: ``step 2608 ... (2881)`` in an alert beside ``step 2,881`` in the header."""
+    now = 10_000.0 + 2881 + 2
+    cluster(tmp_path, 3, rows=2881, last_step=lambda r: 2608 if r == 2 else 2881, heartbeat_at=lambda r: now - 3)
+    (a,) = [a for a in alerts(tmp_path, now) if a.kind == "lagging_rank"]
+    assert "rank 2 is at step 2,608, 273 steps behind the median rank (2,881)" in a.message, a.message
