@@ -101,12 +101,22 @@ class Health:
             key = (a.kind, a.rank)
             held.add(key)
             if key not in self._since:
-                t = figures.time_at_step(store, a.rank, a.step) if a.step is not None else None
+                t = _began(store, a)
                 self._since[key] = (a.step, min(now, t) if t is not None else now)
             a.since_step, a.since_time = self._since[key]
         for key in list(self._since):
             if key not in held and key not in self._sticky:
                 del self._since[key]
+
+
+def _began(store: Snapshot, a: Alert) -> float | None:
+    """When alert ``a``'s condition began, on the run's clock: a job's death or failure when its last sign of
+    life came (a run dead for 4 minutes said ``since step 335 (3 s ago)``: when it was opened); any other
+    alert the time of the row at its step."""
+    if a.kind in ("job_dead", "job_failed"):
+        lives = figures.lives(store)
+        return max(lives.values()) if lives else None
+    return figures.time_at_step(store, a.rank, a.step) if a.step is not None else None
 
 
 def evaluate(store: Snapshot, rules: Rules, opts: Options) -> list[Alert]:

@@ -331,3 +331,20 @@ async def test_the_eta_is_the_last_ranks_not_the_leaders(tmp_path):
     head, _ = await _header(run, now=now)
     assert "status RUNNING" in head, head
     assert "ETA 3 m 15 s" in head, head  # rank 0: 390 steps to go at 0.5 s a step; rank 1's 10 take 1 s
+
+
+async def test_a_run_dead_for_minutes_says_its_death_began_then_not_when_it_was_opened(tmp_path):
+    """Issue 58, item 9: a run dead for 4 minutes showed ``since step 335 (3 s ago)`` beside ``last row 4 m 00 s
+    ago``: the job_dead alert began at the job's last sign of life."""
+    run = tmp_path / "run"
+    for r, last in ((0, 335), (1, 300)):  # rank 1 stopped first: the alert names it, at the job's step 335
+        write_events(run, r, [start("s1", t=999.0, total_steps=1000, world_size=2, heartbeat_interval=30)])
+        write_rank(run, r, steps(1, last, t0=1000.0, dt=1.0, step_time=1.0, loss=1.0))
+    now = 1000.0 + 335 + 240
+    app = MonitorApp(str(run), follow=False, clock=lambda: now)
+    async with app.run_test(size=(160, 40)) as pilot:
+        await settle(pilot, cond=lambda: "job_dead" in "\n".join(screen_lines(app)))
+        screen = " ".join(screen_lines(app))
+    assert "last row 4 m 00 s ago" in screen
+    said = screen[screen.index("!! job_dead"):]
+    assert "· since step 335 (4 m 00 s ago)" in said[:400], said[:400]
