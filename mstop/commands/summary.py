@@ -204,12 +204,12 @@ def render_table(summary: dict[str, Any], store: Snapshot, opts: Options | None 
     table = Table(show_header=False, box=None, pad_edge=False)
     table.add_column(style="bold")
     table.add_column()
-    for k, v in _figure_rows(summary, store) + _file_rows(summary, store, opts) + _alert_rows(summary):
+    for k, v in _figure_rows(summary, store, opts) + _file_rows(summary, store, opts) + _alert_rows(summary):
         table.add_row(Text(k), Text(str(v)))  # Text: names from files are shown literally, never as markup
     return table
 
 
-def _figure_rows(summary: dict[str, Any], store: Snapshot) -> list[tuple[str, str]]:
+def _figure_rows(summary: dict[str, Any], store: Snapshot, opts: Options) -> list[tuple[str, str]]:
     """The run's figures, one per line."""
     ck = summary["last_checkpoint"]
     status = summary["status"]
@@ -230,7 +230,8 @@ def _figure_rows(summary: dict[str, Any], store: Snapshot) -> list[tuple[str, st
         ("tokens/s", _num(summary["tokens_per_s"], "{:,.0f}")),
         *([("samples/s", _num(summary["samples_per_s"], "{:,.4g}"))] if summary["tokens_per_s"] is None
           and summary["samples_per_s"] is not None else []),
-        ("MFU", _pct(summary["mfu"])),
+        ("MFU", _pct(summary["mfu"]) if summary["mfu"] is not None  # why not, as the monitor's panel says
+         else f"n/a: {figures.mfu_missing(store, opts)}"),
         ("memory headroom (worst)", _pct(summary["mem_headroom"])),
         ("data wait (worst rank)", _pct(summary["data_wait_frac"])),
         ("goodput", goodput_text(summary["goodput"])),

@@ -348,3 +348,21 @@ async def test_a_run_dead_for_minutes_says_its_death_began_then_not_when_it_was_
     assert "last row 4 m 00 s ago" in screen
     said = screen[screen.index("!! job_dead"):]
     assert "· since step 335 (4 m 00 s ago)" in said[:400], said[:400]
+
+
+async def test_summary_says_why_there_is_no_mfu_as_the_monitor_does(tmp_path, capsys):
+    """Issue 58, item 9: ``summary`` said ``MFU n/a`` without the reason the monitor's panel gives."""
+    from mstop.cli import main
+
+    run = tmp_path / "run"
+    write_events(run, 0, [start("s1", t=999.0, world_size=1, tokens_per_step=1000)])
+    write_rank(run, 0, steps(1, 50, t0=1000.0, dt=1.0, step_time=1.0, loss=1.0, tokens=1000))
+    assert main(["summary", str(run)]) in (0, 1)
+    (row,) = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("MFU")]
+    why = "no FLOPs per token (n_params or flops_per_token), no peak (--peak-tflops)"
+    assert row.split(None, 1)[1] == f"n/a: {why}", row
+    app = MonitorApp(str(run), follow=False, clock=lambda: 1051.0)
+    async with app.run_test(size=(160, 40)) as pilot:
+        await settle(pilot)
+        screen = " ".join(ln.strip(" │") for ln in screen_lines(app))
+    assert "MFU n/a: no FLOPs per token" in screen, screen
