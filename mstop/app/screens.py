@@ -4,13 +4,17 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from rich.segment import Segment
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
+from textual.strip import Strip
 from textual.widgets import Input, RichLog, SelectionList, Static
+from textual.widgets._toggle_button import ToggleButton  # its box glyphs: SelectionList draws them
+from textual.widgets.option_list import OptionDoesNotExist
 
 from mstop_writer.schema import UNITS
 
@@ -142,6 +146,25 @@ class GoToStepScreen(ModalScreen[None]):
         out.update(t)
 
 
+class MarkedSelectionList(SelectionList[str]):
+    """A SelectionList whose box holds its mark only when chosen: Textual draws the same ``X`` in every box and
+    tells chosen from not by colour alone, so with NO_COLOR every row looked ticked."""
+
+    def render_line(self, y: int) -> Strip:
+        strip = super().render_line(y)
+        segments = list(strip)
+        if len(segments) < 4 or segments[1].text != ToggleButton.BUTTON_INNER:
+            return strip
+        try:
+            option = self.get_option_at_index(self.scroll_offset.y + y)
+        except OptionDoesNotExist:
+            return strip
+        if option.value in self.selected:
+            return strip
+        segments[1] = Segment(" " * len(ToggleButton.BUTTON_INNER), segments[1].style)
+        return Strip(segments, strip.cell_length)
+
+
 class MetricsScreen(ModalScreen[tuple[str, ...]]):
     """Filter every numeric column by name; the chosen ones are charted in their own panel."""
 
@@ -153,20 +176,19 @@ class MetricsScreen(ModalScreen[tuple[str, ...]]):
 
     def compose(self) -> ComposeResult:
         yield Vertical(Static("custom metrics: type to filter, space to choose, escape when done"),
-                       Input(placeholder="filter", id="metric-filter"), SelectionList[str](id="metric-list"),
-                       id="metrics")
+                       Input(placeholder="filter", id="metric-filter"),
+                       MarkedSelectionList(*self._options(""), id="metric-list"), id="metrics")
 
-    def on_mount(self) -> None:
-        self._fill("")
+    def _options(self, pattern: str) -> list[tuple[Text, str, bool]]:
+        """The columns matching ``pattern``; a chosen one also says so in text (``*``)."""
+        return [(Text(("* " if c in self.chosen else "  ") + c), c, c in self.chosen) for c in self.columns
+                if pattern.lower() in c.lower()]
 
     def _fill(self, pattern: str, highlighted: int = 0) -> None:
-        """The columns matching ``pattern``; a chosen one also says so in text (``*``), not only by the
-        check box's colour (NO_COLOR terminals show both boxes alike)."""
+        """The list again, for a new filter or choice."""
         sl = self.query_one(SelectionList)
         sl.clear_options()
-        for c in self.columns:
-            if pattern.lower() in c.lower():
-                sl.add_option((Text(("* " if c in self.chosen else "  ") + c), c, c in self.chosen))
+        sl.add_options(self._options(pattern))
         if sl.option_count:
             sl.highlighted = min(highlighted, sl.option_count - 1)
 

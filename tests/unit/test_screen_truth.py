@@ -366,3 +366,27 @@ async def test_summary_says_why_there_is_no_mfu_as_the_monitor_does(tmp_path, ca
         await settle(pilot)
         screen = " ".join(ln.strip(" │") for ln in screen_lines(app))
     assert "MFU n/a: no FLOPs per token" in screen, screen
+
+
+async def test_the_metric_picker_marks_only_chosen_rows_without_colour(tmp_path, monkeypatch):
+    """Issue 58, item 9: with NO_COLOR every row of the column picker looked ticked (Textual draws the same
+    ``X`` in every box and tells chosen from not by colour). An unchosen row's box is empty."""
+    from mstop.app.screens import MetricsScreen
+
+    monkeypatch.setenv("NO_COLOR", "1")
+    run = tmp_path / "run"
+    write_events(run, 0, [start("s1", t=999.0, world_size=1)])
+    write_rank(run, 0, steps(1, 20, t0=1000.0, dt=1.0, step_time=1.0, loss=1.0, lr=1e-3, grad_norm=1.0))
+    app = MonitorApp(str(run), follow=False, clock=lambda: 1021.0)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("slash")
+        await settle(pilot, cond=lambda: isinstance(app.screen, MetricsScreen))
+        await pilot.press("enter", "down", "space")  # to the list (the filter has the keys first), the 2nd
+        await pilot.pause(0.2)
+        shown = screen_lines(app)
+        rows = [ln for ln in shown if "▐" in ln and "▌" in ln]
+    assert rows, "\n".join(shown)
+    chosen = [ln for ln in rows if "▐X▌" in ln]
+    assert len(rows) >= 3 and len(chosen) == 1, rows
+    assert all("▐X▌" not in ln and ("▐▌" in ln or "▐ ▌" in ln) for ln in rows if ln not in chosen), rows
