@@ -203,3 +203,28 @@ async def test_an_overlay_of_a_repeat_group_draws_every_member_and_the_name_stay
         assert table.fixed_columns == 2
 
 
+
+
+async def test_at_120_columns_every_column_up_to_duration_is_whole(tmp_path):
+    """Issue 58, item 9: at 120 columns the list cut ``duration`` (``durati``, ``30 m 3``) where long names met
+    a wide step (``25,000/100,000``): names are now cut down to 10 cells (their middle), and the loss column
+    says plain ``loss`` when names are cut that hard."""
+    from tests.helpers.app_common import screen_lines
+
+    root = tmp_path / "runs"
+    for name, (status, world, n, dt) in {"ablations/lr-x10-warmup-long": ("failed", 2, 244, 7.5),
+                                         "ablations/recompute-selective-layers": ("running", 2, 120, 1.0),
+                                         "base-1": ("finished", 1, 25_000, 0.2),
+                                         "no-delay-fixed-loader": ("stalled", 4, 120, 1.0)}.items():
+        write_run(root / name, status=status, note="", world=world, steps=n, step_time=dt)
+    app = app_for(root)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot, lambda: len(table_rows(app)) == 4)
+        await pilot.pause(0.2)
+        lines = screen_lines(app)
+        rows = table_rows(app)
+    durations = [r[11] for r in rows]
+    assert "duration" in lines[1], lines[1]
+    for d, line in zip(durations, lines[2:6]):
+        assert line.rstrip().endswith(d), (d, line)
+    assert "25,000/100,000" in "\n".join(lines)

@@ -18,11 +18,16 @@ STATUS_STYLE = {"running": "green", "starting": "cyan", "waiting": "grey50", "fi
                 "reading": "grey50 italic"}
 
 
-#: the fewest cells a run's name is cut to (below it the columns scroll sideways instead)
-NAME_LEAST = 16
-#: the loss column's label, and the one it takes where names are cut to fit (the smoothed loss is an EMA)
+#: the fewest cells a run's name is cut to (below it the columns scroll sideways instead): at 120 columns a
+#: name kept at 16 pushed ``duration`` past the edge (``durat``, ``2 m 4``); cut in its middle, 10 cells still
+#: keep a folder's start and a leaf's end
+NAME_LEAST = 10
+#: below this many cells for names the loss column's label is plain ``loss``
+NAME_COMFORT = 16
+#: the loss column's label, and the ones it takes where names are cut to fit (the smoothed loss is an EMA)
 LOSS_LABEL = dict(COLUMNS)["loss"]
 LOSS_SHORT = "loss (EMA)"
+LOSS_SHORTEST = "loss"
 
 
 def _width(cell: object) -> int:
@@ -121,6 +126,8 @@ class RunsTable(PagedTable):
         room = room_with(LOSS_LABEL)
         if widths[1] > room:
             room = room_with(LOSS_SHORT)
+        if widths[1] > room and room < NAME_COMFORT:  # names cut hard: four cells more for them
+            room = room_with(LOSS_SHORTEST)
         self._label(loss, labels[loss])
         room = max(NAME_LEAST, room)
         for row in cells:
