@@ -204,7 +204,8 @@ def render_table(summary: dict[str, Any], store: Snapshot, opts: Options | None 
     table = Table(show_header=False, box=None, pad_edge=False)
     table.add_column(style="bold")
     table.add_column()
-    for k, v in _figure_rows(summary, store, opts) + _file_rows(summary, store, opts) + _alert_rows(summary):
+    for k, v in _figure_rows(summary, store, opts or Options()) + _file_rows(summary, store, opts) + \
+            _alert_rows(summary):
         table.add_row(Text(k), Text(str(v)))  # Text: names from files are shown literally, never as markup
     return table
 

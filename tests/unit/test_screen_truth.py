@@ -390,3 +390,18 @@ async def test_the_metric_picker_marks_only_chosen_rows_without_colour(tmp_path,
     chosen = [ln for ln in rows if "▐X▌" in ln]
     assert len(rows) >= 3 and len(chosen) == 1, rows
     assert all("▐X▌" not in ln and ("▐▌" in ln or "▐ ▌" in ln) for ln in rows if ln not in chosen), rows
+
+
+async def test_the_mfu_panel_says_its_whole_explanation_at_120_columns(tmp_path):
+    """Issue 58, item 9: at 120 columns the MFU panel cut its own explanation mid-sentence (``no FLOPs per token
+    (n_params or``): with no MFU there is no chart, and the words take the lines they need."""
+    run = tmp_path / "run"
+    write_events(run, 0, [start("s1", t=999.0, world_size=1)])
+    write_rank(run, 0, steps(1, 20, t0=1000.0, dt=1.0, step_time=1.0, loss=1.0))
+    app = MonitorApp(str(run), follow=False, clock=lambda: 1021.0)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot, cond=lambda: "peak-tflops)" in " ".join(screen_lines(app)))
+        panel = " ".join(ln.rstrip().rstrip("│").rsplit("│", 1)[-1] for ln in screen_lines(app))  # right column
+    words = "MFU n/a: no tokens (tokens_per_step), no FLOPs per token (n_params or flops_per_token), no peak " \
+            "(--peak-tflops)"
+    assert " ".join(words.split()) in " ".join(panel.split()), panel

@@ -181,7 +181,10 @@ class MfuPanel(Vertical):
             why = v.throughput.mfu_missing
         elif v.throughput.peak_flops is None:
             why = "peak unknown, pass --peak-tflops"
-        box.set_class(why is not None, "wrap")  # why it is missing, over both lines: never cut at a flag
+        box.set_class(why is not None, "wrap")  # why it is missing, wrapped over as many lines as it takes
+        # (up to four: with no MFU there is no chart, so the panel has the room; two cut it mid-sentence at
+        # 120 columns; a small terminal keeps two, its loss chart needs the rows)
+        box.styles.max_height = 4 if why is not None and not self.screen.has_class("narrow") else 2
         if why is not None:
             t.append(f"MFU n/a: {why}")
         else:
