@@ -56,6 +56,14 @@ def duration(seconds: float | None) -> str:
     return f"{s // 86400} d {s % 86400 // 3600:02d} h"
 
 
+def span(seconds: float | None) -> str:
+    """A time span a short run is made of: ``0.4 s``, ``2.5 s`` under ten seconds (``0 s`` said nothing of a
+    0.4 s compile in a 2.5 s run), else :func:`duration`'s."""
+    if seconds is not None and not math.isnan(seconds) and 0 <= seconds < 9.95:
+        return f"{seconds:.1f} s"
+    return duration(seconds)
+
+
 def coarse(seconds: float | None) -> str:
     """The largest unit only (``42 s``, ``6 m``, ``2 h``, ``3 d``): an age in a narrow column."""
     if seconds is None or math.isnan(seconds) or math.isinf(seconds) or seconds >= LONGEST:

@@ -174,7 +174,7 @@ def goodput_text(g: dict[str, Any] | None) -> str:
     if g is None or g.get("goodput") is None:
         return "n/a"
     lost = largest_losses(g, g["wall"])
-    text = f"{100 * g['goodput']:.0f} % of {fmt.duration(g['wall'])}"
+    text = f"{100 * g['goodput']:.0f} % of {fmt.span(g['wall'])}"
     return text + (f" · lost: {losses_text(lost)}" if lost else "")
 
 
