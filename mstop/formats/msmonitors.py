@@ -19,11 +19,17 @@ from .parse import NUMERIC
 #: MindSpore's LossMonitor (``print("epoch: %s step: %s, loss is %s")``, the step within its epoch) and
 #: TimeMonitor (2.x: ``"{} epoch time: {:5.3f} ms, per step time: {:5.3f} ms"``, mode.title() first; 1.x:
 #: ``"epoch time: {:5.3f}, per step time: {:5.3f}"``, milliseconds with no unit)
-_LOSS_MONITOR = re.compile(r"\bepoch: (?P<epoch>\d{1,15}) step: (?P<step>\d{1,15}), loss is (?P<loss>.+?)\s*$")
-_TIME_MONITOR = re.compile(r"\b[Ee]poch time: (?P<epoch_ms>[-+0-9.eE]+|nan|inf)(?: ?ms)?, per step time: "
+#: The spellings published logs show (mindspore-ai/mindspore model_zoo READMEs, MindSpore 0.6-1.3: ``epoch:0
+#: step:1251, loss is 5.7787247`` and ``Epoch time:360760.985, per step time:288.378``; the callbacks of
+#: model-zoo scripts: ``epoch: 1, step: 20, loss is ...``) are read too: any spaces after a colon, a comma after
+#: the epoch, epochs or steps counted from 0 (see MonitorLines.loss_monitor).
+_LOSS_MONITOR = re.compile(r"\bepoch:[ \t]*(?P<epoch>\d{1,15}),?[ \t]*step:[ \t]*(?P<step>\d{1,15})[ \t]*,[ \t]*"
+                           r"loss is (?P<loss>.+?)\s*$")
+_TIME_MONITOR = re.compile(r"\b[Ee]poch time:[ \t]*(?P<epoch_ms>[-+0-9.eE]+|nan|inf)(?: ?ms)?, per step time:[ \t]*"
                            r"(?P<step_ms>[-+0-9.eE]+|nan|inf)(?: ?ms\b|(?![ \t]*[0-9A-Za-z.]))")
 #: LossMonitor's line with nothing around it (as msrun's worker logs hold it) and a plain number for a loss
-_LM_RE2 = r"^epoch: (?P<epoch>\d{1,9}) step: (?P<step>\d{1,9}), loss is (?P<loss>" + FLOAT_TEXT + r")\n$"
+_LM_RE2 = (r"^epoch:[ \t]*(?P<epoch>\d{1,9}),?[ \t]*step:[ \t]*(?P<step>\d{1,9})[ \t]*,[ \t]*loss is (?P<loss>"
+           + FLOAT_TEXT + r")\n$")
 
 
 class MonitorLines:
@@ -40,6 +46,7 @@ class MonitorLines:
         self._lm_size: dict[int, int] = {}
         self._lm_base: tuple[int, int] | None = None  # (epoch, global step before it) while the sizes hold
         self._lm_waiting: list[list[float]] = []  # this epoch's rows not given out, waiting for TimeMonitor
+        self._from_zero = [0, 0]  # added to the epoch and the step a line says: 1 once it said a 0
 
     def given_out(self) -> None:
         """Rows given out are no longer filled in by a TimeMonitor line (the waiting rows are the newest: at
@@ -90,6 +97,13 @@ class MonitorLines:
         self.st.step_lines += 1
         loss_text = m.group("loss").strip().strip("[]()").strip()
         epoch, step = int(m.group("epoch")), int(m.group("step"))
+        # a log that says epoch 0 (or step 0) counts from 0 (a script's own callback, cur_epoch_num - 1): its
+        # epochs (steps) are one more than it says, from then on
+        if epoch == 0:
+            self._from_zero[0] = 1
+        if step == 0:
+            self._from_zero[1] = 1
+        epoch, step = epoch + self._from_zero[0], step + self._from_zero[1]
         if not is_number(loss_text) or epoch < 1 or step < 1:
             self.st.bad_row()
             return
@@ -149,7 +163,10 @@ class MonitorLines:
                             for n in ("epoch", "step", "loss"))
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
             return False
-        if f.null_count or not np.isfinite(loss).all() or (ep < 1).any() or (st < 1).any():
+        if f.null_count or not np.isfinite(loss).all():
+            return False
+        ep, st = ep + self._from_zero[0], st + self._from_zero[1]
+        if (ep < 1).any() or (st < 1).any():  # a 0 not seen before: one by one, where the count is learnt
             return False
         cuts = [0, *(np.flatnonzero(ep[1:] != ep[:-1]) + 1).tolist(), len(ep)]
         for s0, e0 in zip(cuts[:-1], cuts[1:]):
