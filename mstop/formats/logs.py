@@ -125,6 +125,14 @@ def _cause_of(lines: list[str], i: int) -> int:
     return first
 
 
+def _ascend_block_at(lines: list[str], j: int) -> bool:
+    """Whether blank lines from ``j`` lead to a ``- Ascend Error Message:`` block (its separator, its head)."""
+    k = j
+    while k < len(lines) and not lines[k].strip() and k - j < 3:
+        k += 1
+    return k + 1 < len(lines) and lines[k].startswith("-" * 10) and bool(_ASCEND_HEAD.match(lines[k + 1]))
+
+
 def _message(lines: list[str], i: int) -> list[str]:
     """Line ``i`` and the lines that continue its message: MindSpore's exception text up to its C++ call
     stack, with the Ascend cause CANN gives under ``- Ascend Error Message:`` (its separators left out)."""
@@ -132,6 +140,9 @@ def _message(lines: list[str], i: int) -> list[str]:
     j = i + 1
     while j < len(lines) and len(out) < MESSAGE_LINES:
         line = lines[j]
+        if not line.strip() and _ascend_block_at(lines, j):
+            j += 1  # MindSpore 2.x leaves a blank line between the error and its Ascend cause
+            continue
         if line.startswith("-" * 10) and j + 1 < len(lines) and _ASCEND_HEAD.match(lines[j + 1]):
             j += 3 if j + 2 < len(lines) and lines[j + 2].startswith("-" * 10) else 2  # into the Ascend cause
             continue

@@ -75,6 +75,23 @@ def test_cann_error_codes_are_errors_and_the_ascend_cause_stays_with_its_error_l
     assert last_error(tb).lines == ["RuntimeError: Sync stream failed:Ascend_0", "E39999: Inner Error!"]
 
 
+def test_a_blank_line_before_the_ascend_cause_keeps_the_cause_with_its_error():
+    """Issue 58, item 6: MindSpore 2.x prints a blank line between a ``RuntimeError`` and its ``- Ascend Error
+    Message:`` block: the Ascend code and cause (EE9999, EI0006) stay in the last error."""
+    tb = clean_lines("\n".join(["Traceback (most recent call last):", '  File "train.py", line 9, in <module>',
+                                "RuntimeError: Call aclnnMatmul failed, detail:EZ1001: shapes differ", "",
+                                SEP, "- Ascend Error Message:", SEP,
+                                "EI0006: Getting socket times out. Reason: remote rank 3 did not connect",
+                                "        Solution: check the network of rank 3", "",
+                                "(Please search \"CANN Common Error Analysis\" at https://www.mindspore.cn for error "
+                                "code description)", "", SEP, "- C++ Call Stack: (For framework developers)", SEP,
+                                "mindspore/ccsrc/x.cc:1 f"]))
+    err = last_error(tb)
+    assert err.lines[0] == "RuntimeError: Call aclnnMatmul failed, detail:EZ1001: shapes differ"
+    assert "EI0006: Getting socket times out. Reason: remote rank 3 did not connect" in err.lines, err.lines
+    assert not any("C++ Call Stack" in x or x.startswith("----") for x in err.lines)
+
+
 def test_lines_msrun_quotes_from_other_logs_are_not_this_logs_error():
     """msrun's launcher quotes other logs grep-style when a worker fails: those lines are another file's."""
     lines = clean_lines("\n".join([
