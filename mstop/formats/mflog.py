@@ -217,6 +217,14 @@ class MfLogParser:
         if st.held:  # a UTF-16 log's last line without its end
             self._one(st.held.rstrip(b"\r"))
             st.held = b""
+        if st.error is not None and not st.error_sent and st.session is None:
+            # a Python exception before the first step (a device OOM at start, an HCCL socket or communicator
+            # timeout while the graph compiles): the process's session began at its first stamped line, and
+            # failed (steps after it would begin a session of their own)
+            error = st.error
+            st.new_session(st.first_time if st.first_time is not None else error[0])
+            st.start()
+            st.error = error
         if st.error is not None and not st.error_sent and not st.ended and st.session is not None:
             t, text = st.error
             st.event({"kind": "abort", "time": t, "session": st.session, "step": st.last_step, "error": text})
@@ -334,8 +342,8 @@ class MfLogParser:
         if text[0] == "[" and (m := _MS_LINE.match(text)) is not None:
             self._framework_line(m)
             return
-        if self.state.session is None:
-            return
+        if self.state.session is None and self.state.first_time is None:
+            return  # no process of this log has begun (a traceback before it: another program's, quoted)
         if text.startswith("Traceback (most recent call last)"):
             t = self.state.line_time()
             t = t if t is not None else self.state.arrived  # a log of prints has no stamps: the file's time

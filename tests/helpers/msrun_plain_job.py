@@ -2,10 +2,11 @@
 code at all (tests/test_log_formats.py): mstop must watch it from msrun's worker logs alone.
 
     msrun --worker_num=2 --local_worker_num=2 --master_addr=127.0.0.1 --master_port=P --log_dir=L \\
-        --join=True tests/helpers/msrun_plain_job.py STEPS EPOCHS [KILL_AT [PAUSE]]
+        --join=True tests/helpers/msrun_plain_job.py STEPS EPOCHS [KILL_AT [PAUSE [RAISE_RANK]]]
 
 KILL_AT: rank 1 kills itself (SIGKILL) at the end of that step, as a lost host or the OOM killer would.
 PAUSE: seconds each step sleeps at its end (a pace a watcher can start following before the kill).
+RAISE_RANK: that rank raises a RuntimeError before its first step (a job that dies while it starts).
 Graph mode needs this source in a file."""
 
 import os
@@ -26,6 +27,7 @@ ms.set_auto_parallel_context(parallel_mode=ms.ParallelMode.DATA_PARALLEL, gradie
 steps, epochs = int(sys.argv[1]), int(sys.argv[2])
 kill_at = int(sys.argv[3]) if len(sys.argv) > 3 else None
 pause = float(sys.argv[4]) if len(sys.argv) > 4 else 0.0
+raise_rank = int(sys.argv[5]) if len(sys.argv) > 5 else None
 
 
 class KillAt(Callback):
@@ -42,6 +44,8 @@ class KillAt(Callback):
 
 
 
+if get_rank() == raise_rank:
+    raise RuntimeError(f"rank {raise_rank} cannot start: the device has no memory left (a test's own failure)")
 rng = np.random.default_rng(get_rank())
 x = rng.standard_normal((steps * 8, 16)).astype(np.float32)
 y = rng.standard_normal((steps * 8, 1)).astype(np.float32)

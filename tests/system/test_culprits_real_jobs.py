@@ -111,3 +111,21 @@ def test_msrun_a_plain_job_killed_at_once_names_no_rank(tmp_path):
         if job.poll() is None:
             os.killpg(job.pid, signal.SIGKILL)
             job.wait()
+
+
+def test_msrun_a_plain_job_that_dies_before_its_first_step_is_failed_with_its_error(tmp_path):
+    """Issue 58, item 6: rank 1 raises while it starts (before its first step); msrun ends rank 0, which waits
+    for it. Read afterwards from the worker logs: ``failed`` (not ``waiting``), laid at rank 1, its error."""
+    job, logs = plain_msrun(tmp_path, "50", "1", "0", "0", "1", workers=2)
+    try:
+        job.wait(timeout=240)
+        js = _summary(logs)
+        assert js["status"] == "failed", (js["status"], js["alerts"])
+        assert js["culprit"] is not None and js["culprit"]["rank"] == 1, js["culprit"]
+        assert js["error_line"].startswith("RuntimeError: rank 1 cannot start"), js["error_line"]
+        (a,) = [a for a in js["alerts"] if a["kind"] == "job_failed"]
+        assert a["rank"] == 1 and "rank 1 cannot start" in a["message"], a
+    finally:
+        if job.poll() is None:
+            os.killpg(job.pid, signal.SIGKILL)
+            job.wait()

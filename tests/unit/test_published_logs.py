@@ -40,3 +40,41 @@ def test_every_published_log_is_in_the_sources_table():
     listed = (DATA / "SOURCES.md").read_text()
     for f in DATA.glob("*.log"):
         assert f"`{f.name}`" in listed, f.name
+
+
+HCCL_AT_START = ("[WARNING] DISTRIBUTED(2345,7f1e02dccb80,python):2026-12-06-14:02:21.189.895 [mindspore/ccsrc/"
+                 "cluster/rpc/tcp/tcp_comm.cc:485] Connect] Connection 11 source: 127.0.0.1:42116, destination: "
+                 "127.0.0.1:8129\n") + """\
+Traceback (most recent call last):
+  File "/job/train.py", line 40, in <module>
+    model.train(1, data)
+RuntimeError: Call HcclCommInitRootInfoConfig failed, ret: 9
+
+----------------------------------------------------
+- Ascend Error Message:
+----------------------------------------------------
+EI0006: Getting socket times out. Reason: 1. The remote does not initiate a connect request.
+
+----------------------------------------------------
+- C++ Call Stack: (For framework developers)
+----------------------------------------------------
+mindspore/ccsrc/plugin/device/ascend/hal/hccl_adapter/hccl_adapter.cc:300 InitHccl
+"""
+
+
+def test_a_job_that_dies_before_its_first_step_is_failed_with_its_error(tmp_path):
+    """Issue 58, item 6: a job that dies before its first step (an HCCL socket timeout while the graph compiles,
+    a device OOM at start) read ``waiting``: it is ``failed``, with that error and its Ascend cause."""
+    from mstop.commands.summary import summarize
+    from mstop.engine.figures import Options
+    from mstop.sources import read_once
+
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "worker_0.log").write_text(HCCL_AT_START)
+    js = summarize(read_once(str(logs)), str(logs), Options())
+    assert js["status"] == "failed" and js["rows"] == 0, js["status"]
+    (a,) = [a for a in js["alerts"] if a["kind"] == "job_failed"]
+    assert "RuntimeError: Call HcclCommInitRootInfoConfig failed, ret: 9" in a["message"]
+    assert "EI0006: Getting socket times out" in a["message"], a["message"]
+    assert js["error_line"] == "RuntimeError: Call HcclCommInitRootInfoConfig failed, ret: 9"
