@@ -537,6 +537,8 @@ class ThroughputDrop(Rule):
         store, d, rules = ask.store, ask.job, ask.rules
         if d is None or d.rows < rules.warmup_steps + figures.WINDOW:
             return []
+        if d.segments and d.rows - d.segments[-1].first_row < rules.warmup_steps + figures.WINDOW + 1:
+            return []  # a resumed session warming up: its window holds its first, slower steps
         unit, med = self.kept_median(d, rules)  # compilation steps are no throughput
         recent = figures.recent_pace(store, unit)
         if recent is None or med is None or not self.fires(np.array([recent]), med, rules)[0]:
@@ -556,10 +558,21 @@ class ThroughputDrop(Rule):
         with np.errstate(all="ignore"):
             recent = rolling_sum(np.where(ok, work, 0.0), figures.WINDOW) / rolling_sum(np.where(ok, st, 0.0),
                                                                                          figures.WINDOW)
-        fire = (np.arange(len(rows)) >= rules.warmup_steps + figures.WINDOW) & self.fires(recent, med, rules)
+        fire = (_in_session(d, rows) >= rules.warmup_steps + figures.WINDOW) & self.fires(recent, med, rules)
         return incidents_of(self.kind, None, d, rows, fire, recent,
                             lambda k: self.words(unit, float(recent[k]), med, _step(d, rows[k]), rules, live=False),
                             worst_high=False)
+
+
+def _in_session(d: RankData, rows: np.ndarray) -> np.ndarray:
+    """For each of ``rows`` (rank ``d``'s row indexes, ascending), how many of ``rows`` come before it in its
+    own session: a window of a resumed session's first rows holds its warm-up (a false throughput_drop)."""
+    if not len(rows) or not d.segments:
+        return np.arange(len(rows))
+    firsts = np.array([seg.first_row for seg in d.segments], np.int64)
+    seg = np.searchsorted(firsts, rows, side="right") - 1
+    starts = np.searchsorted(rows, firsts)
+    return np.arange(len(rows)) - starts[np.maximum(seg, 0)]
 
 
 NAN_LOSS = NanLoss()

@@ -116,6 +116,28 @@ def test_throughput_drop(tmp_path):
     assert "throughput_drop" not in kinds(ok, last + 31)
 
 
+def test_a_resumed_sessions_warm_up_is_no_throughput_drop(tmp_path):
+    """Issue 58, item 3: a resume's first rows (its input pipeline and caches warming up) are slower; the
+    window over them fired a false ``throughput_drop``, live and in the history. A drop later in the resumed
+    session is still seen."""
+    from mstop.engine.health import Health
+
+    last = healthy(tmp_path, ranks=1)
+    t = last + 120  # killed, then resumed from step 300: its first 40 steps at half the pace
+    write_rank(tmp_path, 0, steps(301, 340, t0=t, dt=2.0, session="s2", step_time=2.0, tokens=100, loss=1.0))
+    now = t + 80
+    assert "throughput_drop" not in kinds(tmp_path, now + 1)
+    store = load(tmp_path)
+    opts = Options(clock=lambda: now + 1)
+    health = Health()
+    assert not [i for i in health.incidents(store, opts, health.alerts(store, opts)) if i.kind == "throughput_drop"]
+    later = t + 80  # then steady at full pace for 200 steps, then a real drop
+    write_rank(tmp_path, 0, steps(341, 540, t0=later, dt=1.0, session="s2", step_time=1.0, tokens=100, loss=1.0))
+    write_rank(tmp_path, 0, steps(541, 600, t0=later + 200, dt=2.0, session="s2", step_time=2.0, tokens=100,
+                                  loss=1.0))
+    assert "throughput_drop" in kinds(tmp_path, later + 200 + 121)
+
+
 def test_stalled_and_no_checkpoint(tmp_path):
     write_events(tmp_path, 0, [start("s1", t=900.0)] + [
         {"time": 1000.0 + 100 * k, "kind": "checkpoint", "step": 100 * k, "path": f"c{k}"} for k in range(1, 4)])
