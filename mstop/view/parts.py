@@ -203,9 +203,32 @@ def ranks(store: Snapshot, opts: Options) -> RankTable:
         "step_time": figures.rank_step_time(w),  # the window's median a step, as the panel's (NaN: none)
         "tokens_per_s": figures.rank_tokens_per_s(store), "data_wait": figures.rank_data_wait_frac(store),
         "headroom": figures.rank_headrooms(store), "age": base + (newest - last_t)}
-    _answer_columns(store, list(w.ranks), cols)
-    _device_columns(store, list(w.ranks), cols)
+    ranks = list(w.ranks)
+    waiting = _process_only(store, ranks)
+    if waiting:  # a rank whose process runs (or ran) but wrote no row yet: killed while it compiled
+        ranks = sorted(ranks + waiting)
+        order = np.argsort(np.asarray(list(w.ranks) + waiting), kind="stable")
+        for name, v in list(cols.items()):
+            if name == "host":
+                answers = RunReader(store).answers()
+                v = v + answers.host[np.asarray(answers.positions(waiting), np.int64)].tolist()
+                cols[name] = [v[k] for k in order]
+            else:
+                cols[name] = np.concatenate([np.asarray(v, np.float64), np.full(len(waiting), np.nan)])[order]
+        cols["rank"] = np.asarray(ranks, dtype=np.float64)
+    _answer_columns(store, ranks, cols)
+    _device_columns(store, ranks, cols)
     return RankTable(cols)
+
+
+def _process_only(store: Snapshot, with_rows: list[int]) -> list[int]:
+    """Ranks with a process (a start event's pid) and no row: listed with their pid and state. Only the ranks
+    not in the window are looked at (none, in a frame of a run whose every rank has rows)."""
+    run = RunReader(store)
+    if len(run.ranks) == len(with_rows):
+        return []
+    have = set(with_rows)
+    return [r for r in run.ranks if r not in have and isinstance((run.start(r) or {}).get("pid"), int)]
 
 
 def _answer_columns(store: Snapshot, ranks: list[int], cols: dict[str, Any]) -> None:

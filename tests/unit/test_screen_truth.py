@@ -405,3 +405,24 @@ async def test_the_mfu_panel_says_its_whole_explanation_at_120_columns(tmp_path)
     words = "MFU n/a: no tokens (tokens_per_step), no FLOPs per token (n_params or flops_per_token), no peak " \
             "(--peak-tflops)"
     assert " ".join(words.split()) in " ".join(panel.split()), panel
+
+
+async def test_a_rank_with_a_process_and_no_row_yet_is_in_the_ranks_view(tmp_path):
+    """Issue 58, item 5: a rank killed while it compiled (a process, no row yet) was missing from the ranks view;
+    it is listed with its pid and how its process ended."""
+    run = tmp_path / "run"
+    for r in range(2):
+        write_events(run, r, [start("s1", t=999.0, world_size=3, pid=4000 + r, heartbeat_interval=30)])
+        write_rank(run, r, steps(1, 20, t0=1000.0, dt=1.0, step_time=1.0, loss=1.0))
+    write_events(run, 2, [start("s1", t=999.0, world_size=3, pid=4002, heartbeat_interval=30),
+                          {"time": 1005.0, "kind": "exit", "rank": 2, "pid": 4002, "how": "signal",
+                           "signal": "SIGKILL", "code": -9}])
+    app = MonitorApp(str(run), follow=False, clock=lambda: 1021.0)
+    async with app.run_test(size=(160, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("r")
+        await settle(pilot, cond=lambda: " 4002 " in "\n".join(screen_lines(app)))
+        screen = screen_lines(app)
+    (row,) = [ln for ln in screen if " 4002 " in ln]
+    assert row.lstrip("│ ").startswith("2 ") and "ended SIGKILL" in row, row
+    assert sorted(ln.lstrip("│ ")[:2] for ln in screen if ln.startswith("│ ") and " 1.00 s " in ln) == ["0 ", "1 "]
