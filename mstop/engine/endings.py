@@ -120,8 +120,11 @@ def culprit_of(store: Snapshot, e: Ending, lives: dict[int, float], exits: set[i
             after = f", {_seconds(lead)} before the others"
         else:  # ends closer than their clocks tell apart, ordered by sight
             after = ", while the others still ran"
+        crash = processes.where(store.ranks[first.rank], stuck_only=False)
+        crashed = (f"; it crashed ({crash.error or 'a fatal signal'}): its Python stack at the crash is in the "
+                   "stacks view") if crash is not None and crash.reason == "fatal" else ""
         return Culprit(first.rank, "exit", when, f"rank {first.rank}'s process ended at {fmt.clock_ms(when)} "
-                                                 f"({processes.how_words(ex)}){after}")
+                                                 f"({processes.how_words(ex)}){after}{crashed}")
     live = held or _stuck(store)
     if live is not None:
         return live

@@ -166,6 +166,15 @@ class RunReader:
             return []
         return [dict(e) for e in getattr(d, _EVENTS[kind])]
 
+    def crash(self, rank: int) -> str | None:
+        """How the rank's current process crashed (``Segmentation fault``), when its newest stack dump is a
+        crash's (its faulthandler's, on a fatal signal); else None."""
+        from . import processes
+
+        d = self._store.ranks.get(rank)
+        w = processes.where(d, stuck_only=False) if d is not None and d.stacks else None
+        return (w.error or "a fatal signal") if w is not None and w.reason == "fatal" else None
+
     def process(self, rank: int) -> dict[str, Any] | None:
         """The rank's current process as its exit witness saw it last (mstop.engine.processes.facts)."""
         return rankstate.one(self._store, rank).process if rank in self._store.ranks else None

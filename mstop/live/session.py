@@ -175,9 +175,17 @@ class MonitorSession:
         return error_rank(self.store, self.opts)
 
     def culprit_error(self, status: str) -> list[str]:
-        """For a failed or dead run, the last error its culprit's log holds, as header lines (a multi-line
-        message line by line); read again only when the log changed."""
+        """For a failed or dead run, where its answer is: the culprit's crash stack when it crashed (``t``
+        shows it: its log holds no error line of a segfault), then the last error its log holds, as header
+        lines (a multi-line message line by line); read again only when the log changed."""
         rank = self.culprit(status)
+        crash = RunReader(self.store).crash(rank) if rank is not None else None
+        said = [f"rank {rank} crashed ({clean(crash, 200)}): its Python stack at the crash is in the stacks view "
+                "(t)"] if crash is not None else []
+        return said + self._log_error(rank)
+
+    def _log_error(self, rank: int | None) -> list[str]:
+        """The culprit's log's last error as header lines (none when it has none, or no rank is named)."""
         log = rank_log(self.store, self.specs, rank, self.logs_dir) if rank is not None and \
             not self._elsewhere(rank) else None
         if log is None:

@@ -25,7 +25,7 @@ from ..engine.store import Batch, Store
 from ..formats.mflog import MfLogParser
 from ..formats.parse import CsvParser, Rows, parse_events, parse_joined
 from . import files as _files
-from .files import CHUNK, FIRST_CHUNK, Chunk, FileTail, not_regular
+from .files import FIRST_CHUNK, Chunk, FileTail, not_regular
 
 CSV_RE = re.compile(CSV_PATTERN)
 EVENTS_RE = re.compile(EVENTS_PATTERN)
@@ -102,6 +102,12 @@ def rank_file(name: str) -> tuple[int, str] | None:
     return (NO_RANK, "devices") if DEVICES_RE.fullmatch(name) else None
 
 
+#: an events file's first read: its lines are parsed one by one and most are heartbeats only counted, so it is
+#: read in pieces (memory bounded, not the file's size: 2M heartbeat lines took 1.66 GB read whole); a piece
+#: still holds a start event far longer than a writer writes (a 20 MB one is read, and cut to the bounds)
+EVENTS_FIRST = 64 << 20
+
+
 def followed(name: str, tail_path: str, store: Store, source: str,
              kind: tuple[int, str] | None = None) -> Followed | None:
     """The record for a rank file named ``name`` of ``source`` (``kind``: its rank_file(), when known).
@@ -111,7 +117,7 @@ def followed(name: str, tail_path: str, store: Store, source: str,
         return Followed(NO_RANK, "devices", FileTail(tail_path), devices=DevicesParser())
     if kind is None or not store.claim(kind[0], source):
         return None
-    f = Followed(kind[0], kind[1], FileTail(tail_path, first=FIRST_CHUNK if kind[1] == "csv" else CHUNK))
+    f = Followed(kind[0], kind[1], FileTail(tail_path, first=FIRST_CHUNK if kind[1] == "csv" else EVENTS_FIRST))
     if f.kind == "csv":
         f.parser = CsvParser()
         store.add_rank_file(f.rank)

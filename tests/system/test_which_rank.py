@@ -199,6 +199,18 @@ def test_msrun_a_segfault_in_one_rank_leaves_its_crash_stack_and_names_it(tmp_pa
         js, _ = _until(job.run, lambda j: j["status"] in ("dead", "failed"), 120)
         assert js["culprit"]["rank"] == 1 and js["culprit"]["fact"] == "exit", js["culprit"]
         assert "SIGSEGV" in js["culprit"]["words"], js["culprit"]
+        # issue 58, item 5: the words point where the answer is (its log holds no error line of a segfault)
+        assert "it crashed (Segmentation fault): its Python stack at the crash is in the stacks view" in \
+            js["culprit"]["words"], js["culprit"]
+        from mstop.live import MonitorOptions, MonitorSession
+
+        session = MonitorSession([str(job.run)], MonitorOptions())
+        session.source.read_all()
+        session.first_read_done()
+        said = session.culprit_error(js["status"])
+        assert said and said[0].startswith("rank 1 crashed (Segmentation fault): its Python stack at the crash is "
+                                           "in the stacks view (t)"), said
+        session.source.stop()
         text = (job.run / "rank1.stacks.txt").read_text()
         assert "Fatal Python error: Segmentation fault" in text and "in read_null" in text
         lines = [t for _, t in stacks_lines(read_once(str(job.run)))]
