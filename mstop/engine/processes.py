@@ -71,13 +71,24 @@ def holding(d: RankData) -> dict[str, Any] | None:
     return None if e is not None and float(e["time"]) >= float(p["time"]) else p
 
 
+#: seconds between the end of a stopped stretch and the process's end within which it counts as held until its
+#: end: a kill wakes a stopped process to die, and its witness may see it running for that moment
+HELD_GRACE = 3.0
+
+
 def held_until_end(d: RankData) -> dict[str, Any] | None:
-    """The current process's last facts when it was stopped, traced or in D until it ended."""
+    """The current process's last facts when it was stopped, traced or in D until it ended (or until a moment
+    before: the kill that ended it woke it, HELD_GRACE), as facts of that held state."""
     e = exited(d)
     p = process(d)
-    if e is None or p is None or p.get("state") not in HOLDING or e.get("last_state") not in HOLDING:
+    if e is None or p is None:
         return None
-    return p
+    if p.get("state") in HOLDING and e.get("last_state") in HOLDING:
+        return p
+    held = p.get("held")
+    if isinstance(held, dict) and float(e["time"]) - float(held["until"]) <= HELD_GRACE:
+        return {**p, "state": held["state"], "since": held["since"]}
+    return None
 
 
 def how_words(e: dict[str, Any]) -> str:

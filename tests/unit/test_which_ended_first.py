@@ -60,3 +60,32 @@ def test_every_other_end_must_be_outlived_or_later_by_its_margin():
     files_only = End(3, 101.0, None, {})
     assert first_end([*ends, files_only], 5.0) is None
     assert first_end([*ends, files_only], 0.5)[0].rank == 2
+
+
+def test_a_stopped_rank_woken_by_the_kill_that_ends_it_is_still_the_held_one(tmp_path):
+    """Issue 58 (the stopped-rank flake): rank 3 stopped (T) for 40 s; the kill that ended it woke it, and its
+    witness saw it running (R) a moment before its exit. It was held until its end: it stays the culprit,
+    not the rank whose process msrun ended first of the others."""
+    from mstop.engine.endings import culprit
+    from mstop.engine.figures import Options
+    from mstop.sources import read_once
+    from tests.helpers.runs import start, steps, write_events, write_rank
+
+    run = tmp_path / "run"
+    for r in range(4):
+        events = [start("s1", t=990.0, world_size=4, pid=100 + r, host="n0", boot_id="b", pid_ns="ns")]
+        if r == 3:
+            events += [{"time": 1061.0, "kind": "proc", "rank": 3, "pid": 103, "state": "T", "changed": True},
+                       {"time": 1081.0, "kind": "proc", "rank": 3, "pid": 103, "state": "T"},
+                       {"time": 1101.0, "kind": "proc", "rank": 3, "pid": 103, "state": "R", "changed": True},
+                       {"time": 1101.4, "kind": "exit", "rank": 3, "pid": 103, "how": "signal", "signal": "SIGKILL",
+                        "code": -9, "last_state": "R"}]
+        else:  # their AllReduce timed out waiting for rank 3; msrun ended rank 1 first, the others after it
+            t = 1100.0 if r == 1 else 1100.8
+            events += [{"time": t, "kind": "exit", "rank": r, "pid": 100 + r, "how": "signal", "signal": "SIGTERM",
+                        "code": -15, "last_state": "S"}]
+        write_events(run, r, events)
+        write_rank(run, r, steps(1, 60, t0=1000.0, dt=1.0, step_time=1.0, loss=1.0))
+    c = culprit(read_once(str(run)), Options(clock=lambda: 1200.0))
+    assert c is not None and c.rank == 3 and c.fact == "state", c
+    assert c.words.startswith("rank 3's process was stopped (SIGSTOP or Ctrl-Z) from "), c.words
