@@ -73,8 +73,8 @@ class ProcessWatch:
         if pid is None:
             return
         why = _is_writer_of(pid, log_path)
-        if why is not None and why.startswith(GONE) and ran_here(log_path, pid):
-            self._found_ended(rank, pid, log_path)
+        if why is not None and (why.startswith(GONE) or _zombie(pid)) and ran_here(log_path, pid):
+            self._found_ended(rank, pid, log_path)  # gone, or a zombie its parent has not reaped yet
             return
         if why is not None:
             self.unseen[rank] = why
@@ -212,6 +212,17 @@ def _proc_event(rank: int, pid: int, facts: dict[str, Any], changed: bool) -> di
     return {"time": time.time(), "kind": "proc", "rank": rank, "pid": pid, "source": "viewer",
             "state": facts["state"], "cpu_s": facts["cpu_s"], "rss": facts["rss"], "threads": facts["threads"],
             "changed": changed}
+
+
+def _zombie(pid: int) -> bool:
+    """Whether process ``pid`` of this host has ended and waits to be reaped (its state Z or X): it holds no
+    file any more, so it is no writer of its log, but it is no other process either."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read(4096)
+    except OSError:
+        return False
+    return stat[stat.rfind(b")") + 2:][:1] in (b"Z", b"X")
 
 
 def ran_here(path: str, pid: int) -> bool:

@@ -16,7 +16,7 @@ import pytest
 from mstop.commands.summary import summarize
 from mstop.engine.figures import Options
 from mstop.sources import read_once
-from tests.helpers.common import wait_for
+from tests.helpers.common import proc_state, wait_for
 from tests.helpers.msrun import Msrun, plain_msrun
 
 pytestmark = pytest.mark.slow
@@ -98,7 +98,7 @@ def test_msrun_a_plain_job_killed_at_once_names_no_rank(tmp_path):
         pids = _pids_of_logs(logs, 4)
         assert wait_for(lambda: all("step: 20," in (logs / f"worker_{r}.log").read_text() for r in range(4)), 180)
         _kill_all(pids)
-        assert wait_for(lambda: not any(os.path.exists(f"/proc/{p}") for p in pids), 10)
+        assert wait_for(lambda: all(proc_state(p) in ("", "Z") for p in pids), 10)  # ended (reaped or not)
         # read at once, as `mstop summary --json LOGDIR` right after: the workers' logs show them on this host
         # and their pids are gone, so the job is dead now (not `running` until msrun's scheduler times them out)
         js = _summary(logs)
