@@ -244,14 +244,16 @@ def dead_message(store: Snapshot, opts: Options) -> str:
         more = f" and {len(e.died) - 3} more" if len(e.died) > 3 else ""
         return f"{died}{more}; {ranks_text(e.finished)} finished: the job did not finish cleanly"
     first = f"{e.named.words}; " if e.named is not None else ""
+    ended = [r for r in e.died + e.aborted if processes.exited(store.ranks[r]) is not None]
+    every = ended and len(ended) == len(e.died) + len(e.aborted)
     lost = sorted(r for r, d in store.ranks.items() if rankstate.lost(d) is not None)
     if lost:  # the scheduler names the worker it stopped hearing from first: measured here, when rank 1 was
         # killed it named rank 0 (blocked in a collective with the dead one) as often as rank 1
         return (f"{first}msrun's scheduler timed out {ranks_text(lost)} and ended the job: a worker exited "
                 "abnormally, was killed or stopped (the scheduler names the first it stopped hearing from, "
-                "not always the one that died: see the worker logs)")
-    ended = [r for r in e.died + e.aborted if processes.exited(store.ranks[r]) is not None]
-    if ended and len(ended) == len(e.died) + len(e.aborted):
+                "not always the one that died: see the worker logs)"
+                + (f"; every process of the job has ended ({_hows(store, ended)})" if every else ""))
+    if every:
         return f"{first}every process of the job has ended ({_hows(store, ended)})"
     return (f"{first}no rank shows a sign of life for {quiet} (dead after {limit}): the job was killed or its "
             "hosts are gone")

@@ -36,6 +36,7 @@ COPIES = {
     ("follower", "SIGNATURE"): lambda: files.SIGNATURE,
     ("follower", "SUMMED"): lambda: folds.SUMMED,
     ("follower", "PID"): lambda: procwatch.PID.pattern,
+    ("follower", "SOURCE"): lambda: procwatch.SOURCE.pattern,
     ("follower", "FLOAT32_MAX"): lambda: float(np.finfo(np.float32).max),
     ("runs_follower", "MF_DIR"): lambda: _whole(mflog.RANK_DIR.pattern),
     ("runs_follower", "WORKER"): lambda: _whole(mflog.WORKER_LOG.pattern),

@@ -60,6 +60,52 @@ HEARTBEAT = 5.0
 QUIET = 10.0
 # a MindSpore log line's prefix ``ME(21888,7f3a...,python)``: the worker's pid (mstop.sources.procwatch's rule)
 PID = re.compile(rb"\b[A-Z_]{2,16}\((\d{1,9}),[0-9a-fx]+,")
+# a connection's own address in MindSpore's cluster warnings (mstop.sources.procwatch.SOURCE)
+SOURCE = re.compile(rb"\bsource: (\d{1,3}(?:\.\d{1,3}){3}|\[[0-9A-Fa-f:.]{2,45}\]|[0-9A-Fa-f:.]{2,45})"
+                    rb":\d{1,5}, destination")
+
+
+def ran_here(head, pid):
+    """Whether worker ``pid`` ran on this host by its log's first bytes ``head`` (mstop.sources.procwatch's
+    rule): a line of its own gives its connection's address, and the address is one of this host's."""
+    import ipaddress
+
+    mine = f"({pid},".encode()
+    for line in head.splitlines():
+        m = SOURCE.search(line) if mine in line else None
+        if m is None:
+            continue
+        try:
+            ip = ipaddress.ip_address(m.group(1).decode("ascii").strip("[]"))
+        except ValueError:
+            return False
+        return ip.is_loopback or ip in own_addresses()
+    return False
+
+
+def own_addresses():
+    """This host's addresses, read from /proc/net (no socket)."""
+    import ipaddress
+
+    out = set()
+    try:
+        with open("/proc/net/fib_trie", encoding="ascii", errors="replace") as f:
+            last = None
+            for line in f:
+                s = line.strip()
+                if s.startswith("|--"):
+                    last = s[3:].strip()
+                elif s.startswith("/32 host LOCAL") and last is not None:
+                    out.add(ipaddress.IPv4Address(last))
+    except (OSError, ValueError):
+        pass
+    try:
+        with open("/proc/net/if_inet6", encoding="ascii", errors="replace") as f:
+            for line in f:
+                out.add(ipaddress.IPv6Address(int(line.split()[0], 16)))
+    except (OSError, ValueError, IndexError):
+        pass
+    return out
 
 
 def send(out, header, payload=b""):
@@ -655,10 +701,11 @@ class Workers:
         self.tried[rank] = now
         try:
             with open(path, "rb") as f:
-                m = PID.search(f.read(256 << 10))
+                head = f.read(256 << 10)
             want = os.stat(path)
         except OSError:
             return
+        m = PID.search(head)
         if m is None:
             return
         pid = int(m.group(1))
@@ -669,6 +716,13 @@ class Workers:
             except OSError:
                 continue
             mine = mine or (st.st_dev, st.st_ino) == (want.st_dev, want.st_ino)
+        if not mine:
+            now_facts = self.facts(pid)
+            if (now_facts is None or now_facts["state"] in "ZX") and ran_here(head, pid):
+                self.unseen[rank] = True  # ran here and ended: found ended, its time its log's last write
+                self.events.append((rank, {"kind": "exit", "time": want.st_mtime, "pid": pid, "source": "follower",
+                                           "host": HOST, "how": "unknown", "found_ended": True}))
+                return
         facts = self.facts(pid) if mine else None
         if facts is None:
             self.unseen[rank] = True
