@@ -16,7 +16,6 @@ marked ``"source": "viewer"``.
 
 from __future__ import annotations
 
-import ipaddress
 import os
 import re
 import select
@@ -27,13 +26,10 @@ from typing import Any, Callable
 from mstop_writer.witness import describe_status, proc_facts
 
 from ..engine.store import Store
+from .followers.follower import ran_here as _ran_here
 
 #: a MindSpore log line's prefix: ``ME(21888,7f3a...,python)`` or ``DEVICE(9026,...)``: the pid comes first
 PID = re.compile(rb"\b[A-Z_]{2,16}\((\d{1,9}),[0-9a-fx]+,")
-#: a connection's own address in MindSpore's cluster warnings: ``Connection 11 source: 10.0.0.5:42116,
-#: destination: 10.0.0.1:8118`` (IPv4, or IPv6 in brackets or bare)
-SOURCE = re.compile(rb"\bsource: (\d{1,3}(?:\.\d{1,3}){3}|\[[0-9A-Fa-f:.]{2,45}\]|[0-9A-Fa-f:.]{2,45})"
-                    rb":\d{1,5}, destination")
 #: how _is_writer_of says a pid is no process of this host
 GONE = "no such process"
 #: bytes of a worker log read to find its pid (MindSpore's first WARNING lines come within the first KB)
@@ -229,50 +225,14 @@ def ran_here(path: str, pid: int) -> bool:
     """Whether the worker ``pid`` whose log is ``path`` ran on this host: a line of its own (its pid in the
     MindSpore prefix) gives the address its connection to msrun's master came from (``Connection 11 source:
     127.0.0.1:42116, destination: ...``, MindSpore's cluster warnings), and that address is one of this
-    host's. Logs without such a line (their level above WARNING) say nothing: False."""
+    host's (mstop.sources.followers.follower.ran_here: the rule the follower applies on a job's host). Logs
+    without such a line (their level above WARNING) say nothing: False."""
     try:
         with open(path, "rb") as f:
             head = f.read(HEAD)
     except OSError:
         return False
-    mine = f"({pid},".encode()
-    for line in head.splitlines():
-        m = SOURCE.search(line) if mine in line else None
-        if m is not None:
-            return _is_local(m.group(1).decode("ascii").strip("[]"))
-    return False
-
-
-def _is_local(address: str) -> bool:
-    """An address of this host: loopback, or one the kernel lists as its own (``/proc/net/fib_trie``'s
-    ``/32 host LOCAL`` entries, ``/proc/net/if_inet6``). Read from files, not by binding a socket to it."""
-    try:
-        ip = ipaddress.ip_address(address)
-    except ValueError:
-        return False
-    return ip.is_loopback or ip in _own_addresses()
-
-
-def _own_addresses() -> set[ipaddress.IPv4Address | ipaddress.IPv6Address]:
-    out: set[ipaddress.IPv4Address | ipaddress.IPv6Address] = set()
-    try:
-        with open("/proc/net/fib_trie", encoding="ascii", errors="replace") as f:
-            last = None
-            for line in f:
-                s = line.strip()
-                if s.startswith("|--"):
-                    last = s[3:].strip()
-                elif s.startswith("/32 host LOCAL") and last is not None:
-                    out.add(ipaddress.IPv4Address(last))
-    except (OSError, ValueError):
-        pass
-    try:
-        with open("/proc/net/if_inet6", encoding="ascii", errors="replace") as f:
-            for line in f:
-                out.add(ipaddress.IPv6Address(int(line.split()[0], 16)))
-    except (OSError, ValueError, IndexError):
-        pass
-    return out
+    return _ran_here(head, pid)
 
 
 def _pid_in(path: str) -> int | None:

@@ -95,3 +95,20 @@ def on_path(tmp_path, monkeypatch, mode: str) -> None:
     import os
 
     monkeypatch.setenv("PATH", f"{install(tmp_path, mode)}:{os.environ['PATH']}")
+
+
+async def open_remote_log_pane(app, pilot):
+    """``L`` on a rank whose log is on the stand-in host ``fakehost``: the log pane opened over ssh, its first
+    read on its way; the tail it reads with."""
+    from mstop.app.screens import LogScreen
+    from mstop.live import LogPane
+    from mstop.sources import Connection
+    from mstop.sources.logs import Candidate, RemoteLogTail
+    from tests.helpers.app_common import settle
+
+    tail = RemoteLogTail("fakehost:/logs/train.log", host="fakehost", candidates=[Candidate("/logs/train.log")],
+                         connection=Connection((), 1.0))
+    await settle(pilot)
+    app.push_screen(LogScreen(LogPane(0, tail.path, tail=tail)))
+    await settle(pilot, lambda: isinstance(app.screen, LogScreen))
+    return tail

@@ -194,19 +194,13 @@ async def test_a_log_read_over_ssh_that_ends_after_its_pane_closed_is_dropped(tm
     monitor (the answer was shown on a screen no longer there: NoMatches, seen on a loaded machine). The
     late answer is dropped and the monitor goes on."""
     from mstop.app.screens import LogScreen
-    from mstop.live import LogPane
-    from mstop.sources import Connection
-    from mstop.sources.logs import Candidate, RemoteLogTail
     from tests.helpers.app_common import app_for, make_run, screen_lines, settle
+    from tests.helpers.fake_ssh import open_remote_log_pane
 
     on_path(tmp_path, monkeypatch, "log-slow")
     app = app_for(make_run(tmp_path / "run"))
-    tail = RemoteLogTail("fakehost:/logs/train.log", host="fakehost", candidates=[Candidate("/logs/train.log")],
-                         connection=Connection((), 1.0))
     async with app.run_test(size=(160, 40)) as pilot:
-        await settle(pilot)
-        app.push_screen(LogScreen(LogPane(0, tail.path, tail=tail)))
-        await settle(pilot, lambda: isinstance(app.screen, LogScreen))
+        tail = await open_remote_log_pane(app, pilot)
         await pilot.press("escape")  # closed while its first read is on its way
         await settle(pilot, lambda: not isinstance(app.screen, LogScreen))
         await pilot.pause(2.5)  # the answer comes
@@ -216,21 +210,14 @@ async def test_a_log_read_over_ssh_that_ends_after_its_pane_closed_is_dropped(tm
 
 
 QUIT_SCRIPT = r'''
-import asyncio, sys, time
-from mstop.app.screens import LogScreen
-from mstop.live import LogPane
-from mstop.sources import Connection
-from mstop.sources.logs import Candidate, RemoteLogTail
-from tests.helpers.app_common import app_for, settle
+import asyncio, sys
+from tests.helpers.app_common import app_for
+from tests.helpers.fake_ssh import open_remote_log_pane
 
 async def main():
     app = app_for(sys.argv[1])
-    tail = RemoteLogTail("fakehost:/logs/train.log", host="fakehost", candidates=[Candidate("/logs/train.log")],
-                         connection=Connection((), 1.0))
     async with app.run_test(size=(160, 40)) as pilot:
-        await settle(pilot)
-        app.push_screen(LogScreen(LogPane(0, tail.path, tail=tail)))
-        await settle(pilot, lambda: isinstance(app.screen, LogScreen))
+        await open_remote_log_pane(app, pilot)
         await pilot.pause(1.0)  # its read is on its way to a host that never answers
         print("quitting", flush=True)
         app.exit()

@@ -36,7 +36,6 @@ COPIES = {
     ("follower", "SIGNATURE"): lambda: files.SIGNATURE,
     ("follower", "SUMMED"): lambda: folds.SUMMED,
     ("follower", "PID"): lambda: procwatch.PID.pattern,
-    ("follower", "SOURCE"): lambda: procwatch.SOURCE.pattern,
     ("follower", "FLOAT32_MAX"): lambda: float(np.finfo(np.float32).max),
     ("runs_follower", "MF_DIR"): lambda: _whole(mflog.RANK_DIR.pattern),
     ("runs_follower", "WORKER"): lambda: _whole(mflog.WORKER_LOG.pattern),
@@ -47,7 +46,8 @@ BY_MATCH = {("follower", "NAME"), ("follower", "DEVICES"), ("runs_follower", "NA
 
 #: each program's own knobs, copies of nothing (what each is for is said beside it in the program)
 OWN = {
-    "follower": {"CHUNK", "LINES", "HEARTBEAT", "QUIET", "DIGEST", "RAW", "LARGEST", "HOST"},
+    # SOURCE (a connection's own address in a worker log) is the rule itself: mstop.sources.procwatch uses it
+    "follower": {"CHUNK", "LINES", "HEARTBEAT", "QUIET", "DIGEST", "RAW", "LARGEST", "HOST", "SOURCE"},
     "runs_follower": {"HEAD", "CHUNK"},
     "log_follower": {"SLACK_S"},
     "pyspy_follower": set(),
