@@ -219,8 +219,7 @@ async def test_at_120_columns_every_column_up_to_duration_is_whole(tmp_path):
         write_run(root / name, status=status, note="", world=world, steps=n, step_time=dt)
     app = app_for(root)
     async with app.run_test(size=(120, 40)) as pilot:
-        await settle(pilot, lambda: len(table_rows(app)) == 4)
-        await pilot.pause(0.2)
+        await settle(pilot, lambda: len(table_rows(app)) == 4 and "duration" in screen_lines(app)[1])
         lines = screen_lines(app)
         rows = table_rows(app)
     durations = [r[11] for r in rows]

@@ -383,7 +383,7 @@ async def test_the_metric_picker_marks_only_chosen_rows_without_colour(tmp_path,
         await pilot.press("slash")
         await settle(pilot, cond=lambda: isinstance(app.screen, MetricsScreen))
         await pilot.press("enter", "down", "space")  # to the list (the filter has the keys first), the 2nd
-        await pilot.pause(0.2)
+        await settle(pilot, cond=lambda: "▐X▌" in "\n".join(screen_lines(app)))
         shown = screen_lines(app)
         rows = [ln for ln in shown if "▐" in ln and "▌" in ln]
     assert rows, "\n".join(shown)
