@@ -18,7 +18,7 @@ KEYS = ("run_dir", "ranks", "step", "rows", "bad_rows", "resets", "segments", "r
         "loss_ema", "tokens_per_s", "mfu", "mem_headroom", "data_wait_frac", "status", "last_checkpoint",
         "alerts", "stragglers", "dropped_rows", "bad_events", "writer_errors", "refused_files", "incidents",
         "samples_per_s", "source", "goodput", "profile", "clocks", "error_line", "log_path", "devices", "culprit",
-        "processes", "goodput_definition", "log_refused", "refused_cells")
+        "processes", "goodput_definition", "log_refused", "refused_cells", "notes")
 
 
 #: which definition of the goodput ledger ``goodput`` follows (docs/health.md, "Goodput"): 2 since issue 39
@@ -89,6 +89,7 @@ def summarize(store: Reads, run_dir: str, opts: Options, health: Any = None,
     out["goodput_definition"] = GOODPUT_DEFINITION
     out["log_refused"] = refused
     out["refused_cells"] = {why: {"count": n, "first": first} for why, (n, first) in store.refused_cells.items()}
+    out["notes"] = list(store.notes)  # what the files or hosts made mstop say (the table's "! note" lines)
     assert tuple(out) == KEYS
     return out
 

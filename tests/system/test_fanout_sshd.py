@@ -312,3 +312,21 @@ def test_more_hosts_than_are_started_at_once_are_all_read(hosts, tmp_path):
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     assert out["ranks"] == n and out["rows"] == 5 * n, (out["ranks"], out["rows"])
+
+
+def test_summary_of_a_node_set_shows_the_hosts_that_have_the_run_and_names_the_one_that_has_not(hosts, tmp_path):
+    """Issue 58, item 8: one host without the run folder made ``summary`` of the whole set exit 2 and hid the
+    hosts that have it. The figures are those hosts' ranks; the host without it is named."""
+    main, odd, config = hosts
+    write_rank(tmp_path / "lo1" / "run", 0, steps(1, 10, loss=1.0, step_time=0.5))
+    write_rank(tmp_path / "lo2" / "run", 1, steps(1, 10, loss=2.0, step_time=0.5))
+    out = subprocess.run([sys.executable, "-m", "mstop", "summary", "--json", f"lo[1-3]:{tmp_path}/%h/run", "-F",
+                          str(config)], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode in (0, 1), out.stderr
+    js = json.loads(out.stdout)
+    assert js["ranks"] == 2 and js["rows"] == 20, js
+    (note,) = [n for n in js["notes"] if "hosts cannot be read" in n]
+    assert note.startswith("1 of 3 hosts cannot be read: ") and "lo3" in note and "no such directory" in note, note
+    table = subprocess.run([sys.executable, "-m", "mstop", "summary", f"lo[1-3]:{tmp_path}/%h/run", "-F",
+                            str(config)], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert table.returncode in (0, 1) and "! note" in table.stdout and "lo3" in table.stdout, table.stdout
