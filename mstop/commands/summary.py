@@ -245,7 +245,7 @@ def _figure_rows(summary: dict[str, Any], store: Snapshot, opts: Options) -> lis
          + (f", {fmt.count(refused, 'row{s} refused by the writer')}" + (f" ({why})" if why else "")
             if refused else "")),
         *([("cells refused", f"{cells:,} ({why_cells})")] if cells else []),
-        ("segments", f"{summary['segments']}" + (f", {summary['repeated_steps']} repeated steps"
+        ("segments", f"{summary['segments']}" + (f", {summary['repeated_steps']} repeated steps" + _whose(store)
                                                   if summary["repeated_steps"] else "")),
     ]
 
@@ -276,6 +276,12 @@ def _file_rows(summary: dict[str, Any], store: Snapshot, opts: Options | None) -
     rows += [("! writer failed", msg) for msg in figures.writer_failures(store)[1:]]
     rows += [("! not merged", note) for note in store.duplicates]
     return rows
+
+
+def _whose(store: Snapshot) -> str:
+    """`` (rank 3, the most of any rank)`` when the ranks repeated different counts of steps, else nothing."""
+    _, _, rank, differ = figures.repeated(store)
+    return f" (rank {rank}, the most of any rank)" if differ else ""
 
 
 def _alert_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:

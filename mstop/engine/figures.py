@@ -943,7 +943,32 @@ def segments(store: Snapshot) -> int:
 
 def repeated_steps(store: Snapshot) -> int:
     """The most rows of older sessions a later one ran again, over the ranks (only a resumed rank has any)."""
-    return max((store.ranks[r].repeated_steps() for r in store.ranks_with("resumed")), default=0)
+    return repeated(store)[0]
+
+
+#: the most resumed ranks a frame counts repeated steps over (each a pass over its rows); past it the frame
+#: gives the job rank's count and says so
+REPEATED_RANKS = 1024
+
+
+def repeated(store: Snapshot, limit: int | None = None) -> tuple[int, float, int | None, bool]:
+    """The count the header and ``summary`` give of steps a resume ran again: the most any rank repeated,
+    the seconds they cost, that rank (the lowest of those with the most), and whether the ranks differ (they
+    reached different steps before the restart: the count then says whose it is). With more than ``limit``
+    resumed ranks (a frame's bound), the job rank's count, said as its own (the last item True)."""
+    if limit is not None and len(store.ranks_with("resumed")) > limit:
+        d = job_rank(store)
+        n = d.repeated_steps() if d is not None else 0
+        return (n, repeated_seconds(d), d.rank, True) if d is not None and n else (0, 0.0, None, False)
+
+    def compute() -> tuple[int, float, int | None, bool]:
+        counts = {r: store.ranks[r].repeated_steps() for r in store.ranks_with("resumed")}
+        if not counts or not max(counts.values()):
+            return 0, 0.0, None, False
+        top = max(counts.values())
+        rank = min(r for r, n in counts.items() if n == top)
+        return top, repeated_seconds(store.ranks[rank]), rank, len(set(counts.values())) > 1
+    return store.memo("repeated", compute)  # once a version of the store: a frame asks, summary asks again
 
 
 def repeated_seconds(d: RankData) -> float:

@@ -181,6 +181,7 @@ class HeaderPart:
     compile_s: float | None = None  # the newest session's first step (graph compilation), left out of windows
     repeated_steps: int = 0
     repeated_seconds: float = 0.0  # wall time the repeated steps cost
+    repeated_whose: str | None = None  # whose count it is, when the ranks repeated different counts
     goodput: float | None = None  # productive / wall time (mstop.engine.goodput)
     goodput_lost: list[tuple[str, float]] = field(default_factory=list)  # the largest lost buckets, seconds
     last_checkpoint: dict[str, Any] | None = None

@@ -77,8 +77,12 @@ def header(store: Snapshot, opts: Options, now: float) -> HeaderPart:
     d = figures.job_rank(store)
     if d is not None:
         h.tokens_seen = figures.tokens_seen(store, d.rank)
-        if len(d.segments) > 1:
-            h.repeated_steps, h.repeated_seconds = d.repeated_steps(), figures.repeated_seconds(d)
+    n, seconds, rank, differ = figures.repeated(store, figures.REPEATED_RANKS)  # summary's count too
+    if n:
+        h.repeated_steps, h.repeated_seconds = n, seconds
+        if differ:
+            h.repeated_whose = (f"rank {rank}'s" if len(store.ranks_with("resumed")) > figures.REPEATED_RANKS
+                                else f"rank {rank}, the most of any rank")
     return h
 
 

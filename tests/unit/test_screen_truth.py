@@ -426,3 +426,24 @@ async def test_a_rank_with_a_process_and_no_row_yet_is_in_the_ranks_view(tmp_pat
     (row,) = [ln for ln in screen if " 4002 " in ln]
     assert row.lstrip("│ ").startswith("2 ") and "ended SIGKILL" in row, row
     assert sorted(ln.lstrip("│ ")[:2] for ln in screen if ln.startswith("│ ") and " 1.00 s " in ln) == ["0 ", "1 "]
+
+
+async def test_repeated_steps_are_one_count_in_the_header_and_in_summary(tmp_path, capsys):
+    """Issue 58, item 3: ranks that reached different steps before a restart repeat different counts; the
+    header said 51 (the job rank's) where ``summary`` said 52 (the most of any rank). One count, said whose."""
+    from mstop.cli import main
+
+    run = tmp_path / "run"
+    for r, reached in ((0, 80), (1, 81)):
+        write_events(run, r, [start("s1", t=999.0, world_size=2)])
+        write_rank(run, r, steps(1, reached, t0=1000.0, dt=1.0, step_time=1.0, loss=1.0))
+        write_events(run, r, [start("s2", t=1200.0, world_size=2)])  # resumed from step 50
+        write_rank(run, r, steps(51, 120, session="s2", t0=1200.0, dt=1.0, step_time=1.0, loss=1.0))
+    assert main(["summary", str(run)]) in (0, 1)
+    (row,) = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("segments")]
+    assert row.split(None, 1)[1] == "2, 31 repeated steps (rank 1, the most of any rank)", row
+    app = MonitorApp(str(run), follow=False, clock=lambda: 1321.0)
+    async with app.run_test(size=(160, 40)) as pilot:
+        await settle(pilot)
+        head = text(app.query_one(Header))
+    assert "31 steps repeated after a resume (rank 1, the most of any rank, " in head, head

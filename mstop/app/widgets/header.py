@@ -208,8 +208,9 @@ class Header(Static):
         if h.compile_s is not None:
             out.append(Piece(Text(f"compile {fmt.ms(h.compile_s)}"), 2))
         if h.repeated_steps:
+            whose = f"{h.repeated_whose}, " if h.repeated_whose is not None else ""
             out.append(Piece(Text(f"{h.repeated_steps:,} steps repeated after a resume "
-                                  f"({fmt.duration(h.repeated_seconds)})"), 5, least=24, cut_rank=4))
+                                  f"({whose}{fmt.duration(h.repeated_seconds)})"), 5, least=24, cut_rank=4))
         if h.goodput is not None:
             lost = losses_text(h.goodput_lost)
             out.append(Piece(Text(f"goodput {100 * h.goodput:.0f} %" + (f" (lost: {lost})" if lost else "")), 7,
