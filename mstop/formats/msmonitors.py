@@ -165,9 +165,16 @@ class MonitorLines:
             return False
         if f.null_count or not np.isfinite(loss).all():
             return False
+        zero = np.flatnonzero(((ep == 0) & (self._from_zero[0] == 0)) | ((st == 0) & (self._from_zero[1] == 0)))
+        if len(zero):  # a 0 not seen before: the lines to it one by one (the count from 0 is learnt there)
+            k = a + int(zero[0]) + 1
+            for i in range(a, k):
+                one(lines[i])
+            if k < b and not (b - k >= 2 and self.bulk(lines, arr, kinds, k, b, one)):
+                for i in range(k, b):
+                    one(lines[i])
+            return True
         ep, st = ep + self._from_zero[0], st + self._from_zero[1]
-        if (ep < 1).any() or (st < 1).any():  # a 0 not seen before: one by one, where the count is learnt
-            return False
         cuts = [0, *(np.flatnonzero(ep[1:] != ep[:-1]) + 1).tolist(), len(ep)]
         for s0, e0 in zip(cuts[:-1], cuts[1:]):
             rows = self.st.rows_held

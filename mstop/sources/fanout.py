@@ -255,10 +255,11 @@ class Fanout:
             words = "; ".join(str(h.error) for h in failed[:8])
             more = f" (and {len(failed) - 8:,} more hosts)" if len(failed) > 8 else ""
             said = f"{len(failed):,} of {len(self.hosts):,} hosts cannot be read: {words}{more}"
-            if len(failed) == len(self.hosts):
-                raise RemoteError(said, missing=all(h.error is not None and h.error.missing for h in failed))
-            # the hosts that answered are the run as far as it can be read: shown, the others said (one host
-            # without the run folder made the whole set exit 2 and hid the rest)
+            missing = all(h.error is not None and h.error.missing for h in failed)
+            if len(failed) == len(self.hosts) or not missing:  # a host that does not answer: an incomplete read
+                raise RemoteError(said, missing=missing)
+            # hosts without the run folder: the others hold the run as far as it goes there, shown, and the
+            # missing ones said (one such host made the whole set exit 2 and hid the rest)
             store.note(said + ": the figures are of the other hosts' ranks")
         return store.rows - before
 

@@ -98,7 +98,8 @@ def test_files_growing_without_events_switch_to_polling(tmp_path, native):
             step += 1
             write_rank(real, 0, steps(step, step, loss=1.0))
             time.sleep(0.5)
-        assert src.state.fell_back and src.state.mode == "poll", src.state.notes
+        assert src.state.fell_back, src.state.notes
+        assert wait_for(lambda: src.state.mode == "poll", timeout=10), (src.state.mode, src.state.notes)
         assert any("without file events" in n for n in src.state.notes)
         assert wait_for(lambda: store.rows == step, timeout=20)
         write_rank(real, 0, steps(step + 1, step + 1, loss=1.0))

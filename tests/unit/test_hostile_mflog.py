@@ -105,6 +105,8 @@ SPELLINGS = ("epoch: {e} step: {s}, loss is {loss}", "epoch:{e} step:{s}, loss i
                           st.integers(1, 3)), min_size=1, max_size=30),
        st.integers(16384, 80000), st.booleans(), st.sampled_from(SPELLINGS), st.booleans())
 @example([("time", 1), ("step", 3)], 16384, True, SPELLINGS[0], False)  # 16 KB pieces, just under 16 KB of lines
+# epochs from 0: the arrays learn the count from 0 at its first line, and read the rest of the run as arrays
+@example([("step", 1), ("step", 1), ("step", 3), ("restart", 1), ("step", 2)], 42698, True, SPELLINGS[1], True)
 def test_loss_monitor_lines_read_as_arrays_give_what_one_by_one_gives(plan, cut, timed, spelling, from_zero):
     """Issue 28 #5: runs of LossMonitor's bare lines (msrun's worker logs) are read as arrays: rows, step
     times (TimeMonitor's), the spacing by them, sessions, bad rows and events equal reading line by line,
