@@ -134,7 +134,7 @@ def culprit_of(store: Snapshot, e: Ending, lives: dict[int, float], exits: set[i
                                             "collective timed out waiting for it)")
     if e.first is not None:
         return Culprit(e.first, "first_stop", lives.get(e.first),
-                       f"rank {e.first} stopped first, at step {_step(e.first_step)}, {fmt.duration(e.ahead)} "
+                       f"rank {e.first} stopped first, at step {fmt.step(e.first_step)}, {fmt.duration(e.ahead)} "
                        "before the others")
     return _alone(e, lives)
 
@@ -240,7 +240,7 @@ def dead_message(store: Snapshot, opts: Options) -> str:
     waited = figures.silence_verdict(store, opts)
     limit = fmt.duration(waited if waited is not None else figures.dead_after(store, opts))
     if e.finished and e.died:
-        died = "; ".join(f"rank {r} died at step {_step(e.steps[r])} (no end)" for r in e.died[:3])
+        died = "; ".join(f"rank {r} died at step {fmt.step(e.steps[r])} (no end)" for r in e.died[:3])
         more = f" and {len(e.died) - 3} more" if len(e.died) > 3 else ""
         return f"{died}{more}; {ranks_text(e.finished)} finished: the job did not finish cleanly"
     first = f"{e.named.words}; " if e.named is not None else ""
@@ -280,12 +280,8 @@ def failure_message(store: Snapshot, opts: Options) -> tuple[str, str]:
     if e.named is None:
         return _no_culprit_failure(store, e)
     culprit = e.named.rank
-    if culprit not in e.aborted and e.named is None:  # its process exited with an error code, no abort written
-        ex = processes.exited(store.ranks[culprit]) or {}
-        return (f"rank {culprit}'s process {processes.how_words(ex)} at step {_step(e.steps.get(culprit))} (the "
-                "writer recorded no error: see its log)"), ""
     d = store.ranks[culprit]
-    if culprit not in e.aborted and e.named is not None:  # it died or hung; the others' errors followed
+    if culprit not in e.aborted:  # it died or hung; the others' errors followed
         return (f"{e.named.words} (no end, no error); then {ranks_text(e.aborted)} aborted"), ""
     s = rankstate.last_session(d)
     mine = [a for a in d.aborts if a.get("session") is None or str(a["session"]) == s] or d.aborts
@@ -296,7 +292,7 @@ def failure_message(store: Snapshot, opts: Options) -> tuple[str, str]:
     where = f" after step {fmt.step(step)}" if isinstance(step, (int, float)) and math.isfinite(step) else ""
     error = str(a.get("error") or "no error given")
     who = f"rank {culprit} aborted{where}"
-    if e.named is not None and e.named.fact == "exit" and len(e.aborted) + len(e.died) > 1:
+    if e.named.fact == "exit" and len(e.aborted) + len(e.died) > 1:
         who = f"{e.named.words}: it aborted{where}"
     elif e.first == culprit and len(e.aborted) + len(e.died) > 1:
         who += f", {fmt.duration(e.ahead)} before the others"
@@ -323,16 +319,16 @@ def _no_culprit_failure(store: Snapshot, e: Ending) -> tuple[str, str]:
     """A failure no fact lays at one rank: every rank that aborted, and the earliest error as what they
     said (not as the cause)."""
     found = earliest_abort(store, e)
-    if found is None:
+    if found is None:  # processes that exited with an error code, no abort written
+        ended = [r for r in e.died if processes.exited(store.ranks[r]) is not None]
+        if ended:
+            return (f"every process ended and none wrote an error ({_hows(store, ended)}): see the ranks' "
+                    "logs"), ""
         return "a rank aborted", ""
     a, r = found
     error = str(a.get("error") or "no error given")
     return (f"{ranks_text(e.aborted)} aborted and no fact tells which began it; the earliest error, rank {r}'s: "
             f"{first_line(error)}"), error
-
-
-def _step(s: int | None) -> str:
-    return "n/a" if s is None else f"{s:,}"
 
 
 _SEPARATOR = re.compile(r"^[-=_*#~ ]*$")

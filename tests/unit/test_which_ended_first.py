@@ -89,3 +89,22 @@ def test_a_stopped_rank_woken_by_the_kill_that_ends_it_is_still_the_held_one(tmp
     c = culprit(read_once(str(run)), Options(clock=lambda: 1200.0))
     assert c is not None and c.rank == 3 and c.fact == "state", c
     assert c.words.startswith("rank 3's process was stopped (SIGSTOP or Ctrl-Z) from "), c.words
+
+
+def test_processes_that_all_exited_with_an_error_code_and_wrote_no_error_are_said_so(tmp_path):
+    """A failed job whose every process exited with code 1 in the same moment and wrote no abort: no rank is
+    named (no fact tells them apart), and the words say how they ended, not "a rank aborted"."""
+    from mstop.engine.endings import culprit, failure_message
+    from mstop.engine.figures import Options, status
+    from mstop.sources import read_once
+    from tests.helpers.runs import start, steps, write_events, write_rank
+
+    run = tmp_path / "run"
+    for r in range(2):
+        write_events(run, r, [start("s1", t=990.0, world_size=2, pid=200 + r, host="n0", boot_id="b", pid_ns="ns"),
+                              {"time": 1061.0, "kind": "exit", "rank": r, "pid": 200 + r, "how": "exit", "code": 1}])
+        write_rank(run, r, steps(1, 60, t0=1000.0, dt=1.0, step_time=1.0, loss=1.0))
+    store, opts = read_once(str(run)), Options(clock=lambda: 1100.0)
+    assert status(store, opts) == "failed" and culprit(store, opts) is None
+    words, _ = failure_message(store, opts)
+    assert words == "every process ended and none wrote an error (ranks 0-1: exited with code 1): see the ranks' logs"
