@@ -1146,23 +1146,23 @@ def seconds_per_step(store: Snapshot) -> float | None:
 
 def _rank_paces(store: Snapshot) -> np.ndarray:
     """Per rank of the window, the median over its recent rows of the time between rows per step between
-    them (NaN where no two rows tell it)."""
-    w = window(store)
-    with np.errstate(all="ignore"), warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        dt, ds = np.diff(w.cols["time"], axis=1), np.diff(w.cols["step"], axis=1)
-        # rows of one instant (a log's lines timed by when they were read) tell no pace between them
-        per = np.where((ds > 0) & (dt > 0), dt / np.where(ds > 0, ds, 1.0), np.nan)
-        return row_medians(per) if per.size else np.full(len(w.ranks), np.nan)
+    them (NaN where no two rows tell it); once a store version (the pace and the ETA both read it)."""
+    def compute() -> np.ndarray:
+        w = window(store)
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            dt, ds = np.diff(w.cols["time"], axis=1), np.diff(w.cols["step"], axis=1)
+            # rows of one instant (a log's lines timed by when they were read) tell no pace between them
+            per = np.where((ds > 0) & (dt > 0), dt / np.where(ds > 0, ds, 1.0), np.nan)
+            return row_medians(per) if per.size else np.full(len(w.ranks), np.nan)
+    return store.memo("rank_paces", compute)
 
 
 def _pace_of_rows(store: Snapshot) -> float | None:
     """Per rank the median over the recent window of the time between rows per step between them, then
     the median over ranks; None when no two rows tell it."""
-    def compute() -> float | None:
-        got = median(_rank_paces(store))
-        return got if got is not None and got > 0 else None
-    return store.memo("pace_of_rows", compute)
+    got = median(_rank_paces(store))
+    return got if got is not None and got > 0 else None
 
 
 def eta(store: Snapshot, opts: Options, seconds_per_step: float | None) -> float | None:

@@ -17,12 +17,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from .store import RankData, Snapshot
+from .store.rank import HOLDING
 
 #: process states (``/proc/PID/stat``) and what they mean for a training rank
 STATES = {"R": "running", "S": "sleeping", "D": "in uninterruptible sleep (D)", "T": "stopped",
           "t": "stopped by a debugger", "Z": "a zombie", "X": "dead", "I": "idle"}
-#: states that hold the other ranks up at their next collective
-HOLDING = ("T", "t", "D")
 
 
 def current_pid(d: RankData) -> int | None:

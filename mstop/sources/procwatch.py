@@ -30,8 +30,6 @@ from .followers.follower import ran_here as _ran_here
 
 #: a MindSpore log line's prefix: ``ME(21888,7f3a...,python)`` or ``DEVICE(9026,...)``: the pid comes first
 PID = re.compile(rb"\b[A-Z_]{2,16}\((\d{1,9}),[0-9a-fx]+,")
-#: how _is_writer_of says a pid is no process of this host
-GONE = "no such process"
 #: bytes of a worker log read to find its pid (MindSpore's first WARNING lines come within the first KB)
 HEAD = 256 << 10
 #: seconds between looks at the states, and between tries to find a worker's pid
@@ -65,12 +63,13 @@ class ProcessWatch:
         if follow and now - self._tried.get(rank, -1e9) < LOOK_S:
             return
         self._tried[rank] = now
-        pid = _pid_in(log_path)
+        head = _head(log_path)
+        pid = _pid_of(head)
         if pid is None:
             return
         why = _is_writer_of(pid, log_path)
-        if why is not None and (why.startswith(GONE) or _zombie(pid)) and ran_here(log_path, pid):
-            self._found_ended(rank, pid, log_path)  # gone, or a zombie its parent has not reaped yet
+        if why is not None and self._ended(pid) and _ran_here(head, pid):
+            self._found_ended(rank, pid, log_path)
             return
         if why is not None:
             self.unseen[rank] = why
@@ -95,6 +94,12 @@ class ProcessWatch:
         if self._thread is None:
             self._thread = threading.Thread(target=self._run, name="mstop-procwatch", daemon=True)
             self._thread.start()
+
+    def _ended(self, pid: int) -> bool:
+        """Whether process ``pid`` of this host is gone, or a zombie its parent has not reaped yet (it holds no
+        file any more, so it is no writer of its log, but it is no other process either)."""
+        facts = proc_facts(pid, self.ticks, self.page)
+        return facts is None or facts["state"] in "ZX"
 
     def _found_ended(self, rank: int, pid: int, log_path: str) -> None:
         """Rank ``rank``'s worker ran here and its process is gone: an ``exit`` whose time is its log's last
@@ -210,40 +215,33 @@ def _proc_event(rank: int, pid: int, facts: dict[str, Any], changed: bool) -> di
             "changed": changed}
 
 
-def _zombie(pid: int) -> bool:
-    """Whether process ``pid`` of this host has ended and waits to be reaped (its state Z or X): it holds no
-    file any more, so it is no writer of its log, but it is no other process either."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read(4096)
-    except OSError:
-        return False
-    return stat[stat.rfind(b")") + 2:][:1] in (b"Z", b"X")
-
-
 def ran_here(path: str, pid: int) -> bool:
     """Whether the worker ``pid`` whose log is ``path`` ran on this host: a line of its own (its pid in the
     MindSpore prefix) gives the address its connection to msrun's master came from (``Connection 11 source:
     127.0.0.1:42116, destination: ...``, MindSpore's cluster warnings), and that address is one of this
     host's (mstop.sources.followers.follower.ran_here: the rule the follower applies on a job's host). Logs
     without such a line (their level above WARNING) say nothing: False."""
+    return _ran_here(_head(path), pid)
+
+
+def _head(path: str) -> bytes:
+    """A worker log's first HEAD bytes (empty when it cannot be read)."""
     try:
         with open(path, "rb") as f:
-            head = f.read(HEAD)
+            return f.read(HEAD)
     except OSError:
-        return False
-    return _ran_here(head, pid)
+        return b""
+
+
+def _pid_of(head: bytes) -> int | None:
+    """The pid the first MindSpore-prefixed line of a worker log's ``head`` names."""
+    m = PID.search(head)
+    return int(m.group(1)) if m else None
 
 
 def _pid_in(path: str) -> int | None:
     """The pid the first MindSpore-prefixed line of a worker log names."""
-    try:
-        with open(path, "rb") as f:
-            head = f.read(HEAD)
-    except OSError:
-        return None
-    m = PID.search(head)
-    return int(m.group(1)) if m else None
+    return _pid_of(_head(path))
 
 
 def _is_writer_of(pid: int, path: str) -> str | None:

@@ -509,8 +509,8 @@ _HAVING_EVENTS = ("writer_errors", "stacks", "profiles", "device_events")
 STACKS_KEPT = 8
 
 
-#: process states that hold the other ranks up (mstop.engine.processes.HOLDING)
-_HOLDING = ("T", "t", "D")
+#: process states that hold the other ranks up at their next collective (stopped, traced, in D)
+HOLDING = ("T", "t", "D")
 
 
 def _proc(d: RankData, e: dict[str, Any], t: float) -> None:
@@ -524,7 +524,7 @@ def _proc(d: RankData, e: dict[str, Any], t: float) -> None:
     e = dict(e)
     same = old is not None and old.get("state") == e.get("state")
     e["since"] = old["since"] if same and old is not None else t
-    if old is not None and not same and old.get("state") in _HOLDING:
+    if old is not None and not same and old.get("state") in HOLDING:
         # the stretch it was stopped (or in D) for, kept while the next state lasts: a stopped process a kill
         # ends is woken to die, and a witness that looks then sees it running a moment before its end
         e["held"] = {"state": old["state"], "since": old["since"], "until": t}
