@@ -196,6 +196,10 @@ def main() -> int:
             logpane_shot(Path(tmp), out)
             devices_shot(Path(tmp), out)
         return 0
+    if "--issue59-only" in sys.argv:
+        with tempfile.TemporaryDirectory() as tmp:
+            diagnosis_shot(Path(tmp), out)
+        return 0
     if "--issue38-only" in sys.argv:
         with tempfile.TemporaryDirectory() as tmp:
             process_shots(Path(tmp), out)
@@ -237,6 +241,7 @@ def main() -> int:
         logpane_shot(Path(tmp), out)
         devices_shot(Path(tmp), out)
         process_shots(Path(tmp), out)
+        diagnosis_shot(Path(tmp), out)
     return 0
 
 
@@ -275,6 +280,25 @@ def process_shots(tmp: Path, out: Path) -> None:
         assert wait_for(lambda: any(a["kind"] == "stuck_rank" for a in
                                     summarize(read_once(str(job.run)), str(job.run), Options())["alerts"]), 90)
         asyncio.run(shoot(str(job.run), out / "stacks.svg", (120, 40), ("t",), now=time.time()))
+    finally:
+        job.stop()
+
+
+def diagnosis_shot(tmp: Path, out: Path) -> None:
+    """diagnosis.svg: the monitor's first line naming the compute straggler of a real msrun job (rank 2 spins
+    0.15 s more each step), with its evidence."""
+    import time
+
+    from mstop.engine.diagnosis import diagnose
+    from tests.helpers.common import wait_for
+    from tests.helpers.msrun import Msrun
+
+    (tmp / "straggler").mkdir()
+    job = Msrun(tmp / "straggler", 2000, "--busy=2:0.15")
+    try:
+        assert wait_for(lambda: job.run.is_dir() and any(
+            v.kind == "compute_straggler" for v in diagnose(read_once(str(job.run)).snapshot())), 240)
+        asyncio.run(shoot(str(job.run), out / "diagnosis.svg", (120, 40), now=time.time()))
     finally:
         job.stop()
 

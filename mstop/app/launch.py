@@ -54,7 +54,7 @@ def monitor(args: argparse.Namespace) -> int:
     if rules is None:
         return 2
     try:
-        watches = runs_watches(args.source, depth=args.depth, connection=args.connection)
+        watches = runs_watches(args.source, depth=args.depth, connection=args.connection, wait=args.wait)
     except SourceError as e:
         print(f"mstop: {e}", file=sys.stderr)
         return 2

@@ -77,6 +77,10 @@ class MonitorScreen(Screen[None]):
         Binding("escape", "back", "runs"),
         ("question_mark", "help", "help"),
         ("a", "alerts", "alerts"),
+        # t in the footer only while the stacks view explains the state (a crash's, a hang's stack dumps):
+        # shown through a binding of its own, which check_action hides otherwise (a hidden binding is a
+        # disabled one in Textual: the key then falls to the t below, which always works)
+        Binding("t", "stacks_shown", "stacks"),
         ("r", "ranks", "ranks"),
         ("p", "pause", "pause"),
         ("x", "xaxis", "x axis"),
@@ -116,6 +120,7 @@ class MonitorScreen(Screen[None]):
         self._drawn_version = -1
         self._drawn_rows = 0
         self._last_view: View | None = None
+        self._stacks_explain = False  # the footer shows t (the last frame's header said so)
         self.selected_rank: int | None = None  # the rank the ranks view shows in detail
         self._detail_of: tuple[int, str] | None = None  # (frame, row key) the detail shows
         self._frames = 0  # frames drawn (redraws)
@@ -221,6 +226,7 @@ class MonitorScreen(Screen[None]):
 
     def _layout_for(self, width: int, height: int) -> None:
         self.set_class(width < 100 or height < 30, "narrow")
+        self.set_class(height < 30, "short")  # the header in three lines: the loss chart keeps its rows
 
     # -- updates -------------------------------------------------------------------
 
@@ -259,6 +265,7 @@ class MonitorScreen(Screen[None]):
                     v = self._act(self.session.frame(points=self._points(), header_only=True))
                     self.query_one(Header).show(v)
                     self.query_one(AlertsPanel).show(v)
+                    self._footer_for(v)
         except NoMatches:  # a tick while the app is closing: its widgets are already gone
             return
 
@@ -282,6 +289,7 @@ class MonitorScreen(Screen[None]):
         with self.app.batch_update():
             self.query_one(Header).show(v)
             self.query_one(AlertsPanel).show(v)
+            self._footer_for(v)
             if ranks_view:
                 self.query_one(DeviceStrip).show(v)
                 self.query_one(RanksTable).show(v)
@@ -305,10 +313,10 @@ class MonitorScreen(Screen[None]):
     def _act(self, f: Frame) -> View:
         """Do what a frame asks of the screen: ring and run --on-alert once for each alert that is new, and
         scan the history for incidents on a worker when due (drawn again when its marks changed)."""
-        if f.fresh and self.bell_on_alert:
+        if (f.fresh or f.fresh_verdicts) and self.bell_on_alert:
             self.app.bell()
-        if f.fresh and self.session.alerting.command:
-            told = [a.public() for a in f.fresh]
+        if (f.fresh or f.fresh_verdicts) and self.session.alerting.command:
+            told = [a.public() for a in f.fresh] + [v.told() for v in f.fresh_verdicts]
             self.run_worker(lambda: self._run_on_alert(told), thread=True, name="mstop-on-alert",
                             group="on-alert", exit_on_error=False)
         if f.scan is not None:
@@ -515,8 +523,20 @@ class MonitorScreen(Screen[None]):
             self.dismiss()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """Escape (and its footer key) only where there is a list to go back to."""
+        """Escape (and its footer key) only where there is a list to go back to; the footer's t only while the
+        stacks explain the state (t itself always works)."""
+        if action == "stacks_shown":
+            return self._stacks_explain
         return self.back if action == "back" else True
+
+    def action_stacks_shown(self) -> None:
+        self.action_stacks()
+
+    def _footer_for(self, v: View) -> None:
+        """The footer's keys for this frame: t appears while the stacks explain the state."""
+        if v.header.stacks_explain != self._stacks_explain:
+            self._stacks_explain = v.header.stacks_explain
+            self.refresh_bindings()
 
 
 def forget_dead_styles() -> None:

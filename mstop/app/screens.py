@@ -294,7 +294,18 @@ class LogScreen(ModalScreen[None]):
 
     BINDINGS = [Binding("escape,q,L", "dismiss", "close"), Binding("n", "error(1)", "next error"),
                 Binding("N", "error(-1)", "previous error"), Binding("slash", "search", "find"),
-                Binding("end", "newest", "newest", show=False)]
+                Binding("t", "stacks", "crash stack"), Binding("end", "newest", "newest", show=False)]
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """t (the stacks view, in place of this pane) where the rank crashed: its stack is there."""
+        return getattr(self.pane, "crash", None) is not None if action == "stacks" else True
+
+    def action_stacks(self) -> None:
+        """t: the crash's stack, in the stacks view (this pane closes)."""
+        below = self.app.screen_stack[-2] if len(self.app.screen_stack) > 1 else None
+        self.dismiss()
+        if below is not None and hasattr(below, "action_stacks"):
+            below.action_stacks()
 
     def __init__(self, pane: object, *, at_error: bool = False) -> None:
         super().__init__()
@@ -375,6 +386,8 @@ class LogScreen(ModalScreen[None]):
         body = Text()
         if p.problem:
             body.append(p.problem + "\n", style="yellow")
+        if getattr(p, "pointer", None):
+            body.append(p.pointer + "\n", style="bold yellow")
         for i in p.errors[-5:]:
             body.append(f"{i + 1:>8}  ", style="dim")
             body.append(Text(p.lines[i][:200] + "\n", style="red"))

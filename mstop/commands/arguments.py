@@ -136,15 +136,18 @@ def rules(args: argparse.Namespace, run_dirs: list[str]):
 
 
 def fail_kinds(args: argparse.Namespace) -> set[str] | None:
-    """--fail-on's alert kinds (empty: none, or 'incident'); None after saying a kind is unknown."""
+    """--fail-on's alert kinds and diagnosis verdicts (empty: none, or 'incident'); None after saying a kind
+    is unknown. ``alert`` is every alert kind (a verdict is named by its kind: it is no alert)."""
+    from ..engine.diagnosis import KINDS as VERDICTS
     from ..engine.health import KINDS
 
     if not args.fail_on or args.fail_on == "incident":
         return set()
+    known = (*KINDS, *(k for k in VERDICTS if k != "healthy"))
     kinds = set(KINDS) if args.fail_on == "alert" else set(args.fail_on.split(","))
-    unknown = kinds - set(KINDS)
+    unknown = kinds - set(known)
     if unknown:
-        print(f"mstop: --fail-on: unknown kinds {sorted(unknown)}; known: alert, incident, {', '.join(KINDS)}",
+        print(f"mstop: --fail-on: unknown kinds {sorted(unknown)}; known: alert, incident, {', '.join(known)}",
               file=sys.stderr)
         return None
     return kinds
@@ -152,7 +155,7 @@ def fail_kinds(args: argparse.Namespace) -> set[str] | None:
 
 def fails(summary: dict[str, Any], kinds: set[str], args: argparse.Namespace) -> bool:
     """Whether --fail-on makes this summary a failure."""
-    if kinds and any(a["kind"] in kinds for a in summary["alerts"]):
+    if kinds and any(a["kind"] in kinds for a in summary["alerts"] + summary.get("diagnosis", [])):
         return True
     return args.fail_on == "incident" and bool(summary["incidents"])
 
@@ -204,10 +207,12 @@ def _set_kind(spec: str, connection: Connection) -> str:
     return "run"
 
 
-def runs_watches(specs: list[str], *, depth: int = 3, connection: Connection = DEFAULT_CONNECTION) -> list | None:
+def runs_watches(specs: list[str], *, depth: int = 3, connection: Connection = DEFAULT_CONNECTION,
+                 wait: bool = False) -> list | None:
     """The sources as folders of runs (:mod:`mstop.sources.runs`) when they are that: a local folder that
     is not a run itself and has runs below it, or a remote one the host says the same of (one ssh
-    connection asks); None when every source is a run (the monitor). SourceError when ssh fails."""
+    connection asks); None when every source is a run (the monitor). SourceError when ssh fails, or for a
+    remote directory not there whose parent is not there either (unless ``wait``)."""
     from ..sources import check_spec
     from ..sources.nodesets import is_node_set
     from ..sources.remote_runs import NodeSetRunsWatch, RemoteRunsWatch, probe
@@ -221,7 +226,7 @@ def runs_watches(specs: list[str], *, depth: int = 3, connection: Connection = D
         elif is_node_set(spec):
             kinds.append(_set_kind(spec, connection))
         else:
-            kinds.append(probe(target, connection=connection))
+            kinds.append(probe(target, connection=connection, wait=wait))
     if "runs" not in kinds:
         return None
     out: list = []

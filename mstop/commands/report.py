@@ -275,7 +275,7 @@ def _ledger(m: Member, opts: Options) -> Any:
 
 
 #: the goodput bar's colours, bucket by bucket (productive first, in green)
-BUCKET_COLORS = ("#2ca02c", "#ff7f0e", "#9467bd", "#d62728", "#8c564b", "#7f7f7f", "#1f1f1f")
+BUCKET_COLORS = ("#2ca02c", "#ff7f0e", "#9467bd", "#d62728", "#8c564b", "#7f7f7f", "#1f1f1f", "#bcbd22")
 
 
 def _stacked_bars(plt: Any, bars: list[tuple[str, dict[str, float]]], colors: dict[str, str], title: str,

@@ -7,6 +7,7 @@ from typing import Any
 
 from .. import fmt
 from ..engine import devices, endings, figures
+from ..engine.diagnosis import diagnose
 from ..engine.figures import Options
 from ..engine.incidents import steps_text
 from ..engine.reader import RunReader
@@ -18,14 +19,15 @@ KEYS = ("run_dir", "ranks", "step", "rows", "bad_rows", "resets", "segments", "r
         "loss_ema", "tokens_per_s", "mfu", "mem_headroom", "data_wait_frac", "status", "last_checkpoint",
         "alerts", "stragglers", "dropped_rows", "bad_events", "writer_errors", "refused_files", "incidents",
         "samples_per_s", "source", "goodput", "profile", "clocks", "error_line", "log_path", "devices", "culprit",
-        "processes", "goodput_definition", "log_refused", "refused_cells", "notes")
+        "processes", "goodput_definition", "log_refused", "refused_cells", "notes", "diagnosis")
 
 
 #: which definition of the goodput ledger ``goodput`` follows (docs/health.md, "Goodput"): 2 since issue 39
 #: (each row classified once, against its rank's previous block; a resumed session's repeated steps are the
 #: ones recomputed); 3 since issue 40 (a resumed session's first row measured against the rows before it,
-#: a job dead by its silence ended when it was known dead: neither productive nor wall ever falls)
-GOODPUT_DEFINITION = 3
+#: a job dead by its silence ended when it was known dead: neither productive nor wall ever falls); 4 since
+#: issue 58 (a rank's time after its clean end while others ran is finished_early, no longer down)
+GOODPUT_DEFINITION = 4
 
 
 def _json_number(v: float | None) -> Any:
@@ -90,6 +92,7 @@ def summarize(store: Reads, run_dir: str, opts: Options, health: Any = None,
     out["log_refused"] = refused
     out["refused_cells"] = {why: {"count": n, "first": first} for why, (n, first) in store.refused_cells.items()}
     out["notes"] = list(store.notes)  # what the files or hosts made mstop say (the table's "! note" lines)
+    out["diagnosis"] = [v.public() for v in diagnose(store, rules=health.rules)]  # what slows the job (issue 59)
     assert tuple(out) == KEYS
     return out
 
@@ -223,6 +226,7 @@ def _figure_rows(summary: dict[str, Any], store: Snapshot, opts: Options) -> lis
     lost = max(0, summary["dropped_rows"] - RunReader(store).rejected())
     source = summary["source"]
     return [
+        *[("diagnosis" if i == 0 else "", v["words"]) for i, v in enumerate(summary["diagnosis"])],
         ("run", summary["run_dir"]),
         *([("source", f"{source['kind']}: no {', '.join(source['cannot_give'])}")] if source else []),
         ("status", status),
@@ -300,15 +304,22 @@ def runs_table(summaries: list[dict[str, Any]]) -> Any:
     from rich.table import Table
 
     t = Table(box=None, pad_edge=False)
-    for h in ("run", "status", "step", "loss (smoothed)", "tokens/s", "MFU", "headroom", "goodput", "alerts"):
-        t.add_column(h, justify="left" if h in ("run", "status") else "right")
+    for h in ("run", "status", "step", "loss (smoothed)", "tokens/s", "MFU", "headroom", "goodput", "alerts",
+              "slowed by"):
+        t.add_column(h, justify="left" if h in ("run", "status", "slowed by") else "right")
     for s in summaries:
         g = s.get("goodput") or {}
         t.add_row(clean(str(s["run_dir"]), 4096), s["status"], fmt.num(s["step"], 9) if s["step"] is not None else "",
                   fmt.num(_shown_loss(s)), fmt.si(_from_json(s["tokens_per_s"])),
                   fmt.pct(_from_json(s["mfu"])), fmt.pct(_from_json(s["mem_headroom"])), fmt.pct(g.get("goodput")),
-                  str(len(s["alerts"])))
+                  str(len(s["alerts"])), _worst(s))
     return t
+
+
+def _worst(s: dict[str, Any]) -> str:
+    """A run's worst diagnosis verdict (``compute straggler``), "" when healthy or before any row."""
+    kind = s["diagnosis"][0]["kind"] if s["diagnosis"] else "healthy"
+    return "" if kind == "healthy" else kind.replace("_", " ")
 
 
 def _loss_text(s: dict[str, Any]) -> str:

@@ -25,10 +25,14 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import fmt
+from . import rankstate
 from .store import Snapshot
 
 #: the least disagreement between clocks that is called a skew (seconds; also at least 10 step times)
 SKEW_S = 60.0
+#: a rank file written later than its last row by less than this may have been copied since (a clock behind
+#: by more, rows of 1970, is no copy)
+COPIED_S = 365 * 86400.0
 
 
 @dataclass
@@ -44,6 +48,9 @@ class Clocks:
     own: dict[int, float] = field(default_factory=dict)
     ranks: dict[int, float] = field(default_factory=dict)
     reference: int | None = None
+    #: of ``own``'s ranks, those whose last session has ended (finished, aborted, exited): their files may have
+    #: been copied since, which the file times cannot tell from a clock behind
+    ended: frozenset[int] = frozenset()
 
     def local(self, rank: int, t: float) -> float:
         """Rank ``rank``'s time ``t`` on the viewer's clock."""
@@ -58,7 +65,11 @@ class Clocks:
         """What the header and summary say of the clocks (nothing when they agree)."""
         out = []
         for r, off in sorted(self.own.items(), key=lambda kv: -abs(kv[1]))[:2]:
-            out.append(f"rank {r}'s clock is {_apart(off)} this machine (file times): ages use file times")
+            # a file copied after the job (cp, rsync without -t) is written later than its rows too: the two
+            # cannot be told apart from the files, and both are said
+            copied = ", or its files were copied after they were written: cp -p keeps their times" \
+                if -COPIED_S < off < 0 and r in self.ended else ""
+            out.append(f"rank {r}'s clock is {_apart(off)} this machine (file times{copied}): ages use file times")
         if len(self.own) > 2:
             out.append(f"{_more(len(self.own) - 2)} from this machine's")
         for r, off in sorted(self.ranks.items(), key=lambda kv: -abs(kv[1]))[:2]:
@@ -97,6 +108,10 @@ def _clocks(store: Snapshot, clock: float, limit: float) -> Clocks:
         far = (np.abs(clock - last.mtime) <= limit) & (np.abs(off) > SKEW_S)
     for k in np.flatnonzero(far).tolist():
         out.own[ranks[k]] = float(off[k])
+    if out.own:
+        st = rankstate.states(store)
+        done = st.finished | st.exited | st.aborted | st.lost
+        out.ended = frozenset(r for r, d in zip(st.ranks, done.tolist()) if d and r in out.own)
     ref = store.ranks[ranks[0]]
     steps, times = ref.held("step"), ref.held("time")
     if ref.base and not (len(steps) and bool((last.step[1:] > steps[0]).all())):  # a step among those spilled

@@ -265,8 +265,11 @@ def _hows(store: Snapshot, ranks: list[int]) -> str:
     by: dict[str, list[int]] = {}
     for r in ranks:
         e = processes.exited(store.ranks[r]) or {}
-        how = "found ended (their logs show them on this host, in no known order)" if e.get("found_ended") \
-            else processes.how_words(e)
+        how = processes.how_words(e)
+        if e.get("found_ended"):
+            how = ("found ended (their life locks let go, their witnesses gone with them: in no known order)"
+                   if e.get("found_by") == "life lock" else
+                   "found ended (their logs show them on this host, in no known order)")
         by.setdefault(how, []).append(r)
     if len(by) == 1:
         (how,) = by

@@ -726,7 +726,7 @@ def _status(store: Snapshot, opts: Options) -> str:
     ended = _ended_processes(st)
     if ended is not None:
         return ended
-    starting = not with_rows.any() or bool(st.restarting[with_rows].all())
+    starting = not with_rows.any() or _relaunching(st, with_rows)
     if heartbeats_seen(store) and seconds_since_life(store, opts) > dead_after(store, opts, starting=starting):
         return "dead"  # killed (kill -9, a lost node), not hung: no heartbeat, no row, no event for that long
     if not with_rows.any():
@@ -736,6 +736,24 @@ def _status(store: Snapshot, opts: Options) -> str:
     if seconds_since_last_row(store, opts) > stall_after(store):
         return "stalled"
     return "running"
+
+
+def _relaunching(st: rankstate.States, with_rows: np.ndarray) -> bool:
+    """Whether the job is coming back: a rank began a new session (no row in it yet) and no rank wrote a row
+    since the earliest such start (a relaunch brings its ranks back one by one: the first back made it read
+    ``running`` among ranks still gone, then ``starting``, then running again; issue 58). A rank restarted
+    alone while the others go on writing rows is no relaunch."""
+    back = st.restarting & with_rows
+    if not back.any():
+        return False
+    if back[with_rows].all():
+        return True
+    starts = st.restart_start[back]
+    starts = starts[np.isfinite(starts)]
+    if not len(starts):
+        return True
+    with np.errstate(invalid="ignore"):
+        return not bool((st.last_time[with_rows & ~back] > float(starts.min())).any())
 
 
 def _ended_processes(st: rankstate.States) -> str | None:
@@ -761,7 +779,7 @@ def silence_verdict(store: Snapshot, opts: Options) -> float | None:
     if st.lost.any() or _ended_processes(st) is not None:
         return None
     with_rows = st.rows > 0
-    starting = not with_rows.any() or bool(st.restarting[with_rows].all())
+    starting = not with_rows.any() or _relaunching(st, with_rows)
     return dead_after(store, opts, starting=starting)
 
 

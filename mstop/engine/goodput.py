@@ -17,7 +17,9 @@ is split into exclusive buckets that add up to it, from its rows, sessions and e
   steps (no step was running); a step that took longer than the stall limit (a hang inside it), beyond the
   median; and after a session's last row while the rank still showed signs of life;
 - ``down``: before a rank's first session, between one session's last sign of life and the next session's
-  start (restarts, queue waits), and after its last sign of life.
+  start (restarts, queue waits), and after its last sign of life when it did not finish;
+- ``finished_early``: after the end of a rank that finished its work (its last session's clean ``end``) while
+  other ranks still ran: it waited for them, it was not down (definition 4, issue 58).
 
 Definition 2 (issue 39): every row is classified once, when it arrives, against what came before it (the
 median, the usual gap and the stall limit of its rank's previous block of rows, in the first block the rows so
@@ -46,7 +48,7 @@ from .figures import Options
 from .store import RankData, Snapshot
 
 #: the buckets, in the order they are shown
-BUCKETS = ("productive", "input_wait", "compile", "recomputed", "checkpoint", "stalled", "down")
+BUCKETS = ("productive", "input_wait", "compile", "recomputed", "checkpoint", "stalled", "down", "finished_early")
 #: the buckets that are lost time (all but productive)
 LOST = BUCKETS[1:]
 #: ranks whose goodput differs from the run's by more than this are listed on their own
@@ -110,7 +112,8 @@ def ledger(store: Snapshot, opts: Options) -> Ledger | None:
     wall = max(0.0, end - first)
     b = p.fixed.copy()
     b[:, _DOWN] += p.begin - first  # before the rank's first session: down since the job's first start
-    b[np.arange(len(b)), np.where(p.open, _STALLED, _DOWN)] += end - p.upto  # to the job's end: alive, or not
+    # to the job's end: alive (stalled), finished before the others, or down
+    b[np.arange(len(b)), np.where(p.open, _STALLED, np.where(p.done, _FINISHED, _DOWN))] += end - p.upto
     for k in np.flatnonzero(p.upto > end).tolist():  # a rank's times past the job's end (clocks): as read
         r = p.ranks[k]
         b[k] = _taken(_exact(store.ranks[r], c.ranks.get(r, 0.0), live, first, end), end - first)
@@ -152,6 +155,7 @@ class Parts:
     static_upto: np.ndarray  # the rank's latest time but its last session's rows
     off: np.ndarray
     open: np.ndarray
+    done: np.ndarray  # its last session ended cleanly (an end event, no abort): its time after is finished_early
     fast: np.ndarray
     untimed: np.ndarray
     fixed: np.ndarray  # worked out: head + sums + tail
@@ -160,7 +164,8 @@ class Parts:
 
 
 #: what _statics gives, in Parts' order
-_STATICS = ("head", "sums", "begin", "last_begin", "last_t0", "signs", "static_upto", "off", "open", "fast", "untimed")
+_STATICS = ("head", "sums", "begin", "last_begin", "last_t0", "signs", "static_upto", "off", "open", "done", "fast",
+            "untimed")
 
 
 def _parts(store: Snapshot, offs: dict[int, float], live: bool) -> Parts | None:
@@ -238,7 +243,7 @@ def _statics(d: RankData, off: float, live: bool, first: float | None = None,
     fast = (fold.settled >= 2 and fold.settled - 1 >= d.segments[-1].first_row
             and len(fold.sess_t) == len(d.segments) and bool(np.isfinite(d.held("step_time")).any()))
     return (head, np.array(fold.sums), begin, last_begin, last_t0, max(signs, default=-math.inf), max(times), off,
-            live and still_open(d), fast, _untimed(d))
+            live and still_open(d), finished(d), fast, _untimed(d))
 
 
 def _head(d: RankData, off: float, spans: list[tuple[float, float]], first: float,
@@ -292,7 +297,7 @@ def _tail(a: dict[str, np.ndarray], last_row: np.ndarray, sess: np.ndarray,
     fixed = a["head"].copy()
     fixed[:, _SUMS] += a["sums"]
     fixed[:, _STALLED] += np.maximum(0.0, life - last)  # alive after its last row: no step was written
-    fixed[:, _DOWN] += np.maximum(0.0, e - cursor)
+    fixed[np.arange(len(fixed)), np.where(a["done"], _FINISHED, _DOWN)] += np.maximum(0.0, e - cursor)
     return fixed, upto
 
 
@@ -332,12 +337,12 @@ def _span(d: RankData, k: int, off: float, until: float | None) -> tuple[float, 
     return begin - off, life - off
 
 
-_PRODUCTIVE, _COMPILE, _RECOMPUTED, _STALLED, _DOWN = (BUCKETS.index(k) for k in ("productive", "compile", "recomputed",
-                                                                                   "stalled", "down"))
+_PRODUCTIVE, _COMPILE, _RECOMPUTED, _STALLED, _DOWN, _FINISHED = (
+    BUCKETS.index(k) for k in ("productive", "compile", "recomputed", "stalled", "down", "finished_early"))
 #: where the fold's sums (mstop.engine.ledgerfold.SUMS) go among the buckets
 _SUMS = [BUCKETS.index(k) for k in ledgerfold.SUMS]
 #: the buckets time counted twice by overlapping sessions is taken back from, in order
-_OVERLAP = (_DOWN, _STALLED, _COMPILE, _RECOMPUTED, BUCKETS.index("checkpoint"), BUCKETS.index("input_wait"),
+_OVERLAP = (_DOWN, _FINISHED, _STALLED, _COMPILE, _RECOMPUTED, BUCKETS.index("checkpoint"), BUCKETS.index("input_wait"),
             _PRODUCTIVE)
 
 
@@ -407,6 +412,11 @@ def _signs(d: RankData, k: int) -> list[float]:
     if k == len(d.segments) - 1:
         out += [t for t in (d.last_heartbeat, d.last_event_time) if t is not None]
     return out
+
+
+def finished(d: RankData) -> bool:
+    """Whether rank ``d``'s last session ended cleanly (its end event, no abort): it finished its work."""
+    return bool(d.segments) and d.segments[-1].session in d.ends and not rankstate.aborted(d)
 
 
 def still_open(d: RankData) -> bool:

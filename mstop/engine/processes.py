@@ -61,6 +61,27 @@ def process(d: RankData) -> dict[str, Any] | None:
     return None
 
 
+#: seconds of a process's samples its rates are measured over
+RATES_S = 60.0
+
+
+def rates(p: dict[str, Any] | None) -> tuple[float, float]:
+    """A process's CPU seconds a second and the share of the time its main thread was runnable but not
+    running, over its last samples (its ``proc`` events' trail, mstop.engine.store) within RATES_S seconds of
+    the newest; NaN with fewer than two samples (or no run delay: an older witness, a kernel without it)."""
+    trail = p.get("trail", ()) if p else ()
+    if len(trail) < 2:
+        return math.nan, math.nan
+    last = trail[-1]
+    first = next((s for s in trail if s[0] >= last[0] - RATES_S), trail[0])
+    dt = last[0] - first[0]
+    if dt <= 0:
+        return math.nan, math.nan
+    cpu = max(0.0, (last[1] - first[1]) / dt)
+    delay = math.nan if last[2] is None or first[2] is None else max(0.0, (last[2] - first[2]) / dt)
+    return cpu, delay
+
+
 def holding(d: RankData) -> dict[str, Any] | None:
     """The current process's facts when it is stopped, traced or in D (and has not exited since)."""
     p = process(d)
@@ -194,6 +215,7 @@ class Where:
     reason: str  # "timeout" (a step overran) or "fatal" (a crash)
     error: str | None
     time: float
+    stack: dict[str, Any] | None = None  # the dump itself: every thread's frames
 
     @property
     def key(self) -> tuple[str, ...]:
@@ -257,8 +279,47 @@ def where(d: RankData, *, stuck_only: bool = True) -> Where | None:
         step = s.get("step")
         return Where(d.rank, main_thread(s), int(step) if isinstance(step, (int, float)) else None,
                      float(s["since"]) if isinstance(s.get("since"), (int, float)) else None,
-                     str(s.get("reason") or "timeout"), s.get("error"), t)
+                     str(s.get("reason") or "timeout"), s.get("error"), t, s)
     return None
+
+
+#: Python's own library (threading, queue, selectors, ...): never the frame that matters
+_STDLIB = re.compile(r"[/\\]lib[/\\]python3[.\d]*[/\\](?!site-packages|dist-packages)|^<frozen |\(<frozen ")
+_LIBRARY = re.compile(r"[/\\](site|dist)-packages[/\\]")
+#: a stuck thread's kind by its frames, first match wins (issue 60): waiting on input, in the job's
+#: communication (a graph's collective runs inside the graph's call), in a file, on a lock
+STUCK_KINDS = (
+    ("input", re.compile(r"mindspore[/\\]dataset|__getitem__|GeneratorDataset|_get_next|[/\\]datasets?[/\\]")),
+    ("collective", re.compile(r"mindspore[/\\]communication|all_?reduce|all_?gather|barrier|hccl|gloo|nccl|"
+                              r"_exec_pip|compile_and_run|mindspore[/\\]common[/\\]api\.py", re.I)),
+    ("io", re.compile(r"^(open|read|readinto|readline|write|flush|fsync|save|load|save_checkpoint|load_checkpoint|"
+                      r"dump|load_param_into_net) \(")),
+    ("lock", re.compile(r"^(acquire|wait|join|_wait_for_tstate_lock) \(.*threading\.py")),
+)
+
+
+def _own(frame: str) -> bool:
+    """A frame of the user's or a framework's code (not Python's own library)."""
+    return not _STDLIB.search(frame)
+
+
+def stuck_at(stack: dict[str, Any]) -> tuple[str, str]:
+    """The frame that matters in a dump and its kind (``input``, ``collective``, ``io``, ``lock``,
+    ``host_compute``): the main thread's innermost frame of the user's or a framework's code; where that thread
+    waits for its input (a dataset's iterator), the innermost frame of the user's own code in another thread
+    (a dataset worker running the user's ``__getitem__`` or map function) is what it waits for."""
+    main = main_thread(stack)
+    own = next((f for f in main if _own(f)), main[0] if main else "no Python frame")
+    kind = next((k for k, pat in STUCK_KINDS if any(pat.search(f) for f in main[:8])), "host_compute")
+    if main and not _own(main[0]) and STUCK_KINDS[3][1].search(main[0]) and kind == "host_compute":
+        kind = "lock"  # waiting in threading on a lock or a condition, called from the job's code
+    if kind == "input":
+        for t in stack.get("stacks") or []:
+            frames = [str(f) for f in (t.get("frames") or [])] if isinstance(t, dict) else []
+            user = next((f for f in frames if _own(f) and not _LIBRARY.search(f)), None)
+            if frames != main and user is not None and any(STUCK_KINDS[0][1].search(f) for f in frames):
+                return user, "input"
+    return own, kind
 
 
 def stack_groups(store: Snapshot, *, stuck_only: bool = True) -> list[list[Where]]:

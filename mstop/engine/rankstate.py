@@ -52,6 +52,8 @@ class One:
     peak_flops: float
     dropped: float  # rows its writer reported lost or refused (its ``dropped`` events)
     rejected: float  # of those, the rows it refused for bad input
+    #: its current process's CPU seconds a second and run-delay share of late (processes.rates; NaN: unknown)
+    rates: tuple[float, float] = (math.nan, math.nan)
 
 
 @dataclass
@@ -253,7 +255,7 @@ def _one(d: RankData) -> One:
                started=bool(d.starts), start=start,
                first_start=_first_start(d), first_row_time=_first_row_time(d),
                holding=processes.holding(d), dropped=float(d.dropped), rejected=float(d.rejected),
-               **_mfu_terms(start or {}))
+               rates=processes.rates(processes.process(d)), **_mfu_terms(start or {}))
 
 
 def _first_row_time(d: RankData) -> float:

@@ -10,4 +10,5 @@ module here imports only the standard library, numpy, pyarrow and ``mstop.safe``
     msmonitors.py  MindSpore's formats: LossMonitor's and TimeMonitor's lines
     logstate.py    what the formats of one log share: its sessions, rows held, the lines' time
     logs.py        a log's last error (traceback, CANN code), its lines made safe to show
+    waits.py       the peer a collective's timeout line says the rank waited for (CANN's EI0002)
 """

@@ -76,6 +76,11 @@ class LogState:
         self.steps_per_epoch: int | None = None
         self.error: tuple[float, str] | None = None  # an ERROR line or traceback after the last step
         self.error_sent = False
+        #: the peers a collective's timeout said this rank waits for (mstop.formats.waits), each given once a
+        #: session as a ``waits_for`` event (at the read's end: the session an error before the first step
+        #: makes is there by then)
+        self._waits: list[tuple[float | None, Any]] = []
+        self._waits_sent: set[tuple[str | None, Any]] = set()
         self.ended = False
         # one entry per row not yet taken: a careful row's numbers, _BULK for a row of a block read as arrays, or
         # the format that reads its numbers when it is taken (a Deferred)
@@ -177,9 +182,22 @@ class LogState:
         self.error = None
         self.error_sent = False
 
+    def world(self, n: int) -> dict[str, Any] | None:
+        """The world size the job's launcher names (msrun's scheduler: ``expected node number: 4``) where the
+        log names none: kept for the session's start events; the start event to give now when the session's
+        first one went out without it (None: nothing to give)."""
+        if self.devices or n <= 0:
+            return None
+        self.devices = n
+        return self._start_event(self._session_start) if self.started else None
+
     def start(self, t: float | None = None) -> None:
         """The session's start event (at ``t``; None: when the session began)."""
-        t = self._session_start if t is None else t
+        self._events.append(self._start_event(self._session_start if t is None else t))
+        self.started = True
+        self._started_total = self.total_steps
+
+    def _start_event(self, t: float | None) -> dict[str, Any]:
         plain = bool(self.formats) and all(f.startswith("mindspore") for f in self.formats)
         e: dict[str, Any] = {"kind": "start", "time": t, "session": self.session, "rank": self.rank,
                              "source": SOURCE_PLAIN if plain else SOURCE, "memory_source": "none",
@@ -196,9 +214,7 @@ class LogState:
             e["world_size"] = self.devices
         if self.model_flops:
             e["model_flops_per_step"] = self.model_flops
-        self._events.append(e)
-        self.started = True
-        self._started_total = self.total_steps
+        return e
 
     def begin_row(self, epoch: int, epochs: int, step: int, steps: int, when: Callable[[], float]) -> float:
         """Sessions and start events up to date for a row of this step (a new session where none is open,
@@ -250,6 +266,24 @@ class LogState:
     def event(self, e: dict[str, Any]) -> None:
         """An event the log tells (a checkpoint saved, a session's end or abort), given out with the rows."""
         self._events.append(e)
+
+    def waited(self, t: float | None, wait: Any) -> None:
+        """A collective's timeout line: this rank waited for ``wait`` (a mstop.formats.waits.Wait) at ``t``."""
+        if len(self._waits) < 64:  # (a log repeating the line for every retry: the first few say it)
+            self._waits.append((t, wait))
+
+    def send_waits(self) -> None:
+        """The waits read, as ``waits_for`` events of the current session (each peer once a session); a wait
+        read before any session or with no time waits for one."""
+        keep = []
+        for t, w in self._waits:
+            if self.session is None or t is None:
+                keep.append((t, w))
+            elif (self.session, w) not in self._waits_sent:
+                self._waits_sent.add((self.session, w))
+                self._events.append({"kind": "waits_for", "time": t, "session": self.session, "peer": w.peer,
+                                     "group": w.group, "group_size": w.group_size})
+        self._waits = keep
 
     def hour_of(self, hour: bytes) -> float:
         """Unix time of the start of an hour given as the bytes ``YYYY-MM-DD HH`` (cached; NaN: no date)."""

@@ -50,6 +50,7 @@ from .logstate import CANNOT, EXTRA, SEPARATE_LOSSES, SOURCE, SOURCE_PLAIN, LogS
 from .mfsteps import MindFormersSteps
 from .msmonitors import MonitorLines
 from .parse import NUMERIC, Rows
+from .waits import waited_peer
 
 __all__ = ["CANNOT", "EXTRA", "SEPARATE_LOSSES", "SOURCE", "SOURCE_PLAIN", "MfLogParser", "Parsed", "SchedulerLog",
            "WorkerState", "looks_like_step"]
@@ -229,10 +230,14 @@ class MfLogParser:
             t, text = st.error
             st.event({"kind": "abort", "time": t, "session": st.session, "step": st.last_step, "error": text})
             st.error_sent = True
+        st.send_waits()
         return self._take(keep_open=False)
 
     def line(self, text: str) -> None:
         """Read one line (without its newline)."""
+        if "ank" in text and (w := waited_peer(text)) is not None:  # a collective's timeout naming its peer
+            t = self.state.line_time()
+            self.state.waited(t if t is not None else self.state.arrived, w)
         m = _PREFIX.match(text)
         if m is None:
             if not self._unprefixed(text):
@@ -465,6 +470,8 @@ def looks_like_step(text: str) -> bool:
 _REGISTER = re.compile(r"The new node: (?P<node>\d{1,7})\(role: MS_WORKER\), rank id: (?P<rank>\d{1,7})")
 _UNREGISTER = re.compile(r"Node (?P<node>\d{1,7}) has unregistered")
 _TIMED_OUT = re.compile(r"The node: (?P<node>\d{1,7}) is timed out")
+#: the count of workers the scheduler waits for (``Currently registered node number: 1, expected node number: 4``)
+_EXPECTED = re.compile(r"expected node number: (?P<n>\d{1,7})\b")
 
 
 @dataclass(frozen=True)
@@ -485,6 +492,8 @@ class SchedulerLog:
     def __init__(self, *, gmtoff: float | None = None) -> None:
         self.rank_of: dict[int, int] = {}
         self.gmtoff = gmtoff  # the writing host's offset from UTC (as MfLogParser's), else the viewer's zone
+        #: the job's world size as msrun's scheduler names it (``expected node number: 4``), once read
+        self.expected: int | None = None
 
     def parse(self, blob: bytes) -> list[WorkerState]:
         """What these lines say of workers ending (cleanly or not), oldest first."""
@@ -496,6 +505,8 @@ class SchedulerLog:
             m = _REGISTER.search(text)
             if m is not None:
                 self.rank_of[int(m.group("node"))] = int(m.group("rank"))
+                if (n := _EXPECTED.search(text)) is not None:
+                    self.expected = int(n.group("n"))
                 continue
             m = _UNREGISTER.search(text)
             kind = "end"

@@ -658,6 +658,9 @@ class Events:
     items: list[dict[str, Any]]
     bad: int = 0
     cut: int = 0  # events whose text or lists were cut to the bounds of mstop.safe
+    #: heartbeats read into a run of heartbeats held as at most two items (_beat): only counted, as a reader
+    #: keeps only a run's newest and latest times (every line is an item, bad, or one of these)
+    folded: int = 0
 
 
 def _text(v: Any) -> bool:
@@ -751,9 +754,12 @@ EVENT_FIELDS: dict[str, Any] = {
     "metrics": _metrics,
     # the exit witness (mstop_writer.witness): process facts, the end of the process, stacks
     "state": _text, "cpu_s": _number, "rss": _count, "threads": _count, "how": _text, "signal": _text,
+    "run_delay_s": _number,
     "code": _number, "last_state": _text, "since": _number, "limit": _number, "stacks": _stack_threads,
     "witness_pid": _count, "pid_start": _count, "boot_id": _text, "pid_ns": _text, "witness": _text,
     "fatal_stacks": _text, "peers_alive": _pids,
+    # the writer holds a flock on its events file while it lives (mstop_writer._files.LifeLock)
+    "life_lock": lambda v: isinstance(v, bool),
 }
 
 
@@ -771,7 +777,7 @@ def parse_events(blob: bytes) -> Events:
     """Parse JSON lines; a line that is not a JSON object with a finite ``time``, a text ``kind`` and known
     fields of the right types is bad. Strings are cleaned of control codes and bounded (mstop.safe)."""
     items: list[dict[str, Any]] = []
-    bad = cut = 0
+    bad = cut = folded = 0
     beats = 0  # how many of items' last entries are heartbeats in a row (at most 2 kept: see _beat)
     for raw in io.BytesIO(blob):  # line by line, not a list of a million lines at once
         raw = raw.rstrip(b"\r\n")
@@ -790,7 +796,9 @@ def parse_events(blob: bytes) -> Events:
             bad += 1
             continue
         if obj["kind"] == "heartbeat" and beats:
+            before = len(items)
             beats = _beat(items, beats, float(obj["time"]))
+            folded += before + 1 - len(items)
             continue
         clean_obj, was_cut = clean_value(obj)
         if was_cut:
@@ -800,7 +808,7 @@ def parse_events(blob: bytes) -> Events:
         clean_obj["time"] = float(obj["time"])
         items.append(clean_obj)
         beats = 1 if obj["kind"] == "heartbeat" else 0
-    return Events(items, bad, cut)
+    return Events(items, bad, cut, folded)
 
 
 def _beat(items: list[dict[str, Any]], beats: int, t: float) -> int:

@@ -22,6 +22,7 @@ class Alerting:
         self.command = command  # --on-alert, split like a shell would (never run through one)
         self._seen: set[tuple] = set()
         self._told: set[tuple] = set()
+        self._told_verdicts: set[tuple] = set()
 
     def update(self, alerts: list[Any]) -> tuple[int, list[Any]]:
         """Take this frame's alerts: how many the user has not seen, and the ones never told before (to
@@ -30,6 +31,17 @@ class Alerting:
         fresh = [a for a in alerts if _key(a) not in self._told]
         self._told |= keys
         return len(keys - self._seen), fresh
+
+    def verdicts(self, verdicts: list[Any]) -> list[Any]:
+        """Of this frame's diagnosis (mstop.engine.diagnosis.Verdict), the verdicts never told before (a kind
+        on its ranks since its step: told once while it holds); ``healthy`` is never told."""
+        fresh = []
+        for v in verdicts:
+            key = (v.kind, tuple(v.ranks), (v.since or {}).get("step"))
+            if v.kind != "healthy" and key not in self._told_verdicts:
+                self._told_verdicts.add(key)
+                fresh.append(v)
+        return fresh
 
     def seen(self, alerts: list[Any]) -> None:
         """The user looked at these (the a key)."""

@@ -30,7 +30,8 @@ from ..sources.runs import run_spec
 COLUMNS = (
     ("name", "run"), ("status", "status"), ("step", "step"), ("loss", "loss (smoothed)"),
     ("tokens_per_s", "tokens/s"), ("mfu", "MFU"), ("headroom", "headroom"), ("goodput", "goodput"),
-    ("alerts", "alerts"), ("started", "started"), ("duration", "duration"), ("host", "host"), ("note", "note"),
+    ("alerts", "alerts"), ("started", "started"), ("duration", "duration"), ("verdict", "slowed by"),
+    ("host", "host"), ("note", "note"),
 )
 #: statuses from best to worst (the order a status sort uses: what needs a look comes last, or first reversed)
 STATUS_ORDER = {s: i for i, s in enumerate(("running", "starting", "waiting", "finished", "stalled", "dead",
@@ -57,6 +58,8 @@ class RunRow:
     alerts: int = 0
     incidents: int = 0
     alert_kinds: list[str] = field(default_factory=list)
+    #: its worst diagnosis verdict (mstop.engine.diagnosis: ``compute_straggler``, ...), "" when healthy or unknown
+    verdict: str = ""
     started: float | None = None  # the run's first start (its clock)
     ended: float | None = None  # its last sign of life, once it ended (finished, dead, failed); None: going on
     note: str = ""
@@ -125,6 +128,11 @@ def run_row(key: str, name: str, host: str, store: Reads, opts: Options, health:
         row.alerts, row.alert_kinds = len(kinds), sorted({k for k, _ in kinds})
         row.incidents, row.goodput, row.history = history.incidents, history.goodput, True
     row.ended = figures.last_row_time(store) if status in figures.ENDED else None
+    if store.rows:
+        from ..engine.diagnosis import diagnose
+
+        worst = diagnose(store, rules=health.rules)
+        row.verdict = worst[0].kind if worst and worst[0].kind != "healthy" else ""
     return row
 
 

@@ -15,6 +15,7 @@ commands hold a :class:`Sources` and never a source class of their own.
                       scheduler.log), for a job nobody changed
     logs.py           where a rank's own log is, and its tail followed (the monitor's log pane, L)
     procwatch.py      the worker processes of a job read from its logs, watched from their own host
+    lifelocks.py      ranks whose process ended with no exit event, told by their writers' life locks
     pyspy.py          a fresh stack of a rank's process with py-spy dump, where its pid is provably it
     remote.py         a directory on another host over the system's ssh
     fanout.py         many hosts (a node set) through one ClusterShell Task, in the follower's line mode

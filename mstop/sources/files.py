@@ -146,6 +146,12 @@ class FileTail:
         self.refused: str | None = None
 
     @property
+    def ident(self) -> tuple[int, int] | None:
+        """The (device, inode) of the file last read, or None before the first read: how a source finds the
+        file again under another name (a rotation renames it)."""
+        return self._ident
+
+    @property
     def kept(self) -> bool:
         """Whether a descriptor is kept open, so that a quick read needs no metadata operation."""
         return self._fd is not None
@@ -433,6 +439,29 @@ def hole_at(fd: int, offset: int, size: int) -> int:
             return 0
         data = size  # no data after the offset: a hole to the end
     return max(0, min(data, size) - offset)
+
+
+def lock_free(path: str) -> bool | None:
+    """Whether no process holds a ``flock`` on ``path``: True when the exclusive lock could be taken (and was
+    let go at once): the writer that held its life lock there has ended (mstop_writer._files.LifeLock); False
+    while one holds it; None when it cannot be told (no file, no locks on this file system)."""
+    try:
+        import fcntl
+
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except (ImportError, OSError):
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        except OSError:
+            return None
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return True
+    finally:
+        os.close(fd)
 
 
 def not_regular(mode: int) -> str:

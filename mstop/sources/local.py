@@ -24,8 +24,20 @@ from typing import Callable
 from ..engine.store import Store
 from ..safe import clean
 from .files import slots_free
+from .lifelocks import LifeLocks
 from .protocol import SourceState
-from .rankfiles import DEVICES_TAIL, Followed, Round, Tail, followed, ingest, rank_file, why_not_followed
+from .rankfiles import (
+    DEVICES_TAIL,
+    Followed,
+    Round,
+    Tail,
+    followed,
+    ingest,
+    rank_part,
+    read_order,
+    rotation_groups,
+    why_not_followed,
+)
 from .watchers import WatcherBase, get_watcher
 
 log = logging.getLogger("mstop")
@@ -107,6 +119,7 @@ class LocalSource:
         self._scanning = False
         self._scan_at: dict[str, int] = {}  # where the next stat scan of each kind of file begins
         self._errors: set[str] = set()
+        self._life = LifeLocks(store)  # ranks that ended with no exit event (PID 1 of a container)
 
     # -- one-shot ------------------------------------------------------------------
 
@@ -116,14 +129,23 @@ class LocalSource:
         before = self.store.rows
         batch = Round(self.store, overlap=True)  # thousands of files: one parse a few of them, beside the reads
         try:
-            for name in sorted(self._files, key=lambda n: (not n.endswith(".csv"), n)):
+            for name in sorted(self._files, key=read_order):
                 if self._stop.is_set():  # stopped during a long first read (q while loading)
                     break
                 self._read(name, batch=batch)
             batch.flush()
         finally:
             batch.close()
+        self.check_lives()
         return self.store.rows - before
+
+    def check_lives(self) -> int:
+        """Record the ranks whose process ended with no exit event, found by their writers' life locks
+        (mstop.sources.lifelocks); not for the runs list, which reads the files' ends only."""
+        if self.tail is not None:
+            return 0
+        return self._life.check({f.rank: f.tail.path for n, f in self._files.items()
+                                 if f.kind == "events" and n.endswith(".jsonl")})
 
     # -- following -------------------------------------------------------------------
 
@@ -198,6 +220,7 @@ class LocalSource:
                         elapsed = max(now - last_check, 1e-3)
                         self._adapt((self._events_seen - events_before) / elapsed, grown / elapsed)
                         self.verify()  # after _adapt: growth no event told of is how it finds NFS
+                        self.check_lives()
                         last_check, events_before, grown = now, self._events_seen, 0
                         next_check = now + self.tuning.check_every
                 if self.on_update is not None:
@@ -243,8 +266,8 @@ class LocalSource:
         if got.overflow:  # the kernel dropped events: every file may have grown, or been replaced
             log.info("mstop: inotify queue overflowed on %s: reading every file", self.run_dir)
             got.changed.update(self._files)
-        modified = {n for n in got.modified if rank_file(n) is not None}
-        changed = {n for n in got.changed if rank_file(n) is not None}
+        modified = {n for n in got.modified if rank_part(n) is not None}
+        changed = {n for n in got.changed if rank_part(n) is not None}
         self._events_seen += len(modified) + len(changed)
         with self._dirty_lock:
             self._dirty |= modified
@@ -268,13 +291,13 @@ class LocalSource:
         if listing or check:
             changed |= self._discover()
         batch = Round(self.store)
-        # metrics files first, parsed together; then events files (a rank's rows before its events, as the
-        # sorted names always gave: rank3.csv < rank3.events.jsonl)
-        for name in sorted(dirty - changed, key=lambda n: (not n.endswith(".csv"), n)):
+        # metrics files first, parsed together; then events files (a rank's rows before its events, its older
+        # parts before the newer: read_order)
+        for name in sorted(dirty - changed, key=read_order):
             if name in self._files:
                 self._read(name, quick=True, batch=batch)
         batch.flush()
-        for name in sorted(changed):
+        for name in sorted(changed, key=read_order):
             if name in self._files:
                 self._read(name)
         return grown
@@ -358,7 +381,7 @@ class LocalSource:
         try:
             self._watcher = get_watcher(self.run_dir, polling=polling, modifications=not self._scanning,
                                         poll=self.poll or 1.0, direct=self.tuning.direct_events,
-                                        names=lambda n: rank_file(n) is not None)
+                                        names=lambda n: rank_part(n) is not None)
         except OSError as e:
             if polling:
                 self.state.notes.append(f"cannot watch {self.run_dir}: {e}")
@@ -395,7 +418,8 @@ class LocalSource:
     # -- files -----------------------------------------------------------------------
 
     def _discover(self) -> set[str]:
-        """Add new rank files; return the names of files that appeared."""
+        """Add new rank files (and a rank's older parts, ``rank0.csv.1``: see :meth:`_follow_renames`); return
+        the names of files that appeared."""
         try:
             names = os.listdir(self.run_dir)
         except PermissionError:
@@ -403,23 +427,23 @@ class LocalSource:
             return set()
         except OSError:
             return set()
-        new = set()
+        new = self._follow_renames(names)
         for name in names:
             if name in self._files or name in self._files_refused:
                 continue
-            kind = rank_file(name)
-            if kind is not None and kind[1] == "devices" and self.tail is not None:
-                continue  # the runs list shows no devices
-            if kind is None:
-                if name.startswith("rank") and (name.endswith(".csv") or name.endswith(".jsonl")):
-                    self.store.ignored_files.add(clean(name, 128))
+            part = rank_part(name)
+            if part is None:
+                if name.startswith("rank") and (".csv" in name or ".jsonl" in name):
+                    self.store.ignored_files.add(clean(name, 128))  # rank0.csv.2.gz, rank0.csv.bak: not read
                 continue
+            if self.tail is not None and (part[1] == "devices" or part[2]):
+                continue  # the runs list shows no devices, and reads a rank's newest part only
             path = os.path.join(self.run_dir, name)
             why = why_not_followed(path)
             self.store.refuse(name, why)  # None: followed (again)
             if why is not None:
                 continue
-            f = followed(name, path, self.store, self.run_dir, kind)
+            f = followed(name, path, self.store, self.run_dir, part[:2])
             if f is None:
                 self._files_refused.add(name)  # another source feeds this rank (reported by the store)
                 continue
@@ -433,6 +457,44 @@ class LocalSource:
         if self.tail is not None and new:
             self.tail.begin(self.store, {n: self._files[n] for n in new})
         return new
+
+    def _follow_renames(self, names: list[str]) -> set[str]:
+        """A rank's files renamed by a rotation (``mv rank0.csv rank0.csv.1``, then ``.1`` to ``.2``: logrotate)
+        are read on from where they were under their new names: found again by their identity (device, inode)
+        among the names of their rank and kind, in any folder whose listing has an older part. The file then
+        at the old name is a new part, its rows after theirs (nothing read again, nothing dropped). A file
+        found under no name is gone (its rows read stay); one whose name now holds another file and that is
+        found under no other name stays there, to FileTail's rules (a longer copy continues, a rewrite resets).
+        Returns the new names of the files moved (read by their path in this round: no event may tell of them)."""
+        groups = rotation_groups(names, self._files)
+        if not groups:
+            return set()
+        mine: dict[tuple[int, str], dict[tuple[int, int], str]] = {}
+        renamed: set[str] = set()
+        for name, f in self._files.items():
+            if (f.rank, f.kind) in groups and f.tail.ident is not None:
+                mine.setdefault((f.rank, f.kind), {})[f.tail.ident] = name
+        for group, known in mine.items():
+            found: dict[str, str] = {}  # old name -> new name
+            for n in sorted(groups[group]):
+                try:
+                    st = os.stat(os.path.join(self.run_dir, n))
+                except OSError:
+                    continue
+                old = known.get((st.st_dev, st.st_ino))
+                if old is not None:
+                    found[old] = n
+            moved = {old: self._files.pop(old) for old, n in found.items() if n != old}
+            for old, f in moved.items():
+                held = self._files.pop(found[old], None)
+                if held is not None:  # its own file is gone from that name
+                    held.tail.close()
+                f.tail.path = os.path.join(self.run_dir, found[old])
+                self._files[found[old]] = f
+                renamed.add(found[old])
+            for old in set(known.values()) - set(found) - groups[group]:
+                self._files.pop(old).tail.close()  # deleted (or compressed away): its rows were read
+        return renamed
 
     def _read(self, name: str, *, quick: bool = False, confirm: bool = True, batch: Round | None = None) -> bool:
         """Read what file ``name`` has new; return whether it had any. ``quick``: from its kept descriptor

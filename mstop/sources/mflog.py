@@ -332,7 +332,7 @@ class MfLogSource:
         while True:
             chunk = stream.read()
             worker_states(self.store, {r: p for r, (_, p) in self._streams.items()}, sched.parse(chunk.blob),
-                          self._ended)
+                          self._ended, sched.expected)
             if not chunk.more:
                 break
 
@@ -397,10 +397,15 @@ class MfLogSource:
 
 
 def worker_states(store: Store, parsers: dict[int, MfLogParser], states: list[WorkerState],
-                  told: set[tuple[int, str, str]]) -> None:
+                  told: set[tuple[int, str, str]], world: int | None = None) -> None:
     """What msrun's scheduler log said of workers, as events of their current sessions (local and remote
     sources alike): an ``end`` for a worker that unregistered, a ``lost`` for one the scheduler timed out.
-    ``told``: (rank, session, kind) already given, so a session gets each once."""
+    ``told``: (rank, session, kind) already given, so a session gets each once. ``world``: the workers the
+    scheduler expected (SchedulerLog.expected), the job's world size where its logs name none."""
+    for r, parser in parsers.items() if world else ():
+        e = parser.state.world(world)  # type: ignore[arg-type]
+        if e is not None:
+            store.ingest_events(r, [e])
     for w in states:
         parser = parsers.get(w.rank)
         if parser is None or parser.state.session is None or parser.state.ended:

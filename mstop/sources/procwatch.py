@@ -23,7 +23,7 @@ import threading
 import time
 from typing import Any, Callable
 
-from mstop_writer.witness import describe_status, proc_facts
+from mstop_writer.witness import describe_status, killed, proc_facts
 
 from ..engine.store import Store
 from .followers.follower import ran_here as _ran_here
@@ -163,7 +163,8 @@ class ProcessWatch:
                 # now, after those ends were certain, outlived them
                 seen = time.time()
                 alive = [self.watched[r]["pid"] for r in active if gone and r not in gone
-                         and not self._gone(r, proc_facts(self.watched[r]["pid"], self.ticks, self.page))]
+                         and not self._gone(r, proc_facts(self.watched[r]["pid"], self.ticks, self.page))
+                         and not killed(self.watched[r]["pid"])]
                 for r in gone:
                     self._exit(r, facts[r], seen, alive)
                     changed = True
@@ -239,7 +240,7 @@ def _pid_of(head: bytes) -> int | None:
     return int(m.group(1)) if m else None
 
 
-def _pid_in(path: str) -> int | None:
+def pid_in(path: str) -> int | None:
     """The pid the first MindSpore-prefixed line of a worker log names."""
     return _pid_of(_head(path))
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 import stat
+from collections.abc import Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -102,6 +103,53 @@ def rank_file(name: str) -> tuple[int, str] | None:
     return (NO_RANK, "devices") if DEVICES_RE.fullmatch(name) else None
 
 
+#: the most older parts of one rank file read (``rank0.csv.1`` ... ``rank0.csv.9999``, as logrotate numbers them)
+ROTATED_DIGITS = 4
+
+
+def rank_part(name: str) -> tuple[int, str, int] | None:
+    """(rank, kind, part) of a rank file's name: part 0 for the file the writer writes, K for its K-th older
+    part renamed away by a rotation (``rank0.csv.1`` the newest of them: logrotate's numbers); (NO_RANK,
+    "devices", 0) for a host's devices file; None for any other name."""
+    kind = rank_file(name)
+    if kind is not None:
+        return kind[0], kind[1], 0
+    base, _, k = name.rpartition(".")
+    if not (k.isdigit() and k.isascii() and k[0] != "0" and len(k) <= ROTATED_DIGITS):
+        return None
+    kind = rank_file(base)
+    return (kind[0], kind[1], int(k)) if kind is not None and kind[1] != "devices" else None
+
+
+def read_order(name: str) -> tuple[bool, int, str, int]:
+    """Where a followed file comes in a round: metrics files first (a rank's rows before its events), and a
+    rank's older parts before its newer ones (its rows in the order they were written)."""
+    part = rank_part(name)
+    if part is None:
+        return True, NO_RANK, name, 0
+    return part[1] != "csv", part[0], part[1], -part[2]
+
+
+def rotation_groups(names: Iterable[str], followed: Iterable[str]) -> dict[tuple[int, str], set[str]]:
+    """The (rank, kind) groups a rotation touches, each with its listed names (``names``: a folder's listing) and
+    the name of the file the writer writes: those of which an older part is listed or followed (``followed``).
+    An older part's name ends with a digit, a rank file's never: most listings have none and cost one look
+    at each name's last character."""
+    listed = [n for n in names if n[-1:].isdigit()]
+    groups: dict[tuple[int, str], set[str]] = {}
+    for n in [n for n in followed if n[-1:].isdigit()] + listed:
+        part = rank_part(n)
+        if part is not None and part[2]:
+            groups.setdefault(part[:2], set())
+    for n in listed:
+        part = rank_part(n)
+        if part is not None and part[2]:
+            groups[part[:2]].add(n)
+    for rank, kind in groups:
+        groups[rank, kind].add(f"rank{rank}.csv" if kind == "csv" else f"rank{rank}.events.jsonl")
+    return groups
+
+
 #: an events file's first read: its lines are parsed one by one and most are heartbeats only counted, so it is
 #: read in pieces (memory bounded, not the file's size: 2M heartbeat lines took 1.66 GB read whole); a piece
 #: still holds a start event far longer than a writer writes (a 20 MB one is read, and cut to the bounds)
@@ -112,7 +160,9 @@ def followed(name: str, tail_path: str, store: Store, source: str,
              kind: tuple[int, str] | None = None) -> Followed | None:
     """The record for a rank file named ``name`` of ``source`` (``kind``: its rank_file(), when known).
     None for any other name (never used as a path), and for a rank another source already feeds."""
-    kind = kind or rank_file(name)
+    if kind is None:
+        part = rank_part(name)
+        kind = part[:2] if part is not None else None
     if kind is not None and kind[1] == "devices":
         return Followed(NO_RANK, "devices", FileTail(tail_path), devices=DevicesParser())
     if kind is None or not store.claim(kind[0], source):

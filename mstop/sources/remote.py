@@ -29,9 +29,10 @@ from ..procs import stop_group
 from ..safe import clean, inflate, loads
 from .files import FileTail
 from .followers import program
+from .lifelocks import LifeLocks
 from .mflog import SCHEDULER_LOG, ingest_log, note_lost, stream_rank, worker_states
 from .protocol import DEFAULT_CONNECTION, Connection, SourceError, SourceState
-from .rankfiles import Followed, Round, followed, ingest, rank_file
+from .rankfiles import Followed, Round, followed, ingest, rank_part
 
 #: The remote command: a constant (no user text), which reads the program from standard input.
 BOOTSTRAP = ('python3 -u -c "import sys;n=int(sys.stdin.buffer.readline());'
@@ -296,6 +297,12 @@ def rank_host(start: dict | None) -> str | None:
     return target.host if target is not None else None
 
 
+#: the most ranks one frame may say their life lock is free (more is a host's answer cut, not refused)
+MAX_UNLOCKED = 100_000
+#: seconds between looks for a run directory that does not exist yet on its host
+MISSING_EVERY = 2.0
+
+
 def retrying(state: SourceState, tries: int, why: object, delay: float | None = None) -> float:
     """A lost connection said in ``state`` (``reconnecting, try 3 in 4 s: ...``, and among its notes); the
     seconds to wait before try ``tries``: 1, 2, 4 ... 30 unless ``delay`` is given."""
@@ -339,6 +346,10 @@ class RemoteSource:
         self._scheduler: tuple[FileTail, SchedulerLog] | None = None  # msrun's scheduler.log, when sent
         self._scheduler_cursor = ""
         self._told: set[tuple[int, str, str]] = set()  # (rank, session, kind) the scheduler log gave
+        #: the ranks whose life lock the follower found free on the host, and the host's boot id (lifelocks)
+        self._unlocked: frozenset[int] = frozenset()
+        self._boot: str | None = None
+        self._life = LifeLocks(store)
         #: where its rank files' new lines go when many hosts' frames are parsed together (a read round of
         #: mstop.sources.rankfiles, flushed by its owner); None: into the store frame by frame
         self.batch: Round | None = None
@@ -409,6 +420,15 @@ class RemoteSource:
                 if self._restarting:  # ended to be asked again (want_raw): no fault, no wait
                     self._restarting = False
                     continue
+                if e.missing:  # a folder the job has not made yet (msrun makes it a moment after it starts):
+                    # looked for again every few seconds, as the local monitor waits for it; no fault, no note
+                    self.state.missing = True
+                    self.state.connection = f"{self.target.path} does not exist yet: waiting for it"
+                    if self.on_update is not None:
+                        self.on_update()
+                    self._stop.wait(MISSING_EVERY)
+                    continue
+                self.state.missing = False
                 tries += 1
                 delay = retrying(self.state, tries, e)
                 if self.on_update is not None:
@@ -546,6 +566,8 @@ class RemoteSource:
         if "error" in header:
             raise RemoteError(clean(f"{self.target}: {header['error']}", 4096),
                               missing=str(header["error"]).startswith("no such directory"))
+        # a frame whole and no error: connected, before its rows are shown (they said "connecting" beside them)
+        self.state.connection, self.state.missing = "connected", False
         if isinstance(header.get("refused"), list):
             self._refused(header["refused"])
         if isinstance(header.get("events"), list):
@@ -562,12 +584,43 @@ class RemoteSource:
         if sum(int(e[2]) for e in files) > len(payload):
             raise RemoteError(f"{host}: a frame's files add up to more bytes than it sent")
         self._feed(header, payload)
+        self._lives(header)
         return header
+
+    def _lives(self, header: dict) -> None:
+        """The ranks whose life lock the host's follower found free (``unlocked``, sent when it changes, with
+        the host's boot id): those that ended with no exit event are recorded so (mstop.sources.lifelocks)."""
+        got, boot = header.get("unlocked"), header.get("boot")
+        if isinstance(got, list):
+            self._unlocked = frozenset(r for r in got[:MAX_UNLOCKED] if type(r) is int and r >= 0)
+            self._boot = clean(boot, 64) if isinstance(boot, str) else None
+        if self._unlocked:
+            self._life.check({r: f"rank{r}.events.jsonl" for r in self._unlocked},
+                             free=lambda r: r in self._unlocked, boot=self._boot)
 
     def _feed(self, header: dict, payload: bytes) -> None:
         """Give each file's bytes of a frame to its parser (bytes a reconnect sent again are skipped)."""
+        try:
+            self._renamed(header.get("renamed"))
+            self._open_files(header)
+        finally:  # a frame refused halfway (RemoteError) keeps the ranks its files made known: a rank whose
+            self._add_ranks()  # reader was made and never added was never asked for as written again
+        self._feed_files(header, payload)
+
+    def _open_files(self, header: dict) -> None:
+        """A reader for each file of the frame not followed yet, before any of its rows: a rank whose rows are
+        in the store is one this host follows (``want_raw`` asked for it between the two was refused)."""
         gmtoff = header.get("gmtoff")
+        for entry in header.get("files", []):
+            name = entry[0]
+            if name != SCHEDULER_LOG and name not in self._files:
+                f = self._followed(str(name), gmtoff)
+                if f is not None:
+                    self._files[name] = f
+
+    def _feed_files(self, header: dict, payload: bytes) -> None:
         pos, seen, scheduler = 0, set(), None
+        gmtoff = header.get("gmtoff")
         for entry in header.get("files", []):
             name, offset, length, reset = entry[:4]
             data = payload[pos: pos + int(length)]
@@ -577,10 +630,7 @@ class RemoteSource:
                 continue
             f = self._files.get(name)
             if f is None:
-                f = self._followed(str(name), gmtoff)
-                if f is None:
-                    continue
-                self._files[name] = f
+                continue  # not one to read (another source's rank, a name refused)
             if len(entry) > 5 and isinstance(entry[5], dict) and f.kind in ("csv", "events", "devices"):
                 self._digest_part(f, entry, data, bool(reset))  # the follower's digest mode
                 continue
@@ -612,7 +662,23 @@ class RemoteSource:
                 ingest_log(self.store, f.rank, f.log, b"", flush=True, name=str(name))
         if scheduler is not None:
             self._scheduler_lines(*scheduler, gmtoff)
-        self._add_ranks()
+
+    def _renamed(self, pairs: object) -> None:
+        """Files the follower found renamed by a rotation (``[old, new]``: rank0.csv -> rank0.csv.1): their
+        readers go on under the new names. A pair that is not two names of one rank file's parts, or whose
+        old name is not followed, is passed over (the follower then sends the file as a new one)."""
+        if not isinstance(pairs, list):
+            return
+        moved = {}
+        for pair in pairs[:len(self._files)]:
+            if not (isinstance(pair, list) and len(pair) == 2 and all(isinstance(n, str) for n in pair)):
+                continue
+            old, new = rank_part(pair[0]), rank_part(pair[1])
+            if old is None or new is None or old[:2] != new[:2] or pair[0] not in self._files:
+                continue
+            moved[pair[1]] = self._files.pop(pair[0])
+        for name, f in moved.items():
+            self._files[name] = f
 
     def _add_ranks(self) -> None:
         """The rank files a frame brought, into :attr:`rank_set` at once (a frame of 200,000 files made a
@@ -693,7 +759,7 @@ class RemoteSource:
             return  # not the bytes that follow what was read: the next frame brings them again
         self._scheduler_cursor = str(entry[4]) if len(entry) > 4 else ""
         parsers = {f.rank: f.log for f in self._files.values() if f.log is not None}
-        worker_states(self.store, parsers, sched.parse(tail.feed(data[skip:]).blob), self._told)
+        worker_states(self.store, parsers, sched.parse(tail.feed(data[skip:]).blob), self._told, sched.expected)
 
     def _followed(self, name: str, gmtoff: object) -> Followed | None:
         """The record for a remote file (checked; never used as a local path): a rank file, or a MindFormers
@@ -731,7 +797,7 @@ class RemoteSource:
         now: dict[str, str] = {}
         for entry in entries:
             if isinstance(entry, list) and len(entry) == 2 and all(isinstance(x, str) for x in entry) and \
-                    rank_file(entry[0]) is not None:
+                    rank_part(entry[0]) is not None:
                 now[entry[0]] = clean(entry[1], 128)
         for name in self._refused_names - set(now):
             self.store.refuse(name, None)

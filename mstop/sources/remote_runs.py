@@ -40,7 +40,9 @@ def _answer(out: bytes, host: str) -> tuple[dict, bytes]:
     except (ValueError, zlib.error) as e:
         raise RemoteError(clean(f"{host}: an answer that does not read ({e})", 4096)) from None
     if header.get("error"):
-        raise RemoteError(clean(f"{host}:{header['error']}", 4096), missing="no such directory" in header["error"])
+        e = RemoteError(clean(f"{host}:{header['error']}", 4096), missing="no such directory" in header["error"])
+        e.parent = header.get("parent") is True  # type: ignore[attr-defined]
+        raise e
     return header, payload
 
 
@@ -50,11 +52,18 @@ def _refresh_entry_ok(entry: object) -> bool:
             and all(type(x) is int and x >= 0 for x in entry[1:4]) and isinstance(entry[4], bool))
 
 
-def probe(target: Target, *, connection: Connection = DEFAULT_CONNECTION) -> str:
-    """"run" when ``host:/path`` is a run itself (or nothing below it is), "runs" when runs are below it."""
+def probe(target: Target, *, connection: Connection = DEFAULT_CONNECTION, wait: bool = False) -> str:
+    """"run" when ``host:/path`` is a run itself (or nothing below it is), "runs" when runs are below it. A
+    directory not there yet is a run to wait for when its parent exists on the host (or ``wait``), as a local
+    one is; else RemoteError (``missing``)."""
     out = run_program(target.host, PROGRAM, {"root": target.path, "probe": True}, connection=connection,
                       timeout=FRAME_DEADLINE)  # a look at one folder: a host silent this long is gone
-    header, _ = _answer(out, target.host)
+    try:
+        header, _ = _answer(out, target.host)
+    except RemoteError as e:
+        if e.missing and (wait or getattr(e, "parent", False)):
+            return "run"
+        raise
     return "runs" if not header.get("is_run") and header.get("has_runs") else "run"
 
 

@@ -11,6 +11,7 @@ there. MindFormers logs are read whole (their sessions and batch sizes are in th
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import time
@@ -22,7 +23,8 @@ from ..engine.reader import RunReader
 from ..engine.store import Store
 from ..safe import clean
 from .local import LocalSource
-from .mflog import MfLogSource, has_logs
+from .mflog import WORKER_LOG, MfLogSource, has_logs
+from .procwatch import pid_in
 from .protocol import SourceError
 from .rankfiles import Tail
 
@@ -48,6 +50,7 @@ def keep_runs(found: list[tuple[str, str]], problems: list[str],
 #: average: a list left open for days must not grow into each run's whole history.
 REBUILD_ROWS = 2_000
 _RANK_FILE = re.compile(f"(?:{CSV_PATTERN})|(?:{EVENTS_PATTERN})")
+_EVENTS = re.compile(EVENTS_PATTERN)
 _LOG_HINT = re.compile(r"rank_\d+|log|info\.log|msrun_log|worker_\d+\.log")
 
 
@@ -98,7 +101,62 @@ def find_runs(root: str, max_depth: int = MAX_DEPTH) -> tuple[list[tuple[str, st
                                     f"{clean(root, 4096)}, deeper than runs are looked for (--depth N)")
         level = below
     runs.sort()
-    return runs, problems
+    return _without_job_logs(runs, problems), problems
+
+
+#: files looked at to tell whose a log folder is: a writer run's events files (their first lines) and a log
+#: folder's worker logs (their heads), at most this many of each
+WHOSE_FILES = 16
+
+
+def _without_job_logs(runs: list[tuple[str, str]], problems: list[str]) -> list[tuple[str, str]]:
+    """``runs`` without the log folders that are a writer run's own job's (``msrun --log_dir`` beside the run
+    it writes): a folder of logs whose workers' pids (MindSpore's line prefix) are those its sibling writer
+    run's start events name is the same job, not a run of its own (it would list ``waiting``: a writer job's
+    logs hold no steps); each is said in ``problems``."""
+    writers: dict[str, list[str]] = {}
+    for path, kind in runs:
+        if kind == "writer":
+            writers.setdefault(os.path.dirname(path), []).append(path)
+    out = []
+    for path, kind in runs:
+        owner = None
+        if kind == "mflog" and writers.get(os.path.dirname(path)):
+            pids = _worker_pids(path)
+            owner = next((w for w in writers[os.path.dirname(path)] if pids & _writer_pids(w)), None)
+        if owner is None:
+            out.append((path, kind))
+        else:
+            problems.append(f"{clean(path, 4096)}: the logs of {clean(os.path.basename(owner), 256)}'s processes "
+                            "(msrun --log_dir): shown with that run, not as a run of its own")
+    return out
+
+
+def _worker_pids(path: str) -> set[int]:
+    """The pids msrun's worker logs in ``path`` name (their first MindSpore-prefixed lines)."""
+    try:
+        names = sorted(n for n in os.listdir(path) if WORKER_LOG.fullmatch(n))[:WHOSE_FILES]
+    except OSError:
+        return set()
+    return {p for n in names if (p := pid_in(os.path.join(path, n))) is not None}
+
+
+def _writer_pids(path: str) -> set[int]:
+    """The pids a writer run's start events name (the first line of each events file, up to 64 KiB)."""
+    out: set[int] = set()
+    try:
+        names = sorted(n for n in os.listdir(path) if _EVENTS.fullmatch(n))[:WHOSE_FILES]
+    except OSError:
+        return out
+    for n in names:
+        try:
+            with open(os.path.join(path, n), "rb") as f:
+                first = json.loads(f.read(64 << 10).split(b"\n", 1)[0])
+        except (OSError, ValueError):
+            continue
+        if isinstance(first, dict) and first.get("kind") == "start" and type(first.get("pid")) is int:
+            out.add(first["pid"])
+    return out
 
 
 def _is_subdir(parent: str, name: str) -> bool:

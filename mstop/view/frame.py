@@ -165,6 +165,9 @@ class HeaderPart:
     run_name: str | None = None
     device: str | None = None
     world_size: int | None = None
+    #: the stacks view (t) holds what explains the state: a run that stopped making steps (stalled, dead,
+    #: failed) with stack dumps (a crash's, a hang's), or a rank stuck in a step by its dump: the footer shows t
+    stacks_explain: bool = False
     ranks_seen: int = 0
     status: str = "waiting"
     step: int | None = None
@@ -315,5 +318,7 @@ class View:
     overlays: list[BaselinePart] = field(default_factory=list)  # other runs drawn by step (the runs list's o)
     name: str = ""  # this run's name beside overlaid runs (their legend names them too)
     alerts: list[Any] = field(default_factory=list)  # active health alerts (mstop.engine.health.Alert)
+    #: what slows the job, worst first (mstop.engine.diagnosis.Verdict): the header's first line
+    diagnosis: list[Any] = field(default_factory=list)
     new_alerts: int = 0  # not yet seen (the a key)
     marks: dict[int, str] = field(default_factory=dict)  # the heat strip's letter per rank with an alert

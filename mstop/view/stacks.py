@@ -8,12 +8,33 @@ last and say so; a crash's stack says ``crashed: Segmentation fault``.
 from __future__ import annotations
 
 from .. import fmt
+from ..engine.diagnosis import diagnose
 from ..engine.endings import ranks_text
 from ..engine.processes import stack_view
 from ..engine.store import Snapshot
 
 #: frames shown per group (the rest are counted)
 FRAMES = 12
+#: the diagnosis's verdicts the stacks view says first (issue 60: why the job is stuck or died), and the
+#: waits listed at most
+STUCK_KINDS = {"hang": "hang", "root_cause": "root cause"}
+WAITS_SHOWN = 8
+
+
+def verdict_lines(store: Snapshot) -> list[tuple[str, str]]:
+    """The hang and the root cause the diagnosis tells (the wait-for graph of the ranks' logs, the errors
+    told root or cascade), each with the waits it was told by."""
+    out: list[tuple[str, str]] = []
+    for v in diagnose(store):
+        if v.kind not in STUCK_KINDS:
+            continue
+        out.append(("bold red", f"{STUCK_KINDS[v.kind]}: {v.words}"))
+        waits = v.evidence.get("waits_for") or []  # ordered from the rank waited for outwards
+        for w in waits[:WAITS_SHOWN]:
+            out.append(("", f"  | {ranks_text(w['ranks'])} waited for rank {w['peer']} (its log's timeout)"))
+        if len(waits) > WAITS_SHOWN:
+            out.append(("dim", f"  | ... {len(waits) - WAITS_SHOWN} more peers waited for"))
+    return out
 
 
 def stacks_lines(store: Snapshot) -> list[tuple[str, str]]:
@@ -21,6 +42,9 @@ def stacks_lines(store: Snapshot) -> list[tuple[str, str]]:
     store = store.snapshot()
     groups, none = stack_view(store)
     out: list[tuple[str, str]] = [("bold", "stacks: where each rank's main thread is, from its newest dump")]
+    told = verdict_lines(store)
+    if told:
+        out += [("", "")] + told
     if not groups:
         out.append(("", ""))
         out.append(("", "no rank has dumped its stacks: a rank dumps them when a step runs past its limit "

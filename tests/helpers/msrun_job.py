@@ -8,7 +8,17 @@ AllReduce of the gradients every step, MstopCallback last, 0.1 s a step, a check
 a callback that never returns); the other ranks wait for it in their AllReduce. (A GeneratorDataset whose
 generator blocks was tried first: under msrun here that rank never reached its first step.)
 ``--segv=1:50``: rank 1 reads a NULL pointer through ctypes at the start of step 50 (SIGSEGV).
+``--fail=1:30``: rank 1 raises a RuntimeError at the start of step 30 (the writer writes its abort).
+``--input-block=1:40``: rank 1's input pipeline (a map function, in the dataset's own thread) never gives
+its 40th batch: the rank waits for its input, the others in their AllReduce.
 ``--stack-after``: the writer's ``stack_after`` option.
+``--busy=2:0.15``: rank 2 computes 0.15 s more each step (a busy loop inside its step: a compute straggler).
+``--input-sleep=1:0.3`` (or ``all:0.3``): that rank's (every rank's) input pipeline takes 0.3 s a batch.
+``--leak=2000000``: every rank keeps 2,000,000 bytes more each step (host memory creeping up).
+``--steps-sleep=0.1``: the sleep a step (0.1 s by default).
+``--count-to=all:200000``: that rank (every rank) counts to 200,000 each step: host work of a fixed size (a
+loaded CPU stretches it), where ``--busy`` spins for a fixed time.
+``--env=3:HCCL_BUFFSIZE=400``: rank 3 starts with that variable set (the others without it, or as msrun set it).
 
 Graph mode needs this source in a file. Each rank prints ``STEP <n>`` lines to its own log as it trains."""
 
@@ -34,8 +44,26 @@ resume = "--resume" in sys.argv
 opts = dict(a[2:].split("=", 1) for a in sys.argv[3:] if a.startswith("--") and "=" in a)
 stall = tuple(int(v) for v in opts["stall"].split(":")) if "stall" in opts else None
 segv = tuple(int(v) for v in opts["segv"].split(":")) if "segv" in opts else None
+fail = tuple(int(v) for v in opts["fail"].split(":")) if "fail" in opts else None
 stack_after = float(opts["stack-after"]) if "stack-after" in opts else None
 rank, world = get_rank(), get_group_size()
+
+
+def for_me(opt):
+    """``RANK:VALUE`` (RANK may be ``all``): the value when it names this rank, else None."""
+    if opt not in opts:
+        return None
+    who, value = opts[opt].split(":")
+    return float(value) if who == "all" or int(who) == rank else None
+
+
+busy, input_sleep, work = for_me("busy"), for_me("input-sleep"), for_me("count-to")
+input_block = for_me("input-block")
+if "env" in opts and int(opts["env"].split(":", 1)[0]) == rank:
+    name, value = opts["env"].split(":", 1)[1].split("=", 1)
+    os.environ[name] = value  # as if its launcher had set it for this rank alone
+leak = int(opts.get("leak", 0))
+step_sleep = float(opts.get("steps-sleep", 0.1))
 
 
 def wait_for_input():
@@ -52,7 +80,8 @@ def read_null():
 
 
 class Stall(Callback):
-    """``--stall=RANK:STEP``: this rank blocks at the start of that step; ``--segv=RANK:STEP``: it crashes."""
+    """``--stall=RANK:STEP``: this rank blocks at the start of that step; ``--segv=RANK:STEP``: it crashes;
+    ``--fail=RANK:STEP``: it raises."""
 
     def on_train_step_begin(self, run_context):
         step = run_context.original_args().cur_step_num + 1
@@ -60,14 +89,46 @@ class Stall(Callback):
             wait_for_input()
         if segv is not None and segv[0] == rank and step >= segv[1]:
             read_null()
+        if fail is not None and fail[0] == rank and step + initial >= fail[1]:
+            raise RuntimeError(f"injected failure at step {step + initial}")
 
 
 class Slow(Callback):
-    """0.1 s a step, and the step on stdout (the worker's log), so a test can kill a rank at a step."""
+    """0.1 s a step, and the step on stdout (the worker's log), so a test can kill a rank at a step;
+    ``--busy``'s loop and ``--leak``'s bytes."""
+
+    kept = []
 
     def on_train_step_end(self, run_context):
-        time.sleep(0.1)
+        time.sleep(step_sleep)
+        if busy:
+            end = time.perf_counter() + busy
+            while time.perf_counter() < end:
+                pass
+        if work:
+            n = 0
+            for _ in range(int(work)):
+                n += 1
+        if leak:
+            self.kept.append(b"\x01" * leak)
         print(f"STEP {run_context.original_args().cur_step_num}", flush=True)
+
+
+def slow_input(x):
+    """``--input-sleep``: the input pipeline's time a batch."""
+    time.sleep(input_sleep)
+    return x
+
+
+batches = [0]
+
+
+def blocking_input(x):
+    """``--input-block``: the batch that never comes (a read that hangs, in the user's own map function)."""
+    batches[0] += 1
+    while batches[0] >= input_block:
+        time.sleep(1)
+    return x
 
 
 net = nn.SequentialCell(nn.Dense(16, 32), nn.ReLU(), nn.Dense(32, 1))
@@ -83,6 +144,11 @@ rng = np.random.default_rng(rank)
 x = rng.standard_normal((steps * 8, 16)).astype(np.float32)
 y = rng.standard_normal((steps * 8, 1)).astype(np.float32)
 data = ds.NumpySlicesDataset({"x": x, "y": y}, shuffle=False).batch(8).skip(initial)
+if input_sleep:
+    data = data.map(operations=slow_input, input_columns=["x"], num_parallel_workers=1, python_multiprocessing=False)
+if input_block:
+    data = data.map(operations=blocking_input, input_columns=["x"], num_parallel_workers=1,
+                    python_multiprocessing=False)
 ckpt = ModelCheckpoint(prefix="net", directory=ckpt_dir, config=CheckpointConfig(save_checkpoint_steps=50))
 monitor = MstopCallback(run_dir, run_name="msrun-dp", step_offset=initial, stack_after=stack_after)
 Model(net, nn.MSELoss(), nn.Adam(net.trainable_params(), 1e-3)).train(

@@ -21,8 +21,7 @@ def write_rank(run: Path, rank: int, rows: list[dict[str, Any]], *, mode: str = 
     with open(path, mode) as f:
         if new and header:
             f.write(",".join(COLUMNS) + "\n")
-        for r in rows:
-            f.write(",".join("" if r.get(c) is None else str(r[c]) for c in COLUMNS) + "\n")
+        f.writelines(",".join(["" if (v := r.get(c)) is None else str(v) for c in COLUMNS]) + "\n" for r in rows)
 
 
 def written_at(run: Path, t: float) -> Path:

@@ -167,3 +167,34 @@ def test_one_host_followed_with_a_digest_is_asked_again_for_a_rank_and_loses_not
     assert len(late) == 10 and not (late > 1).any(), late  # as written once asked for
     for r in range(2):
         assert (np.diff(store.ranks[r].col("step")) > 0).all()
+
+
+def test_a_rank_file_rotated_on_a_host_followed_with_a_digest_loses_nothing(config, tmp_path):
+    """Issue 58 item 8 in digest mode (a node set's hosts merge their ranks' rows): rank 3's file renamed away
+    by a rotation mid-run (``mv rank3.csv rank3.csv.1``, the writer going on into it, then into a new
+    rank3.csv): every row written stands in the store once, the steps in order, no file read again."""
+    import os
+
+    writers = [MetricsWriter(tmp_path / f"lo{h}" / "run", rank=r, world_size=4, heartbeat_interval=1.0)
+               for h in (1, 2) for r in (2 * h - 2, 2 * h - 1)]
+    store = Store()
+    src = Sources([f"lo[1-2]:{tmp_path}/%h/run"], store, poll=0.1, connection=Connection(("-F", str(config)), 5.0),
+                  digest=0.5)
+    src.follow()
+    try:
+        write(writers, 1, 20, pause=0.05)
+        assert wait_for(lambda: all(written(store, r) == 20 for r in range(4)), 60), src.states()
+        run = tmp_path / "lo2" / "run"
+        os.rename(run / "rank3.csv", run / "rank3.csv.1")
+        write(writers, 21, 60, pause=0.05)  # 2 s: the writer notices within a second and makes a new file
+        assert (run / "rank3.csv").exists()
+        assert wait_for(lambda: all(written(store, r) == 60 for r in range(4)), 60), [written(store, r) for r in
+                                                                                       range(4)]
+        time.sleep(1.0)
+    finally:
+        for w in writers:
+            w.close()
+        src.stop()
+    assert store.resets == 0 and written(store, 3) == 60
+    d = store.ranks[3]
+    assert (np.diff(d.col("step")) > 0).all() and d.last("step") == 60

@@ -251,5 +251,11 @@ def test_a_plain_jobs_goodput_followed_live_is_the_one_read_afterwards(tmp_path)
         end = os.stat(job.log).st_mtime
         live = ledger(job.store.snapshot(), Options(clock=lambda: end)).goodput
     late = starved.stop() / (end - job.began)  # the share of the job's time the follow could not read in: 0 quiet
+    # the job's own steps' unevenness on a loaded machine: the time between its lines beyond twice their median
+    # gap (live those gaps are seen as they were, a stall; read afterwards TimeMonitor's mean spaces them)
+    gaps = [b - a for a, b in zip(job.written, job.written[1:])]
+    median = sorted(gaps)[len(gaps) // 2]
+    uneven = sum(max(0.0, g - 2 * median) for g in gaps) / (end - job.began)
     reopened = ledger(read_once(str(tmp_path)), Options(clock=lambda: end)).goodput
-    assert live > 0.7 and reopened > 0.7 and abs(live - reopened) < 0.1 + late, (live, reopened, late)
+    assert live > 0.7 and reopened > 0.7 and abs(live - reopened) < 0.1 + late + uneven, (live, reopened, late,
+                                                                                         uneven)

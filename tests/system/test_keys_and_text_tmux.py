@@ -201,9 +201,10 @@ async def test_what_each_width_keeps(tmp_path, width):
     app = MonitorApp(str(run), follow=False, clock=lambda: 1201.0)
     async with app.run_test(size=(width, 40)) as pilot:
         await settle(pilot)
-        head = [line.strip() for line in screen_lines(app)[:3]]
+        diagnosis, *head = [line.strip() for line in screen_lines(app)[:4]]
         header = "\n".join(head)
-        assert all(len(line) <= width - 2 for line in head), header
+        assert all(len(line) <= width - 2 for line in [diagnosis, *head]), header
+        assert diagnosis.startswith("HEALTHY  nothing slows the job"), diagnosis  # issue 59: the first line
         assert "status RUNNING" in head[0] and "ALERTS 1 (1 new: a)" in head[0], header
         assert head[1].startswith("step 200 / 1,000 [##........] 20 %"), header
         assert head[2].startswith("last row 1 s ago"), header

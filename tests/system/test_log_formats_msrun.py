@@ -84,6 +84,9 @@ def test_a_real_msrun_job_with_loss_monitor_and_no_mstop_code(tmp_path):
     from mstop.engine.figures import Options, status
 
     assert status(store, Options()) == "finished"  # every worker unregistered (scheduler.log): a clean end
+    from mstop.engine.figures import run_meta
+
+    assert run_meta(store.snapshot())["world_size"] == 2  # msrun's scheduler: "expected node number: 2"
 
 
 @pytest.mark.slow
@@ -202,6 +205,11 @@ def test_the_scheduler_logs_captured_here_read_as_the_workers_states():
             return [(w.rank, w.kind) for w in SchedulerLog().parse(f.read())]
 
     assert states("finished.scheduler.log") == [(1, "end"), (0, "end")]
+    for name in ("finished.scheduler.log", "lost-rank1.scheduler.log"):  # the job's world: the workers it expects
+        sched = SchedulerLog()
+        with open(os.path.join(FIXTURES, name), "rb") as f:
+            sched.parse(f.read())
+        assert sched.expected == 2, name
     assert states("lost-rank1.scheduler.log") == [(1, "lost")]
     assert states("lost-names-survivor.scheduler.log") == [(0, "lost")]
     with open(os.path.join(FIXTURES, "lost-rank1.scheduler.log"), "rb") as f:
@@ -228,3 +236,50 @@ def test_a_worker_the_scheduler_timed_out_makes_the_job_dead_not_stalled(tmp_pat
     assert js["status"] == "finished" and js["step"] == 10
 
 
+
+
+@pytest.mark.slow
+def test_a_plain_jobs_goodput_on_the_monitor_is_summarys_once_it_ended(tmp_path):
+    """Issue 58 items 3 and 9: a real plain msrun job (LossMonitor, TimeMonitor) followed live: its unstamped
+    lines are timed by their arrival, read afterwards TimeMonitor spaces them; the monitor said 59 % where
+    ``summary`` said 75 % (71 and 76 here before), and its first epoch was said to read 0 % while it trained
+    (here 16 % at the first read, rising). Never 0 % once 30 steps are in; once the job has ended the monitor's
+    goodput is the files' read afterwards, as summary's: the two agree."""
+    import json
+    import subprocess
+    import sys
+    import time
+
+    from mstop.live import MonitorOptions, MonitorSession
+    from tests.helpers.common import wait_for
+    from tests.helpers.msrun import plain_msrun
+
+    job, logs = plain_msrun(tmp_path, "60", "2", "0", "0.05")
+    assert wait_for(logs.is_dir, 60)
+    s = MonitorSession([str(logs)], MonitorOptions())
+    s.source.read_all()
+    s.first_read_done()
+    s.source.follow()
+    try:
+        first_epoch = []  # (step, goodput) while its first epoch runs (no TimeMonitor line yet)
+        deadline = time.monotonic() + 300
+        while job.poll() is None and time.monotonic() < deadline:
+            h = s.frame(points=80, header_only=True).view.header
+            if h.step is not None and 30 <= h.step <= 60:
+                first_epoch.append((h.step, h.goodput))
+            time.sleep(0.5)
+        assert first_epoch and all(g is not None and g >= 0.005 for _, g in first_epoch), first_epoch  # not "0 %"
+        assert job.wait(timeout=300) == 0
+        js = json.loads(subprocess.run([sys.executable, "-m", "mstop", "summary", "--json", str(logs)], cwd=ROOT,
+                                       capture_output=True, text=True, timeout=120).stdout)
+        assert js["status"] == "finished" and js["step"] == 120, js["status"]
+
+        def agrees() -> bool:
+            h = s.frame(points=80, header_only=True).view.header
+            return h.status == "finished" and h.goodput is not None and abs(h.goodput - js["goodput"]["goodput"]) < 5e-4
+
+        assert wait_for(agrees, 30), (s.frame(points=80, header_only=True).view.header.goodput, js["goodput"])
+    finally:
+        s.source.stop()
+        if job.poll() is None:
+            job.kill()

@@ -129,10 +129,30 @@ async def test_the_runs_list_over_a_node_set_shows_each_run_once_and_opens_it_ov
         table = app.runs_screen.query_one(RunsTable)
         await settle(pilot, lambda: table.row_count == 2, tries=500)
         rows = {str(table.get_row_at(i)[1]): [str(c) for c in table.get_row_at(i)] for i in range(table.row_count)}
-        assert set(rows) == {"a", "b"} and rows["b"][3].startswith("20") and rows["a"][12] == "lo[1-2]", rows
+        assert set(rows) == {"a", "b"} and rows["b"][3].startswith("20") and rows["a"][13] == "lo[1-2]", rows
         table.focus()
         table.move_cursor(row=[str(table.get_row_at(i)[1]) for i in range(2)].index("b"))
         await pilot.press("enter")
         await settle(pilot, lambda: "step 20" in text(app.screen.query_one(Header)), tries=1000)
         assert app.screen.session.source.label == f"lo[1-2]:{tmp_path}/%h/runs/b"
         assert sorted(app.screen.session.store.ranks) == [0, 1]  # both hosts' ranks
+
+
+def test_a_rank_two_hosts_hold_is_shown_once_and_said_not_merged(server, tmp_path):
+    """Issue 58 item 8: a rank two hosts of a set both hold (a wrong rank variable) is never merged silently into
+    one rank: the second host's is not shown, and ``summary`` says which hosts."""
+    for h, loss in ((1, 1.0), (2, 5.0)):
+        run = tmp_path / f"lo{h}" / "run"
+        write_rank(run, 0, steps(1, 10, loss=loss, step_time=0.5))  # both say they are rank 0
+        write_rank(run, h, steps(1, 10, loss=loss, step_time=0.5))
+        written_at(run, 1011.0)
+    spec = f"lo[1-2]:{tmp_path}/%h/run"
+    got = subprocess.run([sys.executable, "-m", "mstop", "summary", "--json", spec, "-F", server.config], cwd=ROOT,
+                         capture_output=True, text=True, timeout=120)
+    assert got.returncode in (0, 1), got.stderr
+    js = json.loads(got.stdout)
+    assert js["ranks"] == 3 and js["rows"] == 30, (js["ranks"], js["rows"])  # rank 0 once, not 20 rows of it
+    table = subprocess.run([sys.executable, "-m", "mstop", "summary", spec, "-F", server.config], cwd=ROOT,
+                           capture_output=True, text=True, timeout=120).stdout
+    line = next(x for x in table.splitlines() if "not merged" in x)
+    assert "rank 0" in line and "lo1" in line and "lo2" in line, table

@@ -326,8 +326,8 @@ async def test_the_runs_list_over_ssh_and_local_side_by_side_names_each_runs_hos
         rows = {str(table.get_row_at(i)[1]): [str(c) for c in table.get_row_at(i)] for i in range(table.row_count)}
         assert set(rows) == set(RUNS) | {"local-run"}
         for name, (status, note, _) in RUNS.items():
-            assert rows[name][2] == status and rows[name][12] == "testhost" and rows[name][13] == note
-        assert rows["local-run"][12] != "testhost"
+            assert rows[name][2] == status and rows[name][13] == "testhost" and rows[name][14] == note
+        assert rows["local-run"][13] != "testhost"
         local = RunsWatch(str(there))  # the same runs read here: the same figures
         local.discover()
         local.read()
@@ -448,3 +448,64 @@ def test_over_ssh_the_follower_applies_the_same_rule(server, tmp_path):
         assert SECRET not in pane.problem and pane.problem.startswith("testhost: ")
     finally:
         session.source.stop()
+
+
+def test_rotated_rank_files_over_ssh_are_read_in_order_and_followed_through_a_rotation(server, tmp_path):
+    """Issue 58 item 8: rank0.csv.K (logrotate's older parts) read over ssh as locally, and a rotation while
+    following (rank0.csv -> rank0.csv.1, a new rank0.csv) loses no row and reads none twice."""
+    run = tmp_path / "rot"
+    write_rank(run, 0, steps(1, 10, loss=1.0, session="s"))
+    os.rename(run / "rank0.csv", run / "rank0.csv.1")
+    write_rank(run, 0, steps(11, 20, loss=1.0, session="s", t0=1010.0))
+    written_at(run, 1051.0)
+    local = json.loads(summary(run, "--json").stdout)
+    proc = summary(f"testhost:{run}", "--json", "-F", server.config)
+    remote = json.loads(proc.stdout)
+    assert (remote["rows"], remote["step"], remote["resets"], remote["repeated_steps"]) == (20, 20, 0, 0)
+    sshd.assert_same_summary(remote, local, f"testhost:{run}")
+
+    live = tmp_path / "live"
+    live.mkdir()
+    store = Store()
+    src = RemoteSource(Target("testhost", str(live)), store, poll=0.05, connection=server.connection())
+    src.follow()
+    try:
+        write_rank(live, 0, steps(1, 10, loss=1.0, session="s"))
+        assert wait_for(lambda: store.rows == 10)
+        os.rename(live / "rank0.csv", live / "rank0.csv.1")
+        write_rank(tmp_path / "scratch", 0, steps(11, 12, loss=1.0, session="s", t0=1010.0), header=False)
+        with open(live / "rank0.csv.1", "ab") as f:  # the writer's descriptor: the moved file still grows
+            f.write((tmp_path / "scratch" / "rank0.csv").read_bytes())
+        time.sleep(0.3)
+        write_rank(live, 0, steps(13, 20, loss=1.0, session="s", t0=1012.0))  # the writer's new file
+        assert wait_for(lambda: store.rows == 20, timeout=20), store.rows
+        time.sleep(0.5)
+        assert store.resets == 0 and store.rows == 20
+        assert store.snapshot().ranks[0].col("step").tolist() == [float(s) for s in range(1, 21)]
+    finally:
+        src.stop()
+
+
+async def test_the_monitor_of_a_remote_run_not_made_yet_waits_for_it(server, tmp_path):
+    """Issue 58 item 9: ``mstop host:/path`` started before the job made its folder exited, where the local
+    monitor waits: its parent exists on the host, so it is a run to wait for; the header says so, and the rows
+    come once the job writes them. A folder whose parent is missing too is still refused (unless --wait)."""
+    from mstop.app import MonitorApp
+    from mstop.app.widgets import Header
+    from mstop.commands.arguments import runs_watches
+    from tests.helpers.app_common import settle, text
+
+    run = tmp_path / "later" / "run"
+    (tmp_path / "later").mkdir()
+    spec = f"testhost:{run}"
+    assert runs_watches([spec], connection=server.connection()) is None  # a run, not an error
+    with pytest.raises(RemoteError, match="no such directory"):
+        runs_watches([f"testhost:{tmp_path}/nowhere/run"], connection=server.connection())
+    assert runs_watches([f"testhost:{tmp_path}/nowhere/run"], connection=server.connection(), wait=True) is None
+    app = MonitorApp(spec, options=MonitorOptions(connection=server.connection()))
+    async with app.run_test(size=(160, 40)) as pilot:
+        await settle(pilot, lambda: "waiting for it" in text(app.query_one(Header)), tries=600)
+        assert "WAITING" in text(app.query_one(Header))
+        write_rank(run, 0, steps(1, 20, loss=1.0, step_time=0.5, tokens=100))
+        await settle(pilot, lambda: "step 20" in text(app.query_one(Header)), tries=1000)
+        assert "waiting for it" not in text(app.query_one(Header))

@@ -43,9 +43,13 @@ def test_summary_json_has_exactly_the_documented_keys(tmp_path):
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     assert tuple(out) == KEYS
+    (dx,) = out.pop("diagnosis")  # issue 59: its verdicts are tested in test_diagnosis*.py: here, its shape
+    assert (dx["kind"], dx["ranks"], dx["evidence"]["window"], dx["since"]) == (
+        "healthy", [], {"first_step": 2, "last_step": 10}, {"step": 2, "time": None}), dx  # 25 % input wait, but
+    assert dx["words"].startswith("healthy: nothing slows the job")  # only in its pipeline's first 10 rows
     g = out.pop("goodput")  # its buckets are tested in tests/test_goodput.py: here, that they add up
     assert sum(g[k] for k in ("productive", "input_wait", "compile", "recomputed", "checkpoint", "stalled",
-                              "down")) == pytest.approx(g["wall"], abs=0.01)
+                              "down", "finished_early")) == pytest.approx(g["wall"], abs=0.01)
     assert out == {
         "run_dir": str(tmp_path), "ranks": 1, "step": 10, "rows": 10, "bad_rows": 2, "resets": 0,
         "segments": 1, "repeated_steps": 0, "loss": 1.0, "loss_ema": 1.0, "tokens_per_s": 50.0,
@@ -62,7 +66,7 @@ def test_summary_json_has_exactly_the_documented_keys(tmp_path):
         "devices": None,  # no npu-smi here: no devices file
         "culprit": None,  # finished: nothing to lay at a rank
         "processes": {},  # written without exit witnesses (no proc or exit events)
-        "goodput_definition": 3,  # each row classified once, as it arrives (issue 39); never backwards (40)
+        "goodput_definition": 4,  # each row classified once (39); never backwards (40); finished_early (58)
         "log_refused": None,  # no file named as its log was refused (issue 40)
         "refused_cells": {},  # no cell a real step cannot have (issue 40)
         "notes": [],  # nothing the files made mstop say (issue 58)

@@ -5,6 +5,7 @@ cannot tell the culprit from its victims; the exit witnesses' ``exit`` events (t
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import time
@@ -185,6 +186,7 @@ def test_msrun_one_ranks_input_blocked_the_stacks_name_it_while_the_job_hangs(tm
         heads = [t for _, t in stacks_lines(read_once(str(job.run))) if t.startswith("rank")]
         assert heads[0].startswith("ranks 0-1, 3: in _exec_pip (mindspore/") and " in step " in heads[0], heads
         assert heads[1].startswith("rank 2: in wait_for_input (helpers/msrun_job.py:"), heads
+        asyncio.run(_footer_shows_stacks(str(job.run)))  # the stacks explain the hang: t is in the footer
         pids = _witnesses(job)
     finally:
         job.stop()
@@ -222,10 +224,47 @@ def test_msrun_a_segfault_in_one_rank_leaves_its_crash_stack_and_names_it(tmp_pa
         assert crash, lines
         frames = lines[lines.index(crash[0]) + 1:]
         assert frames[0].strip().startswith("| string_at (") and any("read_null (" in f for f in frames[:4])
+        asyncio.run(_crash_pointed_at(str(job.run)))
         pids = _witnesses(job)
     finally:
         job.stop()
     _no_witness_left(job, pids)
+
+
+async def _footer_shows_stacks(run: str) -> None:
+    """Issue 58 item 5: while the stacks explain the state (a rank stuck in a step by its dump, its peers
+    waiting: the status may still read running), the footer shows t."""
+    from textual.widgets._footer import FooterKey
+
+    from mstop.app import MonitorApp
+    from mstop.live import MonitorOptions
+    from tests.helpers.app_common import settle
+
+    app = MonitorApp(run, options=MonitorOptions())
+    async with app.run_test(size=(160, 45)) as pilot:
+        await settle(pilot, lambda: any(k.key == "t" for k in app.screen.query(FooterKey)), tries=500)
+
+
+async def _crash_pointed_at(run: str) -> None:
+    """Issue 58 item 5 on the screen: the footer shows t (the stacks explain the state), ``L`` opens rank 1's
+    log saying its crash's stack is in the stacks view, not in that log, and t there opens the stacks view."""
+    from textual.widgets._footer import FooterKey
+
+    from mstop.app import MonitorApp
+    from mstop.app.screens import LogScreen, StacksScreen
+    from mstop.live import MonitorOptions
+    from tests.helpers.app_common import settle
+
+    app = MonitorApp(run, options=MonitorOptions())
+    async with app.run_test(size=(160, 45)) as pilot:
+        await settle(pilot, lambda: any(k.key == "t" for k in app.screen.query(FooterKey)), tries=500)
+        await pilot.press("L")
+        await settle(pilot, lambda: isinstance(app.screen, LogScreen))
+        said = str(app.screen.query_one("#log-errors").content)
+        assert "rank 1 crashed (Segmentation fault): its Python stack at the crash is in the stacks view (t), not " \
+               "in this log" in said, said
+        await pilot.press("t")
+        await settle(pilot, lambda: isinstance(app.screen, StacksScreen))
 
 
 def test_msrun_plain_job_the_first_worker_to_end_is_named_from_this_host(tmp_path):

@@ -290,3 +290,61 @@ def test_the_witness_the_viewer_and_the_follower_agree_on_how_and_in_what_order_
         for p in (p0, p1):
             p.kill()
             p.wait()
+
+
+def _pid1_job(run, steps: int = 20):
+    """A writer process that is PID 1 of its own pid namespace (``unshare --pid --fork``: a container's first
+    process), hanging after its rows; the unshare process and the writer's pid as this namespace sees it."""
+    import shutil
+
+    import pytest
+
+    unshare = shutil.which("unshare")
+    if unshare is None:
+        pytest.skip("no unshare here (util-linux)")
+    env = dict(os.environ, PYTHONPATH=f"{ROOT / 'writer'}{os.pathsep}{ROOT}")
+    p = subprocess.Popen([unshare, "--pid", "--fork", "--mount-proc", sys.executable, str(JOB), str(run), "0",
+                          str(steps), "hang"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
+    line = p.stdout.readline().strip()
+    if line != "ready":
+        pytest.skip(f"a pid namespace cannot be made here: {p.stderr.read()[:200]}")
+    (inner,) = [int(x) for x in subprocess.run(["pgrep", "-P", str(p.pid)], capture_output=True,
+                                               text=True).stdout.split()]
+    return p, inner
+
+
+def test_a_rank_that_is_pid_1_of_its_container_is_dead_within_seconds_of_its_kill(tmp_path, server):
+    """Issue 58 item 11: a rank that is PID 1 of its own pid namespace takes its exit witness with it (every
+    process of the namespace is killed with it): no exit was written and the job read ``running`` until its
+    heartbeats had been missing for ~58 s. Its writer's life lock on its events file is let go by the kernel
+    however it ends: ``summary`` says dead within seconds, here and over ssh, naming rank 0 and how it was found."""
+    run = tmp_path / "run"
+    p, inner = _pid1_job(run)
+    try:
+        start = [e for e in read_events(run / "rank0.events.jsonl") if e["kind"] == "start"][0]
+        assert start["pid"] == 1 and start["life_lock"] is True, start
+        js = json.loads(subprocess.run([sys.executable, "-m", "mstop", "summary", "--json", str(run)], cwd=ROOT,
+                                       capture_output=True, text=True, timeout=60).stdout)
+        assert js["status"] == "running", js["status"]  # alive: its lock is held
+        os.kill(inner, signal.SIGKILL)
+        killed = time.time()
+        p.wait(timeout=10)
+        assert not [e for e in read_events(run / "rank0.events.jsonl") if e["kind"] == "exit"]  # no witness word
+        for spec in (str(run), f"testhost:{run}"):
+            got = {}
+
+            def dead(spec=spec, got=got) -> bool:
+                out = subprocess.run([sys.executable, "-m", "mstop", "summary", "--json", spec, "-F", server.config],
+                                     cwd=ROOT, capture_output=True, text=True, timeout=60)
+                got.update(json.loads(out.stdout))
+                return got["status"] == "dead"
+
+            assert wait_for(dead, timeout=20), (spec, got.get("status"), got.get("notes"))
+            assert time.time() - killed < 15
+            assert got["culprit"]["rank"] == 0, got["culprit"]
+            assert any("ended with no word from its exit witness" in n for n in got["notes"]), got["notes"]
+            (a,) = [a for a in got["alerts"] if a["kind"] in ("job_dead", "dead_rank")]
+            assert "life locks let go" in a["message"] or "life lock" in a["message"], a
+    finally:
+        if p.poll() is None:
+            p.kill()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -26,13 +27,22 @@ def test_import_uses_standard_library_only():
 
 
 def test_rank_from_msrun_environment(tmp_path, monkeypatch):
+    """The rank from msrun's variables; the start event records the HCCL_*, ASCEND_*, MS_*, GLOG_* and RANK_*
+    variables as they are (issue 59: a rank whose settings differ is told), never any other (a secret)."""
+    for k in [k for k in os.environ if k.startswith(("MS_", "RANK_", "HCCL_", "ASCEND_", "GLOG_"))]:
+        monkeypatch.delenv(k)
     monkeypatch.setenv("RANK_ID", "5")
     monkeypatch.setenv("RANK_SIZE", "8")
+    monkeypatch.setenv("HCCL_BUFFSIZE", "400")
+    monkeypatch.setenv("GLOG_v", "2")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "not-to-be-recorded")
     with MetricsWriter(tmp_path) as w:
         w.log(1)
     start = read_events(tmp_path / "rank5.events.jsonl")[0]
     assert (start["rank"], start["world_size"], start["rank_source"]) == (5, 8, "environment")
-    assert start["env"] == {"RANK_ID": "5", "RANK_SIZE": "8"}
+    assert start["env"] == {"RANK_ID": "5", "RANK_SIZE": "8", "HCCL_BUFFSIZE": "400", "GLOG_v": "2"}
+    assert "not-to-be-recorded" not in (tmp_path / "rank5.events.jsonl").read_text()
+    assert set(start["versions"]) == {"python", "mindspore", "cann", "driver"} and start["versions"]["python"]
 
 
 def _run_writer_process(run_dir, steps, extra=""):

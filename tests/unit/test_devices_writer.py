@@ -153,6 +153,24 @@ def test_950_tables_with_cells_of_their_own_and_continued_lines():
     assert two[1].name == "Ascend950PR (rev 2)" and two[1].memory_used is None  # "0 / 0": no such memory
 
 
+def test_950_tables_as_published():
+    """Real Ascend 950PR tables (npu-smi 25.7.rc1.6; sources in tests/data/npu-smi/SOURCES.md): a chip's second
+    line begins with empty cells, and ``NPU Util(%) Memory-Usage(MB)`` stand one space apart (read by where
+    the row above begins its names); a busy NPU and its process; `No running processes` lines are no chips."""
+    from mstop_writer.devices import read_info
+
+    one = read_info(text("info-950pr-25.7.rc1.6.txt"))
+    assert one.unread == []
+    (c,) = one.chips
+    assert (c.npu, c.chip, c.device, c.name, c.health, c.power, c.temperature, c.aicore) == (
+        0, 0, 0, "Ascend950PR", "OK", 195.6, 56.0, 0.0)
+    assert (c.hbm_used, c.hbm_total, c.bus_id, c.memory_used) == (5239 * MB, 131072 * MB, "0000:61:00.0", None)
+    two = read_info(text("info-950pr-x2-alarm-procs.txt"))
+    assert two.unread == []
+    assert [(c.npu, c.health, c.aicore, c.hbm_used, c.pids) for c in two.chips] == [
+        (0, "Alarm", 0.07, 5249 * MB, [123]), (3, "OK", 0.0, 5255 * MB, [])]
+
+
 def test_chips_under_one_npu_line():
     chips = parse_info(text("info-310p-chips-under-one-npu-made.txt"))
     assert [(c.npu, c.chip, c.device, c.aicore, c.memory_used) for c in chips] == [

@@ -14,8 +14,9 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from mstop.engine import folds
-from mstop.sources import files, followers, mflog, procwatch
+from mstop.sources import files, followers, lifelocks, mflog, procwatch, runs
 from mstop.sources.followers import follower, runs_follower
+from mstop.sources.rankfiles import rank_part
 from mstop.sources.remote import FRAME_DEADLINE
 from mstop_writer.schema import CSV_PATTERN, DEVICES_PATTERN, EVENTS_PATTERN, file_kind
 
@@ -37,17 +38,22 @@ COPIES = {
     ("follower", "SUMMED"): lambda: folds.SUMMED,
     ("follower", "PID"): lambda: procwatch.PID.pattern,
     ("follower", "FLOAT32_MAX"): lambda: float(np.finfo(np.float32).max),
+    ("follower", "LIFE_SILENCE"): lambda: lifelocks.LIFE_SILENCE,
+    ("follower", "LIFE_PROBES"): lambda: lifelocks.LIFE_PROBES,
     ("runs_follower", "MF_DIR"): lambda: _whole(mflog.RANK_DIR.pattern),
     ("runs_follower", "WORKER"): lambda: _whole(mflog.WORKER_LOG.pattern),
+    ("runs_follower", "PID"): lambda: procwatch.PID.pattern,
+    ("runs_follower", "WHOSE_FILES"): lambda: runs.WHOSE_FILES,
 }
 
 #: rules written differently from the schema's (anchored, grouped): equal as what they match, checked by name
-BY_MATCH = {("follower", "NAME"), ("follower", "DEVICES"), ("runs_follower", "NAME")}
+BY_MATCH = {("follower", "NAME"), ("follower", "DEVICES"), ("follower", "ROTATED"), ("runs_follower", "NAME")}
 
 #: each program's own knobs, copies of nothing (what each is for is said beside it in the program)
 OWN = {
     # SOURCE (a connection's own address in a worker log) is the rule itself: mstop.sources.procwatch uses it
-    "follower": {"CHUNK", "LINES", "HEARTBEAT", "QUIET", "DIGEST", "RAW", "LARGEST", "HOST", "SOURCE"},
+    "follower": {"CHUNK", "LINES", "HEARTBEAT", "QUIET", "DIGEST", "RAW", "LARGEST", "HOST", "SOURCE", "LIFE_EVERY",
+                 "HEAD", "REPLACED"},
     "runs_follower": {"HEAD", "CHUNK"},
     "log_follower": {"SLACK_S"},
     "pyspy_follower": set(),
@@ -80,13 +86,16 @@ def test_each_copy_a_follower_holds_equals_the_rule_it_copies(program, constant)
 
 
 _names = st.one_of(
-    st.from_regex(r"rank[0-9]{1,9}\.(csv|events\.jsonl)(\.bak)?", fullmatch=True),
+    st.from_regex(r"rank[0-9]{1,9}\.(csv|events\.jsonl)(\.bak|\.[0-9]{1,5})?", fullmatch=True),
     st.from_regex(r"host_[A-Za-z0-9._/-]{0,70}\.devices\.csv(\.1)?", fullmatch=True),
     st.text(max_size=30))
 
 
 @given(_names)
 @example("rank01.csv")
+@example("rank0.csv.01")
+@example("rank0.csv.10000")
+@example("rank0.csv.٣")
 @example("rank12345678.csv")
 @example("host_" + "n" * 65 + ".devices.csv")
 def test_the_followers_know_a_file_by_name_as_the_schema_does(name):
@@ -95,6 +104,10 @@ def test_the_followers_know_a_file_by_name_as_the_schema_does(name):
     rank = bool(re.fullmatch(CSV_PATTERN, name) or re.fullmatch(EVENTS_PATTERN, name))
     assert bool(follower.NAME.match(name)) == bool(runs_follower.NAME.match(name)) == rank, name
     assert bool(follower.DEVICES.match(name)) == bool(re.fullmatch(DEVICES_PATTERN, name)), name
+    part = rank_part(name)
+    assert bool(follower.ROTATED.match(name)) == (part is not None and part[2] > 0), name  # an older part
+    if part is not None and part[2]:
+        assert follower.read_order(name) < follower.read_order(name.rsplit(".", 1)[0])  # its rows first
 
 
 @pytest.mark.parametrize("mode", [stat.S_IFIFO, stat.S_IFCHR, stat.S_IFBLK, stat.S_IFSOCK, stat.S_IFDIR,
@@ -118,3 +131,24 @@ def test_each_follower_runs_alone_on_python36(name):
     imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     imported |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
     assert imported and imported <= set(sys.stdlib_module_names), imported - set(sys.stdlib_module_names)
+
+
+def test_the_followers_copies_of_the_life_lock_rules_answer_as_the_viewers(tmp_path):
+    """The follower's own lock_free and boot_id (it runs alone on its host) answer as the viewer's
+    (mstop.sources.files.lock_free, mstop.sources.lifelocks.boot_id) for a file locked, let go, absent."""
+    import fcntl
+    import os
+
+    path = tmp_path / "rank0.events.jsonl"
+    path.write_text("{}\n")
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH)  # a writer's life lock (mstop_writer._files.LifeLock)
+        assert follower.lock_free(str(path)) is files.lock_free(str(path)) is False
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        assert follower.lock_free(str(path)) is files.lock_free(str(path)) is True
+    finally:
+        os.close(fd)
+    gone = str(tmp_path / "rank1.events.jsonl")
+    assert follower.lock_free(gone) is files.lock_free(gone) is None
+    assert follower.boot_id() == lifelocks.boot_id()

@@ -9,7 +9,7 @@ from mstop.engine.figures import Options
 from mstop.engine.goodput import ledger
 from mstop.sources import read_once
 from tests.helpers.goodput_common import known_run, row
-from tests.helpers.runs import start, write_events, write_rank
+from tests.helpers.runs import start, write_events, write_rank, written_at
 
 
 def test_every_bucket_of_a_known_run(tmp_path):
@@ -26,10 +26,32 @@ def test_every_bucket_of_a_known_run(tmp_path):
         "checkpoint": 2.0,
         "stalled": 10.0,
         "down": 1100.0 - 1031.0,  # A's last row to B's start
+        "finished_early": 0.0,  # its one rank ended the job
     })
     assert sum(g.seconds.values()) == pytest.approx(g.wall)
     assert g.goodput == pytest.approx(g.seconds["productive"] / 111.0)
     assert g.largest_losses(2) == [("down", pytest.approx(69.0)), ("compile", pytest.approx(13.0))]
+
+
+def test_a_rank_that_finished_before_another_waited_for_it_it_was_not_down(tmp_path):
+    """Issue 58 item 9: a finished demo read ``lost: down 8 s``: a rank that finished its steps (its clean end)
+    before the other is not down; its time after its end, to the job's end, is ``finished_early``. A rank that
+    aborted is still down after its last sign of life (goodput definition 4)."""
+    from tests.helpers.goodput_common import row as a_row
+
+    for ended, bucket in ((True, "finished_early"), (False, "down")):
+        run = tmp_path / f"run-{ended}"
+        for r, last in ((0, 20), (1, 28)):  # rank 0 ends at 1020, rank 1 runs to 1028
+            end = {"time": 1000.0 + last, "kind": "end", "session": "s"} if r == 1 or ended else {
+                "time": 1000.0 + last, "kind": "abort", "session": "s", "error": "RuntimeError: x"}
+            write_events(run, r, [start("s", t=1000.0, world_size=2), end])
+            write_rank(run, r, [a_row(k, 1000.0 + k, session="s") for k in range(1, last + 1)])
+        written_at(run, 1028.0)  # an old run: its files last written when its rows say
+        g = ledger(read_once(str(run)), Options(clock=lambda: 5000.0))
+        assert g is not None and g.wall == pytest.approx(28.0)
+        assert g.seconds[bucket] == pytest.approx(8.0 / 2)  # rank 0's 8 s, the mean over the two ranks
+        assert g.seconds["down" if ended else "finished_early"] == pytest.approx(0.0)
+        assert sum(g.seconds.values()) == pytest.approx(g.wall)
 
 
 def test_buckets_add_up_to_the_wall_time_while_running_and_ranks_that_differ_are_named(tmp_path):

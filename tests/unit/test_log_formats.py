@@ -118,6 +118,23 @@ def test_an_exception_line_after_the_last_step_fails_the_run(tmp_path):
         assert tail[-1].split(":")[0] in str(store.ranks[0].aborts[-1]["error"])
 
 
+def test_a_plain_msrun_job_has_the_world_its_scheduler_expected(tmp_path):
+    """Issue 58 item 9: a plain msrun job's header read ``world n/a`` beside its 2 ranks: its logs name no world,
+    msrun's scheduler does (``expected node number: 2``), before or after the workers' first steps were read."""
+    from mstop.engine.figures import run_meta
+
+    reg = ("[WARNING] DISTRIBUTED(9,7f,python):2026-12-06-14:08:08.{ms}.353 [meta_server_node.cc:254] "
+           "ProcessRegister] The new node: {r}(role: MS_WORKER), rank id: {r}, device id: {r}, hostname: vm, ip: "
+           "127.0.0.1 is registered successfully. Currently registered node number: {n}, expected node number: 2\n")
+    for r in (0, 1):
+        (tmp_path / f"worker_{r}.log").write_text("".join(LOSS_MONITOR % (1, s, 2.0) + "\n" for s in (1, 2, 3)))
+    store = read_once(str(tmp_path))
+    assert run_meta(store.snapshot()).get("world_size") is None  # no scheduler log: no world said
+    (tmp_path / "scheduler.log").write_text("".join(reg.format(ms=500 + r, r=r, n=r + 1) for r in (0, 1)))
+    store = read_once(str(tmp_path))
+    assert run_meta(store.snapshot())["world_size"] == 2 and sorted(store.ranks) == [0, 1]
+
+
 @given(st.lists(st.one_of(st.binary(max_size=80), st.sampled_from([
     b"[ERROR] DISTRIBUTED(1,2,python):2026-12-02-11:26:04.081.379 [x.cc:548] UpdateTopoState] The node: 3 is "
     b"timed out. It may exit with exception, please check this node's log.",
@@ -125,6 +142,8 @@ def test_an_exception_line_after_the_last_step_fails_the_run(tmp_path):
     b"unregistered.",
     b"[WARNING] D(1,2,python):2026-12-02-11:35:02.900.617 [x.cc:254] ProcessRegister] The new node: 3(role: "
     b"MS_WORKER), rank id: 7, device id: 0, hostname: vm, ip: 127.0.0.1 is registered successfully.",
+    b"The new node: 2(role: MS_WORKER), rank id: 2, x. Currently registered node number: 1, expected node number: 8",
+    b"The new node: 2(role: MS_WORKER), rank id: 2, expected node number: 99999999999",
     b"The node: 99999999999 is timed out", b"2026-13-45-99:99:99.000.000 Node 2 has unregistered.",
     b"\x1b]0;x\x07 The node: 2 is timed out \x1b[31m"])), max_size=20))
 def test_the_scheduler_log_parser_never_crashes_and_its_words_are_clean(lines):
@@ -133,9 +152,11 @@ def test_the_scheduler_log_parser_never_crashes_and_its_words_are_clean(lines):
 
     from mstop.formats.mflog import SchedulerLog
 
-    for w in SchedulerLog().parse(b"\n".join(lines)):
+    sched = SchedulerLog()
+    for w in sched.parse(b"\n".join(lines)):
         assert w.kind in ("end", "lost") and w.rank >= 0 and math.isfinite(w.time)
         assert not any(ord(c) < 32 or ord(c) == 127 for c in w.line), w.line
+    assert sched.expected is None or 0 <= sched.expected < 10**7
 
 
 

@@ -130,17 +130,20 @@ event_like = st.fixed_dictionaries(
     {"time": st.one_of(st.floats(), st.integers(), st.text(max_size=5)), "kind": st.sampled_from(
         ["start", "heartbeat", "checkpoint", "eval", "dropped", "end", "abort", "writer_error", "x"])},
     optional={k: json_values for k in ("step", "rows", "session", "run_name", "host", "metrics", "world_size",
-                                       "total_steps", "path", "error", "peak_flops", "heartbeat_interval")})
+                                       "total_steps", "path", "error", "peak_flops", "heartbeat_interval",
+                                       "life_lock", "boot_id")})
 
 
 @given(st.lists(st.one_of(json_values, event_like), max_size=20))
+@example([{"time": 0.0, "kind": "heartbeat"}, {"time": 0.0, "kind": "heartbeat"}])  # found by the thorough profile
 def test_any_json_on_event_lines(values):
     from mstop.engine.store import Store
 
     blob = b"".join(json.dumps(v).encode() + b"\n" for v in values)
     ev = parse_events(blob)
-    assert len(ev.items) + ev.bad == len(values)
+    assert len(ev.items) + ev.bad + ev.folded == len(values)  # every line: an event, bad, or a heartbeat folded
     store = Store()
     store.ingest_events(0, ev.items, ev.bad)  # and the store takes whatever passed
     for e in ev.items:
         assert isinstance(e["time"], float) and math.isfinite(e["time"])
+        assert isinstance(e.get("life_lock", False), bool)  # a reader probes a lock only where it says true

@@ -88,3 +88,17 @@ def test_a_request_gives_every_rank_the_same_steps(tmp_path):
     assert later.window is None
 
 
+def test_a_plan_is_as_far_ahead_as_the_fastest_recent_steps_need(tmp_path):
+    """One slow step (a load spike, a checkpoint) when the request is taken: the plan is set from the fastest
+    of the recent steps, not from that one (planned from a 1.5 s step, 6 steps ahead, the other rank, looking
+    every 5 s at 0.05 s a step, passed the window before it looked: a real two-rank job seen so)."""
+    from mstop_writer.profiling import ProfileWindow
+
+    w0 = ProfileWindow(str(tmp_path), 0, lambda kind, **f: None)
+    for t in (0.05, 0.06, float("nan"), -1.0, "x", 0.05, 0.07):
+        w0.pace(t)
+    (tmp_path / REQUEST_NAME).write_text("3\n")
+    w0.check_request(500, 1.5)
+    assert w0.window == (500 + 141, 500 + 143)  # ceil(7 / 0.05) + 1 steps ahead
+
+

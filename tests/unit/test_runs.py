@@ -227,3 +227,31 @@ async def test_at_120_columns_every_column_up_to_duration_is_whole(tmp_path):
     for d, line in zip(durations, lines[2:6]):
         assert line.rstrip().endswith(d), (d, line)
     assert "25,000/100,000" in "\n".join(lines)
+
+
+def test_a_writer_jobs_msrun_logs_beside_its_run_are_not_a_run_here_nor_over_ssh(tmp_path):
+    """Issue 58 item 9 (the real msrun job: tests/system/test_what_happened_real_jobs.py): a log folder whose
+    workers' pids its sibling writer run's start events name is that run's job's logs, both in this machine's
+    list and in the remote host's (its runs program), and said; a log folder of other pids stays a run."""
+    import json
+
+    from mstop.sources.followers import runs_follower
+    from mstop.sources.runs import find_runs
+
+    run = tmp_path / "exp1"
+    run.mkdir()
+    for r, pid in ((0, 4776), (1, 4778)):
+        (run / f"rank{r}.events.jsonl").write_text(json.dumps({"kind": "start", "time": 1.0, "pid": pid}) + "\n")
+        (run / f"rank{r}.csv").write_text("time,step\n1.0,1\n")
+    for folder, pid in (("exp1_logs", 4776), ("plain", 5123)):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "worker_0.log").write_text(
+            f"[WARNING] DISTRIBUTED({pid},7f43a9877b80,python):2026-12-06-17:00:57.986.916 [x.cc:485] Connect] x\n"
+            "epoch: 1 step: 1, loss is 2.0\n")
+    here, said = find_runs(str(tmp_path))
+    there, said_there = runs_follower.find_runs(str(tmp_path), 3)
+    assert [os.path.basename(p) for p, _ in here] == [p for p, _ in there] == ["exp1", "plain"]
+    for problems in (said, said_there):
+        (line,) = problems
+        assert line.endswith("exp1_logs: the logs of exp1's processes (msrun --log_dir): shown with that run, "
+                             "not as a run of its own"), line

@@ -47,7 +47,7 @@ async def _runs_list_at_120(folder) -> tuple[list[str], str]:
 
     app = app_for(folder)
     async with app.run_test(size=(120, 30)) as pilot:
-        await settle(pilot, lambda: len(table_rows(app)) == 2 and table_rows(app)[0][-4].endswith("ago"))
+        await settle(pilot, lambda: len(table_rows(app)) == 2 and table_rows(app)[0][-5].endswith("ago"))
         lines = screen_lines(app)
     return lines, next(x for x in lines if " status " in x and "started" in x)
 

@@ -118,3 +118,30 @@ def test_a_throughput_drop_without_tokens_is_seen_in_step_time(tmp_path):
     assert i.message.startswith("steps/s 0.5 around step") and i.active
 
 
+
+
+@pytest.mark.parametrize("ranks", [2, 4])
+def test_a_relaunched_job_goes_dead_starting_running_in_that_order(tmp_path, ranks):
+    """Issue 58 item 3: a job killed whole, then launched again, its ranks coming back one by one, read dead ->
+    running -> starting -> running: the first rank back made it ``running`` among ranks still gone. Every step
+    of the relaunch reads ``starting`` until a row of the new sessions comes; a rank restarted alone while the
+    others go on writing rows is no relaunch (running)."""
+    run = tmp_path / "run"
+    for r in range(ranks):
+        write_events(run, r, [start("A", t=999.0, world_size=ranks, pid=100 + r, heartbeat_interval=30),
+                              {"time": 1021.0, "kind": "exit", "rank": r, "pid": 100 + r, "how": "signal",
+                               "signal": "SIGKILL", "source": "witness"}])
+        write_rank(run, r, steps(1, 20, t0=1000.0, session="A", loss=1.0, step_time=1.0))
+    seen = [status(read_once(str(run)), Options(clock=lambda: 1030.0))]
+    for r in range(ranks):  # back one by one, compiling
+        write_events(run, r, [start("B", t=1028.0 + r / 10, world_size=ranks, pid=200 + r, heartbeat_interval=30)])
+        seen.append(status(read_once(str(run)), Options(clock=lambda: 1030.0)))
+    write_rank(run, 0, steps(11, 11, t0=1031.0, session="B", loss=1.0, step_time=1.0))
+    seen.append(status(read_once(str(run)), Options(clock=lambda: 1032.5)))
+    assert seen == ["dead"] + ["starting"] * ranks + ["running"], seen
+    alone = tmp_path / "alone"  # rank 1 restarted while rank 0 goes on: running
+    for r in (0, 1):
+        write_events(alone, r, [start("A", t=999.0, world_size=2, pid=100 + r, heartbeat_interval=30)])
+        write_rank(alone, r, steps(1, 20, t0=1000.0, session="A", loss=1.0, step_time=1.0))
+    write_events(alone, 1, [start("B", t=1015.0, world_size=2, pid=201, heartbeat_interval=30)])
+    assert status(read_once(str(alone)), Options(clock=lambda: 1021.0)) == "running"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 import shutil
 import time
 
@@ -188,6 +189,26 @@ def test_run_dir_removed_mid_run_is_written_again(tmp_path, caplog, monkeypatch)
     kinds = [e["kind"] for e in read_events(run / "rank0.events.jsonl")]
     assert "end" in kinds
     assert len(warnings_of(caplog)) == 1 and "disappeared" in warnings_of(caplog)[0]
+
+
+def test_a_file_renamed_away_by_a_rotation_loses_no_row(tmp_path, caplog, monkeypatch):
+    """``mv rank0.csv rank0.csv.1`` (logrotate without copytruncate): the rows written into the moved file
+    before the writer noticed are in rank0.csv.1, not lost: no ``dropped`` event counts them."""
+    clock = [0.0]
+    monkeypatch.setattr(files, "CHECK_INTERVAL", 10.0)
+    w = MetricsWriter(tmp_path, witness=False, clock=lambda: clock[0])
+    w.log(1)
+    os.rename(tmp_path / "rank0.csv", tmp_path / "rank0.csv.1")
+    w.log(2)  # into the moved file: the writer has not looked yet
+    clock[0] = 20.0
+    w.log(3)  # looks: a new rank0.csv
+    w.close()
+    _, old = read_rows(tmp_path / "rank0.csv.1")
+    header, new = read_rows(tmp_path / "rank0.csv")
+    assert [r["step"] for r in old] == ["1", "2"] and header == list(COLUMNS) and [r["step"] for r in new] == ["3"]
+    dropped = [e for e in read_events(tmp_path / "rank0.events.jsonl") if e["kind"] == "dropped"]
+    assert dropped == []
+    assert any("renamed away" in m for m in warnings_of(caplog))
 
 
 def test_cut_last_line_is_not_glued_to_the_next_row(tmp_path):

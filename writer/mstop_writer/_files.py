@@ -85,13 +85,20 @@ class LineFile:
             if self._still_ours():
                 self._unverified = 0
             else:
-                # Lines written since the last check went to a file nobody can read any more.
-                self.dropped += self._unverified
+                # Lines written since the last check went to the file we held: lost when it was deleted, kept
+                # when it still has a name (renamed away by a rotation: readers read rank0.csv.1 too)
+                if not self._still_named():
+                    self.dropped += self._unverified
                 self._unverified = 0
                 if not self._open():
                     self.dropped += 1
                     return False
         return True
+
+    def opened(self) -> bool:
+        """Open the file now if it is not (made, with its header); whether it is open. Nothing is counted
+        dropped: no line was asked for (the life lock wants the file before the first event is written)."""
+        return self._fd is not None or (self._clock() >= self._next_retry and self._open())
 
     def append(self, line: bytes) -> bool:
         """Write ``line`` in one ``os.write`` to the file :meth:`ready` opened."""
@@ -212,17 +219,87 @@ class LineFile:
         try:
             st = os.stat(self.path)
         except OSError:
-            self._warn(f"{self.path} disappeared (run directory removed?): writing it again", "disappeared")
+            if self._still_named():
+                self._warn(f"{self.path} was renamed away (log rotation?): writing a new one", "rotated")
+            else:
+                self._warn(f"{self.path} disappeared (run directory removed?): writing it again", "disappeared")
             return False
         if (st.st_dev, st.st_ino) != self._ino:
-            self._warn(f"{self.path} was replaced: writing to the new file", "replaced")
+            if self._still_named():
+                self._warn(f"{self.path} was renamed away and replaced (log rotation?): writing to the new file",
+                           "rotated")
+            else:
+                self._warn(f"{self.path} was replaced: writing to the new file", "replaced")
             return False
         return True
+
+    def _still_named(self) -> bool:
+        """Whether the file we hold still has a name (a link count above 0): renamed, not deleted."""
+        try:
+            return self._fd is not None and os.fstat(self._fd).st_nlink > 0
+        except OSError:
+            return False
 
     def _fail(self, message: str, kind: str) -> None:
         self.close()
         self._next_retry = self._clock() + RETRY_INTERVAL
         self._warn(message, kind)
+
+
+class LifeLock:
+    """A shared ``flock`` on the rank's events file, held for the process's life: the kernel lets it go when
+    the process ends, however it ends. The exit witness cannot say every end: a rank that is PID 1 of its own
+    pid namespace (a container) takes the witness with it. A reader that can take the file's exclusive lock
+    knows no process holds it any more (mstop.sources.files.lock_free). The descriptor is its own (read only,
+    close-on-exec: a program the rank execs does not keep it; a child it forks does, and keeps the rank
+    "alive" to readers while it lives: the safe side). Held again on the file at the path after a rotation
+    made a new one (:meth:`keep`, from the heartbeat)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._fd: int | None = None
+        self._ino: tuple[int, int] | None = None
+
+    @property
+    def held(self) -> bool:
+        return self._fd is not None
+
+    def keep(self) -> bool:
+        """Hold the lock on the file at the path now (again, when the path names another file or the lock
+        was lost); whether it is held. Never blocks: a reader's probe holds the exclusive lock for a moment,
+        so a refusal is tried again a few times, then at the next call."""
+        try:
+            import fcntl
+
+            st = os.stat(self.path)
+        except (ImportError, OSError):  # no flock here (not POSIX), or no file yet
+            return self.held
+        if self._fd is not None and (st.st_dev, st.st_ino) == self._ino:
+            return True
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0) | _NOFOLLOW)
+        except OSError:
+            return self.held
+        for _ in range(3):
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                break
+            except OSError:
+                time.sleep(0.001)
+        else:
+            os.close(fd)
+            return self.held
+        self.release()
+        self._fd, self._ino = fd, (st.st_dev, st.st_ino)
+        return True
+
+    def release(self) -> None:
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
 
 
 def _lock(fd: int) -> bool:

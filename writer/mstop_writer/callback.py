@@ -245,7 +245,8 @@ class MstopCallback(Callback):
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         if exc_type is not None and self.writer is not None:
-            self.writer.event("abort", step=self.writer.last_step, error=f"{exc_type.__name__}: {exc}")
+            self.writer.event("abort", step=self.writer.last_step, error=f"{exc_type.__name__}: {exc}",
+                              session=self.writer.session)
             self.writer.close(clean=False)
 
     def close(self) -> None:

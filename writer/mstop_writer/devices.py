@@ -165,6 +165,29 @@ def _pairs(head: list[str], data: list[str]) -> list[tuple[str, str]] | None:
     return out
 
 
+def _respace(rows: list[list[str]]) -> list[list[str]]:
+    """A header's rows of names (cells as printed, spaces kept), each name two spaces from the next: a name
+    begins where a name of another row of the header begins, as the table stacks its columns (``NPU Util(%)
+    Memory-Usage(MB)`` under ``Power(W)    Temp(C)``: Ascend 950's one space apart). Rows of other widths are
+    left as printed."""
+    if len({len(r) for r in rows}) != 1:
+        return [[c.strip() for c in r] for r in rows]
+    out: list[list[str]] = [[] for _ in rows]
+    for i in range(len(rows[0])):
+        words = [[(m.start(), m.group()) for m in re.finditer(r"\S+", r[i])] for r in rows]
+        stops = {w[0][0] for w in words if w}
+        for ws in words:  # where each row's own names begin: its first word, and any after two spaces
+            stops.update(at for (at, word), (before, prev) in zip(ws[1:], ws) if at - before - len(prev) >= 2)
+        for row, ws in zip(out, words):
+            names: list[list[str]] = []
+            for at, word in ws:
+                if not names or at in stops:
+                    names.append([])
+                names[-1].append(word)
+            row.append("  ".join(" ".join(n) for n in names))
+    return out
+
+
 def _merge(lines: list[list[str]]) -> list[list[str]]:
     """Lines whose first cell is empty continue the line before them (a name or a value too long for its
     cell, a header's second row of names): their cells are joined to its cells, two spaces apart."""
@@ -195,14 +218,14 @@ def read_info(text: str) -> InfoTable:
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()[:1] in ("|", "+")]
     chips: list[Chip] = []
     unread: list[str] = []
-    head: list[list[str]] = []
+    head: list[list[str]] = []  # the header's rows, their cells as printed (spaces kept: see _respace)
     reading_head = procs = False
     block: list[list[str]] = []
     raw_block: list[str] = []
 
     def flush() -> None:
         if head and block:
-            got = _block_chips(_merge(head), _merge(block))
+            got = _block_chips(_merge(_respace(head)), _merge(block))
             if got is None:
                 unread.extend(raw_block)
             else:
@@ -216,6 +239,8 @@ def read_info(text: str) -> InfoTable:
             reading_head = False
             continue
         cells = _split_row(line)
+        if cells[0].startswith("No running processes"):  # a line of its own after an NPU's block (950)
+            continue
         if "Process id" in line:
             flush()
             procs, head = True, []
@@ -223,10 +248,10 @@ def read_info(text: str) -> InfoTable:
         words = cells[0].split()
         if words[:1] == ["NPU"] and any("Name" in c.split() or c.startswith("Name") for c in cells):
             flush()
-            head, procs, reading_head = [cells], False, True
+            head, procs, reading_head = [line.strip("|").split("|")], False, True
             continue
         if reading_head:
-            head.append(cells)
+            head.append(line.strip("|").split("|"))
         elif procs:
             _process(chips, cells)
         elif head:
@@ -252,7 +277,7 @@ def _is_npu_line(cells: list[str], at: int | None) -> bool:
     """A device block's NPU line (its health: ``OK``, ``Alarm``) rather than a chip's (its bus id there)."""
     if at is None or at >= len(cells):
         return True
-    v = cells[at].strip()
+    v = (cells[at].split() or [""])[0]  # its first value: a continued line joins the chip's bus id to it (950)
     return v.isalpha() and v.upper() != "NA"
 
 
@@ -313,14 +338,16 @@ def _make_chip(npu_part: list[list[tuple[str, str]]], chip_line: list[tuple[str,
 
 
 def _process(chips: list[Chip], cells: list[str]) -> None:
-    """One line of the processes table: ``| 0  0 | 3755936 | python | 114 |``."""
+    """One line of the processes table: ``| 0  0 | 3755936 | python | 114 |``, or ``| 0 | 3755936 | ... |``
+    (Ascend 950: an NPU id alone, for an NPU of one chip)."""
     if len(cells) < 2 or not cells[1].isdigit():
         return
     ids = cells[0].split()
-    if len(ids) < 2 or not (ids[0].isdigit() and ids[1].isdigit()):
+    if not (1 <= len(ids) <= 2 and all(i.isdigit() for i in ids)):
         return
-    for c in chips:
-        if c.npu == int(ids[0]) and c.chip == int(ids[1]):
+    npu = [c for c in chips if c.npu == int(ids[0])]
+    for c in npu:
+        if (c.chip == int(ids[1])) if len(ids) == 2 else len(npu) == 1:
             c.pids.append(int(cells[1]))
 
 

@@ -10,6 +10,7 @@ import json
 import logging
 import math
 import os
+import platform
 import socket
 import stat
 import sys
@@ -23,7 +24,7 @@ from typing import Any, Callable
 from ._cells import NEEDS_QUOTES
 from ._cells import cell as _cell
 from ._cells import cells as _cells
-from ._files import LineFile, read_regular
+from ._files import LifeLock, LineFile, read_regular
 from ._version import __version__
 from .devices import device_id_of
 from .hardware import flops_per_token as _flops_formula
@@ -120,6 +121,59 @@ def check_keywords(owner: str, given: Iterable[str], valid: Iterable[str]) -> No
             near = difflib.get_close_matches(name, valid, n=1, cutoff=0.6)
             hint = f"; did you mean {near[0]!r}?" if near else f"; valid options: {', '.join(valid)}"
             raise TypeError(f"{owner}() got an unexpected keyword argument {name!r}{hint}")
+
+
+#: the environment variables a start event records (the framework's, its launcher's, the collective library's,
+#: the device runtime's, its logging): only these, never others (they may hold secrets)
+ENV_PREFIXES = ("MS_", "RANK_", "HCCL_", "ASCEND_", "GLOG_")
+#: where a CANN toolkit and an Ascend driver say their version (the first file found; ``ASCEND_HOME_PATH`` or
+#: ``ASCEND_TOOLKIT_HOME`` first when set)
+CANN_VERSION_FILES = ("compiler/version.info", "runtime/version.info", "version.cfg")
+CANN_HOMES = ("/usr/local/Ascend/ascend-toolkit/latest", "/usr/local/Ascend/latest")
+DRIVER_VERSION_FILE = "/usr/local/Ascend/driver/version.info"
+
+
+def _version_in(path: str) -> str | None:
+    """The version a CANN or driver version file holds (a ``Version=8.0.RC2`` line; a ``version.cfg``'s
+    ``runtime_running_version=[...]`` as written), or None when absent or unreadable."""
+    try:
+        with open(path, "rb") as f:
+            text = f.read(8192).decode("utf-8", "replace")
+    except OSError:
+        return None
+    for line in text.splitlines():
+        key, _, value = line.partition("=")
+        key, value = key.strip().lower(), value.strip().strip("[]")
+        if key in ("version", "package_version", "runtime_running_version") and value:
+            return value[:64]
+    return None
+
+
+def versions(ms: Any) -> dict[str, str | None]:
+    """What the rank runs on, to tell a rank that differs from its peers: Python, MindSpore, the CANN toolkit
+    and the Ascend driver (None where absent: a CPU machine has neither)."""
+    homes = [os.environ.get(k) for k in ("ASCEND_HOME_PATH", "ASCEND_TOOLKIT_HOME")] + list(CANN_HOMES)
+    cann = next((v for h in homes if h for v in (_version_in(os.path.join(h, f)) for f in CANN_VERSION_FILES)
+                 if v), None)
+    return {"python": platform.python_version(), "mindspore": getattr(ms, "__version__", None) if ms else None,
+            "cann": cann, "driver": _version_in(DRIVER_VERSION_FILE)}
+
+
+def parallel_settings(ms: Any) -> dict[str, Any]:
+    """MindSpore's parallel context as the job set it (its mode, device count, pipeline stages, gradient
+    accumulation, ...): a rank is compared with the ranks of its own pipeline stage. Empty without MindSpore."""
+    out: dict[str, Any] = {}
+    if ms is None:
+        return out
+    for key in ("parallel_mode", "device_num", "pipeline_stages", "full_batch", "gradients_mean",
+                "enable_parallel_optimizer", "grad_accumulation_step"):
+        try:
+            value = ms.get_auto_parallel_context(key)
+        except Exception:  # noqa: BLE001, S112 - a key an older MindSpore lacks: left out
+            continue
+        if isinstance(value, (bool, int, float, str)) or value is None:
+            out[key] = value
+    return out
 
 
 def _mindspore() -> Any:
@@ -376,8 +430,14 @@ class MetricsWriter:
         self._open_files(list(o.extra_columns), o.memory_interval)
         steps = o.profile_steps
         watch = self._watch_process(o)
+        # the life lock on the events file, made by the first write (the start event says whether it is held);
+        # as the witness, only for a writer on the system's clock (a given clock replays times: no live process)
+        self._life = LifeLock(self.events_path)
+        with self._lock:
+            if o.clock is time.time and self._events.opened():
+                self._life.keep()
         self.event("start", **self._start_fields(o, start, rank_source, o.detected_from or {}), profile_steps=steps,
-                   **watch)
+                   life_lock=self._life.held, **watch)
         self.profile = self._profile_window(steps)
         self.devices = self._device_sampler(o.device_interval)
         self._hb_stop = threading.Event()
@@ -423,8 +483,11 @@ class MetricsWriter:
         self._t_prev = time.perf_counter()
         self.csv_path = os.path.join(self.run_dir, csv_name(self.rank))
         self.events_path = os.path.join(self.run_dir, events_name(self.rank))
-        self._csv = LineFile(self.csv_path, self._csv_opened, self._warn)
-        self._events = LineFile(self.events_path, lambda _h: b"", self._warn)
+        # the files are looked at (still ours? renamed away?) on the writer's clock: a replay's or a test's
+        # clock (clock=) decides when, as it decides the rows' times
+        clock = time.monotonic if self._clock is time.time else self._clock
+        self._csv = LineFile(self.csv_path, self._csv_opened, self._warn, clock)
+        self._events = LineFile(self.events_path, lambda _h: b"", self._warn, clock)
 
     def _watch_process(self, o: WriterOptions) -> dict[str, Any]:
         """The stacks file (mstop_writer.stacks) and the exit witness (mstop_writer.witness); the start
@@ -505,7 +568,8 @@ class MetricsWriter:
             memory_source="device" if self._mem_device else "host", memory_detail=hardware["memory_detail"],
             mindspore_version=getattr(ms, "__version__", None) if ms else None, mstop_version=__version__,
             parallel_mode=o.parallel_mode, total_steps=o.total_steps, step_offset=self.step_offset,
-            argv=list(sys.argv), env={k: v for k, v in os.environ.items() if k.startswith(("MS_", "RANK_"))},
+            argv=list(sys.argv), env={k: v for k, v in os.environ.items() if k.startswith(ENV_PREFIXES)},
+            versions=versions(ms), parallel=parallel_settings(ms),
             git_commit=_git_commit(os.getcwd()), cwd=os.getcwd(), logs=log_files(),
             device_id=device_id_of(), device_interval=o.device_interval,
         )
@@ -576,6 +640,9 @@ class MetricsWriter:
             with self._lock:
                 if self._events.write(line):
                     self._report_dropped()
+                    life = getattr(self, "_life", None)
+                    if life is not None and life.held:
+                        life.keep()  # a rotation made a new events file: the lock goes with it at once
         except Exception as e:  # noqa: BLE001
             self._warn(f"event {kind!r} not written: {type(e).__name__}: {e}", key=f"event:{type(e).__name__}")
 
@@ -611,6 +678,7 @@ class MetricsWriter:
             self._report_dropped()
             self._csv.close()
             self._events.close()
+            self._life.release()
 
     def end(self) -> None:
         """Write an ``end`` event (a clean finish) unless one was written since the last row."""
@@ -690,6 +758,7 @@ class MetricsWriter:
     def _after_row(self, step: int, step_time: Any, row_time: float, now: float) -> None:
         """A step ended: the profiler's window and requests, the stacks watchdog."""
         profile = self.profile
+        profile.pace(step_time)
         if now >= self._look_next:  # a profile.request is looked for every few seconds, not every row
             self._look_next = now + 1.0
             profile.check_request(step, step_time)

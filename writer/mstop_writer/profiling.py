@@ -33,6 +33,7 @@ import os
 import re
 import threading
 import time
+from collections import deque
 from typing import Any, Callable
 
 from ._files import NotRegular, lstat_regular, read_regular, replace_file
@@ -47,6 +48,9 @@ PLAN_NAME = "profile.plan"
 REQUEST_EVERY = 5.0
 #: steps profiled when a request gives no count; the most a request may ask for
 DEFAULT_STEPS, MAX_STEPS = 10, 1000
+#: the recent steps whose fastest time sets how far ahead a plan starts (one slow step, a load spike or a
+#: checkpoint, planned from alone, put the window so few steps ahead that another rank passed it unlooking)
+PACE_STEPS = 64
 #: communication operators, by name (HCCL on Ascend, NCCL on GPU, MindSpore's own op names)
 COMM = re.compile(r"AllReduce|AllGather|ReduceScatter|Broadcast|AlltoAll|AllToAll|Send|Receive|Recv|"
                   r"hcom_|Hccl|Nccl|nccl|Barrier|CollectivePermute", re.IGNORECASE)
@@ -77,6 +81,7 @@ class ProfileWindow:
         self.started = time.time()  # a plan older than this process is an earlier process's
         self.failed: str | None = None
         self._refused: set[str] = set()
+        self._paces: deque[float] = deque(maxlen=PACE_STEPS)
         if steps is not None:
             self.plan(*steps)
 
@@ -114,6 +119,12 @@ class ProfileWindow:
         except Exception as e:  # noqa: BLE001 - profiling must never stop training
             self._fail(f"{type(e).__name__}: {e}")
 
+    def pace(self, step_time: object) -> None:
+        """A step took ``step_time`` seconds: the fastest of the last PACE_STEPS is the pace a plan assumes
+        (the other ranks must look before the window, at whatever speed the steps go)."""
+        if isinstance(step_time, (int, float)) and step_time > 0 and math.isfinite(step_time):
+            self._paces.append(float(step_time))
+
     def check_request(self, step: int, step_time: float | None = None) -> None:
         """At most every REQUEST_EVERY seconds (one or two ``stat`` calls): rank 0 turns a new
         ``profile.request`` into ``profile.plan`` (steps far enough ahead for every rank to see it at its
@@ -142,9 +153,12 @@ class ProfileWindow:
             n = max(1, min(MAX_STEPS, int(text))) if text else DEFAULT_STEPS
         except ValueError:
             n = DEFAULT_STEPS
-        # the other ranks look every REQUEST_EVERY seconds: start after that many seconds of steps, and more
-        alone = self.world_size <= 1 or not step_time or step_time <= 0
-        ahead = 2 if alone else max(2, math.ceil((REQUEST_EVERY + 2.0) / step_time) + 1)
+        # the other ranks look every REQUEST_EVERY seconds: start after that many seconds of steps at the
+        # fastest pace of late, and more
+        self.pace(step_time)
+        fastest = min(self._paces) if self._paces else None
+        alone = self.world_size <= 1 or fastest is None
+        ahead = 2 if alone else max(2, math.ceil((REQUEST_EVERY + 2.0) / fastest) + 1)
         plan = {"first_step": step + ahead, "last_step": step + ahead + n - 1, "steps": n, "made": time.time()}
         try:
             # a new file of a random name, renamed over the plan: whole or not at all for every reader, and

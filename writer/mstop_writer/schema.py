@@ -73,7 +73,7 @@ EVENT_KINDS: tuple[str, ...] = (
     "profile",  # a profiler window's summary (mstop_writer.profiling)
     "profile_request",  # a profile.request taken: the steps it will profile
     "devices",  # the host's device sampling started, failed or works again (mstop_writer.devices)
-    "proc",  # the rank's process facts from /proc (state, cpu_s, rss, threads), by its exit witness
+    "proc",  # the rank's process facts from /proc (state, cpu_s, rss, threads, run_delay_s), by its exit witness
     "stack",  # every thread's stack of a rank whose step overran or that crashed (mstop_writer.stacks)
     "exit",  # the rank's process ended: when, how (signal or exit code), by its exit witness
 )

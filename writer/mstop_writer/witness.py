@@ -10,8 +10,10 @@ session (a kill of the job's process group does not take it first). It watches t
   when the process is still a zombie to read it from, the last state seen, and ``peers_alive``: the pids of its
   parent's other children still running at that moment, an order of ends no clock margin blurs) and ends itself;
 - its process facts from ``/proc/PID/stat``, looked at every second: state (R/S/D/T/t/Z), CPU seconds,
-  RSS, threads, as a ``proc`` event every heartbeat interval, and at once when the state becomes stopped,
-  uninterruptible (D for two looks) or zombie, or comes back (a stopped rank writes no heartbeat of its own);
+  RSS, threads, and from ``/proc/PID/schedstat`` the seconds its main thread was runnable but not running
+  (``run_delay_s``: a host busy with something else), as a ``proc`` event every heartbeat interval, and at
+  once when the state becomes stopped, uninterruptible (D for two looks) or zombie, or comes back (a stopped
+  rank writes no heartbeat of its own);
 - the stacks file the rank's ``faulthandler`` writes into (``rank<R>.stacks.txt``, :mod:`.stacks`): each
   dump that appears becomes a ``stack`` event (threads and frames as JSON), read while the rank is stuck or
   just after it crashed.
@@ -65,13 +67,45 @@ def proc_facts(pid: int, ticks: float, page: int) -> dict | None:
     }
     if len(fields) >= 50 and out["state"] == "Z":
         out["exit_status"] = int(fields[49])
+    delay = run_delay(pid)
+    if delay is not None:
+        out["run_delay_s"] = delay
     return out
 
 
+def run_delay(pid: int) -> float | None:
+    """Seconds the process's main thread has been runnable but not running (waiting for a CPU another task
+    held), from ``/proc/PID/schedstat``'s second field (nanoseconds; the kernel's scheduler statistics): a host
+    busy with something else shows here. None where the kernel keeps no such statistics."""
+    try:
+        with open(f"/proc/{pid}/schedstat", "rb") as f:
+            return round(int(f.read().split()[1]) / 1e9, 4)
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def running(pid: int, ticks: float, page: int) -> bool:
-    """Process ``pid`` exists and has not ended (neither zombie nor dead)."""
+    """Process ``pid`` exists and has not ended (neither zombie nor dead, nor killed: a SIGKILL pending, which
+    a process of a whole job killed at once holds while it waits for a CPU to exit on)."""
     facts = proc_facts(pid, ticks, page)
-    return facts is not None and facts["state"] not in "ZX"
+    return facts is not None and facts["state"] not in "ZX" and not killed(pid)
+
+
+#: SIGKILL's bit in /proc/PID/status's signal masks
+_SIGKILL_BIT = 1 << 8
+
+
+def killed(pid: int) -> bool:
+    """A SIGKILL is pending for the process (its own or its thread group's), so it is ending: no order of ends
+    can be seen between it and an end already certain."""
+    try:
+        with open(f"/proc/{pid}/status", "rb") as f:
+            for line in f:
+                if line.startswith((b"SigPnd:", b"ShdPnd:")) and int(line.split()[1], 16) & _SIGKILL_BIT:
+                    return True
+    except (OSError, ValueError, IndexError):
+        return False
+    return False
 
 
 def children(ppid: int) -> list[int]:
@@ -232,7 +266,7 @@ class Witness:
 
     @staticmethod
     def public(facts: dict) -> dict:
-        return {k: facts[k] for k in ("state", "cpu_s", "rss", "threads") if k in facts}
+        return {k: facts[k] for k in ("state", "cpu_s", "rss", "threads", "run_delay_s") if k in facts}
 
     def peers_alive(self, facts: dict | None) -> list[int]:
         """The other children of the rank's parent (its launcher's other workers) still running now: seen at

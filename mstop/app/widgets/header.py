@@ -23,6 +23,11 @@ def refusal_step(message: str) -> str:
 
 #: a piece that is never dropped nor cut: the status, the alerts badge, the step
 KEEP = 10
+#: a verdict's kind as the diagnosis line shows it (mstop.engine.diagnosis.KINDS)
+VERDICT_LABELS = {"hang": "HANG", "root_cause": "ROOT CAUSE", "relaunch_loop": "RELAUNCH LOOP",
+                  "input_bound": "INPUT-BOUND", "input_straggler": "INPUT STRAGGLER",
+                  "compute_straggler": "COMPUTE STRAGGLER", "host_straggler": "HOST STRAGGLER",
+                  "wait_heavy": "WAIT-HEAVY", "memory_creep": "MEMORY CREEP", "mismatch": "MISMATCH"}
 
 
 @dataclass
@@ -130,16 +135,37 @@ class Header(Static):
             self.set_class(h.status == s, f"status-{s}")
         self.set_class(bool(v.new_alerts), "new-alerts")
         width = (self.content_size.width or max(20, self.app.size.width - 2)) if self.is_mounted else 10_000
-        t = fit(self._first_line(v), width)
+        t = fit(self._diagnosis_line(v), width)
         t.append("\n")
-        t.append_text(fit(self._progress_line(v), width))
+        t.append_text(fit(self._first_line(v), width))
         t.append("\n")
-        t.append_text(fit(self._times_line(v), width))
+        if self.is_mounted and self.screen.has_class("short"):  # a short terminal: three lines, the loss
+            # chart keeps its rows; progress and times share one, the least telling of them left out
+            t.append_text(fit(self._progress_line(v) + self._times_line(v), width))
+        else:
+            t.append_text(fit(self._progress_line(v), width))
+            t.append("\n")
+            t.append_text(fit(self._times_line(v), width))
         self.update(t)
 
     def on_resize(self) -> None:
         if self._view is not None:  # what each width keeps differs: fit the lines again
             self.show(self._view)
+
+    @staticmethod
+    def _diagnosis_line(v: View) -> list[Piece]:
+        """What slows the job, worst first: the first verdict's kind and words, how many more (issue 59)."""
+        if not v.diagnosis:
+            return [Piece(Text("diagnosis: n/a (no rows yet)", style="dim"), KEEP)]
+        first = v.diagnosis[0]
+        healthy = first.kind == "healthy"
+        label = "HEALTHY" if healthy else VERDICT_LABELS.get(first.kind, first.kind.upper())
+        out = [Piece(Text(label, style="bold green" if healthy else "bold reverse"), KEEP, sep=""),
+               Piece(Text(first.words.removeprefix("healthy: ")), 8, sep="  ", least=24, cut_rank=8)]
+        if len(v.diagnosis) > 1:
+            more = ", ".join(VERDICT_LABELS.get(d.kind, d.kind) for d in v.diagnosis[1:4])
+            out.append(Piece(Text(f"(+{len(v.diagnosis) - 1}: {more})"), 9, sep="  "))
+        return out
 
     @staticmethod
     def _first_line(v: View) -> list[Piece]:

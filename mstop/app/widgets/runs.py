@@ -174,7 +174,8 @@ class RunsTable(PagedTable):
                 right(fmt.pct(r.headroom) if r.headroom is not None else ""),
                 right(fmt.pct(r.goodput) if r.goodput is not None else ("" if not r.full else "n/a")), alerts,
                 right(fmt.coarse(self.now - r.started) + " ago" if r.started is not None else ""),
-                right(fmt.duration(r.duration(self.now)) if r.started is not None else ""), Text(r.host),
+                right(fmt.duration(r.duration(self.now)) if r.started is not None else ""),
+                Text(r.verdict.replace("_", " "), style="bold yellow"), Text(r.host),
                 Text(f"! {r.error}", style="red") if r.error else Text(r.hint or r.note)]
 
     def on_data_table_row_highlighted(self, event: PagedTable.RowHighlighted) -> None:

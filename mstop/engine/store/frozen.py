@@ -102,5 +102,8 @@ class KeptAnswers:
     arrays: tuple[int, list[int], list[Any], dict[int, int], dict[str, np.ndarray]] | None = None
     #: every rank's goodput ledger in its open form (mstop.engine.goodput.Parts), replaced whole
     ledger: Any = None
+    #: the diagnosis's answers kept by what they read (mstop.engine.diagnosis): the ranks' settings compared
+    #: (by their start events), the memory fit (by the rank and its rows)
+    diagnosis: dict[str, tuple[Any, Any]] = field(default_factory=dict)
 
 

@@ -152,6 +152,8 @@ class RankData:
     #: ``lost`` events: a launcher (msrun's scheduler) lost the rank (timed out: exited abnormally or stopped)
     losts: list[dict[str, Any]] = field(default_factory=list)
     writer_errors: list[dict[str, Any]] = field(default_factory=list)  # the writer said it failed at something
+    #: ``waits_for`` events: its log's collective timeout named the peer it waited for (mstop.formats.waits)
+    waits: list[dict[str, Any]] = field(default_factory=list)
     device_events: list[dict[str, Any]] = field(default_factory=list)  # its host's device sampling (devices)
     profiles: list[dict[str, Any]] = field(default_factory=list)  # profile events (mstop_writer.profiling)
     #: ``exit`` events: a process of the rank ended (its exit witness: mstop_writer.witness), oldest first
@@ -491,22 +493,26 @@ def _profiled_span(e: dict[str, Any]) -> tuple[float, float] | None:
 
 #: what a rank's events fill (RankData.frozen_after takes them over from the last frozen copy while they
 #: did not change)
-_EVENT_CONTAINERS = ("starts", "ends", "checkpoints", "evals", "aborts", "losts", "writer_errors",
+_EVENT_CONTAINERS = ("starts", "ends", "checkpoints", "evals", "aborts", "losts", "writer_errors", "waits",
                      "device_events", "profiles", "profiled", "exits", "procs", "stacks")
 
 #: event kinds a rank keeps whole, by the RankData list they go in (``lost``: a launcher's word, said long
 #: after the rank's last sign of life: msrun's scheduler timed the worker out)
 _LISTED = {"eval": "evals", "abort": "aborts", "lost": "losts", "writer_error": "writer_errors",
-           "devices": "device_events", "exit": "exits"}
+           "devices": "device_events", "exit": "exits", "waits_for": "waits"}
 #: what a frame looks for among few ranks: the ranks with writer errors, stack dumps, profiles, device
 #: sampling events (a rank a host samples), a literal NaN/Inf, several sessions (Store.ranks_with: a walk of
 #: every rank for them cost each frame of 1,024 ranks a millisecond or more apiece)
-HAVING = ("writer_errors", "stacks", "profiles", "device_events", "nonfinite", "resumed")
+HAVING = ("writer_errors", "stacks", "profiles", "device_events", "waits", "nonfinite", "resumed")
 #: of HAVING, the event lists a rank has them by (the others come with its rows)
-_HAVING_EVENTS = ("writer_errors", "stacks", "profiles", "device_events")
+_HAVING_EVENTS = ("writer_errors", "stacks", "profiles", "device_events", "waits")
 
 #: stack events kept per rank (each up to 32 threads of 48 frames): the newest say where it is stuck
 STACKS_KEPT = 8
+
+
+#: a process's last proc samples kept (its CPU seconds and run delay): a minute at the witness's 5 s
+TRAIL = 16
 
 
 #: process states that hold the other ranks up at their next collective (stopped, traced, in D)
@@ -535,6 +541,12 @@ def _proc(d: RankData, e: dict[str, Any], t: float) -> None:
             and t > float(old["time"]):
         rate = max(0.0, (float(e["cpu_s"]) - float(old["cpu_s"])) / (t - float(old["time"])))
     e["cpu_rate"] = rate if rate is not None else (old or {}).get("cpu_rate")
+    # the last samples of its CPU seconds and run delay (mstop.engine.diagnosis: rates over a minute)
+    trail = list(old.get("trail", ())) if old is not None else []
+    cpu, delay = e.get("cpu_s"), e.get("run_delay_s")
+    if type(cpu) in (int, float) and math.isfinite(cpu):
+        trail.append((t, float(cpu), float(delay) if type(delay) in (int, float) and math.isfinite(delay) else None))
+    e["trail"] = tuple(trail[-TRAIL:])
     d.procs[pid] = e
     if len(d.procs) > 16:  # a rank restarted many times: only its newest processes
         for k in sorted(d.procs, key=lambda k: float(d.procs[k]["time"]))[:-16]:

@@ -45,6 +45,8 @@ import zlib
 # mstop_writer.schema's CSV_PATTERN and EVENTS_PATTERN: this program runs alone on the remote host, so it has
 # its own copy (tests/test_remote.py checks that the two agree)
 NAME = re.compile(r"^rank(0|[1-9][0-9]{0,6})\.(csv|events\.jsonl)$")
+# a rank file's older part, renamed away by a rotation (mstop.sources.rankfiles.rank_part's rule)
+ROTATED = re.compile(r"^(rank(?:0|[1-9][0-9]{0,6})\.(?:csv|events\.jsonl))\.([1-9][0-9]{0,3})$")
 # and DEVICES_PATTERN (a host's NPUs, written by one writer per host)
 DEVICES = re.compile(r"^host_([A-Za-z0-9._-]{1,64})\.devices\.csv$")
 # mstop.sources.mflog's names: a MindFormers job's rank folders and log files, and the stream name sent
@@ -58,6 +60,13 @@ LINES = False  # line mode: the payload inside the header line (base64), as the 
 HEARTBEAT = 5.0
 #: the longest a follower in digest mode stays quiet (the viewer calls a host silent after 20 s with no frame)
 QUIET = 10.0
+# mstop.sources.lifelocks: seconds an events file is idle before its life lock is looked at, the most looked at
+# a look, and (the follower's own) seconds between looks
+LIFE_SILENCE = 3.0
+LIFE_PROBES = 256
+LIFE_EVERY = 1.0
+# the bytes of an events file's head looked at for its start event's boot id (after a reconnect)
+HEAD = 64 << 10
 # a MindSpore log line's prefix ``ME(21888,7f3a...,python)``: the worker's pid (mstop.sources.procwatch's rule)
 PID = re.compile(rb"\b[A-Z_]{2,16}\((\d{1,9}),[0-9a-fx]+,")
 # a connection's own address in MindSpore's cluster warnings (mstop.sources.procwatch.SOURCE)
@@ -156,9 +165,15 @@ def not_regular(mode):
     return "a special file, not a regular file"
 
 
-def read_file(path, name, states, refused):
+#: what read_file says of a rank file another file took the name of since it was listed (a rotation that
+#: renamed it away between the listing and the look): the folder is listed again before it is read
+REPLACED = "replaced"
+
+
+def read_file(path, name, states, refused, replaced_ok=True):
     """New bytes of one rank file: (offset, data, reset, mtime), or None when there are none (or it is not
-    a regular file: then ``refused`` says why; a FIFO would block open() forever)."""
+    a regular file: then ``refused`` says why; a FIFO would block open() forever). With ``replaced_ok``
+    False, REPLACED for a file followed under this name that another file now holds (nothing read)."""
     full = os.path.join(path, name)
     try:
         try:
@@ -174,31 +189,95 @@ def read_file(path, name, states, refused):
         state = states.setdefault(name, [0, None, b""])
         if state[1] == (st.st_dev, st.st_ino) and st.st_size == state[0]:
             return None
+        if not replaced_ok and state[1] is not None and state[1] != (st.st_dev, st.st_ino):
+            return REPLACED
         offset, data, reset = read_new(full, st, state)
     except OSError:
         return None
     return (offset, data, reset, st.st_mtime) if data or reset else None
 
 
-def read_dir(path, states, refused, digests=None):
+def read_order(name):
+    """A rank's older parts before its newer ones (rank0.csv.2, rank0.csv.1, rank0.csv): rows in written order."""
+    m = ROTATED.match(name)
+    return (m.group(1), -int(m.group(2))) if m else (name, 0)
+
+
+def follow_renames(path, names, states, digests):
+    """Files renamed by a rotation (rank0.csv -> rank0.csv.1, .1 -> .2) read on under their new names: found
+    again by identity among their rank file's names (mstop.sources.local's rule). Returns [old, new] pairs,
+    sent so the viewer renames its readers too."""
+    rotated = [n for n in names if ROTATED.match(n)]
+    bases = {ROTATED.match(n).group(1) for n in rotated + [n for n in states if ROTATED.match(n)]}
+    renamed = []
+    for base in sorted(bases):
+        members = {base} | {n for n in rotated if ROTATED.match(n).group(1) == base}
+        known = {tuple(st[1]): n for n, st in states.items() if st[1] is not None and (n == base or (
+            ROTATED.match(n) and ROTATED.match(n).group(1) == base))}
+        found = {}
+        for n in sorted(members):
+            try:
+                st = os.stat(os.path.join(path, n))
+            except OSError:
+                continue
+            if (st.st_dev, st.st_ino) in known:
+                found[known[(st.st_dev, st.st_ino)]] = n
+        moved = {old: (states.pop(old), (digests or {}).pop(old, None)) for old, n in found.items() if n != old}
+        for old, (state, dig) in moved.items():
+            states[found[old]] = state
+            if digests is not None:
+                digests.pop(found[old], None)
+                if dig is not None:
+                    digests[found[old]] = dig
+            renamed.append([old, found[old]])
+        for old in set(known.values()) - set(found) - members:  # deleted: its rows were sent
+            states.pop(old, None)
+            if digests is not None:
+                digests.pop(old, None)
+    return renamed
+
+
+def read_listed(path, name, states, refused, digests, renamed):
+    """read_file for a listed name; a rank file renamed away since the listing (a rotation between the
+    listing and the look) is found again under its new name, and the new file under the name is read at the
+    next pass, after the rest of the older part (read order); a file replaced, not renamed, is read again."""
+    got = read_file(path, name, states, refused, replaced_ok=not NAME.match(name))
+    if got != REPLACED:
+        return got
+    moves = follow_renames(path, os.listdir(path), states, digests)
+    if renamed is not None:
+        renamed += moves
+    if any(old == name for old, _ in moves):
+        return None
+    return read_file(path, name, states, refused)
+
+
+def read_dir(path, states, refused, digests=None, renamed=None, lives=None):
     """One pass over the directory: (files, payload, more, newest mtime); raises OSError when it cannot be
     listed. ``digests`` (digest mode): rank file name -> its Digest, for the files whose rows are merged, which
-    are sent together once every DIGEST seconds (one frame a host an interval; its key None: when last)."""
+    are sent together once every DIGEST seconds (one frame a host an interval; its key None: when last).
+    ``renamed``: the [old, new] names of files a rotation renamed are added to it."""
     files, payload, more, newest = [], [], False, 0.0
     now = time.time()
     flush = digests is not None and now - digests.get(None, 0.0) >= DIGEST
-    for name in sorted(os.listdir(path)):
-        if not (NAME.match(name) or DEVICES.match(name)):
+    names = os.listdir(path)
+    moves = follow_renames(path, names, states, digests)
+    if renamed is not None:
+        renamed += moves
+    for name in sorted(names, key=read_order):
+        if not (NAME.match(name) or DEVICES.match(name) or ROTATED.match(name)):
             continue
         dig = digests.get(name) if digests is not None else None
         if dig is None and digests is not None and digested(name):
             dig = digests[name] = held(name)
             if states.get(name, [0])[0] > 0 and isinstance(dig, Digest):  # followed from an offset (a reconnect):
                 dig.header(read_at(os.path.join(path, name), 0, 1 << 16))  # its header is read again
-        got = read_file(path, name, states, refused)
+        got = read_listed(path, name, states, refused, digests, renamed)
         if got is None:
             continue
         offset, data, reset, mtime = got
+        if lives is not None:
+            lives.saw(path, name, offset, data, mtime)
         newest = max(newest, mtime)
         more = more or len(data) == CHUNK
         if dig is None:
@@ -212,7 +291,9 @@ def read_dir(path, states, refused, digests=None):
         flush = flush or dig.kept > CHUNK
     if flush:
         digests[None] = now
-        for name, dig in sorted((n, d) for n, d in digests.items() if n is not None):
+        # in read order: a rank's older part's merged rows before its newer's (a rotation mid-interval)
+        kept = [(n, d) for n, d in digests.items() if n is not None]
+        for name, dig in sorted(kept, key=lambda nd: read_order(nd[0])):
             for part in dig.emit():
                 if part[0] == "raw":
                     files.append([name, part[1], len(part[2]), part[3], dig.mtime])
@@ -664,6 +745,100 @@ def read_logs(found, states):
     return files, payload, more, newest
 
 
+class Lives:
+    """The life locks of this host's ranks (mstop.sources.lifelocks: a writer holds a flock on its events file
+    while it lives): a rank of this kernel (its start event names this boot id) whose files have not grown for
+    LIFE_SILENCE seconds, and twice its last gap between growths, is looked at, at most once every LIFE_EVERY
+    seconds and LIFE_PROBES ranks a look; those whose lock nobody holds are sent (``unlocked``). Ranks of other
+    hosts (a shared file system) cost nothing: a lock taken elsewhere does not reach here everywhere."""
+
+    def __init__(self, boot):
+        # its start event names it so, as JSON spaces it or not
+        self.boot = [(f % boot).encode() for f in ('"boot_id":"%s"', '"boot_id": "%s"')] if boot else None
+        self.local = {}  # rank -> its events file's name: ranks whose start event names this kernel
+        self.checked = set()  # ranks whose events file's head was looked at
+        self.grew = {}  # rank -> (time its files last grew, the gap before)
+        self.free = set()
+        self.probed = {}  # rank -> when its lock was last looked at
+        self.sent = None
+        self.at = 0
+        self.next = 0.0
+
+    def saw(self, path, name, offset, data, mtime):
+        """A rank file's bytes read (``offset``: where they begin in it; ``mtime``: when it was last written)."""
+        m = NAME.match(name)
+        if m is None or not data:
+            return
+        r = int(m.group(1))
+        last = self.grew.get(r)
+        if last is None or mtime > last[0]:
+            self.grew[r] = (mtime, mtime - last[0] if last else 0.0)
+        self.free.discard(r)
+        if self.boot and name.endswith(".jsonl") and (r not in self.checked or offset == 0):
+            self.checked.add(r)  # once a file: at its first read, or its head after a reconnect
+            head = data if offset == 0 else read_at(os.path.join(path, name), 0, HEAD)
+            if any(b in head for b in self.boot):
+                self.local[r] = name
+            else:
+                self.local.pop(r, None)
+
+    def look(self, path):
+        now = time.time()
+        if now < self.next or not self.local:
+            return
+        self.next = now + LIFE_EVERY
+        idle = [r for r in sorted(self.local) if r in self.grew and now - self.grew[r][0] > max(
+            LIFE_SILENCE, 2 * self.grew[r][1]) and now - self.probed.get(r, 0.0) >= 5 * LIFE_EVERY]
+        if not idle:
+            return
+        at = self.at % len(idle)
+        self.at = at + LIFE_PROBES
+        for r in (idle[at:] + idle[:at])[:LIFE_PROBES]:
+            self.probed[r] = now
+            got = lock_free(os.path.join(path, self.local[r]))
+            if got is True:
+                self.free.add(r)
+            elif got is False:
+                self.free.discard(r)
+
+    def take(self):
+        """The ranks whose lock is free, when that changed since the last frame (else None)."""
+        now = sorted(self.free)
+        if now == self.sent:
+            return None
+        self.sent = now
+        return now
+
+
+def lock_free(path):
+    """mstop.sources.files.lock_free's rule: True when nobody holds a flock on path, None when unknown."""
+    try:
+        import fcntl
+
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except (ImportError, OSError):
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        except OSError:
+            return None
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return True
+    finally:
+        os.close(fd)
+
+
+def boot_id():
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            return f.read().strip() or None
+    except OSError:
+        return None
+
+
 class Workers:
     """A log-read job's worker processes on this host (mstop.sources.procwatch's rules, in this program's own
     copy): the pid in a worker log's MindSpore prefix, trusted only when that process writes that very log
@@ -751,6 +926,17 @@ class Workers:
     def gone(self, w, facts):
         return facts is None or facts["start_ticks"] != w[1] or facts["state"] in "ZX"
 
+    def killed(self, pid):
+        """A SIGKILL is pending for the process: it is ending (a whole job killed at once: no order seen)."""
+        try:
+            with open(f"/proc/{pid}/status", "rb") as f:
+                for line in f:
+                    if line.startswith((b"SigPnd:", b"ShdPnd:")) and int(line.split()[1], 16) & 0x100:
+                        return True
+        except (OSError, ValueError, IndexError):
+            return False
+        return False
+
     def look(self):
         """Each watched worker's facts; an ``exit`` for each that ended (seen at one time, with the workers
         still running when looked at again after those ends: ``peers_alive``, they outlived them)."""
@@ -758,7 +944,8 @@ class Workers:
         facts = {rank: self.facts(w[0]) for rank, w in active.items()}
         gone = [rank for rank, w in active.items() if self.gone(w, facts[rank])]
         seen = time.time()
-        alive = [w[0] for rank, w in active.items() if gone and rank not in gone and not self.gone(w, self.facts(w[0]))]
+        alive = [w[0] for rank, w in active.items() if gone and rank not in gone and not self.gone(w, self.facts(w[0]))
+                 and not self.killed(w[0])]
         for rank, w in active.items():
             f = facts[rank]
             if rank not in gone:
@@ -806,11 +993,13 @@ class Workers:
 HOST = os.uname()[1]
 
 
-def one_pass(path, states, refused, workers, digests=None):
+def one_pass(path, states, refused, workers, digests=None, renamed=None, lives=None):
     """One pass over the run directory: the writer's files (``digests``: in digest mode, each merged file's
-    Digest), else the job's own logs (and its workers' processes, watched on this host): (files, payload,
-    more, newest mtime)."""
-    files, payload, more, newest = read_dir(path, states, refused, digests)
+    Digest; ``renamed``: what a rotation renamed; ``lives``: their life locks looked at), else the job's own
+    logs (and its workers' processes, watched on this host): (files, payload, more, newest mtime)."""
+    files, payload, more, newest = read_dir(path, states, refused, digests, renamed, lives)
+    if lives is not None:
+        lives.look(path)
     if not files and not any(NAME.match(n) for n in states):
         found = find_logs(path)  # no writer files: a job's own logs (MindFormers', msrun's)
         if found:
@@ -820,6 +1009,21 @@ def one_pass(path, states, refused, workers, digests=None):
                     workers.consider(r, os.path.join(folder, n))
     workers.look()
     return files, payload, more, newest
+
+
+def resumed(offsets):
+    """The files' states a reconnect's request gives back (name -> offset and signature, or a log stream's
+    cursor: device, inode and offset of the file being read). Every file the viewer reads on from an offset:
+    one left out was sent again from its start, which a digest part cannot be (the viewer refused it at every
+    reconnect: a host's devices file stopped the host for good)."""
+    states = {}
+    for name, (offset, sig) in offsets.items():
+        if NAME.match(name) or ROTATED.match(name) or DEVICES.match(name):
+            states[name] = [int(offset), None, bytes.fromhex(sig)]
+        elif MF_STREAM.match(name):
+            dev, ino, phys = (int(x) for x in sig.split(":"))
+            states[name] = [int(offset), (dev, ino), phys, b"", 0]  # its first bytes are not known again
+    return states
 
 
 def main():
@@ -840,30 +1044,34 @@ def main():
     DIGEST = max(0.0, float(request.get("digest") or 0.0))
     RAW = set(int(r) for r in request.get("raw") or ())
     digests = {} if DIGEST > 0 else None
-    states = {}
-    for name, (offset, sig) in request.get("offsets", {}).items():
-        if NAME.match(name):
-            states[name] = [int(offset), None, bytes.fromhex(sig)]
-        elif MF_STREAM.match(name):  # a log stream's cursor: device, inode and offset of the file being read
-            dev, ino, phys = (int(x) for x in sig.split(":"))
-            states[name] = [int(offset), (dev, ino), phys, b"", 0]  # its first bytes are not known again
+    states = resumed(request.get("offsets", {}))
     if not os.path.isdir(path):
         send(out, {"error": "no such directory: " + path})
         return
     caught_up, last_sent = False, 0.0
     workers = Workers()
+    boot = boot_id()
+    lives = Lives(boot)
     refused, told = {}, {}  # name -> why it is not followed (sent when it changes)
     while True:
+        renamed = []
         try:
-            files, payload, more, newest = one_pass(path, states, refused, workers, digests)
+            files, payload, more, newest = one_pass(path, states, refused, workers, digests, renamed, lives)
         except OSError as e:
             send(out, {"error": "cannot list " + path + ": " + str(e)})
             return
         now = time.time()
         news = refused != told
         events = workers.take()
-        if files or news or events or now - last_sent >= quiet() or (not more and not caught_up):
+        unlocked = lives.take()
+        if files or news or events or renamed or unlocked is not None or now - last_sent >= quiet() or (
+                not more and not caught_up):
             header = {"files": files, "gmtoff": time.localtime().tm_gmtoff}
+            if unlocked is not None:  # the ranks whose life lock nobody holds (its kernel's boot id beside)
+                header["unlocked"] = unlocked
+                header["boot"] = boot
+            if renamed:
+                header["renamed"] = renamed  # before its files' entries: they are under the new names
             if events:
                 header["events"] = events
             if newest:

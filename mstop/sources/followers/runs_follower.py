@@ -29,6 +29,10 @@ MF_DIR = re.compile(r"^rank_(0|[1-9][0-9]{0,6})$")
 WORKER = re.compile(r"^worker_(0|[1-9][0-9]{0,6})\.log$")  # msrun's per-rank log (mstop.sources.mflog)
 HEAD = 64 << 10
 CHUNK = 4 << 20
+# a MindSpore log line's prefix ``ME(21888,7f3a...,python)``: the worker's pid (mstop.sources.procwatch.PID)
+PID = re.compile(rb"\b[A-Z_]{2,16}\((\d{1,9}),[0-9a-fx]+,")
+# files looked at to tell whose a log folder is (mstop.sources.runs.WHOSE_FILES)
+WHOSE_FILES = 16
 
 
 def has_log(folder):
@@ -94,7 +98,63 @@ def find_runs(root, max_depth):
                                     + ", deeper than runs are looked for (--depth N)")
         level = below
     runs.sort()
-    return runs, problems
+    return without_job_logs(root, runs, problems), problems
+
+
+def without_job_logs(root, runs, problems):
+    """As mstop.sources.runs._without_job_logs: a log folder whose workers' pids its sibling writer run's start
+    events name is that run's job's (msrun --log_dir beside it), not a run of its own; said in problems."""
+    writers = {}
+    for run, kind in runs:
+        if kind == "writer":
+            writers.setdefault(os.path.dirname(run), []).append(run)
+    out = []
+    for run, kind in runs:
+        owner = None
+        if kind == "mflog" and writers.get(os.path.dirname(run)):
+            pids = worker_pids(os.path.join(root, run))
+            owner = next((w for w in writers[os.path.dirname(run)] if pids & writer_pids(os.path.join(root, w))),
+                         None)
+        if owner is None:
+            out.append([run, kind])
+        else:
+            problems.append(os.path.join(root, run) + ": the logs of " + os.path.basename(owner)
+                            + "'s processes (msrun --log_dir): shown with that run, not as a run of its own")
+    return out
+
+
+def worker_pids(path):
+    out = set()
+    try:
+        names = sorted(n for n in os.listdir(path) if WORKER.match(n))[:WHOSE_FILES]
+    except OSError:
+        return out
+    for n in names:
+        try:
+            with open(os.path.join(path, n), "rb") as f:
+                m = PID.search(f.read(HEAD))
+        except OSError:
+            continue
+        if m is not None:
+            out.add(int(m.group(1)))
+    return out
+
+
+def writer_pids(path):
+    out = set()
+    try:
+        names = sorted(n for n in os.listdir(path) if NAME.match(n) and n.endswith(".jsonl"))[:WHOSE_FILES]
+    except OSError:
+        return out
+    for n in names:
+        try:
+            with open(os.path.join(path, n), "rb") as f:
+                first = json.loads(f.read(HEAD).split(b"\n", 1)[0].decode("utf-8", "replace"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(first, dict) and first.get("kind") == "start" and type(first.get("pid")) is int:
+            out.add(first["pid"])
+    return out
 
 
 def read_file(path, offset, tail, head_lines):
@@ -143,6 +203,8 @@ def main():
     payload = []
     if not os.path.isdir(root):
         header["error"] = ("is a file, not a directory: " if os.path.isfile(root) else "no such directory: ") + root
+        # a run directory the job is about to make: the monitor waits for it when its parent exists
+        header["parent"] = os.path.isdir(os.path.dirname(os.path.abspath(root)))
     else:
         try:
             header["is_run"] = kind_of(root, os.listdir(root)) is not None
