@@ -6,7 +6,15 @@ Notify record from remote rank: [24]. ... task information: [..., remote rank:[2
 [group:[group_name_1654], ..., rankSize[32], rankId[25 24]]``, as CANN's error reference gives it and as
 users publish it) names the remote rank by its number in the communication group the collective ran in:
 that is the job's rank only in the world group (``hccl_world_group``, or a group as large as the job). A
-remote rank CANN could not tell (``remote rank: [unknown]``) names nobody. The lines come cleaned
+remote rank CANN could not tell (``remote rank: [unknown]``) names nobody.
+
+MindSpore's own communicator, when a rank cannot fetch its group's unique id (the group's root rank exited or
+never reached that step), names the root by its job rank (``group_ranks().at(0)`` in
+``ms_collective_comm_lib.cc``; MindSpore's distributed FAQ quotes the line): ``Failed to fetch the unique id
+of the collective lib from the meta server node. Maybe the root rank process of this group has exited or has
+not executed to QueryUniqueID step. Please check root rank: 0's log.`` msrun's scheduler naming a node that
+timed out (``The node: 3 is timed out``) is no rank's wait: it is read as that worker lost
+(mstop.formats.mflog.SchedulerLog), which the job's ending names. The lines come cleaned
 (mstop.formats.logs.clean_lines): they are matched as text, never trusted for more than a number.
 """
 
@@ -23,6 +31,8 @@ _SIZE = re.compile(r"rankSize\s*\[\s*(\d{1,7})\s*\]")
 #: what a collective timeout says of itself: the line is one only with these words (a remote rank named in
 #: another message, such as a link being set up, is no wait)
 _TIMEOUT = re.compile(r"time[sd]?\s?out|timed out|EI0002|notify wait", re.IGNORECASE)
+#: MindSpore's communicator waiting for its group's root rank (a job rank) that never gave the group's id
+_ROOT = re.compile(r"Please check root rank:\s*(\d{1,7})'s log")
 #: MindSpore's name of the world group (the job's every rank, numbered as the job numbers them)
 WORLD_GROUP = "hccl_world_group"
 
@@ -49,6 +59,8 @@ def waited_peer(line: str) -> Wait | None:
     """The wait a log line reports (a collective's timeout naming its remote rank), else None."""
     if "ank" not in line:  # (most lines: no regular expression run)
         return None
+    if (r := _ROOT.search(line)) is not None:
+        return Wait(int(r.group(1)))  # a job rank, whatever the group
     m = _REMOTE.search(line)
     if m is None or not _TIMEOUT.search(line):
         return None

@@ -87,8 +87,31 @@ def test_a_timeout_line_gives_its_peer_and_group(peer, group, size, me):
 def test_any_line_is_a_wait_or_nothing(line):
     got = waited_peer(line)
     assert got is None or (isinstance(got.peer, int) and 0 <= got.peer < 10**7)
-    if "remote rank" not in line.lower() and "remoterank" not in line.lower():
+    if not any(w in line.lower() for w in ("remote rank", "remoterank", "check root rank")):
         assert got is None
+
+
+ROOT_LINE = ("RuntimeError: Communicator of group {group} inited: failed. Result: Init communicator for group {group} "
+             "exception info: Failed to fetch the unique id of the collective lib from the meta server node. Maybe "
+             "the root rank process of this group has exited or has not executed to QueryUniqueID step. Please "
+             "check root rank: {root}'s log.")
+
+
+@given(st.integers(0, 10**7 - 1), st.sampled_from(["hccl_world_group", "3-6-9", "dp_group"]))
+def test_mindsporess_check_root_rank_line_is_a_wait_for_that_job_rank(root, group):
+    """MindSpore names the group's root by its job rank (``group_ranks().at(0)``), whatever the group."""
+    assert waited_peer(ROOT_LINE.format(group=group, root=root)) == Wait(root)
+
+
+def test_ranks_that_could_not_form_their_communicator_lead_to_its_root_rank(tmp_path):
+    """Ranks 1-3 raised, each naming root rank 0 (MindSpore's own line, tests/data/ms-root-rank/SOURCES.md):
+    the hang names rank 0, the root cause is rank 0 with 3 cascades."""
+    logs = shutil.copytree(ROOT / "tests" / "data" / "ms-root-rank", tmp_path / "logs")
+    got = json.loads(mstop("summary", logs, "--json").stdout)["diagnosis"]
+    hang = next(d for d in got if d["kind"] == "hang")
+    assert (hang["ranks"], hang["words"]) == ([0], "ranks 1-3 wait for rank 0; rank 0 waits for nobody"), hang
+    root = next(d for d in got if d["kind"] == "root_cause")
+    assert root["ranks"] == [0] and root["evidence"]["cascades"] == {"collective_timeout": 3}, root
 
 
 def test_a_peer_numbered_in_a_smaller_group_is_no_rank_of_the_job():
