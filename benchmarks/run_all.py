@@ -25,7 +25,9 @@ Figures:
   against a bare formatted write;
 - memory: peak resident memory of ``summary --json`` and of the monitor's first full frame on 1,024 ranks x
   5,000 and x 20,000 rows, beside pyarrow holding the same rows and mstop holding every row
-  (``MSTOP_KEEP_ROWS=all``); the growth while 1,024 ranks are followed for an hour's rows (bench_hour.py).
+  (``MSTOP_KEEP_ROWS=all``); the growth while 1,024 ranks are followed for an hour's rows (bench_hour.py);
+- a hang's first look: a real 4-rank msrun job whose rank's input blocks, seconds from its last rows to the
+  witnesses' first dumps and to the verdict naming the rank, beside the timed dump (bench_first_look.py).
 """
 
 from __future__ import annotations
@@ -469,6 +471,23 @@ def runs_list(data: str, runs: int, rows_each: int, repeats: int) -> list[Row]:
                 "<= 5 s", every <= 5.0)]
 
 
+def first_look(repeats: int) -> list[Row]:
+    """Issue 60: seconds from a real 4-rank job's hang to its first look and to the verdict naming the rank,
+    beside the timed dump (the step's limit) of the same job."""
+    try:
+        import mindspore  # noqa: F401
+    except ImportError:
+        return [Row("a hang's first look", "", "mindspore not installed", None, "<= 10 s", None)]
+    from bench_first_look import bench_first_look
+
+    got = bench_first_look(repeats)
+    look, verdict, timed = got["first_look"], got["verdict"], got["timed_dump"]
+    return [Row("a hang's first look: the witnesses' dumps / the timed dump (stack_after), s from the last rows",
+                f"{look:.1f} s", f"{timed:.1f} s", look / timed, "<= 10 s", look <= 10),
+            Row("the hang verdict naming the rank, s from the last rows / the timed dump", f"{verdict:.1f} s",
+                f"{timed:.1f} s", verdict / timed, "<= 10 s", verdict <= 10)]
+
+
 def table(rows: list[Row]) -> str:
     head = ["figure", "mstop", "reference", "ratio", "target", "met"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -481,7 +500,7 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="smaller runs, fewer repeats: under 5 minutes")
     ap.add_argument("--data", default=os.path.join(tempfile.gettempdir(), "mstop-bench"),
                     help="where generated runs are kept between runs")
-    ap.add_argument("--only", help="comma-separated parts: cold,first,frame,follow,ranks,runs,writer,memory")
+    ap.add_argument("--only", help="comma-separated parts: cold,first,frame,follow,ranks,runs,writer,memory,hang")
     a = ap.parse_args()
     os.makedirs(a.data, exist_ok=True)
     q = a.quick
@@ -494,6 +513,7 @@ def main() -> int:
         "runs": lambda: runs_list(a.data, 100 if q else 1000, 2000, 1 if q else 3),
         "writer": lambda: writer(500 if q else 2000, 5 if q else 11, 5000 if q else 20000),
         "memory": lambda: memory(a.data, (1000,) if q else (5000, 20000), 600 if q else 3600),
+        "hang": lambda: first_look(1 if q else 3),
     }
     chosen = a.only.split(",") if a.only else list(parts)
     t0 = time.time()

@@ -68,6 +68,9 @@ TRAIL_S = 60.0
 #: a rank with no sign of life (row, heartbeat, event) for this long behind the newest, while others dumped their
 #: stacks stuck in a step, is silent (three of the writer's heartbeats)
 SILENT_S = 15.0
+#: a stack dump of a rank stuck in its step: at the step's limit (faulthandler's timer), or the first look its
+#: witness asked for a few steps' time into a silence (mstop_writer.stacks)
+STUCK_REASONS = ("timeout", "asked")
 #: an active verdict holds under its thresholds times this (hysteresis)
 RELAX = 0.8
 #: environment variables that differ from rank to rank by design (ids, ports, the rank's own device)
@@ -705,11 +708,13 @@ def stack_verdicts(store: Snapshot) -> list[Verdict]:
     their own while most wait at another, or silent with no dump while the others wait (a stopped process
     cannot dump), are named."""
     groups: dict[tuple[str, str], list[int]] = {}
+    timed = False  # a dump at the step's full limit, not only first looks
     for r in store.ranks_with("stacks"):
         w = processes.where(store.ranks[r])
-        if w is not None and w.stack is not None and w.reason == "timeout":
+        if w is not None and w.stack is not None and w.reason in STUCK_REASONS:
             frame, kind = processes.stuck_at(w.stack)
             groups.setdefault((processes.short_frame(frame), kind), []).append(r)
+            timed = timed or w.reason == "timeout"
     if not groups:
         return _held_verdicts(store)
     ordered = sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[1][0]))
@@ -719,6 +724,8 @@ def stack_verdicts(store: Snapshot) -> list[Verdict]:
     stacks = [{"ranks": rs, "frame": f, "kind": k} for (f, k), rs in ordered]
     ev: dict[str, Any] = {"stacks": stacks, "silent_without_dump": silent}
     (place, kind), most = ordered[0]
+    if len(ordered) == 1 and not silent and not timed:  # every rank at one place a few steps' time: a first
+        return _held_verdicts(store)  # look, no hang yet (a checkpoint every rank writes looks the same)
     if len(ordered) == 1 and not silent:
         ev.update(kind=kind, frame=place)
         return [Verdict("hang", [], f"{ranks_text(most)} stuck in {place} ({kind.replace('_', ' ')}); no rank "

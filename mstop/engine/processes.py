@@ -212,7 +212,7 @@ class Where:
     frames: list[str]  # innermost first
     step: int | None
     since: float | None
-    reason: str  # "timeout" (a step overran) or "fatal" (a crash)
+    reason: str  # "timeout" (a step overran), "asked" (its witness's first look) or "fatal" (a crash)
     error: str | None
     time: float
     stack: dict[str, Any] | None = None  # the dump itself: every thread's frames
@@ -374,7 +374,7 @@ class StackGroup:
     place: str  # the innermost frame, short
     steps: list[int]  # the steps they are stuck in (or crashed in)
     since: float | None  # the earliest of their last step ends
-    reason: str  # "timeout" or "fatal"
+    reason: str  # "timeout", "asked" (a first look) or "fatal"
     error: str | None
     frames: list[str]  # the first rank's main thread, innermost first, short paths
     stale: bool  # every rank of the group went on after its dump (an overrun that passed)
@@ -393,7 +393,8 @@ def stack_view(store: Snapshot) -> tuple[list[StackGroup], list[int]]:
                 none.append(r)
             continue
         stale = where(d, stuck_only=True) is None
-        groups.setdefault((w.reason, *w.key), []).append((w, stale))
+        groups.setdefault((w.reason == "fatal", *w.key), []).append((w, stale))  # a first look and a timed
+        # dump at one place are one group
     out = []
     for members in groups.values():
         ws = [w for w, _ in members]

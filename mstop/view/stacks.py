@@ -47,13 +47,15 @@ def stacks_lines(store: Snapshot) -> list[tuple[str, str]]:
         out += [("", "")] + told
     if not groups:
         out.append(("", ""))
-        out.append(("", "no rank has dumped its stacks: a rank dumps them when a step runs past its limit "
+        out.append(("", "no rank has dumped its stacks: a rank dumps them when it is silent past a few steps' "
+                        "time (max(5 s, 3 median steps): its witness asks), when a step runs past its limit "
                         "(stack_after: max(60 s, 20 median steps)) or when it crashes"))
     for g in groups:
         steps = (f" in step {g.steps[0] + 1:,}" if len(g.steps) == 1 else
                  f" in steps {g.steps[0] + 1:,}-{g.steps[-1] + 1:,}") if g.steps else " before its first step"
         since = f" since {fmt.clock_ms(g.since)}" if g.since is not None else ""
         what = f"crashed ({g.error or 'fatal signal'})" if g.reason == "fatal" else f"in {g.place}{steps}{since}"
+        what += " (a first look)" if g.reason == "asked" else ""
         then = " (then went on: the step ended after the dump)" if g.stale else ""
         out.append(("", ""))
         out.append(("bold red" if g.reason == "fatal" else ("dim" if g.stale else "bold"),

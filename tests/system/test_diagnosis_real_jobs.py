@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -19,7 +20,7 @@ from mstop.live.options import MonitorOptions
 from mstop.live.session import MonitorSession
 from mstop.sources import read_once
 from mstop_writer.profiling import REQUEST_NAME
-from tests.helpers.common import ROOT
+from tests.helpers.common import ROOT, read_events
 from tests.helpers.msrun import Msrun
 
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
@@ -276,16 +277,17 @@ def hang_seen(run: Path, timeout: float = 90.0, stacks: bool = False) -> tuple[d
     raise AssertionError(f"no hang within {timeout} s: {seen[-3:]}")
 
 
-@pytest.mark.parametrize("fault, rank, kind, frame", [
-    ("--input-block=1:40", 1, "input", "blocking_input (helpers/msrun_job.py:"),
-    ("--stall=2:40", 2, "host_compute", "wait_for_input (helpers/msrun_job.py:"),
+@pytest.mark.parametrize("fault, rank, kind, frame, limit", [
+    ("--input-block=1:40", 1, "input", "blocking_input (helpers/msrun_job.py:", None),
+    ("--stall=2:40", 2, "host_compute", "wait_for_input (helpers/msrun_job.py:", "--stack-after=3"),
 ])
-def test_a_hang_is_told_by_the_stacks_of_every_thread(tmp_path, fault, rank, kind, frame):
+def test_a_hang_is_told_by_the_stacks_of_every_thread(tmp_path, fault, rank, kind, frame, limit):
     """A real 4-rank msrun job whose one rank blocks at step 40, in its input pipeline's own thread (the user's
-    map function) or in its own code on the main thread, with a 3 s stack limit: the ranks' dumps, every
-    thread read, name that rank, its frame and its kind, while the other three wait in their AllReduce
-    (collective), within 15 s of the ranks' last rows."""
-    job = Msrun(tmp_path, 400, fault, "--stack-after=3", "--steps-sleep=0.02")
+    map function) or in its own code on the main thread: the ranks' dumps, every thread read, name that rank,
+    its frame and its kind, while the other three wait in their AllReduce (collective), within 15 s of the
+    ranks' last rows. With the default limit (60 s) the dumps are the witnesses' first looks (asked for a
+    few steps' time into the silence: within 10 s); with a 3 s limit, faulthandler's timed dumps."""
+    job = Msrun(tmp_path, 400, fault, "--steps-sleep=0.02", *([limit] if limit else []))
     try:
         first_rows(job.run, 4)
         v, took = hang_seen(job.run)
@@ -293,6 +295,33 @@ def test_a_hang_is_told_by_the_stacks_of_every_thread(tmp_path, fault, rank, kin
         assert v["evidence"]["frame"].startswith(frame), v
         most = v["evidence"]["stacks"][0]
         assert sorted(most["ranks"]) == sorted(set(range(4)) - {rank}) and most["kind"] == "collective", v
-        assert took < 15, (took, v)
+        assert took < (10 if limit is None else 15), (took, v)
+        reasons = {e.get("reason") for r in range(4) for e in read_events(job.run / f"rank{r}.events.jsonl")
+                   if e["kind"] == "stack"}
+        assert reasons == ({"asked"} if limit is None else {"timeout"}), reasons
     finally:
+        job.stop()
+
+
+def test_a_stopped_rank_is_the_hang_within_seconds(tmp_path):
+    """A real 4-rank msrun job whose rank 3 is stopped (SIGSTOP, as a debugger or a frozen node leaves it): it
+    can dump no stack; its witness sees it stopped, and the hang names rank 3 within 15 s of the ranks' last
+    rows, the other three not named; ``summary --json`` says the same."""
+    job = Msrun(tmp_path, 4000, "--steps-sleep=0.02")
+    try:
+        first_rows(job.run, 4)
+        pid = job.pid(3)
+        os.kill(pid, signal.SIGSTOP)
+        stopped = time.time()
+        v, _ = hang_seen(job.run, timeout=60)
+        took = time.time() - stopped
+        assert v["ranks"] == [3] and v["evidence"]["held"][0]["state"] == "T", v
+        assert took < 15, (took, v)
+        (hang,) = [d for d in summary(str(job.run))["diagnosis"] if d["kind"] == "hang"]
+        assert hang["ranks"] == [3], hang
+    finally:
+        try:
+            os.kill(pid, signal.SIGCONT)
+        except (OSError, UnboundLocalError):
+            pass
         job.stop()

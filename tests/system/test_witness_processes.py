@@ -92,6 +92,30 @@ def test_a_rank_stuck_in_a_step_writes_every_threads_stack_while_stuck(tmp_path)
         p.wait()
 
 
+def test_a_rank_silent_past_its_pace_is_asked_for_its_stacks_in_seconds_and_a_stopped_one_is_not(tmp_path):
+    """Issue 60: with the default limit (60 s), a rank silent past its first look (max(5 s, 3 median steps))
+    is sent the signal its stacks file names by its witness: every thread's stack within 8 s of its last step,
+    its reason ``asked``; once, however long it stays. A stopped rank is not asked (it could not write)."""
+    run = tmp_path / "run"
+    p = _start(run, "hang")
+    held = _start(tmp_path / "held", "hang")
+    held.send_signal(signal.SIGSTOP)
+    try:
+        assert wait_for(lambda: _kinds(run, kind="stack"), 10)
+        (s,) = _kinds(run, kind="stack")
+        assert s["reason"] == "asked" and s["step"] == 20 and s["time"] - s["since"] < 8, s
+        frames = [f for t in s["stacks"] for f in t["frames"]]
+        assert any(f.startswith("stuck_here (") for f in frames), frames
+        assert p.poll() is None
+        time.sleep(3)
+        assert len(_kinds(run, kind="stack")) == 1  # once a silence
+        assert _kinds(tmp_path / "held", kind="stack") == []
+    finally:
+        for q in (p, held):
+            q.kill()
+            q.wait()
+
+
 def test_a_segfault_leaves_its_python_stack_and_its_signal(tmp_path):
     run = tmp_path / "run"
     p = _start(run, "segv")

@@ -383,3 +383,51 @@ def test_a_rank_its_witness_sees_stopped_is_the_hang_before_any_dump(tmp_path):
     (v,) = [v for v in diagnose(read_once(str(run)).snapshot()) if v.kind == "hang"]
     assert v.ranks == [3] and [h["state"] for h in v.evidence["held"]] == ["T"], v
     assert v.words.startswith("rank 3's process is stopped") and "the other ranks wait for it" in v.words
+
+
+COLLECTIVE = [f"_exec_pip ({SITE}/mindspore/common/api.py:2432)", "train (/job/train.py:30)",
+              "<module> (/job/train.py:40)"]
+INPUT = [[f"wait ({STDLIB}/threading.py:320)", f"_get_next ({SITE}/mindspore/dataset/engine/iterators.py:150)",
+          "<module> (/job/train.py:40)"], ["__getitem__ (/job/data.py:12)", f"run ({STDLIB}/threading.py:975)"]]
+SAVE = [f"save_checkpoint ({SITE}/mindspore/train/serialization.py:300)", "<module> (/job/train.py:40)"]
+
+
+def _stuck_run(tmp_path, places: dict[int, list[list[str]]], reason: str):
+    """Four ranks stepping each second to t=1029, then each rank's dump (``reason``) at t=1036 with its
+    threads' frames from ``places``."""
+    from tests.helpers.runs import start, steps, write_events, write_rank
+
+    run = tmp_path / "run"
+    for r in range(4):
+        dump = {"time": 1036.0, "kind": "stack", "rank": r, "pid": 100 + r, "source": "witness", "reason": reason,
+                "step": 30, "since": 1029.0, "limit": 60.0,
+                "stacks": [{"thread": f"0x{i}", "current": False, "frames": t} for i, t in enumerate(places[r])]}
+        write_events(run, r, [start("s1", t=999.0, world_size=4, pid=100 + r,
+                                    parallel={"parallel_mode": "data_parallel"}),
+                              *_procs(100 + r, 1000.0, 0.3, 0.01, n=7), dump])
+        write_rank(run, r, steps(1, 30, t0=1000.0, dt=1.0, step_time=1.0, loss=1.0))
+    return [v for v in diagnose(read_once(str(run)).snapshot()) if v.kind == "hang"]
+
+
+@pytest.mark.parametrize("reason", ["asked", "timeout"])
+def test_a_first_look_names_the_rank_apart_as_the_timed_dump_does(tmp_path, reason):
+    """Issue 60, item 1: rank 2's user's ``__getitem__`` blocks its input while ranks 0, 1, 3 wait in their
+    graph's collective: the witnesses' first looks (``asked``, seconds into the silence) name rank 2 and the
+    kind ``input`` as the dumps at the step's limit do."""
+    places = {r: [COLLECTIVE] for r in range(4)}
+    places[2] = INPUT
+    (v,) = _stuck_run(tmp_path, places, reason)
+    assert v.ranks == [2] and v.evidence["kind"] == "input", v
+    assert v.evidence["frame"].startswith("__getitem__ (job/data.py:12)"), v
+    assert v.evidence["stacks"][0] == {"ranks": [0, 1, 3], "frame": "_exec_pip (mindspore/common/api.py:2432)",
+                                       "kind": "collective"}
+
+
+@pytest.mark.parametrize("reason, hang", [("asked", False), ("timeout", True)])
+def test_every_rank_at_one_place_is_a_hang_only_at_the_steps_limit(tmp_path, reason, hang):
+    """Every rank writing its checkpoint a few steps' time: the first looks show one place and name no hang
+    (every rank's checkpoint looks the same); the same at the step's limit is a hang that names no rank."""
+    got = _stuck_run(tmp_path, {r: [SAVE] for r in range(4)}, reason)
+    assert bool(got) == hang, got
+    if hang:
+        assert got[0].ranks == [] and "no rank stands apart" in got[0].words and got[0].evidence["kind"] == "io"

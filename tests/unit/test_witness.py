@@ -63,7 +63,74 @@ def test_any_bytes_in_a_stacks_file_are_consumed_whole_or_left_never_raised(blob
         assert used == len(blob)
     for fields, _ in parts:
         if fields is not None:
-            assert isinstance(fields["stacks"], list) and fields["reason"] in ("timeout", "fatal")
+            assert isinstance(fields["stacks"], list) and fields["reason"] in ("timeout", "fatal", "asked")
+
+
+ASKED = """Thread 0x00007f01 (most recent call first):
+  File "/a/b.py", line 3 in wait
+
+Current thread 0x00007f02 (most recent call first):
+  File "/x/y.py", line 12 in stuck_here
+"""
+
+
+def test_a_first_look_then_the_timed_dump_under_one_header_are_two_stacks():
+    """Issue 60: the witness's first look (faulthandler's signal dump: no line of its own) and, the rank still
+    stuck, the timed dump after it land under one header: two stack events, each with its reason."""
+    blob = (_header(7) + ASKED + "\n" + DUMP).encode()
+    parts = witness.split_dumps(blob, final=False)
+    assert [f["reason"] for f, _ in parts] == ["asked", "timeout"]
+    assert all(f["step"] == 7 for f, _ in parts) and sum(c for _, c in parts) == len(blob)
+    assert parts[0][0]["stacks"][1]["frames"] == ["stuck_here (/x/y.py:12)"]
+    assert parts[1][0]["stacks"][0]["frames"] == ["wait (/a/b.py:3)", "run (/a/c.py:9)"]
+
+
+def test_a_dump_after_one_already_read_is_read_under_that_ones_header():
+    """The timed dump lands after the first look was read (the file had held still): no header before it. It
+    is read under the header of the dump before, not passed over; without one it is no dump of ours."""
+    head = _header(7).rstrip("\n")
+    (fields, used), = witness.split_dumps(DUMP.encode(), final=False, head=head)
+    assert fields["reason"] == "timeout" and fields["step"] == 7 and used == len(DUMP.encode())
+    assert witness.split_dumps(DUMP.encode(), final=False) == [(None, len(DUMP.encode()))]
+
+
+@given(st.binary(max_size=600), st.booleans())
+def test_any_bytes_after_a_read_dump_are_consumed_whole_or_left_never_raised(blob, final):
+    parts = witness.split_dumps(blob, final=final, head=_header(3).rstrip("\n"))
+    assert 0 <= sum(c for _, c in parts) <= len(blob)
+    assert all(f is None or f["step"] in (3, None) or isinstance(f["step"], (int, float, str)) for f, _ in parts)
+
+
+# -- the header the rank keeps: when its witness may ask for a first look ----------------------------------
+
+def _stacks_header(path) -> dict:
+    text = path.read_text()
+    return witness.parse_header(text[text.rindex(witness.HEADER):].splitlines()[0])
+
+
+@pytest.mark.parametrize("limit, asks", [(None, True), (3.0, False), (0, False)])
+def test_the_header_offers_a_first_look_once_steps_end_and_never_after_training(tmp_path, limit, asks):
+    """Issue 60: the header names the signal and the silence (max(5 s, 3 median steps)) only once a step has
+    ended (the first one may compile for minutes) and below the timed limit (a 3 s ``stack_after`` dumps
+    first; 0: no timed dumps, no first look either); a writer that closed offers none."""
+    from mstop_writer import stacks
+
+    path = tmp_path / "rank0.stacks.txt"
+    d = stacks.StackDumps(str(path), limit, lambda *_: None)
+    try:
+        assert "sig" not in _stacks_header(path)
+        for step in range(1, 6):
+            d.step_end(step, 0.1)
+        h = _stacks_header(path)
+        assert h["step"] == 5 and (h.get("sig"), h.get("look")) == ((stacks.LOOK_SIGNAL, 5.0) if asks else
+                                                                    (None, None)), h
+        for step in range(6, 40):
+            d.step_end(step, 4.0)
+        assert _stacks_header(path).get("look") == (12.0 if asks else None)  # three median steps
+    finally:
+        d.pause()
+    h = _stacks_header(path)
+    assert "sig" not in h and h["step"] == 39
 
 
 def test_a_header_number_that_is_no_json_number_is_none_and_the_stack_is_written_as_json(tmp_path):

@@ -13,6 +13,15 @@ starts a new C thread (90 us measured here), so it is done only when a quarter o
 the last arming: a dump then comes between 3/4 of the limit and the limit after the last step end. The
 rank's exit witness (mstop_writer.witness) turns each dump into a ``stack`` event.
 
+A first look comes sooner than the limit: the writer also registers a real-time signal (``LOOK_SIGNAL``)
+with ``faulthandler.register`` into the same file, and the header says which (``sig=``) and after how long
+a silence the rank's exit witness may send it (``look=``: max(5 s, 3 x the median step), once steps have
+ended; never before the first one, whose compilation may take minutes). The witness, which sees the header
+age, asks a silent rank for its stacks once per silence: a hang's odd rank is named seconds after it, while
+MindSpore's own collective timeout (30 s on CPU) has not yet ended the job. A signal the job already handles
+is left to it (no ``sig=``), and the handler stays for the process's life (a signal sent just as training
+ended must still find it: a real-time signal's default action ends the process).
+
 Where the job already uses faulthandler (``PYTHONFAULTHANDLER``, ``-X faulthandler``, its own
 ``faulthandler.enable``), fatal stacks stay where the job sends them: the start event says so.
 """
@@ -21,6 +30,7 @@ from __future__ import annotations
 
 import faulthandler
 import os
+import signal
 import stat
 import time
 from collections import deque
@@ -31,10 +41,20 @@ HEADER_BYTES = 128
 #: the least limit of the automatic choice, and how many median steps it is otherwise
 LEAST_S = 60.0
 STEPS = 20.0
+#: the first look: the least silence after which the witness may ask for the stacks, and how many median
+#: steps it is otherwise
+LOOK_LEAST_S = 5.0
+LOOK_STEPS = 3.0
+#: the signal the witness asks with (a real-time one: no library of the job is known to use it)
+#: steps between two reckonings of the pace (besides each arming)
+PACE_EVERY = 16
+LOOK_SIGNAL = getattr(signal, "SIGRTMIN", 34) + 7
 
 #: the one StackDumps that owns this process's faulthandler (the newest writer's), and whether we enabled it
 _OWNER: list[StackDumps] = []
 _ENABLED: list[bool] = [False]
+#: the signal this process registered for first looks (registered once, kept: see the module's words)
+_REGISTERED: list[int | None] = [None]
 
 
 class StackDumps:
@@ -53,6 +73,12 @@ class StackDumps:
         self.limit = limit or LEAST_S
         self.times: deque[float] = deque(maxlen=64)
         self.fatal = "off"
+        self.sig: int | None = None
+        self.look: float | None = None  # the first look's silence (s): known once steps have ended
+        self.paused = False
+        self.counted = 0  # step times seen
+        self.step: int | None = None
+        self.since = 0.0
         flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
         try:
             fd = os.open(path, flags, 0o644)
@@ -80,6 +106,7 @@ class StackDumps:
                 self.fatal = "stacks file"
             except (OSError, RuntimeError, ValueError) as e:
                 self.fatal = f"not written: {e}"
+        self.sig = _register(fd) if self.timed else None
         self.step_end(None, None)
         for o in old:  # faulthandler writes to this writer's descriptor now: the old one may be closed
             o.close()
@@ -92,36 +119,52 @@ class StackDumps:
         """A step ended: its header is rewritten, the watchdog armed again when a quarter of its time passed."""
         if not self.active:
             return
-        fd = self.fd
         try:
             now = self._clock()
-            at = os.lseek(fd, 0, os.SEEK_CUR)  # type: ignore[arg-type]
-            if at > self.pos + HEADER_BYTES:  # a dump landed after the header (the rank was stuck, or crashed):
-                self.pos = at  # kept, and the next header goes after it
-                self.armed = -1e18
             if step_time is not None and step_time > 0:
                 self.times.append(step_time)
-            rearm = self.timed and now - self.armed >= self.limit / 4
-            if rearm and self.auto and self.times:
-                ordered = sorted(self.times)
-                self.limit = max(LEAST_S, STEPS * ordered[len(ordered) // 2])
-            text = (f"# mstop-stacks step={'none' if step is None else int(step)} since={now:.3f} "
-                    f"armed={(now if rearm else self.armed):.3f} limit={self.limit:.1f}")
-            line = text.encode()[: HEADER_BYTES - 1].ljust(HEADER_BYTES - 1) + b"\n"
-            os.pwrite(fd, line, self.pos)  # type: ignore[arg-type]
-            if at != self.pos + HEADER_BYTES:  # faulthandler writes where the descriptor stands: after the header
-                os.lseek(fd, self.pos + HEADER_BYTES, os.SEEK_SET)  # type: ignore[arg-type]
+                self.counted += 1
+            rearm = self.timed and not self.paused and now - self.armed >= self.limit / 4
+            if self.times and (rearm or self.counted % PACE_EVERY == 1):  # the pace: the first step's and then
+                # every few steps' (a sort of 64 floats, about 3 us)
+                median = sorted(self.times)[len(self.times) // 2]
+                if self.auto and rearm:  # the limit the watchdog is armed with: changed only as it is armed
+                    self.limit = max(LEAST_S, STEPS * median)
+                self.look = max(LOOK_LEAST_S, LOOK_STEPS * median)
+            self.step, self.since = step, now
+            self._header(now if rearm else self.armed)
             if rearm:
-                faulthandler.dump_traceback_later(self.limit, repeat=False, file=fd)  # type: ignore[arg-type]
+                faulthandler.dump_traceback_later(self.limit, repeat=False, file=self.fd)  # type: ignore[arg-type]
                 self.armed = now
         except (OSError, ValueError, RuntimeError, TypeError) as e:
             self._warn(f"stacks not armed: {type(e).__name__}: {e}", "stacks:arm")
 
+    def _header(self, armed: float) -> None:
+        """The header line rewritten in place (after a dump that landed since the last one: it is kept)."""
+        fd = self.fd
+        at = os.lseek(fd, 0, os.SEEK_CUR)  # type: ignore[arg-type]
+        if at > self.pos + HEADER_BYTES:  # a dump landed after the header (the rank was stuck, or crashed):
+            self.pos = at  # kept, and the next header goes after it
+            self.armed = armed = -1e18
+        step = self.step
+        text = (f"# mstop-stacks step={'none' if step is None else int(step)} since={self.since:.3f} "
+                f"armed={armed:.3f} limit={self.limit:.1f}")
+        if (self.sig is not None and self.look is not None and step is not None and self.look < self.limit
+                and not self.paused):
+            text += f" sig={self.sig} look={self.look:.1f}"
+        line = text.encode()[: HEADER_BYTES - 1].ljust(HEADER_BYTES - 1) + b"\n"
+        os.pwrite(fd, line, self.pos)  # type: ignore[arg-type]
+        if at != self.pos + HEADER_BYTES:  # faulthandler writes where the descriptor stands: after the header
+            os.lseek(fd, self.pos + HEADER_BYTES, os.SEEK_SET)  # type: ignore[arg-type]
+
     def pause(self) -> None:
-        """Training is over (the writer closed): no dump for a step that will never end. Fatal stacks stay."""
+        """Training is over (the writer closed): no dump for a step that will never end, and the header says
+        no first look may be asked (the handler itself stays: see the module's words). Fatal stacks stay."""
         if self.active:
+            self.paused = True
             try:
                 faulthandler.cancel_dump_traceback_later()
+                self._header(self.armed)
             except Exception:  # noqa: BLE001
                 pass
 
@@ -134,3 +177,17 @@ class StackDumps:
             except OSError:
                 pass
             self.fd = None
+
+
+def _register(fd: int) -> int | None:
+    """``LOOK_SIGNAL`` dumps every thread's stack into ``fd`` (the witness's first look); None where the job
+    handles that signal itself, or faulthandler cannot register one (not on this platform)."""
+    register = getattr(faulthandler, "register", None)
+    if register is None or _REGISTERED[0] is None and signal.getsignal(LOOK_SIGNAL) != signal.SIG_DFL:
+        return None
+    try:
+        register(LOOK_SIGNAL, file=fd, all_threads=True, chain=False)
+    except (OSError, RuntimeError, ValueError):
+        return None
+    _REGISTERED[0] = LOOK_SIGNAL
+    return LOOK_SIGNAL

@@ -16,11 +16,13 @@ session (a kill of the job's process group does not take it first). It watches t
   rank writes no heartbeat of its own);
 - the stacks file the rank's ``faulthandler`` writes into (``rank<R>.stacks.txt``, :mod:`.stacks`): each
   dump that appears becomes a ``stack`` event (threads and frames as JSON), read while the rank is stuck or
-  just after it crashed.
+  just after it crashed; and the first look: a rank silent past the pace its stacks file's header gives is
+  sent the signal that header names, once per silence, and dumps its stacks at once (:meth:`Witness.ask`).
 
-It writes only the rank's events file (opened ``O_APPEND|O_NOFOLLOW``, never created, a regular file only)
-and reads only ``/proc`` and the stacks file. The process it watches is identified by pid and start time
-(``/proc/PID/stat`` field 22): a pid reused by another process is an end, never a new life. It outlives the
+It writes only the rank's events file (opened ``O_APPEND|O_NOFOLLOW``, never created, a regular file only),
+sends only that signal to only its rank, and reads only ``/proc`` and the stacks file. The process it watches
+is identified by pid and start time (``/proc/PID/stat`` field 22): a pid reused by another process is an end,
+never a new life. It outlives the
 rank by at most one poll (0.1 s) plus one write.
 """
 
@@ -30,6 +32,7 @@ import json
 import math
 import os
 import select
+import signal
 import stat
 import sys
 import time
@@ -38,6 +41,8 @@ import time
 #: wakes the witness at once (a kernel without pidfds is polled every POLL_S instead)
 LOOK_S = 1.0
 POLL_S = 0.1
+#: seconds between the looks just after a first look was asked for (the dump holding still is read at once)
+HURRY_S = 0.2
 #: most threads and frames per thread a stack event carries (faulthandler itself stops at 100 of each)
 MAX_THREADS = 32
 MAX_FRAMES = 48
@@ -169,6 +174,11 @@ class Witness:
         self.said_state: str | None = None
         self.stacks_at = 0  # bytes of the stacks file turned into events
         self.stacks_size = -1  # its size at the previous look: a dump is read once its size holds still
+        self.header: dict = {}  # the stacks file's newest header: the rank's last step end, and its first look
+        self.head: str | None = None  # the header of the last dump read: a dump after it is under it too
+        self.asked: float | None = None  # the silence (its ``since``) the rank was asked for its stacks in
+        self.pidfd: int | None = None
+        self.hurry = 0  # looks left at HURRY_S (just after asking)
         # the events file as the writer started this witness: the session's start event comes after (its
         # fields name this process), and the witness's first event waits for it (the file begins a session
         # with its start); an interval at most
@@ -226,6 +236,7 @@ class Witness:
             pidfd = os.pidfd_open(self.pid)
         except (AttributeError, OSError):
             pidfd = None
+        self.pidfd = pidfd
         poller = None
         if pidfd is not None:
             poller = select.poll()
@@ -245,9 +256,11 @@ class Witness:
                 self.finish(facts)
                 return 0
             if looking:
-                next_look = now + LOOK_S
+                next_look = now + (HURRY_S if self.hurry else LOOK_S)
+                self.hurry = max(0, self.hurry - 1)
                 self.look(facts)
                 self.read_stacks(final=False)
+                self.ask(facts)
 
     def look(self, facts: dict | None) -> None:
         """A proc event when the state turns abnormal or back, or when the heartbeat interval is due."""
@@ -315,10 +328,40 @@ class Witness:
             blob = os.pread(fd, min(size - self.stacks_at, STACKS_READ), self.stacks_at)
         finally:
             os.close(fd)
-        for block, consumed in split_dumps(blob, final=final):
+        pieces = split_dumps(blob, final=final, head=self.head)
+        used = sum(n for _, n in pieces)
+        heads = _positions(blob, HEADER.encode())
+        if heads:
+            self.header = parse_header(_line(blob, heads[-1]))
+            done = [h for h in heads if h < used]
+            if done:
+                self.head = _line(blob, done[-1])
+        for block, consumed in pieces:
             self.stacks_at += consumed
             if block is not None:
                 self.event("stack", **block)
+
+    def ask(self, facts: dict | None) -> None:
+        """The first look: a rank silent past the header's ``look`` (its steps' pace; never before its first step
+        ended) is sent the signal the header names, once per silence: its faulthandler writes every thread's
+        stack into the stacks file at once, long before the timed dump. Not a rank stopped, traced or in D (it
+        could not write: its state says why), nor one whose header names no signal (the job's own handler)."""
+        h = self.header
+        since, look, sig = h.get("since"), h.get("look"), h.get("sig")
+        if not (isinstance(since, float) and isinstance(look, (int, float)) and isinstance(sig, int)):
+            return
+        if since == self.asked or time.time() - since < look or facts is None or facts["state"] not in "RS":
+            return
+        self.asked = since
+        try:
+            send = getattr(signal, "pidfd_send_signal", None)
+            if self.pidfd is not None and send is not None:
+                send(self.pidfd, sig)  # the process itself, even were its pid another's by now
+            elif self.ours(proc_facts(self.pid, self.ticks, self.page)):
+                os.kill(self.pid, sig)
+        except OSError:
+            return
+        self.hurry = 3  # the dump is written at once: read as it holds still, in a fraction of a second
 
 
 # -- reading faulthandler's dumps --------------------------------------------------------------------------
@@ -327,17 +370,19 @@ class Witness:
 HEADER = "# mstop-stacks "
 
 
-def split_dumps(blob: bytes, *, final: bool) -> list[tuple[dict | None, int]]:
+def split_dumps(blob: bytes, *, final: bool, head: str | None = None) -> list[tuple[dict | None, int]]:
     """The dumps in ``blob`` (the text after each header line), each as a ``stack`` event's fields with the
     bytes it took. The last header with nothing after it is the place of a dump that has not happened: it
-    is left for later (the rank rewrites it at every step) unless ``final``, when the rank has ended."""
+    is left for later (the rank rewrites it at every step) unless ``final``, when the rank has ended. Text
+    before the first header is a dump that followed one already read (the timed dump after a first look, a
+    crash after a timed dump): read under that one's header ``head``, else passed over (not ours)."""
     mark = HEADER.encode()
     starts = [i for i in _positions(blob, mark)]
-    if not starts:
-        return [(None, len(blob))] if blob else []
+    lead = starts[0] if starts else len(blob)
     out: list[tuple[dict | None, int]] = []
-    if starts[0] > 0:
-        out.append((None, starts[0]))  # not ours: passed over
+    if lead > 0:
+        text = blob[:lead].decode("utf-8", "replace")
+        out += _pieces(head, text, lead) if head is not None and text.strip() else [(None, lead)]
     for k, s in enumerate(starts):
         last = k + 1 == len(starts)
         chunk = blob[s: len(blob) if last else starts[k + 1]]
@@ -346,9 +391,29 @@ def split_dumps(blob: bytes, *, final: bool) -> list[tuple[dict | None, int]]:
         if last and not final and not body.strip():
             break
         head = chunk[:nl if nl >= 0 else len(chunk)].decode("utf-8", "replace")
-        fields = parse_dump(head, body.decode("utf-8", "replace")) if body.strip() else None
-        out.append((fields, len(chunk)))
+        text = body.decode("utf-8", "replace")
+        out += _pieces(head, text, len(chunk)) if text.strip() else [(None, len(chunk))]
     return out
+
+
+def _pieces(head: str, text: str, size: int) -> list[tuple[dict | None, int]]:
+    """The dumps one header's text holds (a first look's, then the timed one's, then a crash's: each but the
+    first begins with faulthandler's ``Timeout (`` or ``Fatal Python error:`` line), the bytes given to the
+    last."""
+    pieces: list[list[str]] = [[]]
+    for line in text.splitlines():
+        if line.startswith(("Timeout (", "Fatal Python error:")) and any(x.strip() for x in pieces[-1]):
+            pieces.append([])
+        pieces[-1].append(line)
+    out: list[tuple[dict | None, int]] = [(parse_dump(head, "\n".join(p)), 0) for p in pieces]
+    out[-1] = (out[-1][0], size)
+    return out
+
+
+def _line(blob: bytes, at: int) -> str:
+    """The line of ``blob`` that begins at ``at``."""
+    nl = blob.find(b"\n", at)
+    return blob[at: nl if nl >= 0 else len(blob)].decode("utf-8", "replace")
 
 
 def _positions(blob: bytes, mark: bytes) -> list[int]:
@@ -399,9 +464,10 @@ def parse_header(line: str) -> dict:
 def parse_dump(header: str, body: str) -> dict:
     """One faulthandler dump (``Timeout (0:01:00)!`` or ``Fatal Python error: Segmentation fault`` then
     ``Thread 0x... (most recent call first):`` and ``  File "x.py", line 3 in f`` lines) as the fields of a
-    ``stack`` event: why, the step it was in, since when, and each thread's frames (innermost first)."""
+    ``stack`` event: why (``timeout``, ``fatal``, or ``asked``: the witness's signal, whose dump has no line of
+    its own), the step it was in, since when, and each thread's frames (innermost first)."""
     h = parse_header(header)
-    reason, error = "timeout", None
+    reason, error = "asked", None  # no line of faulthandler's own before the threads: the witness's first look
     threads: list[dict] = []
     cur: dict | None = None
     for line in body.splitlines():
@@ -517,8 +583,6 @@ def stop(events: str) -> None:
 
 def main(argv: list[str]) -> int:
     """``witness.py PID START_TICKS EVENTS_PATH STACKS_PATH|- RANK INTERVAL [STACKS_FROM]``."""
-    import signal
-
     pid, ticks, events, stacks, rank, interval = argv[:6]
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C in the job's terminal is the job's, not ours
