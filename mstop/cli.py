@@ -28,7 +28,7 @@ from .commands.arguments import (
 )
 from .sources.protocol import Connection
 
-COMMANDS = ("summary", "compare", "report", "demo")
+COMMANDS = ("summary", "compare", "report", "export", "demo")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -80,6 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="weight of the loss EMA, 0 to <1 (default: 0.9)")
     add_peak(rp)
     add_ssh(rp)
+    arguments.add_export(sub)
     _add_demo(sub)
     return ap
 

@@ -119,6 +119,33 @@ def add_health(p: argparse.ArgumentParser) -> None:
                    help="alert when no checkpoint for SEC seconds (default: 3 x the usual interval)")
 
 
+def add_export(sub: Any) -> None:
+    """``mstop export``'s parser (mstop.commands.export)."""
+    e = sub.add_parser("export", help="follow a run and write its figures for Prometheus (node_exporter's "
+                                      "textfile collector, or an HTTP endpoint)",
+                       description="Follow a run and export its figures and verdicts in the Prometheus text "
+                                   "format: DIR/mstop_<run>.prom every --every seconds, for node_exporter's "
+                                   "textfile collector, and/or an HTTP endpoint. Families in docs/export.md.")
+    e.set_defaults(func="mstop.commands.export:export")
+    e.add_argument("source", metavar="SOURCE", nargs="+",
+                   help="run directory, or [user@]host:/path over ssh (several: merged by rank id)")
+    e.add_argument("--openmetrics", metavar="DIR", help="write DIR/mstop_<run>.prom (atomically: a temporary "
+                                                        "file in DIR, then a rename)")
+    e.add_argument("--listen", metavar="[HOST:]PORT", help="serve the same text over HTTP (default host: "
+                                                           "127.0.0.1, loopback only)")
+    e.add_argument("--every", type=positive_float, default=15.0, metavar="SEC",
+                   help="seconds between two exports (default: 15)")
+    e.add_argument("--once", action="store_true", help="read the run once, export once, exit")
+    e.add_argument("--keep", action="store_true", help="leave the file when the follow ends (default: removed, "
+                                                       "its figures being no longer current)")
+    e.add_argument("--rank-limit", type=count(0, 10**7), default=256, metavar="N",
+                   help="per-rank families for every rank up to N ranks; above, only ranks a verdict or an "
+                        "alert names (default: 256)")
+    add_peak(e)
+    add_ssh(e)
+    add_health(e)
+
+
 def peak_flops(args: argparse.Namespace) -> float | None:
     return args.peak_tflops * 1e12 if getattr(args, "peak_tflops", None) else None
 
