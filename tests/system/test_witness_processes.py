@@ -250,6 +250,29 @@ def test_a_witness_records_which_of_its_launchers_other_workers_still_ran_at_its
     assert "rank 1's process ended at" in js["culprit"]["words"]
 
 
+def test_a_rank_killed_before_its_witness_first_looked_still_names_the_peers_that_ran(tmp_path):
+    """CI: a rank killed right after its start event (before its witness's first look at it, which waits for
+    that event) ended with no parent known: its peers were not looked at, and the job's culprit was none. The
+    witness knows the rank's parent from its start: the peers still running at the end are listed."""
+    from mstop_writer.witness import Witness, own_start_ticks
+
+    sleeper = [sys.executable, "-c", "import time; time.sleep(60)"]
+    a, b = subprocess.Popen(sleeper), subprocess.Popen(sleeper)  # two workers of one launcher: this test
+    try:
+        events = tmp_path / "rank0.events.jsonl"
+        events.write_text("")
+        w = Witness(a.pid, own_start_ticks(a.pid), str(events), None, 0, 5.0)  # no look taken
+        a.kill()
+        a.wait()  # reaped: no zombie's facts to read the parent from
+        w.finish(None)
+        (e,) = read_events(events)
+        assert e["kind"] == "exit" and e["peers_alive"] == [b.pid], e
+    finally:
+        for p in (a, b):
+            p.kill()
+            p.wait()
+
+
 def _worker(run, logs, rank: int) -> subprocess.Popen:
     env = dict(os.environ, PYTHONPATH=f"{ROOT / 'writer'}{os.pathsep}{ROOT}")
     log = open(logs / f"worker_{rank}.log", "wb")  # noqa: SIM115 (the worker holds it: closed below)

@@ -184,6 +184,11 @@ class Witness:
         # with its start); an interval at most
         self.born = time.monotonic()
         self.size_at_birth = self.size()
+        #: the rank's parent (its launcher), known from the first look at its process: a rank killed before
+        #: the witness's first report (its start event not yet seen) still has its launcher's other workers
+        #: looked at when it ends
+        self.ppid: int | None = None
+        self._note_parent(proc_facts(pid, self.ticks, self.page))
 
     def size(self) -> int:
         try:
@@ -262,8 +267,13 @@ class Witness:
                 self.read_stacks(final=False)
                 self.ask(facts)
 
+    def _note_parent(self, facts: dict | None) -> None:
+        if facts is not None and facts.get("start_ticks") == self.start_ticks and facts.get("ppid", 0) > 1:
+            self.ppid = facts["ppid"]
+
     def look(self, facts: dict | None) -> None:
         """A proc event when the state turns abnormal or back, or when the heartbeat interval is due."""
+        self._note_parent(facts)
         if facts is None or (self.said_state is None and not self.started()):
             return
         self.last = facts
@@ -285,10 +295,9 @@ class Witness:
         """The other children of the rank's parent (its launcher's other workers) still running now: seen at
         the rank's end, they ended after it. An order no clock can blur (msrun ends the others within a second
         of the first death; their witnesses' times alone cannot order ends that close). The parent is read
-        from the zombie's facts (``facts``), else from the last look (a rank that ended before this witness
-        first looked at it has only the former)."""
+        from the zombie's facts (``facts``), else as the witness found it at its start or its last look."""
         ours = facts is not None and facts.get("start_ticks") == self.start_ticks
-        ppid = facts.get("ppid") if ours else (self.last.get("ppid") if self.last else None)
+        ppid = facts.get("ppid") if ours else self.ppid
         if not isinstance(ppid, int) or ppid <= 1:
             return []
         return [c for c in children(ppid) if c != self.pid and running(c, self.ticks, self.page)]
