@@ -52,10 +52,12 @@ class Slow(Callback):
             return 0
 
 
-net = nn.SequentialCell(nn.Dense(32, 256), nn.ReLU(), nn.Dense(256, 1))
-x = np.random.default_rng(0).random((steps * 4, 32), dtype=np.float32)
-y = np.random.default_rng(1).random((steps * 4, 1), dtype=np.float32)
-data = ds.NumpySlicesDataset({"x": x, "y": y}, shuffle=False).batch(4)
+# a model whose MatMuls are most of its compute (64 x 512 x 1024: a few ms a step on CPU), so that the
+# profile's top ops hold them however the machine's load times the small ops around them
+net = nn.SequentialCell(nn.Dense(512, 1024), nn.ReLU(), nn.Dense(1024, 1))
+x = np.random.default_rng(0).random((steps * 64, 512), dtype=np.float32)
+y = np.random.default_rng(1).random((steps * 64, 1), dtype=np.float32)
+data = ds.NumpySlicesDataset({"x": x, "y": y}, shuffle=False).batch(64)
 cb = MstopCallback(run_dir, run_name="profiled", profile_steps=window)
 Model(net, nn.MSELoss(), nn.Adam(net.trainable_params())).train(1, data, callbacks=[Slow(), cb],
                                                                  dataset_sink_mode=False)
