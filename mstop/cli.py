@@ -16,6 +16,7 @@ from typing import Any
 from . import __version__
 from .commands import arguments
 from .commands.arguments import (
+    add_alert_rules,
     add_depth,
     add_health,
     add_hosts,
@@ -28,7 +29,7 @@ from .commands.arguments import (
 )
 from .sources.protocol import Connection
 
-COMMANDS = ("summary", "compare", "report", "export", "demo")
+COMMANDS = ("summary", "compare", "report", "export", "silence", "demo")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -80,7 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="weight of the loss EMA, 0 to <1 (default: 0.9)")
     add_peak(rp)
     add_ssh(rp)
-    arguments.add_export(sub)
+    arguments.add_export(sub), arguments.add_silence(sub)
     _add_demo(sub)
     return ap
 
@@ -128,6 +129,7 @@ def monitor_parser() -> argparse.ArgumentParser:
     add_ssh(ap)
     add_hosts(ap)
     add_health(ap)
+    add_alert_rules(ap)
     return ap
 
 

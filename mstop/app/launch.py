@@ -9,8 +9,8 @@ import os
 import sys
 from typing import Any
 
+from ..commands.arguments import alert_rules, runs_watches
 from ..commands.arguments import rules as health_rules
-from ..commands.arguments import runs_watches
 from ..live import MonitorOptions
 
 
@@ -65,6 +65,10 @@ def monitor(args: argparse.Namespace) -> int:
     except ValueError as e:  # --on-alert that no shell could split (an open quote)
         print(f"mstop: --on-alert: {e}", file=sys.stderr)
         return 2
+    routing = alert_rules(args)
+    if routing is False:
+        return 2
+    options = MonitorOptions.given(options, routing=routing)
     if watches is not None:
         from .runs import RunsApp
 

@@ -216,6 +216,8 @@ class MonitorScreen(Screen[None]):
 
     def on_unmount(self) -> None:
         self.session.source.stop()  # following, or still reading what was written (a long first read stops too)
+        if self.session.routing is not None:
+            self.session.routing.close()  # what is queued for the sinks is sent (two seconds at most)
 
     def on_resize(self, event) -> None:  # noqa: ANN001
         self._layout_for(event.size.width, event.size.height)
@@ -311,11 +313,18 @@ class MonitorScreen(Screen[None]):
         return max(40, self.size.width * 2 // 3)
 
     def _act(self, f: Frame) -> View:
-        """Do what a frame asks of the screen: ring and run --on-alert once for each alert that is new, and
-        scan the history for incidents on a worker when due (drawn again when its marks changed)."""
-        if (f.fresh or f.fresh_verdicts) and self.bell_on_alert:
+        """Do what a frame asks of the screen: ring and run --on-alert once for each alert that is new (or, with
+        routing rules, ring for what they send to the bell and show what a sink failed at), and scan the
+        history for incidents on a worker when due (drawn again when its marks changed)."""
+        routing = self.session.routing
+        if routing is not None:
+            if any(n.state in ("fired", "repeat") and "bell" in n.sinks for n in f.routed):
+                self.app.bell()
+            for error in routing.sinks.errors():
+                self.notify(error, severity="error")
+        elif (f.fresh or f.fresh_verdicts) and self.bell_on_alert:
             self.app.bell()
-        if (f.fresh or f.fresh_verdicts) and self.session.alerting.command:
+        if routing is None and (f.fresh or f.fresh_verdicts) and self.session.alerting.command:
             told = [a.public() for a in f.fresh] + [v.told() for v in f.fresh_verdicts]
             self.run_worker(lambda: self._run_on_alert(told), thread=True, name="mstop-on-alert",
                             group="on-alert", exit_on_error=False)

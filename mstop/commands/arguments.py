@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import sys
 from typing import Any
 
@@ -144,6 +145,47 @@ def add_export(sub: Any) -> None:
     add_peak(e)
     add_ssh(e)
     add_health(e)
+    add_alert_rules(e)
+
+
+def add_silence(sub: Any) -> None:
+    """``mstop silence``'s parser (mstop.commands.silence)."""
+    s = sub.add_parser("silence", help="silence an alert kind of a run for a while (kept beside the run)",
+                       description="Silences kept beside a run (mstop.silences.jsonl): a silenced kind goes to the "
+                                   "alert history, not to a sink, until the silence ends (docs/export.md).")
+    s.set_defaults(func="mstop.commands.silence:silence")
+    acts = s.add_subparsers(dest="action", metavar="ACTION", required=True)
+    a = acts.add_parser("add", help="silence KIND for a while")
+    a.add_argument("kind", metavar="KIND", help="an alert kind, a diagnosis verdict, critical, warning or *")
+    a.add_argument("--for", dest="duration", required=True, metavar="DURATION", help="90s, 15m, 2h, 1d")
+    a.add_argument("--reason", metavar="TEXT", help="why (listed with the silence)")
+    a.add_argument("run_dir", metavar="RUN_DIR")
+    r = acts.add_parser("remove", help="end KIND's silence now")
+    r.add_argument("kind", metavar="KIND")
+    r.add_argument("--reason", metavar="TEXT")
+    r.add_argument("run_dir", metavar="RUN_DIR")
+    ls = acts.add_parser("list", help="the silences that hold, with their reasons")
+    ls.add_argument("run_dir", metavar="RUN_DIR")
+
+
+def add_alert_rules(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--alert-rules", metavar="FILE",
+                   help="route alerts by this TOML file: for, clear_after, group, repeat, sinks (bell, command, "
+                        "file, http); silences from mstop silence (docs/export.md)")
+
+
+def alert_rules(args: argparse.Namespace) -> Any:
+    """The routing rules --alert-rules names (mstop.live.routing.Rules; --on-alert is their command sink
+    unless the file names one); None when not given; False after saying why the file is refused."""
+    if not getattr(args, "alert_rules", None):
+        return None
+    from ..live.routing import Rules
+
+    try:
+        return Rules.load(args.alert_rules, shlex.split(args.on_alert) if getattr(args, "on_alert", None) else None)
+    except ValueError as e:
+        print(f"mstop: --alert-rules: {e}", file=sys.stderr)
+        return False
 
 
 def peak_flops(args: argparse.Namespace) -> float | None:
@@ -270,8 +312,14 @@ def runs_watches(specs: list[str], *, depth: int = 3, connection: Connection = D
 # -- options typed wrong ------------------------------------------------------------------------------------
 
 def options_of(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:
-    """Each option string of ``parser`` (``--json``, ``-F``) and its action."""
-    return {o: a for a in parser._actions for o in a.option_strings}  # noqa: SLF001 - argparse keeps them there
+    """Each option string of ``parser`` (``--json``, ``-F``) and its action, with those of its own actions'
+    parsers (``mstop silence add --for``)."""
+    out = {o: a for a in parser._actions for o in a.option_strings}  # noqa: SLF001 - argparse keeps them there
+    for a in parser._actions:  # noqa: SLF001
+        if isinstance(a, argparse._SubParsersAction) and parser.prog != "mstop":  # noqa: SLF001 (not the top's)
+            for p in a.choices.values():
+                out.update(options_of(p))
+    return out
 
 
 def _unknown_option(argv: list[str], known: dict[str, argparse.Action]) -> str | None:

@@ -265,19 +265,18 @@ def rank_figures(snap: Any) -> dict[int, dict[str, float | None]]:
 
 def export(args: argparse.Namespace) -> int:
     """``mstop export SOURCE... --openmetrics DIR [--every S] [--listen HOST:PORT] [--once]``."""
-    from ..engine import figures
     from ..engine.figures import Options
     from ..engine.health import Health
+    from ..live.routing import AlertRouting, local_dir
     from ..sources import SourceError, Sources
-    from .arguments import peak_flops, rules
-    from .summary import summarize
+    from .arguments import alert_rules, peak_flops, rules
 
     if not args.openmetrics and not args.listen:
         print("mstop export: say where: --openmetrics DIR (node_exporter's textfile folder) and/or --listen "
               "HOST:PORT", file=sys.stderr)
         return 2
-    health_rules = rules(args, args.source)
-    if health_rules is None:
+    health_rules, routes = rules(args, args.source), alert_rules(args)
+    if health_rules is None or routes is False:
         return 2
     try:
         sources = Sources(args.source, connection=args.connection)
@@ -285,38 +284,51 @@ def export(args: argparse.Namespace) -> int:
     except SourceError as e:
         print(f"mstop export: {e}", file=sys.stderr)
         return 2
-    host = _host(args.source[0])
-    ex = Export(run_label(sources.label), host, args.rank_limit)
+    ex = Export(run_label(sources.label), _host(args.source[0]), args.rank_limit)
     path = os.path.join(args.openmetrics, file_name(ex.run)) if args.openmetrics else None
-    server = _serve(ex, args.listen) if args.listen else None
-    if server is False:
+    if args.listen and _serve(ex, args.listen) is False:
         return 2
+    routing = AlertRouting(routes, local_dir(args.source)) if routes is not None else None
     opts = Options(peak_flops=peak_flops(args), clock=sources.clock)
-    health = Health(health_rules)
     if not args.once:
         sources.follow()
     try:
-        while True:
-            t = time.monotonic()
-            try:
-                snap = sources.store.snapshot()  # one moment for the summary and the ranks' own figures
-                fig = summarize(snap, sources.label, opts, health, specs=list(args.source))
-                ex.update(fig, rank_figures(snap), figures.seconds_since_last_row(snap, opts))
-            except Exception as e:  # noqa: BLE001 - an export that cannot read says so (mstop_up 0), goes on
-                print(f"mstop export: {type(e).__name__}: {e}", file=sys.stderr)
-                ex.update(None, {})
-            if path is not None and not _write(path, ex):
-                return 2
-            if args.once:
-                return 0
-            time.sleep(max(0.0, args.every - (time.monotonic() - t)))
+        return _loop(args, sources, ex, path, opts, Health(health_rules), routing)
     finally:
         sources.stop()
+        if routing is not None:
+            routing.close()
         if path is not None and not args.once and not args.keep:
             try:
                 os.unlink(path)  # the follow ended: its figures are no longer current
             except OSError:
                 pass
+
+
+def _loop(args: argparse.Namespace, sources: Any, ex: Export, path: str | None, opts: Any, health: Any,
+          routing: Any) -> int:
+    """Export every ``--every`` seconds (once with ``--once``), routing the alerts when rules were given."""
+    from ..engine import figures
+    from .summary import summarize
+
+    while True:
+        t = time.monotonic()
+        try:
+            snap = sources.store.snapshot()  # one moment for the summary and the ranks' own figures
+            fig = summarize(snap, sources.label, opts, health, specs=list(args.source))
+            ex.update(fig, rank_figures(snap), figures.seconds_since_last_row(snap, opts))
+            if routing is not None:
+                routing.look_at(time.time(), fig)
+                for error in routing.sinks.errors():
+                    print(f"mstop export: {error}", file=sys.stderr)
+        except Exception as e:  # noqa: BLE001 - an export that cannot read says so (mstop_up 0), goes on
+            print(f"mstop export: {type(e).__name__}: {e}", file=sys.stderr)
+            ex.update(None, {})
+        if path is not None and not _write(path, ex):
+            return 2
+        if args.once:
+            return 0
+        time.sleep(max(0.0, args.every - (time.monotonic() - t)))
 
 
 def _host(spec: str) -> str:

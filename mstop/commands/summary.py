@@ -19,7 +19,7 @@ KEYS = ("run_dir", "ranks", "step", "rows", "bad_rows", "resets", "segments", "r
         "loss_ema", "tokens_per_s", "mfu", "mem_headroom", "data_wait_frac", "status", "last_checkpoint",
         "alerts", "stragglers", "dropped_rows", "bad_events", "writer_errors", "refused_files", "incidents",
         "samples_per_s", "source", "goodput", "profile", "clocks", "error_line", "log_path", "devices", "culprit",
-        "processes", "goodput_definition", "log_refused", "refused_cells", "notes", "diagnosis")
+        "processes", "goodput_definition", "log_refused", "refused_cells", "notes", "diagnosis", "alert_history")
 
 
 #: which definition of the goodput ledger ``goodput`` follows (docs/health.md, "Goodput"): 2 since issue 39
@@ -93,7 +93,23 @@ def summarize(store: Reads, run_dir: str, opts: Options, health: Any = None,
     out["refused_cells"] = {why: {"count": n, "first": first} for why, (n, first) in store.refused_cells.items()}
     out["notes"] = list(store.notes)  # what the files or hosts made mstop say (the table's "! note" lines)
     out["diagnosis"] = [v.public() for v in diagnose(store, rules=health.rules)]  # what slows the job (issue 59)
+    out["alert_history"] = _alert_history(specs or [run_dir])
     assert tuple(out) == KEYS
+    return out
+
+
+def _alert_history(specs: list[str]) -> list[dict[str, Any]]:
+    """What the alert routing notified, kept beside a local run (mstop.live.routing: fired, repeat, cleared,
+    silenced), its texts cleaned; [] for a run over ssh or one no router followed."""
+    from ..live.routing import history, local_dir
+
+    folder = local_dir(specs)
+    out = []
+    for h in history(folder) if folder is not None else []:
+        t = h.get("time")
+        out.append({"time": t if isinstance(t, (int, float)) and math.isfinite(t) else None,
+                    **{k: clean(str(h.get(k, "")), MAX_TEXT) for k in ("state", "kind", "severity", "message")},
+                    "ranks": [r for r in h.get("ranks") or [] if isinstance(r, int) and not isinstance(r, bool)]})
     return out
 
 

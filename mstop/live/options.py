@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass, replace
-from typing import Callable
+from typing import Any, Callable
 
 from ..engine.health import Rules
 from ..sources.protocol import DEFAULT_CONNECTION, Connection
@@ -21,7 +21,7 @@ class MonitorOptions:
     ``bell``: ring on each new alert; ``follow``: keep reading (False: what is written now, as a test wants);
     ``clock``: the time ages are measured against (None: the sources' clock); ``digest``: seconds a remote
     host merges its ranks' rows over (None: mstop.sources.DIGEST_S for a node set, 0 otherwise); ``redraw``: how
-    often frames of their own are drawn (mstop.live.throttle)."""
+    often frames of their own are drawn (mstop.live.throttle); ``routing``: the alert routing rules."""
 
     poll: float | None = None
     peak_tflops: float | None = None
@@ -35,6 +35,9 @@ class MonitorOptions:
     clock: Callable[[], float] | None = None
     digest: float | None = None
     redraw: RedrawBudget = RedrawBudget()
+    #: the alert routing rules (mstop.live.routing.Rules, from --alert-rules): None: every new alert told
+    #: once to the bell and ``on_alert``, as before routing existed
+    routing: Any = None
 
     def __post_init__(self) -> None:
         for name in ("poll", "peak_tflops"):

@@ -42,6 +42,7 @@ from ..view.stacks import STUCK_KINDS
 from .alerting import Alerting
 from .logpane import LogPane
 from .options import MonitorOptions
+from .routing import AlertRouting, local_dir
 
 #: the monitor as the command line starts it with no options
 DEFAULT_OPTIONS = MonitorOptions()
@@ -63,6 +64,7 @@ class Frame:
     #: Verdict.told gives them)
     fresh_verdicts: list[Any] = field(default_factory=list)
     scan: list[Alert] | None = None  # a history scan is due, for these alerts (run it off the UI thread)
+    routed: list[Any] = field(default_factory=list)  # notifications the routing rules gave (already sent)
 
 
 #: the statuses whose stack dumps explain them (the stacks view, t, is then in the footer)
@@ -90,6 +92,8 @@ class MonitorSession:
                                                       clock=clock or self.source.clock,
                                                       arrival_clock=None if clock else time.time))
         self.alerting = Alerting(options.alert_command)
+        #: alerts routed by the rules (mstop.live.routing), when a rules file was given
+        self.routing = AlertRouting(options.routing, local_dir(self.specs)) if options.routing is not None else None
         self.custom: tuple[str, ...] = ()  # the m dialog's columns
         #: other runs drawn by step beside this one (the runs list's o): (name, store)
         self.overlays = [(clean(n, 256), store) for n, store in overlays]
@@ -151,6 +155,8 @@ class MonitorSession:
         v.marks = heat_marks(v.alerts)
         v.new_alerts, out.fresh = self.alerting.update(v.alerts)
         out.fresh_verdicts = self.alerting.verdicts(v.diagnosis)
+        if self.routing is not None:
+            out.routed = self.routing.look(time.time(), v.alerts, v.diagnosis)
         if charts:
             past, out.scan = self._past_incidents(v.alerts)
             v.loss.incident_marks = incident_marks(snap, [i for i in past if not i.active], xaxis,

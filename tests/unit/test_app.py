@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
+
 from mstop.app import MonitorApp
 from mstop.app.widgets import Header, RanksTable
 from mstop_writer import MetricsWriter
 from tests.helpers.app_common import NOW, app_for, grouped_by_host, make_baseline, make_run, settle, text
+from tests.helpers.cli import mstop
 from tests.helpers.runs import start, steps, write_events, write_rank
 
 
@@ -181,3 +184,25 @@ async def test_a_closed_screen_leaves_nothing_it_drew_behind(two_rank_run):
         await settle(pilot, lambda: not isinstance(app.screen, HelpScreen))
         gc.collect()
         assert [r for r in drawn if r() is not None] == []
+
+
+async def test_routing_rules_ring_for_their_bell_sink_and_keep_a_history_beside_the_run(tmp_path):
+    """Issue 61, item 3: with routing rules the NaN loss goes through the router (at once: no ``for``), to the
+    file sink and the bell, once however many frames are drawn; the history is kept beside the run and
+    ``summary --json`` reads it back."""
+    from mstop.live.routing import Route, Rules
+
+    run = make_run(tmp_path / "run", ranks=1, loss=lambda s: "nan" if s == 25 else 1.0)
+    rules = Rules((Route("nan_loss", sinks=("file", "bell")),), file=str(tmp_path / "alerts.jsonl"))
+    app = MonitorApp(str(run), follow=False, clock=lambda: NOW, routing=rules)
+    rings = []
+    app.bell = lambda: rings.append(1)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        app.monitor.redraw()
+        app.monitor.redraw()
+    assert rings == [1]
+    (told,) = [json.loads(x) for x in (tmp_path / "alerts.jsonl").read_text().splitlines()]
+    assert (told["state"], told["kind"], told["ranks"]) == ("fired", "nan_loss", [0])
+    history = json.loads(mstop("summary", run, "--json").stdout)["alert_history"]
+    assert history == [told]
