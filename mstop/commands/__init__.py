@@ -1,4 +1,5 @@
-"""The one-shot commands for scripts: ``mstop summary``, ``mstop compare``, ``mstop report``."""
+"""The commands for scripts: ``mstop summary``, ``mstop compare``, ``mstop report``, ``mstop export`` (a
+follow that writes the figures for Prometheus) and ``mstop silence`` (silences kept beside a run)."""
 
 from __future__ import annotations
 

@@ -4,6 +4,8 @@ sources and their threads, keeps what holds between frames, and starts processes
     session.py   MonitorSession: the monitor's store, sources, health, alerting, baseline and overlays; each
                  frame returned with what is new (alerts to tell, a history scan due), no screen code
     alerting.py  alert bookkeeping between frames (seen, told) and running ``--on-alert``
+    routing.py   alerts that route and hold still (--alert-rules): for, clear_after, grouping, repeats,
+                 silences kept beside the run, the sinks' own thread (bell, command, file, http), the history
     runs.py      the runs list's model: each run's figures, status and note, sorted and filtered (its filter
                  language), read and followed on threads
     logpane.py   the log pane's content (L): a rank's log lines, its error lines, n/N and / answered

@@ -358,10 +358,10 @@ class Sinks:
         failed = []
         body = json.dumps(n.public(), ensure_ascii=False)
         if self.history:
-            failed += self._append("history", self.history, body)
+            failed += self._write_line("history", self.history, body)
         r = self.rules
         if "file" in n.sinks and r.file:
-            failed += self._append("file", r.file, body)
+            failed += self._write_line("file", r.file, body)
         if "command" in n.sinks and r.command:
             try:
                 subprocess.run(list(r.command), input=body.encode(), timeout=60, stdout=subprocess.DEVNULL,
@@ -375,7 +375,7 @@ class Sinks:
         return failed
 
     @staticmethod
-    def _append(sink: str, path: str, body: str) -> list[tuple[str, str]]:
+    def _write_line(sink: str, path: str, body: str) -> list[tuple[str, str]]:
         try:
             with open(path, "a", encoding="utf-8") as f:
                 f.write(body + "\n")
