@@ -33,6 +33,8 @@ from typing import Any
 RANK_STATUSES = ("running", "stopped", "hung", "dead", "ended")
 #: ranks above which the per-rank families hold only the ranks a verdict or an alert names
 RANK_LIMIT = 256
+#: the ranks of one verdict given a sample each at most
+VERDICT_RANKS = 64
 #: the goodput ledger's buckets of lost time (docs/health.md, "Goodput")
 LOST = ("input_wait", "compile", "recomputed", "checkpoint", "stalled", "down", "finished_early")
 
@@ -57,7 +59,8 @@ FAMILIES = {
     "mstop_restarts": ("gauge", "Restarts seen: the run's sessions after its first (segments - 1)."),
     "mstop_incidents": ("gauge", "Incidents in the run's history, by kind."),
     "mstop_alerts": ("gauge", "Alerts active now, by kind."),
-    "mstop_diagnosis": ("info", "A verdict of mstop's diagnosis that holds now: its kind and the ranks it names."),
+    "mstop_diagnosis": ("info", "A verdict of mstop's diagnosis that holds now: its kind and a rank it names "
+                                "(empty: the job)."),
     "mstop_status": ("info", "The run's status (waiting, starting, running, stalled, dead, failed, finished)."),
     "mstop_newest_row_age_seconds": ("gauge", "Seconds since the run's newest row was written."),
     "mstop_rank_step": ("gauge", "A rank's newest step."),
@@ -214,8 +217,9 @@ class Export:
         status = self._family("mstop_status")
         status.add_metric(base, {"status": str(fig.get("status"))})
         diag = self._family("mstop_diagnosis")
-        for v in fig.get("diagnosis") or []:
-            diag.add_metric(base, {"kind": str(v["kind"]), "ranks": ",".join(str(r) for r in v["ranks"][:64])})
+        for v in fig.get("diagnosis") or []:  # a sample a rank named (at most VERDICT_RANKS), or one for the job
+            for r in v["ranks"][:VERDICT_RANKS] or [""]:
+                diag.add_metric(base, {"kind": str(v["kind"]), "rank": str(r)})
         out = [status, diag]
         age = self._age
         if age is not None and math.isfinite(age):

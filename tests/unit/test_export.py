@@ -59,7 +59,7 @@ def test_the_export_holds_summarys_figures(tmp_path):
     assert got[("mstop_rank_step", (("rank", "1"),))] == 60
     assert got[("mstop_status_info", (("status", fig["status"]),))] == 1.0
     assert sum(v for (n, _), v in got.items() if n == "mstop_ranks") == 2
-    kinds = {dict(k)["kind"] for (n, k) in got if n == "mstop_diagnosis_info"}
+    kinds = {dict(k)["kind"] for (n, k) in got if n == "mstop_diagnosis_info"}  # (healthy: rank "")
     assert kinds == {d["kind"] for d in fig["diagnosis"]}
 
 
@@ -116,6 +116,27 @@ def test_a_run_above_the_rank_limit_exports_the_ranks_named_and_says_how_many(tm
     ranks = {dict(k)["rank"] for (n, k) in got if n == "mstop_rank_status_info"}
     assert ranks == {str(r) for r in sorted(named)} and got[("mstop_ranks_exported", ())] == len(named)
     assert got[("mstop_ranks_seen", ())] == 8
+
+
+def test_a_1024_rank_run_exports_only_the_ranks_its_verdicts_name(tmp_path):
+    """1,024 ranks on 128 hosts (rank 300 stopped at step 20, rank 517's input drags): at the default limit of
+    256 the per-rank families hold only the ranks an alert or verdict names, and the diagnosis a sample a
+    rank."""
+    from tests.helpers.runs import cluster_1024
+
+    run = tmp_path / "moe"
+    cluster_1024(run)
+    text, fig = export_once(run)
+    got = samples(text)
+    named = {a["rank"] for a in fig["alerts"] if a["rank"] is not None} | {r for v in fig["diagnosis"]
+                                                                          for r in v["ranks"]}
+    assert {300, 517} <= named and got[("mstop_ranks_seen", ())] == 1024
+    exported = {int(dict(k)["rank"]) for (n, k) in got if n == "mstop_rank_status_info"}
+    assert exported == named and got[("mstop_ranks_exported", ())] == len(named)
+    assert got[("mstop_rank_step", (("rank", "300"),))] == 20 and got[("mstop_rank_step", (("rank", "517"),))] == 60
+    for v in fig["diagnosis"]:
+        for r in v["ranks"] or [""]:
+            assert got[("mstop_diagnosis_info", (("kind", v["kind"]), ("rank", str(r))))] == 1
 
 
 def test_ranks_are_counted_by_the_status_the_summary_gives_them():
