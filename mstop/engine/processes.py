@@ -292,8 +292,8 @@ STUCK_KINDS = (
     ("input", re.compile(r"mindspore[/\\]dataset|__getitem__|GeneratorDataset|_get_next|[/\\]datasets?[/\\]")),
     ("collective", re.compile(r"mindspore[/\\]communication|all_?reduce|all_?gather|barrier|hccl|gloo|nccl|"
                               r"_exec_pip|compile_and_run|mindspore[/\\]common[/\\]api\.py", re.I)),
-    ("io", re.compile(r"^(open|read|readinto|readline|write|flush|fsync|save|load|save_checkpoint|load_checkpoint|"
-                      r"dump|load_param_into_net) \(")),
+    ("io", re.compile(r"^(\w*_)?(open|read|readinto|readline|write|flush|fsync|save|load|dump)(_\w*)? \(|"
+                      r"checkpoint|ckpt|serialization\.py|load_param_into_net")),
     ("lock", re.compile(r"^(acquire|wait|join|_wait_for_tstate_lock) \(.*threading\.py")),
 )
 

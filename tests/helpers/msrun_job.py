@@ -45,6 +45,8 @@ opts = dict(a[2:].split("=", 1) for a in sys.argv[3:] if a.startswith("--") and 
 stall = tuple(int(v) for v in opts["stall"].split(":")) if "stall" in opts else None
 segv = tuple(int(v) for v in opts["segv"].split(":")) if "segv" in opts else None
 fail = tuple(int(v) for v in opts["fail"].split(":")) if "fail" in opts else None
+io_block = tuple(int(v) for v in opts["io-block"].split(":")) if "io-block" in opts else None
+lock_block = tuple(int(v) for v in opts["lock-block"].split(":")) if "lock-block" in opts else None
 stack_after = float(opts["stack-after"]) if "stack-after" in opts else None
 rank, world = get_rank(), get_group_size()
 
@@ -72,6 +74,24 @@ def wait_for_input():
         time.sleep(1)
 
 
+def read_shard():
+    """``--io-block``: a read that never returns (a FIFO no one writes: as a hung network file system)."""
+    path = os.path.join(run_dir, f"shard{rank}.fifo")
+    if not os.path.exists(path):
+        os.mkfifo(path)
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def wait_for_prefetch():
+    """``--lock-block``: waiting on a condition a thread of the job's own never signals."""
+    import threading
+
+    ready = threading.Condition()
+    with ready:
+        ready.wait()
+
+
 def read_null():
     """A fault in native code: a NULL pointer read (SIGSEGV)."""
     import ctypes
@@ -81,7 +101,7 @@ def read_null():
 
 class Stall(Callback):
     """``--stall=RANK:STEP``: this rank blocks at the start of that step; ``--segv=RANK:STEP``: it crashes;
-    ``--fail=RANK:STEP``: it raises."""
+    ``--fail=RANK:STEP``: it raises; ``--io-block`` and ``--lock-block``: it blocks in a read, on a condition."""
 
     def on_train_step_begin(self, run_context):
         step = run_context.original_args().cur_step_num + 1
@@ -91,6 +111,10 @@ class Stall(Callback):
             read_null()
         if fail is not None and fail[0] == rank and step + initial >= fail[1]:
             raise RuntimeError(f"injected failure at step {step + initial}")
+        if io_block is not None and io_block[0] == rank and step >= io_block[1]:
+            read_shard()
+        if lock_block is not None and lock_block[0] == rank and step >= lock_block[1]:
+            wait_for_prefetch()
 
 
 class Slow(Callback):

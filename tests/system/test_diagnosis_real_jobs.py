@@ -303,6 +303,24 @@ def test_a_hang_is_told_by_the_stacks_of_every_thread(tmp_path, fault, rank, kin
         job.stop()
 
 
+def test_ranks_blocked_in_a_read_and_on_a_condition_are_named_with_their_kinds(tmp_path):
+    """A real 4-rank msrun job: at step 40 rank 1 blocks reading a FIFO no one writes (as on a hung network
+    file system), rank 2 waits on a condition no thread signals; the other two wait in their AllReduce. The
+    first looks name ranks 1 and 2, their frames and kinds (io, lock), within 10 s of the last rows."""
+    job = Msrun(tmp_path, 400, "--io-block=1:40", "--lock-block=2:40", "--steps-sleep=0.02")
+    try:
+        first_rows(job.run, 4)
+        v, took = hang_seen(job.run)
+        assert v["ranks"] == [1, 2], v
+        groups = {tuple(g["ranks"]): (g["frame"], g["kind"]) for g in v["evidence"]["stacks"]}
+        assert groups[(1,)][1] == "io" and groups[(1,)][0].startswith("read_shard (helpers/msrun_job.py:"), v
+        assert groups[(2,)][1] == "lock" and groups[(2,)][0].startswith("wait_for_prefetch (helpers/msrun_job"), v
+        assert groups[(0, 3)][1] == "collective", v
+        assert took < 10, (took, v)
+    finally:
+        job.stop()
+
+
 def test_a_stopped_rank_is_the_hang_within_seconds(tmp_path):
     """A real 4-rank msrun job whose rank 3 is stopped (SIGSTOP, as a debugger or a frozen node leaves it): it
     can dump no stack; its witness sees it stopped, and the hang names rank 3 within 15 s of the ranks' last

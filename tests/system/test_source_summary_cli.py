@@ -70,6 +70,7 @@ def test_summary_json_has_exactly_the_documented_keys(tmp_path):
         "log_refused": None,  # no file named as its log was refused (issue 40)
         "refused_cells": {},  # no cell a real step cannot have (issue 40)
         "notes": [],  # nothing the files made mstop say (issue 58)
+        "alert_history": [],  # no monitor or export routed its alerts (issue 61)
         # its file written now, its rows dated 1970: the writing host's clock reads 56 years behind
         "clocks": {"job_ahead_s": out["clocks"]["job_ahead_s"], "ahead_s": {"0": out["clocks"]["job_ahead_s"]},
                    "reference_rank": 0, "ranks_ahead_s": {},

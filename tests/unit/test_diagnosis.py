@@ -357,6 +357,13 @@ STDLIB = "/usr/lib/python3.11"
      f"save_checkpoint ({SITE}/mindspore/train/serialization.py:300)", "io"),
     ([[f"acquire ({STDLIB}/threading.py:100)", "update (/job/shared.py:8)", "<module> (/job/train.py:40)"]],
      "update (/job/shared.py:8)", "lock"),
+    # a read that never returns (its open or read is C: the innermost Python frame is the user's function)
+    ([["read_shard (/job/data.py:12)", "step_begin (/job/train.py:30)", "<module> (/job/train.py:40)"]],
+     "read_shard (/job/data.py:12)", "io"),
+    ([[f"_parse_ckpt_proto ({SITE}/mindspore/train/serialization.py:900)", "<module> (/job/train.py:40)"]],
+     f"_parse_ckpt_proto ({SITE}/mindspore/train/serialization.py:900)", "io"),
+    ([["thread_reader (/job/prep.py:30)", "<module> (/job/train.py:40)"]], "thread_reader (/job/prep.py:30)",
+     "host_compute"),  # (a name with read inside a word is no read)
     ([["tokenize (/job/prep.py:30)", "<module> (/job/train.py:40)"]], "tokenize (/job/prep.py:30)", "host_compute"),
 ])
 def test_the_frame_that_matters_in_a_dump_and_its_kind(threads, frame, kind):
