@@ -52,6 +52,7 @@ def summary(args: argparse.Namespace) -> int:
         return 2
     run_dir = sources.label
     opts = Options(peak_flops=peak_flops(args), ema_weight=args.smoothing, clock=sources.clock)
+    _log_waits(sources, args.source, opts)
     kinds, health_rules = fail_kinds(args), rules(args, args.source)
     if kinds is None or health_rules is None:
         return 2
@@ -71,6 +72,16 @@ def summary(args: argparse.Namespace) -> int:
     if denied and not store.rows:
         return 2
     return 1 if fails(figures, kinds, args) else 0
+
+
+def _log_waits(sources: Any, specs: list[str], opts: Any) -> None:
+    """A writer's run that stalled or died: its ranks' own logs read for the peers their collectives waited
+    for (mstop.sources.logs.add_log_waits), so the diagnosis's hang has its wait-for graph."""
+    from ..engine.figures import status
+    from ..sources.logs import add_log_waits
+
+    if status(sources.store.snapshot(), opts) in ("stalled", "dead", "failed"):
+        add_log_waits(sources.store, specs)
 
 
 def summary_of_runs(watches: list, args: argparse.Namespace) -> int:

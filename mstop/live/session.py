@@ -29,7 +29,15 @@ from ..formats.logs import last_error
 from ..formats.logstate import SOURCE_PLAIN
 from ..safe import clean
 from ..sources import SourceError, Sources, check_spec, read_once
-from ..sources.logs import LogTail, find_rank_log, job_rank_of, last_error_of, rank_log, remote_tail
+from ..sources.logs import (
+    LogTail,
+    add_log_waits,
+    find_rank_log,
+    job_rank_of,
+    last_error_of,
+    rank_log,
+    remote_tail,
+)
 from ..sources.nodesets import host_part
 from ..sources.remote import parse_target, rank_host
 from ..view.baseline import baseline_overlay, run_part
@@ -69,6 +77,8 @@ class Frame:
 
 #: the statuses whose stack dumps explain them (the stacks view, t, is then in the footer)
 STACKS_EXPLAIN = ("stalled", "dead", "failed")
+#: seconds between two reads of a stalled or dead writer run's rank logs for their waits
+LOG_WAITS_EVERY = 10.0
 
 
 class MonitorSession:
@@ -109,6 +119,9 @@ class MonitorSession:
         self._after_busy = False
         self.logs_dir = options.logs_dir  # --logs DIR: where the ranks' own logs are (mstop.sources.logs)
         self._culprit_log: tuple[tuple, list[str]] = ((), [])  # (key, header lines) of the culprit's last error
+        #: the ranks' logs read for their waits (_log_waits): when last, whether a read goes on, what was given
+        self._waits_at, self._waits_busy = -1e18, False
+        self._waits_told: set[tuple[int, str, int]] = set()
 
     # -- frames ----------------------------------------------------------------------
 
@@ -138,6 +151,7 @@ class MonitorSession:
         v.header.stacks_explain = bool(snap.ranks_with("stacks")) and (
             v.header.status in STACKS_EXPLAIN or bool(processes.stack_groups(snap)))
         self._goodput_afterwards(v, snap)
+        self._log_waits(v.header.status)
         if charts and self.baseline_store is not None:
             # its last path component names it on the screen (the whole path is in the b dialog)
             spec = self.baseline_spec or ""
@@ -189,6 +203,26 @@ class MonitorSession:
         got = self._after[1]
         if got is not None and got.goodput is not None:
             v.header.goodput, v.header.goodput_lost = got.goodput, got.largest_losses(2)
+
+    def _log_waits(self, status: str) -> None:
+        """A writer's run that stalled or died: its ranks' own logs read on a thread of its own (at most every
+        LOG_WAITS_EVERY seconds) for the peers their collectives timed out waiting for (mstop.sources.logs.
+        add_log_waits): the hang's wait-for graph, as for a job read from its logs."""
+        now = time.monotonic()
+        if status not in STACKS_EXPLAIN or self._waits_busy or now - self._waits_at < LOG_WAITS_EVERY:
+            return
+        self._waits_busy, self._waits_at = True, now
+
+        def read() -> None:
+            try:
+                if add_log_waits(self.store, self.specs, self.logs_dir, self._waits_told) and self.on_update:
+                    self.on_update()
+            except Exception:  # noqa: BLE001 - the logs are evidence, never a reason to stop following
+                pass
+            finally:
+                self._waits_busy = False
+
+        threading.Thread(target=read, name="mstop-log-waits", daemon=True).start()
 
     def notes(self, v: View) -> list[str]:
         """The header's notes: hosts not connected, ranks in two sources, clocks, the demo job, the view's own."""

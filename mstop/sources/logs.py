@@ -347,3 +347,50 @@ def remote_tail(store: Store, specs: list[str], rank: int,
         return None
     host, paths = got
     return RemoteLogTail(f"{host}:{paths[0].path}", host=host, candidates=paths, connection=connection)
+
+
+#: the ranks whose own logs are read for the peers they waited for, at most (a 1,024-rank job: every one)
+WAITS_LOOKED_AT = 4096
+
+
+def add_log_waits(store: Store, specs: list[str], logs_dir: str | None = None,
+                  told: set[tuple[int, str, int]] | None = None) -> int:
+    """A writer's run whose job hangs or died: each rank's own log (its msrun worker log, named by its start
+    event, or in ``logs_dir``) read at its tail for the collective timeouts that name the peer it waited for
+    (mstop.formats.waits), given to the store as ``waits_for`` events of the rank's current session, as the
+    log reader gives them for a job read from its logs; a log not written since that session began is not
+    read (an earlier launch's). ``told``: the (rank, session, peer) already given, kept by a caller that
+    looks again. A run whose ranks' logs already gave waits (a job read from its logs) is left as it is.
+    Returns how many waits were given."""
+    from ..formats.waits import waited_peer
+
+    snap = store.snapshot()
+    if snap.ranks_with("waits"):
+        return 0
+    told = set() if told is None else told
+    found: dict[int, list[dict[str, Any]]] = {}
+    run = RunReader(snap)
+    for r in run.ranks[:WAITS_LOOKED_AT]:
+        start = run.start(r) or {}
+        session, since = start.get("session"), _time(start)
+        log, _ = find_rank_log(store, specs, r, logs_dir)
+        if log is None or not isinstance(session, str):
+            continue
+        try:
+            written = os.stat(log.path).st_mtime
+        except OSError:
+            continue
+        if since is not None and written < since:
+            continue
+        tail = LogTail(log.path, log)
+        tail.read()
+        for line in tail.lines:
+            w = waited_peer(line)
+            if w is not None and (r, session, w.peer) not in told:
+                told.add((r, session, w.peer))
+                # timed at the session's start: a wait read now is no sign of the rank's life
+                found.setdefault(r, []).append({"kind": "waits_for", "time": since if since is not None else written,
+                                                "session": session, "peer": w.peer, "group": w.group,
+                                                "group_size": w.group_size})
+    store.take_events(found)  # every rank's at once: a graph half read could name the wrong rank
+    return sum(len(v) for v in found.values())

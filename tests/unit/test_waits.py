@@ -172,3 +172,47 @@ async def test_the_monitor_says_the_hang_first_and_t_shows_the_waits(tmp_path):
         order = [shown.find(x) for x in ("hang: ranks 0-4, 6-7 wait", "rank 6 waited for rank 5",
                                           "rank 7 waited for rank 6", "root cause: rank 5 wrote no error")]
         assert -1 not in order and order == sorted(order), (order, shown)
+
+
+def _writer_run_with_logs(tmp_path):
+    """Eight ranks written by the writer, their rows stopped at step 10 (in 2025), their start events naming
+    their msrun worker logs (the HCCL ones): a writer's run that hung."""
+    from tests.helpers.runs import steps, write_with_writer
+
+    logs = shutil.copytree(DATA, tmp_path / "msrun_log")
+    run = tmp_path / "run"
+    for r in range(8):
+        write_with_writer(run, r, 8, steps(1, 10, t0=1_760_000_000.0, loss=2.5, step_time=1.0))
+        path = run / f"rank{r}.events.jsonl"
+        lines = [json.loads(x) for x in path.read_text().splitlines()]
+        for e in lines:
+            if e["kind"] == "start":
+                e["logs"] = [str(logs / f"worker_{r}.log")]  # as the writer names the file its output goes to
+        path.write_text("".join(json.dumps(e) + "\n" for e in lines))
+    written_at(run, 1_760_000_011.0)  # the rank files written when their rows say: silent since
+    return run
+
+
+def test_a_writer_runs_ranks_own_logs_give_the_hang_its_waits(tmp_path):
+    """A writer's run whose ranks' msrun worker logs, named in their start events, hold CANN's timeouts:
+    summary reads each rank's own log for the peer it waited for, and the hang names rank 5 as for the job
+    read from its logs; the monitor does the same on a thread of its own."""
+    from mstop.app import MonitorApp
+    from tests.helpers.app_common import screen_lines, settle
+
+    run = _writer_run_with_logs(tmp_path)
+    got = json.loads(mstop("summary", run, "--json").stdout)
+    assert got["status"] in ("stalled", "dead"), got["status"]
+    (hang,) = [d for d in got["diagnosis"] if d["kind"] == "hang"]
+    assert hang["ranks"] == [5] and hang["words"].startswith("ranks 0-4, 6-7 wait, directly or through each other, "
+                                                             "for rank 5"), hang
+    app = MonitorApp(str(run), follow=False)
+    async_test = __import__("asyncio").run
+
+    async def look() -> list[str]:
+        async with app.run_test(size=(140, 40)) as pilot:
+            await settle(pilot, lambda: "HANG" in screen_lines(app)[0] or (app.monitor.redraw() and False))
+            return screen_lines(app)
+
+    lines = async_test(look())
+    assert lines[0].split()[:4] == ["HANG", "ranks", "0-4,", "6-7"], lines[0]

@@ -575,6 +575,13 @@ class Store(Reads):
             if samples or bad:
                 self.version += 1
 
+    def take_events(self, by_rank: dict[int, list[dict[str, Any]]]) -> None:
+        """Events of several ranks at once, under one hold of the lock: no snapshot sees some ranks' without
+        the others' (a wait-for graph half read would name the wrong rank)."""
+        with self.lock:
+            for r, items in by_rank.items():
+                self.ingest_events(r, items)
+
     def ingest_events(self, r: int, items: list[dict[str, Any]], bad: int = 0, cut: int = 0) -> None:
         """Record events of rank ``r`` (checked by :func:`mstop.formats.parse.parse_events`; ``cut``: how many had
         text or lists cut to mstop.safe's bounds)."""
