@@ -512,7 +512,8 @@ class MonitorScreen(Screen[None]):
     def action_alerts(self) -> None:
         """Show every active alert, then the run's past incidents, and mark the alerts seen."""
         alerts, past = self.session.alerts_now()
-        self.app.push_screen(AlertsScreen(alerts, past))
+        told = list(self.session.routing.told) if self.session.routing is not None else []
+        self.app.push_screen(AlertsScreen(alerts, past, told))
         self.redraw()
 
     def action_metrics(self) -> None:

@@ -19,7 +19,7 @@ from textual.widgets.option_list import OptionDoesNotExist
 from mstop_writer.schema import UNITS
 
 from .. import fmt
-from ..view import error_lines
+from ..view import error_lines, ranks_text
 from .messages import LogLinesRead
 
 KEYS = (
@@ -212,9 +212,10 @@ class AlertsScreen(ModalScreen[None]):
 
     BINDINGS = [("escape,a,q", "dismiss", "close")]
 
-    def __init__(self, alerts: list, incidents: list = ()) -> None:
+    def __init__(self, alerts: list, incidents: list = (), notified: list = ()) -> None:
+        """``notified``: the alert routing's notifications of this follow (mstop.live.routing), oldest first."""
         super().__init__()
-        self.alerts, self.incidents = alerts, list(incidents)
+        self.alerts, self.incidents, self.notified = alerts, list(incidents), list(notified)
 
     def compose(self) -> ComposeResult:
         yield VerticalScroll(Static(self._text(), id="alert-text"), id="alert-list")
@@ -246,6 +247,13 @@ class AlertsScreen(ModalScreen[None]):
             t.append(f"{i.kind:<16} {where:<9} {i.steps()}: ")
             t.append(Text(i.message))
             t.append("\n")
+        if self.notified:
+            t.append(f"\nnotified by the alert rules (the newest {min(30, len(self.notified))})\n\n", style="bold")
+            for n in self.notified[::-1][:30]:
+                where = "job" if not n.ranks else ranks_text(n.ranks)
+                t.append(f"{fmt.clock_ms(n.time)} {n.state:<9} {n.kind:<16} {where}: ")
+                t.append(Text(n.message))
+                t.append("\n")
         return t
 
 

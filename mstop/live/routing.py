@@ -48,6 +48,7 @@ import subprocess
 import threading
 import time
 import urllib.request
+from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -431,6 +432,8 @@ class AlertRouting:
         self._quiet: tuple[float, list[Silence]] = (-1e18, [])
         self.router = Router(rules, self._silences)
         self.sinks = Sinks(rules, history=os.path.join(run_dir, HISTORY) if run_dir else None)
+        #: the newest notifications of this follow (fired, repeat, cleared, silenced), for the alerts dialog
+        self.told: deque[Notification] = deque(maxlen=200)
 
     def _silences(self) -> list[Silence]:
         now = time.monotonic()
@@ -454,6 +457,7 @@ class AlertRouting:
     def send(self, now: float, items: list[tuple[str, int | None, str]]) -> list[Notification]:
         notes = self.router.update(now, items)
         self.sinks.send(notes)
+        self.told.extend(notes)
         return notes
 
     def close(self) -> None:

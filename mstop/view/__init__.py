@@ -17,7 +17,7 @@ tested, printed or drawn by another front end.
 
 from __future__ import annotations
 
-from ..engine.endings import error_lines
+from ..engine.endings import error_lines, ranks_text
 from ..engine.figures import ENDED, STATUSES, Options
 from ..engine.goodput import losses_text
 from ..engine.health import Rules
@@ -55,4 +55,4 @@ __all__ = ["DATA_WARN", "ENDED", "MARKS", "MEM_CRIT", "MEM_WARN", "STATUSES", "X
            "Series", "ThroughputPart", "View",
            "baseline_overlay", "stacks_lines",
            "build_view", "error_lines", "heat_marks", "incident_marks", "numeric_columns", "rank_series", "run_part",
-           "since_text", "step_range", "values_at_step"]
+           "ranks_text", "since_text", "step_range", "values_at_step"]

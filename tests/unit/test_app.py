@@ -7,7 +7,16 @@ import json
 from mstop.app import MonitorApp
 from mstop.app.widgets import Header, RanksTable
 from mstop_writer import MetricsWriter
-from tests.helpers.app_common import NOW, app_for, grouped_by_host, make_baseline, make_run, settle, text
+from tests.helpers.app_common import (
+    NOW,
+    app_for,
+    grouped_by_host,
+    make_baseline,
+    make_run,
+    screen_lines,
+    settle,
+    text,
+)
 from tests.helpers.cli import mstop
 from tests.helpers.runs import start, steps, write_events, write_rank
 
@@ -201,6 +210,10 @@ async def test_routing_rules_ring_for_their_bell_sink_and_keep_a_history_beside_
         await settle(pilot)
         app.monitor.redraw()
         app.monitor.redraw()
+        await pilot.press("a")  # the alerts dialog lists what the rules notified, below the incidents
+        await settle(pilot, lambda: "notified by the alert rules" in "\n".join(screen_lines(app)))
+        shown = [ln for ln in screen_lines(app) if " fired " in ln]
+        assert shown and "nan_loss" in shown[0] and "rank 0" in shown[0], shown
     assert rings == [1]
     (told,) = [json.loads(x) for x in (tmp_path / "alerts.jsonl").read_text().splitlines()]
     assert (told["state"], told["kind"], told["ranks"]) == ("fired", "nan_loss", [0])
