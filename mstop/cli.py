@@ -129,7 +129,7 @@ def monitor_parser() -> argparse.ArgumentParser:
     add_ssh(ap)
     add_hosts(ap)
     add_health(ap)
-    add_alert_rules(ap)
+    add_alert_rules(ap, monitor=True)
     return ap
 
 

@@ -68,7 +68,8 @@ def monitor(args: argparse.Namespace) -> int:
     routing = alert_rules(args)
     if routing is False:
         return 2
-    options = MonitorOptions.given(options, routing=routing)
+    options = MonitorOptions.given(options, routing=routing, openmetrics=args.openmetrics, listen=args.listen,
+                                   export_every=args.export_every)
     if watches is not None:
         from .runs import RunsApp
 

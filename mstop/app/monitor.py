@@ -206,6 +206,29 @@ class MonitorScreen(Screen[None]):
             self.session.source.follow()
         self.redraw()
         self.set_interval(1.0, self.tick)
+        self._start_export()
+
+    def _start_export(self) -> None:
+        """--openmetrics / --listen: the run's figures exported every --export-every seconds, on a worker
+        (a summary of 10,000 ranks takes seconds: never on the screen's loop)."""
+        o = self.session.options
+        if not (o.openmetrics or o.listen):
+            return
+        from ..commands.export import Exporter
+
+        self._exporter = Exporter(self.session.specs, self.session.run_dir, o.openmetrics, o.listen)
+        if self._exporter.error is not None:
+            self.notify(self._exporter.error, severity="error", timeout=10)
+
+        def run() -> None:
+            error = self._exporter.once(self.session.store, self.session.opts, self.session.health)
+            if error is not None:
+                self.app.call_from_thread(self.notify, error, severity="error")
+
+        self.set_interval(o.export_every, lambda: self.run_worker(run, thread=True, name="mstop-export",
+                                                                  exclusive=True, group="export",
+                                                                  exit_on_error=False))
+        self.run_worker(run, thread=True, name="mstop-export", exclusive=True, group="export", exit_on_error=False)
 
     def _loading_tick(self) -> None:
         """While the first read goes on: the header says how far it is (rows so far), once a second."""
@@ -218,6 +241,8 @@ class MonitorScreen(Screen[None]):
         self.session.source.stop()  # following, or still reading what was written (a long first read stops too)
         if self.session.routing is not None:
             self.session.routing.close()  # what is queued for the sinks is sent (two seconds at most)
+        if getattr(self, "_exporter", None) is not None:
+            self._exporter.close()
 
     def on_resize(self, event) -> None:  # noqa: ANN001
         self._layout_for(event.size.width, event.size.height)

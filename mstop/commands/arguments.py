@@ -168,10 +168,17 @@ def add_silence(sub: Any) -> None:
     ls.add_argument("run_dir", metavar="RUN_DIR")
 
 
-def add_alert_rules(p: argparse.ArgumentParser) -> None:
+def add_alert_rules(p: argparse.ArgumentParser, monitor: bool = False) -> None:
+    """--alert-rules; for the monitor also mstop export's --openmetrics, --listen and --every (as --export-every)."""
     p.add_argument("--alert-rules", metavar="FILE",
                    help="route alerts by this TOML file: for, clear_after, group, repeat, sinks (bell, command, "
                         "file, http); silences from mstop silence (docs/export.md)")
+    if monitor:
+        p.add_argument("--openmetrics", metavar="DIR", help="also write the run's figures to DIR/mstop_<run>.prom "
+                                                            "for node_exporter's textfile collector (as mstop export)")
+        p.add_argument("--listen", metavar="[HOST:]PORT", help="also serve them over HTTP (default host 127.0.0.1)")
+        p.add_argument("--export-every", type=positive_float, default=15.0, metavar="SEC",
+                       help="with --openmetrics or --listen: seconds between two exports (default: 15)")
 
 
 def alert_rules(args: argparse.Namespace) -> Any:

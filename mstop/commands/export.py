@@ -335,6 +335,43 @@ def _loop(args: argparse.Namespace, sources: Any, ex: Export, path: str | None, 
         time.sleep(max(0.0, args.every - (time.monotonic() - t)))
 
 
+class Exporter:
+    """The export of a run another follow already reads (the monitor's ``--openmetrics``/``--listen``): the
+    file and the endpoint of :func:`export`, made by :meth:`once` from the follow's own store."""
+
+    def __init__(self, specs: list[str], label: str, openmetrics: str | None, listen: str | None) -> None:
+        self.specs = specs
+        self.ex = Export(run_label(label), _host(specs[0]) if specs else "")
+        self.path = os.path.join(openmetrics, file_name(self.ex.run)) if openmetrics else None
+        self.label = label
+        self.error: str | None = None
+        if listen and _serve(self.ex, listen) is False:
+            self.error = f"cannot listen on {listen}"
+
+    def once(self, store: Any, opts: Any, health: Any) -> str | None:
+        """One export of the store as it is now; what went wrong (None: written)."""
+        from ..engine import figures
+        from .summary import summarize
+
+        try:
+            snap = store.snapshot()
+            fig = summarize(snap, self.label, opts, health, specs=list(self.specs))
+            self.ex.update(fig, rank_figures(snap), figures.seconds_since_last_row(snap, opts))
+        except Exception as e:  # noqa: BLE001 - said as mstop_up 0, and on the screen
+            self.ex.update(None, {})
+            return f"export: {type(e).__name__}: {e}"
+        if self.path is not None and not _write(self.path, self.ex):
+            return f"export: cannot write {self.path}"
+        return None
+
+    def close(self) -> None:
+        if self.path is not None:
+            try:
+                os.unlink(self.path)  # the follow ended: its figures are no longer current
+            except OSError:
+                pass
+
+
 def _host(spec: str) -> str:
     """The host a source names (``host:/path``), else this machine's name."""
     import socket

@@ -38,6 +38,10 @@ class MonitorOptions:
     #: the alert routing rules (mstop.live.routing.Rules, from --alert-rules): None: every new alert told
     #: once to the bell and ``on_alert``, as before routing existed
     routing: Any = None
+    #: the monitor's export (mstop.commands.export, as ``mstop export`` has it): where to, every how long
+    openmetrics: str | None = None
+    listen: str | None = None
+    export_every: float = 15.0
 
     def __post_init__(self) -> None:
         for name in ("poll", "peak_tflops"):

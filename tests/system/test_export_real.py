@@ -127,3 +127,47 @@ def test_a_live_jobs_export_is_replaced_whole_and_served_over_http(tmp_path):
             assert exporter.returncode in (0, 143, -15), err
         job.stop()
     assert not list(folder.glob("*.prom"))  # the follow ended: its figures are no longer current
+
+
+async def test_the_monitor_serves_the_same_text_while_it_follows_a_live_run(tmp_path):
+    """``mstop RUN --listen 127.0.0.1:PORT --openmetrics DIR``: while the monitor follows a run a writer keeps
+    writing (a hand-written loop in a thread of this test), the endpoint and the file give the run's step as it
+    rises; when the monitor quits, the file goes."""
+    import threading
+
+    from mstop.app import MonitorApp
+    from mstop_writer import MetricsWriter
+    from tests.helpers.app_common import settle
+
+    run, folder, port = tmp_path / "live", tmp_path / "textfile", free_port()
+    stop = threading.Event()
+
+    def train() -> None:
+        with MetricsWriter(run, rank=0, world_size=1) as w:
+            step = 0
+            while not stop.is_set():
+                step += 1
+                w.log(step, loss=1.0 / step, step_time=0.05, tokens=512)
+                time.sleep(0.05)
+
+    writer = threading.Thread(target=train, daemon=True)
+    writer.start()
+    assert wait_for(lambda: (run / "rank0.csv").exists(), 20)
+    app = MonitorApp(str(run), openmetrics=str(folder), listen=f"127.0.0.1:{port}", export_every=0.5)
+    steps = []
+    try:
+        async with app.run_test(size=(120, 40)) as pilot:
+            end = time.monotonic() + 30
+            while time.monotonic() < end and len(set(steps)) < 3:
+                await settle(pilot)
+                served = _get(f"http://127.0.0.1:{port}/metrics")
+                if "mstop_step" in served:
+                    steps.append(values(served)[("mstop_step", ())])
+                await pilot.pause(0.3)
+            assert len(set(steps)) >= 3 and steps == sorted(steps), steps
+            filed = values((folder / "mstop_live.prom").read_text())
+            assert filed[("mstop_up", ())] == 1 and filed[("mstop_step", ())] >= steps[0]
+    finally:
+        stop.set()
+        writer.join(10)
+    assert not list(folder.glob("*.prom"))
