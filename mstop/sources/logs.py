@@ -360,27 +360,26 @@ def add_log_waits(store: Store, specs: list[str], logs_dir: str | None = None,
     (mstop.formats.waits), given to the store as ``waits_for`` events of the rank's current session, as the
     log reader gives them for a job read from its logs; a log not written since that session began is not
     read (an earlier launch's). ``told``: the (rank, session, peer) already given, kept by a caller that
-    looks again. A run whose ranks' logs already gave waits (a job read from its logs) is left as it is.
-    Returns how many waits were given."""
+    looks again. A run whose ranks' logs already gave waits (a job read from its logs) is left as it is. The
+    ranks' start events are read from their answers' arrays (mstop.engine.rankstate: no rank record made),
+    each log found by its own name (no folder scanned a rank). Returns how many waits were given."""
+    from ..engine import rankstate
     from ..formats.waits import waited_peer
 
     snap = store.snapshot()
-    if snap.ranks_with("waits"):
+    local = [spec for spec in specs if _local(spec)]
+    if snap.ranks_with("waits") or not (local or logs_dir):
         return 0
     told = set() if told is None else told
     found: dict[int, list[dict[str, Any]]] = {}
-    run = RunReader(snap)
-    for r in run.ranks[:WAITS_LOOKED_AT]:
-        start = run.start(r) or {}
+    st = rankstate.states(snap)
+    for r, one in list(zip(st.ranks, st.one))[:WAITS_LOOKED_AT]:
+        start = one.start or {}
         session, since = start.get("session"), _time(start)
-        log, _ = find_rank_log(store, specs, r, logs_dir)
-        if log is None or not isinstance(session, str):
+        if not isinstance(session, str):
             continue
-        try:
-            written = os.stat(log.path).st_mtime
-        except OSError:
-            continue
-        if since is not None and written < since:
+        log = _own_log(r, start, local, logs_dir, since)
+        if log is None:
             continue
         tail = LogTail(log.path, log)
         tail.read()
@@ -389,8 +388,31 @@ def add_log_waits(store: Store, specs: list[str], logs_dir: str | None = None,
             if w is not None and (r, session, w.peer) not in told:
                 told.add((r, session, w.peer))
                 # timed at the session's start: a wait read now is no sign of the rank's life
-                found.setdefault(r, []).append({"kind": "waits_for", "time": since if since is not None else written,
+                found.setdefault(r, []).append({"kind": "waits_for", "time": since if since is not None else 0.0,
                                                 "session": session, "peer": w.peer, "group": w.group,
                                                 "group_size": w.group_size})
     store.take_events(found)  # every rank's at once: a graph half read could name the wrong rank
     return sum(len(v) for v in found.values())
+
+
+def _own_log(rank: int, start: dict[str, Any], local: list[str], logs_dir: str | None,
+             since: float | None) -> Candidate | None:
+    """Rank ``rank``'s own log as its start event names it (or ``logs_dir``'s ``worker_<R>.log``), if the job
+    could have written it (:func:`refusal`) since its session began."""
+    out: list[Candidate] = []
+    if logs_dir:
+        out.append(Candidate(os.path.join(logs_dir, f"worker_{rank}.log"), within=logs_dir, since=since))
+    logs = start.get("logs")
+    if isinstance(logs, list):
+        for spec in local:
+            vouch = os.path.join(spec, events_name(rank))
+            out += [Candidate(p, within=spec, vouch=vouch, since=since) for p in logs
+                    if isinstance(p, str) and os.path.isabs(p)]
+    for c in out:
+        if refusal(c.path, c.within, c.vouch, c.since) is None:
+            try:
+                if since is None or os.stat(c.path).st_mtime >= since:
+                    return c
+            except OSError:
+                continue
+    return None
