@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from ..engine import figures, processes
+from ..engine import figures, processes, rankstate
 from ..engine.diagnosis import Diagnosis
 from ..engine.endings import error_rank
 from ..engine.figures import ENDED, Options
@@ -151,7 +151,7 @@ class MonitorSession:
         v.header.stacks_explain = bool(snap.ranks_with("stacks")) and (
             v.header.status in STACKS_EXPLAIN or bool(processes.stack_groups(snap)))
         self._goodput_afterwards(v, snap)
-        self._log_waits(v.header.status)
+        self._log_waits(v.header.status, snap)
         if charts and self.baseline_store is not None:
             # its last path component names it on the screen (the whole path is in the b dialog)
             spec = self.baseline_spec or ""
@@ -204,18 +204,23 @@ class MonitorSession:
         if got is not None and got.goodput is not None:
             v.header.goodput, v.header.goodput_lost = got.goodput, got.largest_losses(2)
 
-    def _log_waits(self, status: str) -> None:
+    def _log_waits(self, status: str, snap: Snapshot) -> None:
         """A writer's run that stalled or died: its ranks' own logs read on a thread of its own (at most every
         LOG_WAITS_EVERY seconds) for the peers their collectives timed out waiting for (mstop.sources.logs.
-        add_log_waits): the hang's wait-for graph, as for a job read from its logs."""
+        add_log_waits): the hang's wait-for graph, as for a job read from its logs. Only where a start event
+        names its rank's log (or --logs names a folder): no thread otherwise."""
         now = time.monotonic()
         if status not in STACKS_EXPLAIN or self._waits_busy or now - self._waits_at < LOG_WAITS_EVERY:
             return
-        self._waits_busy, self._waits_at = True, now
+        self._waits_at = now
+        if not self.logs_dir and not any(o.start and isinstance(o.start.get("logs"), list)
+                                         for o in rankstate.states(snap).one):  # (the frame's, kept)
+            return
+        self._waits_busy = True
 
         def read() -> None:
             try:
-                if add_log_waits(self.store, self.specs, self.logs_dir, self._waits_told) and self.on_update:
+                if add_log_waits(self.store, self.specs, self.logs_dir, self._waits_told, snap) and self.on_update:
                     self.on_update()
             except Exception:  # noqa: BLE001 - the logs are evidence, never a reason to stop following
                 pass

@@ -354,7 +354,7 @@ WAITS_LOOKED_AT = 4096
 
 
 def add_log_waits(store: Store, specs: list[str], logs_dir: str | None = None,
-                  told: set[tuple[int, str, int]] | None = None) -> int:
+                  told: set[tuple[int, str, int]] | None = None, snap: Any = None) -> int:
     """A writer's run whose job hangs or died: each rank's own log (its msrun worker log, named by its start
     event, or in ``logs_dir``) read at its tail for the collective timeouts that name the peer it waited for
     (mstop.formats.waits), given to the store as ``waits_for`` events of the rank's current session, as the
@@ -362,11 +362,12 @@ def add_log_waits(store: Store, specs: list[str], logs_dir: str | None = None,
     read (an earlier launch's). ``told``: the (rank, session, peer) already given, kept by a caller that
     looks again. A run whose ranks' logs already gave waits (a job read from its logs) is left as it is. The
     ranks' start events are read from their answers' arrays (mstop.engine.rankstate: no rank record made),
-    each log found by its own name (no folder scanned a rank). Returns how many waits were given."""
+    each log found by its own name (no folder scanned a rank); ``snap``: the store's snapshot a caller already
+    holds. Returns how many waits were given."""
     from ..engine import rankstate
     from ..formats.waits import waited_peer
 
-    snap = store.snapshot()
+    snap = store.snapshot() if snap is None else snap
     local = [spec for spec in specs if _local(spec)]
     if snap.ranks_with("waits") or not (local or logs_dir):
         return 0

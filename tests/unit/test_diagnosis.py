@@ -78,9 +78,19 @@ def test_more_than_a_quarter_of_the_ranks_standing_out_is_no_one_rank_to_blame()
 def test_a_rank_waiting_for_a_cpu_is_the_host_straggler(n, step, data):
     k = data.draw(st.integers(min_value=0, max_value=n - 1))
     g = peers(n, step, cpu=0.2, delay=0.01)
-    g.delay[k] = data.draw(st.floats(min_value=0.12, max_value=0.9))
+    g.delay[k] = data.draw(st.floats(min_value=0.17, max_value=0.9))
     (v,) = diagnosis.host_verdicts(g)
     assert v.kind == "host_straggler" and v.ranks == [k]
+
+
+def test_ranks_sharing_a_loaded_host_unevenly_are_no_host_straggler():
+    """CI: a healthy 4-rank job on a 2-core machine under the suite's load; rank 0 waited for a CPU 29 % of
+    the time, its peers 18 % (the scheduler's turns, the next look rank 1): 1.6 x, but 11 points only."""
+    g = peers(4, 0.1, cpu=0.3, delay=0.18)
+    g.delay[0] = 0.29
+    assert diagnosis.host_verdicts(g) == []
+    g.delay[0] = 0.34  # 16 points above its peers: its host (its core) is busy with something else
+    assert [v.ranks for v in diagnosis.host_verdicts(g)] == [[0]]
 
 
 def test_a_busy_rank_waiting_for_a_cpu_by_its_own_demand_is_no_host_straggler():
