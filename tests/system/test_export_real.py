@@ -18,19 +18,10 @@ from tests.helpers.common import ROOT, wait_for
 from tests.helpers.msrun import Msrun, free_port
 
 prometheus_client = pytest.importorskip("prometheus_client")
-from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
+from tests.helpers.prom import samples as values  # noqa: E402
 
 NODE_EXPORTER = shutil.which("prometheus-node-exporter") or shutil.which("node_exporter")
 PROMTOOL = shutil.which("promtool")
-
-
-def values(text: str) -> dict[tuple[str, tuple], float]:
-    out = {}
-    for fam in text_string_to_metric_families(text):
-        for s in fam.samples:
-            labels = tuple(sorted((k, v) for k, v in s.labels.items() if k not in ("run", "host")))
-            out[(s.name, labels)] = s.value
-    return out
 
 
 def mstop(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:

@@ -16,17 +16,8 @@ from prometheus_client.parser import text_string_to_metric_families  # noqa: E40
 
 from mstop.commands.export import FAMILIES, Export, file_name, rank_statuses, run_label  # noqa: E402
 from tests.helpers.cli import mstop  # noqa: E402
+from tests.helpers.prom import samples  # noqa: E402
 from tests.helpers.runs import start, steps, write_events, write_rank, write_with_writer  # noqa: E402
-
-
-def samples(text: str) -> dict[tuple[str, tuple], float]:
-    """Every sample of an exposition by (name, its labels but run and host)."""
-    out = {}
-    for fam in text_string_to_metric_families(text):
-        for s in fam.samples:
-            labels = tuple(sorted((k, v) for k, v in s.labels.items() if k not in ("run", "host")))
-            out[(s.name, labels)] = s.value
-    return out
 
 
 def export_once(run, *extra: str) -> tuple[str, dict]:
