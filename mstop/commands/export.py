@@ -345,7 +345,8 @@ class Exporter:
         self.path = os.path.join(openmetrics, file_name(self.ex.run)) if openmetrics else None
         self.label = label
         self.error: str | None = None
-        if listen and _serve(self.ex, listen) is False:
+        self.server = _serve(self.ex, listen) if listen else None
+        if self.server is False:
             self.error = f"cannot listen on {listen}"
 
     def once(self, store: Any, opts: Any, health: Any) -> str | None:
@@ -365,9 +366,16 @@ class Exporter:
         return None
 
     def close(self) -> None:
+        """The follow ended: the endpoint closed, the file removed (its figures are no longer current)."""
+        if self.server:
+            try:
+                self.server[0].shutdown()  # (prometheus_client gives the server and its thread)
+                self.server[0].server_close()
+            except Exception:  # noqa: BLE001 - closing an endpoint never fails the quit
+                pass
         if self.path is not None:
             try:
-                os.unlink(self.path)  # the follow ended: its figures are no longer current
+                os.unlink(self.path)
             except OSError:
                 pass
 

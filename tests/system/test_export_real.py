@@ -162,3 +162,4 @@ async def test_the_monitor_serves_the_same_text_while_it_follows_a_live_run(tmp_
         stop.set()
         writer.join(10)
     assert not list(folder.glob("*.prom"))
+    assert _get(f"http://127.0.0.1:{port}/metrics") == ""  # the endpoint closed with the monitor
