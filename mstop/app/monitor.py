@@ -223,7 +223,7 @@ class MonitorScreen(Screen[None]):
         def run() -> None:
             error = self._exporter.once(self.session.store, self.session.opts, self.session.health)
             if error is not None:
-                self.app.call_from_thread(self.notify, error, severity="error")
+                self.app.call_from_thread(self.notify, f"export: {error}", severity="error")
 
         self.set_interval(o.export_every, lambda: self.run_worker(run, thread=True, name="mstop-export",
                                                                   exclusive=True, group="export",

@@ -288,92 +288,89 @@ def export(args: argparse.Namespace) -> int:
     except SourceError as e:
         print(f"mstop export: {e}", file=sys.stderr)
         return 2
-    ex = Export(run_label(sources.label), _host(args.source[0]), args.rank_limit)
-    path = os.path.join(args.openmetrics, file_name(ex.run)) if args.openmetrics else None
-    if args.listen and _serve(ex, args.listen) is False:
+    exporter = Exporter(args.source, sources.label, args.openmetrics, args.listen, args.rank_limit)
+    if exporter.error is not None:
+        print(f"mstop export: {exporter.error}", file=sys.stderr)
         return 2
     routing = AlertRouting(routes, local_dir(args.source)) if routes is not None else None
     opts = Options(peak_flops=peak_flops(args), clock=sources.clock)
     if not args.once:
         sources.follow()
     try:
-        return _loop(args, sources, ex, path, opts, Health(health_rules), routing)
+        return _loop(args, sources, exporter, opts, Health(health_rules), routing)
     finally:
         sources.stop()
         if routing is not None:
             routing.close()
-        if path is not None and not args.once and not args.keep:
-            try:
-                os.unlink(path)  # the follow ended: its figures are no longer current
-            except OSError:
-                pass
+        exporter.close(remove=not args.once and not args.keep)
 
 
-def _loop(args: argparse.Namespace, sources: Any, ex: Export, path: str | None, opts: Any, health: Any,
+def _loop(args: argparse.Namespace, sources: Any, exporter: Exporter, opts: Any, health: Any,
           routing: Any) -> int:
     """Export every ``--every`` seconds (once with ``--once``), routing the alerts when rules were given."""
-    from ..engine import figures
-    from .summary import summarize
-
     while True:
         t = time.monotonic()
-        try:
-            snap = sources.store.snapshot()  # one moment for the summary and the ranks' own figures
-            fig = summarize(snap, sources.label, opts, health, specs=list(args.source))
-            ex.update(fig, rank_figures(snap), figures.seconds_since_last_row(snap, opts))
-            if routing is not None:
-                routing.look_at(time.time(), fig)
-                for error in routing.sinks.errors():
-                    print(f"mstop export: {error}", file=sys.stderr)
-        except Exception as e:  # noqa: BLE001 - an export that cannot read says so (mstop_up 0), goes on
-            print(f"mstop export: {type(e).__name__}: {e}", file=sys.stderr)
-            ex.update(None, {})
-        if path is not None and not _write(path, ex):
+        error = exporter.once(sources.store, opts, health)
+        if error is not None:
+            print(f"mstop export: {error}", file=sys.stderr)
+        if not exporter.written:
             return 2
+        if routing is not None and exporter.fig is not None:
+            routing.look_at(time.time(), exporter.fig)
+            for sink_error in routing.sinks.errors():
+                print(f"mstop export: {sink_error}", file=sys.stderr)
         if args.once:
             return 0
         time.sleep(max(0.0, args.every - (time.monotonic() - t)))
 
 
 class Exporter:
-    """The export of a run another follow already reads (the monitor's ``--openmetrics``/``--listen``): the
-    file and the endpoint of :func:`export`, made by :meth:`once` from the follow's own store."""
+    """A followed run's export: its file and its endpoint, made by :meth:`once` from the follow's own store
+    (``mstop export``'s loop, and the monitor's ``--openmetrics``/``--listen``)."""
 
-    def __init__(self, specs: list[str], label: str, openmetrics: str | None, listen: str | None) -> None:
+    def __init__(self, specs: list[str], label: str, openmetrics: str | None, listen: str | None,
+                 rank_limit: int = RANK_LIMIT) -> None:
         self.specs = specs
-        self.ex = Export(run_label(label), _host(specs[0]) if specs else "")
+        self.ex = Export(run_label(label), _host(specs[0]) if specs else "", rank_limit)
+        self.fig: dict[str, Any] | None = None  # the last export's summary (None: it could not be read)
+        self.written = True  # whether the last export's file could be written
         self.path = os.path.join(openmetrics, file_name(self.ex.run)) if openmetrics else None
         self.label = label
-        self.error: str | None = None
-        self.server = _serve(self.ex, listen) if listen else None
-        if self.server is False:
-            self.error = f"cannot listen on {listen}"
+        got = _serve(self.ex, listen) if listen else None
+        self.server = None if isinstance(got, str) else got
+        self.error: str | None = got if isinstance(got, str) else None
 
     def once(self, store: Any, opts: Any, health: Any) -> str | None:
-        """One export of the store as it is now; what went wrong (None: written)."""
+        """One export of the store as it is now (a run that cannot be read exports ``mstop_up 0``); what went
+        wrong, else None."""
         from ..engine import figures
         from .summary import summarize
 
+        error = None
         try:
-            snap = store.snapshot()
-            fig = summarize(snap, self.label, opts, health, specs=list(self.specs))
-            self.ex.update(fig, rank_figures(snap), figures.seconds_since_last_row(snap, opts))
-        except Exception as e:  # noqa: BLE001 - said as mstop_up 0, and on the screen
+            snap = store.snapshot()  # one moment for the summary and the ranks' own figures
+            self.fig = summarize(snap, self.label, opts, health, specs=list(self.specs))
+            self.ex.update(self.fig, rank_figures(snap), figures.seconds_since_last_row(snap, opts))
+        except Exception as e:  # noqa: BLE001 - said as mstop_up 0, and to the user
+            self.fig = None
             self.ex.update(None, {})
-            return f"export: {type(e).__name__}: {e}"
-        if self.path is not None and not _write(self.path, self.ex):
-            return f"export: cannot write {self.path}"
-        return None
+            error = f"{type(e).__name__}: {e}"
+        if self.path is not None:
+            cannot = _write(self.path, self.ex)
+            self.written = cannot is None
+            error = cannot or error
+        return error
 
-    def close(self) -> None:
-        """The follow ended: the endpoint closed, the file removed (its figures are no longer current)."""
+    def close(self, remove: bool = True) -> None:
+        """The follow ended: the endpoint closed, the file removed (its figures are no longer current) unless
+        told to keep it."""
         if self.server:
             try:
                 self.server[0].shutdown()  # (prometheus_client gives the server and its thread)
                 self.server[0].server_close()
             except Exception:  # noqa: BLE001 - closing an endpoint never fails the quit
                 pass
-        if self.path is not None:
+        if self.path is not None and remove:
             try:
                 os.unlink(self.path)
             except OSError:
@@ -388,7 +385,8 @@ def _host(spec: str) -> str:
     return head.rsplit("@", 1)[-1] if sep and "/" not in head else socket.gethostname()
 
 
-def _write(path: str, ex: Export) -> bool:
+def _write(path: str, ex: Export) -> str | None:
+    """The families written to ``path`` atomically; why they could not be, else None."""
     from prometheus_client import CollectorRegistry, write_to_textfile
 
     reg = CollectorRegistry(auto_describe=False)
@@ -397,14 +395,13 @@ def _write(path: str, ex: Export) -> bool:
         os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
         write_to_textfile(path, reg)
     except OSError as e:
-        print(f"mstop export: cannot write {path}: {e}", file=sys.stderr)
-        return False
-    return True
+        return f"cannot write {path}: {e}"
+    return None
 
 
 def _serve(ex: Export, listen: str) -> Any:
-    """The HTTP endpoint on ``HOST:PORT`` (a bare port: 127.0.0.1), serving the same text; False after
-    saying why it cannot listen."""
+    """The HTTP endpoint on ``HOST:PORT`` (a bare port: 127.0.0.1), serving the same text: prometheus_client's
+    (server, thread); or why it cannot listen (a string)."""
     from prometheus_client import CollectorRegistry, start_http_server
 
     host, _, port = listen.rpartition(":")
@@ -413,5 +410,4 @@ def _serve(ex: Export, listen: str) -> Any:
     try:
         return start_http_server(int(port), addr=host or "127.0.0.1", registry=reg)
     except (OSError, ValueError) as e:
-        print(f"mstop export: cannot listen on {listen}: {e}", file=sys.stderr)
-        return False
+        return f"cannot listen on {listen}: {e}"

@@ -144,3 +144,13 @@ def test_export_says_where_to_and_refuses_a_source_it_cannot_read(tmp_path):
     assert got.returncode == 2 and "--openmetrics DIR" in got.stderr
     got = mstop("export", tmp_path / "nowhere", "--openmetrics", tmp_path, "--once")
     assert got.returncode == 2 and "nowhere" in got.stderr
+
+
+def test_a_folder_that_cannot_be_written_is_said_once_with_exit_2(tmp_path):
+    run = tmp_path / "run"
+    write_with_writer(run, 0, 1, steps(1, 5, t0=1_800_000_000.0, loss=1.0, step_time=1.0))
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("")
+    got = mstop("export", run, "--openmetrics", blocker / "prom", "--once")
+    assert got.returncode == 2 and got.stderr.count("cannot write") == 1, got.stderr
+    assert str(blocker / "prom") in got.stderr
