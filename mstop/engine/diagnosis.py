@@ -709,12 +709,16 @@ def stack_verdicts(store: Snapshot) -> list[Verdict]:
     """``hang`` by the ranks' stack dumps: ranks stuck in a step (a dump no row came after) grouped by the
     frame that matters in each (every thread read: processes.stuck_at) and its kind; the ranks at a place of
     their own while most wait at another, or silent with no dump while the others wait (a stopped process
-    cannot dump), are named."""
+    cannot dump), are named. A dump taken after another rank's own death is that death's cascade, not read
+    (_root_deaths)."""
     groups: dict[tuple[str, str], list[int]] = {}
     timed = False  # a dump at the step's full limit, not only first looks
-    for r in store.ranks_with("stacks"):
+    dumped_ranks = store.ranks_with("stacks")
+    deaths = _root_deaths(store) if dumped_ranks else {}
+    for r in dumped_ranks:
         w = processes.where(store.ranks[r])
-        if w is not None and w.stack is not None and w.reason in STUCK_REASONS:
+        before = min((t for q, t in deaths.items() if q != r), default=math.inf)
+        if w is not None and w.stack is not None and w.reason in STUCK_REASONS and w.time < before:
             frame, kind = processes.stuck_at(w.stack)
             groups.setdefault((processes.short_frame(frame), kind), []).append(r)
             timed = timed or w.reason == "timeout"
@@ -749,6 +753,23 @@ def stack_verdicts(store: Snapshot) -> list[Verdict]:
     ev.update(kind=first[1], frame=first[0])
     return [Verdict("hang", odd, f"{'; '.join(parts)}, while {ranks_text(most)} wait in {place} "
                     f"({kind.replace('_', ' ')})", ev)]
+
+
+def _root_deaths(store: Snapshot) -> dict[int, float]:
+    """When each rank's current process failed of its own (its first error when that is a root, not a
+    collective's timeout or a peer's abort; else its exit when not clean and with no error said). A rank's dump
+    taken after another's such death waits for the dead rank: that is the death's cascade (root_cause says
+    it), not a hang (msrun ends the others a second or more later: a first look can come before)."""
+    st = rankstate.states(store)
+    out = {}
+    for r, one, aborted in zip(st.ranks, st.one, st.aborted.tolist()):
+        first = _first_error(store.ranks[r]) if aborted else None
+        if first is not None:
+            if error_kind(first[1]) not in CASCADE:
+                out[r] = first[0]
+        elif one.exit is not None and not processes.clean_exit(one.exit):
+            out[r] = float(one.exit["time"])
+    return out
 
 
 def _held_verdicts(store: Snapshot) -> list[Verdict]:

@@ -448,3 +448,33 @@ def test_every_rank_at_one_place_is_a_hang_only_at_the_steps_limit(tmp_path, rea
     assert bool(got) == hang, got
     if hang:
         assert got[0].ranks == [] and "no rank stands apart" in got[0].words and got[0].evidence["kind"] == "io"
+
+
+@pytest.mark.parametrize("error, dumped_after, hang", [
+    ("RuntimeError: injected failure at step 30", True, False),  # waits for a peer already dead: its cascade
+    ("RuntimeError: injected failure at step 30", False, True),  # the dump came first: the hang stands
+    ("EI0002: The wait execution of the Notify register times out", True, True)])  # a timeout is no root death
+def test_a_dump_taken_after_a_peers_own_death_is_its_cascade_not_a_hang(tmp_path, error, dumped_after, hang):
+    """Rank 1 raises at step 30 and rank 0, still in its AllReduce, is dumped by its witness before msrun ends
+    it (a loaded machine: seconds): rank 0 waits for the dead rank, which ``root_cause`` names; no
+    ``hang`` comes before it (a real relaunch loop in CI was told a hang first). A dump taken before the death,
+    or after a death that was itself a collective's timeout (a cascade), still tells a hang."""
+    from tests.helpers.runs import start, steps, write_events, write_rank
+
+    run = tmp_path / "run"
+    died = 1033.0 if dumped_after else 1040.0
+    for r in range(2):
+        ev = [start("s1", t=999.0, world_size=2, pid=100 + r, parallel={"parallel_mode": "data_parallel"}),
+              *_procs(100 + r, 1000.0, 0.3, 0.01, n=7)]
+        if r == 0:
+            ev.append({"time": 1036.0, "kind": "stack", "rank": 0, "pid": 100, "source": "witness", "reason": "timeout",
+                       "step": 30, "since": 1029.0, "limit": 60.0,
+                       "stacks": [{"thread": "0x0", "current": True, "frames": COLLECTIVE}]})
+        else:
+            ev.append({"time": died, "kind": "abort", "step": 29, "error": error})
+        write_events(run, r, ev)
+        write_rank(run, r, steps(1, 29, t0=1000.0, dt=1.0, step_time=1.0, loss=1.0))
+    got = diagnose(read_once(str(run)).snapshot())
+    assert ("hang" in [v.kind for v in got]) == hang, got
+    if not hang:
+        assert got[0].kind == "root_cause" and got[0].ranks == [1], got
