@@ -12,12 +12,13 @@ generator blocks was tried first: under msrun here that rank never reached its f
 ``--input-block=1:40``: rank 1's input pipeline (a map function, in the dataset's own thread) never gives
 its 40th batch: the rank waits for its input, the others in their AllReduce.
 ``--stack-after``: the writer's ``stack_after`` option.
-``--busy=2:0.15``: rank 2 computes 0.15 s more each step (a busy loop inside its step: a compute straggler).
+``--busy=2:0.15``: rank 2 computes 0.15 s more each step (a loop inside its step until its thread has used 0.15 s
+of CPU: a compute straggler does more work, and a loaded machine stretches that work's wall time, never its size).
 ``--input-sleep=1:0.3`` (or ``all:0.3``): that rank's (every rank's) input pipeline takes 0.3 s a batch.
 ``--leak=2000000``: every rank keeps 2,000,000 bytes more each step (host memory creeping up).
 ``--steps-sleep=0.1``: the sleep a step (0.1 s by default).
 ``--count-to=all:200000``: that rank (every rank) counts to 200,000 each step: host work of a fixed size (a
-loaded CPU stretches it), where ``--busy`` spins for a fixed time.
+loaded CPU stretches it), where ``--busy`` spins for a fixed CPU time.
 ``--env=3:HCCL_BUFFSIZE=400``: rank 3 starts with that variable set (the others without it, or as msrun set it).
 
 Graph mode needs this source in a file. Each rank prints ``STEP <n>`` lines to its own log as it trains."""
@@ -126,8 +127,8 @@ class Slow(Callback):
     def on_train_step_end(self, run_context):
         time.sleep(step_sleep)
         if busy:
-            end = time.perf_counter() + busy
-            while time.perf_counter() < end:
+            end = time.thread_time() + busy  # CPU time, not wall time: the same work however loaded
+            while time.thread_time() < end:
                 pass
         if work:
             n = 0

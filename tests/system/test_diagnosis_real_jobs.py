@@ -86,13 +86,14 @@ def test_a_rank_computing_longer_is_the_compute_straggler_memory_creeps_and_a_ra
         v, took = named(job.run, "compute_straggler", t0)
         assert v["ranks"] == [2] and took <= 30, (v, took)
         ev = v["evidence"]
-        # (the spin is 0.15 s of wall time: on a loaded machine it gets part of a core, 0.07 s of CPU seen in CI)
-        assert ev["rank_cpu_s_per_step"] > 0.03 and ev["skew"] > 2 and 0.02 < ev["others_wait_s"] < 0.3, ev
+        # (the spin is 0.15 s of CPU, on a loaded machine too: a spin of 0.15 s of wall time got 0.07 s in CI, and
+        # summary afterwards, at the unrelaxed thresholds, named nobody)
+        assert ev["rank_cpu_s_per_step"] > 0.1 and ev["skew"] > 2 and 0.05 < ev["others_wait_s"] < 0.3, ev
         finish(job)
     finally:
         job.stop()
     after = {d["kind"]: d for d in summary(str(job.run))["diagnosis"]}
-    assert after["compute_straggler"]["ranks"] == [2], after
+    assert after.get("compute_straggler", {}).get("ranks") == [2], after
     creep = after["memory_creep"]["evidence"]
     assert creep["slope_per_1000_steps"] == pytest.approx(2e9, rel=0.2), creep
     assert creep["memory"] == "host memory" and creep["reaches_limit_at_step"] > 300
@@ -233,7 +234,7 @@ def test_a_job_relaunched_onto_the_same_failing_rank_is_a_relaunch_loop(tmp_path
     assert [(d["ranks"], d["evidence"]["launches"], d["evidence"]["error_kind"]) for d in loop] == [
         ([1], 3, "exception")], got["diagnosis"]
     assert "injected failure at step 30" in loop[0]["words"]
-    assert summary(str(tmp_path / "run"))["diagnosis"][0]["kind"] == "relaunch_loop"
+    assert got["diagnosis"][0]["kind"] == "relaunch_loop", got["diagnosis"]
     listed = subprocess.run([sys.executable, "-m", "mstop", "summary", str(tmp_path)], cwd=ROOT, capture_output=True,
                             text=True, timeout=120).stdout.splitlines()
     row = next(x for x in listed if x.split()[0].endswith("/run"))
