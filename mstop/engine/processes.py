@@ -65,15 +65,17 @@ def process(d: RankData) -> dict[str, Any] | None:
 RATES_S = 60.0
 
 
-def rates(p: dict[str, Any] | None) -> tuple[float, float]:
+def rates(p: dict[str, Any] | None, since: float = -math.inf) -> tuple[float, float]:
     """A process's CPU seconds a second and the share of the time its main thread was runnable but not
     running, over its last samples (its ``proc`` events' trail, mstop.engine.store) within RATES_S seconds of
-    the newest; NaN with fewer than two samples (or no run delay: an older witness, a kernel without it)."""
+    the newest and from ``since`` on (its session's first row: compilation's CPU is no step's; a rank busier
+    by 0.15 s a step read as 0.078 s seconds into its steps with it); NaN with fewer than two such samples
+    (or no run delay: an older witness, a kernel without it)."""
     trail = p.get("trail", ()) if p else ()
     if len(trail) < 2:
         return math.nan, math.nan
     last = trail[-1]
-    first = next((s for s in trail if s[0] >= last[0] - RATES_S), trail[0])
+    first = next((s for s in trail if s[0] >= max(last[0] - RATES_S, since)), last)
     dt = last[0] - first[0]
     if dt <= 0:
         return math.nan, math.nan

@@ -255,7 +255,8 @@ def _one(d: RankData) -> One:
                started=bool(d.starts), start=start,
                first_start=_first_start(d), first_row_time=_first_row_time(d),
                holding=processes.holding(d), dropped=float(d.dropped), rejected=float(d.rejected),
-               rates=processes.rates(processes.process(d)), **_mfu_terms(start or {}))
+               rates=processes.rates(processes.process(d), d.segments[-1].first_time if d.rows else -math.inf),
+               **_mfu_terms(start or {}))
 
 
 def _first_row_time(d: RankData) -> float:

@@ -478,3 +478,24 @@ def test_a_dump_taken_after_a_peers_own_death_is_its_cascade_not_a_hang(tmp_path
     assert ("hang" in [v.kind for v in got]) == hang, got
     if not hang:
         assert got[0].kind == "root_cause" and got[0].ranks == [1], got
+
+
+def test_a_ranks_cpu_a_step_is_read_over_its_steps_not_its_compilation(tmp_path):
+    """Every rank compiles 40 s at a core's pace, then steps each second: ranks 0-2 busy 0.1 s a step, rank 3
+    0.4 s. Thirty seconds into the steps, the CPU a step is read from the first row on (compilation's CPU is
+    no step's): rank 3 the compute straggler at 0.4 s a step. Over the last 60 s of samples, compilation's
+    included, it read 0.7 against 0.55 s a step: nobody (a real job in CI, 0.078 s for 0.15)."""
+    from tests.helpers.runs import start, steps, write_events, write_rank
+
+    run = tmp_path / "run"
+    for r in range(4):
+        busy = 0.4 if r == 3 else 0.1
+        procs = [{"time": 960.0 + 5 * k, "kind": "proc", "pid": 100 + r, "state": "R",
+                  "cpu_s": round(min(5 * k, 40) + max(0, 5 * k - 40) * busy, 3), "rss": 1 << 30, "threads": 40,
+                  "run_delay_s": 0.0, "changed": False} for k in range(15)]
+        write_events(run, r, [start("s1", t=959.0, world_size=4, pid=100 + r,
+                                    parallel={"parallel_mode": "data_parallel"}), *procs])
+        write_rank(run, r, steps(1, 30, t0=1001.0, dt=1.0, step_time=1.0, loss=1.0))
+    (v,) = [v for v in diagnose(read_once(str(run)).snapshot()) if v.kind == "compute_straggler"]
+    assert v.ranks == [3] and v.evidence["rank_cpu_s_per_step"] == pytest.approx(0.4, abs=0.02), v
+    assert v.evidence["median_cpu_s_per_step"] == pytest.approx(0.1, abs=0.02), v
