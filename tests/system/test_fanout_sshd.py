@@ -135,7 +135,9 @@ def test_a_silent_host_is_named_within_its_heartbeat_deadline(hosts, tmp_path):
         assert wait_for(lambda: any(line.startswith("odd: reconnecting") for line in src.states()),
                         FRAME_DEADLINE + 40), src.states()
         took, lost = time.monotonic() - t0, starved.stop()
-        assert took - lost <= FRAME_DEADLINE + 3, (took, lost)
+        # (+6: its last frame may reach mstop seconds after the stop through a loaded machine's ssh and sshd,
+        # whose delays this process's starved ticks do not see: 25.2 s with none starved in a CI)
+        assert took - lost <= FRAME_DEADLINE + 6, (took, lost)
         line = next(x for x in src.states() if x.startswith("odd:"))
         assert f"no frame for {FRAME_DEADLINE:g} s" in line, line
         assert not [x for x in src.states() if x.startswith("lo1")]
