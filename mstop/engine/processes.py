@@ -69,7 +69,7 @@ def rates(p: dict[str, Any] | None, since: float = -math.inf) -> tuple[float, fl
     """A process's CPU seconds a second and the share of the time its main thread was runnable but not
     running, over its last samples (its ``proc`` events' trail, mstop.engine.store) within RATES_S seconds of
     the newest and from ``since`` on (its session's first row: compilation's CPU is no step's; a rank busier
-    by 0.15 s a step read as 0.078 s seconds into its steps with it); NaN with fewer than two such samples
+    by 0.15 s a step read as 0.078 s with it, seconds into its steps); NaN with fewer than two such samples
     (or no run delay: an older witness, a kernel without it)."""
     trail = p.get("trail", ()) if p else ()
     if len(trail) < 2:
