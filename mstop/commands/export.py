@@ -358,7 +358,7 @@ class Exporter:
         if self.path is not None:
             cannot = _write(self.path, self.ex)
             self.written = cannot is None
-            error = cannot or error
+            error = "; ".join(e for e in (error, cannot) if e) or None  # neither failure hides the other
         return error
 
     def close(self, remove: bool = True) -> None:

@@ -154,3 +154,19 @@ def test_a_folder_that_cannot_be_written_is_said_once_with_exit_2(tmp_path):
     got = mstop("export", run, "--openmetrics", blocker / "prom", "--once")
     assert got.returncode == 2 and got.stderr.count("cannot write") == 1, got.stderr
     assert str(blocker / "prom") in got.stderr
+
+
+def test_a_run_that_cannot_be_read_into_a_folder_that_cannot_be_written_says_both(tmp_path):
+    """The export's two failures at once (the store cannot be read, the file cannot be written): each said."""
+    from mstop.commands.export import Exporter
+
+    class Unreadable:
+        def snapshot(self):
+            raise OSError("the run vanished")
+
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("")
+    ex = Exporter([str(tmp_path / "run")], "run", str(blocker / "prom"), None)
+    error = ex.once(Unreadable(), None, None)
+    assert "OSError: the run vanished" in error and f"cannot write {blocker / 'prom'}" in error, error
+    assert not ex.written and ex.fig is None
