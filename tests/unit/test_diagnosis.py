@@ -102,6 +102,27 @@ def test_a_busy_rank_waiting_for_a_cpu_by_its_own_demand_is_no_host_straggler():
     assert [v.ranks for v in diagnosis.compute_verdicts(g)] == [[2]]
 
 
+def test_a_busy_rank_on_a_heavily_loaded_host_is_the_compute_straggler_not_its_hosts_victim():
+    """CI: rank 2 spinning 0.15 s of CPU a step on a 2-core machine under the suite's load ran 9.4 % of the time
+    and waited for a CPU 82 %; its peers, idle in their AllReduce, ran 1 % and waited 4 %. It was named a
+    host straggler (its wait was more than half its CPU) and no compute straggler (its extra CPU, 8.4 % of a
+    step stretched by its waits, under the 10 % margin). Its peers wait for its compute and its CPU waits."""
+    g = peers(4, 1.7, cpu=0.009, delay=0.038)
+    g.cpu[2], g.delay[2] = 0.094, 0.816
+    assert diagnosis.host_verdicts(g) == []
+    (v,) = diagnosis.compute_verdicts(g)
+    assert v.ranks == [2] and v.evidence["rank_cpu_s_per_step"] == pytest.approx(0.16, abs=0.001)
+    assert v.evidence["rank_run_delay_share"] == 0.816 and "waited for a CPU 82 % of the time" in v.words
+
+
+def test_idle_ranks_cpu_noise_under_load_is_no_compute_straggler():
+    """Ranks idle in their collective run a little, unevenly (1.6 times of 1 %); one waited for a CPU longer
+    by the scheduler's turns: nobody computes longer."""
+    g = peers(4, 0.5, cpu=0.01, delay=0.18)
+    g.cpu[1], g.delay[1] = 0.016, 0.3
+    assert diagnosis.compute_verdicts(g) == []
+
+
 def test_a_verdict_that_held_holds_under_relaxed_thresholds_and_clears_below_them():
     g = peers(4, 1.0, 0.0)
     g.wait[2] = 0.09  # under the 0.1 share a new verdict needs, over 0.8 of it
