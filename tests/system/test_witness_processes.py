@@ -390,7 +390,7 @@ def test_a_rank_that_is_pid_1_of_its_container_is_dead_within_seconds_of_its_kil
             assert wait_for(dead, timeout=20), (spec, got.get("status"), got.get("notes"))
             assert time.time() - killed < 15
             assert got["culprit"]["rank"] == 0, got["culprit"]
-            assert any("ended with no word from its exit witness" in n for n in got["notes"]), got["notes"]
+            assert any("ended with no word from its exit witness" in n for n in got["notes"]), (spec, got["notes"])
             (a,) = [a for a in got["alerts"] if a["kind"] in ("job_dead", "dead_rank")]
             assert "life locks let go" in a["message"] or "life lock" in a["message"], a
     finally:

@@ -85,3 +85,30 @@ def test_the_follower_reads_a_file_rewritten_in_place_with_more_bytes_again(tmp_
     assert not reset and data.count(b"\n") == 2
 
 
+
+
+def test_a_hung_ranks_lock_is_looked_at_once_its_files_are_idle_however_far_apart_they_were_last_written(tmp_path):
+    """CI: a rank PID 1 of its container hung after its rows, its heartbeats growing its events file for seconds
+    more, then was killed. The follower took the time between its CSV's last write and its events file's for
+    a gap between growths and waited twice that before looking at its lock, while the rank's silence already
+    read it dead: ``summary`` over ssh said dead with no word of how it was found. A gap is measured between
+    two growths of one file this follower saw."""
+    import json
+    import time
+
+    from mstop.sources.followers import follower
+
+    boot = follower.boot_id()
+    if boot is None:
+        pytest.skip("no boot id on this kernel")
+    now = time.time()
+    csv, events = tmp_path / "rank0.csv", tmp_path / "rank0.events.jsonl"
+    csv.write_bytes(b"step,loss\n1,0.5\n")
+    events.write_bytes(json.dumps({"kind": "start", "boot_id": boot, "life_lock": True}).encode() + b"\n")
+    os.utime(csv, (now - 30, now - 30))  # its last row 30 s ago, its last heartbeat 4 s ago: nobody holds its lock
+    os.utime(events, (now - 4, now - 4))
+    lives = follower.Lives(boot)
+    for f in (csv, events):
+        lives.saw(str(tmp_path), f.name, 0, f.read_bytes(), f.stat().st_mtime)
+    lives.look(str(tmp_path))
+    assert lives.take() == [0]

@@ -758,6 +758,7 @@ class Lives:
         self.local = {}  # rank -> its events file's name: ranks whose start event names this kernel
         self.checked = set()  # ranks whose events file's head was looked at
         self.grew = {}  # rank -> (time its files last grew, the gap before)
+        self.seen = set()  # names of the files read since this follower started
         self.free = set()
         self.probed = {}  # rank -> when its lock was last looked at
         self.sent = None
@@ -772,7 +773,12 @@ class Lives:
         r = int(m.group(1))
         last = self.grew.get(r)
         if last is None or mtime > last[0]:
-            self.grew[r] = (mtime, mtime - last[0] if last else 0.0)
+            # a gap is between two growths of one file seen here: not between the rank's two files' last writes
+            # (a hung rank's heartbeats kept its events file growing seconds after its last row: as a gap it
+            # kept its lock unlooked at for twice that, while its silence already read it dead)
+            again = last is not None and name in self.seen
+            self.grew[r] = (mtime, mtime - last[0] if again else (last[1] if last else 0.0))
+        self.seen.add(name)
         self.free.discard(r)
         if self.boot and name.endswith(".jsonl") and (r not in self.checked or offset == 0):
             self.checked.add(r)  # once a file: at its first read, or its head after a reconnect
