@@ -223,6 +223,9 @@ class Fanout:
             s.batch = self.round
         self._news = False
         self.connection = connection
+        #: names this viewer's followers on the hosts' command lines: a host's new follower ends its old one
+        #: (through a gateway that one runs on: mstop.sources.followers.follower.superseded)
+        self.token = os.urandom(8).hex()
         self.on_update = on_update
         self.topology = topology_file(topology)
         self.clock = clock  # this machine's time (a test's own): a host's clock is measured against it
@@ -365,7 +368,7 @@ class Fanout:
         user = {h.name.rpartition("@")[0] for h in self.hosts} - {""}
         args = ssh_args(self.connection, mux=False) + (["-l", user.pop()] if len(user) == 1 else [])
         text = shlex.join(args).replace("%", "%%")  # ClusterShell's own patterns are %h and %n
-        return f"exec {text} -- %h {shlex.quote(BOOTSTRAP + ' %h')}"
+        return f"exec {text} -- %h {shlex.quote(BOOTSTRAP + ' %h ' + self.token)}"
 
     def launch(self, hosts: list[_Host]) -> None:
         """Start (or start again) followers: one worker for ``hosts`` through gateways (a gateway hands one

@@ -5,6 +5,7 @@ screen draws come as written, and the rows held stand for every row written, onc
 from __future__ import annotations
 
 import math
+import re
 import socket
 import sys
 import time
@@ -19,7 +20,7 @@ from mstop.engine.store import Store
 from mstop.sources import Connection, Sources, read_once
 from mstop_writer import MetricsWriter
 from mstop_writer.schema import DEVICE_COLUMNS
-from tests.helpers.common import wait_for
+from tests.helpers.common import processes_with, wait_for
 
 
 @pytest.fixture
@@ -101,10 +102,12 @@ def test_a_node_set_followed_with_a_digest_holds_what_summary_reads(config, tmp_
 
 
 @pytest.mark.parametrize("route", ["flat", "gateways"])
-def test_a_rank_the_screen_asks_for_comes_as_written_and_no_row_is_lost(config, tmp_path, route, monkeypatch):
+def test_a_rank_the_screen_asks_for_comes_as_written_and_no_row_is_lost(config, server, tmp_path, route,
+                                                                        monkeypatch):
     """The ranks view picks rank 5: its host's follower is started again with the new request; from then on
     its rows come one by one, and every rank's rows stand for every row written, once (flat, and through
-    gateways, where the host's old follower runs on until its worker ends)."""
+    gateways, where the host's old follower ran on until its worker ended, one more a rank picked: the new
+    one ends it)."""
     monkeypatch.setenv("CLUSTERSHELL_GW_PYTHON_EXECUTABLE", sys.executable)
     writers = [MetricsWriter(tmp_path / f"lo{h}" / "run", rank=r, world_size=8, heartbeat_interval=1.0)
                for h in range(1, 5) for r in (2 * h - 2, 2 * h - 1)]
@@ -121,6 +124,12 @@ def test_a_rank_the_screen_asks_for_comes_as_written_and_no_row_is_lost(config, 
         assert src.show(5) == 1  # the job's rank and the shown one: lo3 (ranks 4, 5) asked again
         assert src.raw_ranks() == {0, 5} and src.show(5) == 0  # told again: nothing changes
         assert wait_for(lambda: not src.states(), 30), src.states()
+
+        def lo3() -> list[str]:  # lo3's followers (this worker's server: another's tests run beside it)
+            return [c for _, c in processes_with("'mstop-follower'", under=[server.proc.pid])
+                    if Path(c.split(" ", 1)[0]).name.startswith("python") and re.search(r" lo3( [0-9a-f]{16})? ?$", c)]
+
+        assert wait_for(lambda: len(lo3()) == 1, 20), lo3()
         write(writers, 31, 60, pause=0.15)
         assert wait_for(lambda: all(written(store, r) == 60 for r in range(8)), 90), src.states()
     finally:

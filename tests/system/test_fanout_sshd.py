@@ -21,7 +21,7 @@ import pytest
 from mstop.engine.store import Store
 from mstop.sources import Connection, Sources
 from mstop.sources.fanout import TICK
-from mstop.sources.remote import FRAME_DEADLINE
+from mstop.sources.remote import BOOTSTRAP, FRAME_DEADLINE, program_input
 from mstop_writer import MetricsWriter
 from tests.helpers import sshd
 from tests.helpers.common import ROOT, Starved, ancestors, processes_with, wait_for
@@ -220,6 +220,34 @@ def test_a_gateway_killed_mid_run_its_hosts_come_back_through_the_other(hosts, t
         src.stop()
     assert wait_for(lambda: not (followers(hosts) - before), 15), "a follower was left running"
     assert wait_for(lambda: not _gateways(hosts), 15), "a gateway was left running"
+
+
+def test_a_hosts_new_follower_ends_the_same_viewers_old_one(tmp_path):
+    """CI: through a gateway, a host's first ssh timed out under load and was started again; ClusterShell ends a
+    gateway's worker whole, not one host's ssh, so the first follower ran on beside the second (9 ssh for 8
+    hosts). Real followers started as a gateway starts them (the bootstrap told the host's name and the viewer's
+    token): the second of one viewer ends the first; another viewer's, or another host's, runs on."""
+    run = tmp_path / "run"
+    run.mkdir()
+
+    def start(host: str, token: str) -> subprocess.Popen:
+        p = subprocess.Popen(["bash", "-c", f"{BOOTSTRAP} {host} {token}"], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        p.stdin.write(program_input({"lines": True, "hosts": {host: {"path": str(run), "offsets": {}}}}))
+        p.stdin.close()
+        assert p.stdout.readline(), p.stderr.read()  # its first frame: it has looked for the ones it replaces
+        return p
+
+    procs = [start("lo3", "0123456789abcdef"), start("lo3", "fedcba9876543210"), start("lo4", "0123456789abcdef")]
+    try:
+        procs.append(start("lo3", "0123456789abcdef"))
+        assert procs[0].wait(timeout=10) == -signal.SIGTERM
+        time.sleep(0.5)
+        assert [p.poll() for p in procs[1:]] == [None, None, None]
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
 
 
 def _gateways(hosts) -> list[int]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import resource
 import shlex
 import zlib
@@ -68,14 +69,15 @@ def test_any_line_is_a_frame_or_a_reason_never_an_exception(raw):
 def test_each_hosts_command_is_mstops_ssh_with_the_users_options_and_no_path():
     """The command ClusterShell runs (here or on a gateway) for a host: ssh with the user's options first,
     a ``%`` of theirs kept from ClusterShell's patterns, the host as ``%h``, the constant bootstrap told the
-    host's name; the run's path (user text) is never on it: it goes on standard input."""
+    host's name and the viewer's token (a host's new follower ends its old one); the run's path (user text) is
+    never on it: it goes on standard input."""
     conn = Connection(("-F", "/etc/my ssh", "-o", "ControlPath=~/.ssh/cm-%C"), 7.0)
     fan = Fanout([RemoteSource(Target("alice@node1", "/runs/$(touch x)"), Store())], connection=conn)
     cmd = fan.command()
     assert cmd.startswith("exec ssh -F '/etc/my ssh' -o 'ControlPath=~/.ssh/cm-%%C' ")
     assert "ConnectTimeout=7" in cmd and "ServerAliveInterval=5" in cmd and "ControlMaster" not in cmd
     words = shlex.split(cmd.replace("%%", "%"))
-    assert words[-2:] == ["%h", BOOTSTRAP + " %h"]
+    assert words[-2:] == ["%h", f"{BOOTSTRAP} %h {fan.token}"] and re.fullmatch("[0-9a-f]{16}", fan.token)
     assert words[words.index("-l") + 1] == "alice"
     assert "/runs" not in cmd
 
@@ -90,3 +92,35 @@ def test_many_hosts_raise_the_open_files_limit_to_fit_their_pipes():
         assert resource.getrlimit(resource.RLIMIT_NOFILE)[0] >= 4 * 600
     finally:
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def _proc(root, pid: int, args: list[str], ticks: int) -> None:
+    """A process as /proc shows it: its command line and its stat line (field 22, its start time)."""
+    d = root / str(pid)
+    d.mkdir()
+    (d / "cmdline").write_bytes(b"\0".join(a.encode() for a in args) + b"\0")
+    (d / "stat").write_text(f"{pid} (python3) S " + " ".join(["0"] * 18) + f" {ticks} 0 0\n")
+
+
+def test_a_hosts_new_follower_ends_only_the_same_viewers_older_followers_of_that_host(tmp_path):
+    """CI: through a gateway, a host's first ssh timed out under load and was started again; ClusterShell ends
+    a gateway's worker whole, so the first follower ran on beside the second (9 ssh for 8 hosts). The new
+    follower ends the old: the same host name and viewer token on its command line, started before it. Not
+    another viewer's, another host's, a later one, or a process that only names them."""
+    import os
+
+    from mstop.sources.followers import follower
+
+    me, token, other = os.getpid(), "0123456789abcdef", "fedcba9876543210"
+    root = tmp_path / "proc"
+    root.mkdir()
+    prog = ["python3", "-u", "-c", "exec(compile(b, 'mstop-follower', 'exec'))"]
+    _proc(root, me, [*prog, "lo3", token], 5000)
+    _proc(root, 101, [*prog, "lo3", token], 4000)  # its old follower: ended
+    _proc(root, 102, [*prog, "lo4", token], 4000)  # another host's
+    _proc(root, 103, [*prog, "lo3", other], 4000)  # another viewer's
+    _proc(root, 104, [*prog, "lo3", token], 6000)  # started after this one
+    _proc(root, 105, ["grep", "-c", "'mstop-follower'", "lo3", token], 4000)  # names it, runs no program
+    _proc(root, 106, ["vim", "notes", "lo3", token], 4000)
+    got = follower.superseded("lo3", token, proc=str(root))
+    assert got == [101]

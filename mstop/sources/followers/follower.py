@@ -12,7 +12,9 @@ where the payload holds the files' new bytes one after the other;
 after the first complete pass, so a one-shot reader knows when to stop.
 
 One request may serve many hosts (ClusterShell sends one standard input to all the hosts of a worker): its
-``"hosts"`` maps a host's name (the program's one argument) to that host's ``path`` and ``offsets``.
+``"hosts"`` maps a host's name (the program's first argument) to that host's ``path`` and ``offsets``. The
+second argument, the viewer's token, names its followers on the host's command lines: a new one ends the
+same viewer's older follower of that host (through a gateway that one runs on: :func:`superseded`).
 
 Digest mode (``"digest": seconds`` in the request; issue 41): a rank file's complete rows are merged, one
 row of its own columns a session and an interval standing for the rows it merged (``step_time``,
@@ -1032,6 +1034,53 @@ def resumed(offsets):
     return states
 
 
+def start_ticks(pid, proc="/proc"):
+    """A process's start time in clock ticks since boot (``/proc/PID/stat`` field 22), None when gone."""
+    try:
+        with open(os.path.join(proc, str(pid), "stat"), "rb") as f:
+            raw = f.read()
+    except OSError:
+        return None
+    fields = raw[raw.rfind(b")") + 2:].split()
+    return int(fields[19]) if len(fields) > 19 and fields[19].isdigit() else None
+
+
+def superseded(name, token, proc="/proc"):
+    """The followers this one replaces: the same viewer's (``token``) for the same host (``name``), named so on
+    their command line, started before this one. Through a gateway a host's old follower runs on after the
+    viewer started another (ClusterShell ends a gateway's worker whole, not one host's ssh): this one ends it."""
+    me = os.getpid()
+    mine = (start_ticks(me, proc), me)
+    want = [name.encode(), token.encode()]
+    try:
+        pids = [int(p) for p in os.listdir(proc) if p.isdigit() and int(p) != me]
+    except OSError:
+        return []
+    out = []
+    for pid in pids:
+        try:
+            with open(os.path.join(proc, str(pid), "cmdline"), "rb") as f:
+                args = f.read().rstrip(b"\0").split(b"\0")
+        except OSError:
+            continue
+        head = args[:-2]  # the bootstrap: ``python3 -u -c PROGRAM`` compiling what it reads as mstop-follower
+        if args[-2:] != want or not os.path.basename(head[0]).startswith(b"python") or b"-c" not in head \
+                or b"'mstop-follower'" not in head[-1]:
+            continue
+        t = start_ticks(pid, proc)
+        if t is not None and mine[0] is not None and (t, pid) < mine:
+            out.append(pid)
+    return out
+
+
+def end_superseded(name, token):
+    for pid in superseded(name, token):
+        try:
+            os.kill(pid, 15)  # SIGTERM: its ssh ends with it, and the gateway's ssh for it
+        except OSError:
+            pass
+
+
 def main():
     global CHUNK, LINES, DIGEST, RAW
     request = json.loads(sys.stdin.readline())
@@ -1042,6 +1091,8 @@ def main():
             send(sys.stdout.buffer, {"error": "no request for host " + repr(name)[:80]})
             return
         request.update(mine)
+        if len(sys.argv) > 2 and re.match(r"^[0-9a-f]{16}$", sys.argv[2]):  # the viewer's token
+            end_superseded(name, sys.argv[2])
     LINES = bool(request.get("lines"))
     CHUNK = max(1 << 16, min(CHUNK, int(request.get("chunk") or CHUNK)))
     out = sys.stdout.buffer
