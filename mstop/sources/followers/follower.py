@@ -1081,18 +1081,26 @@ def end_superseded(name, token):
             pass
 
 
+def this_hosts(request):
+    """One request for many hosts (sent to all alike): this host's part, by its name (the first argument), and
+    the same viewer's older follower of this host ended (the second, the viewer's token); None when there is
+    no part for it (said)."""
+    name = sys.argv[1] if len(sys.argv) > 1 else ""
+    mine = request["hosts"].get(name)
+    if not isinstance(mine, dict):
+        send(sys.stdout.buffer, {"error": "no request for host " + repr(name)[:80]})
+        return None
+    request.update(mine)
+    if len(sys.argv) > 2 and re.match(r"^[0-9a-f]{16}$", sys.argv[2]):
+        end_superseded(name, sys.argv[2])
+    return request
+
+
 def main():
     global CHUNK, LINES, DIGEST, RAW
     request = json.loads(sys.stdin.readline())
-    if "hosts" in request:  # one request for many hosts (sent to all alike): this host's part, by its name
-        name = sys.argv[1] if len(sys.argv) > 1 else ""
-        mine = request["hosts"].get(name)
-        if not isinstance(mine, dict):
-            send(sys.stdout.buffer, {"error": "no request for host " + repr(name)[:80]})
-            return
-        request.update(mine)
-        if len(sys.argv) > 2 and re.match(r"^[0-9a-f]{16}$", sys.argv[2]):  # the viewer's token
-            end_superseded(name, sys.argv[2])
+    if "hosts" in request and this_hosts(request) is None:
+        return
     LINES = bool(request.get("lines"))
     CHUNK = max(1 << 16, min(CHUNK, int(request.get("chunk") or CHUNK)))
     out = sys.stdout.buffer
