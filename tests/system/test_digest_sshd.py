@@ -121,15 +121,18 @@ def test_a_rank_the_screen_asks_for_comes_as_written_and_no_row_is_lost(config, 
         assert wait_for(lambda: all(written(store, r) == 30 for r in range(8)), 90), src.states()
         held = store.ranks[5].rows
         assert held < 30  # merged so far
+
+        def lo3() -> set[int]:  # lo3's followers (this worker's server: another's tests run beside it)
+            return {p for p, c in processes_with("'mstop-follower'", under=[server.proc.pid])
+                    if Path(c.split(" ", 1)[0]).name.startswith("python")
+                    and re.search(r" lo3 [0-9a-f]{16} [0-9]+ ?$", c)}
+
+        before = lo3()
         assert src.show(5) == 1  # the job's rank and the shown one: lo3 (ranks 4, 5) asked again
         assert src.raw_ranks() == {0, 5} and src.show(5) == 0  # told again: nothing changes
         assert wait_for(lambda: not src.states(), 30), src.states()
-
-        def lo3() -> list[str]:  # lo3's followers (this worker's server: another's tests run beside it)
-            return [c for _, c in processes_with("'mstop-follower'", under=[server.proc.pid])
-                    if Path(c.split(" ", 1)[0]).name.startswith("python") and re.search(r" lo3( [0-9a-f]{16})? ?$", c)]
-
-        assert wait_for(lambda: len(lo3()) == 1, 20), lo3()
+        # one follower of lo3, started since: the old one ended (through a gateway its new one ends it)
+        assert wait_for(lambda: len(got := lo3()) == 1 and not got & before, 20), (before, lo3())
         write(writers, 31, 60, pause=0.15)
         assert wait_for(lambda: all(written(store, r) == 60 for r in range(8)), 90), src.states()
     finally:

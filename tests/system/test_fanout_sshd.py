@@ -225,13 +225,15 @@ def test_a_gateway_killed_mid_run_its_hosts_come_back_through_the_other(hosts, t
 def test_a_hosts_new_follower_ends_the_same_viewers_old_one(tmp_path):
     """CI: through a gateway, a host's first ssh timed out under load and was started again; ClusterShell ends a
     gateway's worker whole, not one host's ssh, so the first follower ran on beside the second (9 ssh for 8
-    hosts). Real followers started as a gateway starts them (the bootstrap told the host's name and the viewer's
-    token): the second of one viewer ends the first; another viewer's, or another host's, runs on."""
+    hosts). Real followers started as a gateway starts them (the bootstrap told the host's name, the viewer's token
+    and launch): a later launch of one viewer ends the earlier; another viewer's, or another host's, runs on; an
+    earlier launch started again after (ClusterShell restarts a lost gateway's hosts in their old worker) ends
+    itself."""
     run = tmp_path / "run"
     run.mkdir()
 
-    def start(host: str, token: str) -> subprocess.Popen:
-        p = subprocess.Popen(["bash", "-c", f"{BOOTSTRAP} {host} {token}"], stdin=subprocess.PIPE,
+    def start(host: str, token: str, launch: int = 1) -> subprocess.Popen:
+        p = subprocess.Popen(["bash", "-c", f"{BOOTSTRAP} {host} {token} {launch}"], stdin=subprocess.PIPE,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         p.stdin.write(program_input({"lines": True, "hosts": {host: {"path": str(run), "offsets": {}}}}))
         p.stdin.close()
@@ -240,10 +242,16 @@ def test_a_hosts_new_follower_ends_the_same_viewers_old_one(tmp_path):
 
     procs = [start("lo3", "0123456789abcdef"), start("lo3", "fedcba9876543210"), start("lo4", "0123456789abcdef")]
     try:
-        procs.append(start("lo3", "0123456789abcdef"))
+        procs.append(start("lo3", "0123456789abcdef", 2))
         assert procs[0].wait(timeout=10) == -signal.SIGTERM
         time.sleep(0.5)
         assert [p.poll() for p in procs[1:]] == [None, None, None]
+        late = subprocess.Popen(["bash", "-c", f"{BOOTSTRAP} lo3 0123456789abcdef 1"], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # an earlier launch started again
+        procs.append(late)
+        late.stdin.write(program_input({"lines": True, "hosts": {"lo3": {"path": str(run), "offsets": {}}}}))
+        late.stdin.close()
+        assert late.wait(timeout=10) == 0 and procs[3].poll() is None  # it ends itself; the latest runs on
     finally:
         for p in procs:
             p.kill()

@@ -77,7 +77,7 @@ def test_each_hosts_command_is_mstops_ssh_with_the_users_options_and_no_path():
     assert cmd.startswith("exec ssh -F '/etc/my ssh' -o 'ControlPath=~/.ssh/cm-%%C' ")
     assert "ConnectTimeout=7" in cmd and "ServerAliveInterval=5" in cmd and "ControlMaster" not in cmd
     words = shlex.split(cmd.replace("%%", "%"))
-    assert words[-2:] == ["%h", f"{BOOTSTRAP} %h {fan.token}"] and re.fullmatch("[0-9a-f]{16}", fan.token)
+    assert words[-2:] == ["%h", f"{BOOTSTRAP} %h {fan.token} 0"] and re.fullmatch("[0-9a-f]{16}", fan.token)
     assert words[words.index("-l") + 1] == "alice"
     assert "/runs" not in cmd
 
@@ -102,11 +102,13 @@ def _proc(root, pid: int, args: list[str], ticks: int) -> None:
     (d / "stat").write_text(f"{pid} (python3) S " + " ".join(["0"] * 18) + f" {ticks} 0 0\n")
 
 
-def test_a_hosts_new_follower_ends_only_the_same_viewers_older_followers_of_that_host(tmp_path):
+def test_a_hosts_latest_follower_ends_only_the_same_viewers_other_followers_of_that_host(tmp_path):
     """CI: through a gateway, a host's first ssh timed out under load and was started again; ClusterShell ends
-    a gateway's worker whole, so the first follower ran on beside the second (9 ssh for 8 hosts). The new
-    follower ends the old: the same host name and viewer token on its command line, started before it. Not
-    another viewer's, another host's, a later one, or a process that only names them."""
+    a gateway's worker whole, so the first follower ran on beside the second (9 ssh for 8 hosts). The latest
+    launch of a viewer (its token, then its launch count, on the command line) ends the host's others: of an
+    earlier launch, or of its own launch started before it (ClusterShell starts a lost gateway's hosts again
+    in their worker). A follower that finds a later launch running is itself the one to end. Not another
+    viewer's, another host's, or a process that only names them."""
     import os
 
     from mstop.sources.followers import follower
@@ -115,12 +117,15 @@ def test_a_hosts_new_follower_ends_only_the_same_viewers_older_followers_of_that
     root = tmp_path / "proc"
     root.mkdir()
     prog = ["python3", "-u", "-c", "exec(compile(b, 'mstop-follower', 'exec'))"]
-    _proc(root, me, [*prog, "lo3", token], 5000)
-    _proc(root, 101, [*prog, "lo3", token], 4000)  # its old follower: ended
-    _proc(root, 102, [*prog, "lo4", token], 4000)  # another host's
-    _proc(root, 103, [*prog, "lo3", other], 4000)  # another viewer's
-    _proc(root, 104, [*prog, "lo3", token], 6000)  # started after this one
-    _proc(root, 105, ["grep", "-c", "'mstop-follower'", "lo3", token], 4000)  # names it, runs no program
-    _proc(root, 106, ["vim", "notes", "lo3", token], 4000)
-    got = follower.superseded("lo3", token, proc=str(root))
-    assert got == [101]
+    _proc(root, me, [*prog, "lo3", token, "5"], 5000)
+    _proc(root, 101, [*prog, "lo3", token, "4"], 4000)  # an earlier launch's: ended
+    _proc(root, 107, [*prog, "lo3", token, "4"], 6000)  # an earlier launch's started again later: ended
+    _proc(root, 108, [*prog, "lo3", token, "5"], 4000)  # this launch's, started before: ended
+    _proc(root, 102, [*prog, "lo4", token, "4"], 4000)  # another host's
+    _proc(root, 103, [*prog, "lo3", other, "4"], 4000)  # another viewer's
+    _proc(root, 105, ["grep", "-c", "'mstop-follower'", "lo3", token, "4"], 4000)  # names it, runs no program
+    _proc(root, 106, ["vim", "notes", "lo3", token, "4"], 4000)
+    older, newer = follower.superseded("lo3", token, 5, proc=str(root))
+    assert sorted(older) == [101, 107, 108] and not newer
+    _proc(root, 109, [*prog, "lo3", token, "6"], 3000)  # a later launch runs: this one is to end
+    assert follower.superseded("lo3", token, 5, proc=str(root))[1] is True

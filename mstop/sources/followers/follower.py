@@ -13,8 +13,8 @@ after the first complete pass, so a one-shot reader knows when to stop.
 
 One request may serve many hosts (ClusterShell sends one standard input to all the hosts of a worker): its
 ``"hosts"`` maps a host's name (the program's first argument) to that host's ``path`` and ``offsets``. The
-second argument, the viewer's token, names its followers on the host's command lines: a new one ends the
-same viewer's older follower of that host (through a gateway that one runs on: :func:`superseded`).
+second and third, the viewer's token and launch, name its followers on the host's command lines: a new one
+ends the same viewer's older followers of that host (through a gateway those run on: :func:`superseded`).
 
 Digest mode (``"digest": seconds`` in the request; issue 41): a rank file's complete rows are merged, one
 row of its own columns a session and an interval standing for the rows it merged (``step_time``,
@@ -1045,54 +1045,66 @@ def start_ticks(pid, proc="/proc"):
     return int(fields[19]) if len(fields) > 19 and fields[19].isdigit() else None
 
 
-def superseded(name, token, proc="/proc"):
-    """The followers this one replaces: the same viewer's (``token``) for the same host (``name``), named so on
-    their command line, started before this one. Through a gateway a host's old follower runs on after the
-    viewer started another (ClusterShell ends a gateway's worker whole, not one host's ssh): this one ends it."""
+def superseded(name, token, gen, proc="/proc"):
+    """The followers this one replaces, and whether a newer one runs: the same viewer's (``token``) for the same
+    host (``name``), named so on their command line with the viewer's launch (``gen``). Through a gateway a
+    host's old follower runs on after the viewer started another (ClusterShell ends a gateway's worker whole,
+    not one host's ssh), and ClusterShell may start a lost gateway's hosts again in the old worker, whose output
+    the viewer no longer reads: the latest launch wins, and of one launch the latest started."""
     me = os.getpid()
-    mine = (start_ticks(me, proc), me)
-    want = [name.encode(), token.encode()]
+    mine = (gen, start_ticks(me, proc) or 0, me)
     try:
         pids = [int(p) for p in os.listdir(proc) if p.isdigit() and int(p) != me]
     except OSError:
-        return []
-    out = []
+        return [], False
+    older, newer = [], False
     for pid in pids:
         try:
             with open(os.path.join(proc, str(pid), "cmdline"), "rb") as f:
                 args = f.read().rstrip(b"\0").split(b"\0")
         except OSError:
             continue
-        head = args[:-2]  # the bootstrap: ``python3 -u -c PROGRAM`` compiling what it reads as mstop-follower
-        if args[-2:] != want or not os.path.basename(head[0]).startswith(b"python") or b"-c" not in head \
+        head = args[:-3]  # the bootstrap: ``python3 -u -c PROGRAM`` compiling what it reads as mstop-follower
+        if len(args) < 4 or args[-3:-1] != [name.encode(), token.encode()] or not args[-1].isdigit() \
+                or not os.path.basename(head[0]).startswith(b"python") or b"-c" not in head \
                 or b"'mstop-follower'" not in head[-1]:
             continue
-        t = start_ticks(pid, proc)
-        if t is not None and mine[0] is not None and (t, pid) < mine:
-            out.append(pid)
-    return out
+        other = (int(args[-1]), start_ticks(pid, proc), pid)
+        if other[1] is None:
+            continue
+        if other < mine:
+            older.append(pid)
+        else:
+            newer = True
+    return older, newer
 
 
-def end_superseded(name, token):
-    for pid in superseded(name, token):
+def end_superseded(name, token, gen):
+    """End the followers this one replaces; False when a newer one runs (this one is then to end)."""
+    older, newer = superseded(name, token, gen)
+    if newer:
+        return False
+    for pid in older:
         try:
             os.kill(pid, 15)  # SIGTERM: its ssh ends with it, and the gateway's ssh for it
         except OSError:
             pass
+    return True
 
 
 def this_hosts(request):
     """One request for many hosts (sent to all alike): this host's part, by its name (the first argument), and
-    the same viewer's older follower of this host ended (the second, the viewer's token); None when there is
-    no part for it (said)."""
+    the same viewer's older followers of this host ended (the second and third: the viewer's token and launch);
+    None when there is no part for it (said), or a newer launch follows this host."""
     name = sys.argv[1] if len(sys.argv) > 1 else ""
     mine = request["hosts"].get(name)
     if not isinstance(mine, dict):
         send(sys.stdout.buffer, {"error": "no request for host " + repr(name)[:80]})
         return None
     request.update(mine)
-    if len(sys.argv) > 2 and re.match(r"^[0-9a-f]{16}$", sys.argv[2]):
-        end_superseded(name, sys.argv[2])
+    if len(sys.argv) > 3 and re.match(r"^[0-9a-f]{16}$", sys.argv[2]) and sys.argv[3].isdigit() \
+            and not end_superseded(name, sys.argv[2], int(sys.argv[3])):
+        return None  # a newer launch of this viewer follows this host: this one was started again for nothing
     return request
 
 
