@@ -24,8 +24,11 @@ from ..engine.reader import RunReader
 from ..engine.store import Store
 from .files import lock_free
 
-#: seconds a rank is silent (no row, no event) before its life lock is looked at
-LIFE_SILENCE = 3.0
+#: seconds a rank is silent (no row, no event) before its life lock is looked at: under the shortest silence
+#: that reads a rank dead (3 heartbeats of a writer beating every second), so a rank whose lock was let go is
+#: found by it before then (at 3 s both, a read whose status came a moment after its look said dead with no word
+#: of how: CI)
+LIFE_SILENCE = 2.0
 #: the most ranks probed by one check (each an open and a flock): the rest at the next checks
 LIFE_PROBES = 256
 

@@ -44,6 +44,25 @@ def test_a_silent_rank_whose_lock_is_free_is_recorded_ended_once(tmp_path):
     assert LifeLocks(store).check({0: path}, now=2000.0) == 0  # ended already: not again
 
 
+def test_a_lock_is_looked_at_before_the_silence_that_reads_a_rank_dead(tmp_path):
+    """CI: a PID-1 rank beating every second read dead by its silence (3 heartbeats) in a read that looked at its
+    lock a moment before 3 s of it: dead, and no word of how. The lock is looked at after 2 s."""
+    import time
+
+    t0 = time.time() + 60.0  # its last row ahead of this read's clock: the read itself looks at no lock
+    run = tmp_path / "run"
+    write_rank(run, 0, steps(1, 5, t0=t0 - 5.0, loss=1.0, step_time=1.0, session="s"))  # the last at t0
+    (run / "rank0.events.jsonl").write_text(json.dumps({
+        "time": t0 - 5.0, "kind": "start", "session": "s", "pid": 1, "life_lock": True, "boot_id": boot_id(),
+        "heartbeat_interval": 1.0}) + "\n")
+    store = read_once(str(run))
+    assert not RunReader(store).events(0, "exit")
+    path = str(run / "rank0.events.jsonl")
+    fresh = LifeLocks(store)
+    assert fresh.check({0: path}, now=t0 + 1.5) == 0  # a rank silent 1.5 s is not looked at
+    assert fresh.check({0: path}, now=t0 + 2.5) == 1
+
+
 def test_no_lock_said_another_kernel_or_a_lock_held_is_not_an_end(tmp_path):
     for kw in ({"life_lock": False}, {"boot": "another-machine"}):
         run = _run(tmp_path / str(kw), **kw)

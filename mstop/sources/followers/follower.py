@@ -64,7 +64,7 @@ HEARTBEAT = 5.0
 QUIET = 10.0
 # mstop.sources.lifelocks: seconds an events file is idle before its life lock is looked at, the most looked at
 # a look, and (the follower's own) seconds between looks
-LIFE_SILENCE = 3.0
+LIFE_SILENCE = 2.0
 LIFE_PROBES = 256
 LIFE_EVERY = 1.0
 # the bytes of an events file's head looked at for its start event's boot id (after a reconnect)
