@@ -862,13 +862,8 @@ class Workers:
         self.page = os.sysconf("SC_PAGE_SIZE")
 
     def facts(self, pid):
-        try:
-            with open(f"/proc/{pid}/stat", "rb") as f:
-                raw = f.read()
-        except OSError:
-            return None
-        fields = raw[raw.rfind(b")") + 2:].split()
-        if len(fields) < 22:
+        fields = stat_fields(pid)
+        if fields is None or len(fields) < 22:
             return None
         out = {"state": fields[0].decode("ascii", "replace"),
                "cpu_s": round((int(fields[11]) + int(fields[12])) / self.ticks, 3), "threads": int(fields[17]),
@@ -1034,15 +1029,20 @@ def resumed(offsets):
     return states
 
 
-def start_ticks(pid, proc="/proc"):
-    """A process's start time in clock ticks since boot (``/proc/PID/stat`` field 22), None when gone."""
+def stat_fields(pid, proc="/proc"):
+    """The fields of ``/proc/PID/stat`` after the command's name (field 3 first), None when it is gone."""
     try:
         with open(os.path.join(proc, str(pid), "stat"), "rb") as f:
             raw = f.read()
     except OSError:
         return None
-    fields = raw[raw.rfind(b")") + 2:].split()
-    return int(fields[19]) if len(fields) > 19 and fields[19].isdigit() else None
+    return raw[raw.rfind(b")") + 2:].split()
+
+
+def start_ticks(pid, proc="/proc"):
+    """A process's start time in clock ticks since boot (``/proc/PID/stat`` field 22), None when gone."""
+    fields = stat_fields(pid, proc)
+    return int(fields[19]) if fields is not None and len(fields) > 19 and fields[19].isdigit() else None
 
 
 def superseded(name, token, gen, proc="/proc"):
