@@ -321,8 +321,9 @@ def host_verdicts(g: Peers, relax: float = 1.0) -> list[Verdict]:
     if len(g.ranks) < 2 or not (g.delay >= DELAY_SHARE * relax).any():
         return []
     got = _straggler(g.delay, HOST_MARGIN, relax)
-    if got is None or g.delay[got[0]] < DELAY_SHARE * relax or _own_demand(g, got[0], relax):
-        return []  # (a rank that runs SKEW times its peers' CPU waits by its own demand: compute_straggler)
+    if got is None or g.delay[got[0]] < DELAY_SHARE * relax or _own_demand(g, got[0]):
+        return []  # (a rank that runs SKEW times its peers' CPU waits by its own demand: compute_straggler; at
+        # its full thresholds: relaxed, they would drop a held host straggler sooner, not keep it)
     i, med, _ = got
     ev = {"rank": g.ranks[i], "rank_run_delay_share": round(float(g.delay[i]), 4),
           "median_run_delay_share": round(med, 4), "skew": round(float(g.delay[i] / med), 2) if med > 0 else None,

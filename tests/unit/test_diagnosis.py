@@ -520,3 +520,13 @@ def test_a_ranks_cpu_a_step_is_read_over_its_steps_not_its_compilation(tmp_path)
     (v,) = [v for v in diagnose(read_once(str(run)).snapshot()) if v.kind == "compute_straggler"]
     assert v.ranks == [3] and v.evidence["rank_cpu_s_per_step"] == pytest.approx(0.4, abs=0.02), v
     assert v.evidence["median_cpu_s_per_step"] == pytest.approx(0.1, abs=0.02), v
+
+
+def test_a_held_host_straggler_is_not_dropped_sooner_by_its_relaxed_thresholds():
+    """A rank waiting for a CPU half the time, running 1.35 x its peers' CPU (its slow host's own overhead): a
+    host straggler at the full thresholds, and held under the relaxed ones (the exclusion of a rank slow by its
+    own demand stays at its full thresholds: relaxed, it dropped the verdict it was to keep)."""
+    g = peers(4, 1.0, cpu=0.2, delay=0.02)
+    g.cpu[1], g.delay[1] = 0.27, 0.5
+    assert [v.ranks for v in diagnosis.host_verdicts(g)] == [[1]]
+    assert [v.ranks for v in diagnosis.host_verdicts(g, diagnosis.RELAX)] == [[1]]
