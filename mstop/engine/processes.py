@@ -84,13 +84,32 @@ def rates(p: dict[str, Any] | None, since: float = -math.inf) -> tuple[float, fl
     return cpu, delay
 
 
+#: seconds a rank's process must have been seen in D, its rank writing no row since, before it holds the others
+#: up: a process is in D for every disk read and every page it faults in, and on a loaded host its watcher saw
+#: a healthy rank in D at two looks a second apart. D that lasts is told by a later ``proc`` event (a change or
+#: the heartbeat, 5 s) still saying D
+D_HOLD_S = 3.0
+
+
 def holding(d: RankData) -> dict[str, Any] | None:
-    """The current process's facts when it is stopped, traced or in D (and has not exited since)."""
+    """The current process's facts when it is stopped or traced, or in D for D_HOLD_S with no row of its rank
+    since it went in (and has not exited since)."""
     p = process(d)
     if p is None or p.get("state") not in HOLDING:
         return None
     e = exited(d)
-    return None if e is not None and float(e["time"]) >= float(p["time"]) else p
+    if e is not None and float(e["time"]) >= float(p["time"]):
+        return None
+    return p if p["state"] != "D" or stuck_in_d(d, p) else None
+
+
+def stuck_in_d(d: RankData, p: dict[str, Any], until: float | None = None) -> bool:
+    """Whether the process's D (its facts ``p``) has lasted D_HOLD_S by its watcher's reports (or to ``until``:
+    its end), with no row of the rank written since it began: a rank whose steps go on is doing I/O, not stuck
+    in it."""
+    since = float(p["since"])
+    end = float(p["time"]) if until is None else until
+    return end - since >= D_HOLD_S and not (d.rows and d.last("time") >= since)
 
 
 #: seconds between the end of a stopped stretch and the process's end within which it counts as held until its
@@ -105,10 +124,12 @@ def held_until_end(d: RankData) -> dict[str, Any] | None:
     p = process(d)
     if e is None or p is None:
         return None
-    if p.get("state") in HOLDING and e.get("last_state") in HOLDING:
+    if p.get("state") in HOLDING and e.get("last_state") in HOLDING \
+            and (p["state"] != "D" or stuck_in_d(d, p, float(e["time"]))):
         return p
     held = p.get("held")
-    if isinstance(held, dict) and float(e["time"]) - float(held["until"]) <= HELD_GRACE:
+    if isinstance(held, dict) and float(e["time"]) - float(held["until"]) <= HELD_GRACE \
+            and (held["state"] != "D" or float(held["until"]) - float(held["since"]) >= D_HOLD_S):
         return {**p, "state": held["state"], "since": held["since"]}
     return None
 

@@ -235,11 +235,17 @@ def rank_profile(d: RankData) -> dict[str, Any] | None:
 def _key(d: RankData) -> tuple[Any, ...]:
     """What a rank's answers read: its events, its rows since they were last forgotten (their first row's
     time), whether it has rows, its sessions, and its last row's time where an answer compares with it (an
-    abort, an end, rows that carry no session)."""
+    abort, an end, rows that carry no session, a process in D)."""
     rows = d.rows
-    t = d.last("time") if rows and (d.aborts or d.ends or _unnamed_rows(d)) else None
+    t = d.last("time") if rows and (d.aborts or d.ends or _unnamed_rows(d) or _in_d(d)) else None
     m = d.csv_mtime if _unnamed_rows(d) else None  # restarting() reads it for rows that carry no session
     return d.ev_stamp, d.rows_epoch, rows > 0, len(d.segments), t, m
+
+
+def _in_d(d: RankData) -> bool:
+    """Whether one of the rank's processes was last seen in D: whether it holds the others up depends on the
+    rank's last row (mstop.engine.processes.stuck_in_d)."""
+    return any(p.get("state") == "D" for p in d.procs.values())
 
 
 def _one(d: RankData) -> One:

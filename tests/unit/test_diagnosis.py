@@ -423,6 +423,36 @@ def test_a_rank_its_witness_sees_stopped_is_the_hang_before_any_dump(tmp_path):
     assert v.words.startswith("rank 3's process is stopped") and "the other ranks wait for it" in v.words
 
 
+
+@pytest.mark.parametrize("d_at, rows_to, held", [
+    ((1036.0,), 30, False),  # seen in D once (two looks a second apart, then its heartbeat is due): I/O
+    ((1031.0, 1036.0), 30, True),  # in D at two reports 5 s apart and no row since: stuck in D
+    ((1021.0, 1026.0), 30, False),  # in D as long, but its rows went on after: a rank reading its data
+])
+def test_a_rank_in_d_holds_the_others_only_when_it_lasts_and_its_steps_stop(tmp_path, d_at, rows_to, held):
+    """A process is in uninterruptible sleep (D) for every disk read and page fault: a healthy rank on a
+    loaded host was seen in D at two looks and named the hang (issue 60's CI). D holds the others up when
+    its watcher still says D D_HOLD_S later and the rank wrote no row since it went in."""
+    from tests.helpers.runs import start, steps, write_events, write_rank
+
+    run = tmp_path / "run"
+    for r in range(4):
+        procs = _procs(100 + r, 1001.0, 0.3, 0.01, n=8)
+        if r == 3:
+            procs = [p for p in procs if p["time"] < d_at[0]]
+            procs += [{**procs[-1], "time": t, "state": "D", "changed": k == 0} for k, t in enumerate(d_at)]
+        write_events(run, r, [start("s1", t=999.0, world_size=4, pid=100 + r,
+                                    parallel={"parallel_mode": "data_parallel"}), *procs])
+        write_rank(run, r, steps(1, rows_to, t0=1000.0, dt=1.0, step_time=1.0, loss=1.0))
+    store = read_once(str(run)).snapshot()
+    hangs = [v.ranks for v in diagnose(store) if v.kind == "hang"]
+    assert hangs == ([[3]] if held else []), hangs
+    from mstop.engine.figures import Options
+    from mstop.engine.health import evaluate
+    from mstop.engine.rules import Rules
+    stopped = [a.rank for a in evaluate(store, Rules(), Options(clock=lambda: 1037.0)) if a.kind == "stopped_rank"]
+    assert stopped == ([3] if held else []), stopped
+
 COLLECTIVE = [f"_exec_pip ({SITE}/mindspore/common/api.py:2432)", "train (/job/train.py:30)",
               "<module> (/job/train.py:40)"]
 INPUT = [[f"wait ({STDLIB}/threading.py:320)", f"_get_next ({SITE}/mindspore/dataset/engine/iterators.py:150)",
