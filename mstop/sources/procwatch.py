@@ -162,9 +162,7 @@ class ProcessWatch:
                 # the ends seen in this one look share its time; the workers still running when looked at again
                 # now, after those ends were certain, outlived them
                 seen = time.time()
-                alive = [self.watched[r]["pid"] for r in active if gone and r not in gone
-                         and not self._gone(r, proc_facts(self.watched[r]["pid"], self.ticks, self.page))
-                         and not killed(self.watched[r]["pid"])]
+                alive = [self.watched[r]["pid"] for r in active if gone and r not in gone and self._running(r)]
                 for r in gone:
                     self._exit(r, facts[r], seen, alive)
                     changed = True
@@ -186,6 +184,12 @@ class ProcessWatch:
         w.update(said=shown, written=now, last=facts)
         self.store.ingest_events(rank, [_proc_event(rank, w["pid"], facts, changed or shown != "ok")])
         return True
+
+    def _running(self, rank: int) -> bool:
+        """The rank's process runs now, not ending (mstop_writer.witness.running: no SIGKILL pending, not
+        exiting): looked at after other ends were certain, it outlived them."""
+        facts = proc_facts(self.watched[rank]["pid"], self.ticks, self.page)
+        return not self._gone(rank, facts) and not facts["exiting"] and not killed(self.watched[rank]["pid"])
 
     def _gone(self, rank: int, facts: dict[str, Any] | None) -> bool:
         """The rank's process ended, or its pid is another process's now."""

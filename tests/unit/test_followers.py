@@ -18,6 +18,7 @@ from mstop.sources import files, followers, lifelocks, mflog, procwatch, runs
 from mstop.sources.followers import follower, runs_follower
 from mstop.sources.rankfiles import rank_part
 from mstop.sources.remote import FRAME_DEADLINE
+from mstop_writer import witness
 from mstop_writer.schema import CSV_PATTERN, DEVICES_PATTERN, EVENTS_PATTERN, file_kind
 
 PROGRAMS = ("follower", "runs_follower", "log_follower", "pyspy_follower")
@@ -40,6 +41,7 @@ COPIES = {
     ("follower", "FLOAT32_MAX"): lambda: float(np.finfo(np.float32).max),
     ("follower", "LIFE_SILENCE"): lambda: lifelocks.LIFE_SILENCE,
     ("follower", "LIFE_PROBES"): lambda: lifelocks.LIFE_PROBES,
+    ("follower", "PF_EXITING"): lambda: witness.PF_EXITING,
     ("runs_follower", "MF_DIR"): lambda: _whole(mflog.RANK_DIR.pattern),
     ("runs_follower", "WORKER"): lambda: _whole(mflog.WORKER_LOG.pattern),
     ("runs_follower", "PID"): lambda: procwatch.PID.pattern,

@@ -69,6 +69,7 @@ def proc_facts(pid: int, ticks: float, page: int) -> dict | None:
         "threads": int(fields[17]),
         "start_ticks": int(fields[19]),
         "rss": int(fields[21]) * page,
+        "exiting": bool(int(fields[6]) & PF_EXITING),
     }
     if len(fields) >= 50 and out["state"] == "Z":
         out["exit_status"] = int(fields[49])
@@ -90,10 +91,16 @@ def run_delay(pid: int) -> float | None:
 
 
 def running(pid: int, ticks: float, page: int) -> bool:
-    """Process ``pid`` exists and has not ended (neither zombie nor dead, nor killed: a SIGKILL pending, which
-    a process of a whole job killed at once holds while it waits for a CPU to exit on)."""
+    """Process ``pid`` exists and has not ended (neither zombie nor dead, nor ending: a SIGKILL pending, which
+    a process of a whole job killed at once holds while it waits for a CPU to exit on, or already exiting)."""
     facts = proc_facts(pid, ticks, page)
-    return facts is not None and facts["state"] not in "ZX" and not killed(pid)
+    return facts is not None and facts["state"] not in "ZX" and not facts["exiting"] and not killed(pid)
+
+
+#: PF_EXITING in ``/proc/PID/stat``'s flags (field 9): the main thread has taken its fatal signal and is in the
+#: kernel's exit. It still shows R or D while a large process's memory is freed, tens of milliseconds on a
+#: loaded host: of a whole job killed at once, one rank's end was seen while the others were exiting so
+PF_EXITING = 0x4
 
 
 #: SIGKILL's bit in /proc/PID/status's signal masks

@@ -69,6 +69,7 @@ LIFE_PROBES = 256
 LIFE_EVERY = 1.0
 # the bytes of an events file's head looked at for its start event's boot id (after a reconnect)
 HEAD = 64 << 10
+PF_EXITING = 0x4  # /proc/PID/stat's flags: in the kernel's exit (mstop_writer.witness.PF_EXITING)
 # a MindSpore log line's prefix ``ME(21888,7f3a...,python)``: the worker's pid (mstop.sources.procwatch's rule)
 PID = re.compile(rb"\b[A-Z_]{2,16}\((\d{1,9}),[0-9a-fx]+,")
 # a connection's own address in MindSpore's cluster warnings (mstop.sources.procwatch.SOURCE)
@@ -867,7 +868,8 @@ class Workers:
             return None
         out = {"state": fields[0].decode("ascii", "replace"),
                "cpu_s": round((int(fields[11]) + int(fields[12])) / self.ticks, 3), "threads": int(fields[17]),
-               "start_ticks": int(fields[19]), "rss": int(fields[21]) * self.page}
+               "start_ticks": int(fields[19]), "rss": int(fields[21]) * self.page,
+               "exiting": bool(int(fields[6]) & PF_EXITING)}
         if len(fields) >= 50 and out["state"] == "Z":
             out["exit_status"] = int(fields[49])
         return out
@@ -929,6 +931,11 @@ class Workers:
     def gone(self, w, facts):
         return facts is None or facts["start_ticks"] != w[1] or facts["state"] in "ZX"
 
+    def running(self, w):
+        """The worker runs now, not ending (no SIGKILL pending, not in the kernel's exit: PF_EXITING)."""
+        f = self.facts(w[0])
+        return not self.gone(w, f) and not f["exiting"] and not self.killed(w[0])
+
     def killed(self, pid):
         """A SIGKILL is pending for the process: it is ending (a whole job killed at once: no order seen)."""
         try:
@@ -947,8 +954,7 @@ class Workers:
         facts = {rank: self.facts(w[0]) for rank, w in active.items()}
         gone = [rank for rank, w in active.items() if self.gone(w, facts[rank])]
         seen = time.time()
-        alive = [w[0] for rank, w in active.items() if gone and rank not in gone and not self.gone(w, self.facts(w[0]))
-                 and not self.killed(w[0])]
+        alive = [w[0] for rank, w in active.items() if gone and rank not in gone and self.running(w)]
         for rank, w in active.items():
             f = facts[rank]
             if rank not in gone:
