@@ -361,7 +361,11 @@ class Fanout:
                 h.due, h.last = True, time.monotonic()
             self.launch(fresh[:LAUNCH_EACH_TICK])
         self._ticked = time.monotonic()
-        task.timer(TICK, _handler(self, {}), interval=TICK, autoclose=True)
+        # following, the tick keeps the Task alive: through gateways every host is in one worker, and a lost
+        # gateway ends it whole (each host rc 76), as every host's ssh failing at once does flat; with no client
+        # left an autoclose timer let the Task end, and the hosts due again were never started (CI: "reconnecting,
+        # try 1" for 90 s). stop() aborts it
+        task.timer(TICK, _handler(self, {}), interval=TICK, autoclose=self._oneshot)
         task.timer(BATCH_S, _flusher(self), interval=BATCH_S, autoclose=True)
 
     def command(self, launch: int = 0) -> str:
