@@ -460,6 +460,9 @@ class RemoteSource:
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
         _LIVE.add(proc)
         self._proc = proc
+        if self._stop.is_set():  # stop() came while it started: it saw the old process (or none), not this one
+            self._close(proc)
+            raise RemoteError(f"{self.target.host}: stopped")
         try:
             assert proc.stdin is not None
             proc.stdin.write(self.program_input())
