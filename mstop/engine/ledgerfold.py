@@ -57,6 +57,9 @@ class RankData(Protocol):
 
 #: rows a block: a row is measured against the figures of the block before its own
 BLOCK = 64
+#: the fewest rows whose first block's figures are worked out in arrays (prefix_figures), a rank alone or ranks
+#: together (settle_fresh); fewer go row by row
+SHORT = 8
 #: the sums a rank's classified rows (all but each session's first) add to, in this order
 SUMS = ("productive", "input_wait", "checkpoint", "stalled", "recomputed")
 #: the shortest stall limit (mstop.engine.figures.STALL_MIN_S is this one)
@@ -259,7 +262,7 @@ class RankLedger:
         if w is None:
             return
         lo = len(self.early)
-        if lo == 0 and upto >= 8:  # a first read: every row's figures at once (the same arithmetic)
+        if lo == 0 and upto >= SHORT:  # a first read: every row's figures at once (the same arithmetic)
             self._early_at_once(d, upto)
             return
         firsts = {s.first_row for s in d.segments}
@@ -612,7 +615,7 @@ _FRESH_CHUNK = 256
 
 def settle_fresh(ds: list[RankData]) -> list[RankData]:
     """Settle together the ranks of ``ds`` whose rows all arrived at once (a first read: nothing classified
-    yet, one session from row 0, a block and more of rows, none merged, nothing spilled, no checkpoint known),
+    yet, one session from row 0, SHORT rows or more, none merged, nothing spilled, no checkpoint known),
     grouped by their count of rows, each group in arrays: the arithmetic of :meth:`RankLedger.settle` (its
     first block's prefix medians, its blocks' figures, its rows' classes) for all of them at once, value for
     value. A rank a row of which was slow or saved is settled on its own. The others are returned, to be
@@ -622,7 +625,7 @@ def settle_fresh(ds: list[RankData]) -> list[RankData]:
     for d in ds:
         f = d.ledger
         if (f.settled == 0 and f.warm is not None and not len(f.early) and not f.ck_times and not f.ck_steps
-                and len(d.segments) == 1 and d.segments[0].first_row == 0 and d.rows >= BLOCK and not d.base
+                and len(d.segments) == 1 and d.segments[0].first_row == 0 and d.rows >= SHORT and not d.base
                 and WEIGHT not in d.extras):
             groups.setdefault(d.rows, []).append(d)
         else:
@@ -639,14 +642,17 @@ def _settle_group(ds: list[RankData], n: int) -> list[RankData]:
     st = np.stack([d.span("step_time", 0, n) for d in ds]).astype(np.float64)
     dw = np.stack([d.span("data_wait", 0, n) for d in ds]).astype(np.float64)
     steps = np.stack([d.span("step", 0, n) for d in ds])
-    k, b = len(ds), n // BLOCK * BLOCK
+    k, b, e = len(ds), n // BLOCK * BLOCK, min(n, BLOCK)
     first, same = np.zeros((k, max(b - BLOCK + 1, BLOCK)), bool), np.ones((k, max(b - BLOCK + 1, BLOCK)), bool)
     first[:, 0] = True  # row 0 begins the session (of the blocks' arrays, the row before them: not read)
-    early, _ = prefix_figures(t[:, :BLOCK], st[:, :BLOCK], first[:, :BLOCK], same[:, :BLOCK], None)
-    m = b - BLOCK + 1
-    blocks = block_figures(t[:, BLOCK - 1:b], st[:, BLOCK - 1:b], first[:, :m], same[:, :m], BLOCK,
-                           early[:, BLOCK - 1], None)
-    table = np.concatenate([early, early[:, BLOCK - 1:], blocks], axis=1)
+    early, values = prefix_figures(t[:, :e], st[:, :e], first[:, :e], same[:, :e], None)
+    if b:
+        m = b - BLOCK + 1
+        blocks = block_figures(t[:, BLOCK - 1:b], st[:, BLOCK - 1:b], first[:, :m], same[:, :m], BLOCK,
+                               early[:, BLOCK - 1], None)
+        table = np.concatenate([early, early[:, BLOCK - 1:], blocks], axis=1)
+    else:  # fewer rows than a block: the first block's figures so far, its values kept for the rows to come
+        table = early
     # the rows after the first (row i < BLOCK measured against table[i], else table[BLOCK + i // BLOCK - 1]),
     # each from the time its session had reached: classify's arithmetic (steps_of), every rank at once
     run = np.maximum.accumulate(t, axis=1)
@@ -663,8 +669,12 @@ def _settle_group(ds: list[RankData], n: int) -> list[RankData]:
             continue
         led = d.ledger
         led.early.add(early[i])
-        led.blocks.add(table[i, BLOCK:])
-        led.warm = None
+        if b:
+            led.blocks.add(table[i, BLOCK:])
+            led.warm = None
+        else:  # as RankLedger._early_at_once keeps them
+            led.warm.st, led.warm.gap, led.warm.excess = (sorted(v[i][v[i] == v[i]].tolist()) for v in values)
+            led.warm.last = (float(t[i, n - 1]), int(d.span("session", n - 1, n)[0]))
         ws = float(wait_s[i])
         led.sums = [0.0 + (float(own_s[i]) - 0.0 - ws), 0.0 + ws, 0.0, 0.0 + (float(lost_s[i]) - 0.0), 0.0]
         led.sess_t.append(float(run[i, -1]))

@@ -357,8 +357,9 @@ def _same(snap, opts: Options) -> None:
 
 @st.composite
 def fresh_ranks(draw: st.DrawFn) -> list[list[tuple[float, float, float, float, str]]]:
-    """1-5 ranks of the same count of rows (a block or more: a first read's), one session each."""
-    n = draw(st.integers(BLOCK, 3 * BLOCK + 5))
+    """1-5 ranks of the same count of rows (a first read's: from fewer than settle_fresh takes, through less
+    than a block, to three blocks and more), one session each."""
+    n = draw(st.one_of(st.integers(1, BLOCK - 1), st.integers(BLOCK, 3 * BLOCK + 5)))
     out = []
     for _ in range(draw(st.integers(1, 5))):
         t, rows = 1000.0, []
@@ -367,6 +368,11 @@ def fresh_ranks(draw: st.DrawFn) -> list[list[tuple[float, float, float, float, 
             rows.append((t, float(step), a, w, "s0"))
         out.append(rows)
     return out
+
+
+def _warm(led) -> tuple | None:
+    w = led.warm
+    return None if w is None else (w.st, w.gap, w.excess, w.last)
 
 
 @given(fresh_ranks())
@@ -390,10 +396,12 @@ def test_ranks_settled_together_equal_each_settled_row_by_row(ranks):
         got, slow = together.ranks[r].ledger, alone.ranks[0].ledger
         want = ones.ranks[0].ledger if r == pick else slow
         assert got.early.a == slow.early.a and got.blocks.a == slow.blocks.a
-        for other in (want, slow):  # the figures each row is measured against
+        for other in (want, slow, split.ranks[0].ledger):  # the figures each row is measured against
             assert [got.figures_of(i) for i in range(len(rows))] == [other.figures_of(i) for i in range(len(rows))]
             assert (got.settled, got.top, got.sess_t, got.reached) == (other.settled, other.top, other.sess_t,
                                                                         other.reached)
+            # fewer rows than a block: the first block's values so far, kept for the rows to come
+            assert _warm(got) == _warm(other)
         assert got.sums == slow.sums == split.ranks[0].ledger.sums  # the same rows' classes: to the bit
         assert got.sums == pytest.approx(want.sums, rel=1e-9, abs=1e-6)
         assert got.sums == pytest.approx(oracle(rows, []), rel=1e-9, abs=1e-6)
