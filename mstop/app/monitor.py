@@ -18,7 +18,7 @@ from textual.containers import Horizontal, Vertical
 from textual.css.query import NoMatches
 from textual.reactive import reactive
 from textual.screen import Screen
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from ..live import Frame, MonitorOptions, MonitorSession, Throttle, close_connections, fresh_lines, stop_programs
 from ..safe import clean
@@ -53,6 +53,7 @@ from .widgets import (
     DeviceStrip,
     Header,
     HeatStrip,
+    KeysFooter,
     LossPanel,
     MemoryPanel,
     MfuPanel,
@@ -166,7 +167,7 @@ class MonitorScreen(Screen[None]):
                 yield Chart(id="rank-chart")
             yield DeviceStrip(id="device-strip")
             yield RanksTable(id="ranks")
-        yield Footer()
+        yield KeysFooter()
 
     def on_mount(self) -> None:
         self.query_one("#loss").border_title = "loss"

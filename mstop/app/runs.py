@@ -14,7 +14,7 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.message import Message
 from textual.screen import ModalScreen, Screen
-from textual.widgets import Footer, Input, Static
+from textual.widgets import Input, Static
 
 from ..live import MonitorOptions
 from ..live.runs import (
@@ -34,6 +34,7 @@ from ..safe import clean
 from ..view import Rules
 from .monitor import MonitorScreen, MstopApp
 from .screens import HelpScreen
+from .widgets.footer import KeysFooter
 from .widgets.runs import RunsTable
 
 #: The model's thread waits this many times as long as its last pass took before the next.
@@ -122,7 +123,7 @@ class RunsScreen(Screen[None]):
         yield Static(id="runs-notes")
         yield RunsTable(id="runs")
         yield Input(placeholder="filter: words, status=running, world_size>=64, note~recompute", id="runs-filter")
-        yield Footer()
+        yield KeysFooter()
 
     def on_mount(self) -> None:
         self.query_one(RunsTable).focus()

@@ -6,16 +6,18 @@
     panels.py  LossPanel, ThroughputPanel, MfuPanel, MemoryPanel, DataPanel
     ranks.py   RanksTable, RankDetail, DeviceStrip (the hosts' NPUs)
     heat.py    HeatStrip
+    footer.py  KeysFooter: Textual's footer, made again once a refresh
     runs.py    RunsTable: the runs list's table
 """
 
 from __future__ import annotations
 
 from .chart import Chart
+from .footer import KeysFooter
 from .header import AlertsPanel, Header
 from .heat import HEAT_METRICS, PROFILE_METRICS, HeatStrip
 from .panels import DataPanel, LossPanel, MemoryPanel, MfuPanel, ThroughputPanel
 from .ranks import DeviceStrip, RankDetail, RanksTable
 
 __all__ = ["HEAT_METRICS", "PROFILE_METRICS", "AlertsPanel", "Chart", "DataPanel", "DeviceStrip", "Header", "HeatStrip",
-           "LossPanel", "MemoryPanel", "MfuPanel", "RankDetail", "RanksTable", "ThroughputPanel"]
+           "KeysFooter", "LossPanel", "MemoryPanel", "MfuPanel", "RankDetail", "RanksTable", "ThroughputPanel"]
