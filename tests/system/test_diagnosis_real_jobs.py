@@ -4,6 +4,7 @@ over ssh); a healthy job gets no verdict."""
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import shutil
@@ -15,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from mstop.engine.diagnosis import diagnose
+from mstop.engine.diagnosis import INPUT_SHARE, diagnose
 from mstop.live.options import MonitorOptions
 from mstop.live.session import MonitorSession
 from mstop.sources import read_once
@@ -145,7 +146,11 @@ def test_a_job_whose_every_input_is_slow_is_input_bound(tmp_path):
     try:
         t0 = first_rows(job.run, 1)
         v, took = named(job.run, "input_bound", t0, timeout=40)
-        assert v["ranks"] == [] and v["evidence"]["median_wait_share"] > 0.5, v
+        # the wait's share of a step, over the rule's limit; not a fixed half: on CI's loaded machine the steps
+        # themselves slowed and the 0.3 s wait was 32 % of them. What the rows say the input took: its 0.3 s
+        assert v["ranks"] == [] and v["evidence"]["median_wait_share"] >= INPUT_SHARE, v
+        waits = [float(r["data_wait"]) for r in csv.DictReader(open(job.run / "rank0.csv")) if r["data_wait"]]
+        assert sorted(waits)[len(waits) // 2] >= 0.25, waits
         finish(job)
     finally:
         job.stop()
