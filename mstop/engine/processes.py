@@ -129,7 +129,7 @@ def held_until_end(d: RankData) -> dict[str, Any] | None:
         return p
     held = p.get("held")
     if isinstance(held, dict) and float(e["time"]) - float(held["until"]) <= HELD_GRACE \
-            and (held["state"] != "D" or float(held["until"]) - float(held["since"]) >= D_HOLD_S):
+            and (held["state"] != "D" or stuck_in_d(d, held, float(held["until"]))):
         return {**p, "state": held["state"], "since": held["since"]}
     return None
 

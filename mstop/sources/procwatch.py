@@ -23,7 +23,7 @@ import threading
 import time
 from typing import Any, Callable
 
-from mstop_writer.witness import describe_status, killed, proc_facts
+from mstop_writer.witness import describe_status, proc_facts, running
 
 from ..engine.store import Store
 from .followers.follower import ran_here as _ran_here
@@ -162,7 +162,8 @@ class ProcessWatch:
                 # the ends seen in this one look share its time; the workers still running when looked at again
                 # now, after those ends were certain, outlived them
                 seen = time.time()
-                alive = [self.watched[r]["pid"] for r in active if gone and r not in gone and self._running(r)]
+                alive = [self.watched[r]["pid"] for r in active if gone and r not in gone
+                         and running(self.watched[r]["pid"], self.ticks, self.page, self.watched[r]["ticks"])]
                 for r in gone:
                     self._exit(r, facts[r], seen, alive)
                     changed = True
@@ -184,12 +185,6 @@ class ProcessWatch:
         w.update(said=shown, written=now, last=facts)
         self.store.ingest_events(rank, [_proc_event(rank, w["pid"], facts, changed or shown != "ok")])
         return True
-
-    def _running(self, rank: int) -> bool:
-        """The rank's process runs now, not ending (mstop_writer.witness.running: no SIGKILL pending, not
-        exiting): looked at after other ends were certain, it outlived them."""
-        facts = proc_facts(self.watched[rank]["pid"], self.ticks, self.page)
-        return not self._gone(rank, facts) and not facts["exiting"] and not killed(self.watched[rank]["pid"])
 
     def _gone(self, rank: int, facts: dict[str, Any] | None) -> bool:
         """The rank's process ended, or its pid is another process's now."""

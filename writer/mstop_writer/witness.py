@@ -90,11 +90,13 @@ def run_delay(pid: int) -> float | None:
         return None
 
 
-def running(pid: int, ticks: float, page: int) -> bool:
+def running(pid: int, ticks: float, page: int, start_ticks: int | None = None) -> bool:
     """Process ``pid`` exists and has not ended (neither zombie nor dead, nor ending: a SIGKILL pending, which
-    a process of a whole job killed at once holds while it waits for a CPU to exit on, or already exiting)."""
+    a process of a whole job killed at once holds while it waits for a CPU to exit on, or already exiting);
+    ``start_ticks``: and it is the process that started then (not another given its pid since)."""
     facts = proc_facts(pid, ticks, page)
-    return facts is not None and facts["state"] not in "ZX" and not facts["exiting"] and not killed(pid)
+    return (facts is not None and facts["state"] not in "ZX" and not facts["exiting"] and not killed(pid)
+            and (start_ticks is None or facts["start_ticks"] == start_ticks))
 
 
 #: PF_EXITING in ``/proc/PID/stat``'s flags (field 9): the main thread has taken its fatal signal and is in the
