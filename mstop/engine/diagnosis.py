@@ -621,18 +621,39 @@ def _first_error(d: RankData) -> tuple[float, str, Any] | None:
     return float(a["time"]), str(a.get("error") or ""), a.get("step")
 
 
+#: the signals a process dies of by its own fault (a bad address, a bad instruction, an abort()): a root, as
+#: an out-of-memory is, whatever its peers then say
+CRASH_SIGNALS = ("SIGSEGV", "SIGBUS", "SIGILL", "SIGFPE", "SIGABRT")
+
+
+def _crash(d: RankData) -> tuple[float, str, Any] | None:
+    """A rank whose current process died of a crash signal (CRASH_SIGNALS) without an abort: (its exit's time,
+    ``killed by SIGSEGV (Segmentation fault)``, its last step), as :func:`_first_error` gives an abort."""
+    e = processes.exited(d)
+    if e is None or e.get("how") != "signal" or e.get("signal") not in CRASH_SIGNALS:
+        return None
+    w = processes.where(d, stuck_only=False)
+    said = processes.how_words(e) + (f" ({w.error})" if w is not None and w.reason == "fatal" and w.error else "")
+    return float(e["time"]), said, d.last("step") if d.rows else None
+
+
 def root_verdicts(store: Snapshot) -> list[Verdict]:
     """``root_cause``: of the ranks whose current session aborted, each first error told a root (out of memory,
-    NaN, a device, data or the user's exception) or a cascade of another rank's failure (a collective's
-    timeout, a peer's abort, the launcher's teardown); the root named is the wait-for graph's sink where its
+    NaN, a device, data or the user's exception; a process killed by a crash signal with no abort is a root of
+    kind ``crash``) or a cascade of another rank's failure (a collective's timeout, a peer's abort, the
+    launcher's teardown); the root named is the wait-for graph's sink where its
     error is a root, else the earliest root; the others counted by kind. With no root among them, no rank
     is named and the words say so."""
     st = rankstate.states(store)
     firsts = {r: f for r, a in zip(st.ranks, st.aborted.tolist()) if a and (f := _first_error(store.ranks[r]))}
+    crashed = {r: f for r, x in zip(st.ranks, st.exited.tolist()) if x and r not in firsts
+               and (f := _crash(store.ranks[r]))}
+    firsts.update(crashed)
     if not firsts:
         return []
     edges = wait_edges(store)[0]  # a rank whose log says it waited for a peer failed by that wait
-    kinds = {r: "collective_timeout" if r in edges else error_kind(f[1]) for r, f in firsts.items()}
+    kinds = {r: "crash" if r in crashed else "collective_timeout" if r in edges else error_kind(f[1])
+             for r, f in firsts.items()}
     roots = sorted((f[0], r) for r, f in firsts.items() if kinds[r] not in CASCADE)
     sink = wait_sink(edges)[0]
     counts: dict[str, int] = {}

@@ -121,8 +121,7 @@ def culprit_of(store: Snapshot, e: Ending, lives: dict[int, float], exits: set[i
         else:  # ends closer than their clocks tell apart, ordered by sight
             after = ", while the others still ran"
         crash = processes.where(store.ranks[first.rank], stuck_only=False)
-        crashed = (f"; it crashed ({crash.error or 'a fatal signal'}): its Python stack at the crash is in the "
-                   "stacks view") if crash is not None and crash.reason == "fatal" else ""
+        crashed = f"; it {crash.crash_words}" if crash is not None and crash.reason == "fatal" else ""
         return Culprit(first.rank, "exit", when, f"rank {first.rank}'s process ended at {fmt.clock_ms(when)} "
                                                  f"({processes.how_words(ex)}){after}{crashed}")
     live = held or _stuck(store)

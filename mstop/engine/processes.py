@@ -251,6 +251,22 @@ class Where:
         """The innermost frame in words: ``_exec_pip (mindspore/common/api.py:1234)``."""
         return short_frame(self.frames[0]) if self.frames else "no Python frame"
 
+    @property
+    def cut(self) -> bool:
+        """A crash's dump that faulthandler did not finish (the witness's ``cut``: a thread's line with no
+        frame under it)."""
+        return self.reason == "fatal" and bool((self.stack or {}).get("cut"))
+
+    @property
+    def crash_words(self) -> str:
+        """A crash and where its answer is, for a culprit's words and the log pane: ``crashed (Segmentation
+        fault): its Python stack at the crash is in the stacks view``, or that the stack was cut short."""
+        said = f"crashed ({self.error or 'a fatal signal'}): its Python stack at the crash "
+        if self.cut:
+            return said + ("was cut short (faulthandler stopped within its dump, most often a second fault while "
+                           "it read another thread): what it wrote is in the stacks view")
+        return said + "is in the stacks view"
+
 
 #: frames two ranks must share to be called stuck at the same place
 KEY_FRAMES = 3
@@ -401,6 +417,7 @@ class StackGroup:
     error: str | None
     frames: list[str]  # the first rank's main thread, innermost first, short paths
     stale: bool  # every rank of the group went on after its dump (an overrun that passed)
+    cut: bool = False  # a crash's dump faulthandler did not finish (Where.cut)
 
 
 def stack_view(store: Snapshot) -> tuple[list[StackGroup], list[int]]:
@@ -416,7 +433,7 @@ def stack_view(store: Snapshot) -> tuple[list[StackGroup], list[int]]:
                 none.append(r)
             continue
         stale = where(d, stuck_only=True) is None
-        groups.setdefault((w.reason == "fatal", *w.key), []).append((w, stale))  # a first look and a timed
+        groups.setdefault((w.reason == "fatal", w.cut, *w.key), []).append((w, stale))  # a first look and a timed
         # dump at one place are one group
     out = []
     for members in groups.values():
@@ -425,6 +442,7 @@ def stack_view(store: Snapshot) -> tuple[list[StackGroup], list[int]]:
         out.append(StackGroup(ranks=[w.rank for w in ws], place=ws[0].place,
                               steps=sorted({w.step for w in ws if w.step is not None}),
                               since=min(sinces) if sinces else None, reason=ws[0].reason, error=ws[0].error,
-                              frames=[short_frame(f) for f in ws[0].frames], stale=all(s for _, s in members)))
+                              frames=[short_frame(f) for f in ws[0].frames], stale=all(s for _, s in members),
+                              cut=ws[0].cut))
     out.sort(key=lambda g: (g.stale, -len(g.ranks), g.ranks[0]))
     return out, none

@@ -167,13 +167,14 @@ class RunReader:
         return [dict(e) for e in getattr(d, _EVENTS[kind])]
 
     def crash(self, rank: int) -> str | None:
-        """How the rank's current process crashed (``Segmentation fault``), when its newest stack dump is a
-        crash's (its faulthandler's, on a fatal signal); else None."""
+        """How the rank's current process crashed and where its stack is (``crashed (Segmentation fault): its
+        Python stack at the crash is in the stacks view``: processes.Where.crash_words), when its newest stack
+        dump is a crash's (its faulthandler's, on a fatal signal); else None."""
         from . import processes
 
         d = self._store.ranks.get(rank)
         w = processes.where(d, stuck_only=False) if d is not None and d.stacks else None
-        return (w.error or "a fatal signal") if w is not None and w.reason == "fatal" else None
+        return w.crash_words if w is not None and w.reason == "fatal" else None
 
     def process(self, rank: int) -> dict[str, Any] | None:
         """The rank's current process as its exit witness saw it last (mstop.engine.processes.facts)."""

@@ -25,8 +25,9 @@ class LogPane:
     errors: list[int] = field(default_factory=list)  # indexes of error lines in ``lines``
     at: int | None = None  # the line the keys moved to (shown at the top)
     refused: str | None = None  # why a file named as the rank's log is not read (mstop.sources.logs)
-    #: how the rank's process crashed (``Segmentation fault``) when its stack at the crash is in the stacks view:
-    #: faulthandler writes it to the stacks file, not to this log, which then holds no error line of it
+    #: how the rank's process crashed and where its stack is (``crashed (Segmentation fault): its Python stack
+    #: at the crash is in the stacks view``: RunReader.crash): faulthandler writes it to the stacks file, not to
+    #: this log, which then holds no error line of it
     crash: str | None = None
 
     @property
@@ -34,8 +35,7 @@ class LogPane:
         """Where the answer is when this log does not hold it: a crash's stack, in the stacks view (t)."""
         if self.crash is None:
             return None
-        return (f"rank {self.rank} crashed ({clean(self.crash, 200)}): its Python stack at the crash is in the "
-                "stacks view (t), not in this log")
+        return f"rank {self.rank} {clean(self.crash, 400)} (t), not in this log"
 
     def __post_init__(self) -> None:
         if self.path is not None and self.tail is None:

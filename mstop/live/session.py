@@ -279,8 +279,7 @@ class MonitorSession:
         lines (a multi-line message line by line); read again only when the log changed."""
         rank = self.culprit(status)
         crash = RunReader(self.store).crash(rank) if rank is not None else None
-        said = [f"rank {rank} crashed ({clean(crash, 200)}): its Python stack at the crash is in the stacks view "
-                "(t)"] if crash is not None else []
+        said = [f"rank {rank} {clean(crash, 400)} (t)"] if crash is not None else []
         return said + self._log_error(rank)
 
     def _log_error(self, rank: int | None) -> list[str]:

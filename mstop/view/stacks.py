@@ -55,6 +55,7 @@ def stacks_lines(store: Snapshot) -> list[tuple[str, str]]:
                  f" in steps {g.steps[0] + 1:,}-{g.steps[-1] + 1:,}") if g.steps else " before its first step"
         since = f" since {fmt.clock_ms(g.since)}" if g.since is not None else ""
         what = f"crashed ({g.error or 'fatal signal'})" if g.reason == "fatal" else f"in {g.place}{steps}{since}"
+        what += ", its dump cut short (faulthandler stopped within it, most often a second fault)" if g.cut else ""
         what += " (a first look)" if g.reason == "asked" else ""
         then = " (then went on: the step ended after the dump)" if g.stale else ""
         out.append(("", ""))
@@ -64,6 +65,8 @@ def stacks_lines(store: Snapshot) -> list[tuple[str, str]]:
             out.append(("", f"  | {f}"))
         if len(g.frames) > FRAMES:
             out.append(("dim", f"  | ... {len(g.frames) - FRAMES} outer frames"))
+        if g.cut and not g.frames:
+            out.append(("dim", "  | no frame of its main thread was written before the dump stopped"))
     if none:
         out.append(("", ""))
         out.append(("dim", f"{ranks_text(none)}: no stack (their steps end on time, or no exit witness runs "

@@ -186,3 +186,54 @@ def test_the_witness_writes_nothing_before_the_sessions_start_event(tmp_path):
     (tmp_path / "none.jsonl").write_text("")
     late.look(facts)
     assert [e["kind"] for e in read_events(tmp_path / "none.jsonl")] == ["proc"]
+
+
+#: a crash's dump as faulthandler left it in CI (stop 69): a second fault while it read another thread's frames
+CUT = "Fatal Python error: Segmentation fault\n\nThread 0x00007f4f297fb6c0 (most recent call first):\n"
+CRASH = CUT + '  File "/a/b.py", line 3 in wait\n\nCurrent thread 0x00007f02 (most recent call first):\n' \
+              '  File "/job/helpers.py", line 7 in read_null\n  File "/job/train.py", line 40 in <module>\n'
+
+
+@pytest.mark.parametrize("body, cut", [(CUT, True), ("Fatal Python error: Aborted\n\n", True), (CRASH, False),
+                                       (CRASH + "Thread 0x00007f03 (most recent call first):\n", True),
+                                       (DUMP, False)])
+def test_a_crash_dump_cut_short_is_marked_cut(body, cut):
+    (fields, _), = witness.split_dumps((_header(48) + body).encode(), final=True)
+    assert bool(fields.get("cut")) == cut, fields
+
+
+@pytest.mark.parametrize("body, said", [
+    (CRASH, "it crashed (Segmentation fault): its Python stack at the crash is in the stacks view"),
+    (CUT, "it crashed (Segmentation fault): its Python stack at the crash was cut short (faulthandler stopped "
+          "within its dump")])
+def test_a_crashed_ranks_words_say_whether_its_stack_was_written_whole(tmp_path, capsys, body, said):
+    """A segfault's culprit points at its stack in the stacks view; when faulthandler's dump of it stopped short
+    (CI: a thread's line, then nothing), the words and the stacks view say so rather than point at frames that
+    are not there."""
+    import json
+
+    from mstop.cli import main
+    from mstop.sources import read_once
+    from mstop.view import stacks_lines
+    from tests.helpers.runs import start, steps, write_events, write_rank
+
+    run = tmp_path / "run"
+    (fields, _), = witness.split_dumps((_header(48, since=1048.0) + body).encode(), final=True)
+    for r in (1, 0):
+        ev = [start("s1", t=999.0, world_size=2, pid=100 + r)]
+        if r == 1:
+            ev.append({"time": 1049.0, "kind": "stack", "rank": 1, "pid": 101, "source": "witness", **fields})
+        ev.append({"time": 1050.5 - r, "kind": "exit", "rank": r, "pid": 100 + r, "how": "signal",  # msrun ends 0
+                   "signal": ("SIGKILL", "SIGSEGV")[r], "code": (-9, -11)[r]})
+        write_events(run, r, ev)
+        write_rank(run, r, steps(1, 48, t0=1000.0, dt=1.0, step_time=1.0, loss=1.0))
+    assert main(["summary", "--json", str(run)]) in (0, 1)
+    js = json.loads(capsys.readouterr().out)
+    culprit = js["culprit"]
+    assert culprit["rank"] == 1 and said in culprit["words"], culprit
+    # the diagnosis names the crash as the root, and rank 0's end by the launcher as its cascade
+    assert js["diagnosis"][0]["kind"] == "root_cause" and js["diagnosis"][0]["ranks"] == [1], js["diagnosis"]
+    assert js["diagnosis"][0]["words"] == "rank 1: killed by SIGSEGV (Segmentation fault) at step 48 (crash); 1 " \
+                                          "rank then ended by the launcher", js["diagnosis"]
+    (head,) = [t for _, t in stacks_lines(read_once(str(run))) if t.startswith("rank 1:")]
+    assert head.startswith("rank 1: crashed (Segmentation fault)") and ("cut short" in head) == (body == CUT), head

@@ -483,7 +483,8 @@ def parse_dump(header: str, body: str) -> dict:
     """One faulthandler dump (``Timeout (0:01:00)!`` or ``Fatal Python error: Segmentation fault`` then
     ``Thread 0x... (most recent call first):`` and ``  File "x.py", line 3 in f`` lines) as the fields of a
     ``stack`` event: why (``timeout``, ``fatal``, or ``asked``: the witness's signal, whose dump has no line of
-    its own), the step it was in, since when, and each thread's frames (innermost first)."""
+    its own), the step it was in, since when, and each thread's frames (innermost first); ``cut`` when a crash's
+    dump was cut short."""
     h = parse_header(header)
     reason, error = "asked", None  # no line of faulthandler's own before the threads: the witness's first look
     threads: list[dict] = []
@@ -511,6 +512,10 @@ def parse_dump(header: str, body: str) -> dict:
            "stacks": threads}
     if error:
         out["error"] = error
+    if reason == "fatal" and (cur is None or not cur["frames"]):
+        out["cut"] = True  # faulthandler writes a frame or "<no Python frame>" under every thread's line: a
+        # crash's dump that ends at a thread's line was cut short (a second fault while another thread's frames
+        # were read: faulthandler reads them without the GIL)
     return out
 
 
