@@ -11,6 +11,7 @@ import pytest
 from mstop.engine.figures import status
 from mstop.engine.health import Health
 from mstop_writer import MetricsWriter
+from tests.helpers.app_common import settle
 from tests.helpers.common import read_events
 from tests.helpers.hostile_input_common import fifo_run, hostile_run, load, no_control, spiky_run
 from tests.helpers.runs import start, steps, write_events, write_rank
@@ -87,14 +88,15 @@ async def test_rank_ages_stay_live_without_new_rows(tmp_path):
     now = [1060.0]
     app = MonitorApp(str(tmp_path), clock=lambda: now[0], follow=False)
     async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)  # the first read is done (on a thread)
         await pilot.press("r")
-        await pilot.pause()
         table = app.query_one("#ranks")
+        await settle(pilot, cond=lambda: table.row_count > 0)
         first = str(table.get_row_at(0)[-1])
         now[0] = 1200.0
         app.monitor.tick()
-        await pilot.pause()
-        assert str(table.get_row_at(0)[-1]) != first and "2 m 30 s" in str(table.get_row_at(0)[-1])
+        await settle(pilot, cond=lambda: str(table.get_row_at(0)[-1]) != first)
+        assert "2 m 30 s" in str(table.get_row_at(0)[-1])
 
 
 async def test_the_alerts_list_shows_past_incidents_and_the_chart_marks_them(tmp_path):
