@@ -205,7 +205,7 @@ def test_msrun_a_segfault_in_one_rank_leaves_its_crash_stack_and_names_it(tmp_pa
         js, _ = _until(job.run, lambda j: j["status"] in ("dead", "failed"), 120)
         assert js["culprit"]["rank"] == 1 and js["culprit"]["fact"] == "exit", js["culprit"]
         assert "SIGSEGV" in js["culprit"]["words"], js["culprit"]
-        # faulthandler reads the other threads' frames without the GIL: a second fault there cuts its dump
+        # faulthandler reads the other threads' states taking no lock: a second fault there cuts its dump
         # short (CI, stop 69: a thread's line, then nothing). The words then say so, not point at no frames
         (crash,) = [e for e in read_events(job.run / "rank1.events.jsonl") if e["kind"] == "stack"
                     and e["reason"] == "fatal"]

@@ -514,8 +514,8 @@ def parse_dump(header: str, body: str) -> dict:
         out["error"] = error
     if reason == "fatal" and (cur is None or not cur["frames"]):
         out["cut"] = True  # faulthandler writes a frame or "<no Python frame>" under every thread's line: a
-        # crash's dump that ends at a thread's line was cut short (a second fault while another thread's frames
-        # were read: faulthandler reads them without the GIL)
+        # crash's dump that ends at a thread's line was cut short (a second fault while it read another thread's
+        # state: a signal handler takes no lock, and a thread ending meanwhile frees what it reads)
     return out
 
 
