@@ -197,11 +197,27 @@ def outlived(a: End, b: End) -> bool:
     return _one_machine(a, b) and a.start.get("pid_ns") == b.start.get("pid_ns")
 
 
+def ended_before_seen(a: End, b: End) -> bool:
+    """Rank b's process no longer ran when rank a's end was seen: a's witness looked at its launcher's other
+    children (``peers_alive``) and b, a child of that same launcher (``ppid`` at their starts) in one pid
+    namespace, was not among them. Both ended before a's end was seen, so the witnesses' times (each when its
+    own witness woke: a quarter of a second apart on a loaded host) cannot order them."""
+    ea, eb = a.exit, b.exit
+    if ea is None or eb is None or not isinstance(ea.get("peers_alive"), list) or eb.get("pid") is None:
+        return False
+    if eb["pid"] in ea["peers_alive"] or ea.get("source") != "witness":
+        return False
+    ppid = a.start.get("ppid")
+    return isinstance(ppid, int) and ppid > 1 and ppid == b.start.get("ppid") and _one_machine(a, b) \
+        and a.start.get("pid_ns") == b.start.get("pid_ns")
+
+
 def first_end(ends: list[End], files_margin: float) -> tuple[End, float] | None:
     """The end that came before every other by a fact: seen while the other still ran (:func:`outlived`), or
     earlier by more than the margin of the two times (one clock: EXIT_MARGIN_ONE_HOST, two hosts:
-    EXIT_MARGIN_HOSTS, an end known by the files only: ``files_margin``); only an end an exit tells can be
-    first. With its lead over the next end by time (negative when sight ordered ends its clock could not)."""
+    EXIT_MARGIN_HOSTS, an end known by the files only: ``files_margin``) unless the other was seen ended by
+    then (:func:`ended_before_seen`); only an end an exit tells can be first. With its lead over the next end
+    by time (negative when sight ordered ends its clock could not)."""
     for a in sorted(ends, key=lambda e: (e.time, e.rank)):
         if a.exit is None:
             continue
@@ -213,6 +229,8 @@ def first_end(ends: list[End], files_margin: float) -> tuple[End, float] | None:
             if b.exit is not None and outlived(a, b):
                 lead = min(lead, gap)
                 continue
+            if ended_before_seen(a, b):
+                break
             if b.exit is None:
                 need = files_margin
             else:

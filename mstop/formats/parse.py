@@ -757,7 +757,7 @@ EVENT_FIELDS: dict[str, Any] = {
     "run_delay_s": _number,
     "code": _number, "last_state": _text, "since": _number, "limit": _number, "stacks": _stack_threads,
     "witness_pid": _count, "pid_start": _count, "boot_id": _text, "pid_ns": _text, "witness": _text,
-    "fatal_stacks": _text, "peers_alive": _pids,
+    "fatal_stacks": _text, "peers_alive": _pids, "ppid": _count,
     # the writer holds a flock on its events file while it lives (mstop_writer._files.LifeLock)
     "life_lock": lambda v: isinstance(v, bool),
 }

@@ -62,6 +62,20 @@ def test_every_other_end_must_be_outlived_or_later_by_its_margin():
     assert first_end([*ends, files_only], 0.5)[0].rank == 2
 
 
+def test_ends_a_witness_saw_already_over_are_not_ordered_by_its_wake():
+    """A whole job SIGKILLed at once on a loaded host (CI, stop 70): rank 1's witness woke 0.25 s before the
+    others' and saw no sibling running (``peers_alive`` empty): they had ended by then too. The witnesses'
+    times are their wakes, not the ends: nobody is named. A sibling it saw running still follows it; a rank of
+    another parent (each rank started by its own shell) or a writer that gave no ``ppid`` is ordered by time."""
+    ends = [_end(r, 100.25 if r != 1 else 100.0, 10 + r, alive=[], ppid=7) for r in range(4)]
+    assert first_end(ends, 5.0) is None
+    ends[1] = _end(1, 100.0, 11, alive=[10, 12, 13], ppid=7)  # it saw them running: first by sight
+    assert first_end(ends, 5.0)[0].rank == 1
+    assert first_end([_end(r, 100.25 if r != 1 else 100.0, 10 + r, alive=[], ppid=7 + r) for r in range(4)],
+                     5.0)[0].rank == 1
+    assert first_end([_end(r, 100.25 if r != 1 else 100.0, 10 + r, alive=[]) for r in range(4)], 5.0)[0].rank == 1
+
+
 def test_a_stopped_rank_woken_by_the_kill_that_ends_it_is_still_the_held_one(tmp_path):
     """Issue 58 (the stopped-rank flake): rank 3 stopped (T) for 40 s; the kill that ended it woke it, and its
     witness saw it running (R) a moment before its exit. It was held until its end: it stays the culprit,

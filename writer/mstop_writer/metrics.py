@@ -522,7 +522,7 @@ class MetricsWriter:
                            key="witness:start")
         return {"witness_pid": self._witness_pid, "witness": said,
                 "fatal_stacks": self._stacks.fatal if self._stacks is not None else stacks_said,
-                "stack_after": o.stack_after, **process_identity()}
+                "stack_after": o.stack_after, "ppid": os.getppid(), **process_identity()}
 
     def _profile_window(self, steps: tuple[int, int] | None) -> Any:
         """MindSpore's Profiler for ``profile_steps`` (first, last), or the steps a profile.request asks for;
