@@ -626,12 +626,14 @@ def _first_error(d: RankData) -> tuple[float, str, Any] | None:
 CRASH_SIGNALS = ("SIGSEGV", "SIGBUS", "SIGILL", "SIGFPE", "SIGABRT")
 
 
-def _crash(d: RankData) -> tuple[float, str, Any] | None:
-    """A rank whose current process died of a crash signal (CRASH_SIGNALS) without an abort: (its exit's time,
-    ``killed by SIGSEGV (Segmentation fault)``, its last step), as :func:`_first_error` gives an abort."""
-    e = processes.exited(d)
+def _crash(store: Snapshot, rank: int, e: dict[str, Any] | None) -> tuple[float, str, Any] | None:
+    """A rank whose current process died of a crash signal (CRASH_SIGNALS) without an abort, by its exit ``e``
+    (rankstate's): (the exit's time, ``killed by SIGSEGV (Segmentation fault)``, its last step), as
+    :func:`_first_error` gives an abort. The rank's record is taken only then (a snapshot makes one when
+    asked)."""
     if e is None or e.get("how") != "signal" or e.get("signal") not in CRASH_SIGNALS:
         return None
+    d = store.ranks[rank]
     w = processes.where(d, stuck_only=False)
     said = processes.how_words(e) + (f" ({w.error})" if w is not None and w.reason == "fatal" and w.error else "")
     return float(e["time"]), said, d.last("step") if d.rows else None
@@ -646,8 +648,7 @@ def root_verdicts(store: Snapshot) -> list[Verdict]:
     is named and the words say so."""
     st = rankstate.states(store)
     firsts = {r: f for r, a in zip(st.ranks, st.aborted.tolist()) if a and (f := _first_error(store.ranks[r]))}
-    crashed = {r: f for r, x in zip(st.ranks, st.exited.tolist()) if x and r not in firsts
-               and (f := _crash(store.ranks[r]))}
+    crashed = {r: f for r, one in zip(st.ranks, st.one) if r not in firsts and (f := _crash(store, r, one.exit))}
     firsts.update(crashed)
     if not firsts:
         return []

@@ -192,8 +192,11 @@ def outlived(a: End, b: End) -> bool:
         return False
     if eb["pid"] not in ea["peers_alive"]:
         return False
-    if _one_watcher(a, b):
-        return True
+    return _one_watcher(a, b) or _one_namespace(a, b)
+
+
+def _one_namespace(a: End, b: End) -> bool:
+    """The two ranks' pids are of one pid namespace on one machine: one names the other's process."""
     return _one_machine(a, b) and a.start.get("pid_ns") == b.start.get("pid_ns")
 
 
@@ -208,8 +211,7 @@ def ended_before_seen(a: End, b: End) -> bool:
     if eb["pid"] in ea["peers_alive"] or ea.get("source") != "witness":
         return False
     ppid = a.start.get("ppid")
-    return isinstance(ppid, int) and ppid > 1 and ppid == b.start.get("ppid") and _one_machine(a, b) \
-        and a.start.get("pid_ns") == b.start.get("pid_ns")
+    return isinstance(ppid, int) and ppid > 1 and ppid == b.start.get("ppid") and _one_namespace(a, b)
 
 
 def first_end(ends: list[End], files_margin: float) -> tuple[End, float] | None:
